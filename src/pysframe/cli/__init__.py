@@ -1,0 +1,76 @@
+"""The ``pysframe`` command: one sub-command per module of this package.
+
+Each sub-command module defines ``register(subparsers)``, which adds its parser and sets
+``func`` to a callable taking the parsed arguments and returning the exit status.
+Exit status: 0 success, 1 failure (bad input, findings), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import SFrameError
+
+#: Sub-command modules, in the order ``--help`` lists them.
+COMMANDS = ("dump", "info", "lookup", "generate", "check", "stack", "stats")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pysframe", description="Read, write, generate and use SFrame stack-trace sections."
+    )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"pysframe {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        status: int = args.func(args)
+        sys.stdout.flush()
+    except SFrameError as error:
+        print(f"pysframe: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except OSError as error:
+        if error.errno == errno.EPIPE:
+            _quiet_broken_pipe()
+            return 0
+        name = f"'{error.filename}': " if error.filename else ""
+        print(f"pysframe: {name}{error.strerror or error}", file=sys.stderr)
+        return 1
+    return status
+
+
+def _quiet_broken_pipe() -> None:
+    """Output went into a closed pipe (``| head``): end quietly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Finding the function and the row that apply at a PC, with libsframe's semantics.
+
+* FDE: the function with start <= pc < start + size; binary search when the section is
+  SORTED, a first-match scan when it is not (VERSIONS.md "Lookups").
+* FRE (PCINC): the row whose [start, next start) holds pc - function start.
+* FRE (PCMASK, V2/V3): the same test on (pc - function start) % rep_size.
+* FRE (PCMASK, V1): the same test on (pc - function start) masked with the FRE's start,
+  the V1 rule ``pc & start >= start`` (V1 spec 2.3.2).
+
+``find_fres`` answers many PCs at once from a flat, columnar table of all rows, built on
+first use with numpy; the scalar path is the reference it is tested against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from .constants import PcType, Version
+from .model import FrameRow, Function, RuleKind
+
+if TYPE_CHECKING:
+    from .decode import FdeTable
+
+_U64 = 1 << 64
+
+
+def find_fde_index(table: FdeTable, sorted_: bool, pc: int) -> int | None:
+    """Index of the function containing ``pc``, or None."""
+    if not 0 <= pc < _U64 or len(table) == 0:
+        return None
+    key = np.uint64(pc)
+    if sorted_:
+        index = int(np.searchsorted(table.start, key, side="right")) - 1
+        if index >= 0 and pc - int(table.start[index]) < int(table.size[index]):
+            return index
+        return None
+    hits = np.flatnonzero((table.start <= key) & (key - table.start < table.size.astype(np.uint64)))
+    return int(hits[0]) if hits.size else None
+
+
+def pc_offset_in(function: Function, version: Version, pc: int) -> int | None:
+    """Offset to compare with FRE start offsets, or None when no FRE can match."""
+    offset = (pc - function.start) % _U64
+    if function.pc_type is PcType.MASK and version is not Version.V1:
+        if function.rep_size == 0:
+            return None
+        offset %= function.rep_size
+    return offset
+
+
+def find_row_index(
+    function: Function, rows: Sequence[FrameRow], version: Version, pc: int
+) -> int | None:
+    """Index of the row of ``function`` that applies at ``pc`` (libsframe's scan)."""
+    offset = pc_offset_in(function, version, pc)
+    if offset is None:
+        return None
+    v1_mask = function.pc_type is PcType.MASK and version is Version.V1
+    last = len(rows) - 1
+    for index, row in enumerate(rows):
+        end = rows[index + 1].start_offset if index < last else function.size
+        if v1_mask:
+            masked = offset & row.start_offset
+            if row.start_offset <= masked and masked < end:
+                return index
+        elif row.start_offset <= offset < end:
+            return index
+    return None
+
+
+#: Codes of RuleKind in the batch result's ``*_kind`` arrays.
+RULE_KIND_CODES: dict[RuleKind, int] = {kind: code for code, kind in enumerate(RuleKind)}
+RULE_KINDS: tuple[RuleKind, ...] = tuple(RuleKind)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Columnar answers of ``find_fres``: element i answers pcs[i].
+
+    ``function_index`` and ``row_index`` are -1 where no row applies; the rule columns are then
+    zero.  ``*_kind`` hold codes of :class:`RuleKind` (see ``RULE_KINDS``); ``*_reg`` is -1 for
+    "relative to the CFA".
+    """
+
+    function_index: npt.NDArray[np.int64]
+    row_index: npt.NDArray[np.int64]
+    cfa_reg: npt.NDArray[np.int64]
+    cfa_offset: npt.NDArray[np.int64]
+    cfa_deref: npt.NDArray[np.bool_]
+    fp_kind: npt.NDArray[np.int8]
+    fp_offset: npt.NDArray[np.int64]
+    fp_reg: npt.NDArray[np.int64]
+    ra_kind: npt.NDArray[np.int8]
+    ra_offset: npt.NDArray[np.int64]
+    ra_reg: npt.NDArray[np.int64]
+    mangled_ra: npt.NDArray[np.bool_]
+
+    @property
+    def found(self) -> npt.NDArray[np.bool_]:
+        return self.row_index >= 0
+
+    def __len__(self) -> int:
+        return len(self.row_index)

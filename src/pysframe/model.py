@@ -1,0 +1,257 @@
+"""Immutable values describing an SFrame section: header, functions (FDEs) and rows (FREs).
+
+Values keep the raw encoded fields next to their meaning, so a decoded section can be written
+back byte for byte and a dump can show what is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .constants import (
+    Abi,
+    BaseReg,
+    FdeType,
+    Flags,
+    FreType,
+    PauthKey,
+    PcType,
+    Version,
+    WordSize,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The SFrame header (V2 spec 2.2), as stored."""
+
+    version: Version
+    flags: Flags
+    abi: Abi
+    cfa_fixed_fp_offset: int
+    cfa_fixed_ra_offset: int
+    auxiliary_header: bytes
+    num_fdes: int
+    num_fres: int
+    fre_len: int
+    fde_offset: int
+    fre_offset: int
+    big_endian: bool
+
+    @property
+    def size(self) -> int:
+        """Bytes from the start of the section to the end of the (auxiliary) header."""
+        return 28 + len(self.auxiliary_header)
+
+    @property
+    def sorted(self) -> bool:
+        return bool(self.flags & Flags.FDE_SORTED)
+
+    @property
+    def pcrel(self) -> bool:
+        return bool(self.flags & Flags.FDE_FUNC_START_PCREL)
+
+
+class RuleKind(Enum):
+    """How a register (FP or RA) is recovered in the caller's frame."""
+
+    #: Not saved by this frame: the register still holds the caller's value
+    #: (for the AArch64 and s390x RA: it is in the link register).  Dumped as ``u``.
+    UNTRACKED = "untracked"
+    #: Saved at CFA + the header's fixed offset (AMD64 RA).  Dumped as ``f``.
+    FIXED = "fixed"
+    #: A padding word stands where the rule would be.  Dumped as ``U``.
+    PADDING = "padding"
+    #: The return address is undefined: this is the outermost frame.
+    UNDEFINED = "undefined"
+    #: Saved in memory at (``reg`` or the CFA) + ``offset``.
+    SAVED = "saved"
+    #: The value itself is (``reg`` or the CFA) + ``offset``; with offset 0 and a register,
+    #: "saved in register ``reg``".
+    VALUE = "value"
+
+
+@dataclass(frozen=True, slots=True)
+class RegRule:
+    """Recovery rule of the FP or the RA.  ``reg`` None means "relative to the CFA"."""
+
+    kind: RuleKind
+    offset: int = 0
+    reg: int | None = None
+
+    @classmethod
+    def untracked(cls) -> RegRule:
+        return _UNTRACKED
+
+    @classmethod
+    def padding(cls) -> RegRule:
+        return _PADDING
+
+    @classmethod
+    def undefined(cls) -> RegRule:
+        return _UNDEFINED
+
+    @classmethod
+    def fixed(cls, offset: int) -> RegRule:
+        return cls(RuleKind.FIXED, offset)
+
+    @classmethod
+    def at_cfa(cls, offset: int) -> RegRule:
+        """Saved on the stack at CFA + offset."""
+        return cls(RuleKind.SAVED, offset)
+
+    @classmethod
+    def in_register(cls, reg: int) -> RegRule:
+        return cls(RuleKind.VALUE, 0, reg)
+
+    @property
+    def tracked(self) -> bool:
+        return self.kind in (RuleKind.FIXED, RuleKind.SAVED, RuleKind.VALUE)
+
+
+_UNTRACKED = RegRule(RuleKind.UNTRACKED)
+_PADDING = RegRule(RuleKind.PADDING)
+_UNDEFINED = RegRule(RuleKind.UNDEFINED)
+
+
+@dataclass(frozen=True, slots=True)
+class CfaRule:
+    """CFA = ``reg`` + ``offset`` (``deref``: the CFA is the word stored there).
+
+    ``reg`` is a DWARF register number; s390x offsets are given decoded (real bytes).
+    """
+
+    reg: int
+    offset: int
+    deref: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRow:
+    """One frame row entry (V2 spec 2.4) with its rules decoded for the section's ABI."""
+
+    #: sfre_start_address: offset from the function start (PCMASK: from the repeated block start).
+    start_offset: int
+    #: Absolute address of the row's first PC (function start + start_offset).
+    start_address: int
+    #: The raw sfre_info byte (V2 spec 2.4.1).
+    info: int
+    #: The trailing data words, each as a signed integer of the row's word size.
+    words: tuple[int, ...]
+    #: CFA rule; None when the row has no words (RA undefined, outermost frame).
+    cfa: CfaRule | None
+    fp: RegRule
+    ra: RegRule
+
+    @property
+    def base_reg(self) -> BaseReg:
+        """fre_cfa_base_reg_id (meaningful for DEFAULT FDEs)."""
+        return BaseReg(self.info & 1)
+
+    @property
+    def word_count(self) -> int:
+        return (self.info >> 1) & 0xF
+
+    @property
+    def word_size(self) -> WordSize:
+        return WordSize((self.info >> 5) & 0x3)
+
+    @property
+    def mangled_ra(self) -> bool:
+        """fre_mangled_ra_p: the return address is signed (AArch64 PAC)."""
+        return bool(self.info & 0x80)
+
+    @property
+    def ra_undefined(self) -> bool:
+        return self.ra.kind is RuleKind.UNDEFINED
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """One function descriptor entry (V2 spec 2.3, V3 index entry + attribute record).
+
+    ``rows`` are decoded on first use for functions read from a section.
+    """
+
+    index: int
+    #: Absolute address of the function's first byte (after PCREL / section rebasing).
+    start: int
+    size: int
+    #: Raw sfde_func_start_address / func_start_offset as stored.
+    start_field: int
+    #: sfde_func_start_fre_off: offset of the function's FREs (V3: of its attribute record).
+    fre_offset: int
+    num_fres: int
+    #: Raw sfde_func_info (V3: attribute-record info byte).
+    info: int
+    #: V3 attribute-record info2 byte (0 before V3).
+    info2: int
+    rep_size: int
+    #: V2 sfde_func_padding2, kept so a section re-encodes byte for byte.
+    padding: int = 0
+    _rows: tuple[FrameRow, ...] | None = field(default=None, compare=False, repr=False)
+    _loader: Callable[[int], tuple[FrameRow, ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def fre_type(self) -> FreType:
+        return FreType(self.info & 0xF)
+
+    @property
+    def pc_type(self) -> PcType:
+        return PcType((self.info >> 4) & 1)
+
+    @property
+    def fde_type(self) -> FdeType:
+        return FdeType(self.info2 & 0x1F)
+
+    @property
+    def pauth_key(self) -> PauthKey:
+        return PauthKey((self.info >> 5) & 1)
+
+    @property
+    def signal_frame(self) -> bool:
+        """V3 info bit 7: the function is a signal trampoline."""
+        return bool(self.info & 0x80)
+
+    @property
+    def rows(self) -> tuple[FrameRow, ...]:
+        if self._rows is not None:
+            return self._rows
+        if self._loader is None:
+            return ()
+        return self._loader(self.index)
+
+    def __len__(self) -> int:
+        return self.num_fres
+
+    def __contains__(self, pc: object) -> bool:
+        return isinstance(pc, int) and self.start <= pc < self.start + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """A function and the row that applies at a PC (``find_fre``)."""
+
+    function: Function
+    row: FrameRow
+    row_index: int
+
+
+__all__ = [
+    "Abi",
+    "CfaRule",
+    "FrameRow",
+    "Function",
+    "Header",
+    "LookupResult",
+    "RegRule",
+    "RuleKind",
+]

@@ -1,0 +1,292 @@
+"""What an FRE's data words mean, per ABI, version and FDE type, in both directions.
+
+DEFAULT FDEs (V2 spec 2.4, VERSIONS.md V3): ``CFA [RA] [FP]`` where the RA word is present
+only when the header has no fixed RA offset (AMD64 has -8).  s390x stores the CFA offset as
+``(offset - 160) / 8`` (errata 1); in V2 an s390x FP/RA word with its low bit set names the
+register holding the value (``word >> 1``); an s390x RA word of 0 is padding.
+
+FLEX FDEs (V3): (control, offset) pairs for CFA, then RA (or one 0 padding word when only FP
+follows), then FP; ``control = (dwarf_regnum << 3) | (deref << 1) | reg_p``.
+
+No words at all: the return address is undefined (outermost frame).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .constants import (
+    S390X_CFA_OFFSET_ADJUSTMENT,
+    S390X_CFA_OFFSET_ALIGNMENT,
+    Abi,
+    BaseReg,
+    DwarfReg,
+    FdeType,
+    Version,
+    WordSize,
+)
+from .errors import EncodeError, InvalidFieldError
+from .model import CfaRule, RegRule, RuleKind
+
+_UNTRACKED = RegRule.untracked()
+_PADDING = RegRule.padding()
+_UNDEFINED = RegRule.undefined()
+
+
+@dataclass(frozen=True, slots=True)
+class RowContext:
+    """Everything besides the row itself that decides what its words mean."""
+
+    abi: Abi
+    version: Version
+    fde_type: FdeType
+    cfa_fixed_fp_offset: int
+    cfa_fixed_ra_offset: int
+
+    @property
+    def s390x(self) -> bool:
+        return self.abi is Abi.S390X_ENDIAN_BIG
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+def decode_rules(
+    ctx: RowContext, info: int, words: tuple[int, ...], word_size: int, offset: int | None = None
+) -> tuple[CfaRule | None, RegRule, RegRule]:
+    """Return (cfa, fp, ra) for an FRE with ``info`` and signed ``words``.
+
+    ``offset`` is where the FRE is, for error messages.
+    """
+    if not words:
+        return None, _UNTRACKED, _UNDEFINED
+    if ctx.fde_type is FdeType.FLEX:
+        return _decode_flex(ctx, words, word_size, offset)
+    return _decode_default(ctx, info, words)
+
+
+def _decode_cfa_offset(ctx: RowContext, stored: int) -> int:
+    if ctx.s390x:
+        return stored * S390X_CFA_OFFSET_ALIGNMENT + S390X_CFA_OFFSET_ADJUSTMENT
+    return stored
+
+
+def _decode_default(
+    ctx: RowContext, info: int, words: tuple[int, ...]
+) -> tuple[CfaRule, RegRule, RegRule]:
+    regs = DwarfReg.SP if info & 1 == BaseReg.SP else DwarfReg.FP
+    cfa = CfaRule(regs[ctx.abi], _decode_cfa_offset(ctx, words[0]))
+    index = 1
+    if ctx.cfa_fixed_ra_offset:
+        ra = RegRule.fixed(ctx.cfa_fixed_ra_offset)
+    elif len(words) > index:
+        ra = _default_word_rule(ctx, words[index], is_ra=True)
+        index += 1
+    else:
+        ra = _UNTRACKED
+    if ctx.cfa_fixed_fp_offset:
+        fp = RegRule.fixed(ctx.cfa_fixed_fp_offset)
+    elif len(words) > index:
+        fp = _default_word_rule(ctx, words[index], is_ra=False)
+    else:
+        fp = _UNTRACKED
+    return cfa, fp, ra
+
+
+def _default_word_rule(ctx: RowContext, word: int, *, is_ra: bool) -> RegRule:
+    if ctx.s390x:
+        if is_ra and word == 0:
+            return _PADDING
+        if ctx.version is Version.V2 and word & 1:
+            return RegRule.in_register(word >> 1)
+    return RegRule.at_cfa(word)
+
+
+def _control_fields(control: int) -> tuple[int, bool, bool]:
+    """(dwarf_regnum, deref, reg_p) of a FLEX control word."""
+    return control >> 3, bool(control & 2), bool(control & 1)
+
+
+def _flex_rule(control: int, offset: int) -> RegRule:
+    reg, deref, reg_p = _control_fields(control)
+    kind = RuleKind.SAVED if deref else RuleKind.VALUE
+    return RegRule(kind, offset, reg if reg_p else None)
+
+
+def _decode_flex(
+    ctx: RowContext, words: tuple[int, ...], word_size: int, offset: int | None
+) -> tuple[CfaRule, RegRule, RegRule]:
+    mask = (1 << (8 * word_size)) - 1
+    count = len(words)
+    if count < 2 or count == 3 or count > 6:
+        raise InvalidFieldError(f"FLEX FRE with {count} data words (expected 2, 4, 5 or 6)", offset)
+    reg, deref, reg_p = _control_fields(words[0] & mask)
+    if not reg_p:
+        raise InvalidFieldError("FLEX FRE CFA control word names no register", offset)
+    cfa = CfaRule(reg, _decode_cfa_offset(ctx, words[1]), deref)
+    index = 2
+    ra: RegRule
+    if count == 5:  # CFA pair, one RA padding word, FP pair
+        if words[2] != 0:
+            raise InvalidFieldError("FLEX FRE RA padding word is not zero", offset)
+        ra, index = _PADDING, 3
+    elif count >= 4:
+        ra, index = _flex_rule(words[2] & mask, words[3]), 4
+    else:
+        ra = RegRule.fixed(ctx.cfa_fixed_ra_offset) if ctx.cfa_fixed_ra_offset else _UNTRACKED
+    if count > index:
+        fp = _flex_rule(words[index] & mask, words[index + 1])
+    else:
+        fp = RegRule.fixed(ctx.cfa_fixed_fp_offset) if ctx.cfa_fixed_fp_offset else _UNTRACKED
+    return cfa, fp, ra
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+def needs_flex(ctx: RowContext, cfa: CfaRule | None, fp: RegRule, ra: RegRule) -> bool:
+    """True when the rules have no DEFAULT encoding in ``ctx``."""
+    try:
+        encode_rules(ctx, cfa, fp, ra, FdeType.DEFAULT)
+    except EncodeError:
+        return True
+    return False
+
+
+def encode_rules(
+    ctx: RowContext,
+    cfa: CfaRule | None,
+    fp: RegRule,
+    ra: RegRule,
+    fde_type: FdeType | None = None,
+) -> tuple[int, tuple[int, ...]]:
+    """Return (base_reg bit, words) for the rules; raise EncodeError when not representable."""
+    if ra.kind is RuleKind.UNDEFINED:
+        return 0, ()
+    if cfa is None:
+        raise EncodeError("a row needs a CFA rule unless its RA is undefined")
+    if (fde_type or ctx.fde_type) is FdeType.FLEX:
+        if ctx.version is not Version.V3:
+            raise EncodeError(f"FLEX rows need SFrame V3, not V{int(ctx.version)}")
+        return 0, _encode_flex(ctx, cfa, fp, ra)
+    return _encode_default(ctx, cfa, fp, ra)
+
+
+def _encode_cfa_offset(ctx: RowContext, offset: int) -> int:
+    if not ctx.s390x:
+        return offset
+    stored, rest = divmod(offset - S390X_CFA_OFFSET_ADJUSTMENT, S390X_CFA_OFFSET_ALIGNMENT)
+    if rest:
+        raise EncodeError(f"s390x CFA offset {offset} is not 160 plus a multiple of 8")
+    return stored
+
+
+def _encode_default(
+    ctx: RowContext, cfa: CfaRule, fp: RegRule, ra: RegRule
+) -> tuple[int, tuple[int, ...]]:
+    if cfa.deref:
+        raise EncodeError("a CFA behind a dereference needs a FLEX FDE")
+    if cfa.reg == DwarfReg.SP[ctx.abi]:
+        base = BaseReg.SP
+    elif cfa.reg == DwarfReg.FP[ctx.abi]:
+        base = BaseReg.FP
+    else:
+        raise EncodeError(f"CFA based on DWARF register {cfa.reg} needs a FLEX FDE")
+    words = [_encode_cfa_offset(ctx, cfa.offset)]
+    fp_word = _default_word(ctx, fp, ctx.cfa_fixed_fp_offset, "FP")
+    if ctx.cfa_fixed_ra_offset:
+        if not _is_fixed(ra, ctx.cfa_fixed_ra_offset):
+            raise EncodeError(f"RA rule {ra} differs from the header's fixed RA offset")
+    else:
+        ra_word = _default_word(ctx, ra, 0, "RA")
+        if ra_word is None and fp_word is not None:
+            if not ctx.s390x:
+                raise EncodeError("an FP rule without an RA rule needs a FLEX FDE")
+            ra_word = 0  # s390x: "FP saved, RA not" (errata 1)
+        if ra_word is not None:
+            words.append(ra_word)
+    if fp_word is not None:
+        words.append(fp_word)
+    return int(base), tuple(words)
+
+
+def _is_fixed(rule: RegRule, fixed: int) -> bool:
+    return (rule.kind is RuleKind.FIXED and rule.offset == fixed) or (
+        rule.kind is RuleKind.SAVED and rule.reg is None and rule.offset == fixed
+    )
+
+
+def _default_word(ctx: RowContext, rule: RegRule, fixed: int, what: str) -> int | None:
+    """The DEFAULT word for an FP or RA rule, or None when the rule needs no word."""
+    if fixed:
+        if not _is_fixed(rule, fixed) and rule.kind is not RuleKind.UNTRACKED:
+            raise EncodeError(f"{what} rule {rule} differs from the header's fixed offset")
+        return None
+    if rule.kind is RuleKind.UNTRACKED:
+        return None
+    if rule.kind is RuleKind.PADDING and ctx.s390x and what == "RA":
+        return 0
+    if rule.kind is RuleKind.SAVED and rule.reg is None and not (ctx.s390x and rule.offset & 1):
+        if ctx.s390x and what == "RA" and rule.offset == 0:
+            raise EncodeError("s390x RA saved at CFA+0 reads as padding")
+        return rule.offset
+    if (
+        ctx.s390x
+        and ctx.version is Version.V2
+        and rule.kind is RuleKind.VALUE
+        and rule.reg is not None
+        and rule.offset == 0
+    ):
+        return (rule.reg << 1) | 1
+    raise EncodeError(f"{what} rule {rule} needs a FLEX FDE")
+
+
+def _flex_control(rule: RegRule, what: str) -> int:
+    if rule.kind not in (RuleKind.SAVED, RuleKind.VALUE):
+        raise EncodeError(f"{what} rule {rule} has no FLEX encoding")
+    deref = 2 if rule.kind is RuleKind.SAVED else 0
+    if rule.reg is None:
+        return deref
+    if rule.reg < 0:
+        raise EncodeError(f"{what} rule names negative register {rule.reg}")
+    return (rule.reg << 3) | deref | 1
+
+
+def _encode_flex(ctx: RowContext, cfa: CfaRule, fp: RegRule, ra: RegRule) -> tuple[int, ...]:
+    if cfa.reg < 0:
+        raise EncodeError(f"CFA rule names negative register {cfa.reg}")
+    words = [(cfa.reg << 3) | (2 if cfa.deref else 0) | 1, _encode_cfa_offset(ctx, cfa.offset)]
+    fp_tracked = fp.kind not in (RuleKind.UNTRACKED, RuleKind.FIXED)
+    if ra.kind in (RuleKind.UNTRACKED, RuleKind.FIXED, RuleKind.PADDING):
+        if ra.kind is RuleKind.FIXED and ra.offset != ctx.cfa_fixed_ra_offset:
+            raise EncodeError(f"RA rule {ra} differs from the header's fixed RA offset")
+        if fp_tracked:
+            words.append(0)
+    else:
+        control = _flex_control(ra, "RA")
+        if control == 0:
+            raise EncodeError("an RA value of CFA+offset has no FLEX encoding (reads as padding)")
+        words += [control, ra.offset]
+    if fp_tracked:
+        words += [_flex_control(fp, "FP"), fp.offset]
+    elif fp.kind is RuleKind.FIXED and fp.offset != ctx.cfa_fixed_fp_offset:
+        raise EncodeError(f"FP rule {fp} differs from the header's fixed FP offset")
+    return tuple(words)
+
+
+def word_size_for(words: tuple[int, ...]) -> WordSize:
+    """Smallest data-word size holding every word as a signed integer (as GNU as chooses)."""
+    low = min(words, default=0)
+    high = max(words, default=0)
+    for size in WordSize:
+        bits = 8 * size.size - 1
+        if -(1 << bits) <= low and high < (1 << bits):
+            return size
+    raise EncodeError(f"data word out of the 32-bit range: {low if low < 0 else high}")
+
+
+def fre_info(base: int, word_count: int, word_size: WordSize, mangled_ra: bool) -> int:
+    """Compose sfre_info (V2 spec 2.4.1)."""
+    return (int(mangled_ra) << 7) | (int(word_size) << 5) | ((word_count & 0xF) << 1) | (base & 1)

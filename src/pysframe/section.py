@@ -1,0 +1,202 @@
+"""SFrameSection: a decoded .sframe section, its functions, rows and lookups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from .constants import Abi, Flags, Version
+from .decode import Buffer, FdeTable, decode_rows, parse_header, read_fde_table
+from .encode import SectionSpec, encode_section
+from .lookup import BatchResult, find_fde_index, find_row_index
+from .model import FrameRow, Function, Header, LookupResult
+
+if TYPE_CHECKING:
+    from .rowtable import RowTable
+
+
+class SFrameSection(Sequence[Function]):
+    """A decoded SFrame section.
+
+    The header and FDE table are read when the section is opened; each function's rows are
+    decoded when asked for.  ``section_address`` is the address of the section's first byte
+    (its ELF ``sh_addr``), which absolute function addresses are computed from.
+    """
+
+    __slots__ = ("_data", "_row_table", "_table", "header", "section_address")
+
+    def __init__(self, data: Buffer, section_address: int = 0) -> None:
+        self._data = data
+        self.section_address = section_address
+        self.header: Header = parse_header(data)
+        self._table: FdeTable = read_fde_table(data, self.header, section_address)
+        self._row_table: RowTable | None = None
+
+    @classmethod
+    def from_bytes(cls, data: Buffer, section_address: int = 0) -> SFrameSection:
+        """Decode ``data`` (bytes, bytearray or memoryview; not copied)."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"from_bytes needs a bytes-like object, not {type(data).__name__}")
+        return cls(data, section_address)
+
+    # -- header shortcuts ------------------------------------------------------------------
+    @property
+    def version(self) -> Version:
+        return self.header.version
+
+    @property
+    def abi(self) -> Abi:
+        return self.header.abi
+
+    @property
+    def flags(self) -> Flags:
+        return self.header.flags
+
+    @property
+    def big_endian(self) -> bool:
+        return self.header.big_endian
+
+    @property
+    def data(self) -> Buffer:
+        """The section bytes as given."""
+        return self._data
+
+    @property
+    def table(self) -> FdeTable:
+        """The FDE table as numpy columns (start addresses, sizes, ...)."""
+        return self._table
+
+    # -- functions ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._table)
+
+    @overload
+    def __getitem__(self, index: int) -> Function: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Function]: ...
+    def __getitem__(self, index: int | slice) -> Function | list[Function]:
+        if isinstance(index, slice):
+            return [self._function(i) for i in range(*index.indices(len(self)))]
+        count = len(self)
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError(f"function index {index} out of range (section has {count})")
+        return self._function(index)
+
+    def __iter__(self) -> Iterator[Function]:
+        for index in range(len(self)):
+            yield self._function(index)
+
+    def _function(self, index: int) -> Function:
+        t = self._table
+        return Function(
+            index=index,
+            start=int(t.start[index]),
+            size=int(t.size[index]),
+            start_field=int(t.start_field[index]),
+            fre_offset=int(t.fre_offset[index]),
+            num_fres=int(t.num_fres[index]),
+            info=int(t.info[index]),
+            info2=int(t.info2[index]),
+            rep_size=int(t.rep_size[index]),
+            padding=int(t.padding[index]),
+            _loader=self.rows,
+        )
+
+    def rows(self, index: int) -> tuple[FrameRow, ...]:
+        """Decode the rows of function ``index``."""
+        return decode_rows(self._data, self.header, self._table, index, int(self._table.start[index]))
+
+    @property
+    def num_rows(self) -> int:
+        return int(self._table.num_fres.sum())
+
+    # -- lookups -------------------------------------------------------------------------------
+    def find_fde(self, pc: int) -> Function | None:
+        """The function whose [start, start + size) holds ``pc``."""
+        index = find_fde_index(self._table, self.header.sorted, pc)
+        return None if index is None else self._function(index)
+
+    def lookup(self, pc: int) -> LookupResult | None:
+        """The function and the row that apply at ``pc``."""
+        function = self.find_fde(pc)
+        if function is None:
+            return None
+        rows = function.rows
+        row_index = find_row_index(function, rows, self.version, pc)
+        if row_index is None:
+            return None
+        return LookupResult(function, rows[row_index], row_index)
+
+    def find_fre(self, pc: int) -> FrameRow | None:
+        """The row (FRE) that applies at ``pc``, as libsframe's sframe_find_fre finds it."""
+        found = self.lookup(pc)
+        return None if found is None else found.row
+
+    def find_fres(self, pcs: Sequence[int] | npt.ArrayLike) -> BatchResult:
+        """Answer many PCs at once; see :class:`pysframe.lookup.BatchResult`."""
+        from .rowtable import RowTable
+
+        if self._row_table is None:
+            self._row_table = RowTable.build(self)
+        return self._row_table.find(np.asarray(pcs, dtype=np.uint64))
+
+    # -- encoding ------------------------------------------------------------------------------
+    def spec(self) -> SectionSpec:
+        """The encoder settings that reproduce this section."""
+        h = self.header
+        end = h.size + h.fre_offset + h.fre_len
+        return SectionSpec(
+            version=h.version,
+            abi=h.abi,
+            flags=h.flags,
+            cfa_fixed_fp_offset=h.cfa_fixed_fp_offset,
+            cfa_fixed_ra_offset=h.cfa_fixed_ra_offset,
+            big_endian=h.big_endian,
+            auxiliary_header=h.auxiliary_header,
+            section_address=self.section_address,
+            trailing=bytes(self._data[end:]),
+        )
+
+    def to_bytes(self) -> bytes:
+        """Encode the decoded model again (identical to the input for a well-formed section)."""
+        functions = list(self)
+        block_order = sorted(range(len(functions)), key=lambda i: (functions[i].fre_offset, i))
+        materialized = [_with_rows(f) for f in functions]
+        return encode_section(self.spec(), materialized, block_order)
+
+    def convert(
+        self,
+        version: Version | int,
+        *,
+        big_endian: bool | None = None,
+        pcrel: bool | None = None,
+        pcmask_rep_size: int | None = None,
+    ) -> SFrameSection:
+        """This section in another version (or byte order); see :mod:`pysframe.convert`."""
+        from .convert import convert_section
+
+        return convert_section(
+            self,
+            Version(version),
+            big_endian=big_endian,
+            pcrel=pcrel,
+            pcmask_rep_size=pcmask_rep_size,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<SFrameSection V{int(self.version)} {self.abi.name} {len(self)} functions "
+            f"at {self.section_address:#x}>"
+        )
+
+
+def _with_rows(function: Function) -> Function:
+    from dataclasses import replace
+
+    return replace(function, _rows=function.rows, _loader=None)
+
