@@ -76,9 +76,20 @@ def parse_header(data: Buffer) -> Header:
         raise TruncatedError(
             f"section of {len(data)} bytes is shorter than the {HEADER_SIZE}-byte header", 0
         )
-    (_, _, flags, abi, fixed_fp, fixed_ra, aux_len, num_fdes, num_fres, fre_len, fde_off, fre_off) = (
-        struct.unpack_from(order + _HEADER_FIELDS, data, 0)
-    )
+    (
+        _,
+        _,
+        flags,
+        abi,
+        fixed_fp,
+        fixed_ra,
+        aux_len,
+        num_fdes,
+        num_fres,
+        fre_len,
+        fde_off,
+        fre_off,
+    ) = struct.unpack_from(order + _HEADER_FIELDS, data, 0)
     if abi not in Abi._value2member_map_:
         raise InvalidFieldError(f"unknown ABI/arch identifier {abi}", 4)
     header_end = HEADER_SIZE + aux_len
@@ -203,9 +214,11 @@ def _absolute_starts(header: Header, start_field: IntArray, section_address: int
     starts = start_field.astype(np.uint64) + base  # wraps modulo 2**64 like the C code
     if header.pcrel:
         fde_size = FDE_SIZE[header.version]
-        field_offsets = header.size + header.fde_offset + np.arange(
-            len(start_field), dtype=np.uint64
-        ) * np.uint64(fde_size)
+        field_offsets = (
+            header.size
+            + header.fde_offset
+            + np.arange(len(start_field), dtype=np.uint64) * np.uint64(fde_size)
+        )
         starts = starts + field_offsets
     return starts
 
@@ -308,7 +321,9 @@ def decode_rows(
     rows = []
     for number in range(int(table.num_fres[index])):
         if pos + addr_size + 1 > end:
-            raise TruncatedError(f"function {index}: FRE {number} runs past the FRE sub-section", pos)
+            raise TruncatedError(
+                f"function {index}: FRE {number} runs past the FRE sub-section", pos
+            )
         (start_offset,) = addr_struct.unpack_from(data, pos)
         info = data[pos + addr_size]
         count = (info >> 1) & 0xF

@@ -123,9 +123,7 @@ def _check_function(spec: SectionSpec, function: Function) -> None:
     if spec.version is Version.V1 and function.rep_size:
         raise EncodeError(f"function {function.index}: SFrame V1 has no rep_size field")
     if spec.version is not Version.V3 and (function.info2 or function.info & 0xC0):
-        raise EncodeError(
-            f"function {function.index}: FLEX FDEs and signal frames need SFrame V3"
-        )
+        raise EncodeError(f"function {function.index}: FLEX FDEs and signal frames need SFrame V3")
 
 
 def _encode_fde(
@@ -143,7 +141,9 @@ def _encode_fde(
     return fde
 
 
-def _encode_block(spec: SectionSpec, order: str, function: Function, rows: Sequence[FrameRow]) -> bytes:
+def _encode_block(
+    spec: SectionSpec, order: str, function: Function, rows: Sequence[FrameRow]
+) -> bytes:
     out = bytearray()
     if spec.version is Version.V3:
         if len(rows) > 0xFFFF:

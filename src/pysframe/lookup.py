@@ -4,8 +4,8 @@
   SORTED, a first-match scan when it is not (VERSIONS.md "Lookups").
 * FRE (PCINC): the row whose [start, next start) holds pc - function start.
 * FRE (PCMASK, V2/V3): the same test on (pc - function start) % rep_size.
-* FRE (PCMASK, V1): the same test on (pc - function start) masked with the FRE's start,
-  the V1 rule ``pc & start >= start`` (V1 spec 2.3.2).
+* FRE (PCMASK, V1): the low four bits of pc against those of the row's first and last
+  address (libsframe 2.40; V1 spec 2.3.2 states it as ``PC & FRE_START_ADDR_AS_MASK``).
 
 ``find_fres`` answers many PCs at once from a flat, columnar table of all rows, built on
 first use with numpy; the scalar path is the reference it is tested against.
@@ -43,34 +43,39 @@ def find_fde_index(table: FdeTable, sorted_: bool, pc: int) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
-def pc_offset_in(function: Function, version: Version, pc: int) -> int | None:
-    """Offset to compare with FRE start offsets, or None when no FRE can match."""
-    offset = (pc - function.start) % _U64
-    if function.pc_type is PcType.MASK and version is not Version.V1:
-        if function.rep_size == 0:
-            return None
-        offset %= function.rep_size
-    return offset
-
-
 def find_row_index(
     function: Function, rows: Sequence[FrameRow], version: Version, pc: int
 ) -> int | None:
-    """Index of the row of ``function`` that applies at ``pc`` (libsframe's scan)."""
-    offset = pc_offset_in(function, version, pc)
-    if offset is None:
-        return None
-    v1_mask = function.pc_type is PcType.MASK and version is Version.V1
+    """Index of the row of ``function`` that applies at ``pc``, scanning as libsframe does.
+
+    Row i covers offsets [start_i, end_i] with end_i = start_{i+1} - 1, or size - 1 for the
+    last row.  The scan gives up at a row starting past pc - function start (sframe_find_fre).
+    V2/V3 PCMASK rows match the offset modulo rep_size; V1 PCMASK rows compare the low four
+    bits of absolute addresses (libsframe 2.40's fixed 0xf mask for 16-byte PLT entries).
+    """
+    offset = (pc - function.start) % _U64
+    masked = function.pc_type is PcType.MASK
+    if masked and version is not Version.V1:
+        if function.rep_size == 0:
+            return None
+        target = offset % function.rep_size
+    else:
+        target = offset
     last = len(rows) - 1
     for index, row in enumerate(rows):
-        end = rows[index + 1].start_offset if index < last else function.size
-        if v1_mask:
-            masked = offset & row.start_offset
-            if row.start_offset <= masked and masked < end:
+        if row.start_offset > offset:
+            return None
+        end = (rows[index + 1].start_offset if index < last else function.size) - 1
+        if masked and version is Version.V1:
+            low, high = function.start + row.start_offset, function.start + end
+            if (low & _V1_MASK) <= (pc & _V1_MASK) <= (high & _V1_MASK):
                 return index
-        elif row.start_offset <= offset < end:
+        elif row.start_offset <= target <= end:
             return index
     return None
+
+
+_V1_MASK = 0xF
 
 
 #: Codes of RuleKind in the batch result's ``*_kind`` arrays.

@@ -109,7 +109,8 @@ class SFrameSection(Sequence[Function]):
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
         """Decode the rows of function ``index``."""
-        return decode_rows(self._data, self.header, self._table, index, int(self._table.start[index]))
+        start = int(self._table.start[index])
+        return decode_rows(self._data, self.header, self._table, index, start)
 
     @property
     def num_rows(self) -> int:
@@ -199,4 +200,3 @@ def _with_rows(function: Function) -> Function:
     from dataclasses import replace
 
     return replace(function, _rows=function.rows, _loader=None)
-

@@ -1,0 +1,266 @@
+"""Build an SFrame section in code, choosing encodings the way GNU as does.
+
+* FRE start-address type: from the function size (ADDR1 below 0x100, ADDR2 below 0x10000,
+  else ADDR4), widened if a row starts beyond it (V2 spec 2.3.3).
+* Data-word size: the smallest signed size holding every word of the row (V2 spec 2.4.1).
+* FDE type: DEFAULT when every row has a DEFAULT encoding, else FLEX (V3 only).
+* FDEs sorted by start address with SORTED set; FDE_FUNC_START_PCREL set for V3 (and for V2
+  when asked, errata 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .constants import (
+    DEFAULT_FIXED_OFFSETS,
+    KNOWN_FLAGS,
+    Abi,
+    FdeType,
+    Flags,
+    FreType,
+    PauthKey,
+    PcType,
+    Version,
+)
+from .encode import SectionSpec, encode_section
+from .errors import EncodeError
+from .model import CfaRule, FrameRow, Function, RegRule
+from .rules import RowContext, decode_rules, encode_rules, fre_info, word_size_for
+from .section import SFrameSection
+
+
+def fre_type_for(function_size: int, last_row_offset: int = 0) -> FreType:
+    """FRE type for a function of ``function_size`` bytes: size < 0x100 gives ADDR1, size <
+    0x10000 ADDR2, else ADDR4 (gas and libsframe's sframe_calc_fre_type)."""
+    needed = max(function_size, last_row_offset, 0)
+    for fre_type in FreType:
+        if needed < fre_type.limit:
+            return fre_type
+    raise EncodeError(f"row offset {needed} does not fit a 32-bit FRE start address")
+
+
+@dataclass(frozen=True, slots=True)
+class RowSpec:
+    """A row as given to the builder: rules, not encodings."""
+
+    offset: int
+    cfa: CfaRule | None
+    fp: RegRule
+    ra: RegRule
+    mangled_ra: bool = False
+
+
+@dataclass(slots=True)
+class FunctionBuilder:
+    """Rows of one function; created by :meth:`SFrameBuilder.add_function`."""
+
+    start: int
+    size: int
+    pc_type: PcType = PcType.INC
+    rep_size: int = 0
+    pauth_key: PauthKey = PauthKey.A
+    signal_frame: bool = False
+    fde_type: FdeType | None = None
+    rows: list[RowSpec] = field(default_factory=list)
+    default_ra: RegRule = field(default_factory=RegRule.untracked)
+
+    def add_row(
+        self,
+        offset: int,
+        cfa: CfaRule | None,
+        fp: RegRule | None = None,
+        ra: RegRule | None = None,
+        *,
+        mangled_ra: bool = False,
+    ) -> FunctionBuilder:
+        """Add a row starting ``offset`` bytes into the function (or its repeated block)."""
+        if self.rows and offset <= self.rows[-1].offset:
+            raise EncodeError(
+                f"function at {self.start:#x}: row offset {offset} does not follow "
+                f"{self.rows[-1].offset}"
+            )
+        if offset < 0:
+            raise EncodeError(f"function at {self.start:#x}: negative row offset {offset}")
+        self.rows.append(
+            RowSpec(
+                offset,
+                cfa,
+                RegRule.untracked() if fp is None else fp,
+                self.default_ra if ra is None else ra,
+                mangled_ra,
+            )
+        )
+        return self
+
+    def add_undefined_ra_row(self, offset: int) -> FunctionBuilder:
+        """A row with no words: RA undefined, the outermost frame (errata 1)."""
+        return self.add_row(offset, None, RegRule.untracked(), RegRule.undefined())
+
+
+class SFrameBuilder:
+    """Collects functions and rows, then encodes them as a section.
+
+    >>> b = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE)
+    >>> f = b.add_function(0x1000, 16)
+    >>> _ = f.add_row(0, CfaRule(7, 8))
+    >>> len(SFrameSection.from_bytes(b.to_bytes()))
+    1
+    """
+
+    def __init__(
+        self,
+        abi: Abi,
+        version: Version | int = Version.V3,
+        *,
+        big_endian: bool | None = None,
+        cfa_fixed_fp_offset: int | None = None,
+        cfa_fixed_ra_offset: int | None = None,
+        pcrel: bool | None = None,
+        sort: bool = True,
+        frame_pointer: bool = False,
+        auxiliary_header: bytes = b"",
+        section_address: int = 0,
+    ) -> None:
+        self.abi = Abi(abi)
+        self.version = Version(version)
+        self.big_endian = self.abi.big_endian if big_endian is None else big_endian
+        fixed_fp, fixed_ra = DEFAULT_FIXED_OFFSETS[self.abi]
+        self.cfa_fixed_fp_offset = fixed_fp if cfa_fixed_fp_offset is None else cfa_fixed_fp_offset
+        self.cfa_fixed_ra_offset = fixed_ra if cfa_fixed_ra_offset is None else cfa_fixed_ra_offset
+        self.pcrel = (self.version is Version.V3) if pcrel is None else pcrel
+        if self.pcrel and self.version is Version.V1:
+            raise EncodeError("SFrame V1 has no FDE_FUNC_START_PCREL flag")
+        if frame_pointer and self.version is Version.V3:
+            raise EncodeError("SFrame V3 has no FRAME_POINTER flag")
+        self.sort = sort
+        self.frame_pointer = frame_pointer
+        self.auxiliary_header = auxiliary_header
+        self.section_address = section_address
+        self.functions: list[FunctionBuilder] = []
+
+    def add_function(
+        self,
+        start: int,
+        size: int,
+        *,
+        pc_type: PcType = PcType.INC,
+        rep_size: int = 0,
+        pauth_key: PauthKey = PauthKey.A,
+        signal_frame: bool = False,
+        fde_type: FdeType | None = None,
+    ) -> FunctionBuilder:
+        """Add a function; ``fde_type`` None lets the builder choose DEFAULT or FLEX."""
+        fixed_ra = self.cfa_fixed_ra_offset
+        default_ra = RegRule.fixed(fixed_ra) if fixed_ra else RegRule.untracked()
+        function = FunctionBuilder(
+            start,
+            size,
+            PcType(pc_type),
+            rep_size,
+            PauthKey(pauth_key),
+            signal_frame,
+            fde_type,
+            default_ra=default_ra,
+        )
+        self.functions.append(function)
+        return function
+
+    @property
+    def flags(self) -> Flags:
+        flags = Flags.NONE
+        if self.sort:
+            flags |= Flags.FDE_SORTED
+        if self.frame_pointer:
+            flags |= Flags.FRAME_POINTER
+        if self.pcrel:
+            flags |= Flags.FDE_FUNC_START_PCREL
+        return flags & KNOWN_FLAGS[self.version]
+
+    def _context(self, fde_type: FdeType) -> RowContext:
+        return RowContext(
+            self.abi, self.version, fde_type, self.cfa_fixed_fp_offset, self.cfa_fixed_ra_offset
+        )
+
+    def _choose_fde_type(self, function: FunctionBuilder) -> FdeType:
+        if function.fde_type is not None:
+            return function.fde_type
+        ctx = self._context(FdeType.DEFAULT)
+        for row in function.rows:
+            try:
+                encode_rules(ctx, row.cfa, row.fp, row.ra)
+            except EncodeError:
+                if self.version is not Version.V3:
+                    raise EncodeError(
+                        f"function at {function.start:#x}, row at +{row.offset}: rules need a "
+                        f"FLEX FDE, which SFrame V{int(self.version)} does not have"
+                    ) from None
+                return FdeType.FLEX
+        return FdeType.DEFAULT
+
+    def _function(self, index: int, function: FunctionBuilder) -> Function:
+        fde_type = self._choose_fde_type(function)
+        ctx = self._context(fde_type)
+        last = function.rows[-1].offset if function.rows else 0
+        fre_type = fre_type_for(function.size, last)
+        if function.signal_frame and self.version is not Version.V3:
+            raise EncodeError(f"function at {function.start:#x}: signal frames need SFrame V3")
+        info = int(fre_type) | (int(function.pc_type) << 4) | (int(function.pauth_key) << 5)
+        if function.signal_frame:
+            info |= 0x80
+        rows = tuple(self._row(ctx, function, row) for row in function.rows)
+        return Function(
+            index=index,
+            start=function.start,
+            size=function.size,
+            start_field=0,
+            fre_offset=0,
+            num_fres=len(rows),
+            info=info,
+            info2=int(fde_type) if self.version is Version.V3 else 0,
+            rep_size=function.rep_size if self.version is not Version.V1 else 0,
+            _rows=rows,
+        )
+
+    def _row(self, ctx: RowContext, function: FunctionBuilder, row: RowSpec) -> FrameRow:
+        try:
+            base, words = encode_rules(ctx, row.cfa, row.fp, row.ra)
+        except EncodeError as error:
+            raise EncodeError(
+                f"function at {function.start:#x}, row at +{row.offset}: {error}"
+            ) from None
+        size = word_size_for(words)
+        info = fre_info(base, len(words), size, row.mangled_ra)
+        cfa, fp, ra = decode_rules(ctx, info, words, size.size)
+        return FrameRow(row.offset, function.start + row.offset, info, words, cfa, fp, ra)
+
+    def functions_in_order(self) -> list[FunctionBuilder]:
+        if not self.sort:
+            return list(self.functions)
+        return sorted(self.functions, key=lambda f: f.start)
+
+    def to_bytes(self) -> bytes:
+        spec = SectionSpec(
+            version=self.version,
+            abi=self.abi,
+            flags=self.flags,
+            cfa_fixed_fp_offset=self.cfa_fixed_fp_offset,
+            cfa_fixed_ra_offset=self.cfa_fixed_ra_offset,
+            big_endian=self.big_endian,
+            auxiliary_header=self.auxiliary_header,
+            section_address=self.section_address,
+        )
+        functions = [self._function(i, f) for i, f in enumerate(self.functions_in_order())]
+        return encode_section(spec, functions)
+
+    def build(self) -> SFrameSection:
+        """Encode and decode again: the section exactly as a reader will see it."""
+        return SFrameSection.from_bytes(self.to_bytes(), self.section_address)
+
+
+def row_spec(row: FrameRow) -> RowSpec:
+    """The rules of a decoded row, ready to be given to a builder again."""
+    return RowSpec(row.start_offset, row.cfa, row.fp, row.ra, row.mangled_ra)
+
+
+__all__ = ["FunctionBuilder", "RowSpec", "SFrameBuilder", "fre_type_for", "row_spec"]

@@ -1,0 +1,119 @@
+"""Convert a section between SFrame versions (and byte orders) where the content allows.
+
+Absolute function addresses are kept and re-stored for the target (PCREL or section-relative,
+errata 1).  Rows keep their raw words when they mean the same in the target version, and are
+re-encoded from their rules otherwise.  What the target cannot say raises ConversionError
+naming the function: FLEX FDEs and signal frames before V3, s390x registers-in-registers
+between V2 (low-bit form) and V3 (FLEX), a start beyond the 32-bit field of V1/V2, PCMASK
+functions without a rep_size (V1 has none; give ``pcmask_rep_size``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
+from .encode import encode_section
+from .errors import ConversionError, EncodeError
+from .model import FrameRow, Function
+from .rules import RowContext, decode_rules, encode_rules, fre_info, word_size_for
+
+if TYPE_CHECKING:
+    from .section import SFrameSection
+
+
+def convert_section(
+    section: SFrameSection,
+    version: Version,
+    *,
+    big_endian: bool | None = None,
+    pcrel: bool | None = None,
+    pcmask_rep_size: int | None = None,
+) -> SFrameSection:
+    from .section import SFrameSection
+
+    header = section.header
+    if pcrel is None:
+        pcrel = version is Version.V3 or (version is Version.V2 and header.pcrel)
+    if pcrel and version is Version.V1:
+        raise ConversionError("SFrame V1 has no FDE_FUNC_START_PCREL flag")
+    flags = header.flags & ~Flags.FDE_FUNC_START_PCREL & KNOWN_FLAGS[version]
+    if pcrel:
+        flags |= Flags.FDE_FUNC_START_PCREL
+    spec = replace(
+        section.spec(),
+        version=version,
+        flags=flags,
+        big_endian=header.big_endian if big_endian is None else big_endian,
+        trailing=b"",
+    )
+    functions = [
+        _convert_function(section, function, version, pcmask_rep_size) for function in section
+    ]
+    order = sorted(range(len(functions)), key=lambda i: (section[i].fre_offset, i))
+    try:
+        data = encode_section(spec, functions, order)
+    except ConversionError:
+        raise
+    except EncodeError as error:
+        raise ConversionError(f"cannot convert to SFrame V{int(version)}: {error}") from None
+    return SFrameSection.from_bytes(data, section.section_address)
+
+
+def _where(function: Function) -> str:
+    return f"function {function.index} at {function.start:#x}"
+
+
+def _convert_function(
+    section: SFrameSection, function: Function, version: Version, pcmask_rep_size: int | None
+) -> Function:
+    if function.fde_type is FdeType.FLEX and version is not Version.V3:
+        raise ConversionError(f"{_where(function)} has a FLEX FDE, which V{int(version)} lacks")
+    if function.signal_frame and version is not Version.V3:
+        raise ConversionError(f"{_where(function)} is a signal frame, which V{int(version)} lacks")
+    rep_size = 0 if version is Version.V1 else function.rep_size
+    needs_rep_size = version is not Version.V1 and section.version is Version.V1
+    if function.pc_type is PcType.MASK and needs_rep_size:
+        if pcmask_rep_size is None:
+            raise ConversionError(
+                f"{_where(function)} is a PCMASK FDE; V1 stores no rep_size: give pcmask_rep_size"
+            )
+        rep_size = pcmask_rep_size
+    info = function.info & (0xFF if version is Version.V3 else 0x3F)
+    header = section.header
+    source = RowContext(
+        header.abi,
+        header.version,
+        function.fde_type,
+        header.cfa_fixed_fp_offset,
+        header.cfa_fixed_ra_offset,
+    )
+    target = replace(source, version=version)
+    rows = tuple(_convert_row(function, row, source, target) for row in function.rows)
+    return replace(
+        function,
+        info=info,
+        info2=function.info2 if version is Version.V3 else 0,
+        rep_size=rep_size,
+        padding=function.padding if version is Version.V2 else 0,
+        _rows=rows,
+        _loader=None,
+    )
+
+
+def _convert_row(
+    function: Function, row: FrameRow, source: RowContext, target: RowContext
+) -> FrameRow:
+    rules = (row.cfa, row.fp, row.ra)
+    if source == target or decode_rules(target, row.info, row.words, row.word_size.size) == rules:
+        return row
+    try:
+        base, words = encode_rules(target, *rules)
+    except EncodeError as error:
+        raise ConversionError(
+            f"{_where(function)}, row at {row.start_address:#x}: {error}"
+        ) from None
+    size = word_size_for(words)
+    info = fre_info(base, len(words), size, row.mangled_ra)
+    return replace(row, info=info, words=words)
