@@ -278,17 +278,7 @@ class RowTable:
         rep = table.rep_size[f]
         target = np.where(masked, offset % np.maximum(rep, 1), offset)
         usable = ~(masked & (rep == 0))
-        keys = f * (1 << 33) + target
-        found_row = np.searchsorted(self.key, keys, side="right").astype(np.int64) - 1
-        belongs = (found_row >= self.row_base[f]) & usable
-        safe_row = np.clip(found_row, 0, max(len(self.key) - 1, 0))
-        next_start = np.where(
-            safe_row + 1 < self.row_base[f + 1],
-            self.start_offset[np.minimum(safe_row + 1, max(len(self.key) - 1, 0))],
-            table.size[f],
-        )
-        belongs &= target <= next_start - 1
-        row[have] = np.where(belongs, found_row - self.row_base[f], -1)
+        row[have] = self._rows_in_functions(f, target, usable)
         # The scalar lookup defines the answer wherever the vectorized shortcut does not apply.
         scalar = np.flatnonzero(have)[self.irregular[f]] if len(f) else np.zeros(0, np.int64)
         if self.scalar_everything:
@@ -298,6 +288,22 @@ class RowTable:
             function[at] = -1 if answer is None else answer.function.index
             row[at] = -1 if answer is None else answer.row_index
         return self._gather(function, row)
+
+    def _rows_in_functions(
+        self, function: I64, target: I64, usable: npt.NDArray[np.bool_]
+    ) -> I64:
+        """Row index within ``function`` whose [start, end] holds ``target``, else -1."""
+        if len(self.key) == 0:
+            return np.full(len(function), -1, dtype=np.int64)
+        keys = function * (1 << 33) + target
+        found = np.searchsorted(self.key, keys, side="right").astype(np.int64) - 1
+        belongs = (found >= self.row_base[function]) & usable
+        following = np.minimum(np.maximum(found, 0) + 1, len(self.key) - 1)
+        has_next = np.maximum(found, 0) + 1 < self.row_base[function + 1]
+        table = self.section.table
+        next_start = np.where(has_next, self.start_offset[following], table.size[function])
+        belongs &= target <= next_start - 1
+        return np.where(belongs, found - self.row_base[function], -1)
 
     def _gather(self, function: I64, row: I64) -> BatchResult:
         ok = row >= 0

@@ -1,0 +1,181 @@
+"""The builder's encoding choices (as GNU as makes them) and conversion between versions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from pysframe import (
+    Abi,
+    CfaRule,
+    ConversionError,
+    EncodeError,
+    FdeType,
+    Flags,
+    FreType,
+    PcType,
+    RegRule,
+    RuleKind,
+    SFrameSection,
+    Version,
+    WordSize,
+)
+from pysframe.builder import SFrameBuilder, fre_type_for, row_spec
+
+from conftest import CORPUS  # noqa: I001
+
+AMD64 = Abi.AMD64_ENDIAN_LITTLE
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [(1, FreType.ADDR1), (0xFF, FreType.ADDR1), (0x100, FreType.ADDR2), (0xFFFF, FreType.ADDR2),
+     (0x10000, FreType.ADDR4)],
+)
+def test_fre_type_follows_function_size(size: int, expected: FreType) -> None:
+    # gas: size < 0x100 -> ADDR1, < 0x10000 -> ADDR2, else ADDR4 (sframe_calc_fre_type).
+    assert fre_type_for(size) is expected
+
+
+@pytest.mark.parametrize(
+    ("offset", "size"), [(127, WordSize.B1), (-128, WordSize.B1), (128, WordSize.B2),
+                         (-32769, WordSize.B4), (70016, WordSize.B4)],
+)
+def test_word_size_is_the_smallest_signed_fit(offset: int, size: WordSize) -> None:
+    builder = SFrameBuilder(AMD64)
+    builder.add_function(0, 16).add_row(0, CfaRule(7, offset))
+    assert builder.build()[0].rows[0].word_size is size
+
+
+def test_functions_are_sorted_and_flags_set() -> None:
+    builder = SFrameBuilder(AMD64, Version.V3)
+    builder.add_function(0x2000, 16).add_row(0, CfaRule(7, 8))
+    builder.add_function(0x1000, 16).add_row(0, CfaRule(7, 8))
+    section = builder.build()
+    assert [f.start for f in section] == [0x1000, 0x2000]
+    assert section.flags == Flags.FDE_SORTED | Flags.FDE_FUNC_START_PCREL
+    assert SFrameBuilder(AMD64, Version.V2).build().flags == Flags.FDE_SORTED
+    with pytest.raises(EncodeError, match="V1 has no FDE_FUNC_START_PCREL"):
+        SFrameBuilder(AMD64, Version.V1, pcrel=True)
+
+
+def test_flex_is_chosen_only_when_needed() -> None:
+    builder = SFrameBuilder(AMD64, Version.V3)
+    builder.add_function(0x1000, 16).add_row(0, CfaRule(7, 8))
+    drap = builder.add_function(0x2000, 16)
+    drap.add_row(0, CfaRule(10, 0))
+    section = builder.build()
+    assert [f.fde_type for f in section] == [FdeType.DEFAULT, FdeType.FLEX]
+    v2 = SFrameBuilder(AMD64, Version.V2)
+    v2.add_function(0x2000, 16).add_row(0, CfaRule(10, 0))
+    with pytest.raises(EncodeError, match="need a FLEX FDE, which SFrame V2 does not have"):
+        v2.to_bytes()
+
+
+def test_rows_must_increase() -> None:
+    function = SFrameBuilder(AMD64).add_function(0, 16)
+    function.add_row(4, CfaRule(7, 8))
+    with pytest.raises(EncodeError, match="does not follow"):
+        function.add_row(4, CfaRule(7, 16))
+
+
+def test_pcmask_function() -> None:
+    builder = SFrameBuilder(AMD64, Version.V2)
+    plt = builder.add_function(0x1030, 0x60, pc_type=PcType.MASK, rep_size=16)
+    plt.add_row(0, CfaRule(7, 8)).add_row(11, CfaRule(7, 16))
+    section = builder.build()
+    assert section.find_fre(0x1030 + 0x20 + 12).cfa == CfaRule(7, 16)  # type: ignore[union-attr]
+
+
+def test_s390x_needs_cfa_offsets_of_160_plus_eight_k() -> None:
+    builder = SFrameBuilder(Abi.S390X_ENDIAN_BIG, Version.V3)
+    builder.add_function(0, 16).add_row(0, CfaRule(15, 161))
+    with pytest.raises(EncodeError, match="not 160 plus a multiple of 8"):
+        builder.to_bytes()
+
+
+def _sections() -> list[tuple[Path, SFrameSection]]:
+    out = []
+    for path in sorted(CORPUS.glob("*/v*/*")):
+        if path.suffix == ".txt":
+            continue
+        with path.open("rb") as stream:
+            sec = ELFFile(stream).get_section_by_name(".sframe")
+            out.append((path, SFrameSection.from_bytes(sec.data(), sec["sh_addr"])))
+    return out
+
+
+def test_builder_reproduces_gnu_as_bytes() -> None:
+    """Rebuilding a GNU as 2.47 object section from its rules gives GNU's exact FRE bytes."""
+    path = CORPUS / "x86_64/v3/frames.o"
+    with path.open("rb") as stream:
+        sec = ELFFile(stream).get_section_by_name(".sframe")
+        original = SFrameSection.from_bytes(sec.data())
+    builder = SFrameBuilder(AMD64, Version.V3, sort=False)
+    for function in original:
+        rebuilt = builder.add_function(function.start, function.size)
+        for row in function.rows:
+            spec = row_spec(row)
+            rebuilt.add_row(spec.offset, spec.cfa, spec.fp, spec.ra, mangled_ra=spec.mangled_ra)
+    section = builder.build()
+    for before, after in zip(original, section, strict=True):
+        assert (before.info, before.info2) == (after.info, after.info2)
+        assert [(r.info, r.words) for r in before.rows] == [(r.info, r.words) for r in after.rows]
+
+
+@pytest.mark.parametrize("target", list(Version))
+def test_convert_corpus_keeps_rules(target: Version) -> None:
+    converted = 0
+    for path, section in _sections():
+        try:
+            result = section.convert(target, pcmask_rep_size=16)
+        except ConversionError as error:
+            # Only FLEX functions (x86-64 V3 DRAP) or V1's missing rep_size may refuse.
+            assert "FLEX" in str(error) or "rep_size" in str(error), path
+            continue
+        converted += 1
+        for before, after in zip(section, result, strict=True):
+            assert (before.start, before.size, before.pc_type) == (after.start, after.size, after.pc_type)
+            assert [(r.start_offset, r.cfa, r.fp, r.ra, r.mangled_ra) for r in before.rows] == [
+                (r.start_offset, r.cfa, r.fp, r.ra, r.mangled_ra) for r in after.rows
+            ]
+    assert converted >= 20
+
+
+def test_convert_names_the_function() -> None:
+    for path, section in _sections():
+        if path.name == "frames.o" and path.parent.name == "v3" and path.parent.parent.name == "x86_64":
+            with pytest.raises(ConversionError, match=r"function 7 at 0x8c has a FLEX FDE"):
+                section.convert(Version.V2)
+            return
+    pytest.fail("corpus file missing")
+
+
+def test_convert_v1_pcmask_needs_rep_size() -> None:
+    section = next(s for p, s in _sections() if p.parent.name == "v1" and p.name == "frames")
+    with pytest.raises(ConversionError, match="PCMASK FDE; V1 stores no rep_size"):
+        section.convert(Version.V3)
+    converted = section.convert(Version.V3, pcmask_rep_size=16)
+    plt = next(f for f in converted if f.pc_type is PcType.MASK)
+    assert plt.rep_size == 16
+
+
+def test_convert_byte_order_round_trip() -> None:
+    for _, section in _sections():
+        if any(f.fde_type is FdeType.FLEX for f in section):
+            continue
+        swapped = section.convert(section.version, big_endian=not section.big_endian,
+                                  pcmask_rep_size=16)
+        assert swapped.big_endian != section.big_endian
+        back = swapped.convert(section.version, big_endian=section.big_endian, pcmask_rep_size=16)
+        assert back.to_bytes() == section.to_bytes()[: len(back.to_bytes())]
+
+
+def test_undefined_ra_row() -> None:
+    builder = SFrameBuilder(Abi.AARCH64_ENDIAN_LITTLE)
+    builder.add_function(0, 8).add_row(0, CfaRule(31, 0)).add_undefined_ra_row(4)
+    row = builder.build()[0].rows[1]
+    assert row.ra.kind is RuleKind.UNDEFINED and row.words == () and row.info == 0
+    assert RegRule.undefined() == row.ra

@@ -1,0 +1,28 @@
+"""The code stays lint- and type-clean: ruff over src and tests, mypy --strict over src."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
+def test_ruff_is_clean() -> None:
+    result = _run("ruff", "check", "src", "tests", "benchmarks")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_is_clean() -> None:
+    pytest.importorskip("mypy")
+    result = _run(sys.executable, "-m", "mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
