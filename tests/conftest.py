@@ -12,9 +12,7 @@ CORPUS = DATA / "corpus"
 
 def corpus_files() -> list[Path]:
     """Every ELF file of the corpus (those with a GNU dump text beside them)."""
-    return sorted(
-        p for p in CORPUS.glob("*/v*/*") if p.is_file() and p.suffix != ".txt"
-    )
+    return sorted(p for p in CORPUS.glob("*/v*/*") if p.is_file() and p.suffix != ".txt")
 
 
 @pytest.fixture(scope="session")

@@ -24,15 +24,20 @@ from pysframe import (
 )
 from pysframe.builder import SFrameBuilder, fre_type_for, row_spec
 
-from conftest import CORPUS  # noqa: I001
+from conftest import CORPUS
 
 AMD64 = Abi.AMD64_ENDIAN_LITTLE
 
 
 @pytest.mark.parametrize(
     ("size", "expected"),
-    [(1, FreType.ADDR1), (0xFF, FreType.ADDR1), (0x100, FreType.ADDR2), (0xFFFF, FreType.ADDR2),
-     (0x10000, FreType.ADDR4)],
+    [
+        (1, FreType.ADDR1),
+        (0xFF, FreType.ADDR1),
+        (0x100, FreType.ADDR2),
+        (0xFFFF, FreType.ADDR2),
+        (0x10000, FreType.ADDR4),
+    ],
 )
 def test_fre_type_follows_function_size(size: int, expected: FreType) -> None:
     # gas: size < 0x100 -> ADDR1, < 0x10000 -> ADDR2, else ADDR4 (sframe_calc_fre_type).
@@ -40,8 +45,14 @@ def test_fre_type_follows_function_size(size: int, expected: FreType) -> None:
 
 
 @pytest.mark.parametrize(
-    ("offset", "size"), [(127, WordSize.B1), (-128, WordSize.B1), (128, WordSize.B2),
-                         (-32769, WordSize.B4), (70016, WordSize.B4)],
+    ("offset", "size"),
+    [
+        (127, WordSize.B1),
+        (-128, WordSize.B1),
+        (128, WordSize.B2),
+        (-32769, WordSize.B4),
+        (70016, WordSize.B4),
+    ],
 )
 def test_word_size_is_the_smallest_signed_fit(offset: int, size: WordSize) -> None:
     builder = SFrameBuilder(AMD64)
@@ -137,7 +148,11 @@ def test_convert_corpus_keeps_rules(target: Version) -> None:
             continue
         converted += 1
         for before, after in zip(section, result, strict=True):
-            assert (before.start, before.size, before.pc_type) == (after.start, after.size, after.pc_type)
+            assert (before.start, before.size, before.pc_type) == (
+                after.start,
+                after.size,
+                after.pc_type,
+            )
             assert [(r.start_offset, r.cfa, r.fp, r.ra, r.mangled_ra) for r in before.rows] == [
                 (r.start_offset, r.cfa, r.fp, r.ra, r.mangled_ra) for r in after.rows
             ]
@@ -146,7 +161,11 @@ def test_convert_corpus_keeps_rules(target: Version) -> None:
 
 def test_convert_names_the_function() -> None:
     for path, section in _sections():
-        if path.name == "frames.o" and path.parent.name == "v3" and path.parent.parent.name == "x86_64":
+        if (
+            path.name == "frames.o"
+            and path.parent.name == "v3"
+            and path.parent.parent.name == "x86_64"
+        ):
             with pytest.raises(ConversionError, match=r"function 7 at 0x8c has a FLEX FDE"):
                 section.convert(Version.V2)
             return
@@ -166,8 +185,9 @@ def test_convert_byte_order_round_trip() -> None:
     for _, section in _sections():
         if any(f.fde_type is FdeType.FLEX for f in section):
             continue
-        swapped = section.convert(section.version, big_endian=not section.big_endian,
-                                  pcmask_rep_size=16)
+        swapped = section.convert(
+            section.version, big_endian=not section.big_endian, pcmask_rep_size=16
+        )
         assert swapped.big_endian != section.big_endian
         back = swapped.convert(section.version, big_endian=section.big_endian, pcmask_rep_size=16)
         assert back.to_bytes() == section.to_bytes()[: len(back.to_bytes())]

@@ -123,7 +123,9 @@ def v2_aarch64(order: str = "<", abi: int = 2, pcrel: bool = False) -> bytes:
     fres = (
         bytes([0x00, 0x03, 0x00])  # start 0: SP|1 word, CFA=sp+0
         + bytes([0x04, 0x83, 0x00])  # start 4: mangled RA|SP|1 word, CFA=sp+0
-        + bytes([0x08, 0x87, 0x20, 0xF8, 0xE0])  # start 8: mangled|SP|3 words: sp+32, RA c-8, FP c-32
+        + bytes(
+            [0x08, 0x87, 0x20, 0xF8, 0xE0]
+        )  # start 8: mangled|SP|3 words: sp+32, RA c-8, FP c-32
     )
     header_size = 28
     start = 0x400 - (header_size if pcrel else 0)  # PCREL: from the field itself (errata 1)
@@ -270,7 +272,11 @@ def test_v3_flex_register_value_and_cfa_relative_pairs() -> None:
 )
 @pytest.mark.parametrize(
     ("size_code", "word", "packed"),
-    [(0, -8, struct.pack("<b", -8)), (1, 300, struct.pack("<h", 300)), (2, 70016, struct.pack("<i", 70016))],
+    [
+        (0, -8, struct.pack("<b", -8)),
+        (1, 300, struct.pack("<h", 300)),
+        (2, 70016, struct.pack("<i", 70016)),
+    ],
 )
 def test_v3_every_fre_type_and_word_size(
     fre_type: int, start_bytes: bytes, size_code: int, word: int, packed: bytes

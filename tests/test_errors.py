@@ -18,6 +18,7 @@ from pysframe import (
     UnsortedError,
     UnsupportedVersionError,
 )
+
 from test_decode_units import header, v1_amd64, v3_section
 
 

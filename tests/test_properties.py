@@ -57,7 +57,9 @@ def flex_rules(draw: st.DrawFn, abi: Abi) -> RowSpec:
     """Rules only a V3 FLEX FDE can hold: CFA from any register or dereferenced, pairs."""
     s390x = abi is Abi.S390X_ENDIAN_BIG
     cfa = CfaRule(
-        draw(st.integers(0, 40)), draw(_s390x_cfa_offset() if s390x else OFFSET), draw(st.booleans())
+        draw(st.integers(0, 40)),
+        draw(_s390x_cfa_offset() if s390x else OFFSET),
+        draw(st.booleans()),
     )
     pair = st.builds(
         RegRule,
@@ -107,7 +109,9 @@ def sections(draw: st.DrawFn) -> tuple[SFrameBuilder, list[list[RowSpec]]]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections())
-def test_decode_of_encode_gives_the_rules_back(case: tuple[SFrameBuilder, list[list[RowSpec]]]) -> None:
+def test_decode_of_encode_gives_the_rules_back(
+    case: tuple[SFrameBuilder, list[list[RowSpec]]],
+) -> None:
     builder, expected = case
     data = builder.to_bytes()
     section = SFrameSection.from_bytes(data, builder.section_address)
@@ -119,7 +123,9 @@ def test_decode_of_encode_gives_the_rules_back(case: tuple[SFrameBuilder, list[l
             for r in function.rows
         ]
         want = [
-            RowSpec(r.offset, r.cfa, r.fp, r.ra, r.mangled_ra and r.ra.kind is not RuleKind.UNDEFINED)
+            RowSpec(
+                r.offset, r.cfa, r.fp, r.ra, r.mangled_ra and r.ra.kind is not RuleKind.UNDEFINED
+            )
             for r in rows
         ]
         assert got == want
@@ -144,7 +150,10 @@ def test_batch_lookup_equals_scalar_lookup(
             assert batch.row_index[i] == -1
             continue
         row = found.row
-        assert (batch.function_index[i], batch.row_index[i]) == (found.function.index, found.row_index)
+        assert (batch.function_index[i], batch.row_index[i]) == (
+            found.function.index,
+            found.row_index,
+        )
         assert RULE_KINDS[batch.ra_kind[i]] is row.ra.kind and batch.ra_offset[i] == row.ra.offset
         assert RULE_KINDS[batch.fp_kind[i]] is row.fp.kind and batch.fp_offset[i] == row.fp.offset
         if row.cfa is not None:
