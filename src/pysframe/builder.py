@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .constants import (
     DEFAULT_FIXED_OFFSETS,
@@ -178,7 +179,7 @@ class SFrameBuilder:
         return flags & KNOWN_FLAGS[self.version]
 
     def _context(self, fde_type: FdeType) -> RowContext:
-        return RowContext(
+        return _context(
             self.abi, self.version, fde_type, self.cfa_fixed_fp_offset, self.cfa_fixed_ra_offset
         )
 
@@ -187,9 +188,7 @@ class SFrameBuilder:
             return function.fde_type
         ctx = self._context(FdeType.DEFAULT)
         for row in function.rows:
-            try:
-                encode_rules(ctx, row.cfa, row.fp, row.ra)
-            except EncodeError:
+            if isinstance(_encoded(ctx, row.cfa, row.fp, row.ra, row.mangled_ra), EncodeError):
                 if self.version is not Version.V3:
                     raise EncodeError(
                         f"function at {function.start:#x}, row at +{row.offset}: rules need a "
@@ -223,16 +222,20 @@ class SFrameBuilder:
         )
 
     def _row(self, ctx: RowContext, function: FunctionBuilder, row: RowSpec) -> FrameRow:
-        try:
-            base, words = encode_rules(ctx, row.cfa, row.fp, row.ra)
-        except EncodeError as error:
+        encoded = _encoded(ctx, row.cfa, row.fp, row.ra, row.mangled_ra)
+        if isinstance(encoded, EncodeError):
             raise EncodeError(
-                f"function at {function.start:#x}, row at +{row.offset}: {error}"
+                f"function at {function.start:#x}, row at +{row.offset}: {encoded}"
             ) from None
-        size = word_size_for(words)
-        info = fre_info(base, len(words), size, row.mangled_ra)
-        cfa, fp, ra = decode_rules(ctx, info, words, size.size)
-        return FrameRow(row.offset, function.start + row.offset, info, words, cfa, fp, ra)
+        return FrameRow(
+            row.offset,
+            function.start + row.offset,
+            encoded.info,
+            encoded.words,
+            encoded.cfa,
+            encoded.fp,
+            encoded.ra,
+        )
 
     def functions_in_order(self) -> list[FunctionBuilder]:
         if not self.sort:
@@ -256,6 +259,32 @@ class SFrameBuilder:
     def build(self) -> SFrameSection:
         """Encode and decode again: the section exactly as a reader will see it."""
         return SFrameSection.from_bytes(self.to_bytes(), self.section_address)
+
+
+@lru_cache(maxsize=64)
+def _context(
+    abi: Abi, version: Version, fde_type: FdeType, fixed_fp: int, fixed_ra: int
+) -> RowContext:
+    """One RowContext object per setting, so encodings are cached on a cheap key."""
+    return RowContext(abi, version, fde_type, fixed_fp, fixed_ra)
+
+
+@lru_cache(maxsize=4096)
+def _encoded(
+    ctx: RowContext, cfa: CfaRule | None, fp: RegRule, ra: RegRule, mangled_ra: bool
+) -> FrameRow | EncodeError:
+    """A row (at offset 0) encoding the rules, as the reader decodes it; or why it cannot be.
+
+    Cached: real and synthetic sections repeat the same few rules many times.
+    """
+    try:
+        base, words = encode_rules(ctx, cfa, fp, ra)
+    except EncodeError as error:
+        return error
+    size = word_size_for(words)
+    info = fre_info(base, len(words), size, mangled_ra)
+    decoded_cfa, decoded_fp, decoded_ra = decode_rules(ctx, info, words, size.size)
+    return FrameRow(0, 0, info, words, decoded_cfa, decoded_fp, decoded_ra)
 
 
 def row_spec(row: FrameRow) -> RowSpec:

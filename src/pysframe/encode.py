@@ -167,6 +167,9 @@ def _encode_block(
     return bytes(out)
 
 
+_WORD_STRUCTS: dict[tuple[bool, int, int], struct.Struct] = {}
+
+
 def _encode_words(spec: SectionSpec, function: Function, number: int, row: FrameRow) -> bytes:
     size = row.word_size.size
     if len(row.words) != row.word_count:
@@ -174,12 +177,15 @@ def _encode_words(spec: SectionSpec, function: Function, number: int, row: Frame
             f"function {function.index}: FRE {number} info byte says {row.word_count} words, "
             f"the row has {len(row.words)}"
         )
-    bits = 8 * size
-    out = bytearray()
-    for word in row.words:
-        if not -(1 << (bits - 1)) <= word < (1 << bits):
-            raise EncodeError(
-                f"function {function.index}: FRE {number} word {word} does not fit {size} bytes"
-            )
-        out += (word % (1 << bits)).to_bytes(size, "big" if spec.big_endian else "little")
-    return bytes(out)
+    key = (spec.big_endian, size, len(row.words))
+    packer = _WORD_STRUCTS.get(key)
+    if packer is None:
+        order = ">" if spec.big_endian else "<"
+        packer = _WORD_STRUCTS[key] = struct.Struct(f"{order}{len(row.words)}{_WORD_CODES[size]}")
+    try:
+        return packer.pack(*row.words)
+    except struct.error:
+        raise EncodeError(
+            f"function {function.index}: FRE {number}: a word of {row.words} does not fit "
+            f"{size} bytes"
+        ) from None

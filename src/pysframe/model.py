@@ -72,6 +72,9 @@ class RuleKind(Enum):
     #: "saved in register ``reg``".
     VALUE = "value"
 
+    # Members are singletons: hash by identity, in C (rules are cache keys in hot loops).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True, slots=True)
 class RegRule:

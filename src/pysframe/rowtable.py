@@ -11,7 +11,7 @@ tables are answered by the scalar lookup, which defines the semantics.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from .section import SFrameSection
 
 I64 = npt.NDArray[np.int64]
-ColumnT = TypeVar("ColumnT", bound=npt.NDArray[Any])
 _KIND = RULE_KIND_CODES
 
 
@@ -75,6 +74,9 @@ class _Columns:
             np.zeros(count, bool),
         )
 
+    def set_missing(self, at: int) -> None:
+        self.cfa_reg[at] = self.fp_reg[at] = self.ra_reg[at] = -1
+
     def set_row(self, at: int, row: FrameRow) -> None:
         if row.cfa is not None:
             self.cfa_reg[at], self.cfa_offset[at] = row.cfa.reg, row.cfa.offset
@@ -105,7 +107,9 @@ class RowTable:
         self.count = np.zeros(total, dtype=np.int64)
         self.words = np.zeros((total, MAX_WORDS), dtype=np.int64)
         self.word_size = np.zeros(total, dtype=np.int64)
-        self.columns = _Columns.empty(total)
+        # One extra row past the end answers "no row": gathers need no masking.
+        self.columns = _Columns.empty(total + 1)
+        self.columns.set_missing(total)
         self._parse()
         self._compute_rules()
         self._prepare_search()
@@ -254,8 +258,79 @@ class RowTable:
         self.irregular = irregular
         self.key = function_of_row.astype(np.int64) * (1 << 33) + self.start_offset
         self.function_of_row = function_of_row
+        self._build_points()
 
     def find(self, pcs: npt.NDArray[np.uint64]) -> BatchResult:
+        if self.points is not None:
+            function, row = self._find_by_points(pcs)
+        else:
+            function, row = self._find_sorted(pcs)
+        return self._gather(function, row)
+
+    # A section whose functions do not overlap is searched once: the sorted "points" are every
+    # row's absolute start, plus each function's start and end marking "no row" (rows win ties).
+    # Functions the scalar path must answer (PCMASK, rows out of order) get one marker point.
+    _NO_ROW = -1
+    _SPECIAL = -2
+
+    def _build_points(self) -> None:
+        table = self.section.table
+        self.points: npt.NDArray[np.uint64] | None = None
+        if len(table) == 0 or self.scalar_everything:
+            return
+        order = np.argsort(table.start, kind="stable")
+        starts = table.start[order]
+        ends = starts + table.size[order].astype(np.uint64)
+        if np.any(ends[:-1] > starts[1:]) or np.any(ends < starts):
+            return  # overlapping (or wrapping) functions: two-step search, scalar semantics
+        masked = ((table.info >> 4) & 1) == PcType.MASK
+        special = masked | self.irregular
+        rows = np.arange(len(self.start_offset))
+        fn = self.function_of_row
+        plain_rows = rows[~special[fn] & (self.start_offset < table.size[fn])]
+        count = len(table)
+        addresses = np.concatenate(
+            [
+                table.start,
+                table.start + table.size.astype(np.uint64),
+                table.start[fn[plain_rows]] + self.start_offset[plain_rows].astype(np.uint64),
+            ]
+        )
+        row_of_point = np.concatenate(
+            [
+                np.where(special, self._SPECIAL, self._NO_ROW),
+                np.full(count, self._NO_ROW),
+                plain_rows,
+            ]
+        ).astype(np.int64)
+        function_of_point = np.concatenate(
+            [np.arange(count), np.full(count, -1), fn[plain_rows]]
+        ).astype(np.int64)
+        rank = np.concatenate(
+            [np.ones(count, np.int8), np.zeros(count, np.int8), np.full(len(plain_rows), 2)]
+        )
+        by_address = np.lexsort((rank, addresses))
+        self.points = addresses[by_address]
+        self.row_of_point = np.append(row_of_point[by_address], self._NO_ROW)
+        self.function_of_point = function_of_point[by_address]
+        self.function_of_row_padded = np.append(self.function_of_row, -1)
+
+    def _find_by_points(self, pcs: npt.NDArray[np.uint64]) -> tuple[I64, I64]:
+        assert self.points is not None
+        # Point -1 (before every function) reads the padding entry at the end: "no row".
+        point = np.searchsorted(self.points, pcs, side="right") - 1
+        global_row = self.row_of_point[point]
+        found = global_row >= 0
+        function = np.where(found, self.function_of_row_padded[global_row], -1)
+        row = np.where(found, global_row - self.row_base[np.maximum(function, 0)], -1)
+        special = np.flatnonzero(global_row == self._SPECIAL)
+        if special.size:
+            function_special, row_special = self._find_sorted(pcs[special])
+            function[special], row[special] = function_special, row_special
+        return function, row
+
+    def _find_sorted(self, pcs: npt.NDArray[np.uint64]) -> tuple[I64, I64]:
+        """(function index, row index) per PC, -1 where none applies."""
         section = self.section
         table = section.table
         n = len(pcs)
@@ -287,7 +362,7 @@ class RowTable:
             answer = section.lookup(int(pcs[at]))
             function[at] = -1 if answer is None else answer.function.index
             row[at] = -1 if answer is None else answer.row_index
-        return self._gather(function, row)
+        return function, row
 
     def _rows_in_functions(
         self, function: I64, target: I64, usable: npt.NDArray[np.bool_]
@@ -307,27 +382,22 @@ class RowTable:
 
     def _gather(self, function: I64, row: I64) -> BatchResult:
         ok = row >= 0
-        global_row = np.where(ok, self.row_base[np.maximum(function, 0)] + row, 0)
+        missing = len(self.columns.cfa_reg) - 1
+        at = np.where(ok, self.row_base[np.maximum(function, 0)] + row, missing)
         c = self.columns
-
-        def take(column: ColumnT, fill: int) -> ColumnT:
-            if len(column) == 0:
-                return np.full(len(row), fill, dtype=column.dtype)  # type: ignore[return-value]
-            return np.where(ok, column[global_row], fill).astype(column.dtype)  # type: ignore[return-value]
-
         return BatchResult(
             function_index=np.where(ok, function, -1),
             row_index=np.where(ok, row, -1),
-            cfa_reg=take(c.cfa_reg, -1),
-            cfa_offset=take(c.cfa_offset, 0),
-            cfa_deref=take(c.cfa_deref, 0),
-            fp_kind=take(c.fp_kind, 0),
-            fp_offset=take(c.fp_offset, 0),
-            fp_reg=take(c.fp_reg, -1),
-            ra_kind=take(c.ra_kind, 0),
-            ra_offset=take(c.ra_offset, 0),
-            ra_reg=take(c.ra_reg, -1),
-            mangled_ra=take(c.mangled_ra, 0),
+            cfa_reg=c.cfa_reg[at],
+            cfa_offset=c.cfa_offset[at],
+            cfa_deref=c.cfa_deref[at],
+            fp_kind=c.fp_kind[at],
+            fp_offset=c.fp_offset[at],
+            fp_reg=c.fp_reg[at],
+            ra_kind=c.ra_kind[at],
+            ra_offset=c.ra_offset[at],
+            ra_reg=c.ra_reg[at],
+            mangled_ra=c.mangled_ra[at],
         )
 
 
