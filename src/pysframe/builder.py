@@ -27,7 +27,15 @@ from .constants import (
 from .encode import SectionSpec, encode_section
 from .errors import EncodeError
 from .model import CfaRule, FrameRow, Function, RegRule
-from .rules import RowContext, decode_rules, encode_rules, fre_info, word_size_for
+from .rules import (
+    RowContext,
+    decode_rules,
+    encode_rules,
+    flex_control_positions,
+    fre_info,
+    stored_words,
+    word_size_for,
+)
 from .section import SFrameSection
 
 
@@ -281,8 +289,10 @@ def _encoded(
         base, words = encode_rules(ctx, cfa, fp, ra)
     except EncodeError as error:
         return error
-    size = word_size_for(words)
+    flex = ctx.fde_type is FdeType.FLEX
+    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
     info = fre_info(base, len(words), size, mangled_ra)
+    words = stored_words(words, size)
     decoded_cfa, decoded_fp, decoded_ra = decode_rules(ctx, info, words, size.size)
     return FrameRow(0, 0, info, words, decoded_cfa, decoded_fp, decoded_ra)
 

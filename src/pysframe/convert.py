@@ -17,7 +17,15 @@ from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
 from .encode import encode_section
 from .errors import ConversionError, EncodeError
 from .model import FrameRow, Function
-from .rules import RowContext, decode_rules, encode_rules, fre_info, word_size_for
+from .rules import (
+    RowContext,
+    decode_rules,
+    encode_rules,
+    flex_control_positions,
+    fre_info,
+    stored_words,
+    word_size_for,
+)
 
 if TYPE_CHECKING:
     from .section import SFrameSection
@@ -114,6 +122,7 @@ def _convert_row(
         raise ConversionError(
             f"{_where(function)}, row at {row.start_address:#x}: {error}"
         ) from None
-    size = word_size_for(words)
+    flex = target.fde_type is FdeType.FLEX
+    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
     info = fre_info(base, len(words), size, row.mangled_ra)
-    return replace(row, info=info, words=words)
+    return replace(row, info=info, words=stored_words(words, size))

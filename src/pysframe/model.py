@@ -62,7 +62,9 @@ class RuleKind(Enum):
     UNTRACKED = "untracked"
     #: Saved at CFA + the header's fixed offset (AMD64 RA).  Dumped as ``f``.
     FIXED = "fixed"
-    #: A padding word stands where the rule would be.  Dumped as ``U``.
+    #: A padding word stands where the rule would be: the row gives no rule of its own, so the
+    #: ABI's default applies (AMD64 RA: the header's fixed offset; s390x and AArch64 RA: the link
+    #: register).  Kept apart from FIXED/UNTRACKED because the dump shows it as ``U``.
     PADDING = "padding"
     #: The return address is undefined: this is the outermost frame.
     UNDEFINED = "undefined"

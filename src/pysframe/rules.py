@@ -276,15 +276,33 @@ def _encode_flex(ctx: RowContext, cfa: CfaRule, fp: RegRule, ra: RegRule) -> tup
     return tuple(words)
 
 
-def word_size_for(words: tuple[int, ...]) -> WordSize:
-    """Smallest data-word size holding every word as a signed integer (as GNU as chooses)."""
-    low = min(words, default=0)
-    high = max(words, default=0)
+def flex_control_positions(count: int) -> tuple[int, ...]:
+    """Which of a FLEX row's ``count`` words are control words (VERSIONS.md V3)."""
+    return {2: (0,), 4: (0, 2), 5: (0, 3), 6: (0, 2, 4)}.get(count, (0,) if count else ())
+
+
+def word_size_for(words: tuple[int, ...], unsigned: tuple[int, ...] = ()) -> WordSize:
+    """Smallest data-word size holding every word, as GNU as chooses it.
+
+    Offsets must fit as signed integers; the words at positions ``unsigned`` (FLEX control
+    words) as unsigned ones (gas' sframe_get_fre_dataword_size).
+    """
     for size in WordSize:
-        bits = 8 * size.size - 1
-        if -(1 << bits) <= low and high < (1 << bits):
+        bits = 8 * size.size
+        if all(
+            (0 <= word < (1 << bits))
+            if position in unsigned
+            else (-(1 << (bits - 1)) <= word < (1 << (bits - 1)))
+            for position, word in enumerate(words)
+        ):
             return size
-    raise EncodeError(f"data word out of the 32-bit range: {low if low < 0 else high}")
+    raise EncodeError(f"data words {words} do not fit 32 bits")
+
+
+def stored_words(words: tuple[int, ...], size: WordSize) -> tuple[int, ...]:
+    """The words as a row holds them: signed integers of ``size`` (control words wrap)."""
+    bits = 8 * size.size
+    return tuple(w - (1 << bits) if w >= 1 << (bits - 1) else w for w in words)
 
 
 def fre_info(base: int, word_count: int, word_size: WordSize, mangled_ra: bool) -> int:
