@@ -18,11 +18,19 @@ static volatile int stop_flag;
 static atomic_int ready;
 static int depth = 20;
 
+/* Waits forever at a fixed PC: on x86-64 in a pause system call made right here (so the PC
+ * seen by a debugger is the same whenever it looks), elsewhere in a spin loop. */
 __attribute__((noinline)) int spin_here(int n)
 {
     atomic_fetch_add(&ready, 1);
-    while (!stop_flag)
+    while (!stop_flag) {
+#if defined(__x86_64__)
+        long ret;
+        __asm__ volatile("syscall" : "=a"(ret) : "0"(34L) : "rcx", "r11", "memory");
+#else
         __asm__ volatile("" ::: "memory");
+#endif
+    }
     return n;
 }
 
@@ -51,8 +59,11 @@ static void on_signal(int sig)
     recurse(sig & 3);
 }
 
+static atomic_int main_spinning;
+
 __attribute__((noinline)) void main_spin(void)
 {
+    atomic_store(&main_spinning, 1);
     while (!stop_flag)
         __asm__ volatile("" ::: "memory");
 }
@@ -68,6 +79,8 @@ static void *sleeper(void *arg)
     while (atomic_load(&ready) < workers)
         usleep(1000);
     if (workers > 0) {
+        while (!atomic_load(&main_spinning))
+            usleep(1000);
         pthread_kill(main_thread, SIGUSR1);
         while (atomic_load(&ready) < workers + 1)
             usleep(1000);

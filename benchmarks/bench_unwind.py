@@ -1,0 +1,114 @@
+"""Frames unwound per second on a deep stack: pysframe against gdb's batch backtrace.
+
+Builds tests/data/stack/stack_prog, runs it with the main thread DEPTH calls deep (recursion
+through a shared library) and stops it with SIGSTOP.  Then, each run:
+
+* pysframe unwind: the main thread's stack unwound from a ptrace snapshot (modules loaded once,
+  as a profiler attached to a process would);
+* pysframe end to end: ``stack_of_process`` (read the mappings, load modules from the warm
+  per-file cache, attach, unwind every thread, detach);
+* gdb: ``gdb -batch -p PID -ex bt`` (wall time of the whole command).
+
+Frames per second are frames / seconds; the median of the runs is printed with the ratios.
+
+usage: python benchmarks/bench_unwind.py [--quick] [--depth N] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from pysframe.cli.stack import stack_of_process
+from pysframe.modules import load_modules, process_mappings
+from pysframe.ptrace import attach
+from pysframe.unwind import Unwinder
+from stack_support import (
+    Unavailable,
+    build_programs,
+    check_ptrace,
+    gdb_command,
+    parse_gdb_bt,
+    run_program,
+)
+
+
+def median_rate(frames: int, seconds: list[float]) -> tuple[float, float]:
+    middle = statistics.median(seconds)
+    return middle, frames / middle
+
+
+def bench(depth: int, runs: int, inner: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            program = build_programs(Path(tmp))
+            check_ptrace()
+        except Unavailable as why:
+            print(f"benchmark skipped: {why}")
+            return 0
+        with run_program(program, depth, 0) as running:
+            pid = running.pid
+            modules = load_modules(process_mappings(pid))
+            unwind_times: list[float] = []
+            with attach(pid) as process:
+                registers = process.registers(pid)
+                unwinder = Unwinder(process.abi, modules, max_frames=depth + 1000)
+                trace = unwinder.unwind(registers, process.read_memory)
+                frames = len(trace.frames)
+                for _ in range(runs):
+                    # a fresh unwinder each run: no row cache carried over
+                    start = time.perf_counter()
+                    for _ in range(inner):
+                        Unwinder(process.abi, modules, max_frames=depth + 1000).unwind(
+                            registers, process.read_memory
+                        )
+                    unwind_times.append((time.perf_counter() - start) / inner)
+            end_to_end: list[float] = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                report = stack_of_process(pid, max_frames=depth + 1000)
+                end_to_end.append(time.perf_counter() - start)
+            main_frames = next(len(t.backtrace.frames) for t in report.threads if t.tid == pid)
+            gdb_times: list[float] = []
+            gdb_frames = 0
+            for _ in range(runs):
+                command = gdb_command("-p", str(pid))
+                command[-1] = "bt -frame-info location-and-address"
+                start = time.perf_counter()
+                result = subprocess.run(command, capture_output=True, text=True, check=False)
+                gdb_times.append(time.perf_counter() - start)
+                parsed = parse_gdb_bt("Thread 1 (LWP 1)\n" + result.stdout)
+                gdb_frames = sum(len(frames) for frames in parsed.values())
+    t_unwind, r_unwind = median_rate(frames, unwind_times)
+    t_e2e, r_e2e = median_rate(main_frames, end_to_end)
+    t_gdb, r_gdb = median_rate(max(gdb_frames, 1), gdb_times)
+    print(f"deep stack: recursion depth {depth}, {frames} frames (gdb: {gdb_frames}), "
+          f"median of {runs} runs")
+    print(f"pysframe unwind      {t_unwind * 1e3:9.2f} ms  {r_unwind:12.0f} frames/s")
+    print(f"pysframe end to end  {t_e2e * 1e3:9.2f} ms  {r_e2e:12.0f} frames/s")
+    print(f"gdb -batch bt        {t_gdb * 1e3:9.2f} ms  {r_gdb:12.0f} frames/s")
+    print(f"ratio pysframe unwind / gdb:      {r_unwind / r_gdb:8.1f}x")
+    print(f"ratio pysframe end to end / gdb:  {r_e2e / r_gdb:8.1f}x")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small and fast (CI)")
+    parser.add_argument("--depth", type=int, help="recursion depth (default 2000, quick 1000)")
+    parser.add_argument("--runs", type=int, help="runs (default 5, quick 3)")
+    args = parser.parse_args()
+    depth = args.depth or (1000 if args.quick else 2000)
+    runs = args.runs or (3 if args.quick else 5)
+    return bench(depth, runs, 2 if args.quick else 5)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

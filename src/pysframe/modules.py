@@ -1,0 +1,332 @@
+"""Modules of an address space: which ELF file is mapped where, its SFrame section and symbols.
+
+* Mappings come from /proc/PID/maps (a live process) or a core file's NT_FILE note.
+* For each mapped ELF file: its own ``.sframe`` section if it has one, else SFrame generated
+  from its ``.eh_frame`` (``pysframe.generate.generate_from_elf``), cached per file (path,
+  modification time, size).
+* The load bias (run-time address minus link-time address) comes from the mapping of the file
+  offset a PT_LOAD segment covers; the SFrame section is rebased by it.
+* Symbols: the ELF symbol tables (``.symtab``, else ``.dynsym``), function symbols.
+* A file that is missing, or that is not the one the process mapped (other inode, "(deleted)",
+  other build ID), is kept as a module with a ``problem``: frames in it are printed unresolved.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from .constants import Abi
+from .elf import ElfImage
+from .errors import SFrameError
+from .section import SFrameSection
+from .unwind import ModuleInfo, ReadMemory
+
+_DELETED = " (deleted)"
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """One mapped file range: [start, end) shows the file from ``file_offset``."""
+
+    start: int
+    end: int
+    file_offset: int
+    path: str
+    #: /proc/PID/maps only: permissions, device and inode.
+    perms: str = ""
+    inode: int | None = None
+
+
+def process_mappings(pid: int) -> list[Mapping]:
+    """File-backed mappings of a live process, from /proc/PID/maps."""
+    mappings = []
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="surrogateescape") as maps:
+        for line in maps:
+            mapping = parse_maps_line(line)
+            if mapping is not None:
+                mappings.append(mapping)
+    return mappings
+
+
+def parse_maps_line(line: str) -> Mapping | None:
+    """A /proc/PID/maps line: ``start-end perms offset dev inode path``; None if anonymous."""
+    parts = line.rstrip("\n").split(maxsplit=5)
+    if len(parts) < 6 or not parts[5].startswith("/"):
+        return None
+    start, _, end = parts[0].partition("-")
+    try:
+        return Mapping(
+            int(start, 16), int(end, 16), int(parts[2], 16), parts[5], parts[1], int(parts[4])
+        )
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# What pysframe needs from each ELF file
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSegment:
+    vaddr: int
+    offset: int
+    filesz: int
+    memsz: int
+
+
+@dataclass(slots=True)
+class ElfFacts:
+    """Facts about one ELF file, shared by every address space that maps it."""
+
+    path: str
+    abi: Abi | None
+    segments: tuple[LoadSegment, ...]
+    sframe: tuple[bytes, int] | None  # (.sframe bytes, sh_addr)
+    symbol_starts: list[int]
+    symbols: list[tuple[int, int, str]]  # (start, size, name), sorted by start
+    build_id: bytes | None
+    build_id_address: int | None
+    #: SFrame generated from .eh_frame: (bytes, section address), or the error text.
+    generated: tuple[bytes, int] | str | None = None
+    sections: dict[int, SFrameSection] = field(default_factory=dict)
+
+    def symbolize(self, address: int) -> tuple[str, int] | None:
+        """(name, offset) of the function symbol containing link-time ``address``."""
+        index = bisect.bisect_right(self.symbol_starts, address) - 1
+        while index >= 0:
+            start, size, name = self.symbols[index]
+            if size == 0 or address < start + size:
+                return name, address - start
+            # An inner symbol ended before address; an enclosing one may start earlier.
+            index -= 1
+            if index >= 0 and self.symbols[index][0] + max(self.symbols[index][1], 1) <= start:
+                break
+        return None
+
+
+_CACHE: dict[tuple[str, int, int, int], ElfFacts | None] = {}
+
+
+def elf_facts(path: str) -> ElfFacts | None:
+    """Facts about the ELF file at ``path`` (None: not an ELF file), cached per file version."""
+    stat = os.stat(path)
+    key = (path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    if key not in _CACHE:
+        _CACHE[key] = _read_facts(path)
+    return _CACHE[key]
+
+
+def _read_facts(path: str) -> ElfFacts | None:
+    with open(path, "rb") as file:
+        if file.read(4) != b"\x7fELF":
+            return None
+    try:
+        with ElfImage.open(path) as image:
+            return _facts_from_elf(path, image)
+    except SFrameError as error:
+        raise OSError(f"not a readable ELF file ({error})") from None
+
+
+def _facts_from_elf(path: str, image: ElfImage) -> ElfFacts:
+    segments = tuple(
+        LoadSegment(seg.vaddr, seg.offset, seg.filesz, seg.memsz) for seg in image.load_segments()
+    )
+    section = image.find_sframe()
+    sframe = None if section is None else (section.data(), section.address)
+    symbols = _one_per_address([(s.value, s.size, s.name.split("@")[0]) for s in image.symbols()])
+    build_id = image.build_id()
+    build_id_address = None
+    note = image.section(".note.gnu.build-id")
+    if build_id is not None and note is not None and note.address:
+        at = note.data().find(build_id)
+        build_id_address = note.address + at if at >= 0 else None
+    return ElfFacts(
+        path, image.abi, segments, sframe, [s[0] for s in symbols], symbols, build_id,
+        build_id_address,
+    )
+
+
+def _one_per_address(symbols: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """One symbol per address (the first name in sorted order), sorted by address."""
+    out: list[tuple[int, int, str]] = []
+    for symbol in sorted(symbols):
+        if out and out[-1][0] == symbol[0]:
+            continue
+        out.append(symbol)
+    return out
+
+
+def _generated(facts: ElfFacts) -> tuple[bytes, int] | None:
+    if facts.generated is None:
+        try:
+            from .generate import generate_from_elf  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            facts.generated = "the SFrame generator is not available"
+            return None
+        try:
+            section = generate_from_elf(facts.path, version=3).section
+            facts.generated = (bytes(section.data), section.section_address)
+        except SFrameError as error:
+            facts.generated = str(error)
+    return facts.generated if isinstance(facts.generated, tuple) else None
+
+
+def sframe_for(facts: ElfFacts, bias: int) -> tuple[SFrameSection | None, str]:
+    """The file's SFrame section rebased by ``bias`` and where it came from."""
+    if bias in facts.sections:
+        return facts.sections[bias], "sframe" if facts.sframe else "generated"
+    source = facts.sframe
+    origin = "sframe"
+    if source is None:
+        source = _generated(facts)
+        origin = "generated"
+    if source is None:
+        return None, "none"
+    data, address = source
+    try:
+        section = SFrameSection.from_bytes(data, section_address=address + bias)
+    except SFrameError:
+        return None, "invalid"
+    facts.sections[bias] = section
+    return section, origin
+
+
+# ---------------------------------------------------------------------------------------------
+# Address space
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """A mapped ELF file: its range, load bias and what the unwinder is told about it."""
+
+    path: str
+    start: int
+    end: int
+    bias: int
+    info: ModuleInfo
+    sframe_origin: str
+
+
+class ModuleTable:
+    """``find_module`` for an address space: the module whose mappings hold a PC."""
+
+    def __init__(self, modules: Iterable[Module]) -> None:
+        self.modules = sorted(modules, key=lambda m: m.start)
+        self._starts = [m.start for m in self.modules]
+
+    def __call__(self, pc: int) -> ModuleInfo | None:
+        index = bisect.bisect_right(self._starts, pc) - 1
+        if index >= 0 and pc < self.modules[index].end:
+            return self.modules[index].info
+        return None
+
+    def __len__(self) -> int:
+        return len(self.modules)
+
+
+def load_modules(
+    mappings: Iterable[Mapping],
+    read_memory: ReadMemory | None = None,
+    *,
+    generate: bool = True,
+) -> ModuleTable:
+    """Modules for the mapped ELF files; ``read_memory`` lets build IDs be compared."""
+    by_path: dict[str, list[Mapping]] = {}
+    for mapping in mappings:
+        by_path.setdefault(mapping.path, []).append(mapping)
+    modules = []
+    for path, ranges in by_path.items():
+        module = _module(path, ranges, read_memory, generate)
+        if module is not None:
+            modules.append(module)
+    return ModuleTable(modules)
+
+
+def _module(
+    path: str, ranges: list[Mapping], read_memory: ReadMemory | None, generate: bool
+) -> Module | None:
+    ranges.sort(key=lambda m: m.start)
+    start, end = ranges[0].start, max(m.end for m in ranges)
+    name = path[: -len(_DELETED)] if path.endswith(_DELETED) else path
+    problem = _file_problem(path, name, ranges)
+    facts: ElfFacts | None = None
+    if problem is None:
+        try:
+            facts = elf_facts(name)
+        except OSError as error:
+            problem = f"cannot read {name}: {error.strerror}"
+        else:
+            if facts is None:
+                return None  # not an ELF file (data mapped from a file)
+    if facts is None:
+        return Module(name, start, end, 0, ModuleInfo(name, problem=problem), "none")
+    bias = _load_bias(facts, ranges)
+    if bias is None:
+        problem = f"{name} does not match its mappings (no PT_LOAD segment fits)"
+    elif read_memory is not None:
+        problem = _build_id_problem(facts, bias, read_memory)
+    if problem is not None or bias is None:
+        return Module(name, start, end, bias or 0, ModuleInfo(name, problem=problem), "none")
+    if facts.sframe is None and not generate:
+        section, origin = None, "none"
+    else:
+        section, origin = sframe_for(facts, bias)
+
+    def symbolize(pc: int, facts: ElfFacts = facts, bias: int = bias) -> tuple[str, int] | None:
+        return facts.symbolize(pc - bias)
+
+    info = ModuleInfo(name, bias, section, symbolize)
+    return Module(name, start, end, bias, info, origin)
+
+
+def _file_problem(path: str, name: str, ranges: list[Mapping]) -> str | None:
+    if path.endswith(_DELETED):
+        return f"{name} was deleted or replaced after it was mapped"
+    try:
+        stat = os.stat(name)
+    except OSError:
+        return f"{name} is missing"
+    inodes = {m.inode for m in ranges if m.inode is not None}
+    if inodes and stat.st_ino not in inodes:
+        return f"{name} changed after it was mapped"
+    return None
+
+
+def _load_bias(facts: ElfFacts, ranges: list[Mapping]) -> int | None:
+    for mapping in sorted(ranges, key=lambda m: m.file_offset):
+        for segment in facts.segments:
+            page_start = segment.offset & ~0xFFF
+            if page_start <= mapping.file_offset < segment.offset + max(segment.filesz, 1):
+                return mapping.start - (segment.vaddr - segment.offset + mapping.file_offset)
+    return None
+
+
+def _build_id_problem(facts: ElfFacts, bias: int, read_memory: ReadMemory) -> str | None:
+    if facts.build_id is None or facts.build_id_address is None:
+        return None
+    try:
+        seen = read_memory(facts.build_id_address + bias, len(facts.build_id))
+    except (OSError, ValueError, SFrameError):
+        return None
+    if len(seen) == len(facts.build_id) and seen != facts.build_id:
+        return f"{facts.path} changed (build ID {facts.build_id.hex()} is not the mapped one)"
+    return None
+
+
+Symbolize = Callable[[int], "tuple[str, int] | None"]
+
+__all__ = [
+    "ElfFacts",
+    "LoadSegment",
+    "Mapping",
+    "Module",
+    "ModuleTable",
+    "elf_facts",
+    "load_modules",
+    "parse_maps_line",
+    "process_mappings",
+    "sframe_for",
+]
