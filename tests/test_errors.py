@@ -78,7 +78,8 @@ def test_billions_of_fdes_fail_fast_without_allocating() -> None:
     elapsed = time.perf_counter() - began
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert elapsed < 0.5 and peak < 1 << 20
+    # Generous bound: the machine may be busy; a loop over the claimed count would take minutes.
+    assert elapsed < 2.0 and peak < 1 << 20
 
 
 def test_fre_count_that_does_not_fit() -> None:
