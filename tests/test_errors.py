@@ -133,8 +133,13 @@ def test_v3_attribute_record_outside() -> None:
 
 
 def test_invalid_flex_words() -> None:
-    # A FLEX row with three words, and one whose CFA control word names no register.
-    for words in (bytes([0x06, 0x39, 0x08, 0x00]), bytes([0x04, 0x38, 0x08])):
+    # A FLEX row whose third word (the RA padding) is not zero, one with a zero RA control
+    # word in an RA pair, and one whose CFA control word names no register.
+    for words in (
+        bytes([0x06, 0x39, 0x08, 0x07]),
+        bytes([0x08, 0x39, 0x08, 0x00, 0x10]),
+        bytes([0x04, 0x38, 0x08]),
+    ):
         data = v3_section(bytes([0x00]) + words, info2=1, num_fres=1)
         section = SFrameSection.from_bytes(data)
         with pytest.raises(InvalidFieldError, match="FLEX FRE"):

@@ -188,7 +188,7 @@ def read_fde_table(data: Buffer, header: Header, section_address: int) -> FdeTab
     if header.version is Version.V3:
         num_fres, info, info2, rep_size = _read_v3_attributes(data, header, fre_offset)
         padding = np.zeros(count, dtype=np.int64)
-        fre_data = fre_base + fre_offset + V3_ATTR_SIZE
+        fre_data = fre_offset + (fre_base + V3_ATTR_SIZE)
     else:
         num_fres = raw["num_fres"].astype(np.int64)
         info = raw["info"].astype(np.int64)
@@ -209,17 +209,18 @@ def read_fde_table(data: Buffer, header: Header, section_address: int) -> FdeTab
 
 
 def _absolute_starts(header: Header, start_field: IntArray, section_address: int) -> U64Array:
-    """Function start = stored start + (PCREL ? field address : section address) (errata 1)."""
-    base = np.uint64(section_address % _U64)
-    starts = start_field.astype(np.uint64) + base  # wraps modulo 2**64 like the C code
+    """Function start = stored start + (PCREL ? field address : section address) (errata 1).
+
+    The field address counts sfh_fdeoff.  libsframe 2.47 leaves sfh_fdeoff out of it; the two
+    differ only for a section whose FDE sub-section does not follow the header directly, which
+    no producer writes.
+    """
+    starts = start_field.astype(np.uint64)
+    starts += np.uint64(section_address % _U64)  # wraps modulo 2**64 like the C code
     if header.pcrel:
         fde_size = FDE_SIZE[header.version]
-        field_offsets = (
-            header.size
-            + header.fde_offset
-            + np.arange(len(start_field), dtype=np.uint64) * np.uint64(fde_size)
-        )
-        starts = starts + field_offsets
+        first = header.size + header.fde_offset
+        starts += np.arange(first, first + len(start_field) * fde_size, fde_size, dtype=np.uint64)
     return starts
 
 
@@ -227,24 +228,31 @@ def _read_v3_attributes(
     data: Buffer, header: Header, fre_offset: IntArray
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """Gather each function's 5-byte attribute record (VERSIONS.md V3)."""
-    bad = np.flatnonzero(fre_offset + V3_ATTR_SIZE > header.fre_len)
-    if bad.size:
-        index = int(bad[0])
+    limit = header.fre_len - V3_ATTR_SIZE
+    if len(fre_offset) and int(fre_offset.max()) > limit:
+        index = int(np.flatnonzero(fre_offset > limit)[0])
         raise OutOfBoundsError(
             f"function {index}: attribute record at FRE offset {int(fre_offset[index])} runs "
             f"past the {header.fre_len}-byte FRE sub-section",
             fde_position(header, index) + 12,
         )
-    octets = np.frombuffer(data, dtype=np.uint8)
-    at = header.size + header.fre_offset + fre_offset
-    first, second = octets[at].astype(np.int64), octets[at + 1].astype(np.int64)
-    num_fres = (first << 8) | second if header.big_endian else (second << 8) | first
-    return (
-        num_fres,
-        octets[at + 2].astype(np.int64),
-        octets[at + 3].astype(np.int64),
-        octets[at + 4].astype(np.int64),
+    if not len(fre_offset):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), empty.copy(), empty.copy()
+    # One gather of the first four bytes (num_fres, info, info2) through a view with a
+    # 4-byte element starting at every byte, and one of rep_size: two passes instead of five.
+    fre_base = header.size + header.fre_offset
+    order = ">" if header.big_endian else "<"
+    at_every_byte = np.ndarray(
+        (header.fre_len - 3,), dtype=order + "u4", buffer=data, offset=fre_base, strides=(1,)
     )
+    head = at_every_byte[fre_offset].astype(np.int64)
+    rep_size = np.frombuffer(data, np.uint8, header.fre_len - 4, fre_base + 4)[fre_offset]
+    if header.big_endian:
+        num_fres, info, info2 = head >> 16, (head >> 8) & 0xFF, head & 0xFF
+    else:
+        num_fres, info, info2 = head & 0xFFFF, (head >> 16) & 0xFF, head >> 24
+    return num_fres, info, info2, rep_size.astype(np.int64)
 
 
 def _fde_error_offset(header: Header, index: int) -> int:
@@ -267,10 +275,12 @@ def _check_table(header: Header, table: FdeTable) -> None:
     # Each FRE takes at least its start address and info byte (V2 spec 2.4).
     min_fre = (1 << fre_type) + 1
     fre_end = header.size + header.fre_offset + header.fre_len
-    room = fre_end - table.fre_data
-    bad = np.flatnonzero((room < 0) | (table.num_fres * min_fre > room))
-    if bad.size:
-        i = int(bad[0])
+    fre_bytes = table.num_fres * min_fre
+    # One pass for the common case: fre_data + fre_bytes > fre_end also catches room < 0,
+    # as fre_bytes >= 0; the error path finds the first bad function as before.
+    if len(table) and int((fre_bytes + table.fre_data).max()) > fre_end:
+        room = fre_end - table.fre_data
+        i = int(np.flatnonzero((room < 0) | (fre_bytes > room))[0])
         raise OutOfBoundsError(
             f"function {i}: {int(table.num_fres[i])} FREs at FRE offset "
             f"{int(table.fre_offset[i])} do not fit in the {header.fre_len}-byte FRE sub-section",
@@ -285,7 +295,17 @@ def _check_table(header: Header, table: FdeTable) -> None:
                 f"before function {i - 1} at {int(table.start[i - 1]):#x}",
                 fde_position(header, i),
             )
-
+    # FRE blocks (and V3 attribute records) of different functions do not share bytes, so
+    # together they fit in sfh_fre_len.  This bounds the number of rows by the input size:
+    # without it, many FDEs naming one large block make row tables quadratic in the input.
+    record = V3_ATTR_SIZE if header.version is Version.V3 else 0
+    needed = int(fre_bytes.sum()) + record * len(table)
+    if needed > header.fre_len:
+        raise OutOfBoundsError(
+            f"the {len(table)} functions' FREs need at least {needed} bytes but the FRE "
+            f"sub-section has {header.fre_len}: FRE blocks overlap",
+            0x10,
+        )
 
 _WORD_CODES = {0: "b", 1: "h", 2: "i"}
 _ADDR_CODES = {0: "B", 1: "H", 2: "I"}

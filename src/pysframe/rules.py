@@ -119,19 +119,21 @@ def _decode_flex(
 ) -> tuple[CfaRule, RegRule, RegRule]:
     mask = (1 << (8 * word_size)) - 1
     count = len(words)
-    if count < 2 or count == 3 or count > 6:
-        raise InvalidFieldError(f"FLEX FRE with {count} data words (expected 2, 4, 5 or 6)", offset)
+    if count < 2 or count > 6:
+        raise InvalidFieldError(f"FLEX FRE with {count} data words (expected 2 to 6)", offset)
     reg, deref, reg_p = _control_fields(words[0] & mask)
     if not reg_p:
         raise InvalidFieldError("FLEX FRE CFA control word names no register", offset)
     cfa = CfaRule(reg, _decode_cfa_offset(ctx, words[1]), deref)
     index = 2
     ra: RegRule
-    if count == 5:  # CFA pair, one RA padding word, FP pair
+    if count in (3, 5):  # CFA pair, one RA padding word, then the FP pair (if any)
         if words[2] != 0:
             raise InvalidFieldError("FLEX FRE RA padding word is not zero", offset)
         ra, index = _PADDING, 3
     elif count >= 4:
+        if words[2] & mask == 0:
+            raise InvalidFieldError("FLEX FRE RA pair has a zero control word", offset)
         ra, index = _flex_rule(words[2] & mask, words[3]), 4
     else:
         ra = RegRule.fixed(ctx.cfa_fixed_ra_offset) if ctx.cfa_fixed_ra_offset else _UNTRACKED

@@ -1,0 +1,178 @@
+"""``pysframe dump FILE...``: print SFrame sections as objdump --sframe (2.47) prints them.
+
+V1 sections print as ``readelf --sframe`` of binutils 2.40 (objdump 2.47 cannot read V1);
+``--format readelf`` asks for readelf's framing for every version.  For each file objdump
+prints ``\\nFILE:     file format NAME\\n\\n`` and then the section, or ``No .sframe section
+present``; readelf prints nothing before a single file and ``\\nFile: FILE\\n`` before each of
+several.  Problems with one file are reported on stderr and the others are still dumped;
+the exit status is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..constants import SHT_GNU_SFRAME, Version
+from ..dump import (
+    contents_line,
+    objdump_file_header,
+    objdump_no_section,
+    objdump_not_sframe,
+    readelf_file_header,
+    section_json,
+    section_text,
+)
+from ..elf import SHT_PROGBITS, ElfImage, ElfSection
+from ..errors import SFrameError
+from ..section import SFrameSection
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "dump",
+        help="print SFrame sections like objdump --sframe",
+        description=(
+            "Print the SFrame section of each FILE with the text of GNU objdump --sframe "
+            "(binutils 2.47); V1 sections with the text of readelf --sframe (binutils 2.40)."
+        ),
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="ELF files")
+    parser.add_argument(
+        "--section",
+        metavar="NAME",
+        help="section to dump (default: .sframe, found by name, section type or PT_GNU_SFRAME)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("objdump", "readelf"),
+        default=None,
+        help="framing of the output (default: objdump for V2/V3, readelf for V1)",
+    )
+    parser.add_argument(
+        "--no-relocate",
+        dest="relocate",
+        action="store_false",
+        help="in relocatable objects show the stored fields, without applying the section's "
+        "relocations (as objdump 2.44 did)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the content as JSON")
+    parser.set_defaults(func=run)
+
+
+def _error(message: str) -> None:
+    sys.stdout.flush()
+    print(f"pysframe: {message}", file=sys.stderr)
+
+
+def _version_of(data: bytes) -> Version | None:
+    """The preamble's version byte (V2 spec 2.1), to pick how to read the section."""
+    if len(data) >= 3 and data[2] in Version._value2member_map_:
+        return Version(data[2])
+    return None
+
+
+def load_section(image: ElfImage, section: ElfSection, relocate: bool = True) -> SFrameSection:
+    """Decode ``section``; relocated in objects unless V1 (readelf 2.40 did not relocate)."""
+    raw = section.data()
+    relocate = relocate and _version_of(raw) is not Version.V1
+    data = image.section_contents(section, relocate) if relocate else raw
+    return SFrameSection.from_bytes(data, section.address)
+
+
+def _holds_sframe(section: ElfSection, asked: str | None) -> bool:
+    """objdump 2.47 dumps SHT_GNU_SFRAME sections, and SHT_PROGBITS ones named .sframe."""
+    if section.type == SHT_GNU_SFRAME or section.index < 0:
+        return True
+    return section.type == SHT_PROGBITS and (asked or ".sframe") == ".sframe"
+
+
+def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
+    """Write one file's dump; return its exit status."""
+    out = sys.stdout
+    asked: str | None = args.section
+    shown = asked or ".sframe"
+    try:
+        image = ElfImage.open(path)
+    except SFrameError as error:
+        _error(str(error))
+        return 1
+    with image:
+        try:
+            section = image.find_sframe(asked)
+            objdump_header = objdump_file_header(path, image.file_format)
+            if section is None or not _holds_sframe(section, asked):
+                if args.format != "readelf":
+                    out.write(objdump_header)
+                    missing = section is None
+                    out.write(objdump_no_section(shown) if missing else objdump_not_sframe(shown))
+                elif several:
+                    out.write(readelf_file_header(path))
+                what = "no" if section is None else "no SFrame data in the"
+                _error(f"{path}: {what} {shown} section")
+                return 1
+            raw_version = _version_of(section.data())
+            readelf = args.format == "readelf" or (
+                args.format is None and raw_version is Version.V1
+            )
+            prefix = (readelf_file_header(path) if several else "") if readelf else objdump_header
+            try:
+                sframe = load_section(image, section, args.relocate)
+                body = section_text(sframe)
+            except SFrameError:
+                out.write(prefix)
+                raise
+            out.write(prefix + contents_line(section.name) + body)
+        except SFrameError as error:
+            _error(f"{path}: {section_label(section)}: {error}" if section else f"{error}")
+            return 1
+    return 0
+
+
+def section_label(section: ElfSection | None) -> str:
+    return section.name if section is not None else ".sframe"
+
+
+def _dump_json(path: str, args: argparse.Namespace) -> dict[str, Any] | None:
+    try:
+        with ElfImage.open(path) as image:
+            section = image.find_sframe(args.section)
+            if section is None:
+                _error(f"{path}: no {args.section or '.sframe'} section")
+                return None
+            try:
+                sframe = load_section(image, section, args.relocate)
+                content = section_json(sframe)
+            except SFrameError as error:
+                _error(f"{path}: {section.name}: {error}")
+                return None
+            return {
+                "file": path,
+                "file_format": image.file_format,
+                "section": section.name,
+                "sframe": content,
+            }
+    except SFrameError as error:
+        _error(str(error))
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    status = 0
+    if args.json:
+        documents = []
+        for path in args.files:
+            document = _dump_json(path, args)
+            if document is None:
+                status = 1
+            else:
+                documents.append(document)
+        json.dump(documents, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return status
+    several = len(args.files) > 1
+    for path in args.files:
+        status = max(status, _dump_text(path, args, several))
+    return status

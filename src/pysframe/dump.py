@@ -1,0 +1,436 @@
+"""Text dumps of an SFrame section, byte-identical to GNU binutils.
+
+* V2 and V3 sections print as ``objdump --sframe`` of binutils 2.47 (libsframe/sframe-dump.c:
+  ``dump_sframe_header``, ``dump_sframe_func_with_fres``, ``dump_sframe_func_fres_simple`` and
+  ``dump_sframe_func_fres_flex``).
+* V1 sections print as ``readelf --sframe`` of binutils 2.40 (the V1-only sframe-dump.c of
+  that release, as the Debian 2.40 library behaves).
+
+The cells are computed from the raw stored words the way libsframe's getters read them, not
+from the decoded rules, so that a dump shows what is stored.  Framing (file names, the
+``Contents of...`` line) is here too; the command line lives in :mod:`pysframe.cli.dump`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .constants import Abi, FdeType, Flags, PcType, Version
+from .errors import InvalidFieldError
+from .model import FrameRow, Function, RegRule
+from .section import SFrameSection
+
+_U64 = 1 << 64
+
+#: ``base_reg_str`` of sframe-dump.c: the CFA base register of a DEFAULT FRE.
+_BASE_REG_NAMES = ("fp", "sp")
+
+#: sframe_get_reg_name (2.47): the SP and FP DWARF numbers have names, others print r%u.
+_REG_NAMES: dict[Abi, dict[int, str]] = {
+    Abi.AMD64_ENDIAN_LITTLE: {7: "sp", 6: "fp"},
+    Abi.AARCH64_ENDIAN_LITTLE: {31: "sp", 29: "fp"},
+    Abi.AARCH64_ENDIAN_BIG: {31: "sp", 29: "fp"},
+    Abi.S390X_ENDIAN_BIG: {15: "sp", 11: "fp"},
+}
+
+#: The column header, ``printf ("\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", marker, ...)``.
+_COLUMNS = "\n    {:<7}{:<8} {:<10}{:<10}{:<13}"
+
+
+@dataclass(frozen=True, slots=True)
+class RowCells:
+    """One dumped row: its address and the CFA, FP and RA cells (None: "RA undefined")."""
+
+    address: int
+    cells: tuple[str, str, str] | None
+
+    def text(self) -> str:
+        # printf ("    %016"PRIx64, fre_start_pc_vma); then "  RA undefined" or the cells
+        # printf ("  %-10s", cfa); printf ("%-10s", fp); printf ("%-13s", ra).
+        head = f"    {self.address % _U64:016x}"
+        if self.cells is None:
+            return head + "  RA undefined"
+        cfa, fp, ra = self.cells
+        return f"{head}  {cfa:<10}{fp:<10}{ra:<13}"
+
+
+# -- header ------------------------------------------------------------------------------------
+
+
+def header_text(section: SFrameSection) -> str:
+    """dump_sframe_header: from the leading newline through ``Num FREs``."""
+    h = section.header
+    lines = ["", "  Header :", "", f"    Version: SFRAME_VERSION_{int(h.version)}"]
+    if h.version is Version.V1:
+        # 2.40: flags on one line; strcpy overwrote SORTED when FRAME_POINTER was set too.
+        lines.append(f"    Flags: {_flags_v1(int(h.flags))}")
+    else:
+        lines.extend(_flags_lines(int(h.flags), h.version))
+        # printf ("    CFA fixed FP offset: %d\n", ...) only when the int8 is not 0 (2.47).
+        if h.cfa_fixed_fp_offset:
+            lines.append(f"    CFA fixed FP offset: {h.cfa_fixed_fp_offset}")
+        if h.cfa_fixed_ra_offset:
+            lines.append(f"    CFA fixed RA offset: {h.cfa_fixed_ra_offset}")
+    lines.append(f"    Num FDEs: {_c_int(h.num_fdes)}")
+    lines.append(f"    Num FREs: {_c_int(h.num_fres)}")
+    return "\n".join(lines) + "\n"
+
+
+def _flags_v1(flags: int) -> str:
+    if not flags:
+        return "NONE"
+    text = ""
+    if flags & Flags.FDE_SORTED:
+        text = "SFRAME_F_FDE_SORTED"
+    if flags & Flags.FRAME_POINTER:
+        text = "SFRAME_F_FRAME_POINTER"
+    return text
+
+
+def _flags_lines(flags: int, version: Version) -> list[str]:
+    """dump_sframe_header_flags (2.47): ``printf ("%11s%s%s\\n", prefix, name, more ? "," : "")``
+    with prefix "Flags: " for the first line and " " after; leftover bits as ``%d``."""
+    if not flags:
+        return [f"{'Flags: ':>11}NONE"]
+    known = [(Flags.FDE_SORTED, "SFRAME_F_FDE_SORTED")]
+    if version is Version.V2:  # SFRAME_F_FRAME_POINTER is gone in V3
+        known.append((Flags.FRAME_POINTER, "SFRAME_F_FRAME_POINTER"))
+    known.append((Flags.FDE_FUNC_START_PCREL, "SFRAME_F_FDE_FUNC_START_PCREL"))
+    prefix = "Flags: "
+    lines = []
+    for bit, name in known:
+        if flags & bit:
+            flags &= ~bit
+            lines.append(f"{prefix:>11}{name}{',' if flags else ''}")
+            prefix = " "
+    if flags:
+        lines.append(f"{prefix:>11}{flags}")
+    return lines
+
+
+def _c_int(value: int) -> int:
+    """A uint32 printed with %d."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+# -- functions ---------------------------------------------------------------------------------
+
+
+def function_pc(section: SFrameSection, function: Function) -> int:
+    """``func_start_pc_vma`` as the dumper computes it (a uint64).
+
+    2.47: stored start + section address + (PCREL flag ? sframe_decoder_get_offsetof_fde_start_addr,
+    which is header size + index * FDE size and ignores sfh_fdeoff).  2.40 (V1): stored start +
+    section address.
+    """
+    h = section.header
+    pc = function.start_field + section.section_address
+    if h.version is not Version.V1 and h.pcrel:
+        pc += h.size + function.index * (16 if h.version is Version.V3 else 20)
+    return pc % _U64
+
+
+def function_line(section: SFrameSection, function: Function) -> str:
+    """``func idx [%d]: pc = 0x%PRIx64, size = %d bytes`` plus attr and pauth."""
+    pc = function_pc(section, function)
+    text = f"    func idx [{function.index}]: pc = {pc:#x}, size = {_c_int(function.size)} bytes"
+    if section.version is not Version.V1:
+        # attrs: "S" for SFRAME_V3_FDE_SIGNAL_P (info bit 7, tested for V2 too), "F" for FLEX.
+        attrs = ("S" if function.info & 0x80 else "") + (
+            "F" if function.fde_type is FdeType.FLEX else ""
+        )
+        if attrs:
+            text += f', attr = "{attrs}"'
+    if section.abi.is_aarch64 and (function.info >> 5) & 1:
+        text += ", pauth = B key"
+    return text
+
+
+def function_text(section: SFrameSection, function: Function) -> str:
+    """One function: its line, the column header, its rows, then a newline."""
+    marker = "[m]" if function.pc_type is PcType.MASK else "   "
+    parts = ["\n", function_line(section, function)]
+    parts.append(_COLUMNS.format("STARTPC", marker, "CFA", "FP", "RA"))
+    for row in function_rows(section, function):
+        parts.append("\n" + row.text())
+    parts.append("\n")
+    return "".join(parts)
+
+
+def function_rows(section: SFrameSection, function: Function) -> list[RowCells]:
+    pc = function_pc(section, function)
+    mask = function.pc_type is PcType.MASK
+    out = []
+    for number, row in enumerate(function.rows):
+        address = row.start_offset if mask else pc + row.start_offset
+        out.append(RowCells(address % _U64, row_cells(section, function, row, number)))
+    return out
+
+
+def section_text(section: SFrameSection) -> str:
+    """What follows ``Contents of the SFrame section NAME:`` (sframe-dump.c dump_sframe)."""
+    parts = [header_text(section), "\n  Function Index :\n"]
+    parts.extend(function_text(section, function) for function in section)
+    return "".join(parts)
+
+
+# -- cells -------------------------------------------------------------------------------------
+
+
+def row_cells(
+    section: SFrameSection, function: Function, row: FrameRow, number: int = 0
+) -> tuple[str, str, str] | None:
+    """The CFA, FP and RA cells of ``row`` (None when 2.47 prints ``RA undefined``)."""
+    if section.version is Version.V1:
+        return _cells_v1(section, row)
+    # sframe_fre_get_ra_undefined_p: no data words at all.
+    if not row.words:
+        return None
+    if function.fde_type is FdeType.FLEX:
+        return _cells_flex(section, function, row, number)
+    return _cells_simple(section, row)
+
+
+def _mangled(row: FrameRow) -> str:
+    # strcat (temp, sframe_fre_get_ra_mangled_p (...) ? "[s]" : "   ")
+    return "[s]" if row.info & 0x80 else "   "
+
+
+def _cfa_offset(section: SFrameSection, stored: int) -> int:
+    """sframe_fre_get_cfa_offset: s390x stores (offset - 160) / 8."""
+    if section.abi is Abi.S390X_ENDIAN_BIG:
+        return stored * 8 + 160
+    return stored
+
+
+def _cells_simple(section: SFrameSection, row: FrameRow) -> tuple[str, str, str]:
+    """dump_sframe_func_fres_simple (2.47)."""
+    h = section.header
+    words = row.words
+    s390x = section.abi is Abi.S390X_ENDIAN_BIG
+    # sprintf (temp, "%s+%d", base_reg_str[base_reg_id], cfa_offset)
+    cfa = f"{_BASE_REG_NAMES[row.info & 1]}+{_cfa_offset(section, words[0])}"
+    # sframe_fre_get_fp_offset: the fixed offset if set, else word (fixed RA ? 1 : 2).
+    fp_offset: int | None
+    if h.cfa_fixed_fp_offset:
+        fp_offset = h.cfa_fixed_fp_offset
+    else:
+        index = 1 if h.cfa_fixed_ra_offset else 2
+        fp_offset = words[index] if index < len(words) else None
+    fp = "u" if fp_offset is None else _simple_reg_cell(section, fp_offset, s390x)
+    # RA: "f" when the header has a fixed RA offset; "U" for a 0 word; else the word.
+    ra_offset = words[1] if len(words) > 1 else None
+    if h.cfa_fixed_ra_offset:
+        ra = "f"
+    elif ra_offset == 0:
+        ra = "U"
+    elif ra_offset is not None:
+        ra = _simple_reg_cell(section, ra_offset, s390x)
+    else:
+        ra = "u"
+    return cfa, fp, ra + _mangled(row)
+
+
+def _simple_reg_cell(section: SFrameSection, offset: int, s390x: bool) -> str:
+    # s390x V2: an odd word names a register (sframe_s390x_offset_regnum_p), printed "r%d"
+    # with the word shifted right by one; otherwise sprintf (temp, "c%+d", offset).
+    if s390x and section.version is Version.V2 and offset & 1:
+        return f"r{offset >> 1}"
+    return f"c{offset:+d}"
+
+
+def _cells_flex(
+    section: SFrameSection, function: Function, row: FrameRow, number: int
+) -> tuple[str, str, str]:
+    """dump_sframe_func_fres_flex (2.47): (control, offset) pairs for CFA, RA, FP."""
+    h = section.header
+    words = row.words
+    mask = (1 << (8 * row.word_size.size)) - 1
+    count = len(words)
+    if count < 2:
+        # sframe_assert (!err_cfa_reg && !err_cfa_offset) aborts objdump here.
+        raise InvalidFieldError(
+            f"function {function.index}: FLEX row {number} has {count} data word(s); "
+            "the CFA needs two"
+        )
+    abi = section.abi
+    cfa = _flex_disp(abi, words[0] & mask, _cfa_offset(section, words[1]))
+    ra_control = words[2] & mask if count > 2 else None
+    # FP pair at words 4/5, or 3/4 when the RA control word is the 0 padding word.
+    fp_index = 3 if ra_control == 0 else 4
+    fp_control = words[fp_index] & mask if count > fp_index else None
+    fp_offset: int | None
+    if count > fp_index + 1:
+        fp_offset = words[fp_index + 1]
+    else:
+        fp_offset = h.cfa_fixed_fp_offset if h.cfa_fixed_fp_offset else None
+    missing = fp_control is None or fp_offset is None
+    fp = "u" if missing else _flex_disp(abi, fp_control or 0, fp_offset or 0)
+    if ra_control is None:
+        ra = "f" if h.cfa_fixed_ra_offset else "u"
+    elif ra_control == 0:
+        ra = "U"
+    else:
+        ra_offset = words[3] if count > 3 else h.cfa_fixed_ra_offset
+        ra = _flex_disp(abi, ra_control, ra_offset)
+    return cfa, fp, ra + _mangled(row)
+
+
+def _flex_disp(abi: Abi, control: int, offset: int) -> str:
+    """sframe_format_fre_disp: ``%s%+d`` or ``(%s%+d)``; "c" when the control names no
+    register (CFA-relative).  Control word: regnum << 3 | deref << 1 | reg_p."""
+    if control & 1:
+        reg = control >> 3
+        name = _REG_NAMES.get(abi, {}).get(reg, f"r{reg}")
+        if control & 2:
+            return f"({name}{offset:+d})"
+        return f"{name}{offset:+d}"
+    return f"c{offset:+d}"
+
+
+def _cells_v1(section: SFrameSection, row: FrameRow) -> tuple[str, str, str]:
+    """readelf 2.40 rows (sframe-dump.c of 2.40, as the Debian 2.40 libsframe behaves)."""
+    h = section.header
+    words = row.words
+    # A failed sframe_fre_get_cfa_offset returns SFRAME_ERR (-1): "sp+-1".
+    cfa_offset = words[0] if words else -1
+    cfa = f"{_BASE_REG_NAMES[row.info & 1]}+{cfa_offset}"
+    # A fixed FP offset makes the 2.40 getter fail ("u"); else word (fixed RA ? 1 : 2).
+    fp = "u"
+    if not h.cfa_fixed_fp_offset:
+        index = 1 if h.cfa_fixed_ra_offset else 2
+        if index < len(words):
+            fp = f"c{words[index]:+d}"
+    if h.cfa_fixed_ra_offset:
+        ra = "u"
+    elif len(words) > 1:
+        ra = f"c{words[1]:+d}"
+    else:
+        ra = fp  # the 2.40 dumper leaves the FP text in its buffer
+    return cfa, fp, ra + _mangled(row)
+
+
+# -- framing -----------------------------------------------------------------------------------
+
+
+def contents_line(section_name: str) -> str:
+    """``Contents of the SFrame section %s:`` (no newline: the dump starts with one)."""
+    return f"Contents of the SFrame section {section_name}:"
+
+
+def objdump_file_header(filename: str, file_format: str) -> str:
+    """objdump's ``\\n%s:     file format %s\\n`` and the blank line after it."""
+    return f"\n{filename}:     file format {file_format}\n\n"
+
+
+def objdump_no_section(section_name: str) -> str:
+    return f"No {section_name} section present\n\n"
+
+
+def objdump_not_sframe(section_name: str) -> str:
+    return f"Section {section_name} does not contain SFrame data\n\n"
+
+
+def readelf_file_header(filename: str) -> str:
+    """readelf prints ``\\nFile: %s\\n`` before each file when given several."""
+    return f"\nFile: {filename}\n"
+
+
+def objdump_text(filename: str, file_format: str, section_name: str, section: SFrameSection) -> str:
+    return (
+        objdump_file_header(filename, file_format)
+        + contents_line(section_name)
+        + section_text(section)
+    )
+
+
+def readelf_text(section_name: str, section: SFrameSection) -> str:
+    return contents_line(section_name) + section_text(section)
+
+
+# -- JSON --------------------------------------------------------------------------------------
+
+
+def _rule_json(rule: RegRule) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": rule.kind.value}
+    if rule.kind.value in ("fixed", "saved", "value"):
+        out["offset"] = rule.offset
+        out["reg"] = rule.reg
+    return out
+
+
+def section_json(section: SFrameSection) -> dict[str, Any]:
+    """The content of the dump as plain data: header, functions, rows with rules and cells."""
+    h = section.header
+    functions = []
+    for function in section:
+        rows = []
+        cells = function_rows(section, function)
+        for row, shown in zip(function.rows, cells, strict=True):
+            rows.append(
+                {
+                    "address": shown.address,
+                    "start_offset": row.start_offset,
+                    "info": row.info,
+                    "words": list(row.words),
+                    "cfa": None
+                    if row.cfa is None
+                    else {"reg": row.cfa.reg, "offset": row.cfa.offset, "deref": row.cfa.deref},
+                    "fp": _rule_json(row.fp),
+                    "ra": _rule_json(row.ra),
+                    "mangled_ra": row.mangled_ra,
+                    "text": None if shown.cells is None else list(shown.cells),
+                }
+            )
+        functions.append(
+            {
+                "index": function.index,
+                "pc": function_pc(section, function),
+                "start": function.start,
+                "size": function.size,
+                "start_field": function.start_field,
+                "fre_type": function.fre_type.name,
+                "pc_type": function.pc_type.name,
+                "fde_type": function.fde_type.name,
+                "signal": function.signal_frame if h.version is Version.V3 else False,
+                "pauth_key": function.pauth_key.name if section.abi.is_aarch64 else None,
+                "rep_size": function.rep_size,
+                "rows": rows,
+            }
+        )
+    return {
+        "version": int(h.version),
+        "abi": h.abi.name,
+        "big_endian": h.big_endian,
+        "flags": [f.name for f in Flags if f.value and h.flags & f],
+        "cfa_fixed_fp_offset": h.cfa_fixed_fp_offset,
+        "cfa_fixed_ra_offset": h.cfa_fixed_ra_offset,
+        "auxiliary_header": h.auxiliary_header.hex(),
+        "num_fdes": h.num_fdes,
+        "num_fres": h.num_fres,
+        "section_address": section.section_address,
+        "section_size": len(section.data),
+        "functions": functions,
+    }
+
+
+__all__ = [
+    "RowCells",
+    "contents_line",
+    "function_line",
+    "function_pc",
+    "function_rows",
+    "function_text",
+    "header_text",
+    "objdump_file_header",
+    "objdump_no_section",
+    "objdump_not_sframe",
+    "objdump_text",
+    "readelf_file_header",
+    "readelf_text",
+    "row_cells",
+    "section_json",
+    "section_text",
+]

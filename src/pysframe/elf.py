@@ -1,0 +1,636 @@
+"""ELF files: sections, segments, symbols and the SFrame section, read with pyelftools.
+
+This is the only module of pysframe that knows how to read ELF.  The SFrame core takes the
+section's bytes and address; :meth:`ElfImage.sframe_section` finds them:
+
+* by name (``.sframe`` unless told otherwise), else by section type ``SHT_GNU_SFRAME``
+  (errata 1), else through the ``PT_GNU_SFRAME`` program header when the section headers
+  are stripped;
+* in relocatable objects (``ET_REL``) the ``.rela.sframe`` / ``.rel.sframe`` relocations are
+  applied first, the way objdump 2.47 loads the section (bfd's simple relocation: every
+  section of an object sits at address 0, so S = symbol value, P = field offset).
+
+Every failure raises :class:`pysframe.errors.ElfError` naming the file.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, BinaryIO
+
+from elftools.common.exceptions import ELFError as _PyElfError
+from elftools.elf import enums as _enums
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+from elftools.elf.sections import SymbolTableSection
+
+from .constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
+from .errors import ElfError, SFrameError
+from .section import SFrameSection
+
+# -- ELF numbers (System V gABI) -----------------------------------------------------------------
+ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
+EM_386, EM_S390, EM_ARM, EM_X86_64, EM_AARCH64, EM_RISCV = 3, 22, 40, 62, 183, 243
+EM_PPC, EM_PPC64 = 20, 21
+SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 0, 1, 2, 4, 8, 9, 11
+SHT_NOTE = 7
+SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
+PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
+STT_FUNC, STT_GNU_IFUNC = 2, 10
+SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
+
+#: Name -> number for the enums pyelftools turns into strings (it keeps unknown values as ints).
+_SH_TYPES: dict[str, int] = {}
+for _table in (
+    _enums.ENUM_SH_TYPE_BASE,
+    _enums.ENUM_SH_TYPE_AMD64,
+    _enums.ENUM_SH_TYPE_AARCH64,
+    _enums.ENUM_SH_TYPE_ARM,
+    _enums.ENUM_SH_TYPE_MIPS,
+    _enums.ENUM_SH_TYPE_RISCV,
+):
+    _SH_TYPES.update({k: v for k, v in _table.items() if isinstance(v, int)})
+_P_TYPES: dict[str, int] = {}
+for _table in (
+    _enums.ENUM_P_TYPE_BASE,
+    _enums.ENUM_P_TYPE_AARCH64,
+    _enums.ENUM_P_TYPE_ARM,
+    _enums.ENUM_P_TYPE_MIPS,
+    _enums.ENUM_P_TYPE_RISCV,
+):
+    _P_TYPES.update({k: v for k, v in _table.items() if isinstance(v, int)})
+_E_TYPES: dict[str, int] = {k: v for k, v in _enums.ENUM_E_TYPE.items() if isinstance(v, int)}
+_MACHINES: dict[str, int] = {k: v for k, v in _enums.ENUM_E_MACHINE.items() if isinstance(v, int)}
+_SHNDX: dict[str, int] = {k: v for k, v in _enums.ENUM_ST_SHNDX.items() if isinstance(v, int)}
+_ST_TYPES: dict[str, int] = {
+    k: v for k, v in _enums.ENUM_ST_INFO_TYPE.items() if isinstance(v, int)
+}
+_ST_BINDS: dict[str, int] = {
+    k: v for k, v in _enums.ENUM_ST_INFO_BIND.items() if isinstance(v, int)
+}
+
+
+def _number(value: object, names: dict[str, int]) -> int:
+    """pyelftools gives known enum values as names and unknown ones as ints."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value in names:
+        return names[value]
+    raise ElfError(f"unknown ELF enum value {value!r}")
+
+
+#: (machine, relocation type) -> (field size in bytes, PC-relative).  Type 0 (NONE) is skipped.
+#: Sources: the psABIs of x86-64 (R_X86_64_*), i386, AArch64 (R_AARCH64_*) and s390x (R_390_*).
+RELOCATION_KINDS: dict[tuple[int, int], tuple[int, bool]] = {
+    (EM_X86_64, 1): (8, False),  # R_X86_64_64        S + A
+    (EM_X86_64, 2): (4, True),  # R_X86_64_PC32       S + A - P
+    (EM_X86_64, 10): (4, False),  # R_X86_64_32       S + A
+    (EM_X86_64, 11): (4, False),  # R_X86_64_32S      S + A
+    (EM_X86_64, 24): (8, True),  # R_X86_64_PC64      S + A - P
+    (EM_386, 1): (4, False),  # R_386_32
+    (EM_386, 2): (4, True),  # R_386_PC32
+    (EM_AARCH64, 257): (8, False),  # R_AARCH64_ABS64
+    (EM_AARCH64, 258): (4, False),  # R_AARCH64_ABS32
+    (EM_AARCH64, 260): (8, True),  # R_AARCH64_PREL64
+    (EM_AARCH64, 261): (4, True),  # R_AARCH64_PREL32
+    (EM_S390, 4): (4, False),  # R_390_32
+    (EM_S390, 5): (4, True),  # R_390_PC32
+    (EM_S390, 22): (8, False),  # R_390_64
+    (EM_S390, 23): (8, True),  # R_390_PC64
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Relocation:
+    """One relocation against a section: the field at ``offset`` gets S + A (- P if PC-relative).
+
+    ``addend`` None means a REL entry: the addend is the field's current content.
+    """
+
+    offset: int
+    type: int
+    symbol_value: int
+    addend: int | None = None
+    symbol_name: str = ""
+
+
+def apply_relocations(
+    data: bytes,
+    relocations: Iterable[Relocation],
+    machine: int,
+    big_endian: bool,
+    section_address: int = 0,
+) -> bytes:
+    """``data`` with ``relocations`` applied (S + A - P for PC-relative kinds, S + A otherwise).
+
+    P is ``section_address + offset``.  Results are truncated to the field size, as bfd's
+    ``bfd_perform_relocation`` stores them in relocatable links.
+    """
+    out = bytearray(data)
+    order = ">" if big_endian else "<"
+    for reloc in relocations:
+        if reloc.type == 0:
+            continue
+        kind = RELOCATION_KINDS.get((machine, reloc.type))
+        if kind is None:
+            raise ElfError(
+                f"relocation type {reloc.type} (machine {machine}) at offset {reloc.offset:#x} "
+                "is not supported"
+            )
+        size, pcrel = kind
+        if reloc.offset < 0 or reloc.offset + size > len(out):
+            raise ElfError(
+                f"relocation at offset {reloc.offset:#x} runs past the section end ({len(out):#x})"
+            )
+        fmt = order + ("q" if size == 8 else "i")
+        addend = reloc.addend
+        if addend is None:
+            (addend,) = struct.unpack_from(fmt, out, reloc.offset)
+        value = reloc.symbol_value + addend
+        if pcrel:
+            value -= section_address + reloc.offset
+        mask = (1 << (8 * size)) - 1
+        struct.pack_into(order + ("Q" if size == 8 else "I"), out, reloc.offset, value & mask)
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class ElfSection:
+    """A section header.  ``index`` -1: made up from the ``PT_GNU_SFRAME`` segment."""
+
+    index: int
+    name: str
+    type: int
+    address: int
+    offset: int
+    size: int
+    flags: int
+    link: int = 0
+    info: int = 0
+    entsize: int = 0
+    _image: ElfImage | None = field(default=None, compare=False, repr=False)
+
+    def data(self) -> bytes:
+        """The section contents (decompressed if SHF_COMPRESSED; empty for SHT_NOBITS)."""
+        if self._image is None:
+            raise ElfError(f"section {self.name} has no file to read from")
+        return self._image.section_data(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ElfSegment:
+    """A program header."""
+
+    type: int
+    offset: int
+    vaddr: int
+    paddr: int
+    filesz: int
+    memsz: int
+    flags: int
+    align: int
+    _image: ElfImage | None = field(default=None, compare=False, repr=False)
+
+    def data(self) -> bytes:
+        if self._image is None:
+            raise ElfError("segment has no file to read from")
+        return self._image.read(self.offset, self.filesz)
+
+    def contains(self, address: int) -> bool:
+        return self.vaddr <= address < self.vaddr + self.memsz
+
+
+@dataclass(frozen=True, slots=True)
+class ElfSymbol:
+    """A symbol table entry.  ``section_index`` is st_shndx (SHN_UNDEF 0, SHN_ABS 0xfff1)."""
+
+    name: str
+    value: int
+    size: int
+    type: int
+    bind: int
+    section_index: int
+
+    @property
+    def is_function(self) -> bool:
+        return self.type in (STT_FUNC, STT_GNU_IFUNC)
+
+    @property
+    def defined(self) -> bool:
+        return self.section_index != SHN_UNDEF
+
+
+class ElfImage:
+    """An open ELF file.  Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, path: str, file: BinaryIO) -> None:
+        self.path = path
+        self._file = file
+        try:
+            self._elf = ELFFile(file)
+            header = self._elf.header
+            self.e_type: int = _number(header["e_type"], _E_TYPES)
+            self.machine: int = _number(header["e_machine"], _MACHINES)
+        except SFrameError:
+            raise
+        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+            raise ElfError(f"{path}: unreadable ELF file ({error})") from None
+        self._sections: list[ElfSection] | None = None
+
+    # -- opening -------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str) -> ElfImage:
+        """Open ``path``; ElfError if it is missing, unreadable or not an ELF file."""
+        try:
+            file = open(path, "rb")  # noqa: SIM115 - closed by close()/__exit__
+        except OSError as error:
+            raise ElfError(f"{path}: {error.strerror or error}") from None
+        try:
+            magic = file.read(4)
+            if magic != b"\x7fELF":
+                raise ElfError(f"{path}: not an ELF file")
+            file.seek(0)
+            return cls(path, file)
+        except BaseException:
+            file.close()
+            raise
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> ElfImage:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- file facts ----------------------------------------------------------------------------
+    @property
+    def elfclass(self) -> int:
+        """32 or 64."""
+        return int(self._elf.elfclass)
+
+    @property
+    def big_endian(self) -> bool:
+        return not self._elf.little_endian
+
+    @property
+    def is_relocatable(self) -> bool:
+        return self.e_type == ET_REL
+
+    @property
+    def entry(self) -> int:
+        return int(self._elf.header["e_entry"])
+
+    @property
+    def abi(self) -> Abi | None:
+        """The SFrame ABI of the machine (None when SFrame defines none for it)."""
+        if self.machine == EM_X86_64 and self.elfclass == 64:
+            return Abi.AMD64_ENDIAN_LITTLE
+        if self.machine == EM_AARCH64 and self.elfclass == 64:
+            return Abi.AARCH64_ENDIAN_BIG if self.big_endian else Abi.AARCH64_ENDIAN_LITTLE
+        if self.machine == EM_S390 and self.elfclass == 64:
+            return Abi.S390X_ENDIAN_BIG
+        return None
+
+    @property
+    def file_format(self) -> str:
+        """The BFD target name objdump prints (``elf64-x86-64``, ``elf64-littleaarch64``...)."""
+        bits = self.elfclass
+        endian = "big" if self.big_endian else "little"
+        if self.machine == EM_X86_64:
+            return f"elf{bits}-x86-64"
+        if self.machine == EM_386:
+            return "elf32-i386"
+        if self.machine == EM_AARCH64:
+            return f"elf{bits}-{endian}aarch64"
+        if self.machine == EM_S390:
+            return f"elf{bits}-s390"
+        if self.machine == EM_ARM:
+            return f"elf32-{endian}arm"
+        if self.machine == EM_RISCV:
+            return f"elf{bits}-{endian}riscv"
+        if self.machine == EM_PPC64:
+            return "elf64-powerpc" if self.big_endian else "elf64-powerpcle"
+        if self.machine == EM_PPC:
+            return "elf32-powerpc" if self.big_endian else "elf32-powerpcle"
+        return f"elf{bits}-{endian}"
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``size`` bytes of the file at ``offset``; ElfError if the file is shorter."""
+        try:
+            self._file.seek(offset)
+            data = self._file.read(size)
+        except (OSError, ValueError, OverflowError) as error:
+            raise ElfError(
+                f"{self.path}: cannot read {size} bytes at {offset:#x}: {error}"
+            ) from None
+        if len(data) != size:
+            raise ElfError(
+                f"{self.path}: {size} bytes at file offset {offset:#x} run past the end of the file"
+            )
+        return data
+
+    # -- sections ------------------------------------------------------------------------------
+    def sections(self) -> list[ElfSection]:
+        """All section headers, in index order (empty when they are stripped)."""
+        if self._sections is None:
+            self._sections = list(self._read_sections())
+        return list(self._sections)
+
+    def _read_sections(self) -> Iterator[ElfSection]:
+        try:
+            # Headers only: building pyelftools section objects parses hash tables (slow).
+            for index in range(self._elf.num_sections()):
+                h = self._elf._get_section_header(index)
+                yield ElfSection(
+                    index=index,
+                    name=self._elf._get_section_name(h),
+                    type=_number(h["sh_type"], _SH_TYPES),
+                    address=int(h["sh_addr"]),
+                    offset=int(h["sh_offset"]),
+                    size=int(h["sh_size"]),
+                    flags=int(h["sh_flags"]),
+                    link=int(h["sh_link"]),
+                    info=int(h["sh_info"]),
+                    entsize=int(h["sh_entsize"]),
+                    _image=self,
+                )
+        except SFrameError:
+            raise
+        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+            raise ElfError(f"{self.path}: unreadable section headers ({error})") from None
+
+    def section(self, name: str) -> ElfSection | None:
+        """The first section called ``name``."""
+        for sec in self.sections():
+            if sec.name == name:
+                return sec
+        return None
+
+    def section_by_type(self, sh_type: int) -> ElfSection | None:
+        for sec in self.sections():
+            if sec.type == sh_type:
+                return sec
+        return None
+
+    def section_data(self, section: ElfSection) -> bytes:
+        if section.type == SHT_NOBITS:
+            return b""
+        if section.index < 0:
+            return self.read(section.offset, section.size)
+        try:
+            data = self._elf.get_section(section.index).data()
+        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+            raise ElfError(f"{self.path}: cannot read section {section.name} ({error})") from None
+        if section.size and len(data) < section.size and not section.flags & 0x800:
+            raise ElfError(
+                f"{self.path}: section {section.name} ({section.size:#x} bytes at file offset "
+                f"{section.offset:#x}) runs past the end of the file"
+            )
+        return bytes(data)
+
+    # -- segments ------------------------------------------------------------------------------
+    def segments(self) -> list[ElfSegment]:
+        """All program headers (empty for relocatable objects)."""
+        try:
+            return [
+                ElfSegment(
+                    type=_number(seg["p_type"], _P_TYPES),
+                    offset=int(seg["p_offset"]),
+                    vaddr=int(seg["p_vaddr"]),
+                    paddr=int(seg["p_paddr"]),
+                    filesz=int(seg["p_filesz"]),
+                    memsz=int(seg["p_memsz"]),
+                    flags=int(seg["p_flags"]),
+                    align=int(seg["p_align"]),
+                    _image=self,
+                )
+                for seg in self._elf.iter_segments()
+            ]
+        except SFrameError:
+            raise
+        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+            raise ElfError(f"{self.path}: unreadable program headers ({error})") from None
+
+    def load_segments(self) -> list[ElfSegment]:
+        return [seg for seg in self.segments() if seg.type == PT_LOAD]
+
+    def segment(self, p_type: int) -> ElfSegment | None:
+        for seg in self.segments():
+            if seg.type == p_type:
+                return seg
+        return None
+
+    # -- the SFrame section ----------------------------------------------------------------------
+    def find_sframe(self, name: str | None = None) -> ElfSection | None:
+        """The SFrame section: by ``name`` if given; else ``.sframe``, else the first section of
+        type SHT_GNU_SFRAME, else (no section headers) the PT_GNU_SFRAME segment."""
+        if name is not None:
+            return self.section(name)
+        found = self.section(".sframe") or self.section_by_type(SHT_GNU_SFRAME)
+        if found is not None:
+            return found
+        if self.sections():
+            return None
+        seg = self.segment(PT_GNU_SFRAME)
+        if seg is None:
+            return None
+        return ElfSection(
+            index=-1,
+            name=".sframe",
+            type=SHT_GNU_SFRAME,
+            address=seg.vaddr,
+            offset=seg.offset,
+            size=seg.filesz,
+            flags=SHF_ALLOC,
+            _image=self,
+        )
+
+    def relocations_for(self, section: ElfSection) -> list[Relocation]:
+        """The REL/RELA entries that apply to ``section`` (those whose sh_info names it)."""
+        if section.index < 0:
+            return []
+        out: list[Relocation] = []
+        for rel in self.sections():
+            if rel.type not in (SHT_REL, SHT_RELA) or rel.info != section.index:
+                continue
+            out.extend(self._read_relocations(rel))
+        return out
+
+    def _read_relocations(self, rel: ElfSection) -> Iterator[Relocation]:
+        try:
+            rel_section = self._elf.get_section(rel.index)
+            if not isinstance(rel_section, RelocationSection):
+                return
+            symtab = self._elf.get_section(rel.link) if rel.link else None
+            table = symtab if isinstance(symtab, SymbolTableSection) else None
+            sections = self.sections()
+            for entry in rel_section.iter_relocations():
+                sym_index = int(entry["r_info_sym"])
+                value, name = 0, ""
+                if sym_index and table is not None:
+                    sym = table.get_symbol(sym_index)
+                    name = sym.name
+                    shndx = _number(sym["st_shndx"], _SHNDX)
+                    value = int(sym["st_value"])
+                    if 0 < shndx < SHN_LORESERVE and shndx < len(sections):
+                        value += sections[shndx].address
+                yield Relocation(
+                    offset=int(entry["r_offset"]),
+                    type=int(entry["r_info_type"]),
+                    symbol_value=value,
+                    addend=int(entry["r_addend"]) if rel_section.is_RELA() else None,
+                    symbol_name=name,
+                )
+        except SFrameError:
+            raise
+        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+            raise ElfError(f"{self.path}: unreadable relocations in {rel.name} ({error})") from None
+
+    def section_contents(self, section: ElfSection, relocate: bool = True) -> bytes:
+        """Contents of ``section``; for relocatable objects with ``relocate``, relocated."""
+        data = section.data()
+        if relocate and self.is_relocatable:
+            relocations = self.relocations_for(section)
+            if relocations:
+                try:
+                    data = apply_relocations(
+                        data, relocations, self.machine, self.big_endian, section.address
+                    )
+                except ElfError as error:
+                    raise ElfError(f"{self.path}: {section.name}: {error}") from None
+        return data
+
+    def sframe_section(self, name: str | None = None, relocate: bool = True) -> SFrameSection:
+        """Decode the SFrame section (see :meth:`find_sframe`); ElfError if there is none.
+
+        ``relocate`` applies the section's relocations in relocatable objects (objdump 2.47
+        does; readelf 2.40 does not).  Format errors of the section itself propagate as
+        :class:`pysframe.errors.FormatError`.
+        """
+        section = self.find_sframe(name)
+        if section is None:
+            raise ElfError(f"{self.path}: no {name or '.sframe'} section")
+        data = self.section_contents(section, relocate)
+        return SFrameSection.from_bytes(data, section.address)
+
+    # -- symbols ----------------------------------------------------------------------------------
+    def all_symbols(self, table: str | None = None) -> list[ElfSymbol]:
+        """Entries of ``table`` (``.symtab`` or ``.dynsym``; default: .symtab, else .dynsym)."""
+        names: Sequence[str] = (table,) if table else (".symtab", ".dynsym")
+        for table_name in names:
+            sec = self.section(table_name)
+            if sec is None or sec.type not in (SHT_SYMTAB, SHT_DYNSYM):
+                continue
+            try:
+                symtab: Any = self._elf.get_section(sec.index)
+                return [
+                    ElfSymbol(
+                        name=sym.name,
+                        value=int(sym["st_value"]),
+                        size=int(sym["st_size"]),
+                        type=_number(sym["st_info"]["type"], _ST_TYPES),
+                        bind=_number(sym["st_info"]["bind"], _ST_BINDS),
+                        section_index=_number(sym["st_shndx"], _SHNDX),
+                    )
+                    for sym in symtab.iter_symbols()
+                ]
+            except SFrameError:
+                raise
+            except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+                raise ElfError(
+                    f"{self.path}: unreadable symbol table {table_name} ({error})"
+                ) from None
+        return []
+
+    def symbols(self) -> list[ElfSymbol]:
+        """Defined, named function symbols sorted by (value, name); .symtab, else .dynsym."""
+        for table_name in (".symtab", ".dynsym"):
+            found = [
+                s for s in self.all_symbols(table_name) if s.is_function and s.defined and s.name
+            ]
+            if found:
+                return sorted(found, key=lambda s: (s.value, s.name))
+        return []
+
+    # -- notes ------------------------------------------------------------------------------------
+    def build_id(self) -> bytes | None:
+        """The NT_GNU_BUILD_ID descriptor of ``.note.gnu.build-id`` (or of a PT_NOTE segment)."""
+        sources: list[bytes] = []
+        sec = self.section(".note.gnu.build-id")
+        if sec is not None and sec.type == SHT_NOTE:
+            sources.append(sec.data())
+        elif not self.sections():
+            sources.extend(seg.data() for seg in self.segments() if seg.type == PT_NOTE)
+        for data in sources:
+            for name, note_type, desc in iter_notes(data, self.big_endian):
+                if name == b"GNU" and note_type == 3:
+                    return desc
+        return None
+
+    def debuglink(self) -> tuple[str, int] | None:
+        """(file name, CRC32) of ``.gnu_debuglink``."""
+        sec = self.section(".gnu_debuglink")
+        if sec is None:
+            return None
+        data = sec.data()
+        end = data.find(b"\0")
+        if end <= 0:
+            return None
+        crc_at = (end + 4) & ~3
+        if crc_at + 4 > len(data):
+            return None
+        (crc,) = struct.unpack_from(">I" if self.big_endian else "<I", data, crc_at)
+        return data[:end].decode("utf-8", "replace"), int(crc)
+
+    def interpreter(self) -> str | None:
+        seg = self.segment(PT_INTERP)
+        if seg is None:
+            return None
+        return seg.data().split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def iter_notes(data: bytes, big_endian: bool) -> Iterator[tuple[bytes, int, bytes]]:
+    """(name, type, descriptor) of each ELF note in ``data`` (4-byte aligned), stopping at junk."""
+    order = ">" if big_endian else "<"
+    pos = 0
+    while pos + 12 <= len(data):
+        namesz, descsz, note_type = struct.unpack_from(order + "III", data, pos)
+        name_at = pos + 12
+        desc_at = name_at + ((namesz + 3) & ~3)
+        end = desc_at + ((descsz + 3) & ~3)
+        if desc_at + descsz > len(data):
+            return
+        yield (
+            data[name_at : name_at + namesz].rstrip(b"\0"),
+            note_type,
+            data[desc_at : desc_at + descsz],
+        )
+        pos = end
+
+
+def open_elf(path: str) -> ElfImage:
+    """Shorthand for :meth:`ElfImage.open`."""
+    return ElfImage.open(path)
+
+
+__all__ = [
+    "RELOCATION_KINDS",
+    "ElfImage",
+    "ElfSection",
+    "ElfSegment",
+    "ElfSymbol",
+    "Relocation",
+    "apply_relocations",
+    "iter_notes",
+    "open_elf",
+]
