@@ -1,0 +1,105 @@
+"""``pysframe generate``: make an SFrame section from a file's DWARF CFI.
+
+pysframe generate FILE -o OUT.sframe [--version 1|2|3]
+pysframe generate FILE --inject -o NEWFILE
+pysframe generate FILE --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+from typing import Any
+
+from ..errors import SFrameError
+from ..generate import GenerateResult, generate_from_elf
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "generate",
+        help="generate .sframe from .eh_frame/.debug_frame (GNU as rules)",
+        description="Translate the DWARF CFI of an ELF file to an SFrame section, with the "
+        "rules GNU as 2.47 applies, and write the section or a copy of the file carrying it.",
+    )
+    parser.add_argument("file", help="ELF executable, shared library or object")
+    parser.add_argument("-o", "--output", help="where to write the section (or the new file)")
+    parser.add_argument(
+        "--version",
+        type=int,
+        choices=(1, 2, 3),
+        default=3,
+        dest="sframe_version",
+        help="SFrame version to write (default 3)",
+    )
+    parser.add_argument(
+        "--inject",
+        action="store_true",
+        help="write a copy of FILE with a loadable .sframe section and PT_GNU_SFRAME segment",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="list skipped functions with reasons, and the coverage",
+    )
+    parser.add_argument(
+        "--ld-compatible",
+        action="store_true",
+        help="describe .plt.got exactly as GNU ld 2.47 does (CFA sp+16)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.output and not args.report:
+        raise SFrameError("nothing to do: give -o OUTPUT and/or --report")
+    if args.inject and not args.output:
+        raise SFrameError("--inject needs -o NEWFILE")
+    result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
+    if args.output:
+        if args.inject:
+            _write_injected(args.file, args.output, result)
+        else:
+            with open(args.output, "wb") as out:
+                out.write(result.data)
+    if args.report:
+        print_report(args.file, result)
+    return 0
+
+
+def _write_injected(path: str, output: str, result: GenerateResult) -> None:
+    from ..inject import inject_sframe, plan_injection
+
+    with open(path, "rb") as file:
+        original = file.read()
+    plan = plan_injection(original)
+    data = result.data
+    if plan.sframe_address != result.section_address:
+        data = result.encode(plan.sframe_address)
+    new = inject_sframe(original, data, plan)
+    with open(output, "wb") as out:
+        out.write(new)
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    os.chmod(output, mode)
+
+
+def print_report(path: str, result: GenerateResult) -> None:
+    out = sys.stdout
+    covered = result.functions_covered
+    total = result.functions_total
+    print(f"{path}: SFrame V{int(result.version)}, {result.abi.name}", file=out)
+    for skip in result.skipped:
+        print(f"  skipped {skip.start:#x} (+{skip.size}): {skip.reason}", file=out)
+    share = 100.0 * covered / total if total else 100.0
+    print(f"functions: {covered} of {total} covered ({share:.1f}%)", file=out)
+    text_total = result.text_bytes_total
+    text_share = 100.0 * result.text_bytes_covered / text_total if text_total else 0.0
+    print(
+        f"text bytes: {result.text_bytes_covered} of {text_total} covered ({text_share:.1f}%)",
+        file=out,
+    )
+    print(
+        f"FREs: {result.section.header.num_fres}, section size: {len(result.data)} bytes", file=out
+    )

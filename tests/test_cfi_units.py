@@ -1,0 +1,275 @@
+"""CFI parsing and interpretation on hand-built .eh_frame / .debug_frame bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from pysframe import cfi
+from pysframe.cfi import (
+    CfiFormat,
+    PointerContext,
+    RuleType,
+    decode_instructions,
+    parse_cfi,
+    run_program,
+    scan_fdes,
+)
+from pysframe.errors import CfiError
+
+
+def uleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def sleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
+        out.append(byte | (0 if done else 0x80))
+        if done:
+            return bytes(out)
+
+
+def cie(
+    aug: str = "zR",
+    caf: int = 1,
+    daf: int = -8,
+    ra: int = 16,
+    aug_data: bytes = b"\x1b",
+    insns: bytes = b"\x0c\x07\x08\x90\x01",
+) -> bytes:
+    body = b"\0\0\0\0\x01" + aug.encode() + b"\0" + uleb(caf) + sleb(daf) + uleb(ra)
+    if aug.startswith("z"):
+        body += uleb(len(aug_data)) + aug_data
+    body += insns
+    body += b"\0" * (-(len(body) + 4) % 8)
+    return struct.pack("<I", len(body)) + body
+
+
+def fde(
+    at: int, cie_at: int, pc: int, size: int, insns: bytes, aug: bytes = b"\0", address: int = 0
+) -> bytes:
+    """An FDE at section offset ``at`` with pcrel|sdata4 addresses."""
+    pc_field = at + 8
+    body = struct.pack("<Iii", at + 4 - cie_at, pc - (address + pc_field), size) + aug + insns
+    body += b"\0" * (-(len(body) + 4) % 8)
+    return struct.pack("<I", len(body)) + body
+
+
+def section(
+    *fdes: tuple[int, int, bytes], cie_bytes: bytes | None = None, address: int = 0x1000
+) -> bytes:
+    data = bytearray(cie_bytes if cie_bytes is not None else cie())
+    for pc, size, insns in fdes:
+        data += fde(len(data), 0, pc, size, insns, address=address)
+    return bytes(data + b"\0\0\0\0")
+
+
+def test_parse_cie_and_fde_pcrel() -> None:
+    data = section((0x2000, 0x40, b"\x41\x0e\x10"))
+    table = parse_cfi(data, 0x1000)
+    (c,) = table.cies.values()
+    assert (c.augmentation, c.code_alignment, c.data_alignment, c.return_column) == (
+        "zR",
+        1,
+        -8,
+        16,
+    )
+    assert c.fde_encoding == 0x1B
+    (f,) = table.fdes
+    assert (f.pc_begin, f.pc_range) == (0x2000, 0x40)
+    assert table.instructions(f) == [
+        (cfi.OP_DEF_CFA, 7, 8),
+        (cfi.OP_OFFSET, 16, -8),
+        (cfi.OP_ADVANCE, 1, 0),
+        (cfi.OP_DEF_CFA_OFFSET, 16, 0),
+    ]
+    _cies, spans = scan_fdes(data, 0x1000)
+    assert spans == [(0, 0x2000, 0x40, f.instructions_start, f.instructions_end)]
+
+
+def test_augmentations_p_l_s_b_g() -> None:
+    # P: personality udata4 (absolute); L: lsda pcrel|sdata4; R: udata8 absolute FDE pointers.
+    aug_data = bytes([0x03]) + struct.pack("<I", 0xCAFE) + bytes([0x1B, 0x04])
+    c = cie("zPLRSBG", caf=4, daf=-8, ra=30, aug_data=aug_data, insns=b"\x0c\x1f\x00")
+    body = struct.pack("<IQQ", len(c) + 4, 0x4000, 0x20) + uleb(4) + struct.pack("<i", 0x100)
+    body += b"\x2d"
+    data = c + struct.pack("<I", len(body)) + body
+    table = parse_cfi(data, 0)
+    (parsed,) = table.cies.values()
+    assert parsed.personality == 0xCAFE
+    assert parsed.signal_frame and parsed.b_key and parsed.mte_tagged
+    (f,) = table.fdes
+    assert (f.pc_begin, f.pc_range) == (0x4000, 0x20)
+    lsda_field = len(c) + 4 + 4 + 16 + 1
+    assert f.lsda == lsda_field + 0x100
+    assert table.instructions(f)[-1] == (cfi.OP_WINDOW_SAVE, 0, 0)
+
+
+def test_pointer_encodings() -> None:
+    reader = cfi._Reader(struct.pack("<Q", 0x1234) + struct.pack("<i", -4) + b"\x7f", False)
+    ctx = PointerContext(
+        0x500,
+        text_base=0x10000,
+        data_base=0x20000,
+        read_memory=lambda address, size: struct.pack("<Q", address * 2),
+    )
+    assert cfi.read_encoded(reader, 0, 13, 0x00, 8, ctx)[0] == 0x1234
+    assert cfi.read_encoded(reader, 8, 13, 0x1B, 8, ctx)[0] == 0x500 + 8 - 4
+    assert cfi.read_encoded(reader, 8, 13, 0x3B, 8, ctx)[0] == 0x20000 - 4
+    assert cfi.read_encoded(reader, 8, 13, 0x2B, 8, ctx)[0] == 0x10000 - 4
+    assert cfi.read_encoded(reader, 12, 13, 0x01, 8, ctx)[0] == 0x7F
+    assert cfi.read_encoded(reader, 12, 13, 0x09, 8, ctx)[0] == (-1) & (2**64 - 1)
+    value, _, unresolved = cfi.read_encoded(reader, 8, 13, 0x9B, 8, ctx)
+    assert (value, unresolved) == ((0x500 + 4) * 2, False)
+    _, _, unresolved = cfi.read_encoded(reader, 8, 13, 0x9B, 8, PointerContext(0))
+    assert unresolved
+    with pytest.raises(CfiError, match="datarel"):
+        cfi.read_encoded(reader, 8, 13, 0x3B, 8, PointerContext(0))
+    with pytest.raises(CfiError, match="unknown pointer encoding"):
+        cfi.read_encoded(reader, 8, 13, 0x0F, 8, ctx)
+
+
+def test_debug_frame() -> None:
+    cie_body = struct.pack("<I", 0xFFFFFFFF) + b"\x04\0\x08\x00" + uleb(1) + sleb(-8) + uleb(16)
+    cie_body += b"\x0c\x07\x08"
+    cie_body += b"\0" * (-(len(cie_body) + 4) % 8)
+    data = struct.pack("<I", len(cie_body)) + cie_body
+    fde_body = struct.pack("<IQQ", 0, 0x7000, 0x10) + b"\x44\x0e\x10"
+    data += struct.pack("<I", len(fde_body)) + fde_body
+    table = parse_cfi(data, cfi_format=CfiFormat.DEBUG_FRAME)
+    (f,) = table.fdes
+    assert (f.pc_begin, f.pc_range, f.cie.version) == (0x7000, 0x10, 4)
+    rows = table.rows(f)
+    assert [(r.address, r.cfa_register, r.cfa_offset) for r in rows] == [
+        (0x7000, 7, 8),
+        (0x7004, 7, 16),
+    ]
+
+
+ALL_OPS = [
+    (b"\x45", (cfi.OP_ADVANCE, 5, 0)),
+    (b"\x02\x10", (cfi.OP_ADVANCE, 16, 0)),
+    (b"\x03\x00\x01", (cfi.OP_ADVANCE, 256, 0)),
+    (b"\x04\x00\x00\x01\x00", (cfi.OP_ADVANCE, 65536, 0)),
+    (b"\x1d" + struct.pack("<Q", 3), (cfi.OP_ADVANCE, 3, 0)),
+    (b"\x01" + struct.pack("<Q", 0x1234), (cfi.OP_SET_LOC, 0x1234, 0)),
+    (b"\x86\x02", (cfi.OP_OFFSET, 6, -16)),
+    (b"\x05\x06\x02", (cfi.OP_OFFSET, 6, -16)),
+    (b"\x11\x06\x7e", (cfi.OP_OFFSET, 6, 16)),
+    (b"\x2f\x06\x02", (cfi.OP_OFFSET, 6, 16)),
+    (b"\xc6", (cfi.OP_RESTORE, 6, 0)),
+    (b"\x06\x46", (cfi.OP_RESTORE, 70, 0)),
+    (b"\x07\x10", (cfi.OP_UNDEFINED, 16, 0)),
+    (b"\x08\x06", (cfi.OP_SAME_VALUE, 6, 0)),
+    (b"\x09\x06\x03", (cfi.OP_REGISTER, 6, 3)),
+    (b"\x0a", (cfi.OP_REMEMBER, 0, 0)),
+    (b"\x0b", (cfi.OP_RESTORE_STATE, 0, 0)),
+    (b"\x0c\x07\x10", (cfi.OP_DEF_CFA, 7, 16)),
+    (b"\x12\x07\x7e", (cfi.OP_DEF_CFA, 7, 16)),
+    (b"\x0d\x06", (cfi.OP_DEF_CFA_REGISTER, 6, 0)),
+    (b"\x0e\x90\x01", (cfi.OP_DEF_CFA_OFFSET, 144, 0)),
+    (b"\x13\x7e", (cfi.OP_DEF_CFA_OFFSET, 16, 0)),
+    (b"\x0f\x03\x76\x78\x06", (cfi.OP_DEF_CFA_EXPRESSION, 0, b"\x76\x78\x06")),
+    (b"\x10\x06\x02\x76\x00", (cfi.OP_EXPRESSION, 6, b"\x76\x00")),
+    (b"\x16\x10\x01\x9c", (cfi.OP_VAL_EXPRESSION, 16, b"\x9c")),
+    (b"\x14\x07\x01", (cfi.OP_VAL_OFFSET, 7, -8)),
+    (b"\x15\x07\x7f", (cfi.OP_VAL_OFFSET, 7, 8)),
+    (b"\x2c", (cfi.OP_NEGATE_RA_WITH_PC, 0, 0)),
+    (b"\x2d", (cfi.OP_WINDOW_SAVE, 0, 0)),
+    (b"\x2e\x20", (cfi.OP_ARGS_SIZE, 32, 0)),
+    (b"\x00", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), ALL_OPS, ids=lambda v: v.hex() if isinstance(v, bytes) else ""
+)
+def test_every_cfa_op_decodes(raw: bytes, expected: tuple[int, int, object] | None) -> None:
+    c = parse_cfi(section()).cies[0]
+    assert decode_instructions(raw, 0, len(raw), c) == ([] if expected is None else [expected])
+
+
+def test_truncated_and_unknown_ops() -> None:
+    c = parse_cfi(section()).cies[0]
+    with pytest.raises(CfiError, match="unknown DW_CFA opcode 0x3f"):
+        decode_instructions(b"\x3f", 0, 1, c)
+    with pytest.raises(CfiError, match="runs past"):
+        decode_instructions(b"\x03\x01", 0, 2, c)
+    with pytest.raises(CfiError, match="LEB128"):
+        decode_instructions(b"\x0e\x80", 0, 2, c)
+
+
+def test_malformed_records() -> None:
+    with pytest.raises(CfiError, match="runs past the section end"):
+        parse_cfi(struct.pack("<I", 100) + b"\0" * 8)
+    bad_version = bytearray(cie())
+    bad_version[8] = 9
+    with pytest.raises(CfiError, match="CIE version 9"):
+        parse_cfi(bytes(bad_version))
+    # An FDE whose CIE pointer leads to another FDE.
+    data = section((0x10, 4, b""), (0x20, 4, b""))
+    first_fde = len(cie())
+    second = first_fde + len(fde(0, 0, 0, 4, b""))
+    bad = bytearray(data)
+    struct.pack_into("<I", bad, second + 4, second + 4 - first_fde)
+    with pytest.raises(CfiError, match="not a CIE"):
+        parse_cfi(bytes(bad))
+
+
+def test_run_program_rules_and_states() -> None:
+    initial = [(cfi.OP_DEF_CFA, 7, 8), (cfi.OP_OFFSET, 16, -8)]
+    body = [
+        (cfi.OP_ADVANCE, 1, 0),
+        (cfi.OP_DEF_CFA_OFFSET, 16, 0),
+        (cfi.OP_OFFSET, 6, -16),
+        (cfi.OP_ADVANCE, 3, 0),
+        (cfi.OP_DEF_CFA_REGISTER, 6, 0),
+        (cfi.OP_REMEMBER, 0, 0),
+        (cfi.OP_ADVANCE, 4, 0),
+        (cfi.OP_DEF_CFA, 7, 8),
+        (cfi.OP_RESTORE, 6, 0),
+        (cfi.OP_ADVANCE, 1, 0),
+        (cfi.OP_RESTORE_STATE, 0, 0),
+        (cfi.OP_REGISTER, 3, 5),
+        (cfi.OP_UNDEFINED, 12, 0),
+        (cfi.OP_SAME_VALUE, 13, 0),
+        (cfi.OP_VAL_OFFSET, 14, 8),
+        (cfi.OP_EXPRESSION, 15, b"\x76\x00"),
+        (cfi.OP_WINDOW_SAVE, 0, 0),
+        (cfi.OP_ARGS_SIZE, 16, 0),
+        (cfi.OP_ADVANCE, 2, 0),
+        (cfi.OP_DEF_CFA_EXPRESSION, 0, b"\x76\x78\x06"),
+    ]
+    rows = run_program(initial, body, 0x100, 0x120)
+    assert [(r.address, r.end, r.cfa_register, r.cfa_offset) for r in rows] == [
+        (0x100, 0x101, 7, 8),
+        (0x101, 0x104, 7, 16),
+        (0x104, 0x108, 6, 16),
+        (0x108, 0x109, 7, 8),
+        (0x109, 0x10B, 6, 16),
+        (0x10B, 0x120, None, 16),
+    ]
+    assert rows[1].registers[6].type is RuleType.OFFSET
+    assert 6 not in rows[3].registers
+    assert rows[4].registers[6].value == -16
+    last = rows[-1]
+    assert last.cfa_expression == b"\x76\x78\x06"
+    assert last.registers[3].type is RuleType.REGISTER and last.registers[3].value == 5
+    assert last.registers[12].type is RuleType.UNDEFINED
+    assert last.registers[13].type is RuleType.SAME_VALUE
+    assert last.registers[14].type is RuleType.VAL_OFFSET
+    assert last.registers[15].type is RuleType.EXPRESSION
+    assert last.ra_signed and last.args_size == 16
+    with pytest.raises(CfiError, match="restore_state"):
+        run_program(initial, [(cfi.OP_RESTORE_STATE, 0, 0)], 0, 4)

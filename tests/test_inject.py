@@ -1,0 +1,109 @@
+"""Injection: a program built without SFrame gets one, runs exactly as before, and tools read it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pysframe.cli import main
+from pysframe.elf import ElfImage
+from pysframe.generate import generate_from_elf
+from pysframe.inject import inject_sframe, plan_injection
+
+SOURCE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 20;
+    printf("fib(%d) = %d\n", n, fib(n));
+    return 3;
+}
+"""
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    folder = tmp_path_factory.mktemp("inject")
+    (folder / "fib.c").write_text(SOURCE)
+    exe = folder / "fib"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(folder / "fib.c")], check=True)
+    return exe
+
+
+def _run(path: Path) -> tuple[int, str]:
+    done = subprocess.run([str(path), "22"], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout
+
+
+@needs_gcc
+def test_injected_v3_runs_and_decodes(program: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = program.with_name("fib.sframe3")
+    assert main(["generate", str(program), "--inject", "-o", str(out), "--report"]) == 0
+    report = capsys.readouterr().out
+    assert "functions:" in report and "text bytes:" in report
+    assert _run(out) == _run(program) == (3, "fib(22) = 17711\n")
+    with ElfImage.open(str(out)) as image:
+        sec = image.find_sframe()
+        assert sec is not None and sec.type == 0x6FFFFFF4
+        seg = image.segment(0x6474E554)
+        assert seg is not None and seg.vaddr == sec.address
+        assert any(
+            s.type == 1 and s.vaddr <= sec.address and sec.address + sec.size <= s.vaddr + s.filesz
+            for s in image.segments()
+        )
+        section = image.sframe_section()
+        symbols = {s.name: s for s in image.symbols()}
+    main_fn = section.find_fde(symbols["main"].value)
+    assert main_fn is not None and main_fn.start == symbols["main"].value
+    expected = generate_from_elf(str(program)).section
+    assert [(f.start, f.size) for f in section] == [(f.start, f.size) for f in expected]
+    # The injected section dumps like any other: one function line per FDE.
+    assert main(["dump", str(out)]) == 0
+    dumped = capsys.readouterr().out
+    assert "Contents of the SFrame section .sframe:" in dumped
+    assert "Version: SFRAME_VERSION_3" in dumped
+    assert dumped.count("func idx [") == len(section) > 0
+
+
+@needs_gcc
+def test_injected_v1_is_read_by_readelf(program: Path) -> None:
+    out = program.with_name("fib.sframe1")
+    assert main(["generate", str(program), "--inject", "-o", str(out), "--version", "1"]) == 0
+    assert _run(out) == _run(program)
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf is not installed")
+    text = subprocess.run(
+        ["readelf", "--sframe", str(out)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "SFRAME_VERSION_1" in text
+    with ElfImage.open(str(out)) as image:
+        section = image.sframe_section()
+    assert f"Num FDEs: {len(section)}" in text
+    for function in section:
+        assert f"pc = {function.start:#x}, size = {function.size} bytes" in text
+
+
+@needs_gcc
+def test_write_section_file(program: Path) -> None:
+    out = program.with_name("fib.sframe")
+    assert main(["generate", str(program), "-o", str(out), "--version", "2"]) == 0
+    data = out.read_bytes()
+    assert data[:2] == b"\xe2\xde" and data[2] == 2
+
+
+def test_plan_refuses_objects_and_existing_sframe() -> None:
+    corpus = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3"
+    from pysframe.errors import ElfError
+
+    with pytest.raises(ElfError, match="executables and shared objects"):
+        plan_injection((corpus / "frames.o").read_bytes())
+    with pytest.raises(ElfError, match="already has"):
+        inject_sframe((corpus / "frames").read_bytes(), b"")
