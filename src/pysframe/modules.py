@@ -92,6 +92,8 @@ class ElfFacts:
     #: SFrame generated from .eh_frame: (bytes, section address), or the error text.
     generated: tuple[bytes, int] | str | None = None
     sections: dict[int, SFrameSection] = field(default_factory=dict)
+    #: Generated sections used beside the file's own .sframe, per load bias.
+    fallbacks: dict[tuple[str, int], SFrameSection | None] = field(default_factory=dict)
 
     def symbolize(self, address: int) -> tuple[str, int] | None:
         """(name, offset) of the function symbol containing link-time ``address``."""
@@ -194,6 +196,21 @@ def sframe_for(facts: ElfFacts, bias: int) -> tuple[SFrameSection | None, str]:
     return section, origin
 
 
+def generated_for(facts: ElfFacts, bias: int) -> SFrameSection | None:
+    """SFrame generated from the file's CFI, rebased by ``bias`` (cached with the facts)."""
+    key = ("generated", bias)
+    if key not in facts.fallbacks:
+        source = _generated(facts)
+        section = None
+        if source is not None:
+            try:
+                section = SFrameSection.from_bytes(source[0], section_address=source[1] + bias)
+            except SFrameError:
+                section = None
+        facts.fallbacks[key] = section
+    return facts.fallbacks[key]
+
+
 # ---------------------------------------------------------------------------------------------
 # Address space
 
@@ -278,7 +295,13 @@ def _module(
     def symbolize(pc: int, facts: ElfFacts = facts, bias: int = bias) -> tuple[str, int] | None:
         return facts.symbolize(pc - bias)
 
-    info = ModuleInfo(name, bias, section, symbolize)
+    def fallback(facts: ElfFacts = facts, bias: int = bias) -> SFrameSection | None:
+        return generated_for(facts, bias)
+
+    # A file's own .sframe may leave code out (start-up objects assembled without SFrame):
+    # SFrame generated from its CFI answers for those PCs.
+    own = origin == "sframe" and generate
+    info = ModuleInfo(name, bias, section, symbolize, fallback=fallback if own else None)
     return Module(name, start, end, bias, info, origin)
 
 

@@ -56,6 +56,9 @@ class ModuleInfo:
     ``section``: its SFrame section with addresses already rebased by ``bias`` (None: none).
     ``symbolize(pc)``: (symbol, offset) or None.  ``problem``: why the module's data cannot be
     trusted (file missing or changed); its section and symbols are then not used.
+    ``fallback()``: another section (SFrame generated from the module's CFI), consulted for PCs
+    ``section`` does not cover, such as start-up code assembled without SFrame; called on first
+    need.
     """
 
     name: str
@@ -63,6 +66,7 @@ class ModuleInfo:
     section: SFrameSection | None = None
     symbolize: Symbolizer | None = None
     problem: str | None = None
+    fallback: Callable[[], SFrameSection | None] | None = None
 
 
 FindModule = Callable[[int], "ModuleInfo | None"]
@@ -350,18 +354,26 @@ class Unwinder:
 
     def _row(self, module: ModuleInfo | None, pc: int) -> _Found | None:
         """The SFrame row covering ``pc`` and facts about its function, cached."""
-        if module is None or module.section is None:
+        if module is None:
             return None
-        key = (id(module.section), pc)
+        found = self._row_in(module.section, pc)
+        if found is None and module.fallback is not None:
+            found = self._row_in(module.fallback(), pc)
+        return found
+
+    def _row_in(self, section: SFrameSection | None, pc: int) -> _Found | None:
+        if section is None:
+            return None
+        key = (id(section), pc)
         if key in self._cache:
             return self._cache[key]
         try:
-            result = module.section.lookup(pc)
+            result = section.lookup(pc)
         except SFrameError:
             result = None
         found = None
         if result is not None:
-            header = module.section.header
+            header = section.header
             found = _Found(result.row, result.function.signal_frame, header.cfa_fixed_ra_offset)
         if len(self._cache) >= 65536:
             self._cache.clear()
