@@ -321,7 +321,9 @@ class RowTable:
         point = np.searchsorted(self.points, pcs, side="right") - 1
         global_row = self.row_of_point[point]
         found = global_row >= 0
-        function = np.where(found, self.function_of_row_padded[global_row], -1)
+        # Gather only at rows (-1, the padding, elsewhere): a marker (-2) would index out of
+        # bounds when the section has fewer than two rows.
+        function = self.function_of_row_padded[np.where(found, global_row, -1)]
         row = np.where(found, global_row - self.row_base[np.maximum(function, 0)], -1)
         special = np.flatnonzero(global_row == self._SPECIAL)
         if special.size:

@@ -16,6 +16,7 @@ from .model import FrameRow, Function, Header, LookupResult
 
 if TYPE_CHECKING:
     from .rowtable import RowTable
+    from .validate import Finding
 
 
 class SFrameSection(Sequence[Function]):
@@ -26,7 +27,10 @@ class SFrameSection(Sequence[Function]):
     (its ELF ``sh_addr``), which absolute function addresses are computed from.
     """
 
-    __slots__ = ("_data", "_row_table", "_table", "header", "section_address")
+    __slots__ = ("_data", "_row_cache", "_row_table", "_table", "header", "section_address")
+
+    #: Decoded row tuples kept per section (the most recently decoded functions).
+    ROW_CACHE_SIZE = 1024
 
     def __init__(self, data: Buffer, section_address: int = 0) -> None:
         self._data = data
@@ -34,6 +38,7 @@ class SFrameSection(Sequence[Function]):
         self.header: Header = parse_header(data)
         self._table: FdeTable = read_fde_table(data, self.header, section_address)
         self._row_table: RowTable | None = None
+        self._row_cache: dict[int, tuple[FrameRow, ...]] = {}
 
     @classmethod
     def from_bytes(cls, data: Buffer, section_address: int = 0) -> SFrameSection:
@@ -108,9 +113,15 @@ class SFrameSection(Sequence[Function]):
         )
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
-        """Decode the rows of function ``index``."""
-        start = int(self._table.start[index])
-        return decode_rows(self._data, self.header, self._table, index, start)
+        """The rows of function ``index``, decoded on first use (a bounded cache keeps them)."""
+        cached = self._row_cache.get(index)
+        if cached is None:
+            start = int(self._table.start[index])
+            cached = decode_rows(self._data, self.header, self._table, index, start)
+            if len(self._row_cache) >= self.ROW_CACHE_SIZE:
+                self._row_cache.clear()
+            self._row_cache[index] = cached
+        return cached
 
     @property
     def num_rows(self) -> int:
@@ -145,6 +156,28 @@ class SFrameSection(Sequence[Function]):
         if self._row_table is None:
             self._row_table = RowTable.build(self)
         return self._row_table.find(np.asarray(pcs, dtype=np.uint64))
+
+    # -- validation ----------------------------------------------------------------------------
+    def validate(
+        self,
+        *,
+        text_ranges: Sequence[tuple[int, int]] | None = None,
+        sframe_segment_address: int | None = None,
+        kernel: bool = False,
+        relocatable: bool = False,
+        address_gaps: bool = False,
+    ) -> list[Finding]:
+        """Check the section; see :func:`pysframe.validate.validate_section`."""
+        from .validate import validate_section
+
+        return validate_section(
+            self,
+            text_ranges=text_ranges,
+            sframe_segment_address=sframe_segment_address,
+            kernel=kernel,
+            relocatable=relocatable,
+            address_gaps=address_gaps,
+        )
 
     # -- encoding ------------------------------------------------------------------------------
     def spec(self) -> SectionSpec:

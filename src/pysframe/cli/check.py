@@ -1,0 +1,105 @@
+"""``pysframe check FILE...``: validate SFrame sections (see :mod:`pysframe.validate`).
+
+One line per finding: ``FILE: SEVERITY: [RULE] function N offset 0xOFF: MESSAGE``.
+Exit status: 0 every file clean, 1 findings, 2 a file could not be read (or has no SFrame
+section); the highest applies when several files are given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import SFrameError
+from ..validate import RULES, Finding, Severity, validate_bytes, validate_elf
+
+CLEAN, FINDINGS, UNREADABLE = 0, 1, 2
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="validate SFrame sections (kernel, linker and ELF checks)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("files", nargs="*", metavar="FILE", help="ELF files (or raw sections)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--kernel", action="store_true", help="also require what the Linux kernel requires"
+    )
+    parser.add_argument(
+        "--gaps", action="store_true", help="warn about address gaps between functions"
+    )
+    parser.add_argument("--errors-only", action="store_true", help="do not report warnings")
+    parser.add_argument("--section", default=None, help="section name (default .sframe)")
+    parser.add_argument(
+        "--raw", action="store_true", help="FILEs hold raw section bytes, not ELF files"
+    )
+    parser.add_argument(
+        "--address",
+        type=lambda text: int(text, 0),
+        default=0,
+        help="section address for --raw (default 0)",
+    )
+    parser.add_argument("--list-rules", action="store_true", help="list the rule ids and exit")
+    parser.set_defaults(func=run)
+
+
+def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
+    """Findings for one file; SFrameError/OSError when it cannot be read."""
+    if args.raw:
+        with open(path, "rb") as stream:
+            data = stream.read()
+        return validate_bytes(data, args.address, kernel=args.kernel, address_gaps=args.gaps)
+    from ..elf import ElfImage
+
+    with ElfImage.open(path) as image:
+        return validate_elf(image, args.section, kernel=args.kernel, address_gaps=args.gaps)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_rules:
+        for rule, text in RULES.items():
+            print(f"{rule:18} {text}")
+        return CLEAN
+    if not args.files:
+        print("pysframe check: no FILE given", file=sys.stderr)
+        return UNREADABLE
+    status = CLEAN
+    report: list[dict[str, Any]] = []
+    for path in args.files:
+        try:
+            findings = check_file(path, args)
+        except (SFrameError, OSError) as error:
+            message = str(error) if isinstance(error, SFrameError) else _os_message(path, error)
+            if not message.startswith(path):
+                message = f"{path}: {message}"
+            report.append({"file": path, "status": "unreadable", "error": message, "findings": []})
+            if not args.json:
+                print(f"pysframe: {message}", file=sys.stderr)
+            status = max(status, UNREADABLE)
+            continue
+        if args.errors_only:
+            findings = [f for f in findings if f.severity is Severity.ERROR]
+        report.append(
+            {
+                "file": path,
+                "status": "findings" if findings else "clean",
+                "findings": [f.to_dict() for f in findings],
+            }
+        )
+        if not args.json:
+            for finding in findings:
+                print(f"{path}: {finding}")
+        if findings:
+            status = max(status, FINDINGS)
+    if args.json:
+        print(json.dumps({"status": status, "files": report}, indent=2))
+    return status
+
+
+def _os_message(path: str, error: OSError) -> str:
+    return f"{path}: {error.strerror or error}"

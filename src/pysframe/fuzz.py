@@ -1,0 +1,489 @@
+"""Fuzzing harness: every reader of pysframe over mutated SFrame sections.
+
+Invariants checked on each input (:func:`check_input`):
+
+* only :class:`pysframe.errors.SFrameError` escapes decode, iteration, row decoding, scalar and
+  batch lookups, re-encoding, validation, the dump (when :mod:`pysframe.dump` exists) and the
+  unwinder walking pseudo-random memory;
+* no hang: one input takes at most ``time_limit`` seconds;
+* bounded memory: the peak traced allocation is at most ``MEMORY_FACTOR`` times the input size
+  plus ``MEMORY_SLACK`` bytes (checked with tracemalloc, which numpy reports to).
+
+Two engines:
+
+* ``random`` (default, pure Python, deterministic per ``--seed``): structure-aware mutations of
+  the seed sections (header fields, FDE fields, FRE bytes, truncation, splicing);
+* ``atheris`` (coverage-guided libFuzzer, when the ``atheris`` package imports).
+
+Seeds are the .sframe sections of the test corpus (tests/data/fuzz-seeds/*.sframe, extracted
+with ``python -m pysframe.fuzz --extract-seeds``) plus small built-in ones.
+
+Long run::
+
+    python -m pysframe.fuzz --runs 2000000 --time 1200          # random engine
+    python -m pysframe.fuzz --engine atheris --time 1200        # coverage-guided
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import random
+import struct
+import sys
+import time
+import traceback
+import tracemalloc
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .constants import FDE_SIZE, HEADER_SIZE, Version
+from .errors import SFrameError
+from .section import SFrameSection
+
+#: Peak traced memory allowed per input byte, plus a constant slack.
+MEMORY_FACTOR = 512
+MEMORY_SLACK = 4 << 20
+#: Lookups tried per input (function boundaries, rows, and a few pseudo-random PCs).
+MAX_PCS = 64
+#: Frames the unwinder may walk per input.
+MAX_FRAMES = 64
+#: Section addresses each input is decoded at: zero, and one that makes addresses wrap.
+SECTION_ADDRESSES = (0, 0xFFFF_FFFF_FFFF_F000)
+#: Default directory of seed sections (a source checkout).
+SEEDS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "fuzz-seeds"
+
+
+class InvariantError(Exception):
+    """An input broke an invariant: an exception other than SFrameError, a hang or memory."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The target
+
+
+def _optional(module: str) -> object | None:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name != module:
+            raise
+        return None
+
+
+def _stage(action: Callable[[], object]) -> object | None:
+    """Run one reader; an SFrameError is an acceptable answer to bad input."""
+    try:
+        return action()
+    except SFrameError:
+        return None
+
+
+def _pcs(section: SFrameSection, data: bytes) -> list[int]:
+    """PCs worth looking up: each function's edges and rows, then pseudo-random ones."""
+    pcs: list[int] = []
+    table = section.table
+    for index in range(min(len(table), MAX_PCS // 4)):
+        start, size = int(table.start[index]), int(table.size[index])
+        pcs += [start, start + size - 1, start + size, start + size // 2]
+    digest = hashlib.blake2b(data, digest_size=64).digest()
+    pcs += [int.from_bytes(digest[i : i + 8], "little") for i in range(0, 64, 8)]
+    return [pc % (1 << 64) for pc in pcs[:MAX_PCS]]
+
+
+def _exercise_section(section: SFrameSection, data: bytes) -> None:
+    from .validate import validate_section
+
+    validate_section(section)
+    validate_section(section, kernel=True, text_ranges=[(0, 1 << 63)])
+
+    def rows() -> None:
+        for function in section:
+            _stage(lambda f=function: f.rows)  # type: ignore[misc]
+
+    rows()
+    pcs = _pcs(section, data)
+    for pc in pcs:
+        _stage(lambda pc=pc: section.lookup(pc))  # type: ignore[misc]
+        _stage(lambda pc=pc: section.find_fde(pc))  # type: ignore[misc]
+    _stage(lambda: section.find_fres(pcs))
+    _stage(section.to_bytes)
+    dump = _optional("pysframe.dump")
+    if dump is not None:
+        _dump(dump, section)
+    _unwind(section, data, pcs)
+
+
+def _dump(dump: object, section: SFrameSection) -> None:
+    """objdump-style text, readelf-style text and JSON of the section."""
+    for name, args in (
+        ("section_text", (section,)),
+        ("section_json", (section,)),
+        ("readelf_text", (".sframe", section)),
+    ):
+        render = getattr(dump, name, None)
+        if callable(render):
+            _stage(lambda render=render, args=args: render(*args))  # type: ignore[misc]
+
+
+def _unwind(section: SFrameSection, data: bytes, pcs: Sequence[int]) -> None:
+    from .unwind import Registers, single_module, unwind
+
+    seed = hashlib.blake2b(data, digest_size=16).digest()
+
+    def read_memory(address: int, size: int) -> bytes:
+        """Pseudo-random memory; unmapped (ValueError) for one address in 16."""
+        block = hashlib.blake2b(address.to_bytes(8, "little") + seed, digest_size=64).digest()
+        if block[0] & 0xF == 0 or size > 4096:
+            raise ValueError("unmapped")
+        return (block * (size // 64 + 1))[:size]
+
+    for pc in pcs[:4]:
+        registers = Registers(pc=pc, sp=0x7FFF_0000 + (pc & 0xFF0), fp=0x7FFF_1000, lr=pc + 4)
+        _stage(
+            lambda r=registers: unwind(  # type: ignore[misc]
+                section.abi, r, read_memory, single_module(section), max_frames=MAX_FRAMES
+            )
+        )
+
+
+def exercise(data: bytes) -> None:
+    """Feed ``data`` to every reader; raises only what is not an SFrameError."""
+    from .validate import validate_bytes
+
+    validate_bytes(data)
+    for address in SECTION_ADDRESSES:
+        section = _stage(lambda a=address: SFrameSection.from_bytes(data, a))  # type: ignore[misc]
+        if isinstance(section, SFrameSection):
+            _exercise_section(section, data)
+
+
+def check_input(data: bytes, *, time_limit: float = 10.0, memory: bool = True) -> None:
+    """Run :func:`exercise` on ``data`` and check the invariants; raise InvariantError."""
+    if memory:
+        tracemalloc.start()
+    began = time.perf_counter()
+    try:
+        exercise(data)
+    except Exception as error:
+        raise InvariantError(
+            f"{type(error).__name__}: {error}\n{traceback.format_exc()}"
+        ) from error
+    finally:
+        elapsed = time.perf_counter() - began
+        peak = tracemalloc.get_traced_memory()[1] if memory else 0
+        if memory:
+            tracemalloc.stop()
+    if elapsed > time_limit:
+        raise InvariantError(f"took {elapsed:.1f} s (limit {time_limit} s)")
+    allowed = MEMORY_FACTOR * len(data) + MEMORY_SLACK
+    if peak > allowed:
+        raise InvariantError(f"peak memory {peak} bytes for a {len(data)}-byte input")
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeds
+
+
+def builtin_seeds() -> list[bytes]:
+    """Small hand-built sections: V1 AMD64, V2 AArch64 big-endian, V3 FLEX."""
+    v1_fres = bytes([0x00, 0x03, 0x08, 0x01, 0x05, 0x10, 0xF0, 0x04, 0x04, 0x10, 0xF0])
+    v1_fde = struct.pack("<iIIIB", -0x1000, 0x20, 0, 3, 0x00)
+    v1 = _header("<", 1, 1, 3, 0, -8, 1, 3, len(v1_fres), 0, len(v1_fde)) + v1_fde + v1_fres
+    v2_fres = bytes([0x00, 0x03, 0x00, 0x04, 0x07, 0x10, 0xF8, 0xF0])
+    v2_fde = struct.pack(">iIIIBBH", 0x100, 0x40, 0, 2, 0x00, 0, 0)
+    v2 = _header(">", 2, 1, 1, 0, 0, 1, 2, len(v2_fres), 0, len(v2_fde)) + v2_fde + v2_fres
+    # V3 FLEX: attribute record (2 FREs, ADDR1, FLEX), CFA=*(r6+16), then CFA=sp+8 RA at c-8.
+    v3_fres = struct.pack("<HBBB", 2, 0x00, 0x01, 0) + bytes(
+        [0x00, 0x05, 0x33, 0x10, 0x01, 0x09, 0x39, 0x08, 0x02, 0xF8]
+    )
+    v3_fde = struct.pack("<qII", 0x1000, 0x20, 0)
+    v3 = _header("<", 3, 5, 3, 0, -8, 1, 2, len(v3_fres), 0, len(v3_fde)) + v3_fde + v3_fres
+    return [v1, v2, v3]
+
+
+def _header(order: str, *fields: int) -> bytes:
+    version, flags, abi, fixed_fp, fixed_ra, num_fdes, num_fres, fre_len, fde_off, fre_off = fields
+    return struct.pack(
+        order + "HBBBbbBIIIII",
+        0xDEE2,
+        version,
+        flags,
+        abi,
+        fixed_fp,
+        fixed_ra,
+        0,
+        num_fdes,
+        num_fres,
+        fre_len,
+        fde_off,
+        fre_off,
+    )
+
+
+def load_seeds(directory: Path | None = None) -> list[bytes]:
+    """Seed sections from ``directory`` (default: the checkout's tests/data/fuzz-seeds)."""
+    folder = SEEDS_DIR if directory is None else directory
+    seeds = [p.read_bytes() for p in sorted(folder.glob("*.sframe"))] if folder.is_dir() else []
+    return seeds + builtin_seeds()
+
+
+def extract_seeds(corpus: Path, out: Path) -> int:
+    """Write the .sframe section of every ELF file under ``corpus`` to ``out``."""
+    from elftools.elf.elffile import ELFFile
+
+    out.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for path in sorted(corpus.rglob("*")):
+        if not path.is_file() or path.suffix in (".txt", ".c", ".cc"):
+            continue
+        with path.open("rb") as stream:
+            if stream.read(4) != b"\x7fELF":
+                continue
+            stream.seek(0)
+            section = ELFFile(stream).get_section_by_name(".sframe")
+            if section is None:
+                continue
+            name = "-".join(path.relative_to(corpus).parts)
+            (out / f"{name}.sframe").write_bytes(section.data())
+            count += 1
+    return count
+
+
+# ---------------------------------------------------------------------------------------------
+# Random engine: structure-aware mutations
+
+
+_INTERESTING32 = (0, 1, 2, 4, 5, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF)
+#: Relative weights of the mutations in :func:`mutate` (FRE bytes most, truncation least).
+_WEIGHTS = (3, 3, 1, 1, 0.5, 1, 1, 1, 5)
+_INTERESTING8 = (0, 1, 2, 3, 4, 0x0F, 0x10, 0x1F, 0x20, 0x40, 0x60, 0x7F, 0x80, 0xFE, 0xFF)
+
+
+def _fields(data: bytes) -> list[tuple[int, int]]:
+    """(offset, width) of the header and FDE fields of a seed that looks like a section."""
+    fields = [(2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (7, 1)]
+    fields += [(8, 4), (12, 4), (16, 4), (20, 4), (24, 4)]
+    if len(data) < HEADER_SIZE or data[2] not in (1, 2, 3):
+        return fields
+    version = Version(data[2])
+    order = "<" if data[0:2] == b"\xe2\xde" else ">"
+    num_fdes, fde_off = (
+        struct.unpack_from(order + "I", data, 8)[0],
+        struct.unpack_from(order + "I", data, 20)[0],
+    )
+    base = HEADER_SIZE + data[7] + fde_off
+    layout = {
+        Version.V1: ((0, 4), (4, 4), (8, 4), (12, 4), (16, 1)),
+        Version.V2: ((0, 4), (4, 4), (8, 4), (12, 4), (16, 1), (17, 1), (18, 2)),
+        Version.V3: ((0, 8), (8, 4), (12, 4)),
+    }[version]
+    for index in range(min(num_fdes, 64)):
+        at = base + index * FDE_SIZE[version]
+        fields += [(at + off, width) for off, width in layout if at + off + width <= len(data)]
+    return fields
+
+
+def mutate(data: bytes, rng: random.Random, seeds: Sequence[bytes]) -> bytes:
+    """One to four random mutations of ``data``."""
+    out = bytearray(data)
+    for _ in range(1 if rng.random() < 0.6 else rng.randint(2, 4)):
+        choice = rng.choices(range(9), _WEIGHTS)[0]
+        if choice == 0 and out:  # flip a bit
+            at = rng.randrange(len(out))
+            out[at] ^= 1 << rng.randrange(8)
+        elif choice == 1 and out:  # interesting byte
+            out[rng.randrange(len(out))] = rng.choice(_INTERESTING8)
+        elif choice in (2, 3):  # a header or FDE field gets an interesting or nearby value
+            fields = [f for f in _fields(bytes(out)) if f[0] + f[1] <= len(out)]
+            if fields:
+                at, width = rng.choice(fields)
+                _set_field(out, at, width, rng)
+        elif choice == 4 and out:  # truncate
+            del out[rng.randrange(len(out)) :]
+        elif choice == 5:  # append random bytes
+            out += rng.randbytes(rng.randint(1, 32))
+        elif choice == 6 and out:  # overwrite a range with bytes from another seed
+            other = rng.choice(seeds)
+            if other:
+                at, src = rng.randrange(len(out)), rng.randrange(len(other))
+                chunk = other[src : src + rng.randint(1, 32)]
+                out[at : at + len(chunk)] = chunk
+        elif choice == 7 and len(out) > 2:  # delete or duplicate a chunk
+            at = rng.randrange(len(out))
+            length = rng.randint(1, 16)
+            if rng.random() < 0.5:
+                del out[at : at + length]
+            else:
+                out[at:at] = out[at : at + length]
+        elif choice == 8 and out:  # random byte in the FRE area (the tail)
+            at = len(out) - 1 - rng.randrange(min(len(out), 256))
+            out[at] = rng.randrange(256)
+    return bytes(out)
+
+
+def _set_field(out: bytearray, at: int, width: int, rng: random.Random) -> None:
+    order: Literal["little", "big"] = "little" if out[0:2] == b"\xe2\xde" else "big"
+    old = int.from_bytes(out[at : at + width], order)
+    mask = (1 << (8 * width)) - 1
+    pick = rng.randrange(4)
+    if pick == 0:
+        value = rng.choice(_INTERESTING32)
+    elif pick == 1:
+        value = old + rng.randint(-17, 17)
+    elif pick == 2:
+        value = len(out) + rng.randint(-40, 40)
+    else:
+        value = rng.getrandbits(8 * width)
+    out[at : at + width] = (value & mask).to_bytes(width, order)
+
+
+@dataclass
+class Report:
+    """What a fuzzing run did."""
+
+    inputs: int = 0
+    seconds: float = 0.0
+    failures: list[tuple[bytes, str]] = field(default_factory=list)
+    slowest: float = 0.0
+    worst_memory_ratio: float = 0.0
+
+
+def generate(seeds: Sequence[bytes], rng: random.Random) -> Iterator[bytes]:
+    """Endless inputs: each seed once, then mutations of seeds and of earlier mutants."""
+    yield from seeds
+    pool = list(seeds)
+    while True:
+        parent = rng.choice(pool)
+        child = mutate(parent, rng, seeds)
+        if len(pool) < 4096 and rng.random() < 0.05:
+            pool.append(child)
+        yield child
+
+
+def run(
+    runs: int,
+    *,
+    seed: int = 0,
+    seeds: Sequence[bytes] | None = None,
+    time_budget: float | None = None,
+    memory_every: int = 1,
+    stop_on_failure: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Report:
+    """Try ``runs`` inputs (or until ``time_budget`` seconds pass) with the random engine."""
+    rng = random.Random(seed)
+    report = Report()
+    began = time.perf_counter()
+    seen: set[str] = set()
+    for number, data in enumerate(generate(load_seeds() if seeds is None else seeds, rng)):
+        out_of_time = time_budget is not None and time.perf_counter() - began > time_budget
+        if number >= runs or out_of_time:
+            break
+        one = time.perf_counter()
+        try:
+            check_input(data, memory=memory_every > 0 and number % memory_every == 0)
+        except InvariantError as error:
+            key = str(error).splitlines()[-1] if "\n" in str(error) else str(error)[:60]
+            if key not in seen:
+                seen.add(key)
+                report.failures.append((data, str(error)))
+                if log:
+                    log(f"FAILURE on input {number} ({len(data)} bytes): {error}")
+            if stop_on_failure:
+                report.inputs = number + 1
+                break
+        report.slowest = max(report.slowest, time.perf_counter() - one)
+        report.inputs = number + 1
+        if log and number and number % 10000 == 0:
+            log(f"{number} inputs, {time.perf_counter() - began:.0f} s")
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# atheris engine
+
+
+def run_atheris(argv: list[str], crash_dir: Path) -> None:  # pragma: no cover - long runs only
+    """Coverage-guided fuzzing with atheris; invariant failures are saved, not fatal."""
+    import atheris  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+    crash_dir.mkdir(parents=True, exist_ok=True)
+    counter = [0]
+    seen: set[str] = set()
+
+    def one_input(data: bytes) -> None:
+        counter[0] += 1
+        try:
+            check_input(data, memory=counter[0] % 16 == 0)
+        except InvariantError as error:
+            key = str(error).splitlines()[-1]
+            if key not in seen:
+                seen.add(key)
+                name = hashlib.sha1(data).hexdigest()
+                (crash_dir / f"{name}.bin").write_bytes(data)
+                (crash_dir / f"{name}.txt").write_text(str(error))
+                print(f"INVARIANT FAILURE saved as {name}: {key}", flush=True)
+
+    atheris.instrument_all()
+    atheris.Setup(argv, one_input)
+    atheris.Fuzz()
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pysframe.fuzz", description=__doc__)
+    parser.add_argument("--engine", choices=("random", "atheris"), default="random")
+    parser.add_argument("--runs", type=int, default=100_000, help="inputs to try (random)")
+    parser.add_argument("--time", type=float, default=None, help="seconds to run at most")
+    parser.add_argument("--seed", type=int, default=0, help="random engine seed")
+    parser.add_argument("--seeds", type=Path, default=None, help="directory of *.sframe seeds")
+    parser.add_argument("--memory-every", type=int, default=8, help="trace memory every N inputs")
+    parser.add_argument("--failures", type=Path, default=Path("fuzz-failures"))
+    parser.add_argument("--extract-seeds", type=Path, metavar="CORPUS", default=None)
+    args, rest = parser.parse_known_args(argv)
+    if args.extract_seeds is not None:
+        out = args.seeds or SEEDS_DIR
+        print(f"{extract_seeds(args.extract_seeds, out)} seed sections written to {out}")
+        return 0
+    if args.engine == "atheris":
+        # libFuzzer writes new inputs to the first directory; the seeds stay read-only.
+        work = args.failures / "corpus"
+        work.mkdir(parents=True, exist_ok=True)
+        seeds_dir = args.seeds or SEEDS_DIR
+        options = [f"-max_total_time={int(args.time)}"] if args.time else []
+        limits = ["-max_len=65536", "-timeout=20", "-rss_limit_mb=4096"]
+        run_atheris(
+            [sys.argv[0], *options, *limits, *rest, str(work), str(seeds_dir)], args.failures
+        )
+        return 0
+    seeds = load_seeds(args.seeds)
+    report = run(
+        args.runs,
+        seed=args.seed,
+        seeds=seeds,
+        time_budget=args.time,
+        memory_every=args.memory_every,
+        log=lambda line: print(line, flush=True),
+    )
+    args.failures.mkdir(parents=True, exist_ok=True) if report.failures else None
+    for data, message in report.failures:
+        name = hashlib.sha1(data).hexdigest()
+        (args.failures / f"{name}.bin").write_bytes(data)
+        (args.failures / f"{name}.txt").write_text(message)
+    print(
+        f"{report.inputs} inputs in {report.seconds:.0f} s, {len(report.failures)} distinct "
+        f"failures, slowest input {report.slowest:.2f} s"
+    )
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
