@@ -40,7 +40,7 @@ from .errors import (
     UnsortedError,
     UnsupportedVersionError,
 )
-from .model import FrameRow, Header
+from .model import CfaRule, FrameRow, Header, RegRule
 from .rules import RowContext, decode_rules
 
 Buffer = bytes | bytearray | memoryview
@@ -307,6 +307,7 @@ def _check_table(header: Header, table: FdeTable) -> None:
             0x10,
         )
 
+
 _WORD_CODES = {0: "b", 1: "h", 2: "i"}
 _ADDR_CODES = {0: "B", 1: "H", 2: "I"}
 _STRUCTS: dict[tuple[str, str, int], struct.Struct] = {}
@@ -318,6 +319,27 @@ def _struct(order: str, code: str, count: int) -> struct.Struct:
     if found is None:
         found = _STRUCTS[key] = struct.Struct(f"{order}{count}{code}")
     return found
+
+
+#: Decoded rules per row context, keyed by (info, words, word size).  Real sections repeat a few
+#: hundred distinct rows across hundreds of thousands of FREs, so decode_rows looks them up
+#: instead of decoding each again; the values are immutable and can be shared.  Bounded: each
+#: map is emptied when it reaches _RULES_CACHE_LIMIT entries.
+_RulesKey = tuple[int, tuple[int, ...], int]
+_Rules = tuple[CfaRule | None, RegRule, RegRule]
+_RULES_CACHES: dict[RowContext, dict[_RulesKey, _Rules]] = {}
+_RULES_CACHE_LIMIT = 1 << 14
+
+
+def _rules_cache(ctx: RowContext) -> dict[_RulesKey, _Rules]:
+    cache = _RULES_CACHES.get(ctx)
+    if cache is None:
+        if len(_RULES_CACHES) >= 64:
+            _RULES_CACHES.clear()
+        cache = _RULES_CACHES[ctx] = {}
+    elif len(cache) >= _RULES_CACHE_LIMIT:
+        cache.clear()
+    return cache
 
 
 def row_context(header: Header, info2: int) -> RowContext:
@@ -336,6 +358,7 @@ def decode_rows(
     addr_size = 1 << fre_type
     addr_struct = _struct(order, _ADDR_CODES[fre_type], 1)
     ctx = row_context(header, int(table.info2[index]))
+    known_rules = _rules_cache(ctx)
     end = header.size + header.fre_offset + header.fre_len
     pos = int(table.fre_data[index])
     rows = []
@@ -361,7 +384,11 @@ def decode_rows(
         words: tuple[int, ...] = _struct(order, _WORD_CODES[size_code], count).unpack_from(
             data, words_at
         )
-        cfa, fp, ra = decode_rules(ctx, info, words, word_size, pos)
+        key = (info, words, word_size)
+        rules = known_rules.get(key)
+        if rules is None:
+            rules = known_rules[key] = decode_rules(ctx, info, words, word_size, pos)
+        cfa, fp, ra = rules
         rows.append(
             FrameRow(
                 start_offset=start_offset,

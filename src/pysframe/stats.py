@@ -1,0 +1,520 @@
+"""Size statistics: what SFrame costs in an ELF file compared with .eh_frame.
+
+For each ELF file: the sizes of .eh_frame, .eh_frame_hdr and .sframe as the section headers
+give them; the size of the file's SFrame data in V2 and in V3 (the .sframe section converted
+between versions, or generated from .eh_frame by :mod:`pysframe.generate` when the file has no
+.sframe); function and row (FRE) counts; how many functions use each FRE start-address type
+(V2 spec 2.3.3) and how many rows use each data-word size (V2 spec 2.4.1, "none" for rows
+without words); functions the generator skipped and the share of executable bytes covered.
+
+Relocations of a relocatable object's .sframe are not applied: no figure here depends on them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from .constants import FreType, Version
+from .errors import ElfError, SFrameError, TruncatedError
+from .section import SFrameSection
+
+#: Rep size given to PCMASK functions when a V1 section (which stores none) is converted:
+#: the 16-byte PLT entries of x86-64, the only producer of V1 PCMASK FDEs (V1 spec 2.3.2).
+V1_PCMASK_REP_SIZE = 16
+
+_SHF_ALLOC = 0x2
+_SHF_EXECINSTR = 0x4
+ELF_MAGIC = b"\x7fELF"
+
+FRE_TYPE_NAMES = tuple(t.name.lower() for t in FreType)  # addr1, addr2, addr4
+WORD_SIZE_NAMES = ("none", "1", "2", "4")
+
+
+@dataclass(frozen=True, slots=True)
+class FileStats:
+    """The figures of one ELF file (sizes in bytes; None where they could not be had)."""
+
+    path: str
+    machine: str = ""
+    eh_frame: int = 0
+    eh_frame_hdr: int = 0
+    #: The file's own .sframe section (0 when it has none) and its version.
+    sframe: int = 0
+    sframe_version: int | None = None
+    #: "section" (the file's .sframe), "generated" (from .eh_frame) or "none".
+    source: str = "none"
+    sframe_v2: int | None = None
+    sframe_v3: int | None = None
+    functions: int = 0
+    rows: int = 0
+    #: Functions per FRE start-address type, in FreType order (addr1, addr2, addr4).
+    fre_types: tuple[int, int, int] = (0, 0, 0)
+    #: Rows per data-word size: no words, 1, 2 and 4 bytes.
+    word_sizes: tuple[int, int, int, int] = (0, 0, 0, 0)
+    #: Functions of .eh_frame the generator could not express (None: not generated).
+    skipped: int | None = None
+    functions_total: int | None = None
+    text_bytes: int = 0
+    covered_bytes: int = 0
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+    #: For totals: the .eh_frame bytes of the files whose V2 (V3) size is known, so that the
+    #: ratios compare like with like.
+    eh_frame_for_v2: int | None = None
+    eh_frame_for_v3: int | None = None
+
+    @property
+    def unwind_info(self) -> int:
+        """.eh_frame plus .eh_frame_hdr: what SFrame replaces for stack tracing."""
+        return self.eh_frame + self.eh_frame_hdr
+
+    @property
+    def coverage(self) -> float | None:
+        return self.covered_bytes / self.text_bytes if self.text_bytes else None
+
+    def ratio(self, version: int) -> float | None:
+        """SFrame size in ``version`` / .eh_frame size."""
+        size = self.sframe_v2 if version == 2 else self.sframe_v3
+        base = self.eh_frame_for_v2 if version == 2 else self.eh_frame_for_v3
+        if base is None:
+            base = self.eh_frame
+        return size / base if size is not None and base else None
+
+    @property
+    def ratio_v3_unwind(self) -> float | None:
+        """V3 size / (.eh_frame + .eh_frame_hdr)."""
+        if self.sframe_v3 is None or not self.unwind_info:
+            return None
+        return self.sframe_v3 / self.unwind_info
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat, JSON-ready figures (ratios included)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "fre_types":
+                out["fre_types"] = dict(zip(FRE_TYPE_NAMES, value, strict=True))
+            elif f.name == "word_sizes":
+                out["word_sizes"] = dict(zip(WORD_SIZE_NAMES, value, strict=True))
+            elif f.name == "notes":
+                out["notes"] = list(value)
+            elif f.name.startswith("eh_frame_for_"):
+                continue
+            else:
+                out[f.name] = value
+        out["ratio_v2"] = _rounded(self.ratio(2))
+        out["ratio_v3"] = _rounded(self.ratio(3))
+        out["ratio_v3_unwind"] = _rounded(self.ratio_v3_unwind)
+        out["coverage"] = _rounded(self.coverage)
+        return out
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+# -- ELF section headers -----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ElfSectionInfo:
+    name: str
+    type: int
+    flags: int
+    address: int
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ElfSummary:
+    machine: str
+    sections: tuple[ElfSectionInfo, ...] = field(default=())
+
+    def find(self, name: str) -> ElfSectionInfo | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+    @property
+    def text_bytes(self) -> int:
+        """Bytes of allocated executable sections with contents (not NOBITS)."""
+        wanted = _SHF_ALLOC | _SHF_EXECINSTR
+        return sum(s.size for s in self.sections if s.flags & wanted == wanted and s.type != 8)
+
+
+_ELF_READ_ERRORS = (struct.error, ValueError, LookupError, AttributeError, EOFError)
+
+
+def read_elf_summary(stream: BinaryIO, path: str) -> ElfSummary:
+    """Machine and section headers (name, type, flags, address, offset, size) of an ELF file."""
+    from elftools.common.exceptions import ELFError
+    from elftools.construct import ConstructError
+    from elftools.elf.elffile import ELFFile
+
+    errors = (ELFError, ConstructError, *_ELF_READ_ERRORS)
+
+    try:
+        elf = ELFFile(stream)
+        sections = tuple(
+            ElfSectionInfo(
+                s.name,
+                _section_type(s["sh_type"]),
+                int(s["sh_flags"]),
+                int(s["sh_addr"]),
+                int(s["sh_offset"]),
+                int(s["sh_size"]),
+            )
+            for s in elf.iter_sections()
+        )
+        machine = str(elf["e_machine"]).removeprefix("EM_")
+    except errors as error:
+        raise ElfError(f"{path}: not a readable ELF file ({error})") from None
+    return ElfSummary(machine, sections)
+
+
+def _section_type(value: object) -> int:
+    """pyelftools gives known section types as names; only NOBITS (8) matters here."""
+    if isinstance(value, int):
+        return value
+    return 8 if value == "SHT_NOBITS" else -1
+
+
+def is_elf(path: str | os.PathLike[str]) -> bool:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+# -- one file ------------------------------------------------------------------------------------
+def file_stats(path: str | os.PathLike[str], *, generate: bool = True) -> FileStats:
+    """The statistics of one ELF file; raises SFrameError (ElfError...) or OSError."""
+    name = os.fspath(path)
+    with open(name, "rb") as stream:
+        summary = read_elf_summary(stream, name)
+        result = FileStats(path=name, machine=summary.machine)
+        eh_frame, eh_frame_hdr = summary.find(".eh_frame"), summary.find(".eh_frame_hdr")
+        result = replace(
+            result,
+            eh_frame=eh_frame.size if eh_frame else 0,
+            eh_frame_hdr=eh_frame_hdr.size if eh_frame_hdr else 0,
+            text_bytes=summary.text_bytes,
+        )
+        sframe = summary.find(".sframe")
+        if sframe is not None and sframe.type != 8:
+            file_size = os.fstat(stream.fileno()).st_size
+            if sframe.offset + sframe.size > file_size:
+                raise ElfError(
+                    f"{name}: .sframe ({sframe.size} bytes at file offset {sframe.offset:#x}) "
+                    "runs past the end of the file"
+                )
+            stream.seek(sframe.offset)
+            data = stream.read(sframe.size)
+            return _from_section(result, data, sframe.address)
+    if generate and eh_frame is not None:
+        return _from_generator(result, name)
+    return result
+
+
+def _from_section(result: FileStats, data: bytes, address: int) -> FileStats:
+    section = SFrameSection.from_bytes(data, address)
+    result = replace(
+        result,
+        sframe=len(data),
+        sframe_version=int(section.version),
+        source="section",
+        covered_bytes=min(int(section.table.size.sum()), result.text_bytes),
+    )
+    notes: list[str] = []
+    sizes: dict[Version, int | None] = {}
+    for version in (Version.V2, Version.V3):
+        if version is section.version:
+            sizes[version] = len(data)
+            continue
+        try:
+            converted = section.convert(version, pcmask_rep_size=V1_PCMASK_REP_SIZE)
+        except SFrameError as error:
+            notes.append(f"no V{int(version)}: {error}")
+            sizes[version] = None
+        else:
+            sizes[version] = len(converted.data)
+    result = replace(
+        result, sframe_v2=sizes[Version.V2], sframe_v3=sizes[Version.V3], notes=tuple(notes)
+    )
+    return _with_distributions(result, section)
+
+
+def _from_generator(result: FileStats, path: str) -> FileStats:
+    """Generate V3 from .eh_frame once and encode the same functions as V2; if V2 cannot hold
+    them (FLEX FDEs, signal frames), generate V2 on its own and say so."""
+    from . import generate
+
+    try:
+        primary = generate.generate_from_elf(path, version=Version.V3)
+    except SFrameError as error:
+        return replace(result, notes=(f"cannot generate SFrame: {error}",))
+    notes: list[str] = []
+    v2_size: int | None
+    try:
+        v2_size = len(primary.encode(primary.section_address, Version.V2))
+    except SFrameError:
+        try:
+            v2 = generate.generate_from_elf(path, version=Version.V2)
+        except SFrameError as error:
+            notes.append(f"no V2: {error}")
+            v2_size = None
+        else:
+            v2_size = len(v2.data)
+            notes.append(
+                f"V2 generated on its own: {len(v2.section)} functions "
+                f"({len(v2.skipped)} skipped) against V3's {len(primary.section)}"
+            )
+    result = replace(
+        result,
+        source="generated",
+        sframe_v2=v2_size,
+        sframe_v3=len(primary.data),
+        skipped=len(primary.skipped),
+        functions_total=primary.functions_total,
+        text_bytes=primary.text_bytes_total,
+        covered_bytes=primary.text_bytes_covered,
+        notes=tuple(notes),
+    )
+    return _with_distributions(result, primary.section)
+
+
+def _with_distributions(result: FileStats, section: SFrameSection) -> FileStats:
+    table = section.table
+    fre_types = np.bincount(table.info & 0xF, minlength=3)[:3]
+    words = word_size_counts(section)
+    return replace(
+        result,
+        functions=len(section),
+        rows=int(table.num_fres.sum()),
+        fre_types=(int(fre_types[0]), int(fre_types[1]), int(fre_types[2])),
+        word_sizes=words,
+    )
+
+
+def word_size_counts(section: SFrameSection) -> tuple[int, int, int, int]:
+    """Rows with no data words, and with words of 1, 2 and 4 bytes (V2 spec 2.4.1).
+
+    Reads only each FRE's info byte, stepping through every function's FREs at once: the loop
+    runs as many times as the longest function has FREs.
+    """
+    header, table = section.header, section.table
+    octets = np.frombuffer(section.data, dtype=np.uint8)
+    fre_end = header.size + header.fre_offset + header.fre_len
+    addr_size = np.left_shift(1, table.info & 0xF)
+    order = np.argsort(-table.num_fres, kind="stable")
+    counts_sorted = table.num_fres[order]
+    cursor = table.fre_data[order].copy()
+    addr_size = addr_size[order]
+    totals = np.zeros(4, dtype=np.int64)
+    longest = int(counts_sorted[0]) if len(counts_sorted) else 0
+    for step in range(longest):
+        active = int(np.count_nonzero(counts_sorted > step))
+        pos = cursor[:active] + addr_size[:active]
+        if np.any(pos >= fre_end):
+            bad = int(np.argmax(pos >= fre_end))
+            raise TruncatedError(
+                f"function {int(order[bad])}: FRE {step} runs past the FRE sub-section",
+                int(cursor[bad]),
+            )
+        info = octets[pos].astype(np.int64)
+        count = (info >> 1) & 0xF
+        size_code = (info >> 5) & 3
+        totals += np.bincount(np.where(count == 0, 0, size_code + 1), minlength=5)[:4]
+        cursor[:active] = pos + 1 + count * np.left_shift(1, np.minimum(size_code, 2))
+    return (int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]))
+
+
+def file_stats_or_error(path: str, generate: bool = True) -> FileStats:
+    """:func:`file_stats`, with a failure recorded in ``error`` instead of raised."""
+    try:
+        return file_stats(path, generate=generate)
+    except SFrameError as error:
+        return FileStats(path=path, error=str(error))
+    except OSError as error:
+        return FileStats(path=path, error=error.strerror or str(error))
+
+
+# -- many files ----------------------------------------------------------------------------------
+def find_elf_files(directory: str | os.PathLike[str], recursive: bool) -> list[str]:
+    """Regular ELF files in ``directory`` (symbolic links and repeated inodes skipped), sorted."""
+    found: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for path in _files(Path(directory), recursive):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        key = (info.st_dev, info.st_ino)
+        if key in seen or not path.is_file() or path.is_symlink():
+            continue
+        seen.add(key)
+        if is_elf(path):
+            found.append(str(path))
+    return sorted(found)
+
+
+def _files(top: Path, recursive: bool) -> Iterator[Path]:
+    if not top.is_dir():
+        raise ElfError(f"{top}: not a directory")
+    if not recursive:
+        yield from sorted(top.iterdir())
+        return
+    for root, dirs, names in os.walk(top):
+        dirs.sort()
+        for name in sorted(names):
+            yield Path(root) / name
+
+
+def collect(
+    paths: Sequence[str],
+    *,
+    jobs: int = 1,
+    generate: bool = True,
+    on_done: Callable[[int, FileStats], None] | None = None,
+) -> list[FileStats]:
+    """Statistics of every path, in the order given, using ``jobs`` processes."""
+    results: list[FileStats | None] = [None] * len(paths)
+    done = 0
+    if jobs <= 1 or len(paths) <= 1:
+        for index, path in enumerate(paths):
+            results[index] = file_stats_or_error(path, generate)
+            done += 1
+            if on_done:
+                on_done(done, results[index])  # type: ignore[arg-type]
+    else:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+            futures = {
+                pool.submit(file_stats_or_error, path, generate): index
+                for index, path in enumerate(paths)
+            }
+            for future in as_completed(futures):
+                stats = future.result()
+                results[futures[future]] = stats
+                done += 1
+                if on_done:
+                    on_done(done, stats)
+    return [r for r in results if r is not None]
+
+
+def total(results: Iterable[FileStats]) -> FileStats:
+    """A line summing every file without an error; V2/V3 sums count files where they exist."""
+    ok = [r for r in results if r.error is None]
+
+    def known(values: Iterable[int | None]) -> int | None:
+        present = [v for v in values if v is not None]
+        return sum(present) if present else None
+
+    return FileStats(
+        path="TOTAL",
+        eh_frame=sum(r.eh_frame for r in ok),
+        eh_frame_hdr=sum(r.eh_frame_hdr for r in ok),
+        sframe=sum(r.sframe for r in ok),
+        source=f"{len(ok)} file{'' if len(ok) == 1 else 's'}",
+        sframe_v2=known(r.sframe_v2 for r in ok),
+        sframe_v3=known(r.sframe_v3 for r in ok),
+        functions=sum(r.functions for r in ok),
+        rows=sum(r.rows for r in ok),
+        fre_types=_sum_tuple3([r.fre_types for r in ok]),
+        word_sizes=_sum_tuple4([r.word_sizes for r in ok]),
+        skipped=known(r.skipped for r in ok),
+        functions_total=known(r.functions_total for r in ok),
+        text_bytes=sum(r.text_bytes for r in ok),
+        covered_bytes=sum(r.covered_bytes for r in ok),
+        eh_frame_for_v2=sum(r.eh_frame for r in ok if r.sframe_v2 is not None),
+        eh_frame_for_v3=sum(r.eh_frame for r in ok if r.sframe_v3 is not None),
+    )
+
+
+def _sum_tuple3(values: Sequence[tuple[int, int, int]]) -> tuple[int, int, int]:
+    a, b, c = (sum(v[i] for v in values) for i in range(3))
+    return a, b, c
+
+
+def _sum_tuple4(values: Sequence[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    a, b, c, d = (sum(v[i] for v in values) for i in range(4))
+    return a, b, c, d
+
+
+# -- plot --------------------------------------------------------------------------------------
+_PLOT_MAX_FILES = 20
+
+
+def plot_stats(results: Sequence[FileStats], summary: FileStats, path: str) -> None:
+    """Draw the size comparison and the distributions into a PNG (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SFrameError("plotting needs matplotlib: pip install 'pysframe[plot]'") from None
+    shown = sorted(
+        (r for r in results if r.error is None), key=lambda r: r.unwind_info, reverse=True
+    )[:_PLOT_MAX_FILES]
+    figure = plt.figure(figsize=(13, 8), layout="constrained")
+    grid = figure.add_gridspec(2, 2, height_ratios=(3, 2))
+    sizes = figure.add_subplot(grid[0, :])
+    names = [os.path.basename(r.path) for r in shown]
+    if len(set(names)) < len(names):
+        names = [_short_name(r.path) for r in shown]
+    x = np.arange(len(shown))
+    width = 0.2
+    series = (
+        (".eh_frame", [r.eh_frame for r in shown]),
+        (".eh_frame_hdr", [r.eh_frame_hdr for r in shown]),
+        (".sframe V2", [r.sframe_v2 or 0 for r in shown]),
+        (".sframe V3", [r.sframe_v3 or 0 for r in shown]),
+    )
+    for k, (label, values) in enumerate(series):
+        sizes.bar(x + (k - 1.5) * width, [v / 1024 for v in values], width, label=label)
+    sizes.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+    sizes.set_ylabel("KiB")
+    ratio = summary.ratio(3)
+    note = f"; all {summary.source}: V3/.eh_frame = {ratio:.2f}" if ratio is not None else ""
+    sizes.set_title(f"Section sizes (largest {len(shown)} files{note})")
+    sizes.legend()
+    types = figure.add_subplot(grid[1, 0])
+    _bars(types, FRE_TYPE_NAMES, summary.fre_types, "functions", "FRE start-address types")
+    words = figure.add_subplot(grid[1, 1])
+    labels = ["no words", "1 byte", "2 bytes", "4 bytes"]
+    _bars(words, labels, summary.word_sizes, "rows", "Data-word sizes")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _short_name(path: str) -> str:
+    """The file name with its directory, enough to tell a.so in two trees apart."""
+    parts = Path(path).parts
+    return "/".join(parts[-2:])
+
+
+def _bars(axes: Any, labels: Sequence[str], counts: Sequence[int], unit: str, title: str) -> None:
+    whole = sum(counts) or 1
+    bars = axes.bar(labels, counts, color="tab:blue")
+    axes.bar_label(bars, labels=[f"{100 * c / whole:.1f}%" for c in counts])
+    axes.margins(y=0.15)
+    axes.set_ylabel(unit)
+    axes.set_title(f"{title} ({sum(counts)} {unit})")
+
+
+__all__ = [
+    "FileStats",
+    "collect",
+    "file_stats",
+    "file_stats_or_error",
+    "find_elf_files",
+    "plot_stats",
+    "total",
+    "word_size_counts",
+]

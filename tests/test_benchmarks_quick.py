@@ -1,0 +1,67 @@
+"""Every benchmark runs in --quick mode, so that none can rot unnoticed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pysframe import SFrameSection, Version
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = ("bench_open.py", "bench_lookup.py", "bench_dump.py", "bench_memory.py")
+
+pytestmark = pytest.mark.skipif(not BENCHMARKS.is_dir(), reason="benchmarks/ not present")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bench-cache")
+
+
+@pytest.fixture()
+def common(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    monkeypatch.setenv("PYSFRAME_BENCH_CACHE", str(cache))
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import common as module
+
+    yield module
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_benchmark_runs_quick(script: str, cache: Path) -> None:
+    env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(cache))
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "== synthetic 5,000 functions" in done.stdout
+
+
+@pytest.mark.parametrize("version", [Version.V2, Version.V1])
+def test_relayout_matches_the_builder(common: object, version: Version) -> None:
+    v3 = common.build_synthetic(400, Version.V3)  # type: ignore[attr-defined]
+    expected = common.build_synthetic(400, version)  # type: ignore[attr-defined]
+    assert common.relayout_v3(v3, version) == expected  # type: ignore[attr-defined]
+
+
+def test_minimal_elf_holds_the_section(common: object, tmp_path: Path) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    data = common.build_synthetic(50, Version.V3)  # type: ignore[attr-defined]
+    section = SFrameSection.from_bytes(data)
+    path = common.write_elf(tmp_path / "x", data, section.abi)  # type: ignore[attr-defined]
+    with path.open("rb") as stream:
+        elf = ELFFile(stream)
+        assert elf.get_section_by_name(".sframe").data() == data
+        assert elf["e_machine"] == "EM_X86_64"
