@@ -261,10 +261,17 @@ class RowTable:
         self._build_points()
 
     def find(self, pcs: npt.NDArray[np.uint64]) -> BatchResult:
-        if self.points is not None:
-            function, row = self._find_by_points(pcs)
-        else:
+        if self.points is None:
             function, row = self._find_sorted(pcs)
+        elif len(pcs) >= 1024 and not bool(np.all(pcs[1:] >= pcs[:-1])):
+            # Searching PCs in increasing order walks the (large) points array in order and
+            # lets each binary search start from the last: sorting first pays for itself.
+            order = np.argsort(pcs)
+            function_sorted, row_sorted = self._find_by_points(pcs[order])
+            function, row = np.empty_like(function_sorted), np.empty_like(row_sorted)
+            function[order], row[order] = function_sorted, row_sorted
+        else:
+            function, row = self._find_by_points(pcs)
         return self._gather(function, row)
 
     # A section whose functions do not overlap is searched once: the sorted "points" are every
