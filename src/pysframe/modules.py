@@ -163,11 +163,8 @@ def _one_per_address(symbols: list[tuple[int, int, str]]) -> list[tuple[int, int
 
 def _generated(facts: ElfFacts) -> tuple[bytes, int] | None:
     if facts.generated is None:
-        try:
-            from .generate import generate_from_elf  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            facts.generated = "the SFrame generator is not available"
-            return None
+        from .generate import generate_from_elf
+
         try:
             section = generate_from_elf(facts.path, version=3).section
             facts.generated = (bytes(section.data), section.section_address)
