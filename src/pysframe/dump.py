@@ -9,16 +9,26 @@
 The cells are computed from the raw stored words the way libsframe's getters read them, not
 from the decoded rules, so that a dump shows what is stored.  Framing (file names, the
 ``Contents of...`` line) is here too; the command line lives in :mod:`pysframe.cli.dump`.
+
+:func:`function_text` and :func:`row_cells` format one function or row from decoded
+:class:`~pysframe.model.FrameRow` objects; :func:`section_chunks` (and :func:`section_text`)
+make the same text for a whole section at once from :func:`pysframe.rowscan.scan_rows`, the
+cells formatted once per distinct row form.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from .constants import Abi, FdeType, Flags, PcType, Version
 from .errors import InvalidFieldError
 from .model import FrameRow, Function, RegRule
+from .rowscan import RowForm, RowScan, scan_rows
 from .section import SFrameSection
 
 _U64 = 1 << 64
@@ -48,11 +58,15 @@ class RowCells:
     def text(self) -> str:
         # printf ("    %016"PRIx64, fre_start_pc_vma); then "  RA undefined" or the cells
         # printf ("  %-10s", cfa); printf ("%-10s", fp); printf ("%-13s", ra).
-        head = f"    {self.address % _U64:016x}"
-        if self.cells is None:
-            return head + "  RA undefined"
-        cfa, fp, ra = self.cells
-        return f"{head}  {cfa:<10}{fp:<10}{ra:<13}"
+        return f"    {self.address % _U64:016x}  {cells_text(self.cells)}"
+
+
+def cells_text(cells: tuple[str, str, str] | None) -> str:
+    """A row's text after its address and two spaces."""
+    if cells is None:
+        return "RA undefined"
+    cfa, fp, ra = cells
+    return f"{cfa:<10}{fp:<10}{ra:<13}"
 
 
 # -- header ------------------------------------------------------------------------------------
@@ -136,23 +150,31 @@ def function_line(section: SFrameSection, function: Function) -> str:
     """``func idx [%d]: pc = 0x%PRIx64, size = %d bytes`` plus attr and pauth."""
     pc = function_pc(section, function)
     text = f"    func idx [{function.index}]: pc = {pc:#x}, size = {_c_int(function.size)} bytes"
+    return text + _attributes(section, function.info, function.fde_type is FdeType.FLEX)
+
+
+def _attributes(section: SFrameSection, info: int, flex: bool) -> str:
+    """What follows ``bytes`` on a function's line: attr and pauth."""
+    text = ""
     if section.version is not Version.V1:
         # attrs: "S" for SFRAME_V3_FDE_SIGNAL_P (info bit 7, tested for V2 too), "F" for FLEX.
-        attrs = ("S" if function.info & 0x80 else "") + (
-            "F" if function.fde_type is FdeType.FLEX else ""
-        )
+        attrs = ("S" if info & 0x80 else "") + ("F" if flex else "")
         if attrs:
             text += f', attr = "{attrs}"'
-    if section.abi.is_aarch64 and (function.info >> 5) & 1:
+    if section.abi.is_aarch64 and (info >> 5) & 1:
         text += ", pauth = B key"
     return text
 
 
+def _columns(info: int) -> str:
+    """The column header; ``[m]`` for PCMASK functions (info bit 4)."""
+    marker = "[m]" if (info >> 4) & 1 == PcType.MASK else "   "
+    return _COLUMNS.format("STARTPC", marker, "CFA", "FP", "RA")
+
+
 def function_text(section: SFrameSection, function: Function) -> str:
     """One function: its line, the column header, its rows, then a newline."""
-    marker = "[m]" if function.pc_type is PcType.MASK else "   "
-    parts = ["\n", function_line(section, function)]
-    parts.append(_COLUMNS.format("STARTPC", marker, "CFA", "FP", "RA"))
+    parts = ["\n", function_line(section, function), _columns(function.info)]
     for row in function_rows(section, function):
         parts.append("\n" + row.text())
     parts.append("\n")
@@ -171,9 +193,120 @@ def function_rows(section: SFrameSection, function: Function) -> list[RowCells]:
 
 def section_text(section: SFrameSection) -> str:
     """What follows ``Contents of the SFrame section NAME:`` (sframe-dump.c dump_sframe)."""
-    parts = [header_text(section), "\n  Function Index :\n"]
-    parts.extend(function_text(section, function) for function in section)
-    return "".join(parts)
+    return b"".join(section_chunks(section)).decode("ascii")
+
+
+def section_chunks(section: SFrameSection) -> list[bytes]:
+    """:func:`section_text` as ASCII bytes, in pieces to write one after the other.
+
+    The same text as :func:`function_text` of every function, made for all rows at once: the
+    rows are read and checked in bulk (:func:`pysframe.rowscan.scan_rows`) before any text is
+    made, the cells are formatted once per distinct row form, and the row lines of a chunk of
+    functions are assembled as one byte array."""
+    scan = scan_rows(section)
+    chunks = [(header_text(section) + "\n  Function Index :\n").encode()]
+    forms = _FormCells.of(section, scan.forms)
+    count = len(section)
+    for first in range(0, count, _CHUNK_FUNCTIONS):
+        end = min(first + _CHUNK_FUNCTIONS, count)
+        chunks.append(_functions_text(section, scan, forms, first, end))
+    return chunks
+
+
+_CHUNK_FUNCTIONS = 1 << 14
+
+
+def _functions_text(
+    section: SFrameSection, scan: RowScan, forms: _FormCells, first: int, end: int
+) -> bytes:
+    """The text of functions ``first`` to ``end`` (exclusive)."""
+    table = section.table
+    info = table.info[first:end]
+    flex = (table.info2[first:end] & 0x1F) == FdeType.FLEX
+    heads, head_of = np.unique((info & 0xB0) | (flex << 8), return_inverse=True)
+    tails = [(_attributes(section, k, bool(k >> 8)) + _columns(k)).encode() for k in heads.tolist()]
+    pcs = _function_pcs(section, first, end)
+    rows, line_end = _rows_text(section, scan, pcs, info, first, end, forms)
+    row_end = line_end[scan.row_base[first : end + 1] - scan.row_base[first]].tolist()
+    sizes = (table.size[first:end] & 0xFFFFFFFF).astype(np.uint32).view(np.int32).tolist()
+    count = end - first
+    # One printf-style format of every function: line, attributes and columns, rows, newline.
+    fields: list[object] = [None] * (5 * count)
+    fields[0::5] = range(first, end)
+    fields[1::5] = pcs.tolist()
+    fields[2::5] = sizes
+    fields[3::5] = np.array(tails, dtype=object)[head_of].tolist()
+    fields[4::5] = [rows[a:b] for a, b in pairwise(row_end)]
+    # printf ("\n    func idx [%d]: pc = 0x%"PRIx64", size = %d bytes", ...)
+    return (b"\n    func idx [%d]: pc = %#x, size = %d bytes%s%s\n" * count) % tuple(fields)
+
+
+def _function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[np.uint64]:
+    """:func:`function_pc` of functions ``first`` to ``end``; uint64 arithmetic wraps."""
+    h = section.header
+    pcs = section.table.start_field[first:end].astype(np.uint64)
+    pcs += np.uint64(section.section_address % _U64)
+    if h.version is not Version.V1 and h.pcrel:
+        fde_size = 16 if h.version is Version.V3 else 20
+        pcs += np.arange(first, end, dtype=np.uint64) * np.uint64(fde_size) + np.uint64(h.size)
+    return pcs
+
+
+def _rows_text(
+    section: SFrameSection,
+    scan: RowScan,
+    pcs: npt.NDArray[np.uint64],
+    info: npt.NDArray[np.int64],
+    first: int,
+    end: int,
+    forms: _FormCells,
+) -> tuple[memoryview, npt.NDArray[np.int64]]:
+    """The row lines of functions ``first`` to ``end`` as one byte buffer, and where each ends.
+
+    A line is ``printf ("\n    %016"PRIx64"  %s", address, cells)``: a matrix of one line per
+    row, the cells padded with NUL bytes to the longest, which are then dropped."""
+    rows = slice(int(scan.row_base[first]), int(scan.row_base[end]))
+    num_fres = section.table.num_fres[first:end]
+    # PCMASK rows print their start offset alone, others the function's pc plus it.
+    masked = ((info >> 4) & 1) == PcType.MASK
+    base = np.repeat(np.where(masked, np.uint64(0), pcs), num_fres)
+    addresses = base + scan.start_offset[rows].astype(np.uint64)
+    if not len(addresses):
+        return memoryview(b""), np.zeros(1, dtype=np.int64)
+    # Each row's line from its form's template, then its 16 address digits written in place.
+    width = forms.lines.dtype.itemsize
+    lines = forms.lines.take(scan.form[rows]).view(np.uint8).reshape(len(addresses), width)
+    digits = _HEX_PAIRS[addresses.astype(">u8").view(np.uint8)].view(np.uint8)
+    lines[:, 5:21] = digits.reshape(len(addresses), 16)
+    length = forms.length[scan.form[rows]]
+    line_end = np.zeros(len(length) + 1, dtype=np.int64)
+    np.cumsum(length, out=line_end[1:])
+    if bool((length < width).any()):
+        lines = lines[np.arange(width) < length[:, None]]
+    return lines.reshape(-1).data, line_end
+
+
+#: The two lowercase hex digits of every byte value, as uint16 (ASCII pairs in memory order).
+_HEX_PAIRS = np.frombuffer(bytes(range(256)).hex().encode(), dtype=np.uint16)
+
+
+@dataclass(frozen=True, slots=True)
+class _FormCells:
+    """A row line per row form, ``\\n``, 4 spaces, 16 digits to fill, 2 spaces and the cells,
+    NUL-padded to the longest (one numpy void item each); and each line's length."""
+
+    lines: npt.NDArray[np.void]
+    length: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, section: SFrameSection, forms: tuple[RowForm, ...]) -> _FormCells:
+        texts = [
+            f"\n    {0:016x}  {cells_text(form_cells(section, f.flex, f.info, f.words))}".encode()
+            for f in forms
+        ]
+        width = max(map(len, texts), default=1)
+        lines = np.array(texts, dtype=f"S{width}").view(f"V{width}")
+        return cls(lines, np.array([len(t) for t in texts], dtype=np.int64))
 
 
 # -- cells -------------------------------------------------------------------------------------
@@ -183,19 +316,29 @@ def row_cells(
     section: SFrameSection, function: Function, row: FrameRow, number: int = 0
 ) -> tuple[str, str, str] | None:
     """The CFA, FP and RA cells of ``row`` (None when 2.47 prints ``RA undefined``)."""
+    flex = function.fde_type is FdeType.FLEX
+    return form_cells(
+        section, flex, row.info, row.words, f"function {function.index}: FLEX row {number}"
+    )
+
+
+def form_cells(
+    section: SFrameSection, flex: bool, info: int, words: tuple[int, ...], where: str = "a"
+) -> tuple[str, str, str] | None:
+    """The cells of a row with ``info`` and ``words`` in a FLEX or DEFAULT function."""
     if section.version is Version.V1:
-        return _cells_v1(section, row)
+        return _cells_v1(section, info, words)
     # sframe_fre_get_ra_undefined_p: no data words at all.
-    if not row.words:
+    if not words:
         return None
-    if function.fde_type is FdeType.FLEX:
-        return _cells_flex(section, function, row, number)
-    return _cells_simple(section, row)
+    if flex:
+        return _cells_flex(section, info, words, where)
+    return _cells_simple(section, info, words)
 
 
-def _mangled(row: FrameRow) -> str:
+def _mangled(info: int) -> str:
     # strcat (temp, sframe_fre_get_ra_mangled_p (...) ? "[s]" : "   ")
-    return "[s]" if row.info & 0x80 else "   "
+    return "[s]" if info & 0x80 else "   "
 
 
 def _cfa_offset(section: SFrameSection, stored: int) -> int:
@@ -205,13 +348,14 @@ def _cfa_offset(section: SFrameSection, stored: int) -> int:
     return stored
 
 
-def _cells_simple(section: SFrameSection, row: FrameRow) -> tuple[str, str, str]:
+def _cells_simple(
+    section: SFrameSection, info: int, words: tuple[int, ...]
+) -> tuple[str, str, str]:
     """dump_sframe_func_fres_simple (2.47)."""
     h = section.header
-    words = row.words
     s390x = section.abi is Abi.S390X_ENDIAN_BIG
     # sprintf (temp, "%s+%d", base_reg_str[base_reg_id], cfa_offset)
-    cfa = f"{_BASE_REG_NAMES[row.info & 1]}+{_cfa_offset(section, words[0])}"
+    cfa = f"{_BASE_REG_NAMES[info & 1]}+{_cfa_offset(section, words[0])}"
     # sframe_fre_get_fp_offset: the fixed offset if set, else word (fixed RA ? 1 : 2).
     fp_offset: int | None
     if h.cfa_fixed_fp_offset:
@@ -230,7 +374,7 @@ def _cells_simple(section: SFrameSection, row: FrameRow) -> tuple[str, str, str]
         ra = _simple_reg_cell(section, ra_offset, s390x)
     else:
         ra = "u"
-    return cfa, fp, ra + _mangled(row)
+    return cfa, fp, ra + _mangled(info)
 
 
 def _simple_reg_cell(section: SFrameSection, offset: int, s390x: bool) -> str:
@@ -242,19 +386,15 @@ def _simple_reg_cell(section: SFrameSection, offset: int, s390x: bool) -> str:
 
 
 def _cells_flex(
-    section: SFrameSection, function: Function, row: FrameRow, number: int
+    section: SFrameSection, info: int, words: tuple[int, ...], where: str
 ) -> tuple[str, str, str]:
     """dump_sframe_func_fres_flex (2.47): (control, offset) pairs for CFA, RA, FP."""
     h = section.header
-    words = row.words
-    mask = (1 << (8 * row.word_size.size)) - 1
+    mask = (1 << (8 << ((info >> 5) & 3))) - 1
     count = len(words)
     if count < 2:
         # sframe_assert (!err_cfa_reg && !err_cfa_offset) aborts objdump here.
-        raise InvalidFieldError(
-            f"function {function.index}: FLEX row {number} has {count} data word(s); "
-            "the CFA needs two"
-        )
+        raise InvalidFieldError(f"{where} has {count} data word(s); the CFA needs two")
     abi = section.abi
     cfa = _flex_disp(abi, words[0] & mask, _cfa_offset(section, words[1]))
     ra_control = words[2] & mask if count > 2 else None
@@ -275,7 +415,7 @@ def _cells_flex(
     else:
         ra_offset = words[3] if count > 3 else h.cfa_fixed_ra_offset
         ra = _flex_disp(abi, ra_control, ra_offset)
-    return cfa, fp, ra + _mangled(row)
+    return cfa, fp, ra + _mangled(info)
 
 
 def _flex_disp(abi: Abi, control: int, offset: int) -> str:
@@ -290,13 +430,12 @@ def _flex_disp(abi: Abi, control: int, offset: int) -> str:
     return f"c{offset:+d}"
 
 
-def _cells_v1(section: SFrameSection, row: FrameRow) -> tuple[str, str, str]:
+def _cells_v1(section: SFrameSection, info: int, words: tuple[int, ...]) -> tuple[str, str, str]:
     """readelf 2.40 rows (sframe-dump.c of 2.40, as the Debian 2.40 libsframe behaves)."""
     h = section.header
-    words = row.words
     # A failed sframe_fre_get_cfa_offset returns SFRAME_ERR (-1): "sp+-1".
     cfa_offset = words[0] if words else -1
-    cfa = f"{_BASE_REG_NAMES[row.info & 1]}+{cfa_offset}"
+    cfa = f"{_BASE_REG_NAMES[info & 1]}+{cfa_offset}"
     # A fixed FP offset makes the 2.40 getter fail ("u"); else word (fixed RA ? 1 : 2).
     fp = "u"
     if not h.cfa_fixed_fp_offset:
@@ -309,7 +448,7 @@ def _cells_v1(section: SFrameSection, row: FrameRow) -> tuple[str, str, str]:
         ra = f"c{words[1]:+d}"
     else:
         ra = fp  # the 2.40 dumper leaves the FP text in its buffer
-    return cfa, fp, ra + _mangled(row)
+    return cfa, fp, ra + _mangled(info)
 
 
 # -- framing -----------------------------------------------------------------------------------
@@ -418,7 +557,9 @@ def section_json(section: SFrameSection) -> dict[str, Any]:
 
 __all__ = [
     "RowCells",
+    "cells_text",
     "contents_line",
+    "form_cells",
     "function_line",
     "function_pc",
     "function_rows",
@@ -431,6 +572,7 @@ __all__ = [
     "readelf_file_header",
     "readelf_text",
     "row_cells",
+    "section_chunks",
     "section_json",
     "section_text",
 ]

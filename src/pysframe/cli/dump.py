@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from ..constants import SHT_GNU_SFRAME, Version
 from ..dump import (
@@ -22,8 +22,8 @@ from ..dump import (
     objdump_no_section,
     objdump_not_sframe,
     readelf_file_header,
+    section_chunks,
     section_json,
-    section_text,
 )
 from ..elf import SHT_PROGBITS, ElfImage, ElfSection
 from ..errors import SFrameError
@@ -120,15 +120,28 @@ def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
             prefix = (readelf_file_header(path) if several else "") if readelf else objdump_header
             try:
                 sframe = load_section(image, section, args.relocate)
-                body = section_text(sframe)
+                body = section_chunks(sframe)  # checks the whole section first
             except SFrameError:
                 out.write(prefix)
                 raise
-            out.write(prefix + contents_line(section.name) + body)
+            out.write(prefix + contents_line(section.name))
+            _write_ascii(out, body)
         except SFrameError as error:
             _error(f"{path}: {section_label(section)}: {error}" if section else f"{error}")
             return 1
     return 0
+
+
+def _write_ascii(out: TextIO, chunks: list[bytes]) -> None:
+    """Write ASCII chunks to the bytes layer of ``out`` when it has one (no re-encoding)."""
+    binary = getattr(out, "buffer", None)
+    if binary is None:
+        out.write(b"".join(chunks).decode("ascii"))
+        return
+    out.flush()
+    for chunk in chunks:
+        binary.write(chunk)
+    binary.flush()
 
 
 def section_label(section: ElfSection | None) -> str:
