@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from .errors import CfiError
 
 # ---------------------------------------------------------------------------------------------
@@ -456,6 +459,10 @@ def scan_fdes(
     ctx = pointers or PointerContext(section_address)
     if ctx.section_address != section_address:
         ctx = PointerContext(section_address, ctx.text_base, ctx.data_base, ctx.read_memory)
+    if cfi_format is CfiFormat.EH_FRAME:
+        fast = _scan_eh_frame_bulk(data, section_address, big_endian, address_size, ctx)
+        if fast is not None:
+            return fast
     r = _Reader(data, big_endian)
     order = ">" if big_endian else "<"
     s32 = struct.Struct(order + "i").unpack_from
@@ -485,6 +492,128 @@ def scan_fdes(
             fde = _parse_fde(r, offset, body, end, cie, cfi_format, ctx)
             append((cie_ref, fde.pc_begin, fde.pc_range, fde.instructions_start, end))
     return cies, out
+
+
+def _scan_eh_frame_bulk(
+    data: bytes, section_address: int, big_endian: bool, address_size: int, ctx: PointerContext
+) -> tuple[dict[int, Cie], list[FdeSpan]] | None:
+    """:func:`scan_fdes` for a well-formed ``.eh_frame`` (LSB 10.6.1): the record lengths are
+    followed in a tight loop, then the FDE headers read with numpy.  None when anything is
+    unusual (64-bit lengths, a CIE pointer that is not a CIE, a malformed record): the
+    record-by-record scanner then gives the same result, or the error at the right place."""
+    order = ">" if big_endian else "<"
+    u32 = struct.Struct(order + "I").unpack_from
+    end = len(data)
+    offsets: list[int] = []
+    append = offsets.append
+    pos = 0
+    while pos + 4 <= end:
+        length = u32(data, pos)[0]
+        if length == 0:
+            break
+        if length < 4 or length >= 0xFFFFFFF0 or pos + 4 + length > end:
+            return None
+        append(pos)
+        pos += 4 + length
+    if not offsets or end < 16:
+        return None if offsets else ({}, [])
+    view = np.frombuffer(data, dtype=np.uint8)
+    record = np.array(offsets, dtype=np.int64)
+    record_end = np.empty_like(record)
+    record_end[:-1] = record[1:]
+    record_end[-1] = pos
+    ids = _u32_at(view, record + 4, big_endian)
+    cie_at = record[ids == 0]
+    cies: dict[int, Cie] = {}
+    r = _Reader(data, big_endian)
+    try:
+        for offset, body, stop in zip(
+            cie_at.tolist(),
+            (cie_at + 8).tolist(),
+            record_end[ids == 0].tolist(),
+            strict=True,
+        ):
+            cies[offset] = _parse_cie(r, offset, body, stop, address_size, CfiFormat.EH_FRAME, ctx)
+    except CfiError:
+        return None
+    fde = ids != 0
+    fde_at = record[fde]
+    body = fde_at + 8
+    fde_end = record_end[fde]
+    cie_ref = fde_at + 4 - ids[fde].astype(np.int64)
+    refs = cie_ref.tolist()
+    if not set(refs) <= cies.keys():
+        return None
+    # The usual header: pcrel|sdata4 start, udata4 size, one-byte augmentation length.
+    usual = np.array(
+        [cies[ref].fde_encoding == 0x1B and cies[ref].augmentation[:1] == "z" for ref in cies],
+        dtype=bool,
+    )
+    cie_number = {ref: i for i, ref in enumerate(cies)}
+    fast = usual[np.array([cie_number[ref] for ref in refs], dtype=np.int64)]
+    # Header fields are read at ``safe`` (inside the section); ``fast`` keeps only the FDEs
+    # where that is their real position.
+    safe = np.minimum(body, end - 9)
+    fast &= (body + 9 <= fde_end) & (view[safe + 8] < 0x80)
+    start = _u32_at(view, safe, big_endian)
+    start -= (start >= 1 << 31).astype(np.int64) << 32
+    pc_range = _u32_at(view, safe + 4, big_endian)
+    instructions = body + 9 + view[safe + 8].astype(np.int64)
+    if (fast & (instructions > fde_end)).any():
+        return None  # augmentation data past the record: the scanner raises
+    mask = (1 << (8 * address_size)) - 1
+    if 0 <= section_address < 1 << 40 and address_size in (4, 8):
+        # DW_EH_PE_pcrel: relative to the field's own address, modulo the address size.
+        pc_begin = start + section_address + body
+        if address_size == 4:
+            pc_begin &= mask
+        begin_list = pc_begin.tolist()
+        if address_size == 8 and (pc_begin < 0).any():
+            begin_list = [value & mask for value in begin_list]
+    else:
+        begin_list = [
+            (value + section_address + at) & mask
+            for value, at in zip(start.tolist(), body.tolist(), strict=True)
+        ]
+    spans = list(
+        zip(
+            refs,
+            begin_list,
+            pc_range.tolist(),
+            instructions.tolist(),
+            fde_end.tolist(),
+            strict=True,
+        )
+    )
+    slow = np.flatnonzero(~fast).tolist()
+    if slow:
+        fde_list, body_list, end_list = fde_at.tolist(), body.tolist(), fde_end.tolist()
+        for i in slow:
+            cie = cies[refs[i]]
+            try:
+                parsed = _parse_fde(
+                    r, fde_list[i], body_list[i], end_list[i], cie, CfiFormat.EH_FRAME, ctx
+                )
+            except CfiError:
+                return None
+            spans[i] = (
+                refs[i],
+                parsed.pc_begin,
+                parsed.pc_range,
+                parsed.instructions_start,
+                end_list[i],
+            )
+    return cies, spans
+
+
+def _u32_at(
+    view: npt.NDArray[np.uint8], at: npt.NDArray[np.int64], big_endian: bool
+) -> npt.NDArray[np.int64]:
+    """The 4-byte unsigned numbers at byte offsets ``at``."""
+    parts = [view[at + k].astype(np.int64) for k in range(4)]
+    if big_endian:
+        parts.reverse()
+    return parts[0] | (parts[1] << 8) | (parts[2] << 16) | (parts[3] << 24)
 
 
 def _records(

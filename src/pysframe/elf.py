@@ -414,7 +414,8 @@ class ElfImage:
                     align=int(seg["p_align"]),
                     _image=self,
                 )
-                for seg in self._elf.iter_segments()
+                # The headers alone: iter_segments() would also parse PT_DYNAMIC's tables.
+                for seg in map(self._elf._get_segment_header, range(self._elf.num_segments()))
             ]
         except SFrameError:
             raise

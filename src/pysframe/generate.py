@@ -31,13 +31,19 @@ reached by a call (CFA = sp+8, as ld's own ``.eh_frame`` says); pysframe writes 
 
 from __future__ import annotations
 
+import gc
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from functools import partial
+from itertools import pairwise, repeat
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import fastgen
 from .cfi import (
     OP_ADVANCE,
     OP_ARGS_SIZE,
@@ -910,6 +916,10 @@ def encode_functions(
     and V1 starts are relative to the section (readable by binutils 2.40-2.47).
     """
     version = Version(version)
+    if functions:
+        data = _encode_bulk(functions, abi, version, section_address)
+        if data is not None:
+            return data
     order = ">" if abi.big_endian else "<"
     ordered = sorted(functions, key=lambda f: f.start)
     if version is not Version.V3:
@@ -967,6 +977,120 @@ def encode_functions(
         fde_size * count,
     )
     return b"".join((header, *fde_parts, bytes(blob)))
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """The columns of equal-length tuples (faster than ``zip(*rows)`` for many rows)."""
+    return [list(map(itemgetter(k), rows)) for k in range(width)]
+
+
+def _encode_bulk(
+    functions: Sequence[GeneratedFunction], abi: Abi, version: Version, section_address: int
+) -> bytes | None:
+    """:func:`encode_functions` with numpy columns (same bytes, same errors); None when a
+    field does not fit its column (the per-function writer then raises as struct does)."""
+    order = ">" if abi.big_endian else "<"
+    start, size, info, info2, rep_size, num_fres, fres, v3_only = _columns(functions, 8)
+    fre_lengths = list(map(len, fres))
+    if not (
+        min(start) >= 0
+        and max(start) < 1 << 62
+        and 0 <= section_address < 1 << 62
+        and min(size) >= 0
+        and max(size) <= 0xFFFFFFFF
+        and min(num_fres) >= 0
+        and max(num_fres) <= 0xFFFF
+        and sum(fre_lengths) + 5 * len(functions) <= 0xFFFFFFFF
+        and all(min(column) >= 0 and max(column) <= 0xFF for column in (info, info2, rep_size))
+    ):
+        return None
+    starts = np.array(start, dtype=np.int64)
+    ranked = np.argsort(starts, kind="stable")
+    rank_list = ranked.tolist()
+    if version is not Version.V3 and any(v3_only):
+        bad = [i for i in rank_list if v3_only[i]]
+        raise EncodeError(
+            f"function at {start[bad[0]]:#x} needs SFrame V3 (FLEX FDE, signal frame or "
+            "undefined RA)"
+        )
+    count = len(functions)
+    starts = starts[ranked]
+    sizes = np.array(size, dtype=np.int64)[ranked]
+    counts = np.array(num_fres, dtype=np.int64)[ranked]
+    infos = np.array(info, dtype=np.int64)[ranked]
+    reps = np.array(rep_size, dtype=np.int64)[ranked]
+    fre_parts = [fres[i] for i in rank_list]
+    lengths = np.array(fre_lengths, dtype=np.int64)[ranked]
+    fixed_fp, fixed_ra = DEFAULT_FIXED_OFFSETS[abi]
+    if version is Version.V3:
+        flags = Flags.FDE_SORTED | Flags.FDE_FUNC_START_PCREL
+        fde_size = 16
+        # Each function's FREs follow its 5-byte attribute record (num_fres, info, info2, rep).
+        spans = lengths + 5
+        offsets = np.cumsum(spans) - spans
+        attr = np.zeros(
+            count,
+            dtype=np.dtype([("n", order + "u2"), ("i", "u1"), ("i2", "u1"), ("r", "u1")]),
+        )
+        attr["n"] = counts
+        attr["i"] = infos
+        attr["i2"] = np.array(info2, dtype=np.int64)[ranked]
+        attr["r"] = reps
+        attr_bytes = attr.tobytes()
+        pieces: list[bytes] = [b""] * (2 * count)
+        pieces[0::2] = [attr_bytes[at : at + 5] for at in range(0, 5 * count, 5)]
+        pieces[1::2] = fre_parts
+        table = np.zeros(
+            count, dtype=np.dtype([("s", order + "i8"), ("z", order + "u4"), ("o", order + "u4")])
+        )
+        field_at = section_address + HEADER_SIZE + 16 * np.arange(count, dtype=np.int64)
+        table["s"] = starts - field_at
+        table["z"] = sizes
+        table["o"] = offsets
+        blob_bytes = b"".join(pieces)
+    else:
+        flags = Flags.FDE_SORTED
+        rel = starts - section_address
+        outside = np.flatnonzero((rel < _INT32_MIN) | (rel > _INT32_MAX))
+        if len(outside):
+            raise EncodeError(
+                f"function at {int(starts[outside[0]]):#x} is beyond the 32-bit start field"
+            )
+        offsets = np.cumsum(lengths) - lengths
+        fields = [("s", order + "i4"), ("z", order + "u4"), ("o", order + "u4")]
+        fields.append(("n", order + "u4"))
+        if version is Version.V2:
+            fields += [("i", "u1"), ("r", "u1"), ("p", order + "u2")]
+        else:
+            fields.append(("i", "u1"))
+        table = np.zeros(count, dtype=np.dtype(fields))
+        table["s"] = rel
+        table["z"] = sizes
+        table["o"] = offsets
+        table["n"] = counts
+        if version is Version.V2:
+            table["i"] = infos
+            table["r"] = reps
+        else:
+            table["i"] = infos & 0x3F
+        fde_size = table.dtype.itemsize
+        blob_bytes = b"".join(fre_parts)
+    header = struct.pack(
+        order + "HBBBbbBIIIII",
+        SFRAME_MAGIC,
+        int(version),
+        int(flags),
+        int(abi),
+        fixed_fp,
+        fixed_ra,
+        0,
+        count,
+        int(counts.sum()),
+        len(blob_bytes),
+        0,
+        fde_size * count,
+    )
+    return b"".join((header, table.tobytes(), blob_bytes))
 
 
 class _FunctionEncoder:
@@ -1031,15 +1155,23 @@ def _translate_fdes(
     fre_cache: dict[tuple[int, bytes, int], GeneratedFunction | str] = {}
     big = encoder.big_endian
     v3 = version is Version.V3
-    considered = 0
     low_excluded = min((lo for lo, _ in exclude), default=0)
     high_excluded = max((hi for _, hi in exclude), default=0)
-    for cie_offset, start, size, ins_start, ins_end in spans:
-        if size == 0:
+    todo = [
+        span
+        for span in spans
+        if span[2] != 0
+        and not (
+            low_excluded <= span[1] < high_excluded
+            and any(lo <= span[1] < hi for lo, hi in exclude)
+        )
+    ]
+    considered = len(todo)
+    bulk = _bulk_translate(data, cies, todo, params, big)
+    for (cie_offset, start, size, ins_start, ins_end), done in zip(todo, bulk, strict=True):
+        if done is not None:
+            out.append(done)
             continue
-        if low_excluded <= start < high_excluded and any(lo <= start < hi for lo, hi in exclude):
-            continue
-        considered += 1
         key = (cie_offset, data[ins_start:ins_end])
         result = ops_cache.get(key)
         cie = cies[cie_offset]
@@ -1091,6 +1223,149 @@ def _translate_fdes(
 
 
 _V3_ONLY = _NO_FDE + "SFrame V"
+
+
+def _bulk_translate(
+    data: bytes,
+    cies: dict[int, Cie],
+    spans: Sequence[FdeSpan],
+    params: AbiParams,
+    big_endian: bool,
+) -> list[GeneratedFunction | None]:
+    """The functions :mod:`pysframe.fastgen` translates in bulk (None for the others).
+
+    Its rows are those :func:`translate_bytes` gives, and its FREs those the per-function
+    path writes; everything it does not handle (other instructions, CIEs with another RA
+    column or the signal-frame augmentation, functions that gas' checks refuse) is left to
+    the per-function path.
+    """
+    done: list[GeneratedFunction | None] = [None] * len(spans)
+    usable = [
+        offset
+        for offset in sorted({span[0] for span in spans})
+        if cies[offset].return_column == params.ra
+        and not cies[offset].signal_frame
+        and 0 <= cies[offset].code_alignment < 1 << 16
+        and abs(cies[offset].data_alignment) < 1 << 16
+    ]
+    if not usable:
+        return done
+    buf = np.concatenate(
+        [np.frombuffer(data, dtype=np.uint8), np.zeros(fastgen.PAD, dtype=np.uint8)]
+    )
+    lengths = fastgen.instruction_lengths(buf)
+    cie_list = [cies[offset] for offset in usable]
+    code_alignment = np.array([c.code_alignment for c in cie_list], dtype=np.int64)
+    data_alignment = np.array([c.data_alignment for c in cie_list], dtype=np.int64)
+    initial = fastgen.interpret(
+        buf,
+        lengths,
+        np.array([c.instructions_start for c in cie_list], dtype=np.int64),
+        np.array([c.instructions_end for c in cie_list], dtype=np.int64),
+        code_alignment,
+        data_alignment,
+        fastgen.empty_start(len(cie_list)),
+        params,
+        big_endian,
+    )
+    cie_ok = (initial.ok & ~initial.has_advance).tolist()
+    cie_index = {offset: i for i, offset in enumerate(usable) if cie_ok[i]}
+    # Distinct (CIE, instructions) programs, and the program of each function.
+    if all(span[0] in cie_index for span in spans):
+        picked = list(range(len(spans)))
+        usable_spans = spans
+    else:
+        picked = [i for i, span in enumerate(spans) if span[0] in cie_index]
+        usable_spans = [spans[i] for i in picked]
+    if not usable_spans:
+        return done
+    cie_column, start_column, size_column, lo_column, hi_column = _columns(usable_spans, 5)
+    programs: dict[object, int] = {}
+    number = programs.setdefault
+    if len(cie_index) == 1:
+        program_list = [
+            number(data[lo:hi], len(programs)) for lo, hi in zip(lo_column, hi_column, strict=True)
+        ]
+        cie_of_span = np.full(len(usable_spans), next(iter(cie_index.values())), dtype=np.int64)
+    else:
+        program_list = [
+            number((c, data[lo:hi]), len(programs))
+            for c, lo, hi in zip(cie_column, lo_column, hi_column, strict=True)
+        ]
+        cie_of_span = np.array([cie_index[c] for c in cie_column], dtype=np.int64)
+    program = np.array(program_list, dtype=np.int64)
+    _, first_use = np.unique(program, return_index=True)
+    cie_of = cie_of_span[first_use]
+    found = fastgen.interpret(
+        buf,
+        lengths,
+        np.array(lo_column, dtype=np.int64)[first_use],
+        np.array(hi_column, dtype=np.int64)[first_use],
+        code_alignment[cie_of],
+        data_alignment[cie_of],
+        fastgen.Start(
+            initial.end.has_row[cie_of],
+            initial.end.dirty[cie_of],
+            initial.end.state.take(cie_of),
+        ),
+        params,
+        big_endian,
+    )
+    if max(size_column) >> 40:
+        size_column = [min(size, 1 << 40) for size in size_column]
+    sizes = np.array(size_column, dtype=np.int64)
+    chosen = np.flatnonzero(found.ok[program])
+    program, sizes = program[chosen], sizes[chosen]
+    first, end = fastgen.function_rows(found.row_program, found.row_begin, program, sizes)
+    encoded = fastgen.encode_rows(found.rows, params, big_endian)
+    refused = np.zeros(len(encoded.refused) + 1, dtype=np.int64)
+    np.cumsum(encoded.refused, out=refused[1:])
+    # gas' end-of-function checks refuse these: the per-function path says why.
+    good = (refused[end] == refused[first]) & (end - first <= 0xFFFF)
+    chosen, program, first, end, sizes = (
+        chosen[good],
+        program[good],
+        first[good],
+        end[good],
+        sizes[good],
+    )
+    fre_types = np.where(sizes < 0x100, 0, np.where(sizes < 0x10000, 1, 2))
+    counts = end - first
+    # Functions with the same program, FRE type and row count have the same FREs: write
+    # each such set once and share its bytes.
+    _, shown, same_as = np.unique(
+        (((program << 2) | fre_types) << 17) | counts, return_index=True, return_inverse=True
+    )
+    fres, bounds = fastgen.write_fres(
+        found.row_begin, encoded, first[shown], end[shown], fre_types[shown], big_endian
+    )
+    bounds_list = bounds.tolist()
+    shared = [fres[lo:hi] for lo, hi in pairwise(bounds_list)]
+    info = fre_types
+    if params.aarch64:
+        b_key = np.array([int(cies[c].b_key) << 5 for c in usable], dtype=np.int64)
+        info = info | b_key[cie_of_span[chosen]]
+    chosen_list = chosen.tolist()
+    starts = [start_column[i] for i in chosen_list]
+    sizes_list = [size_column[i] for i in chosen_list]
+    blobs = [shared[k] for k in same_as.ravel().tolist()]
+    zeros = repeat(0)
+    made = map(
+        partial(tuple.__new__, GeneratedFunction),
+        zip(
+            starts,
+            sizes_list,
+            info.tolist(),
+            zeros,
+            zeros,
+            counts.tolist(),
+            blobs,
+            repeat(False),
+        ),
+    )
+    for i, function in zip(chosen_list, made, strict=True):
+        done[picked[i]] = function
+    return done
 
 
 def _make_function(
@@ -1172,8 +1447,11 @@ def generate_from_eh_frame(
         pointers=pointers,
     )
     encoder = _FunctionEncoder(params, abi.big_endian)
-    functions, skipped, considered = _translate_fdes(data, cies, spans, params, encoder, version)
-    return _result(functions, skipped, considered, abi, version, section_address, text_ranges)
+    with _gc_paused():
+        functions, skipped, considered = _translate_fdes(
+            data, cies, spans, params, encoder, version
+        )
+        return _result(functions, skipped, considered, abi, version, section_address, text_ranges)
 
 
 def _result(
@@ -1189,7 +1467,7 @@ def _result(
     section = SFrameSection.from_bytes(data, section_address)
     total = sum(max(0, hi - lo) for lo, hi in text_ranges)
     covered = _covered_bytes(
-        [(f.start, f.start + f.size) for f in functions if f.num_fres], text_ranges
+        [(f[0], f[0] + f[1]) for f in functions if f[5]] if text_ranges else [], text_ranges
     )
     skipped.sort(key=lambda s: s.start)
     return GenerateResult(
@@ -1377,6 +1655,31 @@ def generate_from_elf(
 
 
 def _generate_image(
+    image: object,
+    version: Version,
+    section_address: int | None,
+    ld_compatible: bool,
+    use_debug_frame: bool,
+) -> GenerateResult:
+    with _gc_paused():
+        return _generate_image_body(image, version, section_address, ld_compatible, use_debug_frame)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a section is generated: it makes only acyclic
+    objects (tuples, bytes), and the collector's passes over them cost more than the rest of
+    the Python-level work on a large library."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _generate_image_body(
     image: object,
     version: Version,
     section_address: int | None,

@@ -16,6 +16,7 @@ the end of the file (System V gABI, "Program Header" and "Sections"):
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 
@@ -188,6 +189,13 @@ def new_section_address(image: object) -> int:
     if not isinstance(path, str):
         raise ElfError("new_section_address needs an ElfImage")
     with open(path, "rb") as file:
+        try:
+            # Only the headers are read: map the file rather than reading it all.
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                return plan_injection(mapped, allow_existing=True).sframe_address  # type: ignore[arg-type]
+        except (OSError, ValueError):
+            pass  # empty or unmappable file: read it
+        file.seek(0)
         return plan_injection(file.read(), allow_existing=True).sframe_address
 
 
