@@ -22,26 +22,7 @@ from pysframe.constants import Abi, Version
 from pysframe.errors import SFrameError
 from pysframe.generate import GeneratedFunction, encode_functions, generate_from_eh_frame
 
-
-def uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def sleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
-        out.append(byte | (0 if done else 0x80))
-        if done:
-            return bytes(out)
+from test_cfi_units import sleb, uleb
 
 
 def record(order: str, body: bytes) -> bytes:

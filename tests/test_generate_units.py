@@ -24,6 +24,7 @@ from pysframe.generate import (
     translate_ops,
 )
 from pysframe.model import RuleKind
+
 from test_cfi_units import cie, section
 
 AMD64 = ABI_PARAMS[Abi.AMD64_ENDIAN_LITTLE]
