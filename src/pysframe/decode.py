@@ -255,12 +255,6 @@ def _read_v3_attributes(
     return num_fres, info, info2, rep_size.astype(np.int64)
 
 
-def _fde_error_offset(header: Header, index: int) -> int:
-    if header.version is Version.V3:
-        return header.size + header.fre_offset + int(index)
-    return fde_position(header, index)
-
-
 def _check_table(header: Header, table: FdeTable) -> None:
     fre_type = table.info & 0xF
     bad = np.flatnonzero(fre_type > 2)
@@ -402,13 +396,3 @@ def decode_rows(
         )
         pos = words_at + count * word_size
     return tuple(rows)
-
-
-def fre_block_end(data: Buffer, header: Header, table: FdeTable, index: int) -> int:
-    """Offset just past function ``index``'s last FRE (its block's end)."""
-    pos = int(table.fre_data[index])
-    addr_size = 1 << (int(table.info[index]) & 0xF)
-    for _ in range(int(table.num_fres[index])):
-        info = data[pos + addr_size]
-        pos += addr_size + 1 + ((info >> 1) & 0xF) * (1 << ((info >> 5) & 3))
-    return pos

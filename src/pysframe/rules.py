@@ -148,15 +148,6 @@ def _decode_flex(
 # Encoding
 
 
-def needs_flex(ctx: RowContext, cfa: CfaRule | None, fp: RegRule, ra: RegRule) -> bool:
-    """True when the rules have no DEFAULT encoding in ``ctx``."""
-    try:
-        encode_rules(ctx, cfa, fp, ra, FdeType.DEFAULT)
-    except EncodeError:
-        return True
-    return False
-
-
 def encode_rules(
     ctx: RowContext,
     cfa: CfaRule | None,
