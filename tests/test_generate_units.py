@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from pysframe import cfi
-from pysframe.cfi import Op, parse_cfi
+from pysframe.cfi import Op
 from pysframe.constants import Abi, Version
 from pysframe.generate import (
     ABI_PARAMS,
@@ -20,8 +18,6 @@ from pysframe.generate import (
     generate_from_eh_frame,
     plt_functions,
     translate,
-    translate_bytes,
-    translate_ops,
 )
 from pysframe.model import RuleKind
 
@@ -300,53 +296,6 @@ def test_versions_1_and_2_skip_what_they_cannot_say() -> None:
     assert len(v3.section) == 3 and not v3.skipped
     undefined = v3.section.find_fre(0x2100)
     assert undefined is not None and undefined.ra.kind is RuleKind.UNDEFINED
-
-
-def test_fast_path_equals_general_path() -> None:
-    """translate_bytes (the fast path) agrees with decode + translate_ops on random programs."""
-    rng = random.Random(4)
-    pieces = [
-        b"\x41",
-        b"\x43",
-        b"\x02\x20",
-        b"\x0e\x10",
-        b"\x0e\x90\x01",
-        b"\x0e\x08",
-        b"\x86\x02",
-        b"\x83\x03",
-        b"\x90\x01",
-        b"\x90\x02",
-        b"\xc6",
-        b"\x0a",
-        b"\x0b",
-        b"\x0d\x06",
-        b"\x0d\x07",
-        b"\x0c\x07\x08",
-        b"\x00",
-    ]
-    c = parse_cfi(section()).cies[0]
-    head = bytes(c.instructions_start and b"")
-    del head
-    checked = 0
-    for _ in range(3000):
-        program = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
-        data = section((0x2000, 0x40, program))
-        table = parse_cfi(data, 0x1000)
-        f = table.fdes[0]
-        fast = translate_bytes(
-            data,
-            (
-                (f.cie.instructions_start, f.cie.instructions_end),
-                (f.instructions_start, f.instructions_end),
-            ),
-            f.cie,
-            AMD64,
-        )
-        slow = translate_ops(table.instructions(f), AMD64)
-        if fast is not None:
-            assert fast == slow, program.hex()
-            checked += 1
-    assert checked > 1000
 
 
 def test_plt_functions_as_ld_writes_them() -> None:

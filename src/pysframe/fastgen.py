@@ -1,6 +1,6 @@
 """Bulk (numpy) translation of the common CFA programs to SFrame FREs.
 
-:func:`pysframe.generate.translate_bytes` interprets one CFA program at a time, one Python
+:func:`pysframe.generate.translate_ops` interprets one CFA program at a time, one Python
 loop turn per DWARF instruction (DWARF 5 6.4.2); on a large library most of the generation time
 goes there.  This module applies the same rules (GNU as 2.47 gen-sframe.c, see
 :mod:`pysframe.generate`) to every distinct program of a section at once: the instructions
@@ -11,9 +11,9 @@ every FDE (SFrame spec 2.4 "SFrame FRE") are written in one pass.
 It covers the instructions that make up almost every program: ``advance_loc`` (all sizes),
 ``def_cfa`` and ``def_cfa_register`` with the SP or FP and one-byte operands,
 ``def_cfa_offset``, ``offset`` and ``nop``.  A program with any other instruction, and every
-case where :func:`translate_bytes` would hand over to the general path or a function would be
-skipped, is reported as not handled: the caller translates those one by one, so the output is
-the same byte for byte.
+case that needs more than these rules (an unusual operand, a CFA register other than the SP
+or FP, a rule before any row) or where a function would be skipped, is reported as not
+handled: the caller translates those one by one, so the output is the same byte for byte.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Start(NamedTuple):
 class Programs(NamedTuple):
     """What :func:`interpret` found: per program, and the rows of every program."""
 
-    #: The program contains only handled instructions, used as translate_bytes would.
+    #: The program contains only handled instructions, used in the handled ways.
     ok: BoolArray
     #: The program contains an advance (CIE programs with one are not handled).
     has_advance: BoolArray
@@ -193,7 +193,7 @@ def interpret(
     params: AbiParams,
     big_endian: bool,
 ) -> Programs:
-    """Run every program ``buf[starts[i]:ends[i]]`` from ``start`` (translate_bytes' rules).
+    """Run every program ``buf[starts[i]:ends[i]]`` from ``start`` (translate_ops' rules).
 
     Programs must not overlap and must be in section order."""
     count = len(starts)
@@ -263,7 +263,7 @@ def interpret(
     sets_cfa_reg = is_def_cfa | is_def_register
     cfa_reg = carried(sets_cfa_reg, reg, start.state.cfa_reg)
     cfa_reg_before = np.where(is_first, per_op(start.state.cfa_reg), np.roll(cfa_reg, 1))
-    # translate_bytes returns None (general path) in these cases.
+    # Cases left to the per-function path (translate_ops).
     bad = is_def_offset & (~has_row | (cfa_reg_before == REG_INVALID))
     bad |= (is_offset | is_def_register) & ~has_row
     bad |= sets_cfa_reg & (reg != params.sp) & (reg != params.fp)

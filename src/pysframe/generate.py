@@ -71,7 +71,6 @@ from .cfi import (
     PointerContext,
     decode_instructions,
     read_sleb,
-    read_uleb,
     scan_fdes,
 )
 from .constants import (
@@ -481,254 +480,6 @@ def translate_ops(ops: Iterable[Op], params: AbiParams) -> Translation | str:
             )
         )
     return Translation(rows, flex)
-
-
-def translate_bytes(
-    data: bytes, ranges: Sequence[tuple[int, int]], cie: Cie, params: AbiParams
-) -> Translation | None:
-    """:func:`translate_ops` straight from instruction bytes, for the common operations.
-
-    Handles the advances, ``def_cfa`` / ``def_cfa_register`` with SP or FP,
-    ``def_cfa_offset``, ``offset``, ``restore``, ``remember_state``/``restore_state`` and
-    ``nop`` with the same semantics as :func:`translate_ops`; returns None at the first other
-    operation (or anything unusual), and the caller takes the general path.
-    """
-    sp, fp, ra = params.sp, params.fp, params.ra
-    ra_tracking = params.ra_tracking
-    fixed_ra = params.cfa_ra_offset
-    s390x = params.s390x
-    caf = cie.code_alignment
-    daf = cie.data_alignment
-    little = not params.abi.big_endian
-    has_row = False
-    begin = 0
-    dirty = False
-    (
-        cfa_reg,
-        cfa_off,
-        cfa_deref,
-        fp_loc,
-        fp_reg,
-        fp_off,
-        fp_deref,
-        ra_loc,
-        ra_reg,
-        ra_off,
-        ra_deref,
-        mangled,
-        ra_undef,
-    ) = _EMPTY_STATE
-    rows: list[tuple[int, RowState]] = []
-    stack: list[RowState] = []
-    loc = 0
-    for pos, end in ranges:
-        while pos < end:
-            opcode = data[pos]
-            pos += 1
-            high = opcode & 0xC0
-            target = -1
-            if high == 0x40:
-                target = loc + (opcode & 0x3F) * caf
-            elif opcode == 0x0E:  # def_cfa_offset
-                if not has_row or cfa_reg == _INVALID or pos >= end:
-                    return None
-                if data[pos] < 0x80:
-                    cfa_off = data[pos]
-                    pos += 1
-                else:
-                    cfa_off, pos = read_uleb(data, pos, end)
-                    if cfa_off > _INT32_MAX:
-                        return None
-                dirty = True
-                continue
-            elif high == 0x80:  # offset
-                if pos >= end or not has_row:
-                    return None
-                if data[pos] < 0x80:
-                    value = data[pos] * daf
-                    pos += 1
-                else:
-                    value, pos = read_uleb(data, pos, end)
-                    value *= daf
-                reg = opcode & 0x3F
-                if reg == fp:
-                    fp_loc, fp_off, fp_reg, fp_deref = LOC_STACK, value, _INVALID, True
-                    dirty = True
-                elif reg == ra:
-                    if not ra_tracking and value == fixed_ra:
-                        ra_reg, ra_loc, ra_deref = _INVALID, LOC_NONE, False
-                        dirty = True
-                    elif ra_tracking:
-                        ra_loc, ra_off, ra_undef, ra_reg, ra_deref = (
-                            LOC_STACK,
-                            value,
-                            False,
-                            _INVALID,
-                            True,
-                        )
-                        dirty = True
-                    else:
-                        return None
-                continue
-            elif high == 0xC0:  # restore
-                reg = opcode & 0x3F
-                if not has_row:
-                    return None
-                if reg == fp or (ra_tracking and reg == ra):
-                    first = (
-                        rows[0][1]
-                        if rows
-                        else (
-                            cfa_reg,
-                            cfa_off,
-                            cfa_deref,
-                            fp_loc,
-                            fp_reg,
-                            fp_off,
-                            fp_deref,
-                            ra_loc,
-                            ra_reg,
-                            ra_off,
-                            ra_deref,
-                            mangled,
-                            ra_undef,
-                        )
-                    )
-                    if reg == fp:
-                        fp_loc, fp_off = first[3], first[5]
-                    else:
-                        ra_loc, ra_off, ra_undef = first[7], first[9], first[12]
-                    dirty = True
-                continue
-            elif opcode == 0x02 or opcode == 0x03 or opcode == 0x04:  # advance_loc1/2/4
-                size = 1 << (opcode - 2)
-                if pos + size > end:
-                    return None
-                target = (
-                    loc
-                    + int.from_bytes(data[pos : pos + size], "little" if little else "big") * caf
-                )
-                pos += size
-            elif opcode == 0x0C:  # def_cfa
-                if pos + 1 >= end or data[pos] >= 0x80 or data[pos + 1] >= 0x80:
-                    return None
-                reg = data[pos]
-                value = data[pos + 1]
-                pos += 2
-                if (reg != sp and reg != fp) or (s390x and not _offset_ok(value, True)):
-                    return None
-                if not has_row:
-                    has_row, begin = True, 0
-                cfa_reg, cfa_off, cfa_deref = reg, value, False
-                dirty = True
-                continue
-            elif opcode == 0x0D:  # def_cfa_register
-                if pos >= end or data[pos] >= 0x80 or not has_row:
-                    return None
-                reg = data[pos]
-                pos += 1
-                if reg != sp and reg != fp:
-                    return None
-                cfa_reg, cfa_deref = reg, False
-                dirty = True
-                continue
-            elif opcode == 0x0A:  # remember_state
-                if not has_row:
-                    return None
-                stack.append(
-                    (
-                        cfa_reg,
-                        cfa_off,
-                        cfa_deref,
-                        fp_loc,
-                        fp_reg,
-                        fp_off,
-                        fp_deref,
-                        ra_loc,
-                        ra_reg,
-                        ra_off,
-                        ra_deref,
-                        mangled,
-                        ra_undef,
-                    )
-                )
-                continue
-            elif opcode == 0x0B:  # restore_state
-                if not stack:
-                    return None
-                (
-                    cfa_reg,
-                    cfa_off,
-                    cfa_deref,
-                    fp_loc,
-                    fp_reg,
-                    fp_off,
-                    fp_deref,
-                    ra_loc,
-                    ra_reg,
-                    ra_off,
-                    ra_deref,
-                    mangled,
-                    ra_undef,
-                ) = stack.pop()
-                dirty = True
-                continue
-            elif opcode == 0:
-                continue
-            else:
-                return None
-            # An advance to ``target``.
-            if target <= loc:
-                continue
-            loc = target
-            if has_row:
-                if dirty:
-                    rows.append(
-                        (
-                            begin,
-                            (
-                                cfa_reg,
-                                cfa_off,
-                                cfa_deref,
-                                fp_loc,
-                                fp_reg,
-                                fp_off,
-                                fp_deref,
-                                ra_loc,
-                                ra_reg,
-                                ra_off,
-                                ra_deref,
-                                mangled,
-                                ra_undef,
-                            ),
-                        )
-                    )
-                    dirty = False
-            else:
-                has_row = True
-            begin = target
-    if has_row:
-        rows.append(
-            (
-                begin,
-                (
-                    cfa_reg,
-                    cfa_off,
-                    cfa_deref,
-                    fp_loc,
-                    fp_reg,
-                    fp_off,
-                    fp_deref,
-                    ra_loc,
-                    ra_reg,
-                    ra_off,
-                    ra_deref,
-                    mangled,
-                    ra_undef,
-                ),
-            )
-        )
-    return Translation(rows, False)
 
 
 def _finish(
@@ -1183,15 +934,6 @@ def _translate_fdes(
             if isinstance(initial, str):
                 result = initial
             else:
-                fast = translate_bytes(
-                    data,
-                    ((cie.instructions_start, cie.instructions_end), (ins_start, ins_end)),
-                    cie,
-                    params,
-                )
-                result = fast
-            if result is None:
-                assert not isinstance(initial, str)
                 try:
                     body = decode_instructions(data, ins_start, ins_end, cie, big)
                     result = translate_ops(initial + body, params)
@@ -1234,7 +976,7 @@ def _bulk_translate(
 ) -> list[GeneratedFunction | None]:
     """The functions :mod:`pysframe.fastgen` translates in bulk (None for the others).
 
-    Its rows are those :func:`translate_bytes` gives, and its FREs those the per-function
+    Its rows are those :func:`translate_ops` gives, and its FREs those the per-function
     path writes; everything it does not handle (other instructions, CIEs with another RA
     column or the signal-frame augmentation, functions that gas' checks refuse) is left to
     the per-function path.
