@@ -1,9 +1,9 @@
 """A flat, columnar table of every row of a section, for answering many PCs at once.
 
-All FREs are parsed together with numpy: step j reads the j-th FRE of every function that
-has one, so the Python-level loop runs as many times as the longest function has rows.
-DEFAULT rows get their rules computed column-wise with the same rules as
-:mod:`pysframe.rules`; FLEX rows go through :func:`pysframe.rules.decode_rules` itself.
+All FREs are parsed together by :func:`pysframe.rowscan.scan_rows`, which also groups them
+into their distinct forms (FDE type, info byte, words): real sections repeat a few hundred.
+Each form's rules come from :func:`pysframe.rules.decode_rules` itself, once, into per-form
+columns; a row's rules are its form's.
 Functions whose rows are not in increasing order, V1 PCMASK functions and overlapping unsorted
 tables are answered by the scalar lookup, which defines the semantics.
 """
@@ -16,19 +16,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .constants import (
-    MAX_WORDS,
-    S390X_CFA_OFFSET_ADJUSTMENT,
-    S390X_CFA_OFFSET_ALIGNMENT,
-    Abi,
-    DwarfReg,
-    FdeType,
-    PcType,
-    Version,
-)
-from .errors import InvalidFieldError, TruncatedError
+from .constants import FdeType, PcType, Version
+from .decode import row_context
 from .lookup import RULE_KIND_CODES, BatchResult
-from .model import FrameRow, RuleKind
+from .model import FrameRow
+from .rowscan import RowForm, scan_rows
 from .rules import decode_rules
 
 if TYPE_CHECKING:
@@ -97,139 +89,17 @@ class RowTable:
 
     def __init__(self, section: SFrameSection) -> None:
         self.section = section
-        table = section.table
-        self.num_fres = table.num_fres
-        self.row_base = np.zeros(len(table) + 1, dtype=np.int64)
-        np.cumsum(table.num_fres, out=self.row_base[1:])
-        total = int(self.row_base[-1])
-        self.start_offset = np.zeros(total, dtype=np.int64)
-        self.info = np.zeros(total, dtype=np.int64)
-        self.count = np.zeros(total, dtype=np.int64)
-        self.words = np.zeros((total, MAX_WORDS), dtype=np.int64)
-        self.word_size = np.zeros(total, dtype=np.int64)
-        # One extra row past the end answers "no row": gathers need no masking.
-        self.columns = _Columns.empty(total + 1)
-        self.columns.set_missing(total)
-        self._parse()
-        self._compute_rules()
+        scan = scan_rows(section)
+        self.row_base = scan.row_base
+        self.start_offset = scan.start_offset
+        # One extra form past the end, and one extra row naming it, answer "no row".
+        self.form_of_row = np.append(scan.form, len(scan.forms))
+        self.columns = _form_columns(section, scan.forms)
         self._prepare_search()
 
     @classmethod
     def build(cls, section: SFrameSection) -> RowTable:
         return cls(section)
-
-    # -- parsing ---------------------------------------------------------------------------
-    def _parse(self) -> None:
-        section = self.section
-        header, table = section.header, section.table
-        octets = np.frombuffer(section.data, dtype=np.uint8)
-        fre_end = header.size + header.fre_offset + header.fre_len
-        addr_size = np.left_shift(1, table.info & 0xF)
-        cursor = table.fre_data.copy()
-        by_count = np.argsort(-table.num_fres, kind="stable")
-        sorted_counts = table.num_fres[by_count]
-        longest = int(sorted_counts[0]) if len(sorted_counts) else 0
-        big = header.big_endian
-        for step in range(longest):
-            active = by_count[: int(np.count_nonzero(sorted_counts > step))]
-            pos = cursor[active]
-            size = addr_size[active]
-            if np.any(pos + size + 1 > fre_end):
-                bad = int(active[np.argmax(pos + size + 1 > fre_end)])
-                raise TruncatedError(
-                    f"function {bad}: FRE {step} runs past the FRE sub-section", int(cursor[bad])
-                )
-            rows = self.row_base[active] + step
-            self.start_offset[rows] = _read_unsigned(octets, pos, size, big)
-            info = octets[pos + size].astype(np.int64)
-            size_code = (info >> 5) & 3
-            if np.any(size_code == 3):
-                bad_at = int(np.argmax(size_code == 3))
-                raise InvalidFieldError(
-                    f"function {int(active[bad_at])}: FRE {step} has invalid data-word size code 3",
-                    int(pos[bad_at] + size[bad_at]),
-                )
-            count = (info >> 1) & 0xF
-            word_size = np.left_shift(1, size_code)
-            words_at = pos + size + 1
-            overrun = words_at + count * word_size > fre_end
-            if np.any(overrun):
-                bad_at = int(np.argmax(overrun))
-                raise TruncatedError(
-                    f"function {int(active[bad_at])}: data words of FRE {step} run past the FRE "
-                    "sub-section",
-                    int(pos[bad_at]),
-                )
-            self.info[rows], self.count[rows], self.word_size[rows] = info, count, word_size
-            for k in range(MAX_WORDS):
-                present = count > k
-                if not np.any(present):
-                    break
-                at = words_at[present] + k * word_size[present]
-                self.words[rows[present], k] = _read_signed(octets, at, word_size[present], big)
-            cursor[active] = words_at + count * word_size
-
-    # -- rules -------------------------------------------------------------------------------
-    def _compute_rules(self) -> None:
-        table = self.section.table
-        function_of_row = np.repeat(np.arange(len(table)), table.num_fres)
-        flex = (table.info2[function_of_row] & 0x1F) == FdeType.FLEX
-        self._default_rules(np.flatnonzero(~flex))
-        for row in np.flatnonzero(flex):
-            self._scalar_rule(int(row), int(function_of_row[row]))
-
-    def _scalar_rule(self, row: int, function: int) -> None:
-        from .decode import row_context
-
-        section = self.section
-        count = int(self.count[row])
-        if count > MAX_WORDS:
-            raise InvalidFieldError(f"function {function}: FLEX FRE with {count} data words")
-        words = tuple(int(w) for w in self.words[row, :count])
-        info = int(self.info[row])
-        ctx = row_context(section.header, int(section.table.info2[function]))
-        cfa, fp, ra = decode_rules(ctx, info, words, int(self.word_size[row]))
-        self.columns.set_row(row, FrameRow(0, 0, info, words, cfa, fp, ra))
-
-    def _default_rules(self, rows: I64) -> None:
-        header = self.section.header
-        abi, c = header.abi, self.columns
-        info, count, words = self.info[rows], self.count[rows], self.words[rows]
-        s390x = abi is Abi.S390X_ENDIAN_BIG
-        v2_registers = s390x and header.version is Version.V2
-        undefined = count == 0
-        c.mangled_ra[rows] = (info & 0x80) != 0
-        c.cfa_reg[rows] = np.where(
-            undefined, -1, np.where(info & 1, DwarfReg.SP[abi], DwarfReg.FP[abi])
-        )
-        cfa_offset = words[:, 0]
-        if s390x:
-            cfa_offset = cfa_offset * S390X_CFA_OFFSET_ALIGNMENT + S390X_CFA_OFFSET_ADJUSTMENT
-        c.cfa_offset[rows] = np.where(undefined, 0, cfa_offset)
-        index = np.ones(len(rows), dtype=np.int64)
-        if header.cfa_fixed_ra_offset:
-            ra_kind = np.full(len(rows), _KIND[RuleKind.FIXED], dtype=np.int8)
-            ra_offset = np.full(len(rows), header.cfa_fixed_ra_offset, dtype=np.int64)
-            ra_reg = np.full(len(rows), -1, dtype=np.int64)
-        else:
-            has_ra = count > 1
-            ra_kind, ra_offset, ra_reg = _word_rules(words[:, 1], has_ra, s390x, v2_registers, True)
-            index = np.where(has_ra, 2, 1)
-        if header.cfa_fixed_fp_offset:
-            fp_kind = np.full(len(rows), _KIND[RuleKind.FIXED], dtype=np.int8)
-            fp_offset = np.full(len(rows), header.cfa_fixed_fp_offset, dtype=np.int64)
-            fp_reg = np.full(len(rows), -1, dtype=np.int64)
-        else:
-            fp_word = words[np.arange(len(rows)), np.minimum(index, MAX_WORDS - 1)]
-            fp_kind, fp_offset, fp_reg = _word_rules(
-                fp_word, count > index, s390x, v2_registers, False
-            )
-        c.ra_kind[rows] = np.where(undefined, _KIND[RuleKind.UNDEFINED], ra_kind)
-        c.ra_offset[rows] = np.where(undefined, 0, ra_offset)
-        c.ra_reg[rows] = np.where(undefined, -1, ra_reg)
-        c.fp_kind[rows] = np.where(undefined, _KIND[RuleKind.UNTRACKED], fp_kind)
-        c.fp_offset[rows] = np.where(undefined, 0, fp_offset)
-        c.fp_reg[rows] = np.where(undefined, -1, fp_reg)
 
     # -- searching ---------------------------------------------------------------------------
     def _prepare_search(self) -> None:
@@ -391,8 +261,8 @@ class RowTable:
 
     def _gather(self, function: I64, row: I64) -> BatchResult:
         ok = row >= 0
-        missing = len(self.columns.cfa_reg) - 1
-        at = np.where(ok, self.row_base[np.maximum(function, 0)] + row, missing)
+        no_row = len(self.start_offset)
+        at = self.form_of_row[np.where(ok, self.row_base[np.maximum(function, 0)] + row, no_row)]
         c = self.columns
         return BatchResult(
             function_index=np.where(ok, function, -1),
@@ -410,40 +280,13 @@ class RowTable:
         )
 
 
-def _word_rules(
-    word: I64, present: npt.NDArray[np.bool_], s390x: bool, v2_registers: bool, is_ra: bool
-) -> tuple[npt.NDArray[np.int8], I64, I64]:
-    """Column-wise :func:`pysframe.rules._default_word_rule` for DEFAULT FP/RA words."""
-    kind = np.where(present, _KIND[RuleKind.SAVED], _KIND[RuleKind.UNTRACKED]).astype(np.int8)
-    offset = np.where(present, word, 0)
-    reg = np.full(len(word), -1, dtype=np.int64)
-    if s390x:
-        if is_ra:
-            padding = present & (word == 0)
-            kind[padding] = _KIND[RuleKind.PADDING]
-        if v2_registers:
-            in_register = present & ((word & 1) == 1) & ~(is_ra & (word == 0))
-            kind[in_register] = _KIND[RuleKind.VALUE]
-            reg[in_register] = word[in_register] >> 1
-            offset[in_register] = 0
-    return kind, offset, reg
-
-
-def _read_unsigned(octets: npt.NDArray[np.uint8], pos: I64, size: I64, big: bool) -> I64:
-    """Unsigned integers of 1, 2 or 4 bytes (per element) at ``pos``."""
-    value = np.zeros(len(pos), dtype=np.int64)
-    last = len(octets) - 1
-    for k in range(4):
-        present = size > k
-        if not np.any(present):
-            break
-        byte = octets[np.minimum(pos + k, last)].astype(np.int64)
-        shift = (size - 1 - k) * 8 if big else np.full(len(pos), 8 * k)
-        value |= np.where(present, byte << np.maximum(shift, 0), 0)
-    return value
-
-
-def _read_signed(octets: npt.NDArray[np.uint8], pos: I64, size: I64, big: bool) -> I64:
-    value = _read_unsigned(octets, pos, size, big)
-    sign = np.left_shift(1, 8 * size - 1)
-    return np.where(value & sign, value - 2 * sign, value)
+def _form_columns(section: SFrameSection, forms: tuple[RowForm, ...]) -> _Columns:
+    """Rule columns of each distinct form, plus a last entry meaning "no row"."""
+    columns = _Columns.empty(len(forms) + 1)
+    for at, form in enumerate(forms):
+        ctx = row_context(section.header, int(FdeType.FLEX) if form.flex else 0)
+        word_size = 1 << ((form.info >> 5) & 3)
+        cfa, fp, ra = decode_rules(ctx, form.info, form.words, word_size)
+        columns.set_row(at, FrameRow(0, 0, form.info, form.words, cfa, fp, ra))
+    columns.set_missing(len(forms))
+    return columns
