@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOURCES = Path(__file__).parent / "data" / "stack"
+GDB_SCRIPT = Path(__file__).parent / "gdb_frames.py"
 #: A gdb frame: its PC, or None for "<signal handler called>".
 GdbFrame = int | None
 
@@ -115,6 +116,7 @@ def _wait_stopped(pid: int) -> None:
 _THREAD = re.compile(r"^Thread \d+ \(.*?LWP (\d+)")
 _FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in |(<signal handler called>))")
 _FRAME_NO_ADDR = re.compile(r"^#(\d+)\s+\S")
+_SCRIPT_LINE = re.compile(r"^(THREAD|FRAME) (\S+)$")
 
 
 def gdb_command(*args: str) -> list[str]:
@@ -128,11 +130,33 @@ def gdb_command(*args: str) -> list[str]:
 
 
 def gdb_backtraces(*args: str) -> dict[int, list[GdbFrame]]:
-    """``thread apply all bt`` of a process (``-p PID``) or a core, by thread id."""
-    result = subprocess.run(
-        gdb_command(*args), capture_output=True, text=True, check=False, timeout=300
-    )
-    return parse_gdb_bt(result.stdout)
+    """Every thread's physical frames, as gdb unwinds them, in a process (``-p PID``) or a core.
+
+    Frames gdb makes for inlined functions are left out (see gdb_frames.py): they share the
+    PC of the function they were inlined into, and an unwinder has no such frames.
+    """
+    if shutil.which("gdb") is None:
+        raise Unavailable("gdb is not installed")
+    command = [
+        "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
+        "-ex", "set backtrace past-main on", "-ex", "set backtrace limit 100000",
+        *args, "-x", str(GDB_SCRIPT),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    if "Python scripting is not supported" in result.stderr:
+        raise Unavailable("gdb has no Python support")
+    traces: dict[int, list[GdbFrame]] = {}
+    current: list[GdbFrame] = []
+    for line in result.stdout.splitlines():
+        match = _SCRIPT_LINE.match(line)
+        if match is None:
+            continue
+        kind, value = match.groups()
+        if kind == "THREAD":
+            current = traces.setdefault(int(value), [])
+        else:
+            current.append(None if value == "signal" else int(value, 16))
+    return traces
 
 
 def parse_gdb_bt(text: str) -> dict[int, list[GdbFrame]]:

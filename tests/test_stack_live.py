@@ -2,8 +2,10 @@
 
 The test program (tests/data/stack) is compiled here with -O2 -fomit-frame-pointer and
 -Wa,--gsframe: worker threads recurse through a shared library, the main thread recurses in a
-SIGUSR1 handler, one thread blocks in libc's pause().  It is stopped with SIGSTOP once every
-thread is at its known point, so gdb and pysframe see the same registers.
+SIGUSR1 handler, one thread prints READY and then blocks in libc's pause() (it may still be in
+libc's write() when the stop comes).  It is stopped with SIGSTOP once every other thread is at
+its known point, so gdb and pysframe see the same registers.  gdb's frames for inlined functions
+(libc has them when its debug info is installed) are left out: see gdb_frames.py.
 
 Without ``pysframe.generate``, libc (which has no .sframe) cannot be unwound: then only the
 frames pysframe finds must agree with gdb (a prefix covering the program and its library), and
