@@ -3,9 +3,10 @@
 Each input is opened in a fresh process: ``tracemalloc`` gives the peak and the retained
 Python and numpy allocations of ``SFrameSection.from_bytes`` (the bytes are already in memory
 and are not copied), and the peak resident set (``VmHWM`` of /proc/self/status, which starts
-afresh at exec, unlike ``ru_maxrss``) its growth.  The batch row table of
-``find_fres`` is measured after, separately.  Target: opening uses at most a few (here: 4)
-times the section's size.
+afresh at exec, unlike ``ru_maxrss``) its growth.  Opening reads the lookup index only; the
+FDE table (every FDE as columns, checked: what iteration, dump and validation use) and the
+batch row table of ``find_fres`` are measured after it, each separately.  Target: opening
+uses at most a few (here: 4) times the section's size.
 
     python benchmarks/bench_memory.py [--quick] [--functions N] [--libraries N]
 """
@@ -47,6 +48,9 @@ def child(path: str) -> None:
     open_retained, open_peak = tracemalloc.get_traced_memory()
     rss_open = peak_rss()
     tracemalloc.reset_peak()
+    section.table  # noqa: B018
+    table_retained, table_peak = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
     section.find_fres([])
     index_retained, index_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -57,8 +61,10 @@ def child(path: str) -> None:
                 "open_peak": open_peak,
                 "open_retained": open_retained,
                 "open_rss": max(0, rss_open - rss_before),
+                "table_peak": table_peak,
+                "table_retained": table_retained - open_retained,
                 "index_peak": index_peak,
-                "index_retained": index_retained - open_retained,
+                "index_retained": index_retained - table_retained,
             }
         )
     )
@@ -89,6 +95,10 @@ def main() -> int:
                 f"  open: peak {m['open_peak']:,} B = {ratio:.2f}x the section "
                 f"({verdict} {LIMIT:g}x); retained {m['open_retained'] / size:.2f}x; "
                 f"peak RSS growth {m['open_rss'] / size:.2f}x"
+            )
+            print(
+                f"  FDE table: peak {m['table_peak'] / size:.2f}x, "
+                f"retained {m['table_retained'] / size:.2f}x the section"
             )
             print(
                 f"  batch row table: peak {m['index_peak'] / size:.2f}x, "

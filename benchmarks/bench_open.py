@@ -1,10 +1,15 @@
 """Open a section and build its lookup index: pysframe against GNU libsframe's sframe_decode.
 
 Both get the same bytes.  libsframe (``$LIBSFRAME``, else the system's) is called through
-ctypes: ``sframe_decode`` then ``sframe_decoder_free``.  pysframe is timed two ways:
+ctypes: ``sframe_decode`` then ``sframe_decoder_free``.  pysframe is timed four ways:
 
-* ``open``: ``SFrameSection.from_bytes`` (header, every FDE read into columns and checked:
-  this is the index ``find_fde``/``lookup`` search), the counterpart of ``sframe_decode``;
+* ``open``: ``SFrameSection.from_bytes``: the header, and the lookup index (every function's
+  absolute start address, its order checked when the section is flagged sorted), the
+  counterpart of ``sframe_decode``;
+* ``open + lookup``: the same plus one ``lookup`` (that function's FDE read and checked, its
+  rows decoded), to show the index is complete;
+* ``open + FDE table``: the same plus every FDE read into columns and checked (what iteration,
+  dump, validation and the batch lookup use);
 * ``open + batch index``: the same plus the columnar row table ``find_fres`` builds.
 
 A libsframe that cannot read a version (binutils 2.40's reads V1 only) is reported, and the
@@ -42,6 +47,19 @@ def main() -> int:
                 print(f"  libsframe ({lib.path}) cannot read SFrame V{int(item.version)}")
         opened = common.median_seconds(partial(SFrameSection.from_bytes, data), config.runs)
         common.print_ratio("  open (sframe_decode)", opened, reference, "libsframe")
+        middle = int(section.starts[len(section) // 2]) if len(section) else 0
+
+        def open_and_lookup(d: bytes = data, pc: int = middle) -> None:
+            SFrameSection.from_bytes(d).lookup(pc)
+
+        looked_up = common.median_seconds(open_and_lookup, config.runs)
+        common.print_ratio("  open + lookup", looked_up, reference, "libsframe")
+
+        def open_and_table(d: bytes = data) -> None:
+            SFrameSection.from_bytes(d).table  # noqa: B018
+
+        tabled = common.median_seconds(open_and_table, config.runs)
+        common.print_ratio("  open + FDE table", tabled, reference, "libsframe")
 
         def open_and_index(d: bytes = data) -> None:
             SFrameSection.from_bytes(d).find_fres([])

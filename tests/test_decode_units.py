@@ -350,3 +350,21 @@ def test_batch_of_many_shuffled_pcs_matches_scalar() -> None:
         assert batch.row_index[i] == (-1 if found is None else found.row_index)
         if found is not None:
             assert batch.cfa_offset[i] == found.row.cfa.offset  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "address", [0, 0x2000, (1 << 63) - 0x10, 1 << 63, (1 << 64) - 0x18, (1 << 64) + 0x30]
+)
+def test_start_addresses_wrap_modulo_2_64(address: int) -> None:
+    """Start = stored field + (PCREL ? field address : section address), modulo 2**64
+    (errata 1), computed here from the raw field bytes for each layout."""
+    for data, pcrel, field_code, field_at in (
+        (v1_amd64(), False, "<i", 28),  # V1: no PCREL, i32 field at the FDE's first byte
+        (v2_aarch64(pcrel=True), True, "<i", 28),  # V2 PCREL: i32 field
+        (v3_section(bytes([0x00, 0x03, 0x08]), num_fres=1), True, "<q", 28),  # V3: i64 field
+    ):
+        (field,) = struct.unpack_from(field_code, data, field_at)
+        expected = (field + address + (field_at if pcrel else 0)) % (1 << 64)
+        section = SFrameSection.from_bytes(data, address)
+        assert section.starts.tolist() == [expected]
+        assert section[0].start == expected and section.table.start.tolist() == [expected]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import pytest
 
@@ -82,19 +83,36 @@ def test_billions_of_fdes_fail_fast_without_allocating() -> None:
     assert elapsed < 2.0 and peak < 1 << 20
 
 
+def expect_function_error(
+    data: bytes, error: type[SFrameError], match: str, offset: int | None
+) -> None:
+    """Opening reads only the lookup index; the bad function fails when it is read, by index
+    or by a lookup, and every whole-table operation fails on it."""
+    section = SFrameSection.from_bytes(data)
+    pc = int(section.starts[0])
+    readers: list[Callable[[], object]] = [
+        lambda: section[0],
+        lambda: section.find_fde(pc),
+        lambda: list(section),
+        lambda: section.table,
+        lambda: section.find_fres([pc]),
+    ]
+    for read in readers:
+        with pytest.raises(error, match=match) as info:
+            read()
+        assert info.value.offset == offset
+
+
 def test_fre_count_that_does_not_fit() -> None:
     data = bytearray(v1_amd64())
     struct.pack_into("<I", data, 28 + 12, 1000)  # sfde_func_num_fres = 1000
-    with pytest.raises(OutOfBoundsError, match="1000 FREs at FRE offset 0 do not fit") as info:
-        SFrameSection.from_bytes(bytes(data))
-    assert info.value.offset == 28
+    expect_function_error(bytes(data), OutOfBoundsError, "1000 FREs at FRE offset 0 do not fit", 28)
 
 
 def test_invalid_fre_type() -> None:
     data = bytearray(v1_amd64())
     data[28 + 16] = 0x03  # sfde_func_info: FRE type 3
-    with pytest.raises(InvalidFieldError, match="invalid FRE type 3"):
-        SFrameSection.from_bytes(bytes(data))
+    expect_function_error(bytes(data), InvalidFieldError, "invalid FRE type 3", None)
 
 
 def test_invalid_word_size_is_found_when_rows_are_decoded() -> None:
@@ -128,8 +146,9 @@ def test_unsorted_table_flagged_sorted() -> None:
 def test_v3_attribute_record_outside() -> None:
     data = bytearray(v3_section(bytes([0, 3, 8]), num_fres=1))
     struct.pack_into("<I", data, 28 + 12, 500)  # func_start_fre_off past the FRE sub-section
-    with pytest.raises(OutOfBoundsError, match="attribute record at FRE offset 500"):
-        SFrameSection.from_bytes(bytes(data))
+    expect_function_error(
+        bytes(data), OutOfBoundsError, "attribute record at FRE offset 500", 28 + 12
+    )
 
 
 def test_invalid_flex_words() -> None:

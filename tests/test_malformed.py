@@ -480,3 +480,31 @@ def test_batch_lookup_in_pcmask_function_without_rows() -> None:
     result = SFrameSection.from_bytes(data).find_fres([0x0FFF, 0x1004, 0x1010])
     assert list(result.function_index) == [-1, -1, -1]
     assert list(result.row_index) == [-1, -1, -1]
+
+
+# -- what opening reads, and what a lookup reads ------------------------------------------------
+
+
+def test_open_and_lookup_read_only_the_function_they_need() -> None:
+    """Opening reads the lookup index (start addresses); a lookup reads and checks the one
+    function it lands in; iteration and the FDE table check every function first."""
+    data = bytearray(BASE)
+    data[FRE_START + 12 + 2] = 0x03  # function 1's attribute record: info byte, FRE type 3
+    section = SFrameSection.from_bytes(bytes(data))
+    assert section.starts.tolist() == [F0.start, F1.start]
+    found = section.lookup(F0.start + 4)
+    assert found is not None and found.function.index == 0 and found.row_index == 1
+    message = "function 1: invalid FRE type 3"
+    for read in (lambda: section[1], lambda: section.lookup(F1.start), lambda: list(section),
+                 lambda: section.table, lambda: section.find_fres([F0.start])):
+        with pytest.raises(InvalidFieldError) as info:
+            read()
+        assert info.value.message == message
+
+
+def test_unsorted_flagged_sorted_fails_at_open() -> None:
+    """The binary search relies on the order, so opening checks it."""
+    data = v3([replace(F0, start=F1.start + 0x10), F1])
+    with pytest.raises(UnsortedError) as info:
+        SFrameSection.from_bytes(data)
+    assert info.value.offset == FDE_START + 16

@@ -16,6 +16,7 @@ Layouts (all in the section's byte order, detected from the magic, V2 spec 2.1.1
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ from .errors import (
     UnsortedError,
     UnsupportedVersionError,
 )
-from .model import CfaRule, FrameRow, Header, RegRule
+from .model import CfaRule, FrameRow, Function, Header, RegRule
 from .rules import RowContext, decode_rules
 
 Buffer = bytes | bytearray | memoryview
@@ -128,6 +129,151 @@ def parse_header(data: Buffer) -> Header:
     )
 
 
+def fde_position(header: Header, index: int) -> int:
+    """Byte offset of FDE ``index`` in the section."""
+    return header.size + header.fde_offset + index * FDE_SIZE[header.version]
+
+
+def fre_data_position(header: Header, fre_offset: int) -> int:
+    """Byte offset of the first FRE of a function whose sfde_func_start_fre_off is
+    ``fre_offset`` (V3: past its attribute record)."""
+    record = V3_ATTR_SIZE if header.version is Version.V3 else 0
+    return header.size + header.fre_offset + fre_offset + record
+
+
+# -- the lookup index: every function's start address, read at open ---------------------------
+
+
+def read_starts(data: Buffer, header: Header, section_address: int) -> U64Array:
+    """Every function's absolute start address, in stored order: what a lookup searches.
+
+    Start = stored start + (PCREL ? field address : section address), modulo 2**64 like the C
+    code (errata 1).  The field address counts sfh_fdeoff; libsframe 2.47 leaves sfh_fdeoff out
+    of it, which differs only for a section whose FDE sub-section does not follow the header
+    directly, which no producer writes.  When the section is flagged sorted the order is
+    checked here, as a binary search relies on it.
+    """
+    count = header.num_fdes
+    fde_size = FDE_SIZE[header.version]
+    first = header.size + header.fde_offset
+    order = ">" if header.big_endian else "<"
+    code = order + ("i8" if header.version is Version.V3 else "i4")
+    # One strided gather of the start fields (a view: the section is not copied).
+    fields = np.ndarray((count,), dtype=code, buffer=data, offset=first, strides=(fde_size,))
+    starts = fields.astype(np.int64)
+    addend = section_address % _U64
+    addend -= _U64 if addend >> 63 else 0  # the same bits as a signed 64-bit number
+    if header.pcrel:
+        low, high = first + addend, first + addend + count * fde_size
+        if low >= -(1 << 63) and high < (1 << 63):
+            starts += np.arange(low, high, fde_size, dtype=np.int64)
+        else:  # the sum wraps: add the two parts separately, each wrapping like the C code
+            starts += np.arange(first, first + count * fde_size, fde_size, dtype=np.int64)
+            starts += np.int64(addend)
+    elif addend:
+        starts += np.int64(addend)
+    unsigned: U64Array = starts.view(np.uint64)
+    unsigned.flags.writeable = False
+    if header.sorted:
+        _check_sorted(header, unsigned)
+    return unsigned
+
+
+def _check_sorted(header: Header, starts: U64Array) -> None:
+    if len(starts) < 2:
+        return
+    backwards = np.less(starts[1:], starts[:-1])
+    if backwards.any():
+        i = int(backwards.argmax()) + 1
+        raise UnsortedError(
+            f"FDEs flagged sorted but function {i} starts at {int(starts[i]):#x}, "
+            f"before function {i - 1} at {int(starts[i - 1]):#x}",
+            fde_position(header, i),
+        )
+
+
+# -- one function, read and checked on its own ------------------------------------------------
+
+
+def read_function(
+    data: Buffer,
+    header: Header,
+    index: int,
+    start: int,
+    loader: Callable[[Function], tuple[FrameRow, ...]] | None = None,
+) -> Function:
+    """FDE ``index`` (V2 spec 2.3; V3 index entry and attribute record), with the checks
+    :func:`read_fde_table` makes on every FDE (the same errors)."""
+    order = ">" if header.big_endian else "<"
+    position = fde_position(header, index)
+    padding = rep_size = info2 = 0
+    if header.version is Version.V3:
+        start_field, size, fre_offset = _struct(order, "qII", 1).unpack_from(data, position)
+        if fre_offset > header.fre_len - V3_ATTR_SIZE:
+            raise _attribute_record_error(header, index, fre_offset)
+        record = header.size + header.fre_offset + fre_offset
+        num_fres, info, info2, rep_size = _struct(order, "HBBB", 1).unpack_from(data, record)
+    elif header.version is Version.V2:
+        start_field, size, fre_offset, num_fres, info, rep_size, padding = _struct(
+            order, "iIIIBBH", 1
+        ).unpack_from(data, position)
+    else:
+        start_field, size, fre_offset, num_fres, info = _struct(order, "iIIIB", 1).unpack_from(
+            data, position
+        )
+    fre_type = info & 0xF
+    if fre_type > 2:
+        raise _fre_type_error(index, fre_type)
+    if header.version is Version.V3 and (info2 & 0x1F) > FdeType.FLEX:
+        raise _fde_type_error(index, info2)
+    fre_end = header.size + header.fre_offset + header.fre_len
+    # Each FRE takes at least its start address and info byte (V2 spec 2.4).
+    if fre_data_position(header, fre_offset) + num_fres * ((1 << fre_type) + 1) > fre_end:
+        raise _fres_do_not_fit(header, index, num_fres, fre_offset)
+    return Function(
+        index=index,
+        start=start,
+        size=size,
+        start_field=start_field,
+        fre_offset=fre_offset,
+        num_fres=num_fres,
+        info=info,
+        info2=info2,
+        rep_size=rep_size,
+        padding=padding,
+        _loader=loader,
+    )
+
+
+def _attribute_record_error(header: Header, index: int, fre_offset: int) -> OutOfBoundsError:
+    return OutOfBoundsError(
+        f"function {index}: attribute record at FRE offset {fre_offset} runs "
+        f"past the {header.fre_len}-byte FRE sub-section",
+        fde_position(header, index) + 12,
+    )
+
+
+def _fre_type_error(index: int, fre_type: int) -> InvalidFieldError:
+    return InvalidFieldError(f"function {index}: invalid FRE type {fre_type}", None)
+
+
+def _fde_type_error(index: int, info2: int) -> InvalidFieldError:
+    return InvalidFieldError(f"function {index}: invalid FDE type {info2 & 0x1F}")
+
+
+def _fres_do_not_fit(
+    header: Header, index: int, num_fres: int, fre_offset: int
+) -> OutOfBoundsError:
+    return OutOfBoundsError(
+        f"function {index}: {num_fres} FREs at FRE offset {fre_offset} do not fit in the "
+        f"{header.fre_len}-byte FRE sub-section",
+        fde_position(header, index),
+    )
+
+
+# -- every function at once, as columns --------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class FdeTable:
     """The FDE sub-section as columns (one element per function, in stored order)."""
@@ -170,17 +316,12 @@ def _fde_dtype(version: Version, order: str) -> np.dtype[Any]:
     )
 
 
-def fde_position(header: Header, index: int) -> int:
-    """Byte offset of FDE ``index`` in the section."""
-    return header.size + header.fde_offset + index * FDE_SIZE[header.version]
-
-
-def read_fde_table(data: Buffer, header: Header, section_address: int) -> FdeTable:
-    """Read all FDEs at once and check what a lookup relies on (bounds, FRE types, order)."""
+def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
+    """Read all FDEs at once (``start`` from :func:`read_starts`) and check every one, and
+    that their FRE blocks fit in the FRE sub-section together."""
     order = ">" if header.big_endian else "<"
     count = header.num_fdes
     fde_base = header.size + header.fde_offset
-    fre_base = header.size + header.fre_offset
     raw = np.frombuffer(data, dtype=_fde_dtype(header.version, order), count=count, offset=fde_base)
     start_field = raw["start"].astype(np.int64)
     size = raw["size"].astype(np.int64)
@@ -188,7 +329,6 @@ def read_fde_table(data: Buffer, header: Header, section_address: int) -> FdeTab
     if header.version is Version.V3:
         num_fres, info, info2, rep_size = _read_v3_attributes(data, header, fre_offset)
         padding = np.zeros(count, dtype=np.int64)
-        fre_data = fre_offset + (fre_base + V3_ATTR_SIZE)
     else:
         num_fres = raw["num_fres"].astype(np.int64)
         info = raw["info"].astype(np.int64)
@@ -199,29 +339,12 @@ def read_fde_table(data: Buffer, header: Header, section_address: int) -> FdeTab
         else:
             rep_size = np.zeros(count, dtype=np.int64)
             padding = np.zeros(count, dtype=np.int64)
-        fre_data = fre_base + fre_offset
-    start = _absolute_starts(header, start_field, section_address)
+    fre_data = fre_offset + fre_data_position(header, 0)
     table = FdeTable(
         start_field, start, size, fre_offset, num_fres, info, info2, rep_size, padding, fre_data
     )
     _check_table(header, table)
     return table
-
-
-def _absolute_starts(header: Header, start_field: IntArray, section_address: int) -> U64Array:
-    """Function start = stored start + (PCREL ? field address : section address) (errata 1).
-
-    The field address counts sfh_fdeoff.  libsframe 2.47 leaves sfh_fdeoff out of it; the two
-    differ only for a section whose FDE sub-section does not follow the header directly, which
-    no producer writes.
-    """
-    starts = start_field.astype(np.uint64)
-    starts += np.uint64(section_address % _U64)  # wraps modulo 2**64 like the C code
-    if header.pcrel:
-        fde_size = FDE_SIZE[header.version]
-        first = header.size + header.fde_offset
-        starts += np.arange(first, first + len(start_field) * fde_size, fde_size, dtype=np.uint64)
-    return starts
 
 
 def _read_v3_attributes(
@@ -231,11 +354,7 @@ def _read_v3_attributes(
     limit = header.fre_len - V3_ATTR_SIZE
     if len(fre_offset) and int(fre_offset.max()) > limit:
         index = int(np.flatnonzero(fre_offset > limit)[0])
-        raise OutOfBoundsError(
-            f"function {index}: attribute record at FRE offset {int(fre_offset[index])} runs "
-            f"past the {header.fre_len}-byte FRE sub-section",
-            fde_position(header, index) + 12,
-        )
+        raise _attribute_record_error(header, index, int(fre_offset[index]))
     if not len(fre_offset):
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), empty.copy(), empty.copy()
@@ -260,12 +379,12 @@ def _check_table(header: Header, table: FdeTable) -> None:
     bad = np.flatnonzero(fre_type > 2)
     if bad.size:
         i = int(bad[0])
-        raise InvalidFieldError(f"function {i}: invalid FRE type {int(fre_type[i])}", None)
+        raise _fre_type_error(i, int(fre_type[i]))
     if header.version is Version.V3:
         bad = np.flatnonzero((table.info2 & 0x1F) > int(FdeType.FLEX))
         if bad.size:
             i = int(bad[0])
-            raise InvalidFieldError(f"function {i}: invalid FDE type {int(table.info2[i] & 0x1F)}")
+            raise _fde_type_error(i, int(table.info2[i]))
     # Each FRE takes at least its start address and info byte (V2 spec 2.4).
     min_fre = (1 << fre_type) + 1
     fre_end = header.size + header.fre_offset + header.fre_len
@@ -275,20 +394,7 @@ def _check_table(header: Header, table: FdeTable) -> None:
     if len(table) and int((fre_bytes + table.fre_data).max()) > fre_end:
         room = fre_end - table.fre_data
         i = int(np.flatnonzero((room < 0) | (fre_bytes > room))[0])
-        raise OutOfBoundsError(
-            f"function {i}: {int(table.num_fres[i])} FREs at FRE offset "
-            f"{int(table.fre_offset[i])} do not fit in the {header.fre_len}-byte FRE sub-section",
-            fde_position(header, i),
-        )
-    if header.sorted and len(table) > 1:
-        bad = np.flatnonzero(table.start[1:] < table.start[:-1])
-        if bad.size:
-            i = int(bad[0]) + 1
-            raise UnsortedError(
-                f"FDEs flagged sorted but function {i} starts at {int(table.start[i]):#x}, "
-                f"before function {i - 1} at {int(table.start[i - 1]):#x}",
-                fde_position(header, i),
-            )
+        raise _fres_do_not_fit(header, i, int(table.num_fres[i]), int(table.fre_offset[i]))
     # FRE blocks (and V3 attribute records) of different functions do not share bytes, so
     # together they fit in sfh_fre_len.  This bounds the number of rows by the input size:
     # without it, many FDEs naming one large block make row tables quadratic in the input.
@@ -343,20 +449,19 @@ def row_context(header: Header, info2: int) -> RowContext:
     )
 
 
-def decode_rows(
-    data: Buffer, header: Header, table: FdeTable, index: int, function_start: int
-) -> tuple[FrameRow, ...]:
-    """Decode function ``index``'s FREs (V2 spec 2.4), checking every bound."""
+def decode_rows(data: Buffer, header: Header, function: Function) -> tuple[FrameRow, ...]:
+    """Decode ``function``'s FREs (V2 spec 2.4), checking every bound."""
+    index, function_start = function.index, function.start
     order = ">" if header.big_endian else "<"
-    fre_type = int(table.info[index]) & 0xF
+    fre_type = function.info & 0xF
     addr_size = 1 << fre_type
     addr_struct = _struct(order, _ADDR_CODES[fre_type], 1)
-    ctx = row_context(header, int(table.info2[index]))
+    ctx = row_context(header, function.info2)
     known_rules = _rules_cache(ctx)
     end = header.size + header.fre_offset + header.fre_len
-    pos = int(table.fre_data[index])
+    pos = fre_data_position(header, function.fre_offset)
     rows = []
-    for number in range(int(table.num_fres[index])):
+    for number in range(function.num_fres):
         if pos + addr_size + 1 > end:
             raise TruncatedError(
                 f"function {index}: FRE {number} runs past the FRE sub-section", pos

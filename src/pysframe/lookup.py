@@ -24,21 +24,25 @@ from .constants import PcType, Version
 from .model import FrameRow, Function, RuleKind
 
 if TYPE_CHECKING:
-    from .decode import FdeTable
+    from .decode import FdeTable, U64Array
 
 _U64 = 1 << 64
 
 
-def find_fde_index(table: FdeTable, sorted_: bool, pc: int) -> int | None:
-    """Index of the function containing ``pc``, or None."""
+def last_function_starting_at_or_before(starts: U64Array, pc: int) -> int | None:
+    """Index of the last function starting at or before ``pc`` in a sorted section (binary
+    search), or None; whether it contains ``pc`` is for its size to tell."""
+    if not 0 <= pc < _U64:
+        return None
+    index = int(np.searchsorted(starts, np.uint64(pc), side="right")) - 1
+    return index if index >= 0 else None
+
+
+def first_function_containing(table: FdeTable, pc: int) -> int | None:
+    """Index of the first function with start <= pc < start + size, in stored order."""
     if not 0 <= pc < _U64 or len(table) == 0:
         return None
     key = np.uint64(pc)
-    if sorted_:
-        index = int(np.searchsorted(table.start, key, side="right")) - 1
-        if index >= 0 and pc - int(table.start[index]) < int(table.size[index]):
-            return index
-        return None
     hits = np.flatnonzero((table.start <= key) & (key - table.start < table.size.astype(np.uint64)))
     return int(hits[0]) if hits.size else None
 

@@ -197,7 +197,8 @@ class Function:
     #: V2 sfde_func_padding2, kept so a section re-encodes byte for byte.
     padding: int = 0
     _rows: tuple[FrameRow, ...] | None = field(default=None, compare=False, repr=False)
-    _loader: Callable[[int], tuple[FrameRow, ...]] | None = field(
+    #: Decodes the rows of a function read from a section (called with the function).
+    _loader: Callable[[Function], tuple[FrameRow, ...]] | None = field(
         default=None, compare=False, repr=False
     )
 
@@ -232,7 +233,7 @@ class Function:
             return self._rows
         if self._loader is None:
             return ()
-        return self._loader(self.index)
+        return self._loader(self)
 
     def __len__(self) -> int:
         return self.num_fres

@@ -80,8 +80,8 @@ def scan_rows(section: SFrameSection) -> RowScan:
 
 
 def _raise_first_error(section: SFrameSection) -> None:
-    for index in range(len(section)):
-        decode_rows(section.data, section.header, section.table, index, 0)
+    for function in section:
+        decode_rows(section.data, section.header, function)
 
 
 def _scan(section: SFrameSection) -> RowScan:

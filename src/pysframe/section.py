@@ -9,9 +9,23 @@ import numpy as np
 import numpy.typing as npt
 
 from .constants import Abi, Flags, Version
-from .decode import Buffer, FdeTable, decode_rows, parse_header, read_fde_table
+from .decode import (
+    Buffer,
+    FdeTable,
+    U64Array,
+    decode_rows,
+    parse_header,
+    read_fde_table,
+    read_function,
+    read_starts,
+)
 from .encode import SectionSpec, encode_section
-from .lookup import BatchResult, find_fde_index, find_row_index
+from .lookup import (
+    BatchResult,
+    find_row_index,
+    first_function_containing,
+    last_function_starting_at_or_before,
+)
 from .model import FrameRow, Function, Header, LookupResult
 
 if TYPE_CHECKING:
@@ -22,12 +36,17 @@ if TYPE_CHECKING:
 class SFrameSection(Sequence[Function]):
     """A decoded SFrame section.
 
-    The header and FDE table are read when the section is opened; each function's rows are
+    Opening reads the header and the lookup index, every function's start address (checked to
+    be in order when the section is flagged sorted).  A function reached by index or by a
+    lookup is read and checked on its own; iteration, ``table`` and the batch and whole-section
+    operations read every FDE at once and check them all first.  Each function's rows are
     decoded when asked for.  ``section_address`` is the address of the section's first byte
     (its ELF ``sh_addr``), which absolute function addresses are computed from.
     """
 
-    __slots__ = ("_data", "_row_cache", "_row_table", "_table", "header", "section_address")
+    __slots__ = (
+        "_data", "_row_cache", "_row_table", "_starts", "_table", "header", "section_address"
+    )
 
     #: Decoded row tuples kept per section (the most recently decoded functions).
     ROW_CACHE_SIZE = 1024
@@ -36,7 +55,8 @@ class SFrameSection(Sequence[Function]):
         self._data = data
         self.section_address = section_address
         self.header: Header = parse_header(data)
-        self._table: FdeTable = read_fde_table(data, self.header, section_address)
+        self._starts: U64Array = read_starts(data, self.header, section_address)
+        self._table: FdeTable | None = None
         self._row_table: RowTable | None = None
         self._row_cache: dict[int, tuple[FrameRow, ...]] = {}
 
@@ -70,13 +90,22 @@ class SFrameSection(Sequence[Function]):
         return self._data
 
     @property
+    def starts(self) -> U64Array:
+        """Every function's absolute start address, in stored order: the lookup index, read
+        when the section is opened (read-only)."""
+        return self._starts
+
+    @property
     def table(self) -> FdeTable:
-        """The FDE table as numpy columns (start addresses, sizes, ...)."""
+        """The FDE table as numpy columns (start addresses, sizes, ...), read and checked on
+        first use."""
+        if self._table is None:
+            self._table = read_fde_table(self._data, self.header, self._starts)
         return self._table
 
     # -- functions ---------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._table)
+        return len(self._starts)
 
     @overload
     def __getitem__(self, index: int) -> Function: ...
@@ -93,45 +122,53 @@ class SFrameSection(Sequence[Function]):
         return self._function(index)
 
     def __iter__(self) -> Iterator[Function]:
-        for index in range(len(self)):
-            yield self._function(index)
+        t = self.table
+        columns = zip(
+            t.start.tolist(), t.size.tolist(), t.start_field.tolist(), t.fre_offset.tolist(),
+            t.num_fres.tolist(), t.info.tolist(), t.info2.tolist(), t.rep_size.tolist(),
+            t.padding.tolist(), strict=True,
+        )
+        for index, (start, size, field, fre_offset, num_fres, info, info2, rep, pad) in enumerate(
+            columns
+        ):
+            yield Function(
+                index, start, size, field, fre_offset, num_fres, info, info2, rep, pad, None,
+                self._rows_of,
+            )
 
     def _function(self, index: int) -> Function:
-        t = self._table
-        return Function(
-            index=index,
-            start=int(t.start[index]),
-            size=int(t.size[index]),
-            start_field=int(t.start_field[index]),
-            fre_offset=int(t.fre_offset[index]),
-            num_fres=int(t.num_fres[index]),
-            info=int(t.info[index]),
-            info2=int(t.info2[index]),
-            rep_size=int(t.rep_size[index]),
-            padding=int(t.padding[index]),
-            _loader=self.rows,
-        )
+        start = int(self._starts[index])
+        return read_function(self._data, self.header, index, start, self._rows_of)
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
         """The rows of function ``index``, decoded on first use (a bounded cache keeps them)."""
         cached = self._row_cache.get(index)
+        return self._rows_of(self._function(index)) if cached is None else cached
+
+    def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
+        cached = self._row_cache.get(function.index)
         if cached is None:
-            start = int(self._table.start[index])
-            cached = decode_rows(self._data, self.header, self._table, index, start)
+            cached = decode_rows(self._data, self.header, function)
             if len(self._row_cache) >= self.ROW_CACHE_SIZE:
                 self._row_cache.clear()
-            self._row_cache[index] = cached
+            self._row_cache[function.index] = cached
         return cached
 
     @property
     def num_rows(self) -> int:
-        return int(self._table.num_fres.sum())
+        return int(self.table.num_fres.sum())
 
     # -- lookups -------------------------------------------------------------------------------
     def find_fde(self, pc: int) -> Function | None:
         """The function whose [start, start + size) holds ``pc``."""
-        index = find_fde_index(self._table, self.header.sorted, pc)
-        return None if index is None else self._function(index)
+        if not self.header.sorted:
+            index = first_function_containing(self.table, pc)
+            return None if index is None else self._function(index)
+        candidate = last_function_starting_at_or_before(self._starts, pc)
+        if candidate is None:
+            return None
+        function = self._function(candidate)
+        return function if pc - function.start < function.size else None
 
     def lookup(self, pc: int) -> LookupResult | None:
         """The function and the row that apply at ``pc``."""

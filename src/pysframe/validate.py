@@ -200,6 +200,10 @@ def validate_section(
     segments).  ``sframe_segment_address`` / ``sframe_segment_size``: PT_GNU_SFRAME's p_vaddr
     and p_memsz, compared with ``section.section_address`` and the section's size.
     """
+    try:
+        section.table  # noqa: B018  (reads and checks every FDE, once)
+    except SFrameError as error:
+        return [_error("decode", error.message, None, error.offset)]
     findings: list[Finding] = []
     findings += _check_header(section, kernel)
     findings += _check_functions(section, kernel, relocatable)
