@@ -85,7 +85,7 @@ def run_program(program: Path, depth: int, threads: int, stop: bool = True) -> I
             raise RuntimeError(f"test program did not get ready: {line!r}")
         if stop:
             os.kill(process.pid, signal.SIGSTOP)
-            _wait_stopped(process.pid)
+            wait_stopped(process.pid)
         yield Running(process)
     finally:
         process.kill()
@@ -96,7 +96,7 @@ def run_program(program: Path, depth: int, threads: int, stop: bool = True) -> I
             process.stderr.close()
 
 
-def _wait_stopped(pid: int) -> None:
+def wait_stopped(pid: int) -> None:
     """Wait until every thread is in the stopped state."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

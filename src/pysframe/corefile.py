@@ -7,7 +7,8 @@ NT_FILE note.  Notes used (Linux ``elf_core_dump``):
 
 * NT_PRSTATUS (1): one per thread; pr_pid at byte 32, pr_reg (the general-purpose registers,
   ``user_regs_struct`` layout) at byte 112;
-* NT_AUXV (6): AT_ENTRY (9) names the main executable's mapping;
+* NT_AUXV (6): AT_ENTRY (9) names the main executable's mapping, AT_SYSINFO_EHDR (33) the
+  vDSO's;
 * NT_FILE (0x46494c45): count, page size, then (start, end, file offset in pages) per mapping,
   then the file names.
 """
@@ -31,6 +32,7 @@ NT_PRSTATUS = 1
 NT_AUXV = 6
 NT_FILE = 0x46494C45
 AT_ENTRY = 9
+AT_SYSINFO_EHDR = 33
 _PR_PID_OFFSET = 32
 _PR_REG_OFFSET = 112
 _MACHINES = {62: "x86-64", 183: "aarch64", 22: "s390x"}
@@ -65,6 +67,8 @@ class CoreFile:
             self.threads: list[ThreadState] = []
             self.mappings: list[Mapping] = []
             self._entry: int | None = None
+            #: Where the vDSO was mapped (AT_SYSINFO_EHDR), or None.
+            self.vdso_address: int | None = None
             self._read_notes()
             if exe is not None:
                 self._override_exe(exe)
@@ -169,6 +173,8 @@ class CoreFile:
             key, value = struct.unpack_from(self._order + "QQ", desc, pos)
             if key == AT_ENTRY:
                 self._entry = value
+            elif key == AT_SYSINFO_EHDR and value:
+                self.vdso_address = value
 
     def _override_exe(self, exe: str) -> None:
         """Map the main executable's NT_FILE entries to ``exe``."""

@@ -15,8 +15,11 @@ Every failure raises :class:`pysframe.errors.ElfError` naming the file.
 
 from __future__ import annotations
 
+import io
+import mmap
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -258,8 +261,29 @@ class ElfImage:
             file.close()
             raise
 
+    @classmethod
+    def from_bytes(cls, name: str, data: bytes) -> ElfImage:
+        """An ELF image held in memory (the vDSO read from a process, for one); ``name`` is
+        what messages call it."""
+        if data[:4] != b"\x7fELF":
+            raise ElfError(f"{name}: not an ELF image")
+        return cls(name, io.BytesIO(data))
+
     def close(self) -> None:
         self._file.close()
+
+    @contextmanager
+    def whole_file(self) -> Iterator[bytes | mmap.mmap]:
+        """Every byte of the file: mapped when it is a file on disk, else read."""
+        mapped = None
+        with suppress(OSError, ValueError, io.UnsupportedOperation):  # in memory, empty, ...
+            mapped = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        if mapped is None:
+            self._file.seek(0)
+            yield self._file.read()
+            return
+        with mapped:
+            yield mapped
 
     def __enter__(self) -> ElfImage:
         return self

@@ -16,7 +16,6 @@ the end of the file (System V gABI, "Program Header" and "Sections"):
 
 from __future__ import annotations
 
-import mmap
 import struct
 from dataclasses import dataclass
 
@@ -185,18 +184,13 @@ def plan_injection(data: bytes, *, allow_existing: bool = False) -> InjectionPla
 
 def new_section_address(image: object) -> int:
     """The address :func:`inject_sframe` gives the ``.sframe`` section of ``image``."""
-    path = getattr(image, "path", None)
-    if not isinstance(path, str):
+    from .elf import ElfImage
+
+    if not isinstance(image, ElfImage):
         raise ElfError("new_section_address needs an ElfImage")
-    with open(path, "rb") as file:
-        try:
-            # Only the headers are read: map the file rather than reading it all.
-            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return plan_injection(mapped, allow_existing=True).sframe_address  # type: ignore[arg-type]
-        except (OSError, ValueError):
-            pass  # empty or unmappable file: read it
-        file.seek(0)
-        return plan_injection(file.read(), allow_existing=True).sframe_address
+    # Only the headers are read: a file on disk is mapped rather than read whole.
+    with image.whole_file() as data:
+        return plan_injection(data, allow_existing=True).sframe_address  # type: ignore[arg-type]
 
 
 def inject_sframe(data: bytes, sframe: bytes, plan: InjectionPlan | None = None) -> bytes:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -246,8 +248,10 @@ def load_modules(
     read_memory: ReadMemory | None = None,
     *,
     generate: bool = True,
+    vdso: int | None = None,
 ) -> ModuleTable:
-    """Modules for the mapped ELF files; ``read_memory`` lets build IDs be compared."""
+    """Modules for the mapped ELF files; ``read_memory`` lets build IDs be compared, and
+    reads the vDSO when its address (``vdso``, AT_SYSINFO_EHDR) is given."""
     by_path: dict[str, list[Mapping]] = {}
     for mapping in mappings:
         by_path.setdefault(mapping.path, []).append(mapping)
@@ -255,6 +259,12 @@ def load_modules(
     for path, ranges in by_path.items():
         module = _module(path, ranges, read_memory, generate)
         if module is not None:
+            modules.append(module)
+    if vdso is not None and read_memory is not None:
+        module = vdso_module(vdso, read_memory, generate=generate)
+        if module is not None and not any(
+            m.start < module.end and module.start < m.end for m in modules
+        ):
             modules.append(module)
     return ModuleTable(modules)
 
@@ -284,6 +294,12 @@ def _module(
         problem = _build_id_problem(facts, bias, read_memory)
     if problem is not None or bias is None:
         return Module(name, start, end, bias or 0, ModuleInfo(name, problem=problem), "none")
+    return _module_from_facts(name, start, end, facts, bias, generate)
+
+
+def _module_from_facts(
+    name: str, start: int, end: int, facts: ElfFacts, bias: int, generate: bool
+) -> Module:
     if facts.sframe is None and not generate:
         section, origin = None, "none"
     else:
@@ -336,6 +352,93 @@ def _build_id_problem(facts: ElfFacts, bias: int, read_memory: ReadMemory) -> st
     return None
 
 
+# ---------------------------------------------------------------------------------------------
+# The vDSO: an ELF image the kernel maps into every process, with no file behind it
+
+#: The auxiliary vector entry holding the vDSO's address (AT_SYSINFO_EHDR).
+AT_SYSINFO_EHDR = 33
+VDSO_NAME = "[vdso]"
+#: A vDSO is a few pages; an image that claims more is not read.
+_VDSO_LIMIT = 1 << 20
+_VDSO_CACHE: dict[bytes, ElfFacts] = {}
+
+
+def vdso_address(auxv: bytes, big_endian: bool = False) -> int | None:
+    """AT_SYSINFO_EHDR of a 64-bit auxiliary vector (/proc/PID/auxv, a core's NT_AUXV)."""
+    order = ">" if big_endian else "<"
+    for pos in range(0, len(auxv) - 15, 16):
+        key, value = struct.unpack_from(order + "QQ", auxv, pos)
+        if key == AT_SYSINFO_EHDR:
+            return value or None
+    return None
+
+
+def process_vdso_address(pid: int) -> int | None:
+    """Where the vDSO of process ``pid`` is mapped, or None (none, or /proc/PID/auxv is not
+    readable)."""
+    try:
+        with open(f"/proc/{pid}/auxv", "rb") as file:
+            return vdso_address(file.read(1 << 16), sys.byteorder == "big")
+    except OSError:
+        return None
+
+
+def vdso_module(address: int, read_memory: ReadMemory, *, generate: bool = True) -> Module | None:
+    """The vDSO mapped at ``address``, read from the address space (its symbols, and SFrame
+    generated from its ``.eh_frame`` unless it has a ``.sframe``); None if it cannot be read."""
+    image = _read_vdso_image(address, read_memory)
+    if image is None:
+        return None
+    facts = _VDSO_CACHE.get(image)
+    if facts is None:
+        try:
+            facts = _vdso_facts(image)
+        except SFrameError:
+            return None
+        if len(_VDSO_CACHE) >= 8:
+            _VDSO_CACHE.clear()
+        _VDSO_CACHE[image] = facts
+    bias = _load_bias(facts, [Mapping(address, address + len(image), 0, VDSO_NAME)])
+    if bias is None:
+        return None
+    return _module_from_facts(
+        VDSO_NAME, address, address + len(image), facts, bias, generate
+    )
+
+
+def _read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
+    """The vDSO's bytes: up to the end of its section or program headers, whichever is last
+    (its file image is mapped whole)."""
+    try:
+        header = read_memory(address, 64)
+        if len(header) != 64 or header[:4] != b"\x7fELF" or header[4] != 2:  # ELFCLASS64
+            return None
+        order = ">" if header[5] == 2 else "<"
+        phoff, shoff = struct.unpack_from(order + "QQ", header, 0x20)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", header, 0x36)
+        size = max(64, phoff + phentsize * phnum, shoff + shentsize * shnum)
+        if size > _VDSO_LIMIT:
+            return None
+        image = read_memory(address, size)
+    except (OSError, ValueError, SFrameError):
+        return None
+    return image if len(image) == size else None
+
+
+def _vdso_facts(image: bytes) -> ElfFacts:
+    from .generate import generate_from_elf
+
+    with ElfImage.from_bytes(VDSO_NAME, image) as elf:
+        facts = _facts_from_elf(VDSO_NAME, elf)
+        # Generated now, from the image: there is no file to generate from later.
+        try:
+            section = generate_from_elf(elf, version=3).section
+            facts.generated = (bytes(section.data), section.section_address)
+        except SFrameError as error:
+            facts.generated = str(error)
+    return facts
+
+
 Symbolize = Callable[[int], "tuple[str, int] | None"]
 
 __all__ = [
@@ -348,5 +451,8 @@ __all__ = [
     "load_modules",
     "parse_maps_line",
     "process_mappings",
+    "process_vdso_address",
     "sframe_for",
+    "vdso_address",
+    "vdso_module",
 ]

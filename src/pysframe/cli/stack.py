@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from ..corefile import CoreFile
 from ..errors import UnwindError
-from ..modules import ModuleTable, load_modules, process_mappings
+from ..modules import ModuleTable, load_modules, process_mappings, process_vdso_address
 from ..ptrace import attach
 from ..unwind import DEFAULT_MAX_FRAMES, Backtrace, Frame, FrameSource, StopKind, Unwinder
 
@@ -55,8 +55,10 @@ def stack_of_process(
     modules = load_modules(mappings, generate=generate)
     with attach(pid) as process:
         now = process_mappings(pid)
-        if now != mappings:
-            modules = load_modules(now, process.read_memory, generate=generate)
+        vdso = process_vdso_address(pid)
+        if now != mappings or vdso is not None:
+            # Files already read are cached: this reads the vDSO and compares build IDs.
+            modules = load_modules(now, process.read_memory, generate=generate, vdso=vdso)
         unwinder = Unwinder(process.abi, modules, max_frames=max_frames)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, process.read_memory))
@@ -74,7 +76,9 @@ def stack_of_core(
 ) -> StackReport:
     """Unwind every thread recorded in a core file."""
     with CoreFile(path, exe) as core:
-        modules = load_modules(core.mappings, core.read_memory, generate=generate)
+        modules = load_modules(
+            core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address
+        )
         unwinder = Unwinder(core.abi, modules, max_frames=max_frames)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, core.read_memory))
