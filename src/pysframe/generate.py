@@ -82,6 +82,7 @@ from .constants import (
     Version,
 )
 from .errors import CfiError, ElfError, EncodeError
+from .rules import flex_control_positions, fre_info, stored_words, word_size_for
 from .section import SFrameSection
 
 # Register-location kinds of a row (gas' sframe_row_entry fp_loc / ra_loc).
@@ -538,20 +539,6 @@ def _breg_offset(expr: bytes, params: AbiParams) -> int | None:
 _WORD_FORMATS = ("b", "h", "i")
 
 
-def _signed_size(value: int) -> int:
-    if -0x80 <= value <= 0x7F:
-        return 0
-    if -0x8000 <= value <= 0x7FFF:
-        return 1
-    if _INT32_MIN <= value <= _INT32_MAX:
-        return 2
-    raise EncodeError(f"data word {value} does not fit 32 bits")
-
-
-def _unsigned_size(value: int) -> int:
-    return 0 if value <= 0xFF else 1 if value <= 0xFFFF else 2
-
-
 def encode_row(state: RowState, flex: bool, params: AbiParams, big_endian: bool) -> bytes:
     """The FRE info byte and data words of a row (without its start address)."""
     (
@@ -573,45 +560,33 @@ def encode_row(state: RowState, flex: bool, params: AbiParams, big_endian: bool)
         return b"\x00"
     if params.s390x:
         cfa_off = (cfa_off - 160) // 8
-    size = _signed_size(cfa_off)
     if flex:
         base = 0
         words = [(cfa_reg << 3) | (cfa_deref << 1) | 1, cfa_off]
-        controls = [0]
         if ra_loc != LOC_NONE:
             reg_p = ra_loc == LOC_REG
             words += [((ra_reg if reg_p else 0) << 3) | (ra_deref << 1) | reg_p, ra_off]
-            controls.append(2)
-            size = max(size, _signed_size(ra_off))
         elif fp_loc != LOC_NONE:
-            words.append(0)
+            words.append(0)  # RA padding
         if fp_loc != LOC_NONE:
             reg_p = fp_loc == LOC_REG
             words += [((fp_reg if reg_p else 0) << 3) | (fp_deref << 1) | reg_p, fp_off]
-            controls.append(len(words) - 2)
-            size = max(size, _signed_size(fp_off))
-        for index in controls:
-            size = max(size, _unsigned_size(words[index]))
-        # Control words are unsigned: store them modulo the word size.
-        bits = 8 << size
-        for index in controls:
-            if words[index] >= 1 << (bits - 1):
-                words[index] -= 1 << bits
+        controls = flex_control_positions(len(words))
     else:
         base = 0 if cfa_reg == params.fp else 1
         words = [cfa_off]
         if params.ra_tracking:
             if ra_loc == LOC_STACK:
                 words.append(ra_off)
-                size = max(size, _signed_size(ra_off))
             elif params.s390x and fp_loc == LOC_STACK:
-                words.append(0)
+                words.append(0)  # RA padding
         if fp_loc == LOC_STACK:
             words.append(fp_off)
-            size = max(size, _signed_size(fp_off))
-    info = (mangled << 7) | (size << 5) | (len(words) << 1) | base
+        controls = ()
+    size = word_size_for(tuple(words), controls)
+    info = fre_info(base, len(words), size, bool(mangled))
     fmt = (">" if big_endian else "<") + "B" + _WORD_FORMATS[size] * len(words)
-    return struct.pack(fmt, info, *words)
+    return struct.pack(fmt, info, *stored_words(tuple(words), size))
 
 
 _ADDR_FORMATS = ("B", "H", "I")
