@@ -191,23 +191,29 @@ class SFrameBuilder:
             self.abi, self.version, fde_type, self.cfa_fixed_fp_offset, self.cfa_fixed_ra_offset
         )
 
-    def _choose_fde_type(self, function: FunctionBuilder) -> FdeType:
-        if function.fde_type is not None:
-            return function.fde_type
-        ctx = self._context(FdeType.DEFAULT)
-        for row in function.rows:
-            if isinstance(_encoded(ctx, row.cfa, row.fp, row.ra, row.mangled_ra), EncodeError):
-                if self.version is not Version.V3:
-                    raise EncodeError(
-                        f"function at {function.start:#x}, row at +{row.offset}: rules need a "
-                        f"FLEX FDE, which SFrame V{int(self.version)} does not have"
-                    ) from None
-                return FdeType.FLEX
-        return FdeType.DEFAULT
+    def _encode_rows(
+        self, function: FunctionBuilder
+    ) -> tuple[FdeType, list[FrameRow | EncodeError]]:
+        """The FDE type and each row's encoding (at offset 0).  A function whose type is not
+        given is DEFAULT unless some row needs FLEX (V3 only)."""
+        fde_type = FdeType.DEFAULT if function.fde_type is None else function.fde_type
+        ctx = self._context(fde_type)
+        encoded = [_encoded(ctx, r.cfa, r.fp, r.ra, r.mangled_ra) for r in function.rows]
+        if function.fde_type is None and any(isinstance(e, EncodeError) for e in encoded):
+            if self.version is not Version.V3:
+                row = next(r for r, e in zip(function.rows, encoded, strict=True)
+                           if isinstance(e, EncodeError))
+                raise EncodeError(
+                    f"function at {function.start:#x}, row at +{row.offset}: rules need a "
+                    f"FLEX FDE, which SFrame V{int(self.version)} does not have"
+                )
+            fde_type = FdeType.FLEX
+            ctx = self._context(fde_type)
+            encoded = [_encoded(ctx, r.cfa, r.fp, r.ra, r.mangled_ra) for r in function.rows]
+        return fde_type, encoded
 
     def _function(self, index: int, function: FunctionBuilder) -> Function:
-        fde_type = self._choose_fde_type(function)
-        ctx = self._context(fde_type)
+        fde_type, encoded = self._encode_rows(function)
         last = function.rows[-1].offset if function.rows else 0
         fre_type = fre_type_for(function.size, last)
         if function.signal_frame and self.version is not Version.V3:
@@ -215,10 +221,19 @@ class SFrameBuilder:
         info = int(fre_type) | (int(function.pc_type) << 4) | (int(function.pauth_key) << 5)
         if function.signal_frame:
             info |= 0x80
-        rows = tuple(self._row(ctx, function, row) for row in function.rows)
+        start = function.start
+        rows = []
+        for row, row_encoded in zip(function.rows, encoded, strict=True):
+            if isinstance(row_encoded, EncodeError):
+                raise EncodeError(
+                    f"function at {start:#x}, row at +{row.offset}: {row_encoded}"
+                ) from None
+            e = row_encoded
+            offset = row.offset
+            rows.append(FrameRow(offset, start + offset, e.info, e.words, e.cfa, e.fp, e.ra))
         return Function(
             index=index,
-            start=function.start,
+            start=start,
             size=function.size,
             start_field=0,
             fre_offset=0,
@@ -226,23 +241,7 @@ class SFrameBuilder:
             info=info,
             info2=int(fde_type) if self.version is Version.V3 else 0,
             rep_size=function.rep_size if self.version is not Version.V1 else 0,
-            _rows=rows,
-        )
-
-    def _row(self, ctx: RowContext, function: FunctionBuilder, row: RowSpec) -> FrameRow:
-        encoded = _encoded(ctx, row.cfa, row.fp, row.ra, row.mangled_ra)
-        if isinstance(encoded, EncodeError):
-            raise EncodeError(
-                f"function at {function.start:#x}, row at +{row.offset}: {encoded}"
-            ) from None
-        return FrameRow(
-            row.offset,
-            function.start + row.offset,
-            encoded.info,
-            encoded.words,
-            encoded.cfa,
-            encoded.fp,
-            encoded.ra,
+            _rows=tuple(rows),
         )
 
     def functions_in_order(self) -> list[FunctionBuilder]:

@@ -66,11 +66,12 @@ def encode_section(
         raise EncodeError("fre_block_order must list every function exactly once")
     blocks: dict[int, bytes] = {}
     total_fres = 0
+    row_bytes: dict[tuple[int, tuple[int, ...]], bytes] = {}
     for position in order_list:
         function = functions[position]
         rows = function.rows
         total_fres += len(rows)
-        blocks[position] = _encode_block(spec, order, function, rows)
+        blocks[position] = _encode_block(spec, order, function, rows, row_bytes)
     fre_offsets: dict[int, int] = {}
     fre_blob = bytearray()
     for position in order_list:
@@ -142,8 +143,14 @@ def _encode_fde(
 
 
 def _encode_block(
-    spec: SectionSpec, order: str, function: Function, rows: Sequence[FrameRow]
+    spec: SectionSpec,
+    order: str,
+    function: Function,
+    rows: Sequence[FrameRow],
+    row_bytes: dict[tuple[int, tuple[int, ...]], bytes],
 ) -> bytes:
+    """A function's FRE block; ``row_bytes`` keeps each distinct row's info byte and words
+    encoded (sections repeat a few hundred distinct rows many times)."""
     out = bytearray()
     if spec.version is Version.V3:
         if len(rows) > 0xFFFF:
@@ -162,8 +169,17 @@ def _encode_block(
                 f"not fit FRE type {fre_type.name}"
             )
         out += addr.pack(row.start_offset)
-        out.append(row.info)
-        out += _encode_words(spec, function, number, row)
+        key = (row.info, row.words)
+        encoded = row_bytes.get(key)
+        if encoded is None:
+            if not 0 <= row.info <= 0xFF:
+                raise EncodeError(
+                    f"function {function.index}: FRE {number} info {row.info} is not a byte"
+                )
+            encoded = row_bytes[key] = bytes([row.info]) + _encode_words(
+                spec, function, number, row
+            )
+        out += encoded
     return bytes(out)
 
 
