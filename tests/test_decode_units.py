@@ -6,6 +6,7 @@ specification does (V2 spec 2.2-2.4, VERSIONS.md for errata 1 and V3).
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import numpy as np
@@ -368,3 +369,14 @@ def test_start_addresses_wrap_modulo_2_64(address: int) -> None:
         section = SFrameSection.from_bytes(data, address)
         assert section.starts.tolist() == [expected]
         assert section[0].start == expected and section.table.start.tolist() == [expected]
+
+
+def test_rows_follow_the_function_they_are_asked_of() -> None:
+    """A Function changed with dataclasses.replace decodes from its own fields, and leaves the
+    section's own rows alone (the row cache is keyed by those fields)."""
+    section = SFrameSection.from_bytes(v1_amd64(), 0x2000)
+    function = section[0]
+    assert len(function.rows) == 3
+    first_only = dataclasses.replace(function, num_fres=1)
+    assert [row.start_offset for row in first_only.rows] == [0]
+    assert len(section[0].rows) == 3 and len(section.rows(0)) == 3 and len(function.rows) == 3

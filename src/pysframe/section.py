@@ -58,7 +58,7 @@ class SFrameSection(Sequence[Function]):
         self._starts: U64Array = read_starts(data, self.header, section_address)
         self._table: FdeTable | None = None
         self._row_table: RowTable | None = None
-        self._row_cache: dict[int, tuple[FrameRow, ...]] = {}
+        self._row_cache: dict[tuple[int, ...], tuple[FrameRow, ...]] = {}
 
     @classmethod
     def from_bytes(cls, data: Buffer, section_address: int = 0) -> SFrameSection:
@@ -132,8 +132,9 @@ class SFrameSection(Sequence[Function]):
             columns
         ):
             yield Function(
-                index, start, size, field, fre_offset, num_fres, info, info2, rep, pad, None,
-                self._rows_of,
+                index=index, start=start, size=size, start_field=field, fre_offset=fre_offset,
+                num_fres=num_fres, info=info, info2=info2, rep_size=rep, padding=pad,
+                _loader=self._rows_of,
             )
 
     def _function(self, index: int) -> Function:
@@ -142,16 +143,19 @@ class SFrameSection(Sequence[Function]):
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
         """The rows of function ``index``, decoded on first use (a bounded cache keeps them)."""
-        cached = self._row_cache.get(index)
-        return self._rows_of(self._function(index)) if cached is None else cached
+        return self._rows_of(self._function(index))
 
     def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
-        cached = self._row_cache.get(function.index)
+        # Keyed by what the rows are decoded from, so that a Function changed with
+        # dataclasses.replace never reads or leaves another's rows.
+        key = (function.index, function.start, function.fre_offset, function.num_fres,
+               function.info, function.info2)
+        cached = self._row_cache.get(key)
         if cached is None:
             cached = decode_rows(self._data, self.header, function)
             if len(self._row_cache) >= self.ROW_CACHE_SIZE:
                 self._row_cache.clear()
-            self._row_cache[function.index] = cached
+            self._row_cache[key] = cached
         return cached
 
     @property
