@@ -107,3 +107,19 @@ def test_plan_refuses_objects_and_existing_sframe() -> None:
         plan_injection((corpus / "frames.o").read_bytes())
     with pytest.raises(ElfError, match="already has"):
         inject_sframe((corpus / "frames").read_bytes(), b"")
+
+
+def test_generate_for_an_object_warns_that_it_cannot_be_linked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    obj = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3" / "frames.o"
+    out = tmp_path / "frames.sframe"
+    assert main(["generate", str(obj), "-o", str(out)]) == 0
+    error = capsys.readouterr().err
+    assert error.startswith(f"pysframe: warning: {obj} is a relocatable object") and error.count(
+        "\n"
+    ) == 1
+    assert out.stat().st_size > 0
+    executable = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3" / "frames"
+    assert main(["generate", str(executable), "-o", str(tmp_path / "exe.sframe")]) == 0
+    assert capsys.readouterr().err == ""

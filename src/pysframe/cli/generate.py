@@ -64,9 +64,23 @@ def run(args: argparse.Namespace) -> int:
         else:
             with open(args.output, "wb") as out:
                 out.write(result.data)
+            _warn_if_relocatable(args.file)
     if args.report:
         print_report(args.file, result)
     return 0
+
+
+def _warn_if_relocatable(path: str) -> None:
+    from ..elf import ElfImage
+
+    with ElfImage.open(path) as image:
+        if image.is_relocatable:
+            print(
+                f"pysframe: warning: {path} is a relocatable object: function starts are "
+                "addresses in its unlinked code sections, each at address 0, and no "
+                "relocations are written, so the section cannot be linked",
+                file=sys.stderr,
+            )
 
 
 def _write_injected(path: str, output: str, result: GenerateResult) -> None:
