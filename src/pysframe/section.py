@@ -45,10 +45,11 @@ class SFrameSection(Sequence[Function]):
     """
 
     __slots__ = (
-        "_data", "_row_cache", "_row_table", "_starts", "_table", "header", "section_address"
+        "_data", "_function_cache", "_row_cache", "_row_table", "_sorted", "_starts", "_table",
+        "header", "section_address",
     )
 
-    #: Decoded row tuples kept per section (the most recently decoded functions).
+    #: Functions read, and their decoded rows, kept per section (the most recently used).
     ROW_CACHE_SIZE = 1024
 
     def __init__(self, data: Buffer, section_address: int = 0) -> None:
@@ -56,7 +57,9 @@ class SFrameSection(Sequence[Function]):
         self.section_address = section_address
         self.header: Header = parse_header(data)
         self._starts: U64Array = read_starts(data, self.header, section_address)
+        self._sorted = self.header.sorted
         self._table: FdeTable | None = None
+        self._function_cache: dict[int, Function] = {}
         self._row_table: RowTable | None = None
         self._row_cache: dict[tuple[int, ...], tuple[FrameRow, ...]] = {}
 
@@ -138,8 +141,14 @@ class SFrameSection(Sequence[Function]):
             )
 
     def _function(self, index: int) -> Function:
-        start = int(self._starts[index])
-        return read_function(self._data, self.header, index, start, self._rows_of)
+        function = self._function_cache.get(index)
+        if function is None:
+            start = int(self._starts[index])
+            function = read_function(self._data, self.header, index, start, self._rows_of)
+            if len(self._function_cache) >= self.ROW_CACHE_SIZE:
+                self._function_cache.clear()
+            self._function_cache[index] = function
+        return function
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
         """The rows of function ``index``, decoded on first use (a bounded cache keeps them)."""
@@ -165,7 +174,7 @@ class SFrameSection(Sequence[Function]):
     # -- lookups -------------------------------------------------------------------------------
     def find_fde(self, pc: int) -> Function | None:
         """The function whose [start, start + size) holds ``pc``."""
-        if not self.header.sorted:
+        if not self._sorted:
             index = first_function_containing(self.table, pc)
             return None if index is None else self._function(index)
         candidate = last_function_starting_at_or_before(self._starts, pc)
