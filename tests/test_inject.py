@@ -123,3 +123,49 @@ def test_generate_for_an_object_warns_that_it_cannot_be_linked(
     executable = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3" / "frames"
     assert main(["generate", str(executable), "-o", str(tmp_path / "exe.sframe")]) == 0
     assert capsys.readouterr().err == ""
+
+
+@needs_gcc
+def test_replace_the_files_own_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A program linked with SFrame (gas --gsframe, ld's PT_GNU_SFRAME) gets its section
+    replaced: one PT_GNU_SFRAME and one .sframe header, pointing at the new section; the
+    program runs as before; GNU readelf reads the replacement."""
+    (tmp_path / "fib.c").write_text(SOURCE)
+    exe = tmp_path / "fib"
+    subprocess.run(
+        ["gcc", "-O1", "-Wa,--gsframe", "-o", str(exe), str(tmp_path / "fib.c")], check=True
+    )
+    with ElfImage.open(str(exe)) as image:
+        if image.segment(0x6474E554) is None:
+            pytest.skip("this toolchain does not link SFrame sections")
+        old = image.sframe_section()
+        old_address = image.find_sframe().address  # type: ignore[union-attr]
+    out = tmp_path / "fib.replaced"
+    assert main(["generate", str(exe), "--inject", "-o", str(out)]) == 1
+    assert "already has an SFrame section (--replace replaces it)" in capsys.readouterr().err
+    assert main(["generate", str(exe), "--replace", "-o", str(out)]) == 1
+    assert "--replace goes with --inject" in capsys.readouterr().err
+    replace = ["generate", str(exe), "--inject", "--replace", "-o", str(out), "--version", "1"]
+    assert main(replace) == 0
+    assert _run(out) == _run(exe) == (3, "fib(22) = 17711\n")
+    with ElfImage.open(str(out)) as image:
+        segments = [s for s in image.segments() if s.type == 0x6474E554]
+        headers = [s for s in image.sections() if s.type == 0x6FFFFFF4 or s.name == ".sframe"]
+        assert len(segments) == 1 and len(headers) == 1
+        assert segments[0].vaddr == headers[0].address != old_address
+        assert segments[0].filesz == headers[0].size
+        new = image.sframe_section()
+    expected = generate_from_elf(str(exe), version=1).section
+    assert [(f.start, f.size) for f in new] == [(f.start, f.size) for f in expected]
+    assert new.version == old.version == 1
+    assert main(["check", str(out)]) == 0
+    if shutil.which("readelf") is None:
+        return
+    text = subprocess.run(
+        ["readelf", "--sframe", str(out)], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"Num FDEs: {len(new)}" in text
+    for function in new:
+        assert f"pc = {function.start:#x}, size = {function.size} bytes" in text

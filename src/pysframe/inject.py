@@ -12,6 +12,10 @@ the end of the file (System V gABI, "Program Header" and "Sections"):
 * a new section header table: the old headers plus ``.sframe`` (``SHT_GNU_SFRAME``,
   ``SHF_ALLOC``, 8-byte aligned), and a copy of the section-name string table with
   ``.sframe`` appended.
+
+Replacing (``replace=True``) a file's own SFrame section: its ``PT_GNU_SFRAME`` entry and its
+``.sframe`` section header are pointed at the new data instead of added; the old section's
+bytes stay where they were, unused.
 """
 
 from __future__ import annotations
@@ -155,10 +159,14 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def plan_injection(data: bytes, *, allow_existing: bool = False) -> InjectionPlan:
+def plan_injection(
+    data: bytes, *, allow_existing: bool = False, replace: bool = False
+) -> InjectionPlan:
     """Where :func:`inject_sframe` will put things in ``data`` (an executable or shared object).
 
-    A file that already has a ``PT_GNU_SFRAME`` segment is refused unless ``allow_existing``.
+    A file that already has an SFrame section (a ``PT_GNU_SFRAME`` segment or a ``.sframe``
+    section) is refused unless ``replace`` (the plan for replacing it) or ``allow_existing``
+    (the plan for adding another, used to know the address only).
     """
     layout = _layout(data)
     if layout.e_type not in (ET_EXEC, ET_DYN):
@@ -167,19 +175,45 @@ def plan_injection(data: bytes, *, allow_existing: bool = False) -> InjectionPla
     loads = [s for s in segments if s.type == PT_LOAD]
     if not loads:
         raise ElfError("the file has no PT_LOAD segment")
-    if not allow_existing and any(s.type == PT_GNU_SFRAME for s in segments):
-        raise ElfError("the file already has a PT_GNU_SFRAME segment")
+    has_segment = any(s.type == PT_GNU_SFRAME for s in segments)
+    if not (allow_existing or replace) and (has_segment or _sframe_header_index(data, layout)):
+        raise ElfError("the file already has an SFrame section (--replace replaces it)")
     page = max([0x1000, *(s.align for s in loads if s.align and s.align & (s.align - 1) == 0)])
     first = min(loads, key=lambda s: s.vaddr)
     delta = first.vaddr - first.offset
     end_address = max(s.vaddr + s.memsz for s in loads)
     offset = max(_align(len(data), page), _align(end_address - delta, page))
     address = offset + delta
-    phdr_size = (layout.phnum + 2) * struct.calcsize(layout.phdr_format)
+    # The old entries, the new PT_LOAD, and PT_GNU_SFRAME unless an old one is reused.
+    entries = layout.phnum + (1 if replace and has_segment else 2)
+    phdr_size = entries * struct.calcsize(layout.phdr_format)
     sframe_offset = offset + _align(phdr_size, 8)
     return InjectionPlan(
         offset, address, phdr_size, sframe_offset, address + (sframe_offset - offset), page
     )
+
+
+def _section_headers(data: bytes, layout: _Layout) -> list[list[int]]:
+    size = struct.calcsize(layout.shdr_format)
+    return [
+        list(struct.unpack_from(layout.shdr_format, data, layout.shoff + i * size))
+        for i in range(layout.shnum)
+    ]
+
+
+def _sframe_header_index(data: bytes, layout: _Layout) -> int | None:
+    """Index of the file's SFrame section header (by type, else by name), or None."""
+    headers = _section_headers(data, layout)
+    for index, header in enumerate(headers):
+        if header[1] == SHT_GNU_SFRAME:
+            return index
+    if 0 < layout.shstrndx < len(headers):
+        names_hdr = headers[layout.shstrndx]
+        names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
+        for index, header in enumerate(headers):
+            if names[header[0] : header[0] + 8] == b".sframe\0":
+                return index
+    return None
 
 
 def new_section_address(image: object) -> int:
@@ -193,17 +227,24 @@ def new_section_address(image: object) -> int:
         return plan_injection(data, allow_existing=True).sframe_address  # type: ignore[arg-type]
 
 
-def inject_sframe(data: bytes, sframe: bytes, plan: InjectionPlan | None = None) -> bytes:
-    """A copy of the ELF file ``data`` with ``sframe`` added as a loadable ``.sframe``.
+def inject_sframe(
+    data: bytes, sframe: bytes, plan: InjectionPlan | None = None, *, replace: bool = False
+) -> bytes:
+    """A copy of the ELF file ``data`` with ``sframe`` added as a loadable ``.sframe``, or
+    replacing the file's own (``replace``).
 
     ``sframe`` must have been encoded for ``plan.sframe_address`` (V3 starts are relative to
-    their own position); :func:`plan_injection` gives it.
+    their own position); :func:`plan_injection` (with the same ``replace``) gives it.
     """
     layout = _layout(data)
-    plan = plan or plan_injection(data)
+    plan = plan or plan_injection(data, replace=replace)
     if layout.shnum >= SHN_LORESERVE or layout.shstrndx >= SHN_LORESERVE:
         raise ElfError("files with extended section numbering are not supported")
     segments = _segments(data, layout)
+    if not replace and (
+        any(s.type == PT_GNU_SFRAME for s in segments) or _sframe_header_index(data, layout)
+    ):
+        raise ElfError("the file already has an SFrame section (--replace replaces it)")
     seg_end = plan.sframe_offset + len(sframe)
     new_load = Segment(
         PT_LOAD,
@@ -227,6 +268,11 @@ def inject_sframe(data: bytes, sframe: bytes, plan: InjectionPlan | None = None)
     )
     table: list[Segment] = []
     last_load = max(i for i, s in enumerate(segments) if s.type == PT_LOAD)
+    reuse = replace and any(s.type == PT_GNU_SFRAME for s in segments)
+    if len(segments) + (1 if reuse else 2) != plan.phdr_size // struct.calcsize(
+        layout.phdr_format
+    ):
+        raise ElfError("the injection plan was made for another mode (replace or add)")
     for index, seg in enumerate(segments):
         if seg.type == PT_PHDR:
             seg = Segment(
@@ -239,10 +285,13 @@ def inject_sframe(data: bytes, sframe: bytes, plan: InjectionPlan | None = None)
                 plan.phdr_size,
                 seg.align,
             )
+        if seg.type == PT_GNU_SFRAME and reuse:
+            seg = sframe_seg
         table.append(seg)
         if index == last_load:
             table.append(new_load)
-    table.append(sframe_seg)
+    if not reuse:
+        table.append(sframe_seg)
     phdrs = b"".join(_pack_segment(layout, s) for s in table)
 
     out = bytearray(data)
@@ -251,13 +300,17 @@ def inject_sframe(data: bytes, sframe: bytes, plan: InjectionPlan | None = None)
     out += bytes(plan.sframe_offset - len(out))
     out += sframe
 
-    # Section headers: old ones, a new name table, and .sframe.
-    shdr_size = struct.calcsize(layout.shdr_format)
-    headers = [
-        list(struct.unpack_from(layout.shdr_format, data, layout.shoff + i * shdr_size))
-        for i in range(layout.shnum)
-    ]
-    if headers and 0 < layout.shstrndx < len(headers):
+    # Section headers: the old ones with the old .sframe pointed at the new data, or with a
+    # new name table and a new .sframe.
+    headers = _section_headers(data, layout)
+    old_index = _sframe_header_index(data, layout) if replace else None
+    names_known = 0 < layout.shstrndx < len(headers)
+    if old_index is not None:
+        headers[old_index][1:6] = [
+            SHT_GNU_SFRAME, SHF_ALLOC, plan.sframe_address, plan.sframe_offset, len(sframe)
+        ]
+        headers[old_index][8] = 8
+    elif names_known:
         names_hdr = headers[layout.shstrndx]
         names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
         name_offset = len(names)
@@ -265,19 +318,11 @@ def inject_sframe(data: bytes, sframe: bytes, plan: InjectionPlan | None = None)
         names_hdr[4] = len(out)
         names_hdr[5] = len(names)
         out += names
-        sframe_hdr = [
-            name_offset,
-            SHT_GNU_SFRAME,
-            SHF_ALLOC,
-            plan.sframe_address,
-            plan.sframe_offset,
-            len(sframe),
-            0,
-            0,
-            8,
-            0,
-        ]
-        headers.append(sframe_hdr)
+        headers.append(
+            [name_offset, SHT_GNU_SFRAME, SHF_ALLOC, plan.sframe_address, plan.sframe_offset,
+             len(sframe), 0, 0, 8, 0]
+        )
+    if old_index is not None or names_known:
         out += bytes(_align(len(out), 8) - len(out))
         shoff = len(out)
         for header in headers:

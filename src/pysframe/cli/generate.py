@@ -40,6 +40,12 @@ def register(subparsers: Any) -> None:
         help="write a copy of FILE with a loadable .sframe section and PT_GNU_SFRAME segment",
     )
     parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="with --inject: replace FILE's own SFrame section (its PT_GNU_SFRAME and .sframe "
+        "header then point at the new one; the old bytes stay, unused)",
+    )
+    parser.add_argument(
         "--report",
         action="store_true",
         help="list skipped functions with reasons, and the coverage",
@@ -57,10 +63,12 @@ def run(args: argparse.Namespace) -> int:
         raise SFrameError("nothing to do: give -o OUTPUT and/or --report")
     if args.inject and not args.output:
         raise SFrameError("--inject needs -o NEWFILE")
+    if args.replace and not args.inject:
+        raise SFrameError("--replace goes with --inject")
     result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
     if args.output:
         if args.inject:
-            _write_injected(args.file, args.output, result)
+            _write_injected(args.file, args.output, result, args.replace)
         else:
             with open(args.output, "wb") as out:
                 out.write(result.data)
@@ -83,16 +91,16 @@ def _warn_if_relocatable(path: str) -> None:
             )
 
 
-def _write_injected(path: str, output: str, result: GenerateResult) -> None:
+def _write_injected(path: str, output: str, result: GenerateResult, replace: bool) -> None:
     from ..inject import inject_sframe, plan_injection
 
     with open(path, "rb") as file:
         original = file.read()
-    plan = plan_injection(original)
+    plan = plan_injection(original, replace=replace)
     data = result.data
     if plan.sframe_address != result.section_address:
         data = result.encode(plan.sframe_address)
-    new = inject_sframe(original, data, plan)
+    new = inject_sframe(original, data, plan, replace=replace)
     with open(output, "wb") as out:
         out.write(new)
     mode = stat.S_IMODE(os.stat(path).st_mode)
