@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .constants import Abi
 from .errors import UnwindError
-from .modules import Mapping
+from .modules import AT_SYSINFO_EHDR, Mapping, auxv_entries
 from .ptrace import ThreadState, registers_from_gregs
 
 ET_CORE = 4
@@ -32,7 +32,6 @@ NT_PRSTATUS = 1
 NT_AUXV = 6
 NT_FILE = 0x46494C45
 AT_ENTRY = 9
-AT_SYSINFO_EHDR = 33
 _PR_PID_OFFSET = 32
 _PR_REG_OFFSET = 112
 _MACHINES = {62: "x86-64", 183: "aarch64", 22: "s390x"}
@@ -169,12 +168,9 @@ class CoreFile:
             self.mappings.append(Mapping(start, end, page_offset * page_size, path))
 
     def _read_auxv(self, desc: bytes) -> None:
-        for pos in range(0, len(desc) - 15, 16):
-            key, value = struct.unpack_from(self._order + "QQ", desc, pos)
-            if key == AT_ENTRY:
-                self._entry = value
-            elif key == AT_SYSINFO_EHDR and value:
-                self.vdso_address = value
+        entries = auxv_entries(desc, self.big_endian)
+        self._entry = entries.get(AT_ENTRY, self._entry)
+        self.vdso_address = entries.get(AT_SYSINFO_EHDR) or self.vdso_address
 
     def _override_exe(self, exe: str) -> None:
         """Map the main executable's NT_FILE entries to ``exe``."""

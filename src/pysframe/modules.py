@@ -363,14 +363,20 @@ _VDSO_LIMIT = 1 << 20
 _VDSO_CACHE: dict[bytes, ElfFacts] = {}
 
 
-def vdso_address(auxv: bytes, big_endian: bool = False) -> int | None:
-    """AT_SYSINFO_EHDR of a 64-bit auxiliary vector (/proc/PID/auxv, a core's NT_AUXV)."""
+def auxv_entries(auxv: bytes, big_endian: bool = False) -> dict[int, int]:
+    """The (type, value) pairs of a 64-bit auxiliary vector (/proc/PID/auxv, a core's
+    NT_AUXV); the first value of a type wins, as getauxval returns it."""
     order = ">" if big_endian else "<"
+    entries: dict[int, int] = {}
     for pos in range(0, len(auxv) - 15, 16):
         key, value = struct.unpack_from(order + "QQ", auxv, pos)
-        if key == AT_SYSINFO_EHDR:
-            return value or None
-    return None
+        entries.setdefault(key, value)
+    return entries
+
+
+def vdso_address(auxv: bytes, big_endian: bool = False) -> int | None:
+    """AT_SYSINFO_EHDR of a 64-bit auxiliary vector, or None."""
+    return auxv_entries(auxv, big_endian).get(AT_SYSINFO_EHDR) or None
 
 
 def process_vdso_address(pid: int) -> int | None:
@@ -447,6 +453,7 @@ __all__ = [
     "Mapping",
     "Module",
     "ModuleTable",
+    "auxv_entries",
     "elf_facts",
     "load_modules",
     "parse_maps_line",
