@@ -77,7 +77,7 @@ def random_pcs(section: SFrameSection, count: int, seed: int) -> np.ndarray:
 
 
 def check_sample(section: SFrameSection, pcs: np.ndarray, result: object) -> int:
-    from pysframe.lookup import BatchResult
+    from pysframe.format.lookup import BatchResult
 
     assert isinstance(result, BatchResult)
     mismatches = 0

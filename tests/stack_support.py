@@ -49,7 +49,7 @@ def check_ptrace() -> None:
     if scope.exists() and scope.read_text().strip() == "3":
         raise Unavailable("ptrace is disabled (kernel.yama.ptrace_scope = 3)")
     from pysframe.errors import SFrameError
-    from pysframe.ptrace import attach
+    from pysframe.unwind.ptrace import attach
 
     child = subprocess.Popen(["sleep", "30"])
     try:

@@ -22,7 +22,7 @@ from pysframe import (
     Version,
     WordSize,
 )
-from pysframe.builder import SFrameBuilder, fre_type_for, row_spec
+from pysframe.format.builder import SFrameBuilder, fre_type_for, row_spec
 
 from conftest import CORPUS
 

@@ -6,8 +6,9 @@ import struct
 
 import pytest
 
-from pysframe import cfi
-from pysframe.cfi import (
+from pysframe.errors import CfiError
+from pysframe.generate import cfi
+from pysframe.generate.cfi import (
     CfiFormat,
     PointerContext,
     RuleType,
@@ -16,7 +17,6 @@ from pysframe.cfi import (
     run_program,
     scan_fdes,
 )
-from pysframe.errors import CfiError
 
 
 def uleb(value: int) -> bytes:

@@ -26,14 +26,14 @@ from pathlib import Path
 import pytest
 
 from pysframe import SFrameSection
-from pysframe.dump import (
+from pysframe.errors import SFrameError
+from pysframe.tools.dump import (
     function_pc,
     header_text,
     row_cells,
     section_json,
     section_text,
 )
-from pysframe.errors import SFrameError
 
 from elf_build import RawFunction, Sec, build_elf, fre_info, sframe_bytes
 
@@ -390,6 +390,6 @@ def test_v1_cases_match_real_readelf_2_40(name: str, tmp_path: Path) -> None:
     path.write_bytes(build_elf([Sec(".sframe", 1, data, flags=2)], machine=machine))
     gnu = subprocess.run([readelf, "--sframe", str(path)], capture_output=True, text=True)
     assert gnu.returncode == 0, gnu.stderr
-    from pysframe.dump import readelf_text
+    from pysframe.tools.dump import readelf_text
 
     assert readelf_text(".sframe", SFrameSection.from_bytes(data)) == gnu.stdout

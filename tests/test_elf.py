@@ -1,4 +1,4 @@
-"""pysframe.elf: finding .sframe, applying relocations, file facts and errors."""
+"""pysframe.elf.image: finding .sframe, applying relocations, file facts and errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
-from pysframe.elf import (
+from pysframe.elf.image import (
     EM_386,
     EM_AARCH64,
     EM_S390,
@@ -19,6 +18,7 @@ from pysframe.elf import (
     apply_relocations,
 )
 from pysframe.errors import ElfError
+from pysframe.format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
 
 from conftest import CORPUS
 from elf_build import RawFunction, Sec, Seg, build_elf, fre_info, rel, rela, sframe_bytes, symtab

@@ -1,4 +1,4 @@
-"""A short fuzz pass (the long one: ``python -m pysframe.fuzz --runs N``; see pysframe.fuzz).
+"""A short fuzz pass (the long one: ``python -m pysframe.tools.fuzz --runs N``).
 
 Invariants: only SFrameError escapes any reader, no input takes long, and the peak traced
 memory stays within a small multiple of the input size.
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pysframe import SFrameSection, fuzz
+from pysframe import SFrameSection
+from pysframe.tools import fuzz
 
 SEEDS_DIR = Path(__file__).parent / "data" / "fuzz-seeds"
 #: Mutated inputs the quick pass tries (each seed is tried first, unmutated).

@@ -1,6 +1,6 @@
 """The bulk (numpy) generation paths give exactly what the per-function paths give.
 
-pysframe.fastgen translates the common CFA programs of a whole section at once, cfi scans a
+pysframe.generate.bulk translates the common CFA programs of a whole section at once, cfi scans a
 well-formed .eh_frame with numpy, and encode_functions writes large sections with numpy; each
 falls back to the per-record / per-function code for anything else.  These tests run both on
 random programs (every handled instruction, and unhandled ones mixed in), random function sizes
@@ -17,10 +17,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from pysframe import cfi, generate
-from pysframe.constants import Abi, Version
 from pysframe.errors import SFrameError
-from pysframe.generate import GeneratedFunction, encode_functions, generate_from_eh_frame
+from pysframe.format.constants import Abi, Version
+from pysframe.generate import cfi
+from pysframe.generate import translate as generate
+from pysframe.generate.translate import GeneratedFunction, encode_functions, generate_from_eh_frame
 
 from test_cfi_units import sleb, uleb
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf import ElfImage
-from pysframe.generate import generate_from_elf
-from pysframe.model import Function
-from pysframe.section import SFrameSection
+from pysframe.elf.image import ElfImage
+from pysframe.format.model import Function
+from pysframe.format.section import SFrameSection
+from pysframe.generate.translate import generate_from_elf
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 V3_OBJECTS = sorted(CORPUS.glob("*/v3/*.o"))

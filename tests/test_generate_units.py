@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pysframe import cfi
-from pysframe.cfi import Op
-from pysframe.constants import Abi, Version
-from pysframe.generate import (
+from pysframe.format.constants import Abi, Version
+from pysframe.format.model import RuleKind
+from pysframe.generate import cfi
+from pysframe.generate.cfi import Op
+from pysframe.generate.translate import (
     ABI_PARAMS,
     LOC_NONE,
     LOC_REG,
@@ -19,7 +20,6 @@ from pysframe.generate import (
     plt_functions,
     translate,
 )
-from pysframe.model import RuleKind
 
 from test_cfi_units import cie, section
 

@@ -464,7 +464,7 @@ MALFORMED: list[Callable[[], bytes]] = [
 
 @pytest.mark.parametrize("make", MALFORMED)
 def test_validator_reports_malformed_input(make: Callable[[], bytes]) -> None:
-    from pysframe.validate import Severity, validate_bytes
+    from pysframe.tools.validate import Severity, validate_bytes
 
     findings = validate_bytes(make())
     assert findings and any(f.severity is Severity.ERROR for f in findings)

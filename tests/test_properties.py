@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pysframe import Abi, CfaRule, RegRule, RuleKind, SFrameError, SFrameSection, Version
-from pysframe.builder import RowSpec, SFrameBuilder
-from pysframe.constants import DwarfReg
-from pysframe.lookup import RULE_KINDS
+from pysframe.format.builder import RowSpec, SFrameBuilder
+from pysframe.format.constants import DwarfReg
+from pysframe.format.lookup import RULE_KINDS
 
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
 SMALL = st.integers(-300, 300)

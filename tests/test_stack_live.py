@@ -27,10 +27,10 @@ import pytest
 
 from pysframe.cli import main as cli_main
 from pysframe.cli.stack import StackReport, stack_of_core, stack_of_process
-from pysframe.corefile import CoreFileError
 from pysframe.errors import SFrameError
-from pysframe.ptrace import attach
-from pysframe.unwind import StopKind
+from pysframe.unwind.core import StopKind
+from pysframe.unwind.corefile import CoreFileError
+from pysframe.unwind.ptrace import attach
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stack_support import (
@@ -215,7 +215,7 @@ def test_no_permission_to_attach(stopped: Running) -> None:
     code = (
         "import os, sys\n"
         "from pysframe.cli import build_parser, main\n"
-        "import pysframe.cli.stack, pysframe.modules, pysframe.ptrace\n"
+        "import pysframe.cli.stack, pysframe.unwind.modules, pysframe.unwind.ptrace\n"
         "build_parser()\n"
         "os.setgid(65534); os.setuid(65534)\n"
         f"sys.exit(main(['stack', '{stopped.pid}']))\n"

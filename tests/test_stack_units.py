@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from pysframe.cli.stack import format_frame
-from pysframe.modules import ElfFacts, Mapping, load_modules, parse_maps_line
-from pysframe.unwind import Frame, FrameSource
+from pysframe.unwind.core import Frame, FrameSource
+from pysframe.unwind.modules import ElfFacts, Mapping, load_modules, parse_maps_line
 
 
 def test_parse_maps_line() -> None:

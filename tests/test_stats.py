@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
-from pysframe.stats import FileStats, collect, file_stats, find_elf_files, total
+from pysframe.tools.stats import FileStats, collect, file_stats, find_elf_files, total
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 ELF_FILES = sorted(

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysframe.builder import FunctionBuilder, SFrameBuilder
-from pysframe.constants import Abi, Version
-from pysframe.model import CfaRule, RegRule
-from pysframe.section import SFrameSection
-from pysframe.unwind import (
+from pysframe.format.builder import FunctionBuilder, SFrameBuilder
+from pysframe.format.constants import Abi, Version
+from pysframe.format.model import CfaRule, RegRule
+from pysframe.format.section import SFrameSection
+from pysframe.unwind.core import (
     FrameSource,
     ModuleInfo,
     Registers,

@@ -15,8 +15,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from pysframe import SFrameSection, Version
-from pysframe.elf import ElfImage
-from pysframe.validate import (
+from pysframe.elf.image import ElfImage
+from pysframe.tools.validate import (
     RULES,
     Finding,
     Severity,
@@ -445,8 +445,8 @@ def test_elf_segment() -> None:
 
 
 def test_decode_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pysframe import section as section_module
     from pysframe.errors import FormatError
+    from pysframe.format import section as section_module
 
     def refuse(self: object, data: object, address: int = 0) -> None:
         raise FormatError("refused", 12)

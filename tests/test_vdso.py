@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli.stack import stack_of_core, stack_of_process
-from pysframe.model import RuleKind
-from pysframe.modules import (
+from pysframe.format.model import RuleKind
+from pysframe.unwind.modules import (
     AT_SYSINFO_EHDR,
     VDSO_NAME,
     process_mappings,

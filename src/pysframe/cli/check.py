@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ..errors import SFrameError
-from ..validate import RULES, Finding, Severity, validate_bytes, validate_elf
+from ..tools.validate import RULES, Finding, Severity, validate_bytes, validate_elf
 
 CLEAN, FINDINGS, UNREADABLE = 0, 1, 2
 
@@ -54,7 +54,7 @@ def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
         with open(path, "rb") as stream:
             data = stream.read()
         return validate_bytes(data, args.address, kernel=args.kernel, address_gaps=args.gaps)
-    from ..elf import ElfImage
+    from ..elf.image import ElfImage
 
     with ElfImage.open(path) as image:
         return validate_elf(image, args.section, kernel=args.kernel, address_gaps=args.gaps)

@@ -15,8 +15,11 @@ import json
 import sys
 from typing import Any, TextIO
 
-from ..constants import SHT_GNU_SFRAME, Version
-from ..dump import (
+from ..elf.image import SHT_PROGBITS, ElfImage, ElfSection
+from ..errors import SFrameError
+from ..format.constants import SHT_GNU_SFRAME, Version
+from ..format.section import SFrameSection
+from ..tools.dump import (
     contents_line,
     objdump_file_header,
     objdump_no_section,
@@ -25,9 +28,6 @@ from ..dump import (
     section_chunks,
     section_json,
 )
-from ..elf import SHT_PROGBITS, ElfImage, ElfSection
-from ..errors import SFrameError
-from ..section import SFrameSection
 
 
 def register(subparsers: Any) -> None:

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ..errors import SFrameError
-from ..generate import GenerateResult, generate_from_elf
+from ..generate.translate import GenerateResult, generate_from_elf
 
 
 def register(subparsers: Any) -> None:
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _warn_if_relocatable(path: str) -> None:
-    from ..elf import ElfImage
+    from ..elf.image import ElfImage
 
     with ElfImage.open(path) as image:
         if image.is_relocatable:
@@ -92,7 +92,7 @@ def _warn_if_relocatable(path: str) -> None:
 
 
 def _write_injected(path: str, output: str, result: GenerateResult, replace: bool) -> None:
-    from ..inject import inject_sframe, plan_injection
+    from ..elf.inject import inject_sframe, plan_injection
 
     with open(path, "rb") as file:
         original = file.read()

@@ -8,10 +8,10 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..constants import FdeType, Flags, PcType
-from ..elf import SHF_ALLOC, SHF_EXECINSTR, ElfImage
+from ..elf.image import SHF_ALLOC, SHF_EXECINSTR, ElfImage
 from ..errors import ElfError, SFrameError
-from ..section import SFrameSection
+from ..format.constants import FdeType, Flags, PcType
+from ..format.section import SFrameSection
 from .dump import load_section
 
 #: p_flags bit of an executable segment (gABI).

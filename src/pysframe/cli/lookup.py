@@ -11,11 +11,11 @@ import json
 import sys
 from typing import Any
 
-from ..constants import Abi
-from ..elf import ElfImage
+from ..elf.image import ElfImage
 from ..errors import ElfError, SFrameError
-from ..model import CfaRule, LookupResult, RegRule, RuleKind
-from ..section import SFrameSection
+from ..format.constants import Abi
+from ..format.model import CfaRule, LookupResult, RegRule, RuleKind
+from ..format.section import SFrameSection
 from .dump import load_section
 
 #: DWARF register names (the psABIs' DWARF register number mappings).

@@ -20,11 +20,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ..corefile import CoreFile
 from ..errors import UnwindError
-from ..modules import ModuleTable, load_modules, process_mappings, process_vdso_address
-from ..ptrace import attach
-from ..unwind import DEFAULT_MAX_FRAMES, Backtrace, Frame, FrameSource, StopKind, Unwinder
+from ..unwind.core import DEFAULT_MAX_FRAMES, Backtrace, Frame, FrameSource, StopKind, Unwinder
+from ..unwind.corefile import CoreFile
+from ..unwind.modules import ModuleTable, load_modules, process_mappings, process_vdso_address
+from ..unwind.ptrace import attach
 
 
 @dataclass(frozen=True, slots=True)

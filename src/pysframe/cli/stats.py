@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ..errors import ElfError, SFrameError
-from ..stats import (
+from ..tools.stats import (
     FRE_TYPE_NAMES,
     WORD_SIZE_NAMES,
     FileStats,

@@ -20,8 +20,8 @@ import os
 import struct
 from dataclasses import dataclass
 
-from .constants import Abi
-from .errors import UnwindError
+from ..errors import UnwindError
+from ..format.constants import Abi
 from .modules import AT_SYSINFO_EHDR, Mapping, auxv_entries
 from .ptrace import ThreadState, registers_from_gregs
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..errors import ConversionError, EncodeError
 from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
 from .encode import encode_section
-from .errors import ConversionError, EncodeError
 from .model import FrameRow, Function
 from .rules import (
     RowContext,

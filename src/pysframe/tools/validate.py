@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from .constants import (
+from ..errors import SFrameError, UnsortedError
+from ..format.constants import (
     FDE_SIZE,
     HEADER_SIZE,
     KNOWN_FLAGS,
@@ -46,12 +47,11 @@ from .constants import (
     PcType,
     Version,
 )
-from .decode import Buffer, fde_position
-from .errors import SFrameError, UnsortedError
+from ..format.decode import Buffer, fde_position
 
 if TYPE_CHECKING:
-    from .elf import ElfImage
-    from .section import SFrameSection
+    from ..elf.image import ElfImage
+    from ..format.section import SFrameSection
 
 
 class Severity(StrEnum):
@@ -165,7 +165,7 @@ def validate_bytes(
     findings = _check_structure(data)
     if findings:
         return findings
-    from .section import SFrameSection
+    from ..format.section import SFrameSection
 
     try:
         section = SFrameSection(data, section_address)
@@ -907,8 +907,8 @@ def validate_elf(
     Relocatable objects get their .sframe relocations applied and no address checks.
     Raises ElfError when the file has no SFrame section or cannot be read.
     """
-    from .constants import PT_GNU_SFRAME
-    from .errors import ElfError
+    from ..errors import ElfError
+    from ..format.constants import PT_GNU_SFRAME
 
     found = image.find_sframe(name)
     if found is None:

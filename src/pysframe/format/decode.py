@@ -23,6 +23,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import (
+    BadMagicError,
+    InvalidFieldError,
+    OutOfBoundsError,
+    TruncatedError,
+    UnsortedError,
+    UnsupportedVersionError,
+)
 from .constants import (
     FDE_SIZE,
     HEADER_SIZE,
@@ -32,14 +40,6 @@ from .constants import (
     FdeType,
     Flags,
     Version,
-)
-from .errors import (
-    BadMagicError,
-    InvalidFieldError,
-    OutOfBoundsError,
-    TruncatedError,
-    UnsortedError,
-    UnsupportedVersionError,
 )
 from .model import CfaRule, FrameRow, Function, Header, RegRule
 from .rules import RowContext, decode_rules

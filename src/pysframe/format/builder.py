@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ..errors import EncodeError
 from .constants import (
     DEFAULT_FIXED_OFFSETS,
     KNOWN_FLAGS,
@@ -25,7 +26,6 @@ from .constants import (
     Version,
 )
 from .encode import SectionSpec, encode_section
-from .errors import EncodeError
 from .model import CfaRule, FrameRow, Function, RegRule
 from .rules import (
     RowContext,

@@ -43,7 +43,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import fastgen
+from ..errors import CfiError, ElfError, EncodeError
+from ..format.constants import (
+    DEFAULT_FIXED_OFFSETS,
+    HEADER_SIZE,
+    SFRAME_MAGIC,
+    Abi,
+    Flags,
+    Version,
+)
+from ..format.rules import flex_control_positions, fre_info, stored_words, word_size_for
+from ..format.section import SFrameSection
+from . import bulk as fastgen
 from .cfi import (
     OP_ADVANCE,
     OP_ARGS_SIZE,
@@ -73,17 +84,6 @@ from .cfi import (
     read_sleb,
     scan_fdes,
 )
-from .constants import (
-    DEFAULT_FIXED_OFFSETS,
-    HEADER_SIZE,
-    SFRAME_MAGIC,
-    Abi,
-    Flags,
-    Version,
-)
-from .errors import CfiError, ElfError, EncodeError
-from .rules import flex_control_positions, fre_info, stored_words, word_size_for
-from .section import SFrameSection
 
 # Register-location kinds of a row (gas' sframe_row_entry fp_loc / ra_loc).
 LOC_NONE = 0
@@ -1357,7 +1357,7 @@ def generate_from_elf(
     0) and, for functions it does not describe, ``.debug_frame``; adds x86-64 PLT FDEs.
     ``section_address`` defaults to where :mod:`pysframe.inject` would place the section.
     """
-    from .elf import ElfImage
+    from ..elf.image import ElfImage
 
     if isinstance(path_or_image, ElfImage):
         return _generate_image(
@@ -1403,7 +1403,7 @@ def _generate_image_body(
     ld_compatible: bool,
     use_debug_frame: bool,
 ) -> GenerateResult:
-    from .elf import ElfImage
+    from ..elf.image import ElfImage
 
     assert isinstance(image, ElfImage)
     abi = image.abi
@@ -1415,7 +1415,7 @@ def _generate_image_body(
         if image.is_relocatable:
             section_address = 0
         else:
-            from .inject import new_section_address
+            from ..elf.inject import new_section_address
 
             section_address = new_section_address(image)
     text_ranges = [
@@ -1490,7 +1490,7 @@ def _generate_image_body(
 def _pointer_context(image: object) -> PointerContext:
     """Bases for .eh_frame pointer encodings: .text (textrel), .got (datarel, i386 style), and a
     memory reader over the file's loadable segments (indirect pointers)."""
-    from .elf import ElfImage
+    from ..elf.image import ElfImage
 
     assert isinstance(image, ElfImage)
     text = image.section(".text")

@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from .errors import CfiError
+from ..errors import CfiError
 
 # ---------------------------------------------------------------------------------------------
 # DW_CFA opcodes (DWARF 5 7.24, GNU and AArch64 extensions)

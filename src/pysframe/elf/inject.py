@@ -23,8 +23,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
-from .errors import ElfError
+from ..errors import ElfError
+from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
 
 PT_LOAD = 1
 PT_PHDR = 6
@@ -218,7 +218,7 @@ def _sframe_header_index(data: bytes, layout: _Layout) -> int | None:
 
 def new_section_address(image: object) -> int:
     """The address :func:`inject_sframe` gives the ``.sframe`` section of ``image``."""
-    from .elf import ElfImage
+    from .image import ElfImage
 
     if not isinstance(image, ElfImage):
         raise ElfError("new_section_address needs an ElfImage")

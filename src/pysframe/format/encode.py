@@ -11,6 +11,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import EncodeError
 from .constants import (
     HEADER_SIZE,
     KNOWN_FLAGS,
@@ -20,7 +21,6 @@ from .constants import (
     FreType,
     Version,
 )
-from .errors import EncodeError
 from .model import FrameRow, Function
 
 _ADDR_CODES = {FreType.ADDR1: "B", FreType.ADDR2: "H", FreType.ADDR4: "I"}

@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from .constants import S390X_SP_VAL_OFFSET, Abi, DwarfReg
-from .errors import SFrameError, UnwindError
-from .model import FrameRow, RegRule, RuleKind
-from .section import SFrameSection
+from ..errors import SFrameError, UnwindError
+from ..format.constants import S390X_SP_VAL_OFFSET, Abi, DwarfReg
+from ..format.model import FrameRow, RegRule, RuleKind
+from ..format.section import SFrameSection
 
 ReadMemory = Callable[[int, int], bytes]
 Symbolizer = Callable[[int], "tuple[str, int] | None"]

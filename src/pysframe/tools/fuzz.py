@@ -16,12 +16,12 @@ Two engines:
 * ``atheris`` (coverage-guided libFuzzer, when the ``atheris`` package imports).
 
 Seeds are the .sframe sections of the test corpus (tests/data/fuzz-seeds/*.sframe, extracted
-with ``python -m pysframe.fuzz --extract-seeds``) plus small built-in ones.
+with ``python -m pysframe.tools.fuzz --extract-seeds``) plus small built-in ones.
 
 Long run::
 
-    python -m pysframe.fuzz --runs 2000000 --time 1200          # random engine
-    python -m pysframe.fuzz --engine atheris --time 1200        # coverage-guided
+    python -m pysframe.tools.fuzz --runs 2000000 --time 1200          # random engine
+    python -m pysframe.tools.fuzz --engine atheris --time 1200        # coverage-guided
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .constants import FDE_SIZE, HEADER_SIZE, Version
-from .errors import SFrameError
-from .model import Function
-from .section import SFrameSection
+from ..errors import SFrameError
+from ..format.constants import FDE_SIZE, HEADER_SIZE, Version
+from ..format.model import Function
+from ..format.section import SFrameSection
 
 #: Peak traced memory allowed per input byte, plus a constant slack.
 MEMORY_FACTOR = 512
@@ -140,7 +140,7 @@ def _dump(dump: object, section: SFrameSection) -> None:
 
 
 def _unwind(section: SFrameSection, data: bytes, pcs: Sequence[int]) -> None:
-    from .unwind import Registers, single_module, unwind
+    from ..unwind.core import Registers, single_module, unwind
 
     seed = hashlib.blake2b(data, digest_size=16).digest()
 
@@ -449,7 +449,7 @@ def run_atheris(argv: list[str], crash_dir: Path) -> None:  # pragma: no cover -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pysframe.fuzz", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m pysframe.tools.fuzz", description=__doc__)
     parser.add_argument("--engine", choices=("random", "atheris"), default="random")
     parser.add_argument("--runs", type=int, default=100_000, help="inputs to try (random)")
     parser.add_argument("--time", type=float, default=None, help="seconds to run at most")

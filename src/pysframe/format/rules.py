@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import EncodeError, InvalidFieldError
 from .constants import (
     S390X_CFA_OFFSET_ADJUSTMENT,
     S390X_CFA_OFFSET_ALIGNMENT,
@@ -25,7 +26,6 @@ from .constants import (
     Version,
     WordSize,
 )
-from .errors import EncodeError, InvalidFieldError
 from .model import CfaRule, RegRule, RuleKind
 
 _UNTRACKED = RegRule.untracked()

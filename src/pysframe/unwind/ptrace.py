@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .constants import Abi
-from .errors import UnwindError
-from .unwind import Registers
+from ..errors import UnwindError
+from ..format.constants import Abi
+from .core import Registers
 
 PTRACE_GETREGSET = 0x4204
 PTRACE_SEIZE = 0x4206

@@ -29,8 +29,8 @@ from .lookup import (
 from .model import FrameRow, Function, Header, LookupResult
 
 if TYPE_CHECKING:
+    from ..tools.validate import Finding
     from .rowtable import RowTable
-    from .validate import Finding
 
 
 class SFrameSection(Sequence[Function]):
@@ -218,7 +218,7 @@ class SFrameSection(Sequence[Function]):
         address_gaps: bool = False,
     ) -> list[Finding]:
         """Check the section; see :func:`pysframe.validate.validate_section`."""
-        from .validate import validate_section
+        from ..tools.validate import validate_section
 
         return validate_section(
             self,

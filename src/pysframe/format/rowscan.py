@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import SFrameError, TruncatedError
 from .constants import FdeType
 from .decode import decode_rows, row_context
-from .errors import SFrameError, TruncatedError
 from .rules import decode_rules
 
 if TYPE_CHECKING:

@@ -30,9 +30,9 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
-from .constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
-from .errors import ElfError, SFrameError
-from .section import SFrameSection
+from ..errors import ElfError, SFrameError
+from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
+from ..format.section import SFrameSection
 
 # -- ELF numbers (System V gABI) -----------------------------------------------------------------
 ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .constants import Abi, FdeType, Flags, PcType, Version
-from .errors import InvalidFieldError
-from .model import FrameRow, Function, RegRule
-from .rowscan import RowForm, RowScan, scan_rows
-from .section import SFrameSection
+from ..errors import InvalidFieldError
+from ..format.constants import Abi, FdeType, Flags, PcType, Version
+from ..format.model import FrameRow, Function, RegRule
+from ..format.rowscan import RowForm, RowScan, scan_rows
+from ..format.section import SFrameSection
 
 _U64 = 1 << 64
 

@@ -22,9 +22,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .constants import FreType, Version
-from .errors import ElfError, SFrameError, TruncatedError
-from .section import SFrameSection
+from ..errors import ElfError, SFrameError, TruncatedError
+from ..format.constants import FreType, Version
+from ..format.section import SFrameSection
 
 #: Rep size given to PCMASK functions when a V1 section (which stores none) is converted:
 #: the 16-byte PLT entries of x86-64, the only producer of V1 PCMASK FDEs (V1 spec 2.3.2).
@@ -253,7 +253,7 @@ def _from_section(result: FileStats, data: bytes, address: int) -> FileStats:
 def _from_generator(result: FileStats, path: str) -> FileStats:
     """Generate V3 from .eh_frame once and encode the same functions as V2; if V2 cannot hold
     them (FLEX FDEs, signal frames), generate V2 on its own and say so."""
-    from . import generate
+    from ..generate import translate as generate
 
     try:
         primary = generate.generate_from_elf(path, version=Version.V3)
