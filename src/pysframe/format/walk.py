@@ -102,7 +102,8 @@ def _info_table(big_endian: bool) -> tuple[tuple[int, struct.Struct | None], ...
         if size_code == FRE_BAD_WORD_SIZE:
             table.append((0, None))
         else:
-            table.append((count << size_code, fre_words_struct(size_code, count, big_endian)))
+            words = fre_words_struct(size_code, count, big_endian)
+            table.append((count * fre_word_size(info), words))
     return tuple(table)
 
 
@@ -119,12 +120,12 @@ def walk_fres(data: Buffer, header: Header, fre_type: int, position: int, count:
             message = f"FRE {number} runs past the FRE sub-section"
             return FreWalk(fres, position, WalkProblem(number, position, message, True))
         info = data[info_at]
-        words_size, words = words_of[info]
+        words_bytes, words = words_of[info]
         if words is None:
             message = f"FRE {number} has invalid data-word size code {FRE_BAD_WORD_SIZE}"
             return FreWalk(fres, position, WalkProblem(number, info_at, message, False))
         words_at = info_at + FRE_INFO_SIZE
-        following = words_at + words_size
+        following = words_at + words_bytes
         if following > end:
             message = f"data words of FRE {number} run past the FRE sub-section"
             return FreWalk(fres, position, WalkProblem(number, position, message, True))
