@@ -444,15 +444,17 @@ def test_elf_segment() -> None:
     assert rules(validate_section(section, kernel=True)) == {"elf-segment"}
 
 
-def test_decode_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pysframe.errors import FormatError
-    from pysframe.format import section as section_module
-
-    def refuse(self: object, data: object, address: int = 0) -> None:
-        raise FormatError("refused", 12)
-
-    monkeypatch.setattr(section_module.SFrameSection, "__init__", refuse)
-    assert only(v3(), "decode").offset == 12
+def test_decode_fallback() -> None:
+    """Without the structural checks on the raw bytes, what the decoder rejects when the
+    section is opened is the one finding, with the decoder's message and offset."""
+    moved = bytearray(v3())
+    moved[0x18] = 0xFF  # sfh_freoff: the FRE sub-section past the end
+    assert rules(validate_bytes(bytes(moved))) == {"subsection-bounds"}
+    finding = only(bytes(moved), "decode", structure_checks=False)
+    assert finding.offset == 0x18 and "FRE sub-section" in finding.message
+    finding = only(v3()[:20], "decode", structure_checks=False)
+    assert finding.offset == 0 and "28-byte header" in finding.message
+    assert validate_bytes(v3(), structure_checks=False) == []
 
 
 def _patched_copy(tmp_path: Path, name: str) -> tuple[Path, ELFFile, object]:

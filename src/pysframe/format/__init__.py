@@ -1,5 +1,18 @@
-"""The SFrame format itself: constants, binary layouts, the value model, the rules FRE data
-words encode, decoding, encoding, sections, lookups and building.  Knows nothing of ELF.
+"""The SFrame format itself.  Knows nothing of ELF.
+
+* :mod:`~pysframe.format.constants`: the format's numbers, as enums with the spec's names;
+* :mod:`~pysframe.format.layout`: every binary layout (structs, dtypes, sizes, bit fields),
+  declared once;
+* :mod:`~pysframe.format.model`: the values (header, functions, rows, rules);
+* :mod:`~pysframe.format.rules`: what FRE data words mean, in both directions;
+* :mod:`~pysframe.format.walk`: stepping through FREs, one function or a whole section;
+* :mod:`~pysframe.format.decode`, :mod:`~pysframe.format.encode`: reading and writing sections;
+* :mod:`~pysframe.format.section`: ``SFrameSection``;
+* :mod:`~pysframe.format.lookup`, :mod:`~pysframe.format.rowtable`: scalar and batch lookups;
+* :mod:`~pysframe.format.builder`, :mod:`~pysframe.format.convert`: building sections in code,
+  changing their version or byte order;
+* :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`,
+  :mod:`~pysframe.format.validate_rows`: the format's, GNU ld's and the kernel's rules.
 
 The public names are re-exported by :mod:`pysframe`.
 """

@@ -26,13 +26,13 @@ from .constants import (
     Version,
 )
 from .encode import SectionSpec, encode_section
+from .layout import fde_info, fre_info
 from .model import CfaRule, FrameRow, Function, RegRule
 from .rules import (
     RowContext,
     decode_rules,
     encode_rules,
     flex_control_positions,
-    fre_info,
     stored_words,
     word_size_for,
 )
@@ -218,9 +218,7 @@ class SFrameBuilder:
         fre_type = fre_type_for(function.size, last)
         if function.signal_frame and self.version is not Version.V3:
             raise EncodeError(f"function at {function.start:#x}: signal frames need SFrame V3")
-        info = int(fre_type) | (int(function.pc_type) << 4) | (int(function.pauth_key) << 5)
-        if function.signal_frame:
-            info |= 0x80
+        info = fde_info(fre_type, function.pc_type, function.pauth_key, function.signal_frame)
         start = function.start
         rows = []
         for row, row_encoded in zip(function.rows, encoded, strict=True):

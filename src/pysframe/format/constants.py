@@ -1,4 +1,6 @@
-"""Numeric constants of the SFrame format, named as in the specification.
+"""Numeric constants of the SFrame format, named as in the specification: the magic, the
+enumerations (versions, flags, ABIs, FRE/PC/FDE types...), DWARF register numbers and ABI
+defaults.  Record layouts, their sizes and bit fields are :mod:`pysframe.format.layout`'s.
 
 Sections cited: V1 spec (sframe-spec-v1), V2 spec 2.x (sframe-spec-v2), and the
 later changes (errata 1, V3) summarised in VERSIONS.md of the project's spec notes.
@@ -10,9 +12,6 @@ from enum import IntEnum, IntFlag
 
 #: Preamble magic (V2 spec 2.1).  Read as 0xe2de, the section is in the other byte order.
 SFRAME_MAGIC = 0xDEE2
-
-#: Size of the fixed part of the header (V2 spec 2.2); an auxiliary header may follow.
-HEADER_SIZE = 28
 
 #: ELF section type and program header type of .sframe (errata 1).
 SHT_GNU_SFRAME = 0x6FFFFFF4
@@ -117,15 +116,6 @@ class WordSize(IntEnum):
     def size(self) -> int:
         return 1 << self.value
 
-
-#: FDE sizes per version: V1 17 bytes packed, V2 20 bytes, V3 16-byte index entry.
-FDE_SIZE: dict[Version, int] = {Version.V1: 17, Version.V2: 20, Version.V3: 16}
-
-#: V3 per-function attribute record before the FREs: u16 num_fres, u8 info, u8 info2, u8 rep_size.
-V3_ATTR_SIZE = 5
-
-#: At most this many data words follow an FRE (V3 FLEX: three control/offset pairs).
-MAX_WORDS = 6
 
 #: s390x stores CFA offsets as (offset - 160) / 8 (errata 1).
 S390X_CFA_OFFSET_ADJUSTMENT = 160

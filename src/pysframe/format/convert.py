@@ -1,4 +1,5 @@
-"""Convert a section between SFrame versions (and byte orders) where the content allows.
+"""Convert a section between SFrame versions (and byte orders) where the content allows: the
+bytes of the converted section (:meth:`SFrameSection.convert` opens them).
 
 Absolute function addresses are kept and re-stored for the target (PCREL or section-relative,
 errata 1).  Rows keep their raw words when they mean the same in the target version, and are
@@ -16,13 +17,14 @@ from typing import TYPE_CHECKING
 from ..errors import ConversionError, EncodeError
 from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
 from .encode import encode_section
+from .layout import FDE_INFO_MASK, fre_info
 from .model import FrameRow, Function
 from .rules import (
     RowContext,
     decode_rules,
     encode_rules,
     flex_control_positions,
-    fre_info,
+    row_context,
     stored_words,
     word_size_for,
 )
@@ -38,9 +40,8 @@ def convert_section(
     big_endian: bool | None = None,
     pcrel: bool | None = None,
     pcmask_rep_size: int | None = None,
-) -> SFrameSection:
-    from .section import SFrameSection
-
+) -> bytes:
+    """The bytes of ``section`` converted to ``version``; raises ConversionError."""
     header = section.header
     if pcrel is None:
         pcrel = version is Version.V3 or (version is Version.V2 and header.pcrel)
@@ -61,12 +62,11 @@ def convert_section(
     ]
     order = sorted(range(len(functions)), key=lambda i: (section[i].fre_offset, i))
     try:
-        data = encode_section(spec, functions, order)
+        return encode_section(spec, functions, order)
     except ConversionError:
         raise
     except EncodeError as error:
         raise ConversionError(f"cannot convert to SFrame V{int(version)}: {error}") from None
-    return SFrameSection.from_bytes(data, section.section_address)
 
 
 def _where(function: Function) -> str:
@@ -88,15 +88,8 @@ def _convert_function(
                 f"{_where(function)} is a PCMASK FDE; V1 stores no rep_size: give pcmask_rep_size"
             )
         rep_size = pcmask_rep_size
-    info = function.info & (0xFF if version is Version.V3 else 0x3F)
-    header = section.header
-    source = RowContext(
-        header.abi,
-        header.version,
-        function.fde_type,
-        header.cfa_fixed_fp_offset,
-        header.cfa_fixed_ra_offset,
-    )
+    info = function.info & FDE_INFO_MASK[version]
+    source = row_context(section.header, function.info2)
     target = replace(source, version=version)
     rows = tuple(_convert_row(function, row, source, target) for row in function.rows)
     return replace(

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ..errors import EncodeError
 from .constants import (
-    HEADER_SIZE,
     KNOWN_FLAGS,
     SFRAME_MAGIC,
     Abi,
@@ -21,6 +20,7 @@ from .constants import (
     FreType,
     Version,
 )
+from .layout import HEADER_SIZE
 from .model import FrameRow, Function
 
 _ADDR_CODES = {FreType.ADDR1: "B", FreType.ADDR2: "H", FreType.ADDR4: "I"}

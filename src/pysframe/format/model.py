@@ -1,4 +1,6 @@
-"""Immutable values describing an SFrame section: header, functions (FDEs) and rows (FREs).
+"""Immutable values describing an SFrame section: header, functions (FDEs) and rows (FREs),
+and the rules (CFA, FP, RA) a row gives.  Their bit fields are read with the accessors of
+:mod:`pysframe.format.layout`.
 
 Values keep the raw encoded fields next to their meaning, so a decoded section can be written
 back byte for byte and a dump can show what is stored.
@@ -20,6 +22,18 @@ from .constants import (
     PcType,
     Version,
     WordSize,
+)
+from .layout import (
+    HEADER_SIZE,
+    fde_fre_type,
+    fde_pauth_key,
+    fde_pc_type,
+    fde_signal_frame,
+    fde_type_of,
+    fre_base_reg,
+    fre_mangled_ra,
+    fre_word_count,
+    fre_word_size_code,
 )
 
 
@@ -43,7 +57,17 @@ class Header:
     @property
     def size(self) -> int:
         """Bytes from the start of the section to the end of the (auxiliary) header."""
-        return 28 + len(self.auxiliary_header)
+        return HEADER_SIZE + len(self.auxiliary_header)
+
+    @property
+    def fre_start(self) -> int:
+        """Byte offset of the FRE sub-section in the section."""
+        return self.size + self.fre_offset
+
+    @property
+    def fre_end(self) -> int:
+        """Byte offset of the end of the FRE sub-section."""
+        return self.size + self.fre_offset + self.fre_len
 
     @property
     def sorted(self) -> bool:
@@ -153,20 +177,20 @@ class FrameRow:
     @property
     def base_reg(self) -> BaseReg:
         """fre_cfa_base_reg_id (meaningful for DEFAULT FDEs)."""
-        return BaseReg(self.info & 1)
+        return BaseReg(fre_base_reg(self.info))
 
     @property
     def word_count(self) -> int:
-        return (self.info >> 1) & 0xF
+        return fre_word_count(self.info)
 
     @property
     def word_size(self) -> WordSize:
-        return WordSize((self.info >> 5) & 0x3)
+        return WordSize(fre_word_size_code(self.info))
 
     @property
     def mangled_ra(self) -> bool:
         """fre_mangled_ra_p: the return address is signed (AArch64 PAC)."""
-        return bool(self.info & 0x80)
+        return bool(fre_mangled_ra(self.info))
 
     @property
     def ra_undefined(self) -> bool:
@@ -208,24 +232,24 @@ class Function:
 
     @property
     def fre_type(self) -> FreType:
-        return FreType(self.info & 0xF)
+        return FreType(fde_fre_type(self.info))
 
     @property
     def pc_type(self) -> PcType:
-        return PcType((self.info >> 4) & 1)
+        return PcType(fde_pc_type(self.info))
 
     @property
     def fde_type(self) -> FdeType:
-        return FdeType(self.info2 & 0x1F)
+        return FdeType(fde_type_of(self.info2))
 
     @property
     def pauth_key(self) -> PauthKey:
-        return PauthKey((self.info >> 5) & 1)
+        return PauthKey(fde_pauth_key(self.info))
 
     @property
     def signal_frame(self) -> bool:
         """V3 info bit 7: the function is a signal trampoline."""
-        return bool(self.info & 0x80)
+        return bool(fde_signal_frame(self.info))
 
     @property
     def rows(self) -> tuple[FrameRow, ...]:

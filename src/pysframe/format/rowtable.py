@@ -1,9 +1,10 @@
-"""A flat, columnar table of every row of a section, for answering many PCs at once.
+"""A flat, columnar table of every row of a section, for answering many PCs at once
+(:meth:`SFrameSection.find_fres`).
 
-All FREs are parsed together by :func:`pysframe.rowscan.scan_rows`, which also groups them
+All FREs are read together by :func:`pysframe.format.walk.scan_rows`, which also groups them
 into their distinct forms (FDE type, info byte, words): real sections repeat a few hundred.
-Each form's rules come from :func:`pysframe.rules.decode_rules` itself, once, into per-form
-columns; a row's rules are its form's.
+Each form's rules come from :func:`pysframe.format.rules.decode_rules` itself, once, into
+per-form columns; a row's rules are its form's.
 Functions whose rows are not in increasing order, V1 PCMASK functions and overlapping unsorted
 tables are answered by the scalar lookup, which defines the semantics.
 """
@@ -17,11 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .constants import FdeType, PcType, Version
-from .decode import row_context
+from .layout import fde_pc_type, fre_word_size
 from .lookup import RULE_KIND_CODES, BatchResult
 from .model import FrameRow
-from .rowscan import RowForm, scan_rows
-from .rules import decode_rules
+from .rules import decode_rules, row_context
+from .walk import RowForm, scan_rows
 
 if TYPE_CHECKING:
     from .section import SFrameSection
@@ -97,10 +98,6 @@ class RowTable:
         self.columns = _form_columns(section, scan.forms)
         self._prepare_search()
 
-    @classmethod
-    def build(cls, section: SFrameSection) -> RowTable:
-        return cls(section)
-
     # -- searching ---------------------------------------------------------------------------
     def _prepare_search(self) -> None:
         section = self.section
@@ -124,7 +121,7 @@ class RowTable:
         irregular = np.zeros(len(table), dtype=bool)
         irregular[function_of_row[1:][within & same_function]] = True
         if section.version is Version.V1:
-            irregular |= ((table.info >> 4) & 1) == PcType.MASK
+            irregular |= fde_pc_type(table.info) == PcType.MASK
         self.irregular = irregular
         self.key = function_of_row.astype(np.int64) * (1 << 33) + self.start_offset
         self.function_of_row = function_of_row
@@ -160,7 +157,7 @@ class RowTable:
         ends = starts + table.size[order].astype(np.uint64)
         if np.any(ends[:-1] > starts[1:]) or np.any(ends < starts):
             return  # overlapping (or wrapping) functions: two-step search, scalar semantics
-        masked = ((table.info >> 4) & 1) == PcType.MASK
+        masked = fde_pc_type(table.info) == PcType.MASK
         special = masked | self.irregular
         rows = np.arange(len(self.start_offset))
         fn = self.function_of_row
@@ -228,7 +225,7 @@ class RowTable:
         have = function >= 0
         f = function[have]
         offset = (pcs[have] - table.start[f]).astype(np.int64)
-        masked = ((table.info[f] >> 4) & 1) == PcType.MASK
+        masked = fde_pc_type(table.info[f]) == PcType.MASK
         rep = table.rep_size[f]
         target = np.where(masked, offset % np.maximum(rep, 1), offset)
         usable = ~(masked & (rep == 0))
@@ -285,8 +282,7 @@ def _form_columns(section: SFrameSection, forms: tuple[RowForm, ...]) -> _Column
     columns = _Columns.empty(len(forms) + 1)
     for at, form in enumerate(forms):
         ctx = row_context(section.header, int(FdeType.FLEX) if form.flex else 0)
-        word_size = 1 << ((form.info >> 5) & 3)
-        cfa, fp, ra = decode_rules(ctx, form.info, form.words, word_size)
+        cfa, fp, ra = decode_rules(ctx, form.info, form.words, fre_word_size(form.info))
         columns.set_row(at, FrameRow(0, 0, form.info, form.words, cfa, fp, ra))
     columns.set_missing(len(forms))
     return columns

@@ -9,6 +9,9 @@ FLEX FDEs (V3): (control, offset) pairs for CFA, then RA (or one 0 padding word 
 follows), then FP; ``control = (dwarf_regnum << 3) | (deref << 1) | reg_p``.
 
 No words at all: the return address is undefined (outermost frame).
+
+The bit fields of info bytes and control words are read and composed by
+:mod:`pysframe.format.layout`; this module owns what the words mean.
 """
 
 from __future__ import annotations
@@ -26,7 +29,18 @@ from .constants import (
     Version,
     WordSize,
 )
-from .model import CfaRule, RegRule, RuleKind
+from .layout import (
+    MAX_WORDS,
+    fde_type_of,
+    flex_control,
+    flex_deref,
+    flex_reg,
+    flex_reg_p,
+    fre_base_reg,
+    word_mask,
+)
+from .layout import fre_info as fre_info  # sfre_info is composed in one place: the layout
+from .model import CfaRule, Header, RegRule, RuleKind
 
 _UNTRACKED = RegRule.untracked()
 _PADDING = RegRule.padding()
@@ -46,6 +60,14 @@ class RowContext:
     @property
     def s390x(self) -> bool:
         return self.abi is Abi.S390X_ENDIAN_BIG
+
+
+def row_context(header: Header, info2: int) -> RowContext:
+    """The context of a function's rows: the header's, and the FDE type in ``info2``."""
+    fde_type = FdeType.FLEX if fde_type_of(info2) == FdeType.FLEX else FdeType.DEFAULT
+    return RowContext(
+        header.abi, header.version, fde_type, header.cfa_fixed_fp_offset, header.cfa_fixed_ra_offset
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +97,7 @@ def _decode_cfa_offset(ctx: RowContext, stored: int) -> int:
 def _decode_default(
     ctx: RowContext, info: int, words: tuple[int, ...]
 ) -> tuple[CfaRule, RegRule, RegRule]:
-    regs = DwarfReg.SP if info & 1 == BaseReg.SP else DwarfReg.FP
+    regs = DwarfReg.SP if fre_base_reg(info) == BaseReg.SP else DwarfReg.FP
     cfa = CfaRule(regs[ctx.abi], _decode_cfa_offset(ctx, words[0]))
     index = 1
     if ctx.cfa_fixed_ra_offset:
@@ -98,14 +120,27 @@ def _default_word_rule(ctx: RowContext, word: int, *, is_ra: bool) -> RegRule:
     if ctx.s390x:
         if is_ra and word == 0:
             return _PADDING
-        if ctx.version is Version.V2 and word & 1:
-            return RegRule.in_register(word >> 1)
+        if ctx.version is Version.V2:
+            reg = s390x_word_register(word)
+            if reg is not None:
+                return RegRule.in_register(reg)
     return RegRule.at_cfa(word)
+
+
+def s390x_word_register(word: int) -> int | None:
+    """The register an s390x V2 FP/RA word names (low bit set: ``word >> 1``), else None
+    (errata 1; libsframe's sframe_s390x_offset_regnum_p)."""
+    return word >> 1 if word & 1 else None
+
+
+def s390x_register_word(reg: int) -> int:
+    """The s390x V2 FP/RA word naming register ``reg``."""
+    return (reg << 1) | 1
 
 
 def _control_fields(control: int) -> tuple[int, bool, bool]:
     """(dwarf_regnum, deref, reg_p) of a FLEX control word."""
-    return control >> 3, bool(control & 2), bool(control & 1)
+    return flex_reg(control), flex_deref(control), flex_reg_p(control)
 
 
 def _flex_rule(control: int, offset: int) -> RegRule:
@@ -117,10 +152,12 @@ def _flex_rule(control: int, offset: int) -> RegRule:
 def _decode_flex(
     ctx: RowContext, words: tuple[int, ...], word_size: int, offset: int | None
 ) -> tuple[CfaRule, RegRule, RegRule]:
-    mask = (1 << (8 * word_size)) - 1
+    mask = word_mask(word_size)
     count = len(words)
-    if count < 2 or count > 6:
-        raise InvalidFieldError(f"FLEX FRE with {count} data words (expected 2 to 6)", offset)
+    if count < 2 or count > MAX_WORDS:
+        raise InvalidFieldError(
+            f"FLEX FRE with {count} data words (expected 2 to {MAX_WORDS})", offset
+        )
     reg, deref, reg_p = _control_fields(words[0] & mask)
     if not reg_p:
         raise InvalidFieldError("FLEX FRE CFA control word names no register", offset)
@@ -221,7 +258,8 @@ def _default_word(ctx: RowContext, rule: RegRule, fixed: int, what: str) -> int 
         return None
     if rule.kind is RuleKind.PADDING and ctx.s390x and what == "RA":
         return 0
-    if rule.kind is RuleKind.SAVED and rule.reg is None and not (ctx.s390x and rule.offset & 1):
+    names_register = ctx.s390x and s390x_word_register(rule.offset) is not None
+    if rule.kind is RuleKind.SAVED and rule.reg is None and not names_register:
         if ctx.s390x and what == "RA" and rule.offset == 0:
             raise EncodeError("s390x RA saved at CFA+0 reads as padding")
         return rule.offset
@@ -232,25 +270,25 @@ def _default_word(ctx: RowContext, rule: RegRule, fixed: int, what: str) -> int 
         and rule.reg is not None
         and rule.offset == 0
     ):
-        return (rule.reg << 1) | 1
+        return s390x_register_word(rule.reg)
     raise EncodeError(f"{what} rule {rule} needs a FLEX FDE")
 
 
 def _flex_control(rule: RegRule, what: str) -> int:
     if rule.kind not in (RuleKind.SAVED, RuleKind.VALUE):
         raise EncodeError(f"{what} rule {rule} has no FLEX encoding")
-    deref = 2 if rule.kind is RuleKind.SAVED else 0
+    deref = rule.kind is RuleKind.SAVED
     if rule.reg is None:
-        return deref
+        return flex_control(0, deref, reg_p=False)
     if rule.reg < 0:
         raise EncodeError(f"{what} rule names negative register {rule.reg}")
-    return (rule.reg << 3) | deref | 1
+    return flex_control(rule.reg, deref, reg_p=True)
 
 
 def _encode_flex(ctx: RowContext, cfa: CfaRule, fp: RegRule, ra: RegRule) -> tuple[int, ...]:
     if cfa.reg < 0:
         raise EncodeError(f"CFA rule names negative register {cfa.reg}")
-    words = [(cfa.reg << 3) | (2 if cfa.deref else 0) | 1, _encode_cfa_offset(ctx, cfa.offset)]
+    words = [flex_control(cfa.reg, cfa.deref, reg_p=True), _encode_cfa_offset(ctx, cfa.offset)]
     fp_tracked = fp.kind not in (RuleKind.UNTRACKED, RuleKind.FIXED)
     if ra.kind in (RuleKind.UNTRACKED, RuleKind.FIXED, RuleKind.PADDING):
         if ra.kind is RuleKind.FIXED and ra.offset != ctx.cfa_fixed_ra_offset:
@@ -296,8 +334,3 @@ def stored_words(words: tuple[int, ...], size: WordSize) -> tuple[int, ...]:
     """The words as a row holds them: signed integers of ``size`` (control words wrap)."""
     bits = 8 * size.size
     return tuple(w - (1 << bits) if w >= 1 << (bits - 1) else w for w in words)
-
-
-def fre_info(base: int, word_count: int, word_size: WordSize, mangled_ra: bool) -> int:
-    """Compose sfre_info (V2 spec 2.4.1)."""
-    return (int(mangled_ra) << 7) | (int(word_size) << 5) | ((word_count & 0xF) << 1) | (base & 1)

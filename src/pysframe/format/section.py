@@ -1,4 +1,6 @@
-"""SFrameSection: a decoded .sframe section, its functions, rows and lookups."""
+"""SFrameSection: a decoded .sframe section, its functions, rows and lookups, and the entry
+points of validation, re-encoding and conversion (done by :mod:`pysframe.format.validate`,
+:mod:`pysframe.format.encode` and :mod:`pysframe.format.convert`)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from .lookup import (
 from .model import FrameRow, Function, Header, LookupResult
 
 if TYPE_CHECKING:
-    from ..tools.validate import Finding
+    from .findings import Finding
     from .rowtable import RowTable
 
 
@@ -200,11 +202,11 @@ class SFrameSection(Sequence[Function]):
         return None if found is None else found.row
 
     def find_fres(self, pcs: Sequence[int] | npt.ArrayLike) -> BatchResult:
-        """Answer many PCs at once; see :class:`pysframe.lookup.BatchResult`."""
+        """Answer many PCs at once; see :class:`pysframe.format.lookup.BatchResult`."""
         from .rowtable import RowTable
 
         if self._row_table is None:
-            self._row_table = RowTable.build(self)
+            self._row_table = RowTable(self)
         return self._row_table.find(np.asarray(pcs, dtype=np.uint64))
 
     # -- validation ----------------------------------------------------------------------------
@@ -217,8 +219,8 @@ class SFrameSection(Sequence[Function]):
         relocatable: bool = False,
         address_gaps: bool = False,
     ) -> list[Finding]:
-        """Check the section; see :func:`pysframe.validate.validate_section`."""
-        from ..tools.validate import validate_section
+        """Check the section; see :func:`pysframe.format.validate.validate_section`."""
+        from .validate import validate_section
 
         return validate_section(
             self,
@@ -233,7 +235,7 @@ class SFrameSection(Sequence[Function]):
     def spec(self) -> SectionSpec:
         """The encoder settings that reproduce this section."""
         h = self.header
-        end = h.size + h.fre_offset + h.fre_len
+        end = h.fre_end
         return SectionSpec(
             version=h.version,
             abi=h.abi,
@@ -261,16 +263,17 @@ class SFrameSection(Sequence[Function]):
         pcrel: bool | None = None,
         pcmask_rep_size: int | None = None,
     ) -> SFrameSection:
-        """This section in another version (or byte order); see :mod:`pysframe.convert`."""
+        """This section in another version (or byte order); see :mod:`pysframe.format.convert`."""
         from .convert import convert_section
 
-        return convert_section(
+        data = convert_section(
             self,
             Version(version),
             big_endian=big_endian,
             pcrel=pcrel,
             pcmask_rep_size=pcmask_rep_size,
         )
+        return SFrameSection.from_bytes(data, self.section_address)
 
     def __repr__(self) -> str:
         return (

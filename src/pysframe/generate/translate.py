@@ -46,12 +46,12 @@ import numpy as np
 from ..errors import CfiError, ElfError, EncodeError
 from ..format.constants import (
     DEFAULT_FIXED_OFFSETS,
-    HEADER_SIZE,
     SFRAME_MAGIC,
     Abi,
     Flags,
     Version,
 )
+from ..format.layout import HEADER_SIZE
 from ..format.rules import flex_control_positions, fre_info, stored_words, word_size_for
 from ..format.section import SFrameSection
 from . import bulk as fastgen

@@ -11,9 +11,9 @@ from the decoded rules, so that a dump shows what is stored.  Framing (file name
 ``Contents of...`` line) is here too; the command line lives in :mod:`pysframe.cli.dump`.
 
 :func:`function_text` and :func:`row_cells` format one function or row from decoded
-:class:`~pysframe.model.FrameRow` objects; :func:`section_chunks` (and :func:`section_text`)
-make the same text for a whole section at once from :func:`pysframe.rowscan.scan_rows`, the
-cells formatted once per distinct row form.
+:class:`~pysframe.format.model.FrameRow` objects; :func:`section_chunks` (and
+:func:`section_text`) make the same text for a whole section at once from
+:func:`pysframe.format.walk.scan_rows`, the cells formatted once per distinct row form.
 """
 
 from __future__ import annotations
@@ -26,10 +26,34 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import InvalidFieldError
-from ..format.constants import Abi, FdeType, Flags, PcType, Version
+from ..format.constants import (
+    S390X_CFA_OFFSET_ADJUSTMENT,
+    S390X_CFA_OFFSET_ALIGNMENT,
+    Abi,
+    FdeType,
+    Flags,
+    PcType,
+    Version,
+)
+from ..format.layout import (
+    FDE_SIZE,
+    fde_info,
+    fde_pauth_key,
+    fde_pc_type,
+    fde_signal_frame,
+    fde_type_of,
+    flex_deref,
+    flex_reg,
+    flex_reg_p,
+    fre_base_reg,
+    fre_mangled_ra,
+    fre_word_size,
+    word_mask,
+)
 from ..format.model import FrameRow, Function, RegRule
-from ..format.rowscan import RowForm, RowScan, scan_rows
+from ..format.rules import s390x_word_register
 from ..format.section import SFrameSection
+from ..format.walk import RowForm, RowScan, scan_rows
 
 _U64 = 1 << 64
 
@@ -142,7 +166,7 @@ def function_pc(section: SFrameSection, function: Function) -> int:
     h = section.header
     pc = function.start_field + section.section_address
     if h.version is not Version.V1 and h.pcrel:
-        pc += h.size + function.index * (16 if h.version is Version.V3 else 20)
+        pc += h.size + function.index * FDE_SIZE[h.version]
     return pc % _U64
 
 
@@ -158,17 +182,17 @@ def _attributes(section: SFrameSection, info: int, flex: bool) -> str:
     text = ""
     if section.version is not Version.V1:
         # attrs: "S" for SFRAME_V3_FDE_SIGNAL_P (info bit 7, tested for V2 too), "F" for FLEX.
-        attrs = ("S" if info & 0x80 else "") + ("F" if flex else "")
+        attrs = ("S" if fde_signal_frame(info) else "") + ("F" if flex else "")
         if attrs:
             text += f', attr = "{attrs}"'
-    if section.abi.is_aarch64 and (info >> 5) & 1:
+    if section.abi.is_aarch64 and fde_pauth_key(info):
         text += ", pauth = B key"
     return text
 
 
 def _columns(info: int) -> str:
     """The column header; ``[m]`` for PCMASK functions (info bit 4)."""
-    marker = "[m]" if (info >> 4) & 1 == PcType.MASK else "   "
+    marker = "[m]" if fde_pc_type(info) == PcType.MASK else "   "
     return _COLUMNS.format("STARTPC", marker, "CFA", "FP", "RA")
 
 
@@ -200,7 +224,7 @@ def section_chunks(section: SFrameSection) -> list[bytes]:
     """:func:`section_text` as ASCII bytes, in pieces to write one after the other.
 
     The same text as :func:`function_text` of every function, made for all rows at once: the
-    rows are read and checked in bulk (:func:`pysframe.rowscan.scan_rows`) before any text is
+    rows are read and checked in bulk (:func:`pysframe.format.walk.scan_rows`) before any text is
     made, the cells are formatted once per distinct row form, and the row lines of a chunk of
     functions are assembled as one byte array."""
     scan = scan_rows(section)
@@ -214,6 +238,9 @@ def section_chunks(section: SFrameSection) -> list[bytes]:
 
 
 _CHUNK_FUNCTIONS = 1 << 14
+#: The bits of sfde_func_info a function's line shows after its size: PC type, pauth key and
+#: signal frame.
+_HEAD_BITS = fde_info(fre_type=0, pc_type=1, pauth_key=1, signal_frame=True)
 
 
 def _functions_text(
@@ -222,8 +249,8 @@ def _functions_text(
     """The text of functions ``first`` to ``end`` (exclusive)."""
     table = section.table
     info = table.info[first:end]
-    flex = (table.info2[first:end] & 0x1F) == FdeType.FLEX
-    heads, head_of = np.unique((info & 0xB0) | (flex << 8), return_inverse=True)
+    flex = fde_type_of(table.info2[first:end]) == FdeType.FLEX
+    heads, head_of = np.unique((info & _HEAD_BITS) | (flex << 8), return_inverse=True)
     tails = [(_attributes(section, k, bool(k >> 8)) + _columns(k)).encode() for k in heads.tolist()]
     pcs = _function_pcs(section, first, end)
     rows, line_end = _rows_text(section, scan, pcs, info, first, end, forms)
@@ -247,7 +274,7 @@ def _function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[n
     pcs = section.table.start_field[first:end].astype(np.uint64)
     pcs += np.uint64(section.section_address % _U64)
     if h.version is not Version.V1 and h.pcrel:
-        fde_size = 16 if h.version is Version.V3 else 20
+        fde_size = FDE_SIZE[h.version]
         pcs += np.arange(first, end, dtype=np.uint64) * np.uint64(fde_size) + np.uint64(h.size)
     return pcs
 
@@ -268,7 +295,7 @@ def _rows_text(
     rows = slice(int(scan.row_base[first]), int(scan.row_base[end]))
     num_fres = section.table.num_fres[first:end]
     # PCMASK rows print their start offset alone, others the function's pc plus it.
-    masked = ((info >> 4) & 1) == PcType.MASK
+    masked = fde_pc_type(info) == PcType.MASK
     base = np.repeat(np.where(masked, np.uint64(0), pcs), num_fres)
     addresses = base + scan.start_offset[rows].astype(np.uint64)
     if not len(addresses):
@@ -338,13 +365,13 @@ def form_cells(
 
 def _mangled(info: int) -> str:
     # strcat (temp, sframe_fre_get_ra_mangled_p (...) ? "[s]" : "   ")
-    return "[s]" if info & 0x80 else "   "
+    return "[s]" if fre_mangled_ra(info) else "   "
 
 
 def _cfa_offset(section: SFrameSection, stored: int) -> int:
     """sframe_fre_get_cfa_offset: s390x stores (offset - 160) / 8."""
     if section.abi is Abi.S390X_ENDIAN_BIG:
-        return stored * 8 + 160
+        return stored * S390X_CFA_OFFSET_ALIGNMENT + S390X_CFA_OFFSET_ADJUSTMENT
     return stored
 
 
@@ -355,7 +382,7 @@ def _cells_simple(
     h = section.header
     s390x = section.abi is Abi.S390X_ENDIAN_BIG
     # sprintf (temp, "%s+%d", base_reg_str[base_reg_id], cfa_offset)
-    cfa = f"{_BASE_REG_NAMES[info & 1]}+{_cfa_offset(section, words[0])}"
+    cfa = f"{_BASE_REG_NAMES[fre_base_reg(info)]}+{_cfa_offset(section, words[0])}"
     # sframe_fre_get_fp_offset: the fixed offset if set, else word (fixed RA ? 1 : 2).
     fp_offset: int | None
     if h.cfa_fixed_fp_offset:
@@ -380,8 +407,9 @@ def _cells_simple(
 def _simple_reg_cell(section: SFrameSection, offset: int, s390x: bool) -> str:
     # s390x V2: an odd word names a register (sframe_s390x_offset_regnum_p), printed "r%d"
     # with the word shifted right by one; otherwise sprintf (temp, "c%+d", offset).
-    if s390x and section.version is Version.V2 and offset & 1:
-        return f"r{offset >> 1}"
+    reg = s390x_word_register(offset) if s390x and section.version is Version.V2 else None
+    if reg is not None:
+        return f"r{reg}"
     return f"c{offset:+d}"
 
 
@@ -390,7 +418,7 @@ def _cells_flex(
 ) -> tuple[str, str, str]:
     """dump_sframe_func_fres_flex (2.47): (control, offset) pairs for CFA, RA, FP."""
     h = section.header
-    mask = (1 << (8 << ((info >> 5) & 3))) - 1
+    mask = word_mask(fre_word_size(info))
     count = len(words)
     if count < 2:
         # sframe_assert (!err_cfa_reg && !err_cfa_offset) aborts objdump here.
@@ -421,10 +449,10 @@ def _cells_flex(
 def _flex_disp(abi: Abi, control: int, offset: int) -> str:
     """sframe_format_fre_disp: ``%s%+d`` or ``(%s%+d)``; "c" when the control names no
     register (CFA-relative).  Control word: regnum << 3 | deref << 1 | reg_p."""
-    if control & 1:
-        reg = control >> 3
+    if flex_reg_p(control):
+        reg = flex_reg(control)
         name = _REG_NAMES.get(abi, {}).get(reg, f"r{reg}")
-        if control & 2:
+        if flex_deref(control):
             return f"({name}{offset:+d})"
         return f"{name}{offset:+d}"
     return f"c{offset:+d}"
@@ -435,7 +463,7 @@ def _cells_v1(section: SFrameSection, info: int, words: tuple[int, ...]) -> tupl
     h = section.header
     # A failed sframe_fre_get_cfa_offset returns SFRAME_ERR (-1): "sp+-1".
     cfa_offset = words[0] if words else -1
-    cfa = f"{_BASE_REG_NAMES[info & 1]}+{cfa_offset}"
+    cfa = f"{_BASE_REG_NAMES[fre_base_reg(info)]}+{cfa_offset}"
     # A fixed FP offset makes the 2.40 getter fail ("u"); else word (fixed RA ? 1 : 2).
     fp = "u"
     if not h.cfa_fixed_fp_offset:

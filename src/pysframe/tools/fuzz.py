@@ -3,11 +3,12 @@
 Invariants checked on each input (:func:`check_input`):
 
 * only :class:`pysframe.errors.SFrameError` escapes decode, iteration, row decoding, scalar and
-  batch lookups, re-encoding, validation, the dump (when :mod:`pysframe.dump` exists) and the
-  unwinder walking pseudo-random memory;
+  batch lookups, re-encoding, validation, the dump and the unwinder walking pseudo-random
+  memory;
 * no hang: one input takes at most ``time_limit`` seconds;
-* bounded memory: the peak traced allocation is at most ``MEMORY_FACTOR`` times the input size
-  plus ``MEMORY_SLACK`` bytes (checked with tracemalloc, which numpy reports to).
+* bounded memory: the peak traced allocation is at most ``memory_factor`` (default
+  ``MEMORY_FACTOR``) times the input size plus ``memory_slack`` (``MEMORY_SLACK``) bytes
+  (checked with tracemalloc, which numpy reports to).
 
 Two engines:
 
@@ -28,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import random
-import struct
 import sys
 import time
 import traceback
@@ -41,9 +40,21 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import SFrameError
-from ..format.constants import FDE_SIZE, HEADER_SIZE, Version
+from ..format.constants import SFRAME_MAGIC, Version
+from ..format.layout import (
+    FDE_FIELDS,
+    FDE_SIZE,
+    HEADER_FIELDS,
+    HEADER_NAMES,
+    HEADER_SIZE,
+    fde_struct,
+    field_spans,
+    header_struct,
+    v3_attr_struct,
+)
 from ..format.model import Function
 from ..format.section import SFrameSection
+from . import dump
 
 #: Peak traced memory allowed per input byte, plus a constant slack.
 MEMORY_FACTOR = 512
@@ -55,7 +66,7 @@ MAX_FRAMES = 64
 #: Section addresses each input is decoded at: zero, and one that makes addresses wrap.
 SECTION_ADDRESSES = (0, 0xFFFF_FFFF_FFFF_F000)
 #: Default directory of seed sections (a source checkout).
-SEEDS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "fuzz-seeds"
+SEEDS_DIR = Path(__file__).resolve().parents[3] / "tests" / "data" / "fuzz-seeds"
 
 
 class InvariantError(Exception):
@@ -64,15 +75,6 @@ class InvariantError(Exception):
 
 # ---------------------------------------------------------------------------------------------
 # The target
-
-
-def _optional(module: str) -> object | None:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as error:
-        if error.name != module:
-            raise
-        return None
 
 
 def _stage(action: Callable[[], object]) -> object | None:
@@ -121,22 +123,15 @@ def _exercise_section(section: SFrameSection, data: bytes) -> None:
         _stage(lambda pc=pc: section.find_fde(pc))  # type: ignore[misc]
     _stage(lambda: section.find_fres(pcs))
     _stage(section.to_bytes)
-    dump = _optional("pysframe.dump")
-    if dump is not None:
-        _dump(dump, section)
+    _dump(section)
     _unwind(section, data, pcs)
 
 
-def _dump(dump: object, section: SFrameSection) -> None:
+def _dump(section: SFrameSection) -> None:
     """objdump-style text, readelf-style text and JSON of the section."""
-    for name, args in (
-        ("section_text", (section,)),
-        ("section_json", (section,)),
-        ("readelf_text", (".sframe", section)),
-    ):
-        render = getattr(dump, name, None)
-        if callable(render):
-            _stage(lambda render=render, args=args: render(*args))  # type: ignore[misc]
+    _stage(lambda: dump.section_text(section))
+    _stage(lambda: dump.section_json(section))
+    _stage(lambda: dump.readelf_text(".sframe", section))
 
 
 def _unwind(section: SFrameSection, data: bytes, pcs: Sequence[int]) -> None:
@@ -171,13 +166,24 @@ def exercise(data: bytes) -> None:
             _exercise_section(section, data)
 
 
-def check_input(data: bytes, *, time_limit: float = 10.0, memory: bool = True) -> None:
-    """Run :func:`exercise` on ``data`` and check the invariants; raise InvariantError."""
+def check_input(
+    data: bytes,
+    *,
+    time_limit: float = 10.0,
+    memory: bool = True,
+    memory_factor: int = MEMORY_FACTOR,
+    memory_slack: int = MEMORY_SLACK,
+    target: Callable[[bytes], object] | None = None,
+) -> None:
+    """Run ``target`` (default: :func:`exercise`) on ``data`` and check the invariants; raise
+    InvariantError.  With ``memory``, the peak traced memory may be at most ``memory_factor``
+    times the input size plus ``memory_slack`` bytes."""
+    run_target = exercise if target is None else target
     if memory:
         tracemalloc.start()
     began = time.perf_counter()
     try:
-        exercise(data)
+        run_target(data)
     except Exception as error:
         raise InvariantError(
             f"{type(error).__name__}: {error}\n{traceback.format_exc()}"
@@ -189,7 +195,7 @@ def check_input(data: bytes, *, time_limit: float = 10.0, memory: bool = True) -
             tracemalloc.stop()
     if elapsed > time_limit:
         raise InvariantError(f"took {elapsed:.1f} s (limit {time_limit} s)")
-    allowed = MEMORY_FACTOR * len(data) + MEMORY_SLACK
+    allowed = memory_factor * len(data) + memory_slack
     if peak > allowed:
         raise InvariantError(f"peak memory {peak} bytes for a {len(data)}-byte input")
 
@@ -201,25 +207,24 @@ def check_input(data: bytes, *, time_limit: float = 10.0, memory: bool = True) -
 def builtin_seeds() -> list[bytes]:
     """Small hand-built sections: V1 AMD64, V2 AArch64 big-endian, V3 FLEX."""
     v1_fres = bytes([0x00, 0x03, 0x08, 0x01, 0x05, 0x10, 0xF0, 0x04, 0x04, 0x10, 0xF0])
-    v1_fde = struct.pack("<iIIIB", -0x1000, 0x20, 0, 3, 0x00)
+    v1_fde = fde_struct(Version.V1, False).pack(-0x1000, 0x20, 0, 3, 0x00)
     v1 = _header("<", 1, 1, 3, 0, -8, 1, 3, len(v1_fres), 0, len(v1_fde)) + v1_fde + v1_fres
     v2_fres = bytes([0x00, 0x03, 0x00, 0x04, 0x07, 0x10, 0xF8, 0xF0])
-    v2_fde = struct.pack(">iIIIBBH", 0x100, 0x40, 0, 2, 0x00, 0, 0)
+    v2_fde = fde_struct(Version.V2, True).pack(0x100, 0x40, 0, 2, 0x00, 0, 0)
     v2 = _header(">", 2, 1, 1, 0, 0, 1, 2, len(v2_fres), 0, len(v2_fde)) + v2_fde + v2_fres
     # V3 FLEX: attribute record (2 FREs, ADDR1, FLEX), CFA=*(r6+16), then CFA=sp+8 RA at c-8.
-    v3_fres = struct.pack("<HBBB", 2, 0x00, 0x01, 0) + bytes(
+    v3_fres = v3_attr_struct(False).pack(2, 0x00, 0x01, 0) + bytes(
         [0x00, 0x05, 0x33, 0x10, 0x01, 0x09, 0x39, 0x08, 0x02, 0xF8]
     )
-    v3_fde = struct.pack("<qII", 0x1000, 0x20, 0)
+    v3_fde = fde_struct(Version.V3, False).pack(0x1000, 0x20, 0)
     v3 = _header("<", 3, 5, 3, 0, -8, 1, 2, len(v3_fres), 0, len(v3_fde)) + v3_fde + v3_fres
     return [v1, v2, v3]
 
 
 def _header(order: str, *fields: int) -> bytes:
     version, flags, abi, fixed_fp, fixed_ra, num_fdes, num_fres, fre_len, fde_off, fre_off = fields
-    return struct.pack(
-        order + "HBBBbbBIIIII",
-        0xDEE2,
+    return header_struct(order == ">").pack(
+        SFRAME_MAGIC,
         version,
         flags,
         abi,
@@ -273,24 +278,22 @@ _WEIGHTS = (3, 3, 1, 1, 0.5, 1, 1, 1, 5)
 _INTERESTING8 = (0, 1, 2, 3, 4, 0x0F, 0x10, 0x1F, 0x20, 0x40, 0x60, 0x7F, 0x80, 0xFE, 0xFF)
 
 
+_HEADER_SPANS = field_spans(HEADER_FIELDS)
+_MAGIC_SIZE = _HEADER_SPANS[0][1]
+
+
 def _fields(data: bytes) -> list[tuple[int, int]]:
     """(offset, width) of the header and FDE fields of a seed that looks like a section."""
-    fields = [(2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (7, 1)]
-    fields += [(8, 4), (12, 4), (16, 4), (20, 4), (24, 4)]
-    if len(data) < HEADER_SIZE or data[2] not in (1, 2, 3):
+    fields = list(_HEADER_SPANS[1:])  # every header field but the magic
+    version_at = _MAGIC_SIZE
+    if len(data) < HEADER_SIZE or data[version_at] not in Version._value2member_map_:
         return fields
-    version = Version(data[2])
-    order = "<" if data[0:2] == b"\xe2\xde" else ">"
-    num_fdes, fde_off = (
-        struct.unpack_from(order + "I", data, 8)[0],
-        struct.unpack_from(order + "I", data, 20)[0],
-    )
-    base = HEADER_SIZE + data[7] + fde_off
-    layout = {
-        Version.V1: ((0, 4), (4, 4), (8, 4), (12, 4), (16, 1)),
-        Version.V2: ((0, 4), (4, 4), (8, 4), (12, 4), (16, 1), (17, 1), (18, 2)),
-        Version.V3: ((0, 8), (8, 4), (12, 4)),
-    }[version]
+    version = Version(data[version_at])
+    big_endian = int.from_bytes(data[:version_at], "little") != SFRAME_MAGIC
+    header = dict(zip(HEADER_NAMES, header_struct(big_endian).unpack_from(data), strict=True))
+    num_fdes = header["num_fdes"]
+    base = HEADER_SIZE + header["auxhdr_len"] + header["fde_off"]
+    layout = field_spans(FDE_FIELDS[version])
     for index in range(min(num_fdes, 64)):
         at = base + index * FDE_SIZE[version]
         fields += [(at + off, width) for off, width in layout if at + off + width <= len(data)]
@@ -336,7 +339,8 @@ def mutate(data: bytes, rng: random.Random, seeds: Sequence[bytes]) -> bytes:
 
 
 def _set_field(out: bytearray, at: int, width: int, rng: random.Random) -> None:
-    order: Literal["little", "big"] = "little" if out[0:2] == b"\xe2\xde" else "big"
+    little = int.from_bytes(out[:_MAGIC_SIZE], "little") == SFRAME_MAGIC
+    order: Literal["little", "big"] = "little" if little else "big"
     old = int.from_bytes(out[at : at + width], order)
     mask = (1 << (8 * width)) - 1
     pick = rng.randrange(4)

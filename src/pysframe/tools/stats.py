@@ -22,9 +22,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import ElfError, SFrameError, TruncatedError
+from ..errors import ElfError, SFrameError
 from ..format.constants import FreType, Version
+from ..format.layout import fde_fre_type, fre_word_count, fre_word_size_code
 from ..format.section import SFrameSection
+from ..format.walk import fre_infos
 
 #: Rep size given to PCMASK functions when a V1 section (which stores none) is converted:
 #: the 16-byte PLT entries of x86-64, the only producer of V1 PCMASK FDEs (V1 spec 2.3.2).
@@ -291,7 +293,7 @@ def _from_generator(result: FileStats, path: str) -> FileStats:
 
 def _with_distributions(result: FileStats, section: SFrameSection) -> FileStats:
     table = section.table
-    fre_types = np.bincount(table.info & 0xF, minlength=3)[:3]
+    fre_types = np.bincount(fde_fre_type(table.info), minlength=3)[:3]
     words = word_size_counts(section)
     return replace(
         result,
@@ -305,33 +307,12 @@ def _with_distributions(result: FileStats, section: SFrameSection) -> FileStats:
 def word_size_counts(section: SFrameSection) -> tuple[int, int, int, int]:
     """Rows with no data words, and with words of 1, 2 and 4 bytes (V2 spec 2.4.1).
 
-    Reads only each FRE's info byte, stepping through every function's FREs at once: the loop
-    runs as many times as the longest function has FREs.
+    Reads only each FRE's info byte, every FRE of the section at once
+    (:func:`pysframe.format.walk.fre_infos`, which checks the FREs as decoding does).
     """
-    header, table = section.header, section.table
-    octets = np.frombuffer(section.data, dtype=np.uint8)
-    fre_end = header.size + header.fre_offset + header.fre_len
-    addr_size = np.left_shift(1, table.info & 0xF)
-    order = np.argsort(-table.num_fres, kind="stable")
-    counts_sorted = table.num_fres[order]
-    cursor = table.fre_data[order].copy()
-    addr_size = addr_size[order]
-    totals = np.zeros(4, dtype=np.int64)
-    longest = int(counts_sorted[0]) if len(counts_sorted) else 0
-    for step in range(longest):
-        active = int(np.count_nonzero(counts_sorted > step))
-        pos = cursor[:active] + addr_size[:active]
-        if np.any(pos >= fre_end):
-            bad = int(np.argmax(pos >= fre_end))
-            raise TruncatedError(
-                f"function {int(order[bad])}: FRE {step} runs past the FRE sub-section",
-                int(cursor[bad]),
-            )
-        info = octets[pos].astype(np.int64)
-        count = (info >> 1) & 0xF
-        size_code = (info >> 5) & 3
-        totals += np.bincount(np.where(count == 0, 0, size_code + 1), minlength=5)[:4]
-        cursor[:active] = pos + 1 + count * np.left_shift(1, np.minimum(size_code, 2))
+    info = fre_infos(section)
+    kind = np.where(fre_word_count(info) == 0, 0, fre_word_size_code(info) + 1)
+    totals = np.bincount(kind, minlength=4)
     return (int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]))
 
 

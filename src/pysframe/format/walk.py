@@ -1,0 +1,345 @@
+"""Walking FREs: where each FRE of a function is, how long it is, and whether it lies inside the
+FRE sub-section.  The only code that steps from one FRE to the next; every layout comes from
+:mod:`pysframe.format.layout` (V2 spec 2.4: start address of 1, 2 or 4 bytes by FRE type, u8
+info, then ``count`` data words of 1, 2 or 4 bytes).
+
+A walk checks, FRE after FRE: the start address and info byte lie in the sub-section, the
+data-word size code is not 3, the data words lie in the sub-section.  Two entry points share
+those checks and the layout:
+
+* :func:`walk_fres`, scalar: one function's FREs as they are stored, for decoding its rows
+  (:func:`pysframe.format.decode.decode_rows`) and for validation.  A problem stops the walk
+  and is returned, so that each caller reports it its own way.
+* :func:`locate_fres`, bulk: every FRE of a section at once.  Step j reads the j-th FRE of
+  every function that has one, functions ordered by descending FRE count so that the ones
+  still walking are a prefix; an FRE's length comes from a table indexed by FRE type and
+  info.  On a problem the scalar walk runs over the functions in order, so that the error
+  raised is the one it finds first.  :func:`fre_infos` gives every FRE's info byte.
+
+:func:`scan_rows` reads every row of a section in bulk for whole-section work (the dump, the
+batch lookup's row table): positions, start offsets, and the row *forms*: the FDE type (FLEX
+or not) with the info byte and data-word bytes.  Real sections have a few hundred forms for
+hundreds of thousands of rows; each form is checked once with :func:`decode_rules`.  On any
+problem every function's rows are decoded in order, so that the error raised is the one
+:func:`~pysframe.format.decode.decode_rows` raises first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import InvalidFieldError, SFrameError, TruncatedError
+from .constants import FdeType, FreType
+from .layout import (
+    FRE_BAD_WORD_SIZE,
+    FRE_INFO_SIZE,
+    byte_order,
+    fde_fre_type,
+    fde_type_of,
+    fre_address_size,
+    fre_address_struct,
+    fre_length,
+    fre_word_count,
+    fre_word_size,
+    fre_word_size_code,
+    fre_words_struct,
+    word_mask,
+)
+from .rules import decode_rules, row_context
+
+if TYPE_CHECKING:
+    import struct
+
+    from .decode import Buffer
+    from .model import Header
+    from .section import SFrameSection
+
+I64 = npt.NDArray[np.int64]
+
+
+# -- one function ---------------------------------------------------------------------------------
+
+#: One FRE as stored: (byte position, start offset, info byte, data words as signed integers).
+RawFre = tuple[int, int, int, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class WalkProblem:
+    """Why a walk stopped at FRE ``number``: ``truncated`` (it or its data words run past the
+    FRE sub-section) or else an invalid data-word size code; ``offset`` is where."""
+
+    number: int
+    offset: int
+    message: str
+    truncated: bool
+
+    def error(self, function: int) -> SFrameError:
+        """The decoder's error for this problem in function ``function``."""
+        kind = TruncatedError if self.truncated else InvalidFieldError
+        return kind(f"function {function}: {self.message}", self.offset)
+
+
+class FreWalk(NamedTuple):
+    """The FREs read, the byte position after the last one, and the problem that stopped the
+    walk (None: every FRE was read)."""
+
+    fres: list[RawFre]
+    end: int
+    problem: WalkProblem | None
+
+
+@cache
+def _info_table(big_endian: bool) -> tuple[tuple[int, struct.Struct | None], ...]:
+    """Per info byte: bytes of its data words, and their struct (None: size code 3)."""
+    table: list[tuple[int, struct.Struct | None]] = []
+    for info in range(256):
+        size_code, count = fre_word_size_code(info), fre_word_count(info)
+        if size_code == FRE_BAD_WORD_SIZE:
+            table.append((0, None))
+        else:
+            words = fre_words_struct(size_code, count, big_endian)
+            table.append((count * fre_word_size(info), words))
+    return tuple(table)
+
+
+def walk_fres(data: Buffer, header: Header, fre_type: int, position: int, count: int) -> FreWalk:
+    """Read ``count`` FREs of FRE type ``fre_type`` from byte ``position`` on, each checked."""
+    address_size = fre_address_size(fre_type)
+    unpack_address = fre_address_struct(fre_type, header.big_endian).unpack_from
+    words_of = _info_table(header.big_endian)
+    end = header.fre_end
+    fres: list[RawFre] = []
+    for number in range(count):
+        info_at = position + address_size
+        if info_at + FRE_INFO_SIZE > end:
+            message = f"FRE {number} runs past the FRE sub-section"
+            return FreWalk(fres, position, WalkProblem(number, position, message, True))
+        info = data[info_at]
+        words_bytes, words = words_of[info]
+        if words is None:
+            message = f"FRE {number} has invalid data-word size code {FRE_BAD_WORD_SIZE}"
+            return FreWalk(fres, position, WalkProblem(number, info_at, message, False))
+        words_at = info_at + FRE_INFO_SIZE
+        following = words_at + words_bytes
+        if following > end:
+            message = f"data words of FRE {number} run past the FRE sub-section"
+            return FreWalk(fres, position, WalkProblem(number, position, message, True))
+        fres.append(
+            (position, unpack_address(data, position)[0], info, words.unpack_from(data, words_at))
+        )
+        position = following
+    return FreWalk(fres, position, None)
+
+
+def _raise_first_walk_error(section: SFrameSection) -> None:
+    header, table = section.header, section.table
+    types, first, counts = (
+        fde_fre_type(table.info).tolist(),
+        table.fre_data.tolist(),
+        table.num_fres.tolist(),
+    )
+    for index, (fre_type, position, count) in enumerate(zip(types, first, counts, strict=True)):
+        problem = walk_fres(section.data, header, fre_type, position, count).problem
+        if problem is not None:
+            raise problem.error(index)
+
+
+# -- every function at once -----------------------------------------------------------------------
+
+_TOO_LONG = 1 << 40  # FRE "length" for the invalid word-size code: fails the bounds check
+
+
+def _fre_lengths() -> I64:
+    """Bytes of an FRE by ``fre_type * 256 + info``: address, info byte, data words."""
+    info = np.arange(256, dtype=np.int64)
+    bad = fre_word_size_code(info) == FRE_BAD_WORD_SIZE
+    return np.concatenate(
+        [np.where(bad, _TOO_LONG, fre_length(fre_type, info)) for fre_type in FreType]
+    )
+
+
+_FRE_LENGTHS = _fre_lengths()
+
+
+@dataclass(frozen=True, slots=True)
+class FreLocations:
+    """Function i's FREs are ``row_base[i]:row_base[i + 1]``; per FRE its byte position, its
+    FRE type and where its info byte is."""
+
+    row_base: I64
+    position: I64
+    fre_type: I64
+    info_at: I64
+
+
+def locate_fres(section: SFrameSection) -> FreLocations:
+    """Every FRE's position, each checked as :func:`walk_fres` checks it."""
+    try:
+        return _locate(section)
+    except SFrameError:
+        _raise_first_walk_error(section)
+        raise
+
+
+def fre_infos(section: SFrameSection) -> I64:
+    """The info byte of every FRE of ``section``, functions in stored order."""
+    located = locate_fres(section)
+    octets = np.frombuffer(section.data, dtype=np.uint8)
+    return octets[located.info_at].astype(np.int64)
+
+
+def _locate(section: SFrameSection) -> FreLocations:
+    table = section.table
+    octets = np.frombuffer(section.data, dtype=np.uint8)
+    row_base = np.zeros(len(table) + 1, dtype=np.int64)
+    np.cumsum(table.num_fres, out=row_base[1:])
+    fre_type = fde_fre_type(table.info)  # 0-2, checked when the FDEs were read
+    order = np.argsort(-table.num_fres, kind="stable")
+    counts = table.num_fres[order]
+    cursor = table.fre_data[order].astype(np.int64)
+    info_offset = fre_address_size(fre_type[order])
+    length_row = fre_type[order] * 256
+    base = row_base[:-1][order]
+    longest = int(counts[0]) if len(counts) else 0
+    # Functions with more than `step` FREs: a prefix of `order`, of this many functions.
+    walking = np.searchsorted(-counts, -np.arange(longest), side="left")
+    position = np.empty(int(row_base[-1]), dtype=np.int64)
+    for step, k in enumerate(walking.tolist()):
+        at = cursor[:k]
+        # mode="clip": a read past the end only happens for an FRE that fails the check below.
+        info = octets.take(at + info_offset[:k], mode="clip")
+        following = at + _FRE_LENGTHS[length_row[:k] + info]
+        position[base[:k] + step] = at
+        cursor[:k] = following
+    # Each function's cursor only grows, so its last value shows whether any FRE ran over.
+    if len(cursor) and int(cursor.max()) > section.header.fre_end:
+        raise TruncatedError("an FRE runs past the FRE sub-section", None)
+    type_of_row = np.repeat(fre_type, table.num_fres)
+    return FreLocations(row_base, position, type_of_row, position + fre_address_size(type_of_row))
+
+
+# -- every row at once, grouped by form -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RowForm:
+    """What a row's dumped cells depend on, besides the header: FDE type, info byte, words."""
+
+    flex: bool
+    info: int
+    words: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RowScan:
+    """Function i's rows are ``row_base[i]:row_base[i + 1]``; per row its raw start offset
+    and the index of its form in ``forms``."""
+
+    row_base: I64
+    start_offset: I64
+    form: I64
+    forms: tuple[RowForm, ...]
+
+
+def scan_rows(section: SFrameSection) -> RowScan:
+    """Read and check every FRE of ``section``, as decode_rows would one function at a time."""
+    try:
+        return _scan(section)
+    except SFrameError:
+        for function in section:  # the rows of each function, decoded and checked in order
+            function.rows  # noqa: B018
+        raise
+
+
+def _scan(section: SFrameSection) -> RowScan:
+    header, table = section.header, section.table
+    located = _locate(section)
+    octets = np.frombuffer(section.data, dtype=np.uint8)
+    # Every row at once (the walk checked that every FRE lies in the sub-section).
+    info_at = located.info_at
+    tail = located.position + _FRE_LENGTHS[located.fre_type * 256 + octets[info_at]] - info_at
+    # Room for reading whole 8-byte chunks of the longest FRE (61 bytes from its info byte).
+    padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))
+    start_offset = _start_offsets(padded, located, header.big_endian)
+    flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_fres)
+    form, first = _group(padded, info_at, tail, flex)
+    position = located.position
+    forms = tuple(
+        _form(section, int(position[r]), int(info_at[r]), bool(flex[r])) for r in first.tolist()
+    )
+    return RowScan(located.row_base, start_offset, form, forms)
+
+
+def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool) -> I64:
+    """The unsigned 1-, 2- or 4-byte start address at each FRE's position."""
+    u32 = _every_byte(padded, byte_order(big_endian) + "u4")
+    raw = u32[located.position].astype(np.int64)
+    bits = 8 * fre_address_size(located.fre_type)
+    if big_endian:
+        return raw >> (32 - bits)
+    return raw & ((1 << bits) - 1)
+
+
+def _every_byte(padded: npt.NDArray[np.uint8], dtype: str) -> npt.NDArray[np.uint64]:
+    """A view holding the ``dtype`` value that starts at every byte of ``padded``."""
+    size = np.dtype(dtype).itemsize
+    view: npt.NDArray[np.uint64] = np.ndarray(
+        (len(padded) - size + 1,), dtype=dtype, buffer=padded, strides=(1,)
+    )
+    return view
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the key hash
+_LOW_BYTES = np.array([word_mask(n) for n in range(8)] + [word_mask(8)], dtype=np.uint64)
+
+
+def _group(
+    padded: npt.NDArray[np.uint8], info_at: I64, tail: I64, flex: npt.NDArray[np.bool_]
+) -> tuple[I64, I64]:
+    """Per row the index of its form, and the first row of each form.
+
+    A form's key is the row's ``tail`` bytes from the info byte on, 8 at a time (bytes past
+    the row masked off), and its FDE type."""
+    u64 = _every_byte(padded, "<u8")
+    longest = int(tail.max()) if len(tail) else 0
+    columns = []
+    for chunk in range(0, longest, 8):
+        keep = _LOW_BYTES[np.clip(tail - chunk, 0, 8)]
+        columns.append(u64[info_at + chunk] & keep)
+    if bool(flex.any()):
+        columns.append(flex.astype(np.uint64))
+    if not columns:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    # One 64-bit key per row: the columns mixed into a hash, checked below.  Sorting the
+    # keys (a vectorized sort) and searching them is several times faster than np.unique.
+    key = columns[0]
+    for column in columns[1:]:
+        key = key * _MIX + column
+    ordered = np.sort(key)
+    distinct = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+    form = np.searchsorted(distinct, key)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[form] = np.arange(len(key))  # a row of each form, whichever
+    if len(columns) > 1 and not all(np.array_equal(c, c[first][form]) for c in columns):
+        # Two forms share a hash: sort on the whole keys (slower).
+        whole = np.column_stack(columns)
+        _, first, form = np.unique(whole, return_index=True, return_inverse=True, axis=0)
+    return form.reshape(-1).astype(np.int64), first.astype(np.int64)
+
+
+def _form(section: SFrameSection, position: int, info_at: int, flex: bool) -> RowForm:
+    """Read the info byte and words of the FRE at ``position``; check them with decode_rules."""
+    header = section.header
+    info = section.data[info_at]
+    size_code, count = fre_word_size_code(info), fre_word_count(info)
+    words: tuple[int, ...] = fre_words_struct(size_code, count, header.big_endian).unpack_from(
+        section.data, info_at + FRE_INFO_SIZE
+    )
+    info2 = int(FdeType.FLEX) if flex else 0
+    decode_rules(row_context(header, info2), info, words, fre_word_size(info), position)
+    return RowForm(flex, info, words)
