@@ -7,16 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import (
-    EM_386,
-    EM_AARCH64,
-    EM_S390,
-    EM_X86_64,
-    SHT_RELA,
-    ElfImage,
-    Relocation,
-    apply_relocations,
-)
+from pysframe.elf.image import ElfImage, Relocation, apply_relocations
+from pysframe.elf.layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, SHT_RELA
+from pysframe.elf.sframe import load_sframe
 from pysframe.errors import ElfError
 from pysframe.format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
 
@@ -137,10 +130,10 @@ def test_object_relocations_give_function_offsets(tmp_path: Path, use_rel: bool)
         assert section is not None
         relocations = image.relocations_for(section)
         assert [(r.offset, r.type) for r in relocations] == [(28, 2), (48, 2)]
-        sframe = image.sframe_section()
+        sframe = load_sframe(image)
         assert [f.start for f in sframe] == [0x10, 0x30]
         assert [f.start_field for f in sframe] == [0x10 - 28, 0x30 - 48]
-        raw = image.sframe_section(relocate=False)
+        raw = load_sframe(image, relocate=False)
         assert [f.start_field for f in raw] == ([0x10, 0x30] if use_rel else [0, 0])
 
 
@@ -171,7 +164,7 @@ def test_found_by_type_when_renamed(tmp_path: Path) -> None:
         section = image.find_sframe()
         assert section is not None and section.name == ".sfrm"
         assert image.find_sframe(".sframe") is None
-        assert [f.start for f in image.sframe_section()] == [0x1000]
+        assert [f.start for f in load_sframe(image)] == [0x1000]
 
 
 def test_found_through_pt_gnu_sframe_without_section_headers(tmp_path: Path) -> None:
@@ -184,7 +177,7 @@ def test_found_through_pt_gnu_sframe_without_section_headers(tmp_path: Path) -> 
         section = image.find_sframe()
         assert section is not None
         assert (section.name, section.address, section.index) == (".sframe", 0x4000, -1)
-        sframe = image.sframe_section()
+        sframe = load_sframe(image)
         assert [f.start for f in sframe] == [0x4000 + 0x1000]
         assert len(image.load_segments()) == 1
 
@@ -195,7 +188,7 @@ def test_no_sframe_section(tmp_path: Path) -> None:
     with ElfImage.open(str(path)) as image:
         assert image.find_sframe() is None
         with pytest.raises(ElfError, match=r"no \.sframe section"):
-            image.sframe_section()
+            load_sframe(image)
 
 
 # -- file facts --------------------------------------------------------------------------------
@@ -279,4 +272,4 @@ def test_section_past_end_of_file(tmp_path: Path) -> None:
     struct.pack_into("<Q", patched, shoff + 64 + 24, len(data) + 0x1000)
     path.write_bytes(bytes(patched))
     with ElfImage.open(str(path)) as image, pytest.raises(ElfError):
-        image.sframe_section()
+        load_sframe(image)
