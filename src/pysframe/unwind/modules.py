@@ -20,7 +20,9 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..elf.image import ElfImage
+from ..elf.image import ElfImage, ElfSegment
+from ..elf.layout import EHDR_SIZE, ElfHeader
+from ..elf.sframe import find_sframe
 from ..errors import SFrameError
 from ..format.constants import Abi
 from ..format.section import SFrameSection
@@ -71,21 +73,14 @@ def parse_maps_line(line: str) -> Mapping | None:
 # What pysframe needs from each ELF file
 
 
-@dataclass(frozen=True, slots=True)
-class LoadSegment:
-    vaddr: int
-    offset: int
-    filesz: int
-    memsz: int
-
-
 @dataclass(slots=True)
 class ElfFacts:
     """Facts about one ELF file, shared by every address space that maps it."""
 
     path: str
     abi: Abi | None
-    segments: tuple[LoadSegment, ...]
+    #: The PT_LOAD program headers.
+    segments: tuple[ElfSegment, ...]
     sframe: tuple[bytes, int] | None  # (.sframe bytes, sh_addr)
     symbol_starts: list[int]
     symbols: list[tuple[int, int, str]]  # (start, size, name), sorted by start
@@ -135,11 +130,10 @@ def _read_facts(path: str) -> ElfFacts | None:
 
 
 def _facts_from_elf(path: str, image: ElfImage) -> ElfFacts:
-    segments = tuple(
-        LoadSegment(seg.vaddr, seg.offset, seg.filesz, seg.memsz) for seg in image.load_segments()
-    )
-    section = image.find_sframe()
-    sframe = None if section is None else (section.data(), section.address)
+    segments = tuple(image.load_segments())
+    found = find_sframe(image)
+    # As stored: a mapped file's section is what the process sees (nothing relocates it).
+    sframe = None if found is None else (found.stored, found.address)
     symbols = _one_per_address([(s.value, s.size, s.name.split("@")[0]) for s in image.symbols()])
     build_id = image.build_id()
     build_id_address = None
@@ -416,13 +410,10 @@ def _read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
     """The vDSO's bytes: up to the end of its section or program headers, whichever is last
     (its file image is mapped whole)."""
     try:
-        header = read_memory(address, 64)
-        if len(header) != 64 or header[:4] != b"\x7fELF" or header[4] != 2:  # ELFCLASS64
+        header = ElfHeader.unpack(read_memory(address, EHDR_SIZE[64]))
+        if header.bits != 64:
             return None
-        order = ">" if header[5] == 2 else "<"
-        phoff, shoff = struct.unpack_from(order + "QQ", header, 0x20)
-        phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", header, 0x36)
-        size = max(64, phoff + phentsize * phnum, shoff + shentsize * shnum)
+        size = header.tables_end
         if size > _VDSO_LIMIT:
             return None
         image = read_memory(address, size)
@@ -449,7 +440,6 @@ Symbolize = Callable[[int], "tuple[str, int] | None"]
 
 __all__ = [
     "ElfFacts",
-    "LoadSegment",
     "Mapping",
     "Module",
     "ModuleTable",
