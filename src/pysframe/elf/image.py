@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from elftools.common.exceptions import ELFError as _PyElfError
+from elftools.construct import ConstructError as _ConstructError
 from elftools.elf import enums as _enums
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
@@ -256,7 +257,25 @@ class ElfSymbol:
 
 
 #: What pyelftools and the file layer raise on malformed input.
-_READ_ERRORS = (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError)
+_READ_ERRORS = (
+    _PyElfError,
+    _ConstructError,
+    struct.error,
+    ValueError,
+    LookupError,
+    AttributeError,
+    EOFError,
+    OSError,
+)
+
+
+def is_elf_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a file that starts with the ELF magic (False if unreadable)."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(4) == ELF_MAGIC
+    except OSError:
+        return False
 
 
 class ElfImage:
@@ -717,5 +736,6 @@ __all__ = [
     "ElfSymbol",
     "Relocation",
     "apply_relocations",
+    "is_elf_file",
     "iter_notes",
 ]
