@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
+import stat
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
@@ -273,4 +276,44 @@ def _inject(
     return bytes(out)
 
 
-__all__ = ["InjectionPlan", "inject_sframe", "new_section_address", "plan_injection"]
+class EncodableSection(Protocol):
+    """An SFrame section that can be encoded for any address (what ``generate`` makes)."""
+
+    @property
+    def data(self) -> bytes:
+        """The section encoded for :attr:`section_address`."""
+        ...
+
+    @property
+    def section_address(self) -> int: ...
+
+    def encode(self, section_address: int) -> bytes:
+        """The section encoded for ``section_address``."""
+        ...
+
+
+def inject_file(
+    path: str, output: str, section: EncodableSection, *, replace: bool = False
+) -> None:
+    """Write to ``output`` a copy of the ELF file ``path`` carrying ``section`` (encoded for
+    the address the plan gives it; see :func:`inject_sframe`), with ``path``'s permissions."""
+    with open(path, "rb") as file:
+        original = file.read()
+    plan = plan_injection(original, replace=replace)
+    data = section.data
+    if plan.sframe_address != section.section_address:
+        data = section.encode(plan.sframe_address)
+    new = inject_sframe(original, data, plan, replace=replace)
+    with open(output, "wb") as out:
+        out.write(new)
+    os.chmod(output, stat.S_IMODE(os.stat(path).st_mode))
+
+
+__all__ = [
+    "EncodableSection",
+    "InjectionPlan",
+    "inject_file",
+    "inject_sframe",
+    "new_section_address",
+    "plan_injection",
+]
