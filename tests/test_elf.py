@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage, Relocation, apply_relocations
+from pysframe.elf.image import ElfImage
 from pysframe.elf.layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, SHT_RELA
+from pysframe.elf.relocation import Relocation, apply_relocations
 from pysframe.elf.sframe import load_sframe
 from pysframe.errors import ElfError
 from pysframe.format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi

@@ -1,12 +1,9 @@
 """ELF files: headers, sections, segments, symbols, relocations and notes, read with pyelftools.
 
-This is the module of pysframe that reads ELF files (:mod:`pysframe.elf.layout` declares the
-layouts, :mod:`pysframe.elf.sframe` finds and loads the SFrame section with it).  In
-relocatable objects (``ET_REL``) :meth:`ElfImage.relocated` applies a section's REL/RELA
-relocations the way objdump 2.47 loads sections (bfd's simple relocation: every section of
-an object sits at address 0, so S = symbol value, P = field offset).
-
-Every failure raises :class:`pysframe.errors.ElfError` naming the file.
+:class:`ElfImage` is how pysframe reads an ELF file; :mod:`pysframe.elf.layout` declares the
+layouts it writes or parses by hand, :mod:`pysframe.elf.relocation` applies an object's
+relocations (:meth:`ElfImage.relocated`), and :mod:`pysframe.elf.sframe` finds and loads the
+SFrame section.  Every failure raises :class:`pysframe.errors.ElfError` naming the file.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from __future__ import annotations
 import io
 import os
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -69,6 +66,7 @@ from .layout import (
     phdr_struct,
     shdr_struct,
 )
+from .relocation import Relocation, apply_relocations
 
 #: Name -> number for the enums pyelftools turns into strings (it keeps unknown values as ints).
 _SH_TYPES: dict[str, int] = {}
@@ -108,81 +106,6 @@ def _number(value: object, names: dict[str, int]) -> int:
     if isinstance(value, str) and value in names:
         return names[value]
     raise ElfError(f"unknown ELF enum value {value!r}")
-
-
-#: (machine, relocation type) -> (field size in bytes, PC-relative).  Type 0 (NONE) is skipped.
-#: Sources: the psABIs of x86-64 (R_X86_64_*), i386, AArch64 (R_AARCH64_*) and s390x (R_390_*).
-RELOCATION_KINDS: dict[tuple[int, int], tuple[int, bool]] = {
-    (EM_X86_64, 1): (8, False),  # R_X86_64_64        S + A
-    (EM_X86_64, 2): (4, True),  # R_X86_64_PC32       S + A - P
-    (EM_X86_64, 10): (4, False),  # R_X86_64_32       S + A
-    (EM_X86_64, 11): (4, False),  # R_X86_64_32S      S + A
-    (EM_X86_64, 24): (8, True),  # R_X86_64_PC64      S + A - P
-    (EM_386, 1): (4, False),  # R_386_32
-    (EM_386, 2): (4, True),  # R_386_PC32
-    (EM_AARCH64, 257): (8, False),  # R_AARCH64_ABS64
-    (EM_AARCH64, 258): (4, False),  # R_AARCH64_ABS32
-    (EM_AARCH64, 260): (8, True),  # R_AARCH64_PREL64
-    (EM_AARCH64, 261): (4, True),  # R_AARCH64_PREL32
-    (EM_S390, 4): (4, False),  # R_390_32
-    (EM_S390, 5): (4, True),  # R_390_PC32
-    (EM_S390, 22): (8, False),  # R_390_64
-    (EM_S390, 23): (8, True),  # R_390_PC64
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Relocation:
-    """One relocation against a section: the field at ``offset`` gets S + A (- P if PC-relative).
-
-    ``addend`` None means a REL entry: the addend is the field's current content.
-    """
-
-    offset: int
-    type: int
-    symbol_value: int
-    addend: int | None = None
-    symbol_name: str = ""
-
-
-def apply_relocations(
-    data: bytes,
-    relocations: Iterable[Relocation],
-    machine: int,
-    big_endian: bool,
-    section_address: int = 0,
-) -> bytes:
-    """``data`` with ``relocations`` applied (S + A - P for PC-relative kinds, S + A otherwise).
-
-    P is ``section_address + offset``.  Results are truncated to the field size, as bfd's
-    ``bfd_perform_relocation`` stores them in relocatable links.
-    """
-    out = bytearray(data)
-    order = ">" if big_endian else "<"
-    for reloc in relocations:
-        if reloc.type == 0:
-            continue
-        kind = RELOCATION_KINDS.get((machine, reloc.type))
-        if kind is None:
-            raise ElfError(
-                f"relocation type {reloc.type} (machine {machine}) at offset {reloc.offset:#x} "
-                "is not supported"
-            )
-        size, pcrel = kind
-        if reloc.offset < 0 or reloc.offset + size > len(out):
-            raise ElfError(
-                f"relocation at offset {reloc.offset:#x} runs past the section end ({len(out):#x})"
-            )
-        fmt = order + ("q" if size == 8 else "i")
-        addend = reloc.addend
-        if addend is None:
-            (addend,) = struct.unpack_from(fmt, out, reloc.offset)
-        value = reloc.symbol_value + addend
-        if pcrel:
-            value -= section_address + reloc.offset
-        mask = (1 << (8 * size)) - 1
-        struct.pack_into(order + ("Q" if size == 8 else "I"), out, reloc.offset, value & mask)
-    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,9 +215,7 @@ class ElfImage:
             self._machine_value: str | int = self._elf.header["e_machine"]
             bits = 64 if self._elf.elfclass == 64 else 32
             self.header: ElfHeader = ElfHeader.unpack(self.read(0, EHDR_SIZE[bits]))
-        except SFrameError as error:
-            raise ElfError(f"{path}: unreadable ELF file ({error})") from None
-        except _READ_ERRORS as error:
+        except (SFrameError, *_READ_ERRORS) as error:
             raise ElfError(f"{path}: unreadable ELF file ({error})") from None
         self.e_type: int = self.header.type
         self.machine: int = self.header.machine
@@ -729,13 +650,10 @@ def iter_notes(data: bytes, big_endian: bool) -> Iterator[tuple[bytes, int, byte
 
 
 __all__ = [
-    "RELOCATION_KINDS",
     "ElfImage",
     "ElfSection",
     "ElfSegment",
     "ElfSymbol",
-    "Relocation",
-    "apply_relocations",
     "is_elf_file",
     "iter_notes",
 ]

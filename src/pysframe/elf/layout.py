@@ -9,6 +9,7 @@ in the file's byte order (``e_ident[EI_DATA]``) and class (``e_ident[EI_CLASS]``
 * Program header: Elf32_Phdr puts p_flags after p_memsz, Elf64_Phdr right after p_type.
 * Section header: the same ten fields in both classes; the six address-sized ones widen.
 * Note header: u32 namesz, u32 descsz, u32 type; name and descriptor padded to 4 bytes.
+* Auxiliary vector entry (Elf64_auxv_t): u64 type, u64 value.
 
 pyelftools parses files for reading; these declarations serve what it does not: writing
 headers (injection), sizing an image from its header (a vDSO read from memory) and notes.
@@ -166,3 +167,15 @@ def note_struct(big_endian: bool) -> struct.Struct:
 
 def note_padded(size: int) -> int:
     return (size + NOTE_ALIGN - 1) & -NOTE_ALIGN
+
+
+# -- auxiliary vector (System V gABI "Process Initialization"; Linux /proc/PID/auxv, NT_AUXV) --
+
+#: Struct codes of an Elf64_auxv_t entry: u64 a_type, u64 a_val.
+AUXV64_FIELDS = "QQ"
+
+
+@cache
+def auxv64_struct(big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + AUXV64_FIELDS)
+

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..elf.image import ElfImage, ElfSegment
-from ..elf.layout import EHDR_SIZE, ElfHeader
+from ..elf.layout import EHDR_SIZE, ELF_MAGIC, ElfHeader, auxv64_struct
 from ..elf.sframe import find_sframe
 from ..errors import SFrameError
 from ..format.constants import Abi
@@ -120,7 +119,7 @@ def elf_facts(path: str) -> ElfFacts | None:
 
 def _read_facts(path: str) -> ElfFacts | None:
     with open(path, "rb") as file:
-        if file.read(4) != b"\x7fELF":
+        if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
             return None
     try:
         with ElfImage.open(path) as image:
@@ -360,10 +359,9 @@ _VDSO_CACHE: dict[bytes, ElfFacts] = {}
 def auxv_entries(auxv: bytes, big_endian: bool = False) -> dict[int, int]:
     """The (type, value) pairs of a 64-bit auxiliary vector (/proc/PID/auxv, a core's
     NT_AUXV); the first value of a type wins, as getauxval returns it."""
-    order = ">" if big_endian else "<"
+    entry = auxv64_struct(big_endian)
     entries: dict[int, int] = {}
-    for pos in range(0, len(auxv) - 15, 16):
-        key, value = struct.unpack_from(order + "QQ", auxv, pos)
+    for key, value in entry.iter_unpack(auxv[: len(auxv) - len(auxv) % entry.size]):
         entries.setdefault(key, value)
     return entries
 
