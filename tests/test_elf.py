@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
-from pysframe.elf.layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, SHT_RELA
+from pysframe.elf.image import ElfImage, iter_notes
+from pysframe.elf.layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, SHT_RELA, ElfHeader
 from pysframe.elf.relocation import Relocation, apply_relocations
 from pysframe.elf.sframe import load_sframe
 from pysframe.errors import ElfError
@@ -274,3 +274,49 @@ def test_section_past_end_of_file(tmp_path: Path) -> None:
     path.write_bytes(bytes(patched))
     with ElfImage.open(str(path)) as image, pytest.raises(ElfError):
         load_sframe(image)
+
+
+# -- the layouts (elf.layout) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["x86_64/v3/app", "x86_64/v2/lib.so", "s390x/v3/frames-nopie", "aarch64/v3/frames.o"]
+)
+def test_headers_pack_back_to_the_files_bytes(name: str) -> None:
+    """The ELF header, program headers and section headers as read, packed with the layouts
+    of elf.layout, are the file's own bytes (little- and big-endian files)."""
+    data = (CORPUS / name).read_bytes()
+    with ElfImage.open(str(CORPUS / name)) as image:
+        header = image.header
+        assert header.pack() == data[: header.ehsize]
+        assert (header.bits, header.big_endian) == (image.elfclass, image.big_endian)
+        phdrs = b"".join(s.pack(header.bits, header.big_endian) for s in image.segments())
+        assert phdrs == data[header.phoff : header.phoff + header.phnum * header.phentsize]
+        shdrs = b"".join(s.pack(header.bits, header.big_endian) for s in image.sections())
+        assert shdrs == data[header.shoff : header.shoff + header.shnum * header.shentsize]
+        assert header.tables_end == max(
+            header.ehsize,
+            header.phoff + header.phnum * header.phentsize,
+            header.shoff + header.shnum * header.shentsize,
+        )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x7fELQ" + bytes(60), "not an ELF file"),
+        (b"\x7fELF\x02", "ELF header is truncated"),
+        (b"\x7fELF\x03\x01" + bytes(58), "unknown ELF class 3 or data encoding 1"),
+        (b"\x7fELF\x02\x01" + bytes(40), "ELF header is truncated"),
+    ],
+)
+def test_elf_header_errors(data: bytes, message: str) -> None:
+    with pytest.raises(ElfError, match=message):
+        ElfHeader.unpack(data)
+
+
+def test_notes_running_past_their_data_are_errors() -> None:
+    note = struct.pack("<III", 4, 4, 3) + b"GNU\0" + b"\1\2\3\4"
+    assert list(iter_notes(note + note, False)) == [(b"GNU", 3, b"\1\2\3\4")] * 2
+    with pytest.raises(ElfError, match="the note at byte 0x14 runs past the end of its 35"):
+        list(iter_notes(note + note[:-5], False))
