@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from pysframe.cli.stack import stack_of_process
 from pysframe.unwind.core import Unwinder
 from pysframe.unwind.modules import load_modules, process_mappings
 from pysframe.unwind.ptrace import attach
+from pysframe.unwind.stack import stack_of_process
 from stack_support import (
     Unavailable,
     build_programs,

@@ -121,6 +121,20 @@ def test_dump_not_elf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert err == f"pysframe: {path}: not an ELF file\n"
 
 
+def test_dump_unreadable_section_headers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file cut before its section header table: one line naming the problem, as for
+    every other file; the file header was printed already."""
+    path = tmp_path / "cut"
+    path.write_bytes((CORPUS / "x86_64" / "v3" / "app").read_bytes()[:3000])
+    for framing in ([], ["--format", "readelf"], ["--section", ".sframe"]):
+        status, _, err = run(["dump", *framing, str(path)], capsys)
+        assert status == 1
+        assert err.startswith(f"pysframe: {path}: unreadable section headers (")
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
 def test_dump_no_sframe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """objdump prints ``No .sframe section present``; pysframe also says so on stderr."""
     path = _no_sframe(tmp_path)

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import (
-    EM_386,
-    EM_AARCH64,
-    EM_S390,
-    EM_X86_64,
-    SHT_RELA,
-    ElfImage,
-    Relocation,
-    apply_relocations,
-)
+from pysframe.elf.image import ElfImage, iter_notes
+from pysframe.elf.layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, SHT_RELA, ElfHeader
+from pysframe.elf.relocation import Relocation, apply_relocations
+from pysframe.elf.sframe import load_sframe
 from pysframe.errors import ElfError
 from pysframe.format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
 
@@ -137,10 +131,10 @@ def test_object_relocations_give_function_offsets(tmp_path: Path, use_rel: bool)
         assert section is not None
         relocations = image.relocations_for(section)
         assert [(r.offset, r.type) for r in relocations] == [(28, 2), (48, 2)]
-        sframe = image.sframe_section()
+        sframe = load_sframe(image)
         assert [f.start for f in sframe] == [0x10, 0x30]
         assert [f.start_field for f in sframe] == [0x10 - 28, 0x30 - 48]
-        raw = image.sframe_section(relocate=False)
+        raw = load_sframe(image, relocate=False)
         assert [f.start_field for f in raw] == ([0x10, 0x30] if use_rel else [0, 0])
 
 
@@ -171,7 +165,7 @@ def test_found_by_type_when_renamed(tmp_path: Path) -> None:
         section = image.find_sframe()
         assert section is not None and section.name == ".sfrm"
         assert image.find_sframe(".sframe") is None
-        assert [f.start for f in image.sframe_section()] == [0x1000]
+        assert [f.start for f in load_sframe(image)] == [0x1000]
 
 
 def test_found_through_pt_gnu_sframe_without_section_headers(tmp_path: Path) -> None:
@@ -184,7 +178,7 @@ def test_found_through_pt_gnu_sframe_without_section_headers(tmp_path: Path) -> 
         section = image.find_sframe()
         assert section is not None
         assert (section.name, section.address, section.index) == (".sframe", 0x4000, -1)
-        sframe = image.sframe_section()
+        sframe = load_sframe(image)
         assert [f.start for f in sframe] == [0x4000 + 0x1000]
         assert len(image.load_segments()) == 1
 
@@ -195,7 +189,7 @@ def test_no_sframe_section(tmp_path: Path) -> None:
     with ElfImage.open(str(path)) as image:
         assert image.find_sframe() is None
         with pytest.raises(ElfError, match=r"no \.sframe section"):
-            image.sframe_section()
+            load_sframe(image)
 
 
 # -- file facts --------------------------------------------------------------------------------
@@ -279,4 +273,50 @@ def test_section_past_end_of_file(tmp_path: Path) -> None:
     struct.pack_into("<Q", patched, shoff + 64 + 24, len(data) + 0x1000)
     path.write_bytes(bytes(patched))
     with ElfImage.open(str(path)) as image, pytest.raises(ElfError):
-        image.sframe_section()
+        load_sframe(image)
+
+
+# -- the layouts (elf.layout) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["x86_64/v3/app", "x86_64/v2/lib.so", "s390x/v3/frames-nopie", "aarch64/v3/frames.o"]
+)
+def test_headers_pack_back_to_the_files_bytes(name: str) -> None:
+    """The ELF header, program headers and section headers as read, packed with the layouts
+    of elf.layout, are the file's own bytes (little- and big-endian files)."""
+    data = (CORPUS / name).read_bytes()
+    with ElfImage.open(str(CORPUS / name)) as image:
+        header = image.header
+        assert header.pack() == data[: header.ehsize]
+        assert (header.bits, header.big_endian) == (image.elfclass, image.big_endian)
+        phdrs = b"".join(s.pack(header.bits, header.big_endian) for s in image.segments())
+        assert phdrs == data[header.phoff : header.phoff + header.phnum * header.phentsize]
+        shdrs = b"".join(s.pack(header.bits, header.big_endian) for s in image.sections())
+        assert shdrs == data[header.shoff : header.shoff + header.shnum * header.shentsize]
+        assert header.tables_end == max(
+            header.ehsize,
+            header.phoff + header.phnum * header.phentsize,
+            header.shoff + header.shnum * header.shentsize,
+        )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x7fELQ" + bytes(60), "not an ELF file"),
+        (b"\x7fELF\x02", "ELF header is truncated"),
+        (b"\x7fELF\x03\x01" + bytes(58), "unknown ELF class 3 or data encoding 1"),
+        (b"\x7fELF\x02\x01" + bytes(40), "ELF header is truncated"),
+    ],
+)
+def test_elf_header_errors(data: bytes, message: str) -> None:
+    with pytest.raises(ElfError, match=message):
+        ElfHeader.unpack(data)
+
+
+def test_notes_running_past_their_data_are_errors() -> None:
+    note = struct.pack("<III", 4, 4, 3) + b"GNU\0" + b"\1\2\3\4"
+    assert list(iter_notes(note + note, False)) == [(b"GNU", 3, b"\1\2\3\4")] * 2
+    with pytest.raises(ElfError, match="the note at byte 0x14 runs past the end of its 35"):
+        list(iter_notes(note + note[:-5], False))

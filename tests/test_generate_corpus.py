@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.elf.image import ElfImage
+from pysframe.elf.sframe import load_sframe
 from pysframe.format.model import Function
 from pysframe.format.section import SFrameSection
 from pysframe.generate.translate import generate_from_elf
@@ -59,7 +60,7 @@ def test_agreement_with_gnu_as_v3_objects() -> None:
     same = total = functions = 0
     for path in V3_OBJECTS:
         with ElfImage.open(str(path)) as image:
-            gas = image.sframe_section()
+            gas = load_sframe(image)
         result = generate_from_elf(str(path))
         assert not result.skipped, (path, result.skipped)
         assert len(result.section) == len(gas), path
@@ -81,7 +82,7 @@ def test_agreement_with_gnu_as_v3_objects() -> None:
 def test_fres_are_byte_identical_to_gnu_as(path: Path) -> None:
     """Beyond the rules: the same FREs (start, info byte, words) as GNU as writes."""
     with ElfImage.open(str(path)) as image:
-        gas = image.sframe_section()
+        gas = load_sframe(image)
     gen = generate_from_elf(str(path)).section
     for reference, generated in _pair_by_start(gas, gen):
         assert [(r.start_offset, r.info, r.words) for r in reference.rows] == [
@@ -94,7 +95,7 @@ def test_flex_drap_function_matches() -> None:
     """x86_64 frames.o: the DRAP-realigned function is a FLEX FDE with the CFA behind a deref."""
     path = CORPUS / "x86_64" / "v3" / "frames.o"
     with ElfImage.open(str(path)) as image:
-        gas = image.sframe_section()
+        gas = load_sframe(image)
     gen = generate_from_elf(str(path)).section
     flex = [f for f in gas if f.info2 == 1]
     assert len(flex) == 1
@@ -114,7 +115,7 @@ def test_rules_agree_with_gnu_as_v1_v2_objects(path: Path) -> None:
     skipped (FLEX) are passed over.
     """
     with ElfImage.open(str(path)) as image:
-        old = list(image.sframe_section())
+        old = list(load_sframe(image))
     result = generate_from_elf(str(path))
     by_key = {(f.start, f.size): f for f in result.section}
     in_cfi_order = [by_key[(g.start, g.size)] for g in result.functions]
@@ -132,7 +133,7 @@ def test_linked_files_match_ld(path: Path) -> None:
     """Linked executables and libraries: every FDE GNU ld wrote (PLT ones included) is
     generated with the same rules at every PC, and the same FRE type, PC type and rep size."""
     with ElfImage.open(str(path)) as image:
-        ld = image.sframe_section()
+        ld = load_sframe(image)
     gen = generate_from_elf(str(path), ld_compatible=True).section
     for reference in ld:
         generated = gen.find_fde(reference.start)

@@ -11,6 +11,7 @@ import pytest
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import inject_sframe, plan_injection
+from pysframe.elf.sframe import load_sframe
 from pysframe.generate.translate import generate_from_elf
 
 SOURCE = r"""
@@ -59,7 +60,7 @@ def test_injected_v3_runs_and_decodes(program: Path, capsys: pytest.CaptureFixtu
             s.type == 1 and s.vaddr <= sec.address and sec.address + sec.size <= s.vaddr + s.filesz
             for s in image.segments()
         )
-        section = image.sframe_section()
+        section = load_sframe(image)
         symbols = {s.name: s for s in image.symbols()}
     main_fn = section.find_fde(symbols["main"].value)
     assert main_fn is not None and main_fn.start == symbols["main"].value
@@ -85,7 +86,7 @@ def test_injected_v1_is_read_by_readelf(program: Path) -> None:
     ).stdout
     assert "SFRAME_VERSION_1" in text
     with ElfImage.open(str(out)) as image:
-        section = image.sframe_section()
+        section = load_sframe(image)
     assert f"Num FDEs: {len(section)}" in text
     for function in section:
         assert f"pc = {function.start:#x}, size = {function.size} bytes" in text
@@ -140,7 +141,7 @@ def test_replace_the_files_own_section(
     with ElfImage.open(str(exe)) as image:
         if image.segment(0x6474E554) is None:
             pytest.skip("this toolchain does not link SFrame sections")
-        old = image.sframe_section()
+        old = load_sframe(image)
         old_address = image.find_sframe().address  # type: ignore[union-attr]
     out = tmp_path / "fib.replaced"
     assert main(["generate", str(exe), "--inject", "-o", str(out)]) == 1
@@ -156,7 +157,7 @@ def test_replace_the_files_own_section(
         assert len(segments) == 1 and len(headers) == 1
         assert segments[0].vaddr == headers[0].address != old_address
         assert segments[0].filesz == headers[0].size
-        new = image.sframe_section()
+        new = load_sframe(image)
     expected = generate_from_elf(str(exe), version=1).section
     assert [(f.start, f.size) for f in new] == [(f.start, f.size) for f in expected]
     assert new.version == old.version == 1

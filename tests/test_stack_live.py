@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main as cli_main
-from pysframe.cli.stack import StackReport, stack_of_core, stack_of_process
 from pysframe.errors import SFrameError
 from pysframe.unwind.core import StopKind
 from pysframe.unwind.corefile import CoreFileError
 from pysframe.unwind.ptrace import attach
+from pysframe.unwind.stack import StackReport, stack_of_core, stack_of_process
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stack_support import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pysframe.cli.stack import format_frame
 from pysframe.unwind.core import Frame, FrameSource
 from pysframe.unwind.modules import ElfFacts, Mapping, load_modules, parse_maps_line
+from pysframe.unwind.stack import format_frame
 
 
 def test_parse_maps_line() -> None:

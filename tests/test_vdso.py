@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.cli.stack import stack_of_core, stack_of_process
 from pysframe.format.model import RuleKind
 from pysframe.unwind.modules import (
     AT_SYSINFO_EHDR,
@@ -26,6 +25,7 @@ from pysframe.unwind.modules import (
     vdso_address,
     vdso_module,
 )
+from pysframe.unwind.stack import stack_of_core, stack_of_process
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stack_support import SOURCES, Unavailable, check_ptrace, gdb_backtraces, wait_stopped

@@ -15,10 +15,10 @@ import json
 import sys
 from typing import Any, TextIO
 
-from ..elf.image import SHT_PROGBITS, ElfImage, ElfSection
+from ..elf.image import ElfImage
+from ..elf.sframe import DEFAULT_NAME, find_sframe
 from ..errors import SFrameError
-from ..format.constants import SHT_GNU_SFRAME, Version
-from ..format.section import SFrameSection
+from ..format.constants import Version
 from ..tools.dump import (
     contents_line,
     objdump_file_header,
@@ -67,67 +67,45 @@ def _error(message: str) -> None:
     print(f"pysframe: {message}", file=sys.stderr)
 
 
-def _version_of(data: bytes) -> Version | None:
-    """The preamble's version byte (V2 spec 2.1), to pick how to read the section."""
-    if len(data) >= 3 and data[2] in Version._value2member_map_:
-        return Version(data[2])
-    return None
-
-
-def load_section(image: ElfImage, section: ElfSection, relocate: bool = True) -> SFrameSection:
-    """Decode ``section``; relocated in objects unless V1 (readelf 2.40 did not relocate)."""
-    raw = section.data()
-    relocate = relocate and _version_of(raw) is not Version.V1
-    data = image.section_contents(section, relocate) if relocate else raw
-    return SFrameSection.from_bytes(data, section.address)
-
-
-def _holds_sframe(section: ElfSection, asked: str | None) -> bool:
-    """objdump 2.47 dumps SHT_GNU_SFRAME sections, and SHT_PROGBITS ones named .sframe."""
-    if section.type == SHT_GNU_SFRAME or section.index < 0:
-        return True
-    return section.type == SHT_PROGBITS and (asked or ".sframe") == ".sframe"
-
-
 def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
     """Write one file's dump; return its exit status."""
     out = sys.stdout
     asked: str | None = args.section
-    shown = asked or ".sframe"
+    shown = asked or DEFAULT_NAME
     try:
         image = ElfImage.open(path)
     except SFrameError as error:
         _error(str(error))
         return 1
     with image:
+        found = None
         try:
-            section = image.find_sframe(asked)
+            found = find_sframe(image, asked)
             objdump_header = objdump_file_header(path, image.file_format)
-            if section is None or not _holds_sframe(section, asked):
+            if found is None or not found.is_sframe_data(asked):
                 if args.format != "readelf":
                     out.write(objdump_header)
-                    missing = section is None
+                    missing = found is None
                     out.write(objdump_no_section(shown) if missing else objdump_not_sframe(shown))
                 elif several:
                     out.write(readelf_file_header(path))
-                what = "no" if section is None else "no SFrame data in the"
+                what = "no" if found is None else "no SFrame data in the"
                 _error(f"{path}: {what} {shown} section")
                 return 1
-            raw_version = _version_of(section.data())
             readelf = args.format == "readelf" or (
-                args.format is None and raw_version is Version.V1
+                args.format is None and found.version is Version.V1
             )
             prefix = (readelf_file_header(path) if several else "") if readelf else objdump_header
             try:
-                sframe = load_section(image, section, args.relocate)
+                sframe = found.decode(args.relocate)
                 body = section_chunks(sframe)  # checks the whole section first
             except SFrameError:
                 out.write(prefix)
                 raise
-            out.write(prefix + contents_line(section.name))
+            out.write(prefix + contents_line(found.name))
             _write_ascii(out, body)
         except SFrameError as error:
-            _error(f"{path}: {section_label(section)}: {error}" if section else f"{error}")
+            _error(f"{path}: {found.name}: {error}" if found else f"{error}")
             return 1
     return 0
 
@@ -144,27 +122,22 @@ def _write_ascii(out: TextIO, chunks: list[bytes]) -> None:
     binary.flush()
 
 
-def section_label(section: ElfSection | None) -> str:
-    return section.name if section is not None else ".sframe"
-
-
 def _dump_json(path: str, args: argparse.Namespace) -> dict[str, Any] | None:
     try:
         with ElfImage.open(path) as image:
-            section = image.find_sframe(args.section)
-            if section is None:
-                _error(f"{path}: no {args.section or '.sframe'} section")
+            found = find_sframe(image, args.section)
+            if found is None:
+                _error(f"{path}: no {args.section or DEFAULT_NAME} section")
                 return None
             try:
-                sframe = load_section(image, section, args.relocate)
-                content = section_json(sframe)
+                content = section_json(found.decode(args.relocate))
             except SFrameError as error:
-                _error(f"{path}: {section.name}: {error}")
+                _error(f"{path}: {found.name}: {error}")
                 return None
             return {
                 "file": path,
                 "file_format": image.file_format,
-                "section": section.name,
+                "section": found.name,
                 "sframe": content,
             }
     except SFrameError as error:

@@ -8,8 +8,6 @@ pysframe generate FILE --report
 from __future__ import annotations
 
 import argparse
-import os
-import stat
 import sys
 from typing import Any
 
@@ -68,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
     if args.output:
         if args.inject:
-            _write_injected(args.file, args.output, result, args.replace)
+            from ..elf.inject import inject_file
+
+            inject_file(args.file, args.output, result, replace=args.replace)
         else:
             with open(args.output, "wb") as out:
                 out.write(result.data)
@@ -89,22 +89,6 @@ def _warn_if_relocatable(path: str) -> None:
                 "relocations are written, so the section cannot be linked",
                 file=sys.stderr,
             )
-
-
-def _write_injected(path: str, output: str, result: GenerateResult, replace: bool) -> None:
-    from ..elf.inject import inject_sframe, plan_injection
-
-    with open(path, "rb") as file:
-        original = file.read()
-    plan = plan_injection(original, replace=replace)
-    data = result.data
-    if plan.sframe_address != result.section_address:
-        data = result.encode(plan.sframe_address)
-    new = inject_sframe(original, data, plan, replace=replace)
-    with open(output, "wb") as out:
-        out.write(new)
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    os.chmod(output, mode)
 
 
 def print_report(path: str, result: GenerateResult) -> None:

@@ -8,19 +8,11 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ..errors import ElfError, SFrameError
-from ..tools.stats import (
-    FRE_TYPE_NAMES,
-    WORD_SIZE_NAMES,
-    FileStats,
-    collect,
-    find_elf_files,
-    plot_stats,
-    total,
-)
+from ..tools.stats import FileStats, collect, find_elf_files, plot_stats, total
+from ..tools.stats_text import CSV_FIELDS, stats_csv_rows, stats_json, stats_table
 
 #: Files above which a run counts as long enough for a progress bar.
 _PROGRESS_MIN_FILES = 2
@@ -97,11 +89,14 @@ def run(args: argparse.Namespace) -> int:
         progress.finish()
     summary = total(results)
     if args.json:
-        _write_json(results, summary, sys.stdout)
+        json.dump(stats_json(results, summary), sys.stdout, indent=2)
+        sys.stdout.write("\n")
     elif args.csv:
-        _write_csv(results, summary, sys.stdout)
+        writer = csv.DictWriter(sys.stdout, fieldnames=CSV_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(stats_csv_rows(results, summary))
     else:
-        _write_text(results, summary, sys.stdout)
+        sys.stdout.write(stats_table(results, summary))
     if args.plot:
         plot_stats(results, summary, args.plot)
     failed = [r for r in results if r.error is not None]
@@ -140,123 +135,3 @@ class Progress:
     def finish(self) -> None:
         self.stream.write("\r" + " " * (self.width + 60) + "\r")
         self.stream.flush()
-
-
-# -- output ----------------------------------------------------------------------------------
-def _write_json(results: Sequence[FileStats], summary: FileStats, out: TextIO) -> None:
-    document = {"files": [r.as_dict() for r in results], "total": summary.as_dict()}
-    json.dump(document, out, indent=2)
-    out.write("\n")
-
-
-CSV_FIELDS = (
-    "path",
-    "machine",
-    "source",
-    "eh_frame",
-    "eh_frame_hdr",
-    "sframe",
-    "sframe_version",
-    "sframe_v2",
-    "sframe_v3",
-    "ratio_v2",
-    "ratio_v3",
-    "ratio_v3_unwind",
-    "functions",
-    "rows",
-    *(f"fre_{name}" for name in FRE_TYPE_NAMES),
-    *(f"words_{name}" for name in WORD_SIZE_NAMES),
-    "skipped",
-    "functions_total",
-    "text_bytes",
-    "covered_bytes",
-    "coverage",
-    "error",
-)
-
-
-def _csv_row(stats: FileStats) -> dict[str, Any]:
-    flat = stats.as_dict()
-    for name in FRE_TYPE_NAMES:
-        flat[f"fre_{name}"] = flat["fre_types"][name]
-    for name in WORD_SIZE_NAMES:
-        flat[f"words_{name}"] = flat["word_sizes"][name]
-    return {key: "" if flat[key] is None else flat[key] for key in CSV_FIELDS}
-
-
-def _write_csv(results: Sequence[FileStats], summary: FileStats, out: TextIO) -> None:
-    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for stats in [*results, summary]:
-        writer.writerow(_csv_row(stats))
-
-
-def _size(value: int | None) -> str:
-    return "-" if value is None else str(value)
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "-"
-
-
-def _write_text(results: Sequence[FileStats], summary: FileStats, out: TextIO) -> None:
-    columns = (
-        ("eh_frame", 10),
-        ("eh_hdr", 8),
-        ("sframe", 10),
-        ("V2", 10),
-        ("V3", 10),
-        ("V2/eh", 6),
-        ("V3/eh", 6),
-        ("funcs", 8),
-        ("rows", 9),
-        ("skipped", 7),
-        ("cover", 6),
-    )
-    name_width = min(max([len(r.path) for r in results] + [5]), 48)
-    out.write(f"{'FILE':<{name_width}}" + "".join(f" {t:>{w}}" for t, w in columns) + "\n")
-    for stats in [*results, summary]:
-        name = stats.path
-        if len(name) > name_width:
-            name = "..." + name[len(name) - name_width + 3 :]
-        if stats.error is not None:
-            out.write(f"{name:<{name_width}} error: {stats.error}\n")
-            continue
-        sframe = "-" if not stats.sframe else f"{stats.sframe}"
-        if stats.sframe_version:
-            sframe = f"{sframe}/v{stats.sframe_version}"
-        cells = (
-            str(stats.eh_frame),
-            str(stats.eh_frame_hdr),
-            sframe,
-            _size(stats.sframe_v2),
-            _size(stats.sframe_v3),
-            _ratio(stats.ratio(2)),
-            _ratio(stats.ratio(3)),
-            str(stats.functions),
-            str(stats.rows),
-            _size(stats.skipped),
-            "-" if stats.coverage is None else f"{100 * stats.coverage:.0f}%",
-        )
-        out.write(
-            f"{name:<{name_width}}"
-            + "".join(f" {c:>{w}}" for c, (_, w) in zip(cells, columns, strict=True))
-            + "\n"
-        )
-        for note in stats.notes:
-            out.write(f"{'':<{name_width}}   note: {note}\n")
-    functions, rows = summary.functions, summary.rows
-    types = ", ".join(
-        f"{n} {c} ({_percent(c, functions)})"
-        for n, c in zip(FRE_TYPE_NAMES, summary.fre_types, strict=True)
-    )
-    words = ", ".join(
-        f"{n if n == 'none' else n + '-byte'} {c} ({_percent(c, rows)})"
-        for n, c in zip(WORD_SIZE_NAMES, summary.word_sizes, strict=True)
-    )
-    out.write(f"FRE start-address types (functions): {types}\n")
-    out.write(f"data-word sizes (rows): {words}\n")

@@ -1,30 +1,24 @@
-"""ELF files: sections, segments, symbols and the SFrame section, read with pyelftools.
+"""ELF files: headers, sections, segments, symbols, relocations and notes, read with pyelftools.
 
-This is the only module of pysframe that knows how to read ELF.  The SFrame core takes the
-section's bytes and address; :meth:`ElfImage.sframe_section` finds them:
-
-* by name (``.sframe`` unless told otherwise), else by section type ``SHT_GNU_SFRAME``
-  (errata 1), else through the ``PT_GNU_SFRAME`` program header when the section headers
-  are stripped;
-* in relocatable objects (``ET_REL``) the ``.rela.sframe`` / ``.rel.sframe`` relocations are
-  applied first, the way objdump 2.47 loads the section (bfd's simple relocation: every
-  section of an object sits at address 0, so S = symbol value, P = field offset).
-
-Every failure raises :class:`pysframe.errors.ElfError` naming the file.
+:class:`ElfImage` is how pysframe reads an ELF file; :mod:`pysframe.elf.layout` declares the
+layouts it writes or parses by hand, :mod:`pysframe.elf.relocation` applies an object's
+relocations (:meth:`ElfImage.relocated`), and :mod:`pysframe.elf.sframe` finds and loads the
+SFrame section.  Every failure raises :class:`pysframe.errors.ElfError` naming the file.
 """
 
 from __future__ import annotations
 
 import io
-import mmap
+import os
 import struct
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, BinaryIO
 
 from elftools.common.exceptions import ELFError as _PyElfError
+from elftools.construct import ConstructError as _ConstructError
 from elftools.elf import enums as _enums
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
@@ -32,18 +26,47 @@ from elftools.elf.sections import SymbolTableSection
 
 from ..errors import ElfError, SFrameError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
-from ..format.section import SFrameSection
-
-# -- ELF numbers (System V gABI) -----------------------------------------------------------------
-ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
-EM_386, EM_S390, EM_ARM, EM_X86_64, EM_AARCH64, EM_RISCV = 3, 22, 40, 62, 183, 243
-EM_PPC, EM_PPC64 = 20, 21
-SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 0, 1, 2, 4, 8, 9, 11
-SHT_NOTE = 7
-SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
-PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
-STT_FUNC, STT_GNU_IFUNC = 2, 10
-SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
+from .layout import (
+    EHDR_SIZE,
+    ELF_MAGIC,
+    EM_386,
+    EM_AARCH64,
+    EM_ARM,
+    EM_PPC,
+    EM_PPC64,
+    EM_RISCV,
+    EM_S390,
+    EM_X86_64,
+    ET_REL,
+    NOTE_HEADER_SIZE,
+    NT_GNU_BUILD_ID,
+    PF_X,
+    PHDR_NAMES,
+    PT_INTERP,
+    PT_LOAD,
+    PT_NOTE,
+    SHDR_NAMES,
+    SHF_ALLOC,
+    SHF_COMPRESSED,
+    SHF_EXECINSTR,
+    SHN_LORESERVE,
+    SHN_UNDEF,
+    SHT_DYNSYM,
+    SHT_NOBITS,
+    SHT_NOTE,
+    SHT_REL,
+    SHT_RELA,
+    SHT_SYMTAB,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    ElfHeader,
+    byte_order,
+    note_padded,
+    note_struct,
+    phdr_struct,
+    shdr_struct,
+)
+from .relocation import Relocation, apply_relocations
 
 #: Name -> number for the enums pyelftools turns into strings (it keeps unknown values as ints).
 _SH_TYPES: dict[str, int] = {}
@@ -85,81 +108,6 @@ def _number(value: object, names: dict[str, int]) -> int:
     raise ElfError(f"unknown ELF enum value {value!r}")
 
 
-#: (machine, relocation type) -> (field size in bytes, PC-relative).  Type 0 (NONE) is skipped.
-#: Sources: the psABIs of x86-64 (R_X86_64_*), i386, AArch64 (R_AARCH64_*) and s390x (R_390_*).
-RELOCATION_KINDS: dict[tuple[int, int], tuple[int, bool]] = {
-    (EM_X86_64, 1): (8, False),  # R_X86_64_64        S + A
-    (EM_X86_64, 2): (4, True),  # R_X86_64_PC32       S + A - P
-    (EM_X86_64, 10): (4, False),  # R_X86_64_32       S + A
-    (EM_X86_64, 11): (4, False),  # R_X86_64_32S      S + A
-    (EM_X86_64, 24): (8, True),  # R_X86_64_PC64      S + A - P
-    (EM_386, 1): (4, False),  # R_386_32
-    (EM_386, 2): (4, True),  # R_386_PC32
-    (EM_AARCH64, 257): (8, False),  # R_AARCH64_ABS64
-    (EM_AARCH64, 258): (4, False),  # R_AARCH64_ABS32
-    (EM_AARCH64, 260): (8, True),  # R_AARCH64_PREL64
-    (EM_AARCH64, 261): (4, True),  # R_AARCH64_PREL32
-    (EM_S390, 4): (4, False),  # R_390_32
-    (EM_S390, 5): (4, True),  # R_390_PC32
-    (EM_S390, 22): (8, False),  # R_390_64
-    (EM_S390, 23): (8, True),  # R_390_PC64
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Relocation:
-    """One relocation against a section: the field at ``offset`` gets S + A (- P if PC-relative).
-
-    ``addend`` None means a REL entry: the addend is the field's current content.
-    """
-
-    offset: int
-    type: int
-    symbol_value: int
-    addend: int | None = None
-    symbol_name: str = ""
-
-
-def apply_relocations(
-    data: bytes,
-    relocations: Iterable[Relocation],
-    machine: int,
-    big_endian: bool,
-    section_address: int = 0,
-) -> bytes:
-    """``data`` with ``relocations`` applied (S + A - P for PC-relative kinds, S + A otherwise).
-
-    P is ``section_address + offset``.  Results are truncated to the field size, as bfd's
-    ``bfd_perform_relocation`` stores them in relocatable links.
-    """
-    out = bytearray(data)
-    order = ">" if big_endian else "<"
-    for reloc in relocations:
-        if reloc.type == 0:
-            continue
-        kind = RELOCATION_KINDS.get((machine, reloc.type))
-        if kind is None:
-            raise ElfError(
-                f"relocation type {reloc.type} (machine {machine}) at offset {reloc.offset:#x} "
-                "is not supported"
-            )
-        size, pcrel = kind
-        if reloc.offset < 0 or reloc.offset + size > len(out):
-            raise ElfError(
-                f"relocation at offset {reloc.offset:#x} runs past the section end ({len(out):#x})"
-            )
-        fmt = order + ("q" if size == 8 else "i")
-        addend = reloc.addend
-        if addend is None:
-            (addend,) = struct.unpack_from(fmt, out, reloc.offset)
-        value = reloc.symbol_value + addend
-        if pcrel:
-            value -= section_address + reloc.offset
-        mask = (1 << (8 * size)) - 1
-        struct.pack_into(order + ("Q" if size == 8 else "I"), out, reloc.offset, value & mask)
-    return bytes(out)
-
-
 @dataclass(frozen=True, slots=True)
 class ElfSection:
     """A section header.  ``index`` -1: made up from the ``PT_GNU_SFRAME`` segment."""
@@ -174,6 +122,9 @@ class ElfSection:
     link: int = 0
     info: int = 0
     entsize: int = 0
+    #: sh_name (the name's offset in the section-name string table) and sh_addralign.
+    name_offset: int = 0
+    addralign: int = 0
     _image: ElfImage | None = field(default=None, compare=False, repr=False)
 
     def data(self) -> bytes:
@@ -182,10 +133,14 @@ class ElfSection:
             raise ElfError(f"section {self.name} has no file to read from")
         return self._image.section_data(self)
 
+    def pack(self, bits: int, big_endian: bool) -> bytes:
+        """The section header as the file stores it (class ``bits``, byte order)."""
+        return shdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in SHDR_NAMES))
+
 
 @dataclass(frozen=True, slots=True)
 class ElfSegment:
-    """A program header."""
+    """A program header (its contents: :meth:`ElfImage.segment_data`)."""
 
     type: int
     offset: int
@@ -195,15 +150,13 @@ class ElfSegment:
     memsz: int
     flags: int
     align: int
-    _image: ElfImage | None = field(default=None, compare=False, repr=False)
-
-    def data(self) -> bytes:
-        if self._image is None:
-            raise ElfError("segment has no file to read from")
-        return self._image.read(self.offset, self.filesz)
 
     def contains(self, address: int) -> bool:
         return self.vaddr <= address < self.vaddr + self.memsz
+
+    def pack(self, bits: int, big_endian: bool) -> bytes:
+        """The program header as the file stores it (class ``bits``, byte order)."""
+        return phdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in PHDR_NAMES[bits]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,22 +179,48 @@ class ElfSymbol:
         return self.section_index != SHN_UNDEF
 
 
+#: What pyelftools and the file layer raise on malformed input.
+_READ_ERRORS = (
+    _PyElfError,
+    _ConstructError,
+    struct.error,
+    ValueError,
+    LookupError,
+    AttributeError,
+    EOFError,
+    OSError,
+)
+
+
+def is_elf_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a file that starts with the ELF magic (False if unreadable)."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
 class ElfImage:
-    """An open ELF file.  Use as a context manager, or call :meth:`close`."""
+    """An open ELF file: ``path`` names it in messages; ``file`` is any seekable binary file
+    object (an open file, io.BytesIO...), which the image reads and closes.  Use as a context
+    manager, or call :meth:`close`."""
 
     def __init__(self, path: str, file: BinaryIO) -> None:
         self.path = path
         self._file = file
         try:
             self._elf = ELFFile(file)
-            header = self._elf.header
-            self.e_type: int = _number(header["e_type"], _E_TYPES)
-            self.machine: int = _number(header["e_machine"], _MACHINES)
-        except SFrameError:
-            raise
-        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+            #: e_machine as pyelftools names it ("EM_X86_64"), or the number when unknown.
+            self._machine_value: str | int = self._elf.header["e_machine"]
+            bits = 64 if self._elf.elfclass == 64 else 32
+            self.header: ElfHeader = ElfHeader.unpack(self.read(0, EHDR_SIZE[bits]))
+        except (SFrameError, *_READ_ERRORS) as error:
             raise ElfError(f"{path}: unreadable ELF file ({error})") from None
+        self.e_type: int = self.header.type
+        self.machine: int = self.header.machine
         self._sections: list[ElfSection] | None = None
+        self._segments: list[ElfSegment] | None = None
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
@@ -253,7 +232,7 @@ class ElfImage:
             raise ElfError(f"{path}: {error.strerror or error}") from None
         try:
             magic = file.read(4)
-            if magic != b"\x7fELF":
+            if magic != ELF_MAGIC:
                 raise ElfError(f"{path}: not an ELF file")
             file.seek(0)
             return cls(path, file)
@@ -265,25 +244,12 @@ class ElfImage:
     def from_bytes(cls, name: str, data: bytes) -> ElfImage:
         """An ELF image held in memory (the vDSO read from a process, for one); ``name`` is
         what messages call it."""
-        if data[:4] != b"\x7fELF":
+        if data[:4] != ELF_MAGIC:
             raise ElfError(f"{name}: not an ELF image")
         return cls(name, io.BytesIO(data))
 
     def close(self) -> None:
         self._file.close()
-
-    @contextmanager
-    def whole_file(self) -> Iterator[bytes | mmap.mmap]:
-        """Every byte of the file: mapped when it is a file on disk, else read."""
-        mapped = None
-        with suppress(OSError, ValueError, io.UnsupportedOperation):  # in memory, empty, ...
-            mapped = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        if mapped is None:
-            self._file.seek(0)
-            yield self._file.read()
-            return
-        with mapped:
-            yield mapped
 
     def __enter__(self) -> ElfImage:
         return self
@@ -300,11 +266,11 @@ class ElfImage:
     @property
     def elfclass(self) -> int:
         """32 or 64."""
-        return int(self._elf.elfclass)
+        return self.header.bits
 
     @property
     def big_endian(self) -> bool:
-        return not self._elf.little_endian
+        return self.header.big_endian
 
     @property
     def is_relocatable(self) -> bool:
@@ -312,7 +278,13 @@ class ElfImage:
 
     @property
     def entry(self) -> int:
-        return int(self._elf.header["e_entry"])
+        return self.header.entry
+
+    @property
+    def machine_name(self) -> str:
+        """The machine as pyelftools names it, without ``EM_`` (``X86_64``, ``AARCH64``...);
+        the number when it has no name."""
+        return str(self._machine_value).removeprefix("EM_")
 
     @property
     def abi(self) -> Abi | None:
@@ -348,6 +320,14 @@ class ElfImage:
             return "elf32-powerpc" if self.big_endian else "elf32-powerpcle"
         return f"elf{bits}-{endian}"
 
+    @property
+    def file_size(self) -> int:
+        """Bytes in the file."""
+        try:
+            return os.fstat(self._file.fileno()).st_size
+        except (OSError, ValueError, io.UnsupportedOperation):  # in memory
+            return self._file.seek(0, io.SEEK_END)
+
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes of the file at ``offset``; ElfError if the file is shorter."""
         try:
@@ -362,6 +342,17 @@ class ElfImage:
                 f"{self.path}: {size} bytes at file offset {offset:#x} run past the end of the file"
             )
         return data
+
+    def code_bytes(self) -> int:
+        """Bytes of executable code: of the allocated executable sections with contents, or,
+        when the section headers are stripped, of the executable PT_LOAD segments."""
+        sections = self.sections()
+        if sections:
+            wanted = SHF_ALLOC | SHF_EXECINSTR
+            return sum(
+                s.size for s in sections if s.flags & wanted == wanted and s.type != SHT_NOBITS
+            )
+        return sum(seg.filesz for seg in self.load_segments() if seg.flags & PF_X)
 
     # -- sections ------------------------------------------------------------------------------
     def sections(self) -> list[ElfSection]:
@@ -386,11 +377,13 @@ class ElfImage:
                     link=int(h["sh_link"]),
                     info=int(h["sh_info"]),
                     entsize=int(h["sh_entsize"]),
+                    name_offset=int(h["sh_name"]),
+                    addralign=int(h["sh_addralign"]),
                     _image=self,
                 )
         except SFrameError:
             raise
-        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+        except _READ_ERRORS as error:
             raise ElfError(f"{self.path}: unreadable section headers ({error})") from None
 
     def section(self, name: str) -> ElfSection | None:
@@ -407,15 +400,16 @@ class ElfImage:
         return None
 
     def section_data(self, section: ElfSection) -> bytes:
+        """The contents of ``section``, read from the file (each call reads them again)."""
         if section.type == SHT_NOBITS:
             return b""
         if section.index < 0:
             return self.read(section.offset, section.size)
         try:
             data = self._elf.get_section(section.index).data()
-        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+        except _READ_ERRORS as error:
             raise ElfError(f"{self.path}: cannot read section {section.name} ({error})") from None
-        if section.size and len(data) < section.size and not section.flags & 0x800:
+        if section.size and len(data) < section.size and not section.flags & SHF_COMPRESSED:
             raise ElfError(
                 f"{self.path}: section {section.name} ({section.size:#x} bytes at file offset "
                 f"{section.offset:#x}) runs past the end of the file"
@@ -425,6 +419,11 @@ class ElfImage:
     # -- segments ------------------------------------------------------------------------------
     def segments(self) -> list[ElfSegment]:
         """All program headers (empty for relocatable objects)."""
+        if self._segments is None:
+            self._segments = self._read_segments()
+        return list(self._segments)
+
+    def _read_segments(self) -> list[ElfSegment]:
         try:
             return [
                 ElfSegment(
@@ -436,14 +435,13 @@ class ElfImage:
                     memsz=int(seg["p_memsz"]),
                     flags=int(seg["p_flags"]),
                     align=int(seg["p_align"]),
-                    _image=self,
                 )
                 # The headers alone: iter_segments() would also parse PT_DYNAMIC's tables.
                 for seg in map(self._elf._get_segment_header, range(self._elf.num_segments()))
             ]
         except SFrameError:
             raise
-        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+        except _READ_ERRORS as error:
             raise ElfError(f"{self.path}: unreadable program headers ({error})") from None
 
     def load_segments(self) -> list[ElfSegment]:
@@ -455,10 +453,15 @@ class ElfImage:
                 return seg
         return None
 
+    def segment_data(self, segment: ElfSegment) -> bytes:
+        """The file bytes of ``segment`` (p_filesz bytes at p_offset)."""
+        return self.read(segment.offset, segment.filesz)
+
     # -- the SFrame section ----------------------------------------------------------------------
     def find_sframe(self, name: str | None = None) -> ElfSection | None:
-        """The SFrame section: by ``name`` if given; else ``.sframe``, else the first section of
-        type SHT_GNU_SFRAME, else (no section headers) the PT_GNU_SFRAME segment."""
+        """The header of the SFrame section: by ``name`` if given; else ``.sframe``, else the
+        first section of type SHT_GNU_SFRAME, else (no section headers) the PT_GNU_SFRAME
+        segment.  :mod:`pysframe.elf.sframe` loads it."""
         if name is not None:
             return self.section(name)
         found = self.section(".sframe") or self.section_by_type(SHT_GNU_SFRAME)
@@ -480,6 +483,7 @@ class ElfImage:
             _image=self,
         )
 
+    # -- relocations -----------------------------------------------------------------------------
     def relocations_for(self, section: ElfSection) -> list[Relocation]:
         """The REL/RELA entries that apply to ``section`` (those whose sh_info names it)."""
         if section.index < 0:
@@ -518,35 +522,28 @@ class ElfImage:
                 )
         except SFrameError:
             raise
-        except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+        except _READ_ERRORS as error:
             raise ElfError(f"{self.path}: unreadable relocations in {rel.name} ({error})") from None
+
+    def relocated(self, section: ElfSection, data: bytes) -> bytes:
+        """``data``, the contents of ``section``, with the section's relocations applied when
+        the file is relocatable (unchanged otherwise, or when none apply)."""
+        if not self.is_relocatable:
+            return data
+        relocations = self.relocations_for(section)
+        if not relocations:
+            return data
+        try:
+            return apply_relocations(
+                data, relocations, self.machine, self.big_endian, section.address
+            )
+        except ElfError as error:
+            raise ElfError(f"{self.path}: {section.name}: {error}") from None
 
     def section_contents(self, section: ElfSection, relocate: bool = True) -> bytes:
         """Contents of ``section``; for relocatable objects with ``relocate``, relocated."""
         data = section.data()
-        if relocate and self.is_relocatable:
-            relocations = self.relocations_for(section)
-            if relocations:
-                try:
-                    data = apply_relocations(
-                        data, relocations, self.machine, self.big_endian, section.address
-                    )
-                except ElfError as error:
-                    raise ElfError(f"{self.path}: {section.name}: {error}") from None
-        return data
-
-    def sframe_section(self, name: str | None = None, relocate: bool = True) -> SFrameSection:
-        """Decode the SFrame section (see :meth:`find_sframe`); ElfError if there is none.
-
-        ``relocate`` applies the section's relocations in relocatable objects (objdump 2.47
-        does; readelf 2.40 does not).  Format errors of the section itself propagate as
-        :class:`pysframe.errors.FormatError`.
-        """
-        section = self.find_sframe(name)
-        if section is None:
-            raise ElfError(f"{self.path}: no {name or '.sframe'} section")
-        data = self.section_contents(section, relocate)
-        return SFrameSection.from_bytes(data, section.address)
+        return self.relocated(section, data) if relocate else data
 
     # -- symbols ----------------------------------------------------------------------------------
     def all_symbols(self, table: str | None = None) -> list[ElfSymbol]:
@@ -571,7 +568,7 @@ class ElfImage:
                 ]
             except SFrameError:
                 raise
-            except (_PyElfError, struct.error, ValueError, KeyError, IndexError, OSError) as error:
+            except _READ_ERRORS as error:
                 raise ElfError(
                     f"{self.path}: unreadable symbol table {table_name} ({error})"
                 ) from None
@@ -588,6 +585,13 @@ class ElfImage:
         return []
 
     # -- notes ------------------------------------------------------------------------------------
+    def notes(self) -> Iterator[tuple[bytes, int, bytes]]:
+        """(name, type, descriptor) of every note of the PT_NOTE segments; ElfError when one
+        runs past the end of its segment."""
+        for seg in self.segments():
+            if seg.type == PT_NOTE:
+                yield from iter_notes(self.segment_data(seg), self.big_endian)
+
     def build_id(self) -> bytes | None:
         """The NT_GNU_BUILD_ID descriptor of ``.note.gnu.build-id`` (or of a PT_NOTE segment)."""
         sources: list[bytes] = []
@@ -595,11 +599,13 @@ class ElfImage:
         if sec is not None and sec.type == SHT_NOTE:
             sources.append(sec.data())
         elif not self.sections():
-            sources.extend(seg.data() for seg in self.segments() if seg.type == PT_NOTE)
+            sources.extend(self.segment_data(s) for s in self.segments() if s.type == PT_NOTE)
         for data in sources:
-            for name, note_type, desc in iter_notes(data, self.big_endian):
-                if name == b"GNU" and note_type == 3:
-                    return desc
+            # A note running past its section ends the search (junk after the build ID).
+            with suppress(ElfError):
+                for name, note_type, desc in iter_notes(data, self.big_endian):
+                    if name == b"GNU" and note_type == NT_GNU_BUILD_ID:
+                        return desc
         return None
 
     def debuglink(self) -> tuple[str, int] | None:
@@ -614,48 +620,40 @@ class ElfImage:
         crc_at = (end + 4) & ~3
         if crc_at + 4 > len(data):
             return None
-        (crc,) = struct.unpack_from(">I" if self.big_endian else "<I", data, crc_at)
+        (crc,) = struct.unpack_from(byte_order(self.big_endian) + "I", data, crc_at)
         return data[:end].decode("utf-8", "replace"), int(crc)
 
     def interpreter(self) -> str | None:
         seg = self.segment(PT_INTERP)
         if seg is None:
             return None
-        return seg.data().split(b"\0", 1)[0].decode("utf-8", "replace")
+        return self.segment_data(seg).split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
 def iter_notes(data: bytes, big_endian: bool) -> Iterator[tuple[bytes, int, bytes]]:
-    """(name, type, descriptor) of each ELF note in ``data`` (4-byte aligned), stopping at junk."""
-    order = ">" if big_endian else "<"
+    """(name, type, descriptor) of each ELF note in ``data``, names without their NULs;
+    ElfError when a note runs past the end of ``data``."""
+    header = note_struct(big_endian)
     pos = 0
-    while pos + 12 <= len(data):
-        namesz, descsz, note_type = struct.unpack_from(order + "III", data, pos)
-        name_at = pos + 12
-        desc_at = name_at + ((namesz + 3) & ~3)
-        end = desc_at + ((descsz + 3) & ~3)
+    while pos + NOTE_HEADER_SIZE <= len(data):
+        namesz, descsz, note_type = header.unpack_from(data, pos)
+        name_at = pos + NOTE_HEADER_SIZE
+        desc_at = name_at + note_padded(namesz)
         if desc_at + descsz > len(data):
-            return
+            raise ElfError(f"the note at byte {pos:#x} runs past the end of its {len(data)} bytes")
         yield (
             data[name_at : name_at + namesz].rstrip(b"\0"),
             note_type,
             data[desc_at : desc_at + descsz],
         )
-        pos = end
-
-
-def open_elf(path: str) -> ElfImage:
-    """Shorthand for :meth:`ElfImage.open`."""
-    return ElfImage.open(path)
+        pos = desc_at + note_padded(descsz)
 
 
 __all__ = [
-    "RELOCATION_KINDS",
     "ElfImage",
     "ElfSection",
     "ElfSegment",
     "ElfSymbol",
-    "Relocation",
-    "apply_relocations",
+    "is_elf_file",
     "iter_notes",
-    "open_elf",
 ]

@@ -20,54 +20,31 @@ bytes stay where they were, unused.
 
 from __future__ import annotations
 
-import struct
+import dataclasses
+import io
+import os
+import stat
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
+from .image import ElfImage, ElfSection, ElfSegment
+from .layout import (
+    ELF_MAGIC,
+    ET_DYN,
+    ET_EXEC,
+    PF_R,
+    PT_LOAD,
+    PT_PHDR,
+    SHF_ALLOC,
+    SHN_LORESERVE,
+    phdr_struct,
+    shdr_struct,
+)
 
-PT_LOAD = 1
-PT_PHDR = 6
-PF_R = 4
-SHF_ALLOC = 2
-ET_EXEC, ET_DYN = 2, 3
-SHN_LORESERVE = 0xFF00
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    """Where an ELF file's tables are (ELF header fields)."""
-
-    order: str
-    wide: bool
-    e_type: int
-    phoff: int
-    phentsize: int
-    phnum: int
-    shoff: int
-    shentsize: int
-    shnum: int
-    shstrndx: int
-
-    @property
-    def phdr_format(self) -> str:
-        return self.order + ("IIQQQQQQ" if self.wide else "IIIIIIII")
-
-    @property
-    def shdr_format(self) -> str:
-        return self.order + ("IIQQQQIIQQ" if self.wide else "IIIIIIIIII")
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    type: int
-    flags: int
-    offset: int
-    vaddr: int
-    paddr: int
-    filesz: int
-    memsz: int
-    align: int
+#: What the messages call the file (the caller names it).
+_NAME = "ELF file"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,79 +61,48 @@ class InjectionPlan:
     page_size: int
 
 
-def _layout(data: bytes) -> _Layout:
-    if len(data) < 52 or data[:4] != b"\x7fELF":
+def _image(data: bytes) -> ElfImage:
+    """``data`` opened as an ELF image whose header tables are whole and of the expected
+    entry sizes."""
+    if data[:4] != ELF_MAGIC:
         raise ElfError("not an ELF file")
-    wide = data[4] == 2
-    if data[4] not in (1, 2) or data[5] not in (1, 2):
-        raise ElfError(f"unknown ELF class {data[4]} or data encoding {data[5]}")
-    order = "<" if data[5] == 1 else ">"
-    if wide:
-        if len(data) < 64:
-            raise ElfError("ELF header is truncated")
-        e_type, phoff, shoff = (
-            struct.unpack_from(order + "H", data, 16)[0],
-            *struct.unpack_from(order + "QQ", data, 32),
-        )
-        phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from(order + "HHHHH", data, 54)
-    else:
-        e_type = struct.unpack_from(order + "H", data, 16)[0]
-        phoff, shoff = struct.unpack_from(order + "II", data, 28)
-        phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from(order + "HHHHH", data, 42)
-    layout = _Layout(
-        order, wide, e_type, phoff, phentsize, phnum, shoff, shentsize, shnum, shstrndx
-    )
-    if phnum and phentsize != struct.calcsize(layout.phdr_format):
-        raise ElfError(f"unexpected program header size {phentsize}")
-    if shnum and shentsize != struct.calcsize(layout.shdr_format):
-        raise ElfError(f"unexpected section header size {shentsize}")
-    if phoff + phnum * phentsize > len(data) or shoff + shnum * shentsize > len(data):
+    image = ElfImage(_NAME, io.BytesIO(data))
+    _check_tables(image, len(data))
+    return image
+
+
+def _check_tables(image: ElfImage, file_size: int) -> None:
+    header = image.header
+    if header.phnum and header.phentsize != phdr_struct(header.bits, header.big_endian).size:
+        raise ElfError(f"unexpected program header size {header.phentsize}")
+    if header.shnum and header.shentsize != shdr_struct(header.bits, header.big_endian).size:
+        raise ElfError(f"unexpected section header size {header.shentsize}")
+    if (
+        header.phoff + header.phnum * header.phentsize > file_size
+        or header.shoff + header.shnum * header.shentsize > file_size
+    ):
         raise ElfError("program or section header table runs past the end of the file")
-    return layout
-
-
-def _segments(data: bytes, layout: _Layout) -> list[Segment]:
-    out = []
-    for index in range(layout.phnum):
-        fields = struct.unpack_from(
-            layout.phdr_format, data, layout.phoff + index * layout.phentsize
-        )
-        if layout.wide:
-            p_type, flags, offset, vaddr, paddr, filesz, memsz, align = fields
-        else:
-            p_type, offset, vaddr, paddr, filesz, memsz, flags, align = fields
-        out.append(Segment(p_type, flags, offset, vaddr, paddr, filesz, memsz, align))
-    return out
-
-
-def _pack_segment(layout: _Layout, seg: Segment) -> bytes:
-    if layout.wide:
-        return struct.pack(
-            layout.phdr_format,
-            seg.type,
-            seg.flags,
-            seg.offset,
-            seg.vaddr,
-            seg.paddr,
-            seg.filesz,
-            seg.memsz,
-            seg.align,
-        )
-    return struct.pack(
-        layout.phdr_format,
-        seg.type,
-        seg.offset,
-        seg.vaddr,
-        seg.paddr,
-        seg.filesz,
-        seg.memsz,
-        seg.flags,
-        seg.align,
-    )
 
 
 def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
+
+
+def _section_headers(image: ElfImage) -> list[ElfSection]:
+    """The section headers as e_shnum counts them (none when it is 0: extended numbering,
+    refused before anything is written, keeps them out)."""
+    return image.sections() if image.header.shnum else []
+
+
+def _sframe_header(image: ElfImage) -> ElfSection | None:
+    """The file's SFrame section header (by type, else by name), or None."""
+    headers = _section_headers(image)
+    by_type = next((h for h in headers if h.type == SHT_GNU_SFRAME), None)
+    if by_type is not None:
+        return by_type
+    if 0 < image.header.shstrndx < len(headers):
+        return next((h for h in headers if h.name == ".sframe"), None)
+    return None
 
 
 def plan_injection(
@@ -168,63 +114,41 @@ def plan_injection(
     section) is refused unless ``replace`` (the plan for replacing it) or ``allow_existing``
     (the plan for adding another, used to know the address only).
     """
-    layout = _layout(data)
-    if layout.e_type not in (ET_EXEC, ET_DYN):
+    with _image(data) as image:
+        return _plan(image, len(data), allow_existing=allow_existing, replace=replace)
+
+
+def _plan(
+    image: ElfImage, file_size: int, *, allow_existing: bool = False, replace: bool = False
+) -> InjectionPlan:
+    if image.e_type not in (ET_EXEC, ET_DYN):
         raise ElfError("only executables and shared objects can get a loadable .sframe")
-    segments = _segments(data, layout)
+    segments = image.segments()
     loads = [s for s in segments if s.type == PT_LOAD]
     if not loads:
         raise ElfError("the file has no PT_LOAD segment")
     has_segment = any(s.type == PT_GNU_SFRAME for s in segments)
-    if not (allow_existing or replace) and (has_segment or _sframe_header_index(data, layout)):
+    if not (allow_existing or replace) and (has_segment or _sframe_header(image)):
         raise ElfError("the file already has an SFrame section (--replace replaces it)")
     page = max([0x1000, *(s.align for s in loads if s.align and s.align & (s.align - 1) == 0)])
     first = min(loads, key=lambda s: s.vaddr)
     delta = first.vaddr - first.offset
     end_address = max(s.vaddr + s.memsz for s in loads)
-    offset = max(_align(len(data), page), _align(end_address - delta, page))
+    offset = max(_align(file_size, page), _align(end_address - delta, page))
     address = offset + delta
     # The old entries, the new PT_LOAD, and PT_GNU_SFRAME unless an old one is reused.
-    entries = layout.phnum + (1 if replace and has_segment else 2)
-    phdr_size = entries * struct.calcsize(layout.phdr_format)
+    entries = len(segments) + (1 if replace and has_segment else 2)
+    phdr_size = entries * phdr_struct(image.elfclass, image.big_endian).size
     sframe_offset = offset + _align(phdr_size, 8)
     return InjectionPlan(
         offset, address, phdr_size, sframe_offset, address + (sframe_offset - offset), page
     )
 
 
-def _section_headers(data: bytes, layout: _Layout) -> list[list[int]]:
-    size = struct.calcsize(layout.shdr_format)
-    return [
-        list(struct.unpack_from(layout.shdr_format, data, layout.shoff + i * size))
-        for i in range(layout.shnum)
-    ]
-
-
-def _sframe_header_index(data: bytes, layout: _Layout) -> int | None:
-    """Index of the file's SFrame section header (by type, else by name), or None."""
-    headers = _section_headers(data, layout)
-    for index, header in enumerate(headers):
-        if header[1] == SHT_GNU_SFRAME:
-            return index
-    if 0 < layout.shstrndx < len(headers):
-        names_hdr = headers[layout.shstrndx]
-        names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
-        for index, header in enumerate(headers):
-            if names[header[0] : header[0] + 8] == b".sframe\0":
-                return index
-    return None
-
-
-def new_section_address(image: object) -> int:
+def new_section_address(image: ElfImage) -> int:
     """The address :func:`inject_sframe` gives the ``.sframe`` section of ``image``."""
-    from .image import ElfImage
-
-    if not isinstance(image, ElfImage):
-        raise ElfError("new_section_address needs an ElfImage")
-    # Only the headers are read: a file on disk is mapped rather than read whole.
-    with image.whole_file() as data:
-        return plan_injection(data, allow_existing=True).sframe_address  # type: ignore[arg-type]
+    _check_tables(image, image.file_size)
+    return _plan(image, image.file_size, allow_existing=True).sframe_address
 
 
 def inject_sframe(
@@ -236,54 +160,57 @@ def inject_sframe(
     ``sframe`` must have been encoded for ``plan.sframe_address`` (V3 starts are relative to
     their own position); :func:`plan_injection` (with the same ``replace``) gives it.
     """
-    layout = _layout(data)
-    plan = plan or plan_injection(data, replace=replace)
-    if layout.shnum >= SHN_LORESERVE or layout.shstrndx >= SHN_LORESERVE:
+    with _image(data) as image:
+        return _inject(image, data, sframe, plan, replace)
+
+
+def _inject(
+    image: ElfImage, data: bytes, sframe: bytes, plan: InjectionPlan | None, replace: bool
+) -> bytes:
+    header = image.header
+    bits, big_endian = header.bits, header.big_endian
+    plan = plan or _plan(image, len(data), replace=replace)
+    if header.shnum >= SHN_LORESERVE or header.shstrndx >= SHN_LORESERVE:
         raise ElfError("files with extended section numbering are not supported")
-    segments = _segments(data, layout)
-    if not replace and (
-        any(s.type == PT_GNU_SFRAME for s in segments) or _sframe_header_index(data, layout)
-    ):
+    segments = image.segments()
+    old_sframe = _sframe_header(image)
+    if not replace and (any(s.type == PT_GNU_SFRAME for s in segments) or old_sframe):
         raise ElfError("the file already has an SFrame section (--replace replaces it)")
     seg_end = plan.sframe_offset + len(sframe)
-    new_load = Segment(
-        PT_LOAD,
-        PF_R,
-        plan.load_offset,
-        plan.load_address,
-        plan.load_address,
-        seg_end - plan.load_offset,
-        seg_end - plan.load_offset,
-        plan.page_size,
+    new_load = ElfSegment(
+        type=PT_LOAD,
+        offset=plan.load_offset,
+        vaddr=plan.load_address,
+        paddr=plan.load_address,
+        filesz=seg_end - plan.load_offset,
+        memsz=seg_end - plan.load_offset,
+        flags=PF_R,
+        align=plan.page_size,
     )
-    sframe_seg = Segment(
-        PT_GNU_SFRAME,
-        PF_R,
-        plan.sframe_offset,
-        plan.sframe_address,
-        plan.sframe_address,
-        len(sframe),
-        len(sframe),
-        8,
+    sframe_seg = ElfSegment(
+        type=PT_GNU_SFRAME,
+        offset=plan.sframe_offset,
+        vaddr=plan.sframe_address,
+        paddr=plan.sframe_address,
+        filesz=len(sframe),
+        memsz=len(sframe),
+        flags=PF_R,
+        align=8,
     )
-    table: list[Segment] = []
+    table: list[ElfSegment] = []
     last_load = max(i for i, s in enumerate(segments) if s.type == PT_LOAD)
     reuse = replace and any(s.type == PT_GNU_SFRAME for s in segments)
-    if len(segments) + (1 if reuse else 2) != plan.phdr_size // struct.calcsize(
-        layout.phdr_format
-    ):
+    if len(segments) + (1 if reuse else 2) != plan.phdr_size // phdr_struct(bits, big_endian).size:
         raise ElfError("the injection plan was made for another mode (replace or add)")
     for index, seg in enumerate(segments):
         if seg.type == PT_PHDR:
-            seg = Segment(
-                PT_PHDR,
-                seg.flags,
-                plan.load_offset,
-                plan.load_address,
-                plan.load_address,
-                plan.phdr_size,
-                plan.phdr_size,
-                seg.align,
+            seg = dataclasses.replace(
+                seg,
+                offset=plan.load_offset,
+                vaddr=plan.load_address,
+                paddr=plan.load_address,
+                filesz=plan.phdr_size,
+                memsz=plan.phdr_size,
             )
         if seg.type == PT_GNU_SFRAME and reuse:
             seg = sframe_seg
@@ -292,7 +219,7 @@ def inject_sframe(
             table.append(new_load)
     if not reuse:
         table.append(sframe_seg)
-    phdrs = b"".join(_pack_segment(layout, s) for s in table)
+    phdrs = b"".join(s.pack(bits, big_endian) for s in table)
 
     out = bytearray(data)
     out += bytes(plan.load_offset - len(out))
@@ -302,44 +229,91 @@ def inject_sframe(
 
     # Section headers: the old ones with the old .sframe pointed at the new data, or with a
     # new name table and a new .sframe.
-    headers = _section_headers(data, layout)
-    old_index = _sframe_header_index(data, layout) if replace else None
-    names_known = 0 < layout.shstrndx < len(headers)
+    headers = _section_headers(image)
+    old_index = old_sframe.index if replace and old_sframe is not None else None
+    names_known = 0 < header.shstrndx < len(headers)
+    new_sframe = ElfSection(
+        index=len(headers),
+        name=".sframe",
+        type=SHT_GNU_SFRAME,
+        address=plan.sframe_address,
+        offset=plan.sframe_offset,
+        size=len(sframe),
+        flags=SHF_ALLOC,
+        addralign=8,
+    )
     if old_index is not None:
-        headers[old_index][1:6] = [
-            SHT_GNU_SFRAME, SHF_ALLOC, plan.sframe_address, plan.sframe_offset, len(sframe)
-        ]
-        headers[old_index][8] = 8
+        old = headers[old_index]
+        headers[old_index] = dataclasses.replace(
+            new_sframe,
+            index=old.index,
+            name=old.name,
+            name_offset=old.name_offset,
+            link=old.link,
+            info=old.info,
+            entsize=old.entsize,
+        )
     elif names_known:
-        names_hdr = headers[layout.shstrndx]
-        names = data[names_hdr[4] : names_hdr[4] + names_hdr[5]]
+        names_hdr = headers[header.shstrndx]
+        names = data[names_hdr.offset : names_hdr.offset + names_hdr.size]
         name_offset = len(names)
         names += b".sframe\0"
-        names_hdr[4] = len(out)
-        names_hdr[5] = len(names)
+        headers[header.shstrndx] = dataclasses.replace(names_hdr, offset=len(out), size=len(names))
         out += names
-        headers.append(
-            [name_offset, SHT_GNU_SFRAME, SHF_ALLOC, plan.sframe_address, plan.sframe_offset,
-             len(sframe), 0, 0, 8, 0]
-        )
+        headers.append(dataclasses.replace(new_sframe, name_offset=name_offset))
     if old_index is not None or names_known:
         out += bytes(_align(len(out), 8) - len(out))
         shoff = len(out)
-        for header in headers:
-            out += struct.pack(layout.shdr_format, *header)
+        for section in headers:
+            out += section.pack(bits, big_endian)
         shnum = len(headers)
     else:
-        shoff, shnum = layout.shoff, layout.shnum
-    # ELF header: e_phoff, e_shoff, e_phnum, e_shnum.
-    if layout.wide:
-        struct.pack_into(layout.order + "QQ", out, 32, plan.load_offset, shoff)
-        struct.pack_into(layout.order + "H", out, 56, len(table))
-        struct.pack_into(layout.order + "H", out, 60, shnum)
-    else:
-        struct.pack_into(layout.order + "II", out, 28, plan.load_offset, shoff)
-        struct.pack_into(layout.order + "H", out, 44, len(table))
-        struct.pack_into(layout.order + "H", out, 48, shnum)
+        shoff, shnum = header.shoff, header.shnum
+    new_header = dataclasses.replace(
+        header, phoff=plan.load_offset, shoff=shoff, phnum=len(table), shnum=shnum
+    )
+    out[: len(new_header.pack())] = new_header.pack()
     return bytes(out)
 
 
-__all__ = ["InjectionPlan", "Segment", "inject_sframe", "new_section_address", "plan_injection"]
+class EncodableSection(Protocol):
+    """An SFrame section that can be encoded for any address (what ``generate`` makes)."""
+
+    @property
+    def data(self) -> bytes:
+        """The section encoded for :attr:`section_address`."""
+        ...
+
+    @property
+    def section_address(self) -> int: ...
+
+    def encode(self, section_address: int) -> bytes:
+        """The section encoded for ``section_address``."""
+        ...
+
+
+def inject_file(
+    path: str, output: str, section: EncodableSection, *, replace: bool = False
+) -> None:
+    """Write to ``output`` a copy of the ELF file ``path`` carrying ``section`` (encoded for
+    the address the plan gives it; see :func:`inject_sframe`), with ``path``'s permissions."""
+    with open(path, "rb") as file:
+        original = file.read()
+    plan = plan_injection(original, replace=replace)
+    data = section.data
+    if plan.sframe_address != section.section_address:
+        data = section.encode(plan.sframe_address)
+    new = inject_sframe(original, data, plan, replace=replace)
+    with open(output, "wb") as out:
+        out.write(new)
+    os.chmod(output, stat.S_IMODE(os.stat(path).st_mode))
+
+
+__all__ = [
+    "EncodableSection",
+    "InjectionPlan",
+    "inject_file",
+    "inject_sframe",
+    "new_section_address",
+    "plan_injection",
+]

@@ -247,23 +247,21 @@ def load_seeds(directory: Path | None = None) -> list[bytes]:
 
 
 def extract_seeds(corpus: Path, out: Path) -> int:
-    """Write the .sframe section of every ELF file under ``corpus`` to ``out``."""
-    from elftools.elf.elffile import ELFFile
+    """Write the SFrame section (as stored) of every ELF file under ``corpus`` to ``out``."""
+    from ..elf.image import ElfImage, is_elf_file
+    from ..elf.sframe import find_sframe
 
     out.mkdir(parents=True, exist_ok=True)
     count = 0
     for path in sorted(corpus.rglob("*")):
-        if not path.is_file() or path.suffix in (".txt", ".c", ".cc"):
+        if not path.is_file() or path.suffix in (".txt", ".c", ".cc") or not is_elf_file(path):
             continue
-        with path.open("rb") as stream:
-            if stream.read(4) != b"\x7fELF":
-                continue
-            stream.seek(0)
-            section = ELFFile(stream).get_section_by_name(".sframe")
-            if section is None:
+        with ElfImage.open(str(path)) as image:
+            found = find_sframe(image)
+            if found is None:
                 continue
             name = "-".join(path.relative_to(corpus).parts)
-            (out / f"{name}.sframe").write_bytes(section.data())
+            (out / f"{name}.sframe").write_bytes(found.stored)
             count += 1
     return count
 

@@ -13,15 +13,17 @@ Relocations of a relocatable object's .sframe are not applied: no figure here de
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..elf.image import ElfImage, is_elf_file
+from ..elf.layout import ELF_MAGIC
+from ..elf.sframe import find_sframe
 from ..errors import ElfError, SFrameError
 from ..format.constants import FreType, Version
 from ..format.layout import fde_fre_type, fre_word_count, fre_word_size_code
@@ -31,10 +33,6 @@ from ..format.walk import fre_infos
 #: Rep size given to PCMASK functions when a V1 section (which stores none) is converted:
 #: the 16-byte PLT entries of x86-64, the only producer of V1 PCMASK FDEs (V1 spec 2.3.2).
 V1_PCMASK_REP_SIZE = 16
-
-_SHF_ALLOC = 0x2
-_SHF_EXECINSTR = 0x4
-ELF_MAGIC = b"\x7fELF"
 
 FRE_TYPE_NAMES = tuple(t.name.lower() for t in FreType)  # addr1, addr2, addr4
 WORD_SIZE_NAMES = ("none", "1", "2", "4")
@@ -123,105 +121,34 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-# -- ELF section headers -----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ElfSectionInfo:
-    name: str
-    type: int
-    flags: int
-    address: int
-    offset: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class ElfSummary:
-    machine: str
-    sections: tuple[ElfSectionInfo, ...] = field(default=())
-
-    def find(self, name: str) -> ElfSectionInfo | None:
-        return next((s for s in self.sections if s.name == name), None)
-
-    @property
-    def text_bytes(self) -> int:
-        """Bytes of allocated executable sections with contents (not NOBITS)."""
-        wanted = _SHF_ALLOC | _SHF_EXECINSTR
-        return sum(s.size for s in self.sections if s.flags & wanted == wanted and s.type != 8)
-
-
-_ELF_READ_ERRORS = (struct.error, ValueError, LookupError, AttributeError, EOFError)
-
-
-def read_elf_summary(stream: BinaryIO, path: str) -> ElfSummary:
-    """Machine and section headers (name, type, flags, address, offset, size) of an ELF file."""
-    from elftools.common.exceptions import ELFError
-    from elftools.construct import ConstructError
-    from elftools.elf.elffile import ELFFile
-
-    errors = (ELFError, ConstructError, *_ELF_READ_ERRORS)
-
-    try:
-        elf = ELFFile(stream)
-        sections = tuple(
-            ElfSectionInfo(
-                s.name,
-                _section_type(s["sh_type"]),
-                int(s["sh_flags"]),
-                int(s["sh_addr"]),
-                int(s["sh_offset"]),
-                int(s["sh_size"]),
-            )
-            for s in elf.iter_sections()
-        )
-        machine = str(elf["e_machine"]).removeprefix("EM_")
-    except errors as error:
-        raise ElfError(f"{path}: not a readable ELF file ({error})") from None
-    return ElfSummary(machine, sections)
-
-
-def _section_type(value: object) -> int:
-    """pyelftools gives known section types as names; only NOBITS (8) matters here."""
-    if isinstance(value, int):
-        return value
-    return 8 if value == "SHT_NOBITS" else -1
-
-
-def is_elf(path: str | os.PathLike[str]) -> bool:
-    try:
-        with open(path, "rb") as stream:
-            return stream.read(4) == ELF_MAGIC
-    except OSError:
-        return False
-
-
 # -- one file ------------------------------------------------------------------------------------
 def file_stats(path: str | os.PathLike[str], *, generate: bool = True) -> FileStats:
     """The statistics of one ELF file; raises SFrameError (ElfError...) or OSError."""
     name = os.fspath(path)
-    with open(name, "rb") as stream:
-        summary = read_elf_summary(stream, name)
-        result = FileStats(path=name, machine=summary.machine)
-        eh_frame, eh_frame_hdr = summary.find(".eh_frame"), summary.find(".eh_frame_hdr")
-        result = replace(
-            result,
+    with open(name, "rb") as stream, _elf_image(name, stream) as image:
+        eh_frame, eh_frame_hdr = image.section(".eh_frame"), image.section(".eh_frame_hdr")
+        result = FileStats(
+            path=name,
+            machine=image.machine_name,
             eh_frame=eh_frame.size if eh_frame else 0,
             eh_frame_hdr=eh_frame_hdr.size if eh_frame_hdr else 0,
-            text_bytes=summary.text_bytes,
+            text_bytes=image.code_bytes(),
         )
-        sframe = summary.find(".sframe")
-        if sframe is not None and sframe.type != 8:
-            file_size = os.fstat(stream.fileno()).st_size
-            if sframe.offset + sframe.size > file_size:
-                raise ElfError(
-                    f"{name}: .sframe ({sframe.size} bytes at file offset {sframe.offset:#x}) "
-                    "runs past the end of the file"
-                )
-            stream.seek(sframe.offset)
-            data = stream.read(sframe.size)
-            return _from_section(result, data, sframe.address)
+        found = find_sframe(image)
+        if found is not None and found.is_sframe_data():
+            # As stored: no figure depends on the relocations of an object's section.
+            return _from_section(result, found.stored, found.address)
     if generate and eh_frame is not None:
         return _from_generator(result, name)
     return result
+
+
+def _elf_image(name: str, stream: BinaryIO) -> ElfImage:
+    """The ELF image in ``stream``; ElfError "not a readable ELF file" if it is none."""
+    if stream.read(len(ELF_MAGIC)) != ELF_MAGIC:
+        raise ElfError(f"{name}: not a readable ELF file (Magic number does not match)")
+    stream.seek(0)
+    return ElfImage(name, stream)
 
 
 def _from_section(result: FileStats, data: bytes, address: int) -> FileStats:
@@ -340,7 +267,7 @@ def find_elf_files(directory: str | os.PathLike[str], recursive: bool) -> list[s
         if key in seen or not path.is_file() or path.is_symlink():
             continue
         seen.add(key)
-        if is_elf(path):
+        if is_elf_file(path):
             found.append(str(path))
     return sorted(found)
 

@@ -1,9 +1,9 @@
 """Core files: threads (NT_PRSTATUS), mapped files (NT_FILE), memory (PT_LOAD).
 
-Only the program headers and notes are read (ELF64, either byte order); memory is read on
-demand with pread, so cores of any size open at once.  Memory the core does not hold (a
-file-backed segment the kernel did not dump) is read from the mapped file itself, through the
-NT_FILE note.  Notes used (Linux ``elf_core_dump``):
+Only the program headers and notes are read (ELF64, either byte order; through
+:mod:`pysframe.elf`); memory is read on demand, so cores of any size open at once.  Memory the
+core does not hold (a file-backed segment the kernel did not dump) is read from the mapped file
+itself, through the NT_FILE note.  Notes used (Linux ``elf_core_dump``):
 
 * NT_PRSTATUS (1): one per thread; pr_pid at byte 32, pr_reg (the general-purpose registers,
   ``user_regs_struct`` layout) at byte 112;
@@ -18,23 +18,22 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from dataclasses import dataclass
 
-from ..errors import UnwindError
-from ..format.constants import Abi
+from ..elf.image import ElfImage, ElfSegment, iter_notes
+from ..elf.layout import ELF_MAGIC, ET_CORE, PT_LOAD, PT_NOTE, byte_order, phdr_struct
+from ..errors import ElfError, UnwindError
 from .modules import AT_SYSINFO_EHDR, Mapping, auxv_entries
 from .ptrace import ThreadState, registers_from_gregs
 
-ET_CORE = 4
-PT_LOAD = 1
-PT_NOTE = 4
 NT_PRSTATUS = 1
 NT_AUXV = 6
 NT_FILE = 0x46494C45
 AT_ENTRY = 9
 _PR_PID_OFFSET = 32
 _PR_REG_OFFSET = 112
-_MACHINES = {62: "x86-64", 183: "aarch64", 22: "s390x"}
+#: NT_FILE: u64 count and page size, then (start, end, file offset in pages) per mapping.
+_NT_FILE_HEADER = "QQ"
+_NT_FILE_ENTRY = "QQQ"
 #: Notes bigger than this are not believed (a core's notes are a few MB at most).
 _MAX_NOTES = 256 << 20
 
@@ -43,25 +42,14 @@ class CoreFileError(UnwindError):
     """The core file cannot be read: not a core, truncated, or an unsupported machine."""
 
 
-@dataclass(frozen=True, slots=True)
-class LoadSegment:
-    vaddr: int
-    memsz: int
-    offset: int
-    filesz: int
-
-
 class CoreFile:
     """An opened core file; close it (or use it as a context manager) when done."""
 
     def __init__(self, path: str, exe: str | None = None) -> None:
         self.path = path
+        self._image = self._open(path)
         try:
-            self._fd = os.open(path, os.O_RDONLY)
-        except OSError as error:
-            raise CoreFileError(f"cannot open core file {path}: {error.strerror}") from None
-        try:
-            self.size = os.fstat(self._fd).st_size
+            self.size = self._image.file_size
             self._read_headers()
             self.threads: list[ThreadState] = []
             self.mappings: list[Mapping] = []
@@ -72,53 +60,64 @@ class CoreFile:
             if exe is not None:
                 self._override_exe(exe)
         except BaseException:
-            os.close(self._fd)
+            self._image.close()
             raise
         self._starts = [segment.vaddr for segment in self.segments]
         self._file_fds: dict[str, int | None] = {}
 
     # -- headers ----------------------------------------------------------------------------
 
-    def _pread(self, size: int, offset: int, what: str) -> bytes:
-        data = os.pread(self._fd, size, offset)
-        if len(data) != size:
+    @staticmethod
+    def _open(path: str) -> ElfImage:
+        try:
+            file = open(path, "rb")  # noqa: SIM115 - the image closes it
+        except OSError as error:
+            raise CoreFileError(f"cannot open core file {path}: {error.strerror}") from None
+        try:
+            if file.read(4) != ELF_MAGIC:
+                raise CoreFileError(f"{path} is not an ELF file")
+            file.seek(0)
+            return ElfImage(path, file)
+        except ElfError as error:
+            file.close()
+            raise CoreFileError(str(error)) from None
+        except BaseException:
+            file.close()
+            raise
+
+    def _check_present(self, offset: int, size: int, what: str) -> None:
+        if offset + size > self.size:
             raise CoreFileError(
                 f"core file {self.path} is truncated: {what} needs bytes {offset:#x}-"
                 f"{offset + size:#x}, the file has {self.size:#x}"
             )
-        return data
 
     def _read_headers(self) -> None:
-        ident = self._pread(64, 0, "the ELF header") if self.size >= 64 else b""
-        if len(ident) < 64 or ident[:4] != b"\x7fELF":
-            raise CoreFileError(f"{self.path} is not an ELF file")
-        if ident[4] != 2:
+        image, header = self._image, self._image.header
+        if image.elfclass != 64:
             raise CoreFileError(f"{self.path}: only 64-bit core files are supported")
-        self.big_endian = ident[5] == 2
-        self._order = ">" if self.big_endian else "<"
-        e_type, e_machine = struct.unpack_from(self._order + "HH", ident, 16)
-        if e_type != ET_CORE:
-            raise CoreFileError(f"{self.path} is not a core file (ELF type {e_type})")
-        machine = _MACHINES.get(e_machine)
-        if machine is None:
-            raise CoreFileError(f"{self.path}: unsupported machine {e_machine}")
-        self.abi = _abi(machine, self.big_endian)
-        (phoff,) = struct.unpack_from(self._order + "Q", ident, 32)
-        phentsize, phnum = struct.unpack_from(self._order + "HH", ident, 54)
-        if phentsize != 56 or phnum == 0:
-            raise CoreFileError(f"{self.path}: bad program header table ({phnum} x {phentsize})")
-        table = self._pread(56 * phnum, phoff, "the program header table")
-        self.segments: list[LoadSegment] = []
-        self._notes: list[tuple[int, int]] = []
-        for index in range(phnum):
-            p_type, _, offset, vaddr, _, filesz, memsz, _ = struct.unpack_from(
-                self._order + "IIQQQQQQ", table, 56 * index
+        self.big_endian = image.big_endian
+        self._order = byte_order(self.big_endian)
+        if image.e_type != ET_CORE:
+            raise CoreFileError(f"{self.path} is not a core file (ELF type {image.e_type})")
+        abi = image.abi
+        if abi is None:
+            raise CoreFileError(f"{self.path}: unsupported machine {image.machine}")
+        self.abi = abi
+        entry_size = phdr_struct(64, self.big_endian).size
+        if header.phentsize != entry_size or header.phnum == 0:
+            raise CoreFileError(
+                f"{self.path}: bad program header table ({header.phnum} x {header.phentsize})"
             )
-            if p_type == PT_LOAD:
-                self.segments.append(LoadSegment(vaddr, memsz, offset, filesz))
-            elif p_type == PT_NOTE:
-                self._notes.append((offset, filesz))
-        self.segments.sort(key=lambda segment: segment.vaddr)
+        self._check_present(header.phoff, entry_size * header.phnum, "the program header table")
+        try:
+            segments = image.segments()
+        except ElfError as error:
+            raise CoreFileError(str(error)) from None
+        self.segments: list[ElfSegment] = sorted(
+            (s for s in segments if s.type == PT_LOAD), key=lambda segment: segment.vaddr
+        )
+        self._notes = [s for s in segments if s.type == PT_NOTE]
         needed = max((s.offset + s.filesz for s in self.segments if s.filesz), default=0)
         if needed > self.size:
             raise CoreFileError(
@@ -127,19 +126,25 @@ class CoreFile:
             )
 
     def _read_notes(self) -> None:
-        for offset, size in self._notes:
-            if size > _MAX_NOTES:
-                raise CoreFileError(f"{self.path}: note segment of {size} bytes is too big")
-            data = self._pread(size, offset, "the notes")
-            for n_type, name, desc in _iter_notes(data, self._order):
-                if name != b"CORE":
-                    continue
-                if n_type == NT_PRSTATUS:
-                    self._add_thread(desc)
-                elif n_type == NT_FILE:
-                    self._add_files(desc)
-                elif n_type == NT_AUXV:
-                    self._read_auxv(desc)
+        for segment in self._notes:
+            if segment.filesz > _MAX_NOTES:
+                raise CoreFileError(
+                    f"{self.path}: note segment of {segment.filesz} bytes is too big"
+                )
+            self._check_present(segment.offset, segment.filesz, "the notes")
+            data = self._image.segment_data(segment)
+            try:
+                for name, n_type, desc in iter_notes(data, self.big_endian):
+                    if name != b"CORE":
+                        continue
+                    if n_type == NT_PRSTATUS:
+                        self._add_thread(desc)
+                    elif n_type == NT_FILE:
+                        self._add_files(desc)
+                    elif n_type == NT_AUXV:
+                        self._read_auxv(desc)
+            except ElfError as error:
+                raise CoreFileError(f"{self.path}: {error}") from None
         if not self.threads:
             raise CoreFileError(f"{self.path}: no thread (NT_PRSTATUS) in the core file")
 
@@ -151,10 +156,12 @@ class CoreFile:
         self.threads.append(ThreadState(pid, registers))
 
     def _add_files(self, desc: bytes) -> None:
-        if len(desc) < 16:
+        header = struct.Struct(self._order + _NT_FILE_HEADER)
+        entry = struct.Struct(self._order + _NT_FILE_ENTRY)
+        if len(desc) < header.size:
             raise CoreFileError(f"{self.path}: NT_FILE note is too short")
-        count, page_size = struct.unpack_from(self._order + "QQ", desc, 0)
-        names_at = 16 + 24 * count
+        count, page_size = header.unpack_from(desc, 0)
+        names_at = header.size + entry.size * count
         if names_at > len(desc):
             raise CoreFileError(
                 f"{self.path}: NT_FILE note lists {count} files in {len(desc)} bytes"
@@ -163,7 +170,7 @@ class CoreFile:
         if len(names) < count:
             raise CoreFileError(f"{self.path}: NT_FILE note has fewer names than mappings")
         for index in range(count):
-            start, end, page_offset = struct.unpack_from(self._order + "QQQ", desc, 16 + 24 * index)
+            start, end, page_offset = entry.unpack_from(desc, header.size + entry.size * index)
             path = os.fsdecode(names[index])
             self.mappings.append(Mapping(start, end, page_offset * page_size, path))
 
@@ -214,7 +221,7 @@ class CoreFile:
             delta = address - segment.vaddr
             if delta < segment.filesz:
                 count = min(size, segment.filesz - delta)
-                return os.pread(self._fd, count, segment.offset + delta)
+                return self._image.read(segment.offset + delta, count)
             if delta < segment.memsz:
                 return self._read_mapped_file(address, min(size, segment.memsz - delta))
         return self._read_mapped_file(address, size)
@@ -242,9 +249,7 @@ class CoreFile:
             if fd is not None:
                 os.close(fd)
         self._file_fds.clear()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._image.close()
 
     def __enter__(self) -> CoreFile:
         return self
@@ -253,32 +258,4 @@ class CoreFile:
         self.close()
 
 
-def _iter_notes(data: bytes, order: str) -> list[tuple[int, bytes, bytes]]:
-    notes = []
-    pos = 0
-    while pos + 12 <= len(data):
-        namesz, descsz, n_type = struct.unpack_from(order + "III", data, pos)
-        name_at = pos + 12
-        desc_at = name_at + _align4(namesz)
-        end = desc_at + _align4(descsz)
-        if desc_at + descsz > len(data):
-            raise CoreFileError(f"note at byte {pos:#x} of a note segment runs past its end")
-        notes.append((n_type, data[name_at : name_at + namesz].rstrip(b"\0"),
-                      data[desc_at : desc_at + descsz]))
-        pos = end
-    return notes
-
-
-def _align4(value: int) -> int:
-    return (value + 3) & ~3
-
-
-def _abi(machine: str, big_endian: bool) -> Abi:
-    if machine == "x86-64":
-        return Abi.AMD64_ENDIAN_LITTLE
-    if machine == "aarch64":
-        return Abi.AARCH64_ENDIAN_BIG if big_endian else Abi.AARCH64_ENDIAN_LITTLE
-    return Abi.S390X_ENDIAN_BIG
-
-
-__all__ = ["CoreFile", "CoreFileError", "LoadSegment"]
+__all__ = ["CoreFile", "CoreFileError"]

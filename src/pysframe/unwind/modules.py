@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..elf.image import ElfImage
+from ..elf.image import ElfImage, ElfSegment
+from ..elf.layout import EHDR_SIZE, ELF_MAGIC, ElfHeader, auxv64_struct
+from ..elf.sframe import find_sframe
 from ..errors import SFrameError
 from ..format.constants import Abi
 from ..format.section import SFrameSection
@@ -71,21 +72,14 @@ def parse_maps_line(line: str) -> Mapping | None:
 # What pysframe needs from each ELF file
 
 
-@dataclass(frozen=True, slots=True)
-class LoadSegment:
-    vaddr: int
-    offset: int
-    filesz: int
-    memsz: int
-
-
 @dataclass(slots=True)
 class ElfFacts:
     """Facts about one ELF file, shared by every address space that maps it."""
 
     path: str
     abi: Abi | None
-    segments: tuple[LoadSegment, ...]
+    #: The PT_LOAD program headers.
+    segments: tuple[ElfSegment, ...]
     sframe: tuple[bytes, int] | None  # (.sframe bytes, sh_addr)
     symbol_starts: list[int]
     symbols: list[tuple[int, int, str]]  # (start, size, name), sorted by start
@@ -125,7 +119,7 @@ def elf_facts(path: str) -> ElfFacts | None:
 
 def _read_facts(path: str) -> ElfFacts | None:
     with open(path, "rb") as file:
-        if file.read(4) != b"\x7fELF":
+        if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
             return None
     try:
         with ElfImage.open(path) as image:
@@ -135,11 +129,10 @@ def _read_facts(path: str) -> ElfFacts | None:
 
 
 def _facts_from_elf(path: str, image: ElfImage) -> ElfFacts:
-    segments = tuple(
-        LoadSegment(seg.vaddr, seg.offset, seg.filesz, seg.memsz) for seg in image.load_segments()
-    )
-    section = image.find_sframe()
-    sframe = None if section is None else (section.data(), section.address)
+    segments = tuple(image.load_segments())
+    found = find_sframe(image)
+    # As stored: a mapped file's section is what the process sees (nothing relocates it).
+    sframe = None if found is None else (found.stored, found.address)
     symbols = _one_per_address([(s.value, s.size, s.name.split("@")[0]) for s in image.symbols()])
     build_id = image.build_id()
     build_id_address = None
@@ -366,10 +359,9 @@ _VDSO_CACHE: dict[bytes, ElfFacts] = {}
 def auxv_entries(auxv: bytes, big_endian: bool = False) -> dict[int, int]:
     """The (type, value) pairs of a 64-bit auxiliary vector (/proc/PID/auxv, a core's
     NT_AUXV); the first value of a type wins, as getauxval returns it."""
-    order = ">" if big_endian else "<"
+    entry = auxv64_struct(big_endian)
     entries: dict[int, int] = {}
-    for pos in range(0, len(auxv) - 15, 16):
-        key, value = struct.unpack_from(order + "QQ", auxv, pos)
+    for key, value in entry.iter_unpack(auxv[: len(auxv) - len(auxv) % entry.size]):
         entries.setdefault(key, value)
     return entries
 
@@ -416,13 +408,10 @@ def _read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
     """The vDSO's bytes: up to the end of its section or program headers, whichever is last
     (its file image is mapped whole)."""
     try:
-        header = read_memory(address, 64)
-        if len(header) != 64 or header[:4] != b"\x7fELF" or header[4] != 2:  # ELFCLASS64
+        header = ElfHeader.unpack(read_memory(address, EHDR_SIZE[64]))
+        if header.bits != 64:
             return None
-        order = ">" if header[5] == 2 else "<"
-        phoff, shoff = struct.unpack_from(order + "QQ", header, 0x20)
-        phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", header, 0x36)
-        size = max(64, phoff + phentsize * phnum, shoff + shentsize * shnum)
+        size = header.tables_end
         if size > _VDSO_LIMIT:
             return None
         image = read_memory(address, size)
@@ -449,7 +438,6 @@ Symbolize = Callable[[int], "tuple[str, int] | None"]
 
 __all__ = [
     "ElfFacts",
-    "LoadSegment",
     "Mapping",
     "Module",
     "ModuleTable",

@@ -1,0 +1,181 @@
+"""Every ELF layout pysframe reads or writes, declared once, and the ELF numbers it uses.
+
+Layouts from the System V gABI ("ELF Header", "Program Header", "Sections", "Note Section"),
+in the file's byte order (``e_ident[EI_DATA]``) and class (``e_ident[EI_CLASS]``):
+
+* ELF header: ``e_ident[16]``, u16 e_type, u16 e_machine, u32 e_version, then e_entry, e_phoff
+  and e_shoff (u32 in ELFCLASS32, u64 in ELFCLASS64), u32 e_flags, and six u16: e_ehsize,
+  e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx.
+* Program header: Elf32_Phdr puts p_flags after p_memsz, Elf64_Phdr right after p_type.
+* Section header: the same ten fields in both classes; the six address-sized ones widen.
+* Note header: u32 namesz, u32 descsz, u32 type; name and descriptor padded to 4 bytes.
+* Auxiliary vector entry (Elf64_auxv_t): u64 type, u64 value.
+
+pyelftools parses files for reading; these declarations serve what it does not: writing
+headers (injection), sizing an image from its header (a vDSO read from memory) and notes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import astuple, dataclass
+from functools import cache
+
+from ..errors import ElfError
+
+# -- numbers (System V gABI; GNU extensions from binutils' include/elf/common.h) ---------------
+ELF_MAGIC = b"\x7fELF"
+EI_CLASS, EI_DATA = 4, 5
+ELFCLASS32, ELFCLASS64 = 1, 2
+ELFDATA2LSB, ELFDATA2MSB = 1, 2
+ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
+EM_386, EM_S390, EM_ARM, EM_X86_64, EM_AARCH64, EM_RISCV = 3, 22, 40, 62, 183, 243
+EM_PPC, EM_PPC64 = 20, 21
+SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 0, 1, 2, 4, 8, 9, 11
+SHT_NOTE = 7
+SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
+SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x2, 0x4, 0x800
+PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE, PT_PHDR = 1, 2, 3, 4, 6
+PF_X, PF_W, PF_R = 0x1, 0x2, 0x4
+STT_FUNC, STT_GNU_IFUNC = 2, 10
+#: The GNU build ID note (name "GNU").
+NT_GNU_BUILD_ID = 3
+
+
+def byte_order(big_endian: bool) -> str:
+    """The struct prefix of a file's byte order."""
+    return ">" if big_endian else "<"
+
+
+# -- ELF header ----------------------------------------------------------------------------------
+
+#: Struct codes of the ELF header per class (32 or 64 bits), without the byte-order prefix.
+EHDR_FIELDS: dict[int, str] = {32: "16sHHIIIIIHHHHHH", 64: "16sHHIQQQIHHHHHH"}
+#: Bytes of the ELF header: 52 (ELFCLASS32), 64 (ELFCLASS64).
+EHDR_SIZE: dict[int, int] = {32: 52, 64: 64}
+
+
+@cache
+def ehdr_struct(bits: int, big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + EHDR_FIELDS[bits])
+
+
+@dataclass(frozen=True, slots=True)
+class ElfHeader:
+    """The ELF header, field by field (the ``e_`` prefixes left out)."""
+
+    ident: bytes
+    type: int
+    machine: int
+    version: int
+    entry: int
+    phoff: int
+    shoff: int
+    flags: int
+    ehsize: int
+    phentsize: int
+    phnum: int
+    shentsize: int
+    shnum: int
+    shstrndx: int
+
+    @classmethod
+    def unpack(cls, data: bytes) -> ElfHeader:
+        """The header at the start of ``data``; ElfError if it is not one."""
+        if data[:4] != ELF_MAGIC:
+            raise ElfError("not an ELF file")
+        if len(data) <= EI_DATA:
+            raise ElfError("ELF header is truncated")
+        if data[EI_CLASS] not in (ELFCLASS32, ELFCLASS64) or data[EI_DATA] not in (1, 2):
+            raise ElfError(f"unknown ELF class {data[EI_CLASS]} or data encoding {data[EI_DATA]}")
+        bits = 64 if data[EI_CLASS] == ELFCLASS64 else 32
+        if len(data) < EHDR_SIZE[bits]:
+            raise ElfError("ELF header is truncated")
+        return cls(*ehdr_struct(bits, data[EI_DATA] == ELFDATA2MSB).unpack_from(data))
+
+    def pack(self) -> bytes:
+        return ehdr_struct(self.bits, self.big_endian).pack(*astuple(self))
+
+    @property
+    def bits(self) -> int:
+        """32 (ELFCLASS32) or 64 (ELFCLASS64)."""
+        return 64 if self.ident[EI_CLASS] == ELFCLASS64 else 32
+
+    @property
+    def big_endian(self) -> bool:
+        return self.ident[EI_DATA] == ELFDATA2MSB
+
+    @property
+    def tables_end(self) -> int:
+        """Where the last of the ELF header, program and section header tables ends."""
+        return max(
+            EHDR_SIZE[self.bits],
+            self.phoff + self.phentsize * self.phnum,
+            self.shoff + self.shentsize * self.shnum,
+        )
+
+
+# -- program and section headers ---------------------------------------------------------------
+
+#: Struct codes of a program header per class, and the fields in that order (named as the
+#: attributes of :class:`pysframe.elf.image.ElfSegment`).
+PHDR_FIELDS: dict[int, str] = {32: "IIIIIIII", 64: "IIQQQQQQ"}
+PHDR_NAMES: dict[int, tuple[str, ...]] = {
+    32: ("type", "offset", "vaddr", "paddr", "filesz", "memsz", "flags", "align"),
+    64: ("type", "flags", "offset", "vaddr", "paddr", "filesz", "memsz", "align"),
+}
+#: Struct codes of a section header per class, and its fields (named as the attributes of
+#: :class:`pysframe.elf.image.ElfSection`; ``name_offset`` is sh_name).
+SHDR_FIELDS: dict[int, str] = {32: "IIIIIIIIII", 64: "IIQQQQIIQQ"}
+SHDR_NAMES = (
+    "name_offset",
+    "type",
+    "flags",
+    "address",
+    "offset",
+    "size",
+    "link",
+    "info",
+    "addralign",
+    "entsize",
+)
+
+
+@cache
+def phdr_struct(bits: int, big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + PHDR_FIELDS[bits])
+
+
+@cache
+def shdr_struct(bits: int, big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + SHDR_FIELDS[bits])
+
+
+# -- notes ---------------------------------------------------------------------------------------
+
+#: Struct codes of a note header (namesz, descsz, type), the same in both classes.
+NOTE_FIELDS = "III"
+NOTE_HEADER_SIZE = 12
+#: Name and descriptor are padded to this many bytes.
+NOTE_ALIGN = 4
+
+
+@cache
+def note_struct(big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + NOTE_FIELDS)
+
+
+def note_padded(size: int) -> int:
+    return (size + NOTE_ALIGN - 1) & -NOTE_ALIGN
+
+
+# -- auxiliary vector (System V gABI "Process Initialization"; Linux /proc/PID/auxv, NT_AUXV) --
+
+#: Struct codes of an Elf64_auxv_t entry: u64 a_type, u64 a_val.
+AUXV64_FIELDS = "QQ"
+
+
+@cache
+def auxv64_struct(big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + AUXV64_FIELDS)
+

@@ -1,0 +1,116 @@
+"""A short summary of a file's SFrame section: version, ABI, flags, counts, text coverage."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..elf.image import ElfImage
+from ..elf.sframe import require_sframe
+from ..errors import SFrameError
+from ..format.constants import FdeType, Flags, PcType
+from ..format.section import SFrameSection
+
+
+@dataclass(frozen=True, slots=True)
+class SectionInfo:
+    file: str
+    file_format: str
+    section: str
+    address: int
+    size: int
+    version: int
+    abi: str
+    flags: list[str]
+    cfa_fixed_fp_offset: int
+    cfa_fixed_ra_offset: int
+    functions: int
+    rows: int
+    flex_functions: int
+    pcmask_functions: int
+    signal_functions: int
+    #: Bytes of code the functions cover (their ranges merged; summed in relocatable objects,
+    #: where every text section starts at 0).
+    covered_bytes: int
+    #: Bytes of executable code (:meth:`pysframe.elf.image.ElfImage.code_bytes`).
+    text_bytes: int
+
+    @property
+    def coverage(self) -> float | None:
+        return self.covered_bytes / self.text_bytes if self.text_bytes else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields and the coverage, JSON-ready."""
+        return dict(asdict(self), coverage=self.coverage)
+
+
+def covered_bytes(section: SFrameSection, relocatable: bool) -> int:
+    """Bytes of code the functions of ``section`` cover: their ranges merged, or (relocatable
+    objects, where every text section starts at 0) summed."""
+    ranges = sorted((f.start, f.end) for f in section if f.size > 0)
+    if relocatable:
+        return sum(end - start for start, end in ranges)
+    covered, reach = 0, None
+    for start, end in ranges:
+        if reach is None or start >= reach:
+            covered += end - start
+            reach = end
+        elif end > reach:
+            covered += end - reach
+            reach = end
+    return covered
+
+
+def section_info(path: str, name: str | None = None) -> SectionInfo:
+    """Summarise the SFrame section of ``path`` (ElfError / FormatError on failure)."""
+    with ElfImage.open(path) as image:
+        found = require_sframe(image, name)
+        try:
+            sframe = found.decode()
+            functions = list(sframe)
+            h = sframe.header
+            return SectionInfo(
+                file=path,
+                file_format=image.file_format,
+                section=found.name,
+                address=found.address,
+                size=len(sframe.data),
+                version=int(h.version),
+                abi=h.abi.name,
+                flags=[f.name or "" for f in Flags if f.value and h.flags & f],
+                cfa_fixed_fp_offset=h.cfa_fixed_fp_offset,
+                cfa_fixed_ra_offset=h.cfa_fixed_ra_offset,
+                functions=len(functions),
+                rows=sum(f.num_fres for f in functions),
+                flex_functions=sum(f.fde_type is FdeType.FLEX for f in functions),
+                pcmask_functions=sum(f.pc_type is PcType.MASK for f in functions),
+                signal_functions=sum(f.signal_frame for f in functions if h.version >= 3),
+                covered_bytes=covered_bytes(sframe, image.is_relocatable),
+                text_bytes=image.code_bytes(),
+            )
+        except SFrameError as error:
+            raise SFrameError(f"{path}: {found.name}: {error}") from None
+
+
+def info_text(info: SectionInfo) -> str:
+    """The summary as ``pysframe info`` prints it, one ``label: value`` line per fact."""
+    coverage = f"{info.covered_bytes} of {info.text_bytes} bytes of executable code" + (
+        f" ({100 * info.coverage:.1f}%)" if info.coverage is not None else ""
+    )
+    fixed = f"FP {info.cfa_fixed_fp_offset}, RA {info.cfa_fixed_ra_offset}"
+    lines = [
+        f"file:           {info.file} ({info.file_format})",
+        f"section:        {info.section} at {info.address:#x}, {info.size} bytes",
+        f"version:        {info.version}",
+        f"abi:            {info.abi}",
+        f"flags:          {', '.join(info.flags) or 'NONE'}",
+        f"fixed offsets:  {fixed}",
+        f"functions:      {info.functions} ({info.flex_functions} flex, "
+        f"{info.pcmask_functions} pc-mask, {info.signal_functions} signal)",
+        f"rows:           {info.rows}",
+        f"text coverage:  {coverage}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["SectionInfo", "covered_bytes", "info_text", "section_info"]
