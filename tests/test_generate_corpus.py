@@ -15,7 +15,7 @@ import pytest
 from pysframe.elf.image import ElfImage
 from pysframe.format.model import Function
 from pysframe.format.section import SFrameSection
-from pysframe.generate.translate import generate_from_elf
+from pysframe.generate import generate_from_elf
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 V3_OBJECTS = sorted(CORPUS.glob("*/v3/*.o"))
