@@ -1,14 +1,15 @@
 """FDEs for procedure linkage tables, which have no CFI of their own in ``.eh_frame``'s sense,
 as GNU ld 2.47 writes them.
 
-x86-64 (bfd/elfxx-x86.c and elf64-x86-64.c, the ``sframe`` PLT tables ``elf_x86_64_sframe_*``):
+x86-64 (bfd/elf64-x86-64.c, the FREs ``elf_x86_64_sframe_plt0_fre1`` ... and the tables
+``elf_x86_64_sframe_*plt``, written by bfd/elfxx-x86.c ``_bfd_x86_elf_write_sframe_plt``):
 PLT0 (``sp+16``, then ``sp+24`` after its push), a PCMASK FDE with 16-byte blocks for the
 lazy entries (``sp+8``, then ``sp+16`` after the push), ``.plt.sec`` (PCMASK, ``sp+8``) and
 ``.plt.got`` (PCMASK, one row).  ld writes ``sp+16`` for ``.plt.got`` although its entries are
 reached by a call (CFA = sp+8, as ld's own ``.eh_frame`` says); pysframe writes ``sp+8``
 unless ``ld_compatible=True``.
 
-s390x (bfd/elf64-s390.c ``elf_s390x_sframe_plt``): PLT0 and a PCMASK FDE over the entries,
+s390x (bfd/elf64-s390.c): PLT0 and a PCMASK FDE over the entries,
 CFA = sp+160 throughout (the PLT does not touch the stack).
 """
 

@@ -13,7 +13,8 @@ The per-function translator makes one ``RowState[int]`` per row; the bulk path h
 VERSIONS.md V3 for FLEX rows), with the word sizes and info bits of :mod:`pysframe.format`.
 The per-function path and the bulk path both encode each distinct row with it.
 :class:`FunctionEncoder` writes a function's FREs: the start address field of the FDE's FRE
-type (gas ``sframe_fde_...`` / libsframe ``sframe_calc_fre_type``), then the encoded row.
+type (libsframe ``sframe_calc_fre_type``: the smallest that holds the function size), then the
+encoded row.
 """
 
 from __future__ import annotations

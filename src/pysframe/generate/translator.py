@@ -3,12 +3,16 @@
 This follows gas/gen-sframe.c: ``sframe_do_fde`` reads the CIE's initial instructions and the
 FDE's as one stream, ``sframe_do_cfi_insn`` applies each (``sframe_xlate_do_advance_loc``,
 ``sframe_xlate_do_def_cfa``, ``..._def_cfa_register``, ``..._def_cfa_offset``,
-``..._offset``, ``..._val_offset``, ``..._register``, ``..._remember_state``,
-``..._restore_state``, ``..._restore``, ``..._aarch64_negate_ra_state``, ``..._gnu_window_save``,
-``..._escape_expr``, ``..._same_value``, ``..._undefined``), and the FDE's checks follow the
-last instruction.  Rows carry the CFA (SP/FP + offset, or for V3 FLEX FDEs any register,
-optionally dereferenced), the FP and the RA (saved on the stack at CFA+offset, or in a
-register for FLEX); a row is written at each advance that follows a state change; AArch64
+``..._offset``, ``..._val_offset``, ``..._remember_state``, ``..._restore_state``,
+``..._restore``, ``..._gnu_window_save`` (AArch64 ``negate_ra_state``),
+``..._aarch64_negate_ra_state_with_pc``, ``..._register``, ``..._cfi_escape`` with
+``..._escape_cfa_expr``, ``..._escape_expr``, ``..._escape_gnu_args_size``,
+``..._cfi_undefined``, ``..._same_value``), and ``sframe_do_fde``'s checks (at most
+UINT16_MAX FREs, no FP on the stack without the RA) follow the last instruction.
+
+Rows carry the CFA (SP/FP + offset, or for V3 FLEX FDEs any register, optionally
+dereferenced), the FP and the RA (saved on the stack at CFA+offset, or in a register for
+FLEX); a row is written at each advance that follows a state change; AArch64
 ``negate_ra_state`` toggles the mangled-RA bit; ``DW_CFA_undefined`` of the RA writes a
 zero-word FRE (outermost frame).  A function whose CFI cannot be represented is refused with
 the reason gas would warn with ("no SFrame FDE emitted; ...").
@@ -100,6 +104,22 @@ def translate(ops: Iterable[Op], size: int, params: AbiParams) -> Translation | 
 #: Row states by their fields, so that equal rows are one object (see :func:`translate_ops`).
 StateTable = dict[tuple[Any, ...], RowState[int]]
 
+# Positions of the RowState fields in the scratch row of translate_ops.
+_FIELD = {name: position for position, name in enumerate(RowState._fields)}
+CFA_REG = _FIELD["cfa_reg"]
+CFA_OFFSET = _FIELD["cfa_offset"]
+CFA_DEREF = _FIELD["cfa_deref"]
+FP_LOC = _FIELD["fp_loc"]
+FP_REG = _FIELD["fp_reg"]
+FP_OFFSET = _FIELD["fp_offset"]
+FP_DEREF = _FIELD["fp_deref"]
+RA_LOC = _FIELD["ra_loc"]
+RA_REG = _FIELD["ra_reg"]
+RA_OFFSET = _FIELD["ra_offset"]
+RA_DEREF = _FIELD["ra_deref"]
+MANGLED_RA = _FIELD["mangled_ra"]
+RA_UNDEFINED = _FIELD["ra_undefined"]
+
 
 def translate_ops(
     ops: Iterable[Op], params: AbiParams, states: StateTable | None = None
@@ -109,6 +129,9 @@ def translate_ops(
     ``states`` keeps the distinct row states; give one table to the calls of a section (a
     section has a few hundred distinct rows, repeated in thousands of functions) and each row
     is a look-up, not a new object.
+
+    The loop handles the instructions nearly every program is made of; the others go to
+    :func:`_apply_other`.
     """
     sp, fp, ra = params.sp, params.fp, params.ra
     ra_tracking = params.ra_tracking
@@ -120,29 +143,16 @@ def translate_ops(
     add = states.setdefault
     new = tuple.__new__
     flex = False
-    undefined_rows = False
-    # The scratch row (gas cur_fre): its rules, and where it starts.  has_row False: no
-    # scratch row yet; dirty: its rules changed since the last row was written.
+    # Only DW_CFA_undefined of the RA makes rows with an undefined RA.
+    undefined_seen = False
+    # The scratch row (gas cur_fre): its rules by RowState field, and where it starts.
+    # has_row False: no scratch row yet; dirty: its rules changed since the last row.
+    row = list(EMPTY_STATE)
     has_row = False
     begin = 0
     dirty = False
-    (
-        cfa_reg,
-        cfa_off,
-        cfa_deref,
-        fp_loc,
-        fp_reg,
-        fp_off,
-        fp_deref,
-        ra_loc,
-        ra_reg,
-        ra_off,
-        ra_deref,
-        mangled,
-        ra_undef,
-    ) = EMPTY_STATE
     rows: list[tuple[int, RowState[int]]] = []
-    stack: list[RowState[int]] = []
+    stack: list[tuple[Any, ...]] = []
     loc = 0
     for code, a, b in ops:
         if code in (OP_ADVANCE, OP_SET_LOC):
@@ -153,46 +163,38 @@ def translate_ops(
                 continue
             loc = target
             if has_row and dirty:
-                state = (
-                    cfa_reg,
-                    cfa_off,
-                    cfa_deref,
-                    fp_loc,
-                    fp_reg,
-                    fp_off,
-                    fp_deref,
-                    ra_loc,
-                    ra_reg,
-                    ra_off,
-                    ra_deref,
-                    mangled,
-                    ra_undef,
-                )
+                state = tuple(row)
                 rows.append((begin, known(state) or add(state, new(RowState, state))))
-                if ra_undef:
-                    undefined_rows = True
                 dirty = False
             has_row = True
             begin = target
             continue
         if code == OP_DEF_CFA_OFFSET:
-            if not has_row or cfa_reg == REG_INVALID:
+            if not has_row or row[CFA_REG] == REG_INVALID:
                 return NO_FDE + ".cfi_def_cfa_offset without CFA base register in effect"
             if not _INT32_MIN <= a <= _INT32_MAX:
                 return NO_FDE + ".cfi_def_cfa_offset with unsupported offset value"
-            cfa_off = a
+            row[CFA_OFFSET] = a
             dirty = True
         elif code == OP_OFFSET:
             assert isinstance(b, int)
             if a == fp:
-                fp_loc, fp_off, fp_reg, fp_deref = LOC_STACK, b, REG_INVALID, True
+                row[FP_LOC] = LOC_STACK
+                row[FP_OFFSET] = b
+                row[FP_REG] = REG_INVALID
+                row[FP_DEREF] = True
                 dirty = True
             elif a == ra:
                 if not ra_tracking and b == params.cfa_ra_offset:
-                    ra_reg, ra_loc, ra_deref = REG_INVALID, LOC_NONE, False
+                    row[RA_LOC] = LOC_NONE
+                    row[RA_REG] = REG_INVALID
+                    row[RA_DEREF] = False
                 else:
-                    ra_loc, ra_off, ra_reg, ra_deref = LOC_STACK, b, REG_INVALID, True
-                    ra_undef = False
+                    row[RA_LOC] = LOC_STACK
+                    row[RA_OFFSET] = b
+                    row[RA_REG] = REG_INVALID
+                    row[RA_DEREF] = True
+                    row[RA_UNDEFINED] = False
                     if not ra_tracking:
                         if not flex_ok:
                             return f"{NO_FDE}RA register {ra} in .cfi_offset"
@@ -210,7 +212,9 @@ def translate_ops(
                 flex = True
             if not has_row:
                 has_row, begin = True, 0
-            cfa_reg, cfa_off, cfa_deref = a, b, False
+            row[CFA_REG] = a
+            row[CFA_OFFSET] = b
+            row[CFA_DEREF] = False
             dirty = True
         elif code == OP_DEF_CFA_REGISTER:
             if a != sp and a != fp:
@@ -219,7 +223,8 @@ def translate_ops(
                 flex = True
             if not has_row:
                 return NO_FDE + ".cfi_def_cfa_register without prior SFrame FRE state"
-            cfa_reg, cfa_deref = a, False
+            row[CFA_REG] = a
+            row[CFA_DEREF] = False
             dirty = True
         elif code == OP_RESTORE:
             if not has_row:
@@ -229,151 +234,140 @@ def translate_ops(
                 if rows:
                     first = rows[0][1]
                     if a == fp:
-                        fp_loc, fp_off = first.fp_loc, first.fp_offset
+                        row[FP_LOC] = first.fp_loc
+                        row[FP_OFFSET] = first.fp_offset
                     else:
-                        ra_loc, ra_off = first.ra_loc, first.ra_offset
-                        ra_undef = first.ra_undefined
+                        row[RA_LOC] = first.ra_loc
+                        row[RA_OFFSET] = first.ra_offset
+                        row[RA_UNDEFINED] = first.ra_undefined
                 dirty = True
         elif code == OP_REMEMBER:
             if not has_row:
                 return NO_FDE + ".cfi_remember_state without prior SFrame FRE state"
-            state = (
-                cfa_reg,
-                cfa_off,
-                cfa_deref,
-                fp_loc,
-                fp_reg,
-                fp_off,
-                fp_deref,
-                ra_loc,
-                ra_reg,
-                ra_off,
-                ra_deref,
-                mangled,
-                ra_undef,
-            )
-            stack.append(known(state) or add(state, new(RowState, state)))
+            stack.append(tuple(row))
         elif code == OP_RESTORE_STATE:
             if not stack:
                 return NO_FDE + ".cfi_restore_state without .cfi_remember_state"
-            (
-                cfa_reg,
-                cfa_off,
-                cfa_deref,
-                fp_loc,
-                fp_reg,
-                fp_off,
-                fp_deref,
-                ra_loc,
-                ra_reg,
-                ra_off,
-                ra_deref,
-                mangled,
-                ra_undef,
-            ) = stack.pop()
+            row[:] = stack.pop()
             dirty = True
-        elif code == OP_VAL_OFFSET:
-            what = None
-            if a == fp:
-                what = "FP"
-            elif ra_tracking and a == ra:
-                what = "RA"
-            elif a == sp and b != (S390X_SP_VAL_OFFSET if s390x else 0):
-                what = "SP"
-            if what is not None:
-                return f"{NO_FDE}.cfi_val_offset with {what} reg {a}"
-        elif code == OP_REGISTER:
-            assert isinstance(b, int)
-            if flex_ok and a == fp:
-                fp_loc, fp_reg, fp_off, fp_deref = LOC_REG, b, 0, False
-                flex = dirty = True
-            elif flex_ok and a == ra:
-                ra_loc, ra_reg, ra_off, ra_deref = LOC_REG, b, 0, False
-                ra_undef = False
-                flex = dirty = True
-            elif a in (ra, fp) or (a == sp and not s390x):
-                name = "SP" if a == sp else "FP" if a == fp else "RA"
-                return f"{NO_FDE}{name} register {a} in .cfi_register"
-            if dirty and not has_row:
-                return NO_FDE + "CFI before any CFA rule"
-        elif code == OP_UNDEFINED:
-            if a in (fp, sp):
-                name = "FP" if a == fp else "SP"
-                return f"{NO_FDE}{name} reg {a} in .cfi_undefined"
-            if a == ra:
-                if not has_row:
-                    return NO_FDE + "CFI before any CFA rule"
-                ra_undef = True
-                dirty = True
-        elif code == OP_SAME_VALUE:
-            if ra_tracking and a == ra:
-                ra_loc, ra_off, ra_undef = LOC_NONE, 0, False
-                dirty = True
-            elif a == fp:
-                fp_loc, fp_off = LOC_NONE, 0
-                dirty = True
-            if dirty and not has_row:
-                return NO_FDE + "CFI before any CFA rule"
         elif code == OP_WINDOW_SAVE:
             if not params.aarch64:
                 return NO_FDE + ".cfi_window_save"
             if not has_row:
                 return NO_FDE + "CFI before any CFA rule"
-            mangled = not mangled
+            row[MANGLED_RA] = not row[MANGLED_RA]
             dirty = True
-        elif code == OP_NEGATE_RA_WITH_PC:
-            return NO_FDE + ".cfi_negate_ra_state_with_pc"
-        elif code == OP_ARGS_SIZE:
-            if a != 0 and cfa_reg != fp:
-                return f"{NO_FDE}.cfi_escape with op ({OP_ARGS_SIZE:#x})"
-        elif code == OP_DEF_CFA_EXPRESSION:
-            assert isinstance(b, bytes)
-            parsed = _breg_deref(b, params)
-            if parsed is None:
-                return f"{NO_FDE}.cfi_escape with op ({OP_DEF_CFA_EXPRESSION:#x})"
-            if not has_row:
-                return NO_FDE + "CFI before any CFA rule"
-            flex = True
-            cfa_reg, cfa_off, cfa_deref = fp, parsed, True
-            dirty = True
-        elif code == OP_EXPRESSION:
-            assert isinstance(b, bytes)
-            if a == fp:
-                off = _breg_offset(b, params)
-                if off is None:
-                    return f"{NO_FDE}.cfi_escape DW_CFA_expression with FP reg {a}"
-                if not has_row:
-                    return NO_FDE + "CFI before any CFA rule"
-                flex = True
-                fp_loc, fp_off, fp_deref, fp_reg = LOC_REG, off, True, fp
-                dirty = True
-            elif a in (sp, cfa_reg) or a == ra:
-                name = "SP" if a == sp else "RA" if a == ra else "CFA"
-                return f"{NO_FDE}.cfi_escape DW_CFA_expression with {name} reg {a}"
-        elif code == OP_VAL_EXPRESSION:
-            return f"{NO_FDE}.cfi_escape with op ({OP_VAL_EXPRESSION:#x})"
         else:
-            return f"{NO_FDE}CFI insn ({code:#x})"
+            applied = _apply_other(row, code, a, b, has_row, params)
+            if isinstance(applied, str):
+                return applied
+            if applied & _CHANGED:
+                dirty = True
+            if applied & _NEEDS_FLEX:
+                flex = True
+            if applied & _RA_UNDEFINED:
+                undefined_seen = True
     if has_row:
-        state = (
-            cfa_reg,
-            cfa_off,
-            cfa_deref,
-            fp_loc,
-            fp_reg,
-            fp_off,
-            fp_deref,
-            ra_loc,
-            ra_reg,
-            ra_off,
-            ra_deref,
-            mangled,
-            ra_undef,
-        )
+        state = tuple(row)
         rows.append((begin, known(state) or add(state, new(RowState, state))))
-        if ra_undef:
-            undefined_rows = True
-    return Translation(rows, flex, undefined_rows)
+    if undefined_seen:
+        undefined_seen = any(state.ra_undefined for _begin, state in rows)
+    return Translation(rows, flex, undefined_seen)
+
+
+# What _apply_other did to the scratch row.
+_CHANGED = 1
+_NEEDS_FLEX = 2
+_RA_UNDEFINED = 4
+
+
+def _apply_other(
+    row: list[Any], code: int, a: int, b: int | bytes, has_row: bool, params: AbiParams
+) -> int | str:
+    """The instructions :func:`translate_ops` leaves out of its loop, applied to its scratch
+    ``row``: _CHANGED, _NEEDS_FLEX and _RA_UNDEFINED bits, or why the function cannot be
+    represented."""
+    sp, fp, ra = params.sp, params.fp, params.ra
+    done = 0
+    if code == OP_VAL_OFFSET:
+        what = None
+        if a == fp:
+            what = "FP"
+        elif params.ra_tracking and a == ra:
+            what = "RA"
+        elif a == sp and b != (S390X_SP_VAL_OFFSET if params.s390x else 0):
+            what = "SP"
+        if what is not None:
+            return f"{NO_FDE}.cfi_val_offset with {what} reg {a}"
+    elif code == OP_REGISTER:
+        assert isinstance(b, int)
+        if params.flex and a == fp:
+            row[FP_LOC] = LOC_REG
+            row[FP_REG] = b
+            row[FP_OFFSET] = 0
+            row[FP_DEREF] = False
+            done = _CHANGED | _NEEDS_FLEX
+        elif params.flex and a == ra:
+            row[RA_LOC] = LOC_REG
+            row[RA_REG] = b
+            row[RA_OFFSET] = 0
+            row[RA_DEREF] = False
+            row[RA_UNDEFINED] = False
+            done = _CHANGED | _NEEDS_FLEX
+        elif a in (ra, fp) or (a == sp and not params.s390x):
+            name = "SP" if a == sp else "FP" if a == fp else "RA"
+            return f"{NO_FDE}{name} register {a} in .cfi_register"
+    elif code == OP_UNDEFINED:
+        if a in (fp, sp):
+            return f"{NO_FDE}{'FP' if a == fp else 'SP'} reg {a} in .cfi_undefined"
+        if a == ra:
+            row[RA_UNDEFINED] = True
+            done = _CHANGED | _RA_UNDEFINED
+    elif code == OP_SAME_VALUE:
+        if params.ra_tracking and a == ra:
+            row[RA_LOC] = LOC_NONE
+            row[RA_OFFSET] = 0
+            row[RA_UNDEFINED] = False
+            done = _CHANGED
+        elif a == fp:
+            row[FP_LOC] = LOC_NONE
+            row[FP_OFFSET] = 0
+            done = _CHANGED
+    elif code == OP_NEGATE_RA_WITH_PC:
+        return NO_FDE + ".cfi_negate_ra_state_with_pc"
+    elif code == OP_ARGS_SIZE:
+        if a != 0 and row[CFA_REG] != fp:
+            return f"{NO_FDE}.cfi_escape with op ({OP_ARGS_SIZE:#x})"
+    elif code == OP_DEF_CFA_EXPRESSION:
+        assert isinstance(b, bytes)
+        parsed = _breg_deref(b, params)
+        if parsed is None:
+            return f"{NO_FDE}.cfi_escape with op ({OP_DEF_CFA_EXPRESSION:#x})"
+        row[CFA_REG] = fp
+        row[CFA_OFFSET] = parsed
+        row[CFA_DEREF] = True
+        done = _CHANGED | _NEEDS_FLEX
+    elif code == OP_EXPRESSION:
+        assert isinstance(b, bytes)
+        if a == fp:
+            offset = _breg_offset(b, params)
+            if offset is None:
+                return f"{NO_FDE}.cfi_escape DW_CFA_expression with FP reg {a}"
+            row[FP_LOC] = LOC_REG
+            row[FP_REG] = fp
+            row[FP_OFFSET] = offset
+            row[FP_DEREF] = True
+            done = _CHANGED | _NEEDS_FLEX
+        elif a in (sp, row[CFA_REG]) or a == ra:
+            name = "SP" if a == sp else "RA" if a == ra else "CFA"
+            return f"{NO_FDE}.cfi_escape DW_CFA_expression with {name} reg {a}"
+    elif code == OP_VAL_EXPRESSION:
+        return f"{NO_FDE}.cfi_escape with op ({OP_VAL_EXPRESSION:#x})"
+    else:
+        return f"{NO_FDE}CFI insn ({code:#x})"
+    if done and not has_row:
+        return NO_FDE + "CFI before any CFA rule"
+    return done
 
 
 def finish(translation: Translation, size: int, params: AbiParams) -> Translation | str:
