@@ -99,7 +99,7 @@ def encode_section(
     order = _block_order(len(functions), fre_block_order)
     blocks: list[bytes] = [b""] * len(functions)
     row_bytes: dict[tuple[int, tuple[int, ...]], bytes] = {}
-    for position in order:
+    for position in range(len(functions)) if order is None else order:
         function = functions[position]
         blocks[position] = _encode_block(spec, function, function.rows, row_bytes)
     columns = FdeColumns(
@@ -141,15 +141,18 @@ def _check_spec(spec: SectionSpec) -> None:
             raise EncodeError(f"{name} {getattr(spec, name)} does not fit a signed byte")
 
 
-def _block_order(count: int, fre_block_order: Sequence[int] | None) -> list[int]:
-    order = list(range(count)) if fre_block_order is None else list(fre_block_order)
+def _block_order(count: int, fre_block_order: Sequence[int] | None) -> list[int] | None:
+    """The block order checked, or None for FDE order."""
+    if fre_block_order is None:
+        return None
+    order = list(fre_block_order)
     if sorted(order) != list(range(count)):
         raise EncodeError("fre_block_order must list every function exactly once")
     return order
 
 
 def _assemble(
-    spec: SectionSpec, fdes: FdeColumns, blocks: Sequence[bytes], order: list[int]
+    spec: SectionSpec, fdes: FdeColumns, blocks: Sequence[bytes], order: list[int] | None
 ) -> bytes:
     import numpy as np
 
@@ -166,7 +169,7 @@ def _assemble(
 
     # The FRE sub-section: the blocks in ``order``, each after its V3 attribute record.
     lengths = np.fromiter(map(len, blocks), dtype=np.int64, count=count)
-    position = np.array(order, dtype=np.int64)
+    position = np.arange(count) if order is None else np.array(order, dtype=np.int64)
     laid_out = (lengths + V3_ATTR_SIZE if v3 else lengths)[position]
     fre_offset = np.zeros(count, dtype=np.int64)
     fre_offset[position] = np.cumsum(laid_out) - laid_out
@@ -177,7 +180,7 @@ def _assemble(
             f"{count} FDEs and {total_fres} FREs in {fre_len} bytes exceed the 32-bit fields "
             "of the header"
         )
-    ordered_blocks = [blocks[p] for p in order]
+    ordered_blocks = blocks if order is None else [blocks[p] for p in order]
     if v3:
         attributes = np.zeros(count, dtype=_record_dtype(V3_ATTR_FIELDS, spec.big_endian))
         names = attributes.dtype.names or ()

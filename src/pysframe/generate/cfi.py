@@ -533,6 +533,8 @@ def parse_cie(
     cfi_format: CfiFormat,
     ctx: PointerContext,
 ) -> Cie:
+    """The CIE whose record starts at ``offset`` and whose body (after the CIE id) is
+    ``[pos, end)`` (DWARF 5 6.4.1, LSB 10.6.1.1); raises CfiError naming the offset."""
     data = r.data
     if pos >= end:
         raise CfiError("CIE has no version byte", offset)
@@ -631,6 +633,8 @@ def parse_fde(
     cfi_format: CfiFormat,
     ctx: PointerContext,
 ) -> Fde:
+    """The FDE whose record starts at ``offset`` and whose body (after the CIE pointer) is
+    ``[pos, end)`` (DWARF 5 6.4.1, LSB 10.6.1.2); raises CfiError naming the offset."""
     size = cie.address_size
     if cfi_format is CfiFormat.DEBUG_FRAME:
         pc_begin = _read_fixed(r, pos, size, end)

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import CfiError, ElfError, EncodeError
 from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Version
-from ..format.encode import FdeColumns, SectionSpec, assemble_section
+from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
 from ..format.section import SFrameSection
 from .bulk import translate_fdes, tuple_columns
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, scan_fdes
@@ -97,7 +98,7 @@ def encode_functions(
     )
     order = _by_start(start)
     if version is not Version.V3:
-        needs_v3 = [i for i in order if v3_only[i]]
+        needs_v3 = [i for i in order.tolist() if v3_only[i]]
         if needs_v3:
             raise EncodeError(
                 f"function at {start[needs_v3[0]]:#x} needs SFrame V3 (FLEX FDE, signal frame "
@@ -110,26 +111,33 @@ def encode_functions(
     spec = SectionSpec(
         version, abi, flags, fixed_fp, fixed_ra, abi.big_endian, section_address=section_address
     )
-    zeros = [0] * count
+    zeros = np.zeros(count, dtype=np.int64)
     columns = FdeColumns(
-        start=[start[i] for i in order],
-        size=[size[i] for i in order],
-        num_fres=[num_fres[i] for i in order],
-        info=[info[i] for i in order],
-        info2=[info2[i] for i in order],
-        rep_size=zeros if version is Version.V1 else [rep_size[i] for i in order],
+        start=_reordered(start, order),
+        size=_reordered(size, order),
+        num_fres=_reordered(num_fres, order),
+        info=_reordered(info, order),
+        info2=_reordered(info2, order),
+        rep_size=zeros if version is Version.V1 else _reordered(rep_size, order),
         padding=zeros,
     )
-    return assemble_section(spec, columns, [fres[i] for i in order])
+    return assemble_section(spec, columns, [fres[i] for i in order.tolist()])
 
 
-def _by_start(starts: list[int]) -> list[int]:
+def _by_start(starts: list[int]) -> npt.NDArray[np.int64]:
     """Positions in order of start address (stable)."""
     try:
-        ranked: list[int] = np.argsort(np.asarray(starts, dtype=np.int64), kind="stable").tolist()
+        return np.argsort(np.asarray(starts, dtype=np.int64), kind="stable")
     except OverflowError:
-        ranked = sorted(range(len(starts)), key=starts.__getitem__)
-    return ranked
+        return np.array(sorted(range(len(starts)), key=starts.__getitem__), dtype=np.int64)
+
+
+def _reordered(column: list[int], order: npt.NDArray[np.int64]) -> Column:
+    """``column`` in ``order``: an int64 array, or a list when a value is beyond int64."""
+    try:
+        return np.asarray(column, dtype=np.int64)[order]
+    except OverflowError:
+        return [column[i] for i in order.tolist()]
 
 
 def generate_from_eh_frame(
