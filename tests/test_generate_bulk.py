@@ -15,6 +15,7 @@ import random
 import struct
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from pysframe.errors import EncodeError, SFrameError
@@ -31,11 +32,15 @@ from pysframe.format.layout import (
 from pysframe.generate import (
     ABI_PARAMS,
     GeneratedFunction,
+    RowState,
+    Translation,
     bulk,
     cfi,
     encode_functions,
     generate_from_eh_frame,
+    translate_ops,
 )
+from pysframe.generate.ops import decode_instructions
 from pysframe.generate.rows import FunctionEncoder
 
 from test_cfi_units import sleb, uleb
@@ -270,3 +275,70 @@ def test_bulk_generation_with_several_cies() -> None:
             fast = outcome(bytes(data), abi, version)
             slow = outcome(bytes(data), abi, version, bulk=False)
             assert fast == slow
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
+def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignore[type-arg]
+    """Every field of every row the bulk interpreter finds (as RowState columns) equals the
+    per-function translator's row, not only the bytes they encode to."""
+    abi, order, cie, pieces = case
+    rng = random.Random(100 + abi.value)
+    fdes = [
+        (0x4000 + 0x100 * i, 0x100, random_program(rng, pieces, handled_only=True))
+        for i in range(400)
+    ]
+    data = eh_frame(order, cie, fdes)
+    big = order == ">"
+    params = ABI_PARAMS[abi]
+    cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=big)
+    (record,) = cies.values()
+    buf = np.concatenate([np.frombuffer(data, dtype=np.uint8), np.zeros(bulk.PAD, dtype=np.uint8)])
+    lengths = bulk.instruction_lengths(buf)
+
+    def column(values: list[int]) -> np.ndarray:  # type: ignore[type-arg]
+        return np.array(values, dtype=np.int64)
+
+    caf, daf = record.code_alignment, record.data_alignment
+    initial = bulk.interpret(
+        buf,
+        lengths,
+        column([record.instructions_start]),
+        column([record.instructions_end]),
+        column([caf]),
+        column([daf]),
+        bulk.empty_start(1),
+        params,
+        big,
+    )
+    assert initial.ok[0] and not initial.has_advance[0]
+    every = np.zeros(len(spans), dtype=np.int64)
+    start = bulk.Start(
+        initial.end.has_row[every],
+        initial.end.dirty[every],
+        RowState._make(field[every] for field in initial.end.state),
+    )
+    found = bulk.interpret(
+        buf,
+        lengths,
+        column([span[3] for span in spans]),
+        column([span[4] for span in spans]),
+        column([caf] * len(spans)),
+        column([daf] * len(spans)),
+        start,
+        params,
+        big,
+    )
+    cie_ops = decode_instructions(data, record.instructions_start, record.instructions_end, record)
+    compared = 0
+    for number, (_cie, _pc, _size, low, high) in enumerate(spans):
+        if not found.ok[number]:
+            continue
+        rows = [
+            (int(found.row_begin[k]), bulk.row_at(found.rows, k))
+            for k in np.flatnonzero(found.row_program == number).tolist()
+        ]
+        translated = translate_ops(cie_ops + decode_instructions(data, low, high, record), params)
+        assert isinstance(translated, Translation)
+        assert rows == translated.rows
+        compared += 1
+    assert compared > 100

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
+from pysframe.errors import EncodeError
 from pysframe.format.constants import Abi, Version
 from pysframe.format.model import RuleKind
 from pysframe.generate import generate_from_eh_frame, ops, plt_functions, translate
@@ -321,3 +324,13 @@ def test_plt_functions_as_ld_writes_them() -> None:
     del _ENDBR
     made, skipped = plt_functions((0x1020, b"\x90" * 32), None, None, encoder)
     assert not made and skipped
+
+
+def test_a_function_beyond_the_size_field_is_an_encode_error() -> None:
+    """An FDE range of 2**33 bytes (udata8 pointers) cannot be an SFrame function size."""
+    c = cie("zR", aug_data=bytes([0x04]))
+    body = struct.pack("<IQQ", len(c) + 4, 0x4000, 1 << 33) + b"\x00"
+    data = c + struct.pack("<I", len(body)) + body + b"\0\0\0\0"
+    for bulk in (True, False):
+        with pytest.raises(EncodeError, match="function 0: size 8589934592 out of range"):
+            generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE, bulk=bulk)
