@@ -435,4 +435,4 @@ def _breg_offset(expr: bytes, params: AbiParams) -> int | None:
     return value
 
 
-__all__ = ["NO_FDE", "finish", "row_problem", "translate", "translate_ops"]
+__all__ = ["NO_FDE", "StateTable", "finish", "row_problem", "translate", "translate_ops"]
