@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pysframe.elf.image import ElfImage
 from pysframe.errors import SFrameError
-from pysframe.generate.translate import generate_from_elf
+from pysframe.generate import generate_from_elf
 
 SEARCH = ("/usr/lib", "/usr/lib64", "/lib")
 

@@ -7,16 +7,11 @@ import struct
 import pytest
 
 from pysframe.errors import CfiError
-from pysframe.generate import cfi
-from pysframe.generate.cfi import (
-    CfiFormat,
-    PointerContext,
-    RuleType,
-    decode_instructions,
-    parse_cfi,
-    run_program,
-    scan_fdes,
-)
+from pysframe.generate import cfi, ops
+from pysframe.generate.cfi import CfiFormat, PointerContext, scan_fdes
+from pysframe.generate.ops import decode_instructions
+
+from cfi_tables import RuleType, parse_cfi, run_program
 
 
 def uleb(value: int) -> bytes:
@@ -89,10 +84,10 @@ def test_parse_cie_and_fde_pcrel() -> None:
     (f,) = table.fdes
     assert (f.pc_begin, f.pc_range) == (0x2000, 0x40)
     assert table.instructions(f) == [
-        (cfi.OP_DEF_CFA, 7, 8),
-        (cfi.OP_OFFSET, 16, -8),
-        (cfi.OP_ADVANCE, 1, 0),
-        (cfi.OP_DEF_CFA_OFFSET, 16, 0),
+        (ops.OP_DEF_CFA, 7, 8),
+        (ops.OP_OFFSET, 16, -8),
+        (ops.OP_ADVANCE, 1, 0),
+        (ops.OP_DEF_CFA_OFFSET, 16, 0),
     ]
     _cies, spans = scan_fdes(data, 0x1000)
     assert spans == [(0, 0x2000, 0x40, f.instructions_start, f.instructions_end)]
@@ -113,11 +108,11 @@ def test_augmentations_p_l_s_b_g() -> None:
     assert (f.pc_begin, f.pc_range) == (0x4000, 0x20)
     lsda_field = len(c) + 4 + 4 + 16 + 1
     assert f.lsda == lsda_field + 0x100
-    assert table.instructions(f)[-1] == (cfi.OP_WINDOW_SAVE, 0, 0)
+    assert table.instructions(f)[-1] == (ops.OP_WINDOW_SAVE, 0, 0)
 
 
 def test_pointer_encodings() -> None:
-    reader = cfi._Reader(struct.pack("<Q", 0x1234) + struct.pack("<i", -4) + b"\x7f", False)
+    reader = cfi.Reader(struct.pack("<Q", 0x1234) + struct.pack("<i", -4) + b"\x7f", False)
     ctx = PointerContext(
         0x500,
         text_base=0x10000,
@@ -158,36 +153,36 @@ def test_debug_frame() -> None:
 
 
 ALL_OPS = [
-    (b"\x45", (cfi.OP_ADVANCE, 5, 0)),
-    (b"\x02\x10", (cfi.OP_ADVANCE, 16, 0)),
-    (b"\x03\x00\x01", (cfi.OP_ADVANCE, 256, 0)),
-    (b"\x04\x00\x00\x01\x00", (cfi.OP_ADVANCE, 65536, 0)),
-    (b"\x1d" + struct.pack("<Q", 3), (cfi.OP_ADVANCE, 3, 0)),
-    (b"\x01" + struct.pack("<Q", 0x1234), (cfi.OP_SET_LOC, 0x1234, 0)),
-    (b"\x86\x02", (cfi.OP_OFFSET, 6, -16)),
-    (b"\x05\x06\x02", (cfi.OP_OFFSET, 6, -16)),
-    (b"\x11\x06\x7e", (cfi.OP_OFFSET, 6, 16)),
-    (b"\x2f\x06\x02", (cfi.OP_OFFSET, 6, 16)),
-    (b"\xc6", (cfi.OP_RESTORE, 6, 0)),
-    (b"\x06\x46", (cfi.OP_RESTORE, 70, 0)),
-    (b"\x07\x10", (cfi.OP_UNDEFINED, 16, 0)),
-    (b"\x08\x06", (cfi.OP_SAME_VALUE, 6, 0)),
-    (b"\x09\x06\x03", (cfi.OP_REGISTER, 6, 3)),
-    (b"\x0a", (cfi.OP_REMEMBER, 0, 0)),
-    (b"\x0b", (cfi.OP_RESTORE_STATE, 0, 0)),
-    (b"\x0c\x07\x10", (cfi.OP_DEF_CFA, 7, 16)),
-    (b"\x12\x07\x7e", (cfi.OP_DEF_CFA, 7, 16)),
-    (b"\x0d\x06", (cfi.OP_DEF_CFA_REGISTER, 6, 0)),
-    (b"\x0e\x90\x01", (cfi.OP_DEF_CFA_OFFSET, 144, 0)),
-    (b"\x13\x7e", (cfi.OP_DEF_CFA_OFFSET, 16, 0)),
-    (b"\x0f\x03\x76\x78\x06", (cfi.OP_DEF_CFA_EXPRESSION, 0, b"\x76\x78\x06")),
-    (b"\x10\x06\x02\x76\x00", (cfi.OP_EXPRESSION, 6, b"\x76\x00")),
-    (b"\x16\x10\x01\x9c", (cfi.OP_VAL_EXPRESSION, 16, b"\x9c")),
-    (b"\x14\x07\x01", (cfi.OP_VAL_OFFSET, 7, -8)),
-    (b"\x15\x07\x7f", (cfi.OP_VAL_OFFSET, 7, 8)),
-    (b"\x2c", (cfi.OP_NEGATE_RA_WITH_PC, 0, 0)),
-    (b"\x2d", (cfi.OP_WINDOW_SAVE, 0, 0)),
-    (b"\x2e\x20", (cfi.OP_ARGS_SIZE, 32, 0)),
+    (b"\x45", (ops.OP_ADVANCE, 5, 0)),
+    (b"\x02\x10", (ops.OP_ADVANCE, 16, 0)),
+    (b"\x03\x00\x01", (ops.OP_ADVANCE, 256, 0)),
+    (b"\x04\x00\x00\x01\x00", (ops.OP_ADVANCE, 65536, 0)),
+    (b"\x1d" + struct.pack("<Q", 3), (ops.OP_ADVANCE, 3, 0)),
+    (b"\x01" + struct.pack("<Q", 0x1234), (ops.OP_SET_LOC, 0x1234, 0)),
+    (b"\x86\x02", (ops.OP_OFFSET, 6, -16)),
+    (b"\x05\x06\x02", (ops.OP_OFFSET, 6, -16)),
+    (b"\x11\x06\x7e", (ops.OP_OFFSET, 6, 16)),
+    (b"\x2f\x06\x02", (ops.OP_OFFSET, 6, 16)),
+    (b"\xc6", (ops.OP_RESTORE, 6, 0)),
+    (b"\x06\x46", (ops.OP_RESTORE, 70, 0)),
+    (b"\x07\x10", (ops.OP_UNDEFINED, 16, 0)),
+    (b"\x08\x06", (ops.OP_SAME_VALUE, 6, 0)),
+    (b"\x09\x06\x03", (ops.OP_REGISTER, 6, 3)),
+    (b"\x0a", (ops.OP_REMEMBER, 0, 0)),
+    (b"\x0b", (ops.OP_RESTORE_STATE, 0, 0)),
+    (b"\x0c\x07\x10", (ops.OP_DEF_CFA, 7, 16)),
+    (b"\x12\x07\x7e", (ops.OP_DEF_CFA, 7, 16)),
+    (b"\x0d\x06", (ops.OP_DEF_CFA_REGISTER, 6, 0)),
+    (b"\x0e\x90\x01", (ops.OP_DEF_CFA_OFFSET, 144, 0)),
+    (b"\x13\x7e", (ops.OP_DEF_CFA_OFFSET, 16, 0)),
+    (b"\x0f\x03\x76\x78\x06", (ops.OP_DEF_CFA_EXPRESSION, 0, b"\x76\x78\x06")),
+    (b"\x10\x06\x02\x76\x00", (ops.OP_EXPRESSION, 6, b"\x76\x00")),
+    (b"\x16\x10\x01\x9c", (ops.OP_VAL_EXPRESSION, 16, b"\x9c")),
+    (b"\x14\x07\x01", (ops.OP_VAL_OFFSET, 7, -8)),
+    (b"\x15\x07\x7f", (ops.OP_VAL_OFFSET, 7, 8)),
+    (b"\x2c", (ops.OP_NEGATE_RA_WITH_PC, 0, 0)),
+    (b"\x2d", (ops.OP_WINDOW_SAVE, 0, 0)),
+    (b"\x2e\x20", (ops.OP_ARGS_SIZE, 32, 0)),
     (b"\x00", None),
 ]
 
@@ -228,28 +223,28 @@ def test_malformed_records() -> None:
 
 
 def test_run_program_rules_and_states() -> None:
-    initial = [(cfi.OP_DEF_CFA, 7, 8), (cfi.OP_OFFSET, 16, -8)]
+    initial = [(ops.OP_DEF_CFA, 7, 8), (ops.OP_OFFSET, 16, -8)]
     body = [
-        (cfi.OP_ADVANCE, 1, 0),
-        (cfi.OP_DEF_CFA_OFFSET, 16, 0),
-        (cfi.OP_OFFSET, 6, -16),
-        (cfi.OP_ADVANCE, 3, 0),
-        (cfi.OP_DEF_CFA_REGISTER, 6, 0),
-        (cfi.OP_REMEMBER, 0, 0),
-        (cfi.OP_ADVANCE, 4, 0),
-        (cfi.OP_DEF_CFA, 7, 8),
-        (cfi.OP_RESTORE, 6, 0),
-        (cfi.OP_ADVANCE, 1, 0),
-        (cfi.OP_RESTORE_STATE, 0, 0),
-        (cfi.OP_REGISTER, 3, 5),
-        (cfi.OP_UNDEFINED, 12, 0),
-        (cfi.OP_SAME_VALUE, 13, 0),
-        (cfi.OP_VAL_OFFSET, 14, 8),
-        (cfi.OP_EXPRESSION, 15, b"\x76\x00"),
-        (cfi.OP_WINDOW_SAVE, 0, 0),
-        (cfi.OP_ARGS_SIZE, 16, 0),
-        (cfi.OP_ADVANCE, 2, 0),
-        (cfi.OP_DEF_CFA_EXPRESSION, 0, b"\x76\x78\x06"),
+        (ops.OP_ADVANCE, 1, 0),
+        (ops.OP_DEF_CFA_OFFSET, 16, 0),
+        (ops.OP_OFFSET, 6, -16),
+        (ops.OP_ADVANCE, 3, 0),
+        (ops.OP_DEF_CFA_REGISTER, 6, 0),
+        (ops.OP_REMEMBER, 0, 0),
+        (ops.OP_ADVANCE, 4, 0),
+        (ops.OP_DEF_CFA, 7, 8),
+        (ops.OP_RESTORE, 6, 0),
+        (ops.OP_ADVANCE, 1, 0),
+        (ops.OP_RESTORE_STATE, 0, 0),
+        (ops.OP_REGISTER, 3, 5),
+        (ops.OP_UNDEFINED, 12, 0),
+        (ops.OP_SAME_VALUE, 13, 0),
+        (ops.OP_VAL_OFFSET, 14, 8),
+        (ops.OP_EXPRESSION, 15, b"\x76\x00"),
+        (ops.OP_WINDOW_SAVE, 0, 0),
+        (ops.OP_ARGS_SIZE, 16, 0),
+        (ops.OP_ADVANCE, 2, 0),
+        (ops.OP_DEF_CFA_EXPRESSION, 0, b"\x76\x78\x06"),
     ]
     rows = run_program(initial, body, 0x100, 0x120)
     assert [(r.address, r.end, r.cfa_register, r.cfa_offset) for r in rows] == [
@@ -272,4 +267,4 @@ def test_run_program_rules_and_states() -> None:
     assert last.registers[15].type is RuleType.EXPRESSION
     assert last.ra_signed and last.args_size == 16
     with pytest.raises(CfiError, match="restore_state"):
-        run_program(initial, [(cfi.OP_RESTORE_STATE, 0, 0)], 0, 4)
+        run_program(initial, [(ops.OP_RESTORE_STATE, 0, 0)], 0, 4)

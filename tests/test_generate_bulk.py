@@ -1,27 +1,47 @@
 """The bulk (numpy) generation paths give exactly what the per-function paths give.
 
-pysframe.generate.bulk translates the common CFA programs of a whole section at once, cfi scans a
-well-formed .eh_frame with numpy, and encode_functions writes large sections with numpy; each
-falls back to the per-record / per-function code for anything else.  These tests run both on
-random programs (every handled instruction, and unhandled ones mixed in), random function sizes
-(rows cut at the end, every FRE type), every ABI and byte order and every SFrame version, and
-on damaged sections.
+pysframe.generate.bulk translates the common CFA programs of a whole section at once and cfi
+scans a well-formed .eh_frame with numpy; each falls back to the per-record / per-function code
+for anything else (``bulk=False`` uses only that code).  These tests run both on random programs
+(every handled instruction, and unhandled ones mixed in), random function sizes (rows cut at the
+end, every FRE type), every ABI and byte order and every SFrame version, and on damaged
+sections.  encode_functions, which writes sections through format.encode, is compared with a
+plain writer that packs one function at a time.
 """
 
 from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
-from pysframe.errors import SFrameError
-from pysframe.format.constants import Abi, Version
-from pysframe.generate import cfi
-from pysframe.generate import translate as generate
-from pysframe.generate.translate import GeneratedFunction, encode_functions, generate_from_eh_frame
+from pysframe.errors import EncodeError, SFrameError
+from pysframe.format.constants import DEFAULT_FIXED_OFFSETS, SFRAME_MAGIC, Abi, Flags, Version
+from pysframe.format.layout import (
+    FDE_INFO_MASK,
+    FDE_SIZE,
+    FDE_START_BITS,
+    HEADER_SIZE,
+    fde_struct,
+    header_struct,
+    v3_attr_struct,
+)
+from pysframe.generate import (
+    ABI_PARAMS,
+    GeneratedFunction,
+    RowState,
+    Translation,
+    bulk,
+    cfi,
+    encode_functions,
+    generate_from_eh_frame,
+    translate_ops,
+)
+from pysframe.generate.ops import decode_instructions
+from pysframe.generate.rows import FunctionEncoder
 
 from test_cfi_units import sleb, uleb
 
@@ -73,22 +93,13 @@ CASES = [
 ]
 
 
-@contextmanager
-def per_function_only() -> Iterator[None]:
-    """Switch the bulk paths off: every function goes through the per-function code."""
-    saved = generate._bulk_translate, generate._encode_bulk, cfi._scan_eh_frame_bulk
-    generate._bulk_translate = lambda data, cies, spans, *rest: [None] * len(spans)  # type: ignore[assignment]
-    generate._encode_bulk = lambda *args: None  # type: ignore[assignment]
-    cfi._scan_eh_frame_bulk = lambda *args: None  # type: ignore[assignment]
+def outcome(data: bytes, abi: Abi, version: int, bulk: bool = True) -> object:
+    """What the generator makes of ``data``; ``bulk=False``: every function goes through the
+    per-function code."""
     try:
-        yield
-    finally:
-        generate._bulk_translate, generate._encode_bulk, cfi._scan_eh_frame_bulk = saved
-
-
-def outcome(data: bytes, abi: Abi, version: int) -> object:
-    try:
-        result = generate_from_eh_frame(data, 0x1000, abi, version=version, section_address=0x9000)
+        result = generate_from_eh_frame(
+            data, 0x1000, abi, version=version, section_address=0x9000, bulk=bulk
+        )
     except SFrameError as error:
         return f"error: {error}"
     return result.data, list(result.functions), result.skipped, result.functions_total
@@ -115,14 +126,11 @@ def test_bulk_generation_equals_per_function(case: tuple) -> None:  # type: igno
         data = eh_frame(order, cie, fdes)
         for version in (1, 2, 3):
             fast = outcome(data, abi, version)
-            with per_function_only():
-                slow = outcome(data, abi, version)
+            slow = outcome(data, abi, version, bulk=False)
             assert fast == slow, (abi, version, [f[2].hex() for f in fdes])
         cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=order == ">")
-        params = generate.ABI_PARAMS[abi]
-        done = generate._bulk_translate(
-            data, cies, [s for s in spans if s[2]], params, order == ">"
-        )
+        encoder = FunctionEncoder(ABI_PARAMS[abi], order == ">")
+        done = bulk.translate_fdes(data, cies, [s for s in spans if s[2]], encoder)
         bulk_handled += sum(made is not None for made in done)
     assert bulk_handled > 100  # the bulk path was exercised
 
@@ -141,8 +149,7 @@ def test_bulk_generation_on_damaged_sections() -> None:
                 data = data[: rng.randrange(len(data))]
             version = rng.choice((1, 2, 3))
             fast = outcome(bytes(data), abi, version)
-            with per_function_only():
-                slow = outcome(bytes(data), abi, version)
+            slow = outcome(bytes(data), abi, version, bulk=False)
             assert fast == slow
 
 
@@ -155,17 +162,67 @@ def test_bulk_scan_equals_record_by_record() -> None:
         for _ in range(rng.randint(0, 3)):
             data[rng.randrange(len(data))] = rng.randrange(256)
         results = []
-        for bulk in (True, False):
-            saved = cfi._scan_eh_frame_bulk
-            if not bulk:
-                cfi._scan_eh_frame_bulk = lambda *args: None  # type: ignore[assignment]
+        for in_bulk in (True, False):
             try:
-                results.append(repr(cfi.scan_fdes(bytes(data), 0x1000)))
+                results.append(repr(cfi.scan_fdes(bytes(data), 0x1000, bulk=in_bulk)))
             except SFrameError as error:
                 results.append(f"error: {error}")
-            finally:
-                cfi._scan_eh_frame_bulk = saved
         assert results[0] == results[1]
+
+
+def plain_section(
+    functions: Sequence[GeneratedFunction], abi: Abi, version: Version, section_address: int
+) -> bytes:
+    """What encode_functions writes, one function at a time: FDEs sorted by start, SORTED
+    (and PCREL in V3) starts, V3 attribute records before the FREs, V1 without rep_size; the
+    first function (in FDE order) that a field cannot hold raises."""
+    ordered = sorted(functions, key=lambda f: f.start)
+    for f in ordered:
+        if version is not Version.V3 and f.v3_only:
+            raise EncodeError(
+                f"function at {f.start:#x} needs SFrame V3 (FLEX FDE, signal frame or undefined RA)"
+            )
+    big = abi.big_endian
+    v3 = version is Version.V3
+    fde, attr = fde_struct(version, big), v3_attr_struct(big)
+    bits = FDE_START_BITS[version]
+    fdes, blob = bytearray(), bytearray()
+    for index, f in enumerate(ordered):
+        base = section_address + (HEADER_SIZE + FDE_SIZE[version] * index if v3 else 0)
+        stored = f.start - base
+        if not v3 and (f.info2 or f.info & ~FDE_INFO_MASK[version]):
+            raise EncodeError(f"function {index}: FLEX FDEs and signal frames need SFrame V3")
+        if not -(1 << (bits - 1)) <= stored < 1 << (bits - 1):
+            where = "its FDE" if v3 else "the section"
+            raise EncodeError(
+                f"function {index} at {f.start:#x}: start is {stored:#x} bytes from {where}, "
+                f"beyond the {bits}-bit field of SFrame V{int(version)}"
+            )
+        if v3:
+            fdes += fde.pack(stored, f.size, len(blob))
+            blob += attr.pack(f.num_fres, f.info, f.info2, f.rep_size)
+        elif version is Version.V2:
+            fdes += fde.pack(stored, f.size, len(blob), f.num_fres, f.info, f.rep_size, 0)
+        else:
+            fdes += fde.pack(stored, f.size, len(blob), f.num_fres, f.info)
+        blob += f.fres
+    flags = Flags.FDE_SORTED | (Flags.FDE_FUNC_START_PCREL if v3 else Flags.NONE)
+    fixed_fp, fixed_ra = DEFAULT_FIXED_OFFSETS[abi]
+    header = header_struct(big).pack(
+        SFRAME_MAGIC,
+        int(version),
+        int(flags),
+        int(abi),
+        fixed_fp,
+        fixed_ra,
+        0,
+        len(ordered),
+        sum(f.num_fres for f in ordered),
+        len(blob),
+        0,
+        len(fdes),
+    )
+    return header + bytes(fdes) + bytes(blob)
 
 
 def test_bulk_encoder_equals_per_function_writer() -> None:
@@ -188,16 +245,11 @@ def test_bulk_encoder_equals_per_function_writer() -> None:
             for version in (Version.V1, Version.V2, Version.V3):
                 address = rng.choice([0, 0x2000, 0x7FFFF000])
                 got = []
-                for bulk in (True, False):
-                    saved = generate._encode_bulk
-                    if not bulk:
-                        generate._encode_bulk = lambda *args: None  # type: ignore[assignment]
+                for writer in (encode_functions, plain_section):
                     try:
-                        got.append(encode_functions(functions, abi, version, address))
+                        got.append(writer(functions, abi, version, address))
                     except SFrameError as error:
                         got.append(f"error: {error}".encode())
-                    finally:
-                        generate._encode_bulk = saved
                 assert got[0] == got[1]
 
 
@@ -221,6 +273,72 @@ def test_bulk_generation_with_several_cies() -> None:
         data += b"\0\0\0\0"
         for version in (2, 3):
             fast = outcome(bytes(data), abi, version)
-            with per_function_only():
-                slow = outcome(bytes(data), abi, version)
+            slow = outcome(bytes(data), abi, version, bulk=False)
             assert fast == slow
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
+def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignore[type-arg]
+    """Every field of every row the bulk interpreter finds (as RowState columns) equals the
+    per-function translator's row, not only the bytes they encode to."""
+    abi, order, cie, pieces = case
+    rng = random.Random(100 + abi.value)
+    fdes = [
+        (0x4000 + 0x100 * i, 0x100, random_program(rng, pieces, handled_only=True))
+        for i in range(400)
+    ]
+    data = eh_frame(order, cie, fdes)
+    big = order == ">"
+    params = ABI_PARAMS[abi]
+    cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=big)
+    (record,) = cies.values()
+    buf = np.concatenate([np.frombuffer(data, dtype=np.uint8), np.zeros(bulk.PAD, dtype=np.uint8)])
+    lengths = bulk.instruction_lengths(buf)
+
+    def column(values: list[int]) -> np.ndarray:  # type: ignore[type-arg]
+        return np.array(values, dtype=np.int64)
+
+    caf, daf = record.code_alignment, record.data_alignment
+    initial = bulk.interpret(
+        buf,
+        lengths,
+        column([record.instructions_start]),
+        column([record.instructions_end]),
+        column([caf]),
+        column([daf]),
+        bulk.empty_start(1),
+        params,
+        big,
+    )
+    assert initial.ok[0] and not initial.has_advance[0]
+    every = np.zeros(len(spans), dtype=np.int64)
+    start = bulk.Start(
+        initial.end.has_row[every],
+        initial.end.dirty[every],
+        RowState._make(field[every] for field in initial.end.state),
+    )
+    found = bulk.interpret(
+        buf,
+        lengths,
+        column([span[3] for span in spans]),
+        column([span[4] for span in spans]),
+        column([caf] * len(spans)),
+        column([daf] * len(spans)),
+        start,
+        params,
+        big,
+    )
+    cie_ops = decode_instructions(data, record.instructions_start, record.instructions_end, record)
+    compared = 0
+    for number, (_cie, _pc, _size, low, high) in enumerate(spans):
+        if not found.ok[number]:
+            continue
+        rows = [
+            (int(found.row_begin[k]), bulk.row_at(found.rows, k))
+            for k in np.flatnonzero(found.row_program == number).tolist()
+        ]
+        translated = translate_ops(cie_ops + decode_instructions(data, low, high, record), params)
+        assert isinstance(translated, Translation)
+        assert rows == translated.rows
+        compared += 1
+    assert compared > 100

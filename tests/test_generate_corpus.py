@@ -16,7 +16,7 @@ from pysframe.elf.image import ElfImage
 from pysframe.elf.sframe import load_sframe
 from pysframe.format.model import Function
 from pysframe.format.section import SFrameSection
-from pysframe.generate.translate import generate_from_elf
+from pysframe.generate import generate_from_elf
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 V3_OBJECTS = sorted(CORPUS.glob("*/v3/*.o"))

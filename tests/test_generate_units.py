@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
+from pysframe.errors import EncodeError
 from pysframe.format.constants import Abi, Version
 from pysframe.format.model import RuleKind
-from pysframe.generate import cfi
-from pysframe.generate.cfi import Op
-from pysframe.generate.translate import (
+from pysframe.generate import generate_from_eh_frame, ops, plt_functions, translate
+from pysframe.generate.ops import Op
+from pysframe.generate.rows import (
     ABI_PARAMS,
     LOC_NONE,
     LOC_REG,
     LOC_STACK,
+    FunctionEncoder,
     Translation,
-    _FunctionEncoder,
     encode_row,
-    generate_from_eh_frame,
-    plt_functions,
-    translate,
 )
 
 from test_cfi_units import cie, section
@@ -26,9 +26,9 @@ from test_cfi_units import cie, section
 AMD64 = ABI_PARAMS[Abi.AMD64_ENDIAN_LITTLE]
 A64 = ABI_PARAMS[Abi.AARCH64_ENDIAN_LITTLE]
 S390X = ABI_PARAMS[Abi.S390X_ENDIAN_BIG]
-X86_CIE: list[Op] = [(cfi.OP_DEF_CFA, 7, 8), (cfi.OP_OFFSET, 16, -8)]
-A64_CIE: list[Op] = [(cfi.OP_DEF_CFA, 31, 0)]
-S390X_CIE: list[Op] = [(cfi.OP_DEF_CFA, 15, 160)]
+X86_CIE: list[Op] = [(ops.OP_DEF_CFA, 7, 8), (ops.OP_OFFSET, 16, -8)]
+A64_CIE: list[Op] = [(ops.OP_DEF_CFA, 31, 0)]
+S390X_CIE: list[Op] = [(ops.OP_DEF_CFA, 15, 160)]
 
 
 def rows(ops: list[Op], params=AMD64, size: int = 64) -> Translation:  # type: ignore[no-untyped-def]
@@ -45,12 +45,12 @@ def test_advance_def_cfa_offset_and_merging() -> None:
     t = rows(
         [
             *X86_CIE,
-            (cfi.OP_ADVANCE, 1, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 16, 0),
-            (cfi.OP_ADVANCE, 4, 0),
-            (cfi.OP_OFFSET, 3, -24),  # ignored reg
-            (cfi.OP_ADVANCE, 2, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 8, 0),
+            (ops.OP_ADVANCE, 1, 0),
+            (ops.OP_DEF_CFA_OFFSET, 16, 0),
+            (ops.OP_ADVANCE, 4, 0),
+            (ops.OP_OFFSET, 3, -24),  # ignored reg
+            (ops.OP_ADVANCE, 2, 0),
+            (ops.OP_DEF_CFA_OFFSET, 8, 0),
         ]
     )
     # The advance after an ignored op extends the previous row (gas merge rule).
@@ -62,17 +62,17 @@ def test_set_loc_zero_advance_and_rows_past_the_end() -> None:
     t = rows(
         [
             *X86_CIE,
-            (cfi.OP_ADVANCE, 0, 0),
-            (cfi.OP_SET_LOC, 4, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 16, 0),
-            (cfi.OP_ADVANCE, 100, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 8, 0),
+            (ops.OP_ADVANCE, 0, 0),
+            (ops.OP_SET_LOC, 4, 0),
+            (ops.OP_DEF_CFA_OFFSET, 16, 0),
+            (ops.OP_ADVANCE, 100, 0),
+            (ops.OP_DEF_CFA_OFFSET, 8, 0),
         ],
         size=10,
     )
     assert cfa(t) == [(0, 7, 8), (4, 7, 16)]
     assert (
-        translate([*X86_CIE, (cfi.OP_ADVANCE, 5, 0), (cfi.OP_SET_LOC, 2, 0)], 8, AMD64)
+        translate([*X86_CIE, (ops.OP_ADVANCE, 5, 0), (ops.OP_SET_LOC, 2, 0)], 8, AMD64)
         == "DW_CFA_set_loc moves backwards"
     )
 
@@ -81,14 +81,14 @@ def test_fp_saved_and_cfa_register_and_restore() -> None:
     t = rows(
         [
             *X86_CIE,
-            (cfi.OP_ADVANCE, 1, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 16, 0),
-            (cfi.OP_OFFSET, 6, -16),
-            (cfi.OP_ADVANCE, 3, 0),
-            (cfi.OP_DEF_CFA_REGISTER, 6, 0),
-            (cfi.OP_ADVANCE, 9, 0),
-            (cfi.OP_DEF_CFA, 7, 8),
-            (cfi.OP_RESTORE, 6, 0),
+            (ops.OP_ADVANCE, 1, 0),
+            (ops.OP_DEF_CFA_OFFSET, 16, 0),
+            (ops.OP_OFFSET, 6, -16),
+            (ops.OP_ADVANCE, 3, 0),
+            (ops.OP_DEF_CFA_REGISTER, 6, 0),
+            (ops.OP_ADVANCE, 9, 0),
+            (ops.OP_DEF_CFA, 7, 8),
+            (ops.OP_RESTORE, 6, 0),
         ]
     )
     states = [s for _, s in t.rows]
@@ -104,25 +104,25 @@ def test_remember_restore_state_stack() -> None:
     t = rows(
         [
             *X86_CIE,
-            (cfi.OP_ADVANCE, 1, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 16, 0),
-            (cfi.OP_REMEMBER, 0, 0),
-            (cfi.OP_ADVANCE, 1, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 8, 0),
-            (cfi.OP_ADVANCE, 1, 0),
-            (cfi.OP_RESTORE_STATE, 0, 0),
+            (ops.OP_ADVANCE, 1, 0),
+            (ops.OP_DEF_CFA_OFFSET, 16, 0),
+            (ops.OP_REMEMBER, 0, 0),
+            (ops.OP_ADVANCE, 1, 0),
+            (ops.OP_DEF_CFA_OFFSET, 8, 0),
+            (ops.OP_ADVANCE, 1, 0),
+            (ops.OP_RESTORE_STATE, 0, 0),
         ]
     )
     assert cfa(t) == [(0, 7, 8), (1, 7, 16), (2, 7, 8), (3, 7, 16)]
 
 
 def test_amd64_rip_offset_and_undefined_ra() -> None:
-    t = rows([*X86_CIE, (cfi.OP_UNDEFINED, 16, 0), (cfi.OP_UNDEFINED, 12, 0)])
+    t = rows([*X86_CIE, (ops.OP_UNDEFINED, 16, 0), (ops.OP_UNDEFINED, 12, 0)])
     assert t.rows[0][1][12] is True
     body = encode_row(t.rows[0][1], False, AMD64, False)
     assert body == b"\x00"
     # RA at a non-default slot: FLEX.
-    flex = rows([*X86_CIE, (cfi.OP_ADVANCE, 1, 0), (cfi.OP_OFFSET, 16, -16)])
+    flex = rows([*X86_CIE, (ops.OP_ADVANCE, 1, 0), (ops.OP_OFFSET, 16, -16)])
     assert flex.flex and flex.rows[1][1][7] == LOC_STACK
 
 
@@ -130,17 +130,17 @@ def test_val_offset_same_value_register_args_size() -> None:
     t = rows(
         [
             *X86_CIE,
-            (cfi.OP_VAL_OFFSET, 7, 0),
-            (cfi.OP_VAL_OFFSET, 3, 8),
-            (cfi.OP_SAME_VALUE, 6, 0),
-            (cfi.OP_ARGS_SIZE, 0, 0),
-            (cfi.OP_REGISTER, 3, 5),
-            (cfi.OP_ADVANCE, 2, 0),
-            (cfi.OP_REGISTER, 6, 12),
+            (ops.OP_VAL_OFFSET, 7, 0),
+            (ops.OP_VAL_OFFSET, 3, 8),
+            (ops.OP_SAME_VALUE, 6, 0),
+            (ops.OP_ARGS_SIZE, 0, 0),
+            (ops.OP_REGISTER, 3, 5),
+            (ops.OP_ADVANCE, 2, 0),
+            (ops.OP_REGISTER, 6, 12),
         ]
     )
     assert t.flex and t.rows[-1][1][3] == LOC_REG and t.rows[-1][1][4] == 12
-    ra_reg = rows([*S390X_CIE, (cfi.OP_REGISTER, 14, 0), (cfi.OP_REGISTER, 15, 1)], S390X)
+    ra_reg = rows([*S390X_CIE, (ops.OP_REGISTER, 14, 0), (ops.OP_REGISTER, 15, 1)], S390X)
     assert ra_reg.flex and ra_reg.rows[0][1][7] == LOC_REG
 
 
@@ -148,12 +148,12 @@ def test_drap_expressions_amd64() -> None:
     t = rows(
         [
             *X86_CIE,
-            (cfi.OP_ADVANCE, 5, 0),
-            (cfi.OP_DEF_CFA, 10, 0),
-            (cfi.OP_ADVANCE, 4, 0),
-            (cfi.OP_EXPRESSION, 6, b"v\x00"),
-            (cfi.OP_ADVANCE, 2, 0),
-            (cfi.OP_DEF_CFA_EXPRESSION, 0, b"vx\x06"),
+            (ops.OP_ADVANCE, 5, 0),
+            (ops.OP_DEF_CFA, 10, 0),
+            (ops.OP_ADVANCE, 4, 0),
+            (ops.OP_EXPRESSION, 6, b"v\x00"),
+            (ops.OP_ADVANCE, 2, 0),
+            (ops.OP_DEF_CFA_EXPRESSION, 0, b"vx\x06"),
         ]
     )
     assert t.flex
@@ -168,30 +168,30 @@ def test_aarch64_mangled_ra_and_ra_on_stack() -> None:
     t = rows(
         [
             *A64_CIE,
-            (cfi.OP_WINDOW_SAVE, 0, 0),
-            (cfi.OP_ADVANCE, 4, 0),
-            (cfi.OP_DEF_CFA_OFFSET, 16, 0),
-            (cfi.OP_OFFSET, 29, -16),
-            (cfi.OP_OFFSET, 30, -8),
-            (cfi.OP_ADVANCE, 8, 0),
-            (cfi.OP_RESTORE, 30, 0),
-            (cfi.OP_RESTORE, 29, 0),
-            (cfi.OP_WINDOW_SAVE, 0, 0),
+            (ops.OP_WINDOW_SAVE, 0, 0),
+            (ops.OP_ADVANCE, 4, 0),
+            (ops.OP_DEF_CFA_OFFSET, 16, 0),
+            (ops.OP_OFFSET, 29, -16),
+            (ops.OP_OFFSET, 30, -8),
+            (ops.OP_ADVANCE, 8, 0),
+            (ops.OP_RESTORE, 30, 0),
+            (ops.OP_RESTORE, 29, 0),
+            (ops.OP_WINDOW_SAVE, 0, 0),
         ],
         A64,
     )
     assert [s[11] for _, s in t.rows] == [True, True, False]
     assert encode_row(t.rows[1][1], False, A64, False) == bytes([0x87, 0x10, 0xF8, 0xF0])
-    assert rows([*A64_CIE, (cfi.OP_SAME_VALUE, 30, 0)], A64).rows
+    assert rows([*A64_CIE, (ops.OP_SAME_VALUE, 30, 0)], A64).rows
 
 
 def test_s390x_cfa_encoding_and_padding() -> None:
     t = rows(
         [
             *S390X_CIE,
-            (cfi.OP_ADVANCE, 6, 0),
-            (cfi.OP_OFFSET, 11, -72),
-            (cfi.OP_DEF_CFA_OFFSET, 320, 0),
+            (ops.OP_ADVANCE, 6, 0),
+            (ops.OP_OFFSET, 11, -72),
+            (ops.OP_DEF_CFA_OFFSET, 320, 0),
         ],
         S390X,
     )
@@ -201,57 +201,57 @@ def test_s390x_cfa_encoding_and_padding() -> None:
 
 
 SKIPS: list[tuple[list[Op], object, str]] = [
-    ([*A64_CIE, (cfi.OP_DEF_CFA, 10, 0)], A64, "non-SP/FP register 10 in .cfi_def_cfa"),
+    ([*A64_CIE, (ops.OP_DEF_CFA, 10, 0)], A64, "non-SP/FP register 10 in .cfi_def_cfa"),
     (
-        [*A64_CIE, (cfi.OP_DEF_CFA_REGISTER, 10, 0)],
+        [*A64_CIE, (ops.OP_DEF_CFA_REGISTER, 10, 0)],
         A64,
         "non-SP/FP register 10 in .cfi_def_cfa_register",
     ),
     (
-        [(cfi.OP_ADVANCE, 2, 0), (cfi.OP_DEF_CFA_OFFSET, 8, 0)],
+        [(ops.OP_ADVANCE, 2, 0), (ops.OP_DEF_CFA_OFFSET, 8, 0)],
         AMD64,
         ".cfi_def_cfa_offset without CFA base register in effect",
     ),
     (
-        [*X86_CIE, (cfi.OP_DEF_CFA_OFFSET, 1 << 32, 0)],
+        [*X86_CIE, (ops.OP_DEF_CFA_OFFSET, 1 << 32, 0)],
         AMD64,
         ".cfi_def_cfa_offset with unsupported offset value",
     ),
-    ([*X86_CIE, (cfi.OP_DEF_CFA, 7, 1 << 32)], AMD64, ".cfi_def_cfa with unsupported offset"),
-    ([(cfi.OP_REMEMBER, 0, 0)], AMD64, ".cfi_remember_state without prior SFrame FRE state"),
-    ([*X86_CIE, (cfi.OP_RESTORE_STATE, 0, 0)], AMD64, "without .cfi_remember_state"),
-    ([*X86_CIE, (cfi.OP_VAL_OFFSET, 6, 8)], AMD64, ".cfi_val_offset with FP reg 6"),
-    ([*X86_CIE, (cfi.OP_VAL_OFFSET, 7, 8)], AMD64, ".cfi_val_offset with SP reg 7"),
-    ([*A64_CIE, (cfi.OP_VAL_OFFSET, 30, 8)], A64, ".cfi_val_offset with RA reg 30"),
-    ([*A64_CIE, (cfi.OP_REGISTER, 30, 9)], A64, "RA register 30 in .cfi_register"),
-    ([*X86_CIE, (cfi.OP_REGISTER, 7, 9)], AMD64, "SP register 7 in .cfi_register"),
-    ([*X86_CIE, (cfi.OP_UNDEFINED, 6, 0)], AMD64, "FP reg 6 in .cfi_undefined"),
-    ([*X86_CIE, (cfi.OP_UNDEFINED, 7, 0)], AMD64, "SP reg 7 in .cfi_undefined"),
-    ([*X86_CIE, (cfi.OP_WINDOW_SAVE, 0, 0)], AMD64, ".cfi_window_save"),
-    ([*A64_CIE, (cfi.OP_NEGATE_RA_WITH_PC, 0, 0)], A64, ".cfi_negate_ra_state_with_pc"),
-    ([*X86_CIE, (cfi.OP_ARGS_SIZE, 16, 0)], AMD64, ".cfi_escape with op (0x2e)"),
-    ([*X86_CIE, (cfi.OP_DEF_CFA_EXPRESSION, 0, b"w\x08\x06")], AMD64, ".cfi_escape with op (0xf)"),
-    ([*A64_CIE, (cfi.OP_DEF_CFA_EXPRESSION, 0, b"\x8dx\x06")], A64, ".cfi_escape with op (0xf)"),
+    ([*X86_CIE, (ops.OP_DEF_CFA, 7, 1 << 32)], AMD64, ".cfi_def_cfa with unsupported offset"),
+    ([(ops.OP_REMEMBER, 0, 0)], AMD64, ".cfi_remember_state without prior SFrame FRE state"),
+    ([*X86_CIE, (ops.OP_RESTORE_STATE, 0, 0)], AMD64, "without .cfi_remember_state"),
+    ([*X86_CIE, (ops.OP_VAL_OFFSET, 6, 8)], AMD64, ".cfi_val_offset with FP reg 6"),
+    ([*X86_CIE, (ops.OP_VAL_OFFSET, 7, 8)], AMD64, ".cfi_val_offset with SP reg 7"),
+    ([*A64_CIE, (ops.OP_VAL_OFFSET, 30, 8)], A64, ".cfi_val_offset with RA reg 30"),
+    ([*A64_CIE, (ops.OP_REGISTER, 30, 9)], A64, "RA register 30 in .cfi_register"),
+    ([*X86_CIE, (ops.OP_REGISTER, 7, 9)], AMD64, "SP register 7 in .cfi_register"),
+    ([*X86_CIE, (ops.OP_UNDEFINED, 6, 0)], AMD64, "FP reg 6 in .cfi_undefined"),
+    ([*X86_CIE, (ops.OP_UNDEFINED, 7, 0)], AMD64, "SP reg 7 in .cfi_undefined"),
+    ([*X86_CIE, (ops.OP_WINDOW_SAVE, 0, 0)], AMD64, ".cfi_window_save"),
+    ([*A64_CIE, (ops.OP_NEGATE_RA_WITH_PC, 0, 0)], A64, ".cfi_negate_ra_state_with_pc"),
+    ([*X86_CIE, (ops.OP_ARGS_SIZE, 16, 0)], AMD64, ".cfi_escape with op (0x2e)"),
+    ([*X86_CIE, (ops.OP_DEF_CFA_EXPRESSION, 0, b"w\x08\x06")], AMD64, ".cfi_escape with op (0xf)"),
+    ([*A64_CIE, (ops.OP_DEF_CFA_EXPRESSION, 0, b"\x8dx\x06")], A64, ".cfi_escape with op (0xf)"),
     (
-        [*X86_CIE, (cfi.OP_EXPRESSION, 6, b"w\x00")],
+        [*X86_CIE, (ops.OP_EXPRESSION, 6, b"w\x00")],
         AMD64,
         ".cfi_escape DW_CFA_expression with FP reg 6",
     ),
     (
-        [*X86_CIE, (cfi.OP_EXPRESSION, 7, b"w\x00")],
+        [*X86_CIE, (ops.OP_EXPRESSION, 7, b"w\x00")],
         AMD64,
         ".cfi_escape DW_CFA_expression with SP reg 7",
     ),
-    ([*X86_CIE, (cfi.OP_VAL_EXPRESSION, 16, b"\x9c")], AMD64, ".cfi_escape with op (0x16)"),
-    ([*A64_CIE, (cfi.OP_ADVANCE, 4, 0), (cfi.OP_OFFSET, 29, -16)], A64, "FP without RA on stack"),
-    ([*S390X_CIE, (cfi.OP_DEF_CFA_OFFSET, 164, 0)], S390X, "not 160 plus a multiple of 8"),
+    ([*X86_CIE, (ops.OP_VAL_EXPRESSION, 16, b"\x9c")], AMD64, ".cfi_escape with op (0x16)"),
+    ([*A64_CIE, (ops.OP_ADVANCE, 4, 0), (ops.OP_OFFSET, 29, -16)], A64, "FP without RA on stack"),
+    ([*S390X_CIE, (ops.OP_DEF_CFA_OFFSET, 164, 0)], S390X, "not 160 plus a multiple of 8"),
     (
-        [(cfi.OP_ADVANCE, 1, 0), (cfi.OP_UNDEFINED, 3, 0)] * 1 + [(cfi.OP_ADVANCE, 1, 0)],
+        [(ops.OP_ADVANCE, 1, 0), (ops.OP_UNDEFINED, 3, 0)] * 1 + [(ops.OP_ADVANCE, 1, 0)],
         AMD64,
         "a row has no CFA rule",
     ),
     (
-        X86_CIE + [(cfi.OP_ADVANCE, 1, 0), (cfi.OP_DEF_CFA_OFFSET, 8, 0)] * 70000,
+        X86_CIE + [(ops.OP_ADVANCE, 1, 0), (ops.OP_DEF_CFA_OFFSET, 8, 0)] * 70000,
         AMD64,
         "Number of FREs exceeds UINT16_MAX",
     ),
@@ -299,7 +299,7 @@ def test_versions_1_and_2_skip_what_they_cannot_say() -> None:
 
 
 def test_plt_functions_as_ld_writes_them() -> None:
-    encoder = _FunctionEncoder(AMD64, False)
+    encoder = FunctionEncoder(AMD64, False)
     plt0 = b"\xff\x35" + bytes(14)
     entry = b"\xff\x25" + bytes(4) + b"\x68" + bytes(9)
     made, skipped = plt_functions(
@@ -324,3 +324,13 @@ def test_plt_functions_as_ld_writes_them() -> None:
     del _ENDBR
     made, skipped = plt_functions((0x1020, b"\x90" * 32), None, None, encoder)
     assert not made and skipped
+
+
+def test_a_function_beyond_the_size_field_is_an_encode_error() -> None:
+    """An FDE range of 2**33 bytes (udata8 pointers) cannot be an SFrame function size."""
+    c = cie("zR", aug_data=bytes([0x04]))
+    body = struct.pack("<IQQ", len(c) + 4, 0x4000, 1 << 33) + b"\x00"
+    data = c + struct.pack("<I", len(body)) + body + b"\0\0\0\0"
+    for bulk in (True, False):
+        with pytest.raises(EncodeError, match="function 0: size 8589934592 out of range"):
+            generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE, bulk=bulk)

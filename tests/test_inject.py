@@ -12,7 +12,7 @@ from pysframe.cli import main
 from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import inject_sframe, plan_injection
 from pysframe.elf.sframe import load_sframe
-from pysframe.generate.translate import generate_from_elf
+from pysframe.generate import generate_from_elf
 
 SOURCE = r"""
 #include <stdio.h>

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import SFrameError
-from ..generate.translate import GenerateResult, generate_from_elf
+from ..generate import GenerateResult, generate_from_elf
 
 
 def register(subparsers: Any) -> None:

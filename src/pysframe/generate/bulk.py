@@ -1,34 +1,68 @@
-"""Bulk (numpy) translation of the common CFA programs to SFrame FREs.
+"""Bulk (numpy) translation of the common CFA programs of a whole section, beside the rules it
+must match.
 
-:func:`pysframe.generate.translate_ops` interprets one CFA program at a time, one Python
-loop turn per DWARF instruction (DWARF 5 6.4.2); on a large library most of the generation time
-goes there.  This module applies the same rules (GNU as 2.47 gen-sframe.c, see
-:mod:`pysframe.generate`) to every distinct program of a section at once: the instructions
-become numpy columns, the register rules in effect after each instruction are carried forward
-with cumulative maxima, and the rows are the advances after a state change.  Then the FREs of
-every FDE (SFrame spec 2.4 "SFrame FRE") are written in one pass.
+:func:`pysframe.generate.translator.translate_ops` interprets one CFA program at a time, one
+Python loop turn per DWARF instruction (DWARF 5 6.4.2); on a large library most of the
+generation time would go there.  This module applies the same rules (GNU as 2.47
+gas/gen-sframe.c, as :mod:`pysframe.generate.translator` states them) to every distinct
+program of a section at once: the instructions become numpy columns, the register rules in
+effect after each instruction are carried forward with cumulative maxima, and the rows are the
+advances after a state change.  The rows are :class:`~pysframe.generate.rows.RowState` columns;
+each distinct row is checked (:func:`~pysframe.generate.translator.row_problem`) and encoded
+(:func:`~pysframe.generate.rows.encode_row`) once, by the code the per-function path uses, and
+the FREs of every FDE (SFrame V2 spec 2.4) are then written in one pass.
 
 It covers the instructions that make up almost every program: ``advance_loc`` (all sizes),
 ``def_cfa`` and ``def_cfa_register`` with the SP or FP and one-byte operands,
 ``def_cfa_offset``, ``offset`` and ``nop``.  A program with any other instruction, and every
 case that needs more than these rules (an unusual operand, a CFA register other than the SP
-or FP, a rule before any row) or where a function would be skipped, is reported as not
+or FP, a rule before any row) or where a function would be left out, is reported as not
 handled: the caller translates those one by one, so the output is the same byte for byte.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from functools import partial
+from itertools import pairwise, repeat
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from .translate import AbiParams
+from ..errors import EncodeError
+from ..format.constants import FreType, PcType
+from ..format.layout import FRE_ADDRESS_CODES, byte_order, fde_info, fre_address_size
+from .cfi import Cie, FdeSpan
+from .ops import (
+    DW_CFA_advance_loc,
+    DW_CFA_advance_loc1,
+    DW_CFA_advance_loc2,
+    DW_CFA_advance_loc4,
+    DW_CFA_def_cfa,
+    DW_CFA_def_cfa_offset,
+    DW_CFA_def_cfa_register,
+    DW_CFA_nop,
+    DW_CFA_offset,
+)
+from .rows import (
+    EMPTY_STATE,
+    LOC_NONE,
+    LOC_STACK,
+    MAX_FRES,
+    REG_INVALID,
+    AbiParams,
+    FunctionEncoder,
+    GeneratedFunction,
+    RowState,
+)
+from .translator import row_problem
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 ByteArray = npt.NDArray[np.uint8]
+#: A column of row fields: int64 (registers, offsets, locations) or bool (flags).
+Column = npt.NDArray[Any]
 
 #: Zero bytes after the section so operands can be read past a truncated last record.
 PAD = 8
@@ -36,38 +70,11 @@ _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 #: Row starts and function sizes are combined with the program number in one int64 key.
 _KEY_SHIFT = 33
-# The register-location kinds and invalid register of pysframe.generate (gas' sframe_row_entry).
-LOC_NONE = 0
-LOC_STACK = 2
-REG_INVALID = -1
-
-# DW_CFA opcodes (DWARF 5 7.24) the bulk path understands.
-_NOP = 0x00
-_ADVANCE_LOC1 = 0x02
-_ADVANCE_LOC2 = 0x03
-_ADVANCE_LOC4 = 0x04
-_DEF_CFA = 0x0C
-_DEF_CFA_REGISTER = 0x0D
-_DEF_CFA_OFFSET = 0x0E
-
-
-class RowState(NamedTuple):
-    """Per-program (or per-row) columns of the rule fields the bulk path can change.
-
-    The other fields of :data:`pysframe.generate.RowState` keep their initial values here: no
-    handled instruction sets a register rule, a dereference, the mangled-RA bit or an
-    undefined RA.
-    """
-
-    cfa_reg: IntArray
-    cfa_off: IntArray
-    fp_loc: IntArray
-    fp_off: IntArray
-    ra_loc: IntArray
-    ra_off: IntArray
-
-    def take(self, index: IntArray) -> RowState:
-        return RowState(*(column[index] for column in self))
+#: DW_CFA_advance_loc, DW_CFA_offset and DW_CFA_restore keep an operand in the low 6 bits.
+_HIGH_OPCODE = 0xC0
+_LOW_OPERAND = 0x40
+#: First sizes each FRE type cannot describe, but the last (libsframe sframe_calc_fre_type).
+_FRE_TYPE_LIMITS = np.array([fre_type.limit for fre_type in FreType][:-1], dtype=np.int64)
 
 
 class Start(NamedTuple):
@@ -75,7 +82,7 @@ class Start(NamedTuple):
 
     has_row: BoolArray
     dirty: BoolArray
-    state: RowState
+    state: RowState[Column]
 
 
 class Programs(NamedTuple):
@@ -90,25 +97,82 @@ class Programs(NamedTuple):
     #: Rows of all programs in order: program number, start offset and rules.
     row_program: IntArray
     row_begin: IntArray
-    rows: RowState
+    rows: RowState[Column]
+
+
+class _Tracked(NamedTuple):
+    """The :class:`RowState` fields the handled instructions change, one column each."""
+
+    cfa_reg: IntArray
+    cfa_offset: IntArray
+    fp_loc: IntArray
+    fp_offset: IntArray
+    ra_loc: IntArray
+    ra_offset: IntArray
+
+
+def _tracked(state: RowState[Column]) -> _Tracked:
+    return _Tracked(
+        state.cfa_reg,
+        state.cfa_offset,
+        state.fp_loc,
+        state.fp_offset,
+        state.ra_loc,
+        state.ra_offset,
+    )
+
+
+def _full_state(tracked: _Tracked) -> RowState[Column]:
+    """Every field of rows the handled instructions reach from :data:`EMPTY_STATE`: the CFA is
+    never dereferenced (def_cfa, def_cfa_register), an FP or RA on the stack is dereferenced and
+    in no register (offset), nothing mangles the RA or makes it undefined."""
+    count = len(tracked.cfa_reg)
+
+    def constant(value: int) -> Column:
+        return np.broadcast_to(np.asarray(value), (count,))
+
+    return RowState(
+        cfa_reg=tracked.cfa_reg,
+        cfa_offset=tracked.cfa_offset,
+        cfa_deref=constant(EMPTY_STATE.cfa_deref),
+        fp_loc=tracked.fp_loc,
+        fp_reg=constant(EMPTY_STATE.fp_reg),
+        fp_offset=tracked.fp_offset,
+        fp_deref=tracked.fp_loc == LOC_STACK,
+        ra_loc=tracked.ra_loc,
+        ra_reg=constant(EMPTY_STATE.ra_reg),
+        ra_offset=tracked.ra_offset,
+        ra_deref=tracked.ra_loc == LOC_STACK,
+        mangled_ra=constant(EMPTY_STATE.mangled_ra),
+        ra_undefined=constant(EMPTY_STATE.ra_undefined),
+    )
+
+
+def _take(state: RowState[Column], index: IntArray) -> RowState[Column]:
+    return RowState._make(column[index] for column in state)
+
+
+def row_at(rows: RowState[Column], index: int) -> RowState[int]:
+    """One row of the columns, as the per-function translator holds it."""
+    return RowState._make(column[index].item() for column in rows)
 
 
 def _length_tables() -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
     """Per opcode byte: the length of the handled instruction with one-byte operands (0 for
     unhandled ones), and whether its operand is a ULEB128 that can be longer."""
     length = np.zeros(256, dtype=np.int8)
-    length[0x40:0x80] = 1  # DW_CFA_advance_loc
-    length[0x80:0xC0] = 2  # DW_CFA_offset, ULEB128 offset
-    length[_DEF_CFA_OFFSET] = 2
-    length[_DEF_CFA] = 3
-    length[_DEF_CFA_REGISTER] = 2
-    length[_ADVANCE_LOC1] = 2
-    length[_ADVANCE_LOC2] = 3
-    length[_ADVANCE_LOC4] = 5
-    length[_NOP] = 1
+    length[DW_CFA_advance_loc : DW_CFA_advance_loc + _LOW_OPERAND] = 1
+    length[DW_CFA_offset : DW_CFA_offset + _LOW_OPERAND] = 2  # ULEB128 offset
+    length[DW_CFA_def_cfa_offset] = 2
+    length[DW_CFA_def_cfa] = 3
+    length[DW_CFA_def_cfa_register] = 2
+    length[DW_CFA_advance_loc1] = 2
+    length[DW_CFA_advance_loc2] = 3
+    length[DW_CFA_advance_loc4] = 5
+    length[DW_CFA_nop] = 1
     uleb = np.zeros(256, dtype=bool)
-    uleb[0x80:0xC0] = True
-    uleb[_DEF_CFA_OFFSET] = True
+    uleb[DW_CFA_offset : DW_CFA_offset + _LOW_OPERAND] = True
+    uleb[DW_CFA_def_cfa_offset] = True
     return length, uleb
 
 
@@ -129,9 +193,9 @@ def instruction_lengths(buf: ByteArray) -> npt.NDArray[np.int8]:
     size[c3 & (buf[at + 4] >= 0x80)] = 0
     lengths[at] = size
     # def_cfa and def_cfa_register with longer operands: general path.
-    at = np.flatnonzero(op == _DEF_CFA)
+    at = np.flatnonzero(op == DW_CFA_def_cfa)
     lengths[at[(buf[at + 1] >= 0x80) | (buf[at + 2] >= 0x80)]] = 0
-    at = np.flatnonzero(op == _DEF_CFA_REGISTER)
+    at = np.flatnonzero(op == DW_CFA_def_cfa_register)
     lengths[at[buf[at + 1] >= 0x80]] = 0
     return lengths
 
@@ -193,7 +257,8 @@ def interpret(
     params: AbiParams,
     big_endian: bool,
 ) -> Programs:
-    """Run every program ``buf[starts[i]:ends[i]]`` from ``start`` (translate_ops' rules).
+    """Run every program ``buf[starts[i]:ends[i]]`` from ``start``, with the rules of
+    :func:`~pysframe.generate.translator.translate_ops`.
 
     Programs must not overlap and must be in section order."""
     count = len(starts)
@@ -208,17 +273,17 @@ def interpret(
     # Operands (DWARF 5 6.4.2): one-byte forms in bulk, the longer ones on their own.
     op = buf[pos]
     b1 = buf[pos + 1]
-    high = op & 0xC0
-    is_offset = high == 0x80
-    is_def_cfa = op == _DEF_CFA
-    is_def_register = op == _DEF_CFA_REGISTER
-    is_def_offset = op == _DEF_CFA_OFFSET
-    is_advance = high == 0x40
-    delta = np.where(is_advance, op & 0x3F, 0).astype(np.int64)
-    wide = np.flatnonzero((op >= _ADVANCE_LOC1) & (op <= _ADVANCE_LOC4))
+    high = op & _HIGH_OPCODE
+    is_offset = high == DW_CFA_offset
+    is_def_cfa = op == DW_CFA_def_cfa
+    is_def_register = op == DW_CFA_def_cfa_register
+    is_def_offset = op == DW_CFA_def_cfa_offset
+    is_advance = high == DW_CFA_advance_loc
+    delta = np.where(is_advance, op & (_LOW_OPERAND - 1), 0).astype(np.int64)
+    wide = np.flatnonzero((op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4))
     if len(wide):
         is_advance[wide] = True
-        size = 1 << (op[wide].astype(np.int64) - _ADVANCE_LOC1)
+        size = 1 << (op[wide].astype(np.int64) - DW_CFA_advance_loc1)
         at = pos[wide] + 1
         raw = np.zeros(len(wide), dtype=np.int64)
         for k in range(4):
@@ -240,7 +305,7 @@ def interpret(
     value[at] *= data_alignment[prg[at]]
     at = np.flatnonzero(is_def_cfa)
     value[at] = buf[pos[at] + 2]
-    reg = np.where(is_offset, op & 0x3F, b1).astype(np.int64)
+    reg = np.where(is_offset, op & (_LOW_OPERAND - 1), b1).astype(np.int64)
 
     def per_op(initial: npt.NDArray[np.int64 | np.bool_]) -> npt.NDArray[np.int64 | np.bool_]:
         """A per-program start column for each instruction (one value when all agree)."""
@@ -261,8 +326,9 @@ def interpret(
     effective = is_advance & (delta > 0)
     has_row = per_op(start.has_row) | (count_before(effective | is_def_cfa) > 0)
     sets_cfa_reg = is_def_cfa | is_def_register
-    cfa_reg = carried(sets_cfa_reg, reg, start.state.cfa_reg)
-    cfa_reg_before = np.where(is_first, per_op(start.state.cfa_reg), np.roll(cfa_reg, 1))
+    initial = _tracked(start.state)
+    cfa_reg = carried(sets_cfa_reg, reg, initial.cfa_reg)
+    cfa_reg_before = np.where(is_first, per_op(initial.cfa_reg), np.roll(cfa_reg, 1))
     # Cases left to the per-function path (translate_ops).
     bad = is_def_offset & (~has_row | (cfa_reg_before == REG_INVALID))
     bad |= (is_offset | is_def_register) & ~has_row
@@ -274,20 +340,20 @@ def interpret(
         bad |= is_ra & (value != params.cfa_ra_offset)
     ok[prg[bad]] = False
 
-    cfa_off = carried(is_def_cfa | is_def_offset, value, start.state.cfa_off)
+    cfa_off = carried(is_def_cfa | is_def_offset, value, initial.cfa_offset)
     fp_last = np.maximum.accumulate(np.where(is_fp, idx, -1))
     fp_set = fp_last >= first
-    fp_loc = np.where(fp_set, LOC_STACK, per_op(start.state.fp_loc))
-    fp_off = np.where(fp_set, value[np.maximum(fp_last, 0)], per_op(start.state.fp_off))
+    fp_loc = np.where(fp_set, LOC_STACK, per_op(initial.fp_loc))
+    fp_off = np.where(fp_set, value[np.maximum(fp_last, 0)], per_op(initial.fp_offset))
     ra_last = np.maximum.accumulate(np.where(is_ra, idx, -1))
     ra_set = ra_last >= first
     if params.ra_tracking:
-        ra_loc = np.where(ra_set, LOC_STACK, per_op(start.state.ra_loc))
-        ra_off = np.where(ra_set, value[np.maximum(ra_last, 0)], per_op(start.state.ra_off))
+        ra_loc = np.where(ra_set, LOC_STACK, per_op(initial.ra_loc))
+        ra_off = np.where(ra_set, value[np.maximum(ra_last, 0)], per_op(initial.ra_offset))
     else:
-        ra_loc = np.where(ra_set, LOC_NONE, per_op(start.state.ra_loc))
-        ra_off = np.broadcast_to(per_op(start.state.ra_off), (n,))
-    after = RowState(cfa_reg, cfa_off, fp_loc, fp_off, ra_loc, ra_off)
+        ra_loc = np.where(ra_set, LOC_NONE, per_op(initial.ra_loc))
+        ra_off = np.broadcast_to(per_op(initial.ra_offset), (n,))
+    after = _Tracked(cfa_reg, cfa_off, fp_loc, fp_off, ra_loc, ra_off)
 
     # A row is written at an advance when the state changed since the previous one.
     dirty = is_def_cfa | is_def_offset | is_def_register | is_fp | is_ra
@@ -309,25 +375,23 @@ def interpret(
     at_first = is_first[at]
     at_prev = np.maximum(at - 1, 0)
     at_state = [
-        np.where(at_first, initial[at_prog], column[at_prev])
-        for column, initial in zip(after, start.state, strict=True)
+        np.where(at_first, start_column[at_prog], column[at_prev])
+        for column, start_column in zip(after, initial, strict=True)
     ]
 
     # The last row of each program (always written when there is a row).
     has_ops = bounds[1:] > bounds[:-1]
     last_op = np.maximum(bounds[1:] - 1, 0)
     if n:
-        end_state = RowState(
-            *(
-                np.where(has_ops, column[last_op], initial)
-                for column, initial in zip(after, start.state, strict=True)
-            )
+        end_state = _Tracked._make(
+            np.where(has_ops, column[last_op], start_column)
+            for column, start_column in zip(after, initial, strict=True)
         )
         last_eff = last_advance[last_op]
         end_begin = np.where(has_ops & (last_eff >= bounds[:-1]), loc[np.maximum(last_eff, 0)], 0)
         loc_end = np.where(has_ops, loc[last_op], 0)
     else:
-        end_state = start.state
+        end_state = initial
         end_begin = np.zeros(count, dtype=np.int64)
         loc_end = end_begin
     ok &= loc_end < (1 << 32)
@@ -361,82 +425,77 @@ def interpret(
     return Programs(
         ok,
         has_advance,
-        Start(end_has_row, end_dirty, end_state),
+        Start(end_has_row, end_dirty, _full_state(end_state)),
         row_program,
         row_begin,
-        RowState(*columns),
+        _full_state(_Tracked._make(columns)),
     )
 
 
 def empty_start(count: int) -> Start:
-    """gas' state before a CIE's first instruction (no row, no rules)."""
-    invalid = np.full(count, REG_INVALID, dtype=np.int64)
-    zero = np.zeros(count, dtype=np.int64)
-    none = np.full(count, LOC_NONE, dtype=np.int64)
+    """gas' state before a CIE's first instruction (no row, no rules), for ``count`` programs."""
     no = np.zeros(count, dtype=bool)
-    return Start(no, no.copy(), RowState(invalid, zero, none, zero.copy(), none.copy(), zero))
+    return Start(no, no.copy(), RowState._make(np.full(count, value) for value in EMPTY_STATE))
 
 
 class RowBytes(NamedTuple):
-    """The encoded form of every row (FRE info byte and data words), SFrame spec 2.4."""
+    """The encoded form of every row (FRE info byte and data words), through its distinct row."""
 
-    #: Info byte then three 4-byte words, in section byte order.
-    block: ByteArray
-    #: Which bytes of ``block`` are written for the row's word size and word count.
-    present: npt.NDArray[np.bool_]
-    #: Bytes written for the row (info byte and words).
+    #: Per row: the number of its distinct row.
+    code: IntArray
+    #: Per distinct row: its bytes (info byte, then words), zero-padded to the longest.
+    table: ByteArray
+    #: Per distinct row: how many bytes of ``table`` are its.
     length: IntArray
-    #: Rows a function must not contain (gas' end-of-function checks or a word too large).
+    #: Per distinct row: gas' end-of-function checks refuse it, or it cannot be encoded.
     refused: BoolArray
 
 
-def encode_rows(rows: RowState, params: AbiParams, big_endian: bool) -> RowBytes:
-    """DEFAULT FRE info and words of each row (as generate.encode_row writes them)."""
-    count = len(rows.cfa_reg)
-    cfa = rows.cfa_off
-    if params.s390x:
-        cfa = (cfa - 160) // 8
-    has_fp = rows.fp_loc == LOC_STACK
-    if params.ra_tracking:
-        has_ra = rows.ra_loc == LOC_STACK
-        second = has_ra | (params.s390x & ~has_ra & has_fp)
+def encode_rows(rows: RowState[Column], encoder: FunctionEncoder) -> RowBytes:
+    """Check and encode each distinct row once, with the per-function path's code."""
+    representative, code = _distinct_rows(_tracked(rows))
+    encoded: list[bytes] = []
+    refused = np.zeros(len(representative), dtype=bool)
+    for number, index in enumerate(representative.tolist()):
+        state = row_at(rows, index)
+        try:
+            encoded.append(encoder.row(state, False))
+        except EncodeError:  # the per-function path raises it
+            encoded.append(b"")
+            refused[number] = True
+        else:
+            refused[number] = bool(row_problem(state, encoder.params))
+    width = max(map(len, encoded), default=1)
+    table = np.frombuffer(b"".join(raw.ljust(width, b"\0") for raw in encoded), dtype=np.uint8)
+    length = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return RowBytes(code, table.reshape(len(encoded), width), length, refused)
+
+
+def _distinct_rows(columns: _Tracked) -> tuple[IntArray, IntArray]:
+    """(one row of each distinct value, the number of each row's distinct value)."""
+    count = len(columns.cfa_reg)
+    if not count:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    values = [np.asarray(column, dtype=np.int64) for column in columns]
+    # One int64 key per row when the value ranges allow (they nearly always do).
+    key = np.zeros(count, dtype=np.int64)
+    product = 1
+    for column in values:
+        low = int(column.min())
+        span = int(column.max()) - low + 1
+        product *= span
+        if product >= 1 << 62:
+            break
+        key = key * span + (column - low)
+    if product < 1 << 62:
+        _, code = np.unique(key, return_inverse=True)
     else:
-        has_ra = np.zeros(count, dtype=bool)
-        second = has_ra
-    ra_word = np.where(has_ra, rows.ra_off, 0)
-    fp_word = np.where(has_fp, rows.fp_off, 0)
-    words = np.stack([cfa, np.where(second, ra_word, fp_word), fp_word], axis=1)
-
-    def size_code(value: IntArray) -> IntArray:
-        return np.where((value >= -0x80) & (value <= 0x7F), 0, 1) + (
-            (value < -0x8000) | (value > 0x7FFF)
-        )
-
-    size = np.maximum(size_code(cfa), np.where(has_ra, size_code(ra_word), 0))
-    size = np.maximum(size, np.where(has_fp, size_code(fp_word), 0))
-    nwords = 1 + second.astype(np.int64) + has_fp
-    base = np.where(rows.cfa_reg == params.fp, 0, 1)
-    info = (size << 5) | (nwords << 1) | base
-    refused = rows.cfa_reg == REG_INVALID
-    refused |= ((words < _INT32_MIN) | (words > _INT32_MAX)).any(axis=1)
-    if params.s390x:
-        refused |= (rows.cfa_off - 160) % 8 != 0
-    if params.ra_tracking and not params.s390x:
-        refused |= (rows.ra_loc != LOC_STACK) & has_fp
-    order = ">" if big_endian else "<"
-    block = np.zeros((count, 13), dtype=np.uint8)
-    block[:, 0] = info
-    clipped = np.clip(words, _INT32_MIN, _INT32_MAX).astype(order + "i4")
-    block[:, 1:] = clipped.view(np.uint8).reshape(count, 12)
-    width = 1 << size
-    k = np.arange(4)
-    # The low bytes of each 4-byte word: at its end in big-endian order.
-    in_word = (k[None, :] >= 4 - width[:, None]) if big_endian else (k[None, :] < width[:, None])
-    present = np.zeros((count, 13), dtype=bool)
-    present[:, 0] = True
-    for slot in range(3):
-        present[:, 1 + 4 * slot : 5 + 4 * slot] = in_word & (nwords > slot)[:, None]
-    return RowBytes(block, present, 1 + nwords * width, refused)
+        _, code = np.unique(np.stack(values, axis=1), axis=0, return_inverse=True)
+    code = code.ravel().astype(np.int64)
+    representative = np.zeros(int(code.max()) + 1, dtype=np.int64)
+    representative[code] = np.arange(count, dtype=np.int64)
+    return representative, code
 
 
 def function_rows(
@@ -460,43 +519,199 @@ def write_fres(
 ) -> tuple[bytes, IntArray]:
     """The FREs of every function, one after the other, and where each function's start
     (one more offset than functions): start address field (1, 2 or 4 bytes by FRE type),
-    info byte, data words."""
+    then the row's encoded info byte and data words."""
     counts = end - first
     total = int(counts.sum())
     function_of = np.repeat(np.arange(len(first)), counts)
     before = np.cumsum(counts) - counts
     row = np.repeat(first - before, counts) + np.arange(total, dtype=np.int64)
-    width = 1 << fre_types[function_of]
-    order = ">" if big_endian else "<"
-    slots = np.empty((total, 17), dtype=np.uint8)
-    slots[:, :4] = row_begin[row].astype(order + "u4").view(np.uint8).reshape(total, 4)
-    slots[:, 4:] = encoded.block[row]
-    present = np.empty((total, 17), dtype=bool)
-    k = np.arange(4)
+    width = fre_address_size(fre_types[function_of])
+    code = encoded.code[row]
+    row_length = encoded.length[code]
+    # Each FRE in a slot: the widest start address field, then the longest encoded row.
+    address = np.dtype(byte_order(big_endian) + FRE_ADDRESS_CODES[FreType.ADDR4])
+    field = address.itemsize
+    slots = np.empty((total, field + encoded.table.shape[1]), dtype=np.uint8)
+    slots[:, :field] = row_begin[row].astype(address).view(np.uint8).reshape(total, field)
+    slots[:, field:] = encoded.table[code]
+    present = np.empty(slots.shape, dtype=bool)
+    k = np.arange(field)
+    # The address's low bytes: at the field's end in big-endian order.
     if big_endian:
-        present[:, :4] = k[None, :] >= 4 - width[:, None]
+        present[:, :field] = k[None, :] >= field - width[:, None]
     else:
-        present[:, :4] = k[None, :] < width[:, None]
-    present[:, 4:] = encoded.present[row]
+        present[:, :field] = k[None, :] < width[:, None]
+    present[:, field:] = np.arange(encoded.table.shape[1])[None, :] < row_length[:, None]
     data = slots[present].tobytes()
-    lengths = width + encoded.length[row]
     offsets = np.zeros(total + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    np.cumsum(width + row_length, out=offsets[1:])
     bounds = np.zeros(len(first) + 1, dtype=np.int64)
     np.cumsum(counts, out=bounds[1:])
     return data, offsets[bounds]
+
+
+def tuple_columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """The columns of equal-length tuples (faster than ``zip(*rows)`` for many rows)."""
+    return [list(map(itemgetter(k), rows)) for k in range(width)]
+
+
+def translate_fdes(
+    data: bytes,
+    cies: dict[int, Cie],
+    spans: list[FdeSpan],
+    encoder: FunctionEncoder,
+) -> list[GeneratedFunction | None]:
+    """The functions this module translates, in ``spans`` order (None for the others).
+
+    Their rows are those :func:`~pysframe.generate.translator.translate_ops` gives, and their
+    FREs those the per-function path writes; everything it does not handle (other
+    instructions, CIEs with another RA column or the signal-frame augmentation, functions that
+    gas' checks refuse) is left to the per-function path.
+    """
+    params = encoder.params
+    big_endian = encoder.big_endian
+    done: list[GeneratedFunction | None] = [None] * len(spans)
+    usable = [
+        offset
+        for offset in sorted({span[0] for span in spans})
+        if cies[offset].return_column == params.ra
+        and not cies[offset].signal_frame
+        and 0 <= cies[offset].code_alignment < 1 << 16
+        and abs(cies[offset].data_alignment) < 1 << 16
+    ]
+    if not usable:
+        return done
+    buf = np.concatenate([np.frombuffer(data, dtype=np.uint8), np.zeros(PAD, dtype=np.uint8)])
+    lengths = instruction_lengths(buf)
+    cie_list = [cies[offset] for offset in usable]
+    code_alignment = np.array([c.code_alignment for c in cie_list], dtype=np.int64)
+    data_alignment = np.array([c.data_alignment for c in cie_list], dtype=np.int64)
+    initial = interpret(
+        buf,
+        lengths,
+        np.array([c.instructions_start for c in cie_list], dtype=np.int64),
+        np.array([c.instructions_end for c in cie_list], dtype=np.int64),
+        code_alignment,
+        data_alignment,
+        empty_start(len(cie_list)),
+        params,
+        big_endian,
+    )
+    cie_ok = (initial.ok & ~initial.has_advance).tolist()
+    cie_index = {offset: i for i, offset in enumerate(usable) if cie_ok[i]}
+    # Distinct (CIE, instructions) programs, and the program of each function.
+    if all(span[0] in cie_index for span in spans):
+        picked = list(range(len(spans)))
+        usable_spans = spans
+    else:
+        picked = [i for i, span in enumerate(spans) if span[0] in cie_index]
+        usable_spans = [spans[i] for i in picked]
+    if not usable_spans:
+        return done
+    cie_column, start_column, size_column, lo_column, hi_column = tuple_columns(usable_spans, 5)
+    programs: dict[object, int] = {}
+    number = programs.setdefault
+    if len(cie_index) == 1:
+        program_list = [
+            number(data[lo:hi], len(programs)) for lo, hi in zip(lo_column, hi_column, strict=True)
+        ]
+        cie_of_span = np.full(len(usable_spans), next(iter(cie_index.values())), dtype=np.int64)
+    else:
+        program_list = [
+            number((c, data[lo:hi]), len(programs))
+            for c, lo, hi in zip(cie_column, lo_column, hi_column, strict=True)
+        ]
+        cie_of_span = np.array([cie_index[c] for c in cie_column], dtype=np.int64)
+    program = np.array(program_list, dtype=np.int64)
+    _, first_use = np.unique(program, return_index=True)
+    cie_of = cie_of_span[first_use]
+    found = interpret(
+        buf,
+        lengths,
+        np.array(lo_column, dtype=np.int64)[first_use],
+        np.array(hi_column, dtype=np.int64)[first_use],
+        code_alignment[cie_of],
+        data_alignment[cie_of],
+        Start(
+            initial.end.has_row[cie_of], initial.end.dirty[cie_of], _take(initial.end.state, cie_of)
+        ),
+        params,
+        big_endian,
+    )
+    if max(size_column) >> 40:
+        size_column = [min(size, 1 << 40) for size in size_column]
+    sizes = np.array(size_column, dtype=np.int64)
+    chosen = np.flatnonzero(found.ok[program])
+    program, sizes = program[chosen], sizes[chosen]
+    first, end = function_rows(found.row_program, found.row_begin, program, sizes)
+    encoded = encode_rows(found.rows, encoder)
+    refused = np.zeros(len(encoded.code) + 1, dtype=np.int64)
+    np.cumsum(encoded.refused[encoded.code], out=refused[1:])
+    # gas' end-of-function checks refuse these: the per-function path says why.
+    good = (refused[end] == refused[first]) & (end - first <= MAX_FRES)
+    chosen, program, first, end, sizes = (
+        chosen[good],
+        program[good],
+        first[good],
+        end[good],
+        sizes[good],
+    )
+    fre_types = np.searchsorted(_FRE_TYPE_LIMITS, sizes, side="right").astype(np.int64)
+    counts = end - first
+    # Functions with the same program, FRE type and row count have the same FREs: write
+    # each such set once and share its bytes.
+    _, shown, same_as = np.unique(
+        (((program << 2) | fre_types) << 17) | counts, return_index=True, return_inverse=True
+    )
+    fres, bounds = write_fres(
+        found.row_begin, encoded, first[shown], end[shown], fre_types[shown], big_endian
+    )
+    shared = [fres[lo:hi] for lo, hi in pairwise(bounds.tolist())]
+    # sfde_func_info by FRE type and AArch64 pauth key (the CIE's 'B' augmentation).
+    info_of = np.array(
+        [[fde_info(fre_type, PcType.INC, key) for key in (0, 1)] for fre_type in FreType],
+        dtype=np.int64,
+    )
+    b_key = np.zeros(len(chosen), dtype=np.int64)
+    if params.aarch64:
+        cie_b_key = np.array([int(cies[c].b_key) for c in usable], dtype=np.int64)
+        b_key = cie_b_key[cie_of_span[chosen]]
+    info = info_of[fre_types, b_key]
+    chosen_list = chosen.tolist()
+    starts = [start_column[i] for i in chosen_list]
+    sizes_list = [size_column[i] for i in chosen_list]
+    blobs = [shared[k] for k in same_as.ravel().tolist()]
+    zeros = repeat(0)
+    made = map(
+        partial(tuple.__new__, GeneratedFunction),
+        zip(
+            starts,
+            sizes_list,
+            info.tolist(),
+            zeros,
+            zeros,
+            counts.tolist(),
+            blobs,
+            repeat(False),
+        ),
+    )
+    for i, function in zip(chosen_list, made, strict=True):
+        done[picked[i]] = function
+    return done
 
 
 __all__ = [
     "PAD",
     "Programs",
     "RowBytes",
-    "RowState",
     "Start",
     "empty_start",
     "encode_rows",
     "function_rows",
     "instruction_lengths",
     "interpret",
+    "row_at",
+    "translate_fdes",
+    "tuple_columns",
     "write_fres",
 ]

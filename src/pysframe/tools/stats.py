@@ -182,7 +182,7 @@ def _from_section(result: FileStats, data: bytes, address: int) -> FileStats:
 def _from_generator(result: FileStats, path: str) -> FileStats:
     """Generate V3 from .eh_frame once and encode the same functions as V2; if V2 cannot hold
     them (FLEX FDEs, signal frames), generate V2 on its own and say so."""
-    from ..generate import translate as generate
+    from .. import generate
 
     try:
         primary = generate.generate_from_elf(path, version=Version.V3)

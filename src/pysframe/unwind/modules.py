@@ -158,7 +158,7 @@ def _one_per_address(symbols: list[tuple[int, int, str]]) -> list[tuple[int, int
 
 def _generated(facts: ElfFacts) -> tuple[bytes, int] | None:
     if facts.generated is None:
-        from ..generate.translate import generate_from_elf
+        from ..generate import generate_from_elf
 
         try:
             section = generate_from_elf(facts.path, version=3).section
@@ -421,7 +421,7 @@ def _read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
 
 
 def _vdso_facts(image: bytes) -> ElfFacts:
-    from ..generate.translate import generate_from_elf
+    from ..generate import generate_from_elf
 
     with ElfImage.from_bytes(VDSO_NAME, image) as elf:
         facts = _facts_from_elf(VDSO_NAME, elf)

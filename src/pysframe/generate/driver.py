@@ -1,0 +1,533 @@
+"""The generator's driver: an SFrame section from ``.eh_frame`` / ``.debug_frame`` bytes or an
+ELF file, as GNU as 2.47 would assemble it.
+
+gas/gen-sframe.c ``create_sframe_all`` translates every FDE (``sframe_do_fde``) and
+``output_sframe`` writes the section; here the FDEs are scanned
+(:func:`pysframe.generate.cfi.scan_fdes`), translated in bulk where the common rules suffice
+(:mod:`pysframe.generate.bulk`) and one by one otherwise (:mod:`pysframe.generate.translator`),
+PLT FDEs added (:mod:`pysframe.generate.plt`) and the section written by the one section writer
+(:func:`pysframe.format.encode.assemble_section`).
+
+Beyond gas: signal frames whose rows cannot be represented are kept with no rows (as gas
+does); SFrame V1/V2 have no FLEX FDEs and no signal-frame bit, and cannot say that the RA is
+undefined, so such functions are left out of V1/V2 sections with the reason.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import CfiError, ElfError, EncodeError
+from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Version
+from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
+from ..format.section import SFrameSection
+from .bulk import translate_fdes, tuple_columns
+from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, scan_fdes
+from .ops import Op, decode_instructions
+from .plt import plt_functions, s390x_plt_functions
+from .rows import (
+    ABI_PARAMS,
+    AbiParams,
+    FunctionEncoder,
+    GeneratedFunction,
+    SkippedFunction,
+    Translation,
+    fre_type_for_size,
+)
+from .translator import NO_FDE, StateTable, finish, translate_ops
+
+if TYPE_CHECKING:
+    from ..elf.image import ElfImage
+
+#: The start of the reasons a function is left out of a V1/V2 section.
+_V3_ONLY = NO_FDE + "SFrame V"
+
+
+@dataclass(slots=True)
+class GenerateResult:
+    """What :func:`generate_from_elf` / :func:`generate_from_eh_frame` made."""
+
+    section: SFrameSection
+    data: bytes
+    skipped: list[SkippedFunction]
+    functions_total: int
+    text_bytes_total: int
+    text_bytes_covered: int
+    functions: list[GeneratedFunction] = field(default_factory=list)
+    abi: Abi = Abi.AMD64_ENDIAN_LITTLE
+    version: Version = Version.V3
+    section_address: int = 0
+
+    @property
+    def functions_covered(self) -> int:
+        return len(self.section)
+
+    def encode(self, section_address: int, version: Version | int | None = None) -> bytes:
+        """The section bytes for another address (PCREL starts depend on it) or version."""
+        return encode_functions(
+            self.functions,
+            self.abi,
+            Version(version) if version is not None else self.version,
+            section_address,
+        )
+
+
+def encode_functions(
+    functions: Sequence[GeneratedFunction],
+    abi: Abi,
+    version: Version | int = Version.V3,
+    section_address: int = 0,
+) -> bytes:
+    """Write an SFrame section: header, FDEs sorted by start address, FREs in the same order.
+
+    V3 and V2 sections carry SORTED; V3 also FDE_FUNC_START_PCREL (as GNU ld writes them).  V2
+    and V1 starts are relative to the section (readable by binutils 2.40-2.47).  V1 has no
+    rep_size: its PCMASK FDEs are read with 16-byte blocks.
+    """
+    version = Version(version)
+    count = len(functions)
+    start, size, info, info2, rep_size, num_fres, fres, v3_only = (
+        tuple_columns(list(functions), 8) if count else [[]] * 8
+    )
+    order = _by_start(start)
+    if version is not Version.V3:
+        needs_v3 = [i for i in order.tolist() if v3_only[i]]
+        if needs_v3:
+            raise EncodeError(
+                f"function at {start[needs_v3[0]]:#x} needs SFrame V3 (FLEX FDE, signal frame "
+                "or undefined RA)"
+            )
+    flags = Flags.FDE_SORTED
+    if version is Version.V3:
+        flags |= Flags.FDE_FUNC_START_PCREL
+    fixed_fp, fixed_ra = DEFAULT_FIXED_OFFSETS[abi]
+    spec = SectionSpec(
+        version, abi, flags, fixed_fp, fixed_ra, abi.big_endian, section_address=section_address
+    )
+    zeros = np.zeros(count, dtype=np.int64)
+    columns = FdeColumns(
+        start=_reordered(start, order),
+        size=_reordered(size, order),
+        num_fres=_reordered(num_fres, order),
+        info=_reordered(info, order),
+        info2=_reordered(info2, order),
+        rep_size=zeros if version is Version.V1 else _reordered(rep_size, order),
+        padding=zeros,
+    )
+    return assemble_section(spec, columns, [fres[i] for i in order.tolist()])
+
+
+def _by_start(starts: list[int]) -> npt.NDArray[np.int64]:
+    """Positions in order of start address (stable)."""
+    try:
+        return np.argsort(np.asarray(starts, dtype=np.int64), kind="stable")
+    except OverflowError:
+        return np.array(sorted(range(len(starts)), key=starts.__getitem__), dtype=np.int64)
+
+
+def _reordered(column: list[int], order: npt.NDArray[np.int64]) -> Column:
+    """``column`` in ``order``: an int64 array, or a list when a value is beyond int64."""
+    try:
+        return np.asarray(column, dtype=np.int64)[order]
+    except OverflowError:
+        return [column[i] for i in order.tolist()]
+
+
+def generate_from_eh_frame(
+    eh_frame: bytes,
+    eh_frame_address: int,
+    abi: Abi | int,
+    *,
+    version: Version | int = Version.V3,
+    section_address: int = 0,
+    debug_frame: bool = False,
+    pointers: PointerContext | None = None,
+    text_ranges: Sequence[tuple[int, int]] = (),
+    bulk: bool = True,
+) -> GenerateResult:
+    """Generate an SFrame section from raw ``.eh_frame`` (or ``.debug_frame``) bytes.
+
+    ``eh_frame_address`` is the section's address (PC-relative pointers depend on it);
+    ``section_address`` the address the SFrame section will have.  ``text_ranges`` ([start,
+    end) pairs) are the code the coverage figures count.  ``bulk=False`` scans and translates
+    every FDE one by one (same result, slower).
+    """
+    abi = Abi(abi)
+    version = Version(version)
+    data = bytes(eh_frame)
+    cies, spans = scan_fdes(
+        data,
+        eh_frame_address,
+        big_endian=abi.big_endian,
+        cfi_format=CfiFormat.DEBUG_FRAME if debug_frame else CfiFormat.EH_FRAME,
+        pointers=pointers,
+        bulk=bulk,
+    )
+    encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
+    with _gc_paused():
+        functions, skipped, considered = _translate_fdes(
+            data, cies, spans, encoder, version, bulk=bulk
+        )
+        return _result(functions, skipped, considered, abi, version, section_address, text_ranges)
+
+
+def _translate_fdes(
+    data: bytes,
+    cies: dict[int, Cie],
+    spans: Sequence[FdeSpan],
+    encoder: FunctionEncoder,
+    version: Version,
+    exclude: Sequence[tuple[int, int]] = (),
+    *,
+    bulk: bool,
+) -> tuple[list[GeneratedFunction], list[SkippedFunction], int]:
+    """Translate every FDE; returns (functions, skipped, FDEs considered).
+
+    Functions often share their CFA program byte for byte, so translations are cached by
+    (CIE, instruction bytes) and encoded FREs by (CIE, bytes, FRE type).
+    """
+    params = encoder.params
+    out: list[GeneratedFunction] = []
+    skipped: list[SkippedFunction] = []
+    cie_ops: dict[int, list[Op] | str] = {}
+    ops_cache: dict[tuple[int, bytes], Translation | str] = {}
+    states: StateTable = {}
+    fre_cache: dict[tuple[int, bytes, FreType], GeneratedFunction | str] = {}
+    big = encoder.big_endian
+    v3 = version is Version.V3
+    low_excluded = min((lo for lo, _ in exclude), default=0)
+    high_excluded = max((hi for _, hi in exclude), default=0)
+    todo = [
+        span
+        for span in spans
+        if span[2] != 0
+        and not (
+            low_excluded <= span[1] < high_excluded
+            and any(lo <= span[1] < hi for lo, hi in exclude)
+        )
+    ]
+    considered = len(todo)
+    done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
+    for (cie_offset, start, size, ins_start, ins_end), made_in_bulk in zip(todo, done, strict=True):
+        if made_in_bulk is not None:
+            out.append(made_in_bulk)
+            continue
+        key = (cie_offset, data[ins_start:ins_end])
+        result = ops_cache.get(key)
+        cie = cies[cie_offset]
+        if result is None:
+            initial = cie_ops.get(cie_offset)
+            if initial is None:
+                initial = _cie_initial(data, cie, params, big)
+                cie_ops[cie_offset] = initial
+            if isinstance(initial, str):
+                result = initial
+            else:
+                try:
+                    body = decode_instructions(data, ins_start, ins_end, cie, big)
+                    result = translate_ops(initial + body, params, states)
+                except CfiError as error:
+                    result = f"{NO_FDE}unreadable CFI: {error}"
+            ops_cache[key] = result
+        if not isinstance(result, str):
+            fre_type = fre_type_for_size(size)
+            if result.rows and result.rows[-1][0] >= size:
+                made = _make_function(result, size, cie, encoder, version, fre_type)
+            else:
+                fkey = (cie_offset, key[1], fre_type)
+                cached = fre_cache.get(fkey)
+                if cached is None:
+                    cached = _make_function(result, size, cie, encoder, version, fre_type)
+                    fre_cache[fkey] = cached
+                made = cached
+            if isinstance(made, str):
+                result = made
+            else:
+                out.append(GeneratedFunction(start, size, *made[2:]))
+                continue
+        if cie.signal_frame and v3 and not result.startswith(_V3_ONLY):
+            # gas keeps a signal frame's FDE, without rows, when its CFI fails.
+            b_key = cie.b_key and params.aarch64
+            out.append(encoder.function(start, size, None, signal=True, b_key=b_key))
+        skipped.append(SkippedFunction(start, size, result))
+    return out, skipped, considered
+
+
+def _make_function(
+    result: Translation,
+    size: int,
+    cie: Cie,
+    encoder: FunctionEncoder,
+    version: Version,
+    fre_type: FreType,
+) -> GeneratedFunction | str:
+    """gas' end-of-function checks, then the encoded function (start 0: the caller sets it)."""
+    params = encoder.params
+    finished = finish(result, size, params)
+    if isinstance(finished, str):
+        return finished
+    v3 = version is Version.V3
+    if not v3:
+        if finished.flex:
+            return f"{_V3_ONLY}{int(version)} has no FLEX FDEs, which this CFI needs"
+        if cie.signal_frame:
+            return f"{_V3_ONLY}{int(version)} cannot mark signal frames"
+        if finished.ra_undefined:
+            return f"{_V3_ONLY}{int(version)} cannot say that the RA is undefined (outermost frame)"
+    return encoder.function(
+        0,
+        size,
+        finished,
+        signal=cie.signal_frame and v3,
+        b_key=cie.b_key and params.aarch64,
+        fre_type=fre_type,
+    )
+
+
+def _cie_initial(data: bytes, cie: Cie, params: AbiParams, big_endian: bool) -> list[Op] | str:
+    if cie.return_column != params.ra:
+        return f"{NO_FDE}non-default RA register {cie.return_column}"
+    try:
+        return decode_instructions(
+            data, cie.instructions_start, cie.instructions_end, cie, big_endian
+        )
+    except CfiError as error:
+        return f"{NO_FDE}unreadable CIE instructions: {error}"
+
+
+def _result(
+    functions: list[GeneratedFunction],
+    skipped: list[SkippedFunction],
+    considered: int,
+    abi: Abi,
+    version: Version,
+    section_address: int,
+    text_ranges: Sequence[tuple[int, int]],
+) -> GenerateResult:
+    data = encode_functions(functions, abi, version, section_address)
+    section = SFrameSection.from_bytes(data, section_address)
+    total = sum(max(0, hi - lo) for lo, hi in text_ranges)
+    covered = _covered_bytes(
+        [(f.start, f.start + f.size) for f in functions if f.num_fres] if text_ranges else [],
+        text_ranges,
+    )
+    skipped.sort(key=lambda s: s.start)
+    return GenerateResult(
+        section, data, skipped, considered, total, covered, functions, abi, version, section_address
+    )
+
+
+def _covered_bytes(spans: list[tuple[int, int]], text_ranges: Sequence[tuple[int, int]]) -> int:
+    """Bytes of ``text_ranges`` inside the union of ``spans``."""
+    if not text_ranges or not spans:
+        return 0
+    bounds = np.array(spans, dtype=np.uint64)
+    order = np.argsort(bounds[:, 0], kind="stable")
+    lo = bounds[order, 0]
+    hi = np.maximum.accumulate(bounds[order, 1])
+    # A new merged interval starts where a span begins after every earlier span ended.
+    starts = np.ones(len(lo), dtype=bool)
+    starts[1:] = lo[1:] > hi[:-1]
+    first = np.flatnonzero(starts)
+    last = np.append(first[1:], len(lo)) - 1
+    merged_lo = lo[first].astype(np.int64)
+    merged_hi = hi[last].astype(np.int64)
+    total = 0
+    for t_lo, t_hi in text_ranges:
+        overlap = np.minimum(merged_hi, t_hi) - np.maximum(merged_lo, t_lo)
+        total += int(overlap[overlap > 0].sum())
+    return total
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a section is generated: it makes only acyclic
+    objects (tuples, bytes), and the collector's passes over them cost more than the rest of
+    the Python-level work on a large library."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+# ---------------------------------------------------------------------------------------------
+# ELF files
+
+_PLT_NAMES = (".plt", ".plt.sec", ".plt.got")
+#: The s390x PLT entry size GNU ld writes (and describes in SFrame).
+_S390X_PLT_ENTRY = 32
+
+
+def generate_from_elf(
+    path_or_image: object,
+    version: Version | int = Version.V3,
+    *,
+    section_address: int | None = None,
+    ld_compatible: bool = False,
+    use_debug_frame: bool = True,
+    bulk: bool = True,
+) -> GenerateResult:
+    """Generate an SFrame section for an ELF file (a path or an open :class:`ElfImage`).
+
+    Uses ``.eh_frame`` (relocated in relocatable objects, where every section sits at address
+    0) and, for functions it does not describe, ``.debug_frame``; adds PLT FDEs.
+    ``section_address`` defaults to where :mod:`pysframe.elf.inject` would place the section.
+    ``bulk=False`` scans and translates every FDE one by one (same result, slower).
+    """
+    from ..elf.image import ElfImage
+
+    if isinstance(path_or_image, ElfImage):
+        image = path_or_image
+    elif isinstance(path_or_image, str):
+        with ElfImage.open(path_or_image) as opened:
+            return _generate_image(
+                opened, Version(version), section_address, ld_compatible, use_debug_frame, bulk
+            )
+    else:
+        raise TypeError("generate_from_elf needs a path or an ElfImage")
+    return _generate_image(
+        image, Version(version), section_address, ld_compatible, use_debug_frame, bulk
+    )
+
+
+def _generate_image(
+    image: ElfImage,
+    version: Version,
+    section_address: int | None,
+    ld_compatible: bool,
+    use_debug_frame: bool,
+    bulk: bool,
+) -> GenerateResult:
+    from ..elf.layout import SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS
+
+    abi = image.abi
+    if abi is None:
+        raise ElfError(f"{image.path}: SFrame defines no ABI for this machine")
+    encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
+    if section_address is None:
+        if image.is_relocatable:
+            section_address = 0
+        else:
+            from ..elf.inject import new_section_address
+
+            section_address = new_section_address(image)
+    text_ranges = [
+        (s.address, s.address + s.size)
+        for s in image.sections()
+        if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size
+    ]
+    plts: dict[str, tuple[int, bytes, int]] = {}
+    if abi is Abi.AMD64_ENDIAN_LITTLE and not image.is_relocatable:
+        for name in _PLT_NAMES:
+            sec = image.section(name)
+            if sec is not None and sec.size and sec.type != SHT_NOBITS:
+                plts[name] = (sec.address, sec.data(), sec.entsize)
+    s390x_plt = None
+    if abi is Abi.S390X_ENDIAN_BIG and not image.is_relocatable:
+        sec = image.section(".plt")
+        if sec is not None and sec.size and sec.entsize == _S390X_PLT_ENTRY:
+            s390x_plt = (sec.address, sec.size, sec.entsize)
+    exclude = [(a, a + len(d)) for a, d, _ in plts.values()]
+    if s390x_plt is not None:
+        exclude.append((s390x_plt[0], s390x_plt[0] + s390x_plt[1]))
+    with _gc_paused():
+        functions, skipped, considered = _translate_cfi(
+            image, encoder, version, exclude, use_debug_frame, bulk
+        )
+        if plts:
+            plt = plts.get(".plt")
+            plt_sec = plts.get(".plt.sec")
+            made, lost = plt_functions(
+                (plt[0], plt[1]) if plt else None,
+                (plt_sec[0], plt_sec[1]) if plt_sec else None,
+                plts.get(".plt.got"),
+                encoder,
+                ld_compatible=ld_compatible,
+            )
+            if version is Version.V1:
+                made = [f for f in made if f.rep_size in (0, 16)]
+            functions += made
+            skipped += lost
+            considered += len(made) + len(lost)
+        if s390x_plt is not None:
+            made = s390x_plt_functions(*s390x_plt, encoder)
+            functions += made
+            considered += len(made)
+        return _result(functions, skipped, considered, abi, version, section_address, text_ranges)
+
+
+def _translate_cfi(
+    image: ElfImage,
+    encoder: FunctionEncoder,
+    version: Version,
+    exclude: Sequence[tuple[int, int]],
+    use_debug_frame: bool,
+    bulk: bool,
+) -> tuple[list[GeneratedFunction], list[SkippedFunction], int]:
+    """The functions of ``.eh_frame``, then those of ``.debug_frame`` it does not describe."""
+    from ..elf.layout import SHT_NOBITS
+
+    functions: list[GeneratedFunction] = []
+    skipped: list[SkippedFunction] = []
+    considered = 0
+    ptr = _pointer_context(image)
+    sources = [(".eh_frame", CfiFormat.EH_FRAME)]
+    if use_debug_frame:
+        sources.append((".debug_frame", CfiFormat.DEBUG_FRAME))
+    covered_starts: set[int] = set()
+    for name, cfi_format in sources:
+        sec = image.section(name)
+        if sec is None or not sec.size or sec.type == SHT_NOBITS:
+            continue
+        data = image.section_contents(sec)
+        cies, spans = scan_fdes(
+            data,
+            sec.address,
+            big_endian=encoder.big_endian,
+            address_size=image.elfclass // 8,
+            cfi_format=cfi_format,
+            pointers=PointerContext(sec.address, ptr.text_base, ptr.data_base, ptr.read_memory),
+            bulk=bulk,
+        )
+        if covered_starts:
+            spans = [f for f in spans if f[1] not in covered_starts]
+        made, lost, count = _translate_fdes(data, cies, spans, encoder, version, exclude, bulk=bulk)
+        functions += made
+        skipped += lost
+        considered += count
+        covered_starts.update(f[1] for f in spans)
+    return functions, skipped, considered
+
+
+def _pointer_context(image: ElfImage) -> PointerContext:
+    """Bases for .eh_frame pointer encodings: .text (textrel), .got (datarel, i386 style), and a
+    memory reader over the file's loadable segments (indirect pointers)."""
+    text = image.section(".text")
+    got = image.section(".got")
+    segments = [s for s in image.load_segments() if s.filesz]
+
+    def read_memory(address: int, size: int) -> bytes:
+        for seg in segments:
+            if seg.vaddr <= address and address + size <= seg.vaddr + seg.filesz:
+                return image.read(seg.offset + address - seg.vaddr, size)
+        return b""
+
+    return PointerContext(
+        0,
+        text.address if text is not None else None,
+        got.address if got is not None else None,
+        read_memory if segments else None,
+    )
+
+
+__all__ = ["GenerateResult", "encode_functions", "generate_from_eh_frame", "generate_from_elf"]

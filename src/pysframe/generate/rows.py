@@ -1,0 +1,300 @@
+"""The rows the generator makes and their FRE bytes: one row type, one row encoder.
+
+A row is a :class:`RowState`, the rules of GNU as' ``struct sframe_row_entry``
+(gas/gen-sframe.c) without its addresses: the CFA (register, offset, dereferenced or not),
+where the FP and the RA are (``LOC_NONE``: not saved; ``LOC_REG``: in a register, or at
+register + offset when dereferenced; ``LOC_STACK``: at CFA + offset), the mangled-RA bit
+(AArch64 ``negate_ra_state``) and an undefined RA (``DW_CFA_undefined``: outermost frame).
+The per-function translator makes one ``RowState[int]`` per row; the bulk path holds a
+``RowState`` of numpy columns, one value per row.
+
+:func:`encode_row` is the only encoder of a row's FRE info byte and data words (gas
+``output_sframe_row_entry`` and ``sframe_get_fre_dataword_size``, SFrame V2 spec 2.4,
+VERSIONS.md V3 for FLEX rows), with the word sizes and info bits of :mod:`pysframe.format`.
+The per-function path and the bulk path both encode each distinct row with it.
+:class:`FunctionEncoder` writes a function's FREs: the start address field of the FDE's FRE
+type (libsframe ``sframe_calc_fre_type``: the smallest that holds the function size), then the
+encoded row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, NamedTuple, TypeVar
+
+from ..format.constants import (
+    DEFAULT_FIXED_OFFSETS,
+    S390X_CFA_OFFSET_ADJUSTMENT,
+    S390X_CFA_OFFSET_ALIGNMENT,
+    Abi,
+    DwarfReg,
+    FdeType,
+    FreType,
+    PcType,
+)
+from ..format.layout import fde_info, fre_address_struct, fre_info, fre_words_struct
+from ..format.rules import flex_control_positions, stored_words, word_size_for
+
+# Where a row says the FP or RA is (gas' sframe_row_entry fp_loc / ra_loc).
+LOC_NONE = 0
+LOC_REG = 1
+LOC_STACK = 2
+
+#: No register (gas' SFRAME_FRE_REG_INVALID).
+REG_INVALID = -1
+
+#: The most FREs one function may have (the V3 num_fres field; gas' UINT16_MAX check).
+MAX_FRES = 0xFFFF
+
+Field = TypeVar("Field")
+
+
+class RowState(NamedTuple, Generic[Field]):
+    """The rules of one row (``RowState[int]``), or of many rows, one column per field."""
+
+    cfa_reg: Field
+    cfa_offset: Field
+    cfa_deref: Field
+    fp_loc: Field
+    fp_reg: Field
+    fp_offset: Field
+    fp_deref: Field
+    ra_loc: Field
+    ra_reg: Field
+    ra_offset: Field
+    ra_deref: Field
+    mangled_ra: Field
+    ra_undefined: Field
+
+
+#: gas' state before a CIE's first instruction: no CFA rule, FP and RA not saved.
+EMPTY_STATE: RowState[int] = RowState(
+    cfa_reg=REG_INVALID,
+    cfa_offset=0,
+    cfa_deref=False,
+    fp_loc=LOC_NONE,
+    fp_reg=REG_INVALID,
+    fp_offset=0,
+    fp_deref=False,
+    ra_loc=LOC_NONE,
+    ra_reg=REG_INVALID,
+    ra_offset=0,
+    ra_deref=False,
+    mangled_ra=False,
+    ra_undefined=False,
+)
+
+
+def sp_based_row(sp: int, cfa_offset: int) -> RowState[int]:
+    """CFA = SP + ``cfa_offset``, FP and RA where the ABI keeps them by default."""
+    return EMPTY_STATE._replace(cfa_reg=sp, cfa_offset=cfa_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class AbiParams:
+    """What the translation needs to know about an ABI (gas' tc-*.h ``sframe_*`` hooks)."""
+
+    abi: Abi
+    sp: int
+    fp: int
+    ra: int
+    #: sframe_ra_tracking_p: the RA has a word of its own in DEFAULT FREs.
+    ra_tracking: bool
+    #: sframe_cfa_ra_offset: where an untracked RA is saved (AMD64 -8).
+    cfa_ra_offset: int
+    #: sframe_support_flex_fde_p.
+    flex: bool
+    s390x: bool
+    aarch64: bool
+
+
+def _abi_params(abi: Abi, *, ra_tracking: bool, flex: bool) -> AbiParams:
+    return AbiParams(
+        abi,
+        DwarfReg.SP[abi],
+        DwarfReg.FP[abi],
+        DwarfReg.RA[abi],
+        ra_tracking,
+        DEFAULT_FIXED_OFFSETS[abi][1],
+        flex,
+        abi is Abi.S390X_ENDIAN_BIG,
+        abi.is_aarch64,
+    )
+
+
+ABI_PARAMS: dict[Abi, AbiParams] = {
+    Abi.AMD64_ENDIAN_LITTLE: _abi_params(Abi.AMD64_ENDIAN_LITTLE, ra_tracking=False, flex=True),
+    Abi.AARCH64_ENDIAN_LITTLE: _abi_params(Abi.AARCH64_ENDIAN_LITTLE, ra_tracking=True, flex=False),
+    Abi.AARCH64_ENDIAN_BIG: _abi_params(Abi.AARCH64_ENDIAN_BIG, ra_tracking=True, flex=False),
+    Abi.S390X_ENDIAN_BIG: _abi_params(Abi.S390X_ENDIAN_BIG, ra_tracking=True, flex=True),
+}
+
+
+class Translation(NamedTuple):
+    """The rows of one function: (start offset, rules) pairs in address order."""
+
+    rows: list[tuple[int, RowState[int]]]
+    #: The rows need a FLEX FDE (SFrame V3).
+    flex: bool
+    #: A row says the RA is undefined (outermost frame), which only SFrame V3 can say.
+    ra_undefined: bool
+
+
+class SkippedFunction(NamedTuple):
+    """A function that has no FDE in the generated section, and why."""
+
+    start: int
+    size: int
+    reason: str
+
+
+class GeneratedFunction(NamedTuple):
+    """One FDE ready to be written: its fields and its FREs (start fields, info, words)."""
+
+    start: int
+    size: int
+    info: int
+    info2: int
+    rep_size: int
+    num_fres: int
+    #: The FREs as written, for the function's FRE type.
+    fres: bytes
+    #: True when the rows need SFrame V3 (FLEX FDE, signal frame, undefined RA).
+    v3_only: bool = False
+
+
+_ADDR1, _ADDR2, _ADDR4 = FreType
+_ADDR1_LIMIT, _ADDR2_LIMIT = _ADDR1.limit, _ADDR2.limit
+
+
+def fre_type_for_size(size: int) -> FreType:
+    """The FRE type of a function of ``size`` bytes (libsframe sframe_calc_fre_type): ADDR1
+    below 0x100 bytes, ADDR2 below 0x10000, else ADDR4."""
+    if size < _ADDR1_LIMIT:
+        return _ADDR1
+    return _ADDR2 if size < _ADDR2_LIMIT else _ADDR4
+
+
+def encode_row(state: RowState[int], flex: bool, params: AbiParams, big_endian: bool) -> bytes:
+    """The FRE info byte and data words of a row (without its start address).
+
+    DEFAULT rows: ``CFA [RA] [FP]`` (the RA word only where the ABI tracks the RA; s390x pads
+    a missing RA with 0 when the FP follows).  FLEX rows: (control, offset) pairs for the CFA,
+    the RA (or one 0 padding word before an FP pair) and the FP.  An undefined RA: no words.
+    """
+    if state.ra_undefined:
+        return bytes([fre_info(0, 0, 0, False)])
+    cfa_offset = state.cfa_offset
+    if params.s390x:
+        cfa_offset = (cfa_offset - S390X_CFA_OFFSET_ADJUSTMENT) // S390X_CFA_OFFSET_ALIGNMENT
+    fp_loc, ra_loc = state.fp_loc, state.ra_loc
+    words: list[int]
+    if flex:
+        base = 0
+        words = [_control(state.cfa_reg, state.cfa_deref, True), cfa_offset]
+        if ra_loc != LOC_NONE:
+            words += [
+                _control(state.ra_reg, state.ra_deref, ra_loc == LOC_REG),
+                state.ra_offset,
+            ]
+        elif fp_loc != LOC_NONE:
+            words.append(0)  # RA padding
+        if fp_loc != LOC_NONE:
+            words += [
+                _control(state.fp_reg, state.fp_deref, fp_loc == LOC_REG),
+                state.fp_offset,
+            ]
+        controls = flex_control_positions(len(words))
+    else:
+        base = 0 if state.cfa_reg == params.fp else 1
+        words = [cfa_offset]
+        if params.ra_tracking:
+            if ra_loc == LOC_STACK:
+                words.append(state.ra_offset)
+            elif params.s390x and fp_loc == LOC_STACK:
+                words.append(0)  # RA padding
+        if fp_loc == LOC_STACK:
+            words.append(state.fp_offset)
+        controls = ()
+    size = word_size_for(tuple(words), controls)
+    info = fre_info(base, len(words), size, bool(state.mangled_ra))
+    packed = fre_words_struct(size, len(words), big_endian).pack(*stored_words(tuple(words), size))
+    return bytes([info]) + packed
+
+
+def _control(reg: int, deref: int, reg_p: bool) -> int:
+    """A FLEX control word: ``(dwarf_regnum << 3) | (deref << 1) | reg_p`` (VERSIONS.md V3)."""
+    return ((reg if reg_p else 0) << 3) | (int(deref) << 1) | int(reg_p)
+
+
+class FunctionEncoder:
+    """Writes functions for one ABI and byte order, encoding each distinct row once."""
+
+    def __init__(self, params: AbiParams, big_endian: bool) -> None:
+        self.params = params
+        self.big_endian = big_endian
+        #: Encoded rows by state: DEFAULT rows, then FLEX rows.
+        self._encoded: tuple[dict[RowState[int], bytes], dict[RowState[int], bytes]] = ({}, {})
+        self._address = [fre_address_struct(t, big_endian).pack for t in FreType]
+
+    def row(self, state: RowState[int], flex: bool) -> bytes:
+        """The row's info byte and data words (:func:`encode_row`, cached)."""
+        encoded = self._encoded[flex]
+        got = encoded.get(state)
+        if got is None:
+            got = encoded[state] = encode_row(state, flex, self.params, self.big_endian)
+        return got
+
+    def function(
+        self,
+        start: int,
+        size: int,
+        translation: Translation | None,
+        *,
+        signal: bool = False,
+        b_key: bool = False,
+        pc_mask: bool = False,
+        rep_size: int = 0,
+        fre_type: FreType | None = None,
+    ) -> GeneratedFunction:
+        """The FDE fields and FREs of a function; ``translation`` None: no rows."""
+        if fre_type is None:
+            fre_type = fre_type_for_size(size)
+        pc_type = PcType.MASK if pc_mask else PcType.INC
+        info = fde_info(fre_type, pc_type, int(b_key), signal)
+        if translation is None:
+            return GeneratedFunction(start, size, info, 0, rep_size, 0, b"", signal)
+        flex = translation.flex
+        encoded = self._encoded[flex]
+        row = self.row
+        pack = self._address[fre_type]
+        rows = translation.rows
+        # Encoded rows are never empty: ``or`` falls back to encoding only for new states.
+        fres = b"".join(
+            [pack(begin) + (encoded.get(state) or row(state, flex)) for begin, state in rows]
+        )
+        fde_type = FdeType.FLEX if flex else FdeType.DEFAULT
+        v3_only = flex or signal or translation.ra_undefined
+        return GeneratedFunction(
+            start, size, info, int(fde_type), rep_size, len(rows), fres, v3_only
+        )
+
+
+__all__ = [
+    "ABI_PARAMS",
+    "EMPTY_STATE",
+    "LOC_NONE",
+    "LOC_REG",
+    "LOC_STACK",
+    "MAX_FRES",
+    "REG_INVALID",
+    "AbiParams",
+    "FunctionEncoder",
+    "GeneratedFunction",
+    "RowState",
+    "SkippedFunction",
+    "Translation",
+    "encode_row",
+    "fre_type_for_size",
+    "sp_based_row",
+]
