@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.elf.image import ElfImage
+from pysframe.elf.sframe import load_sframe
 from pysframe.errors import EncodeError
 from pysframe.format.constants import Abi, Flags, Version
 from pysframe.format.encode import FdeColumns, SectionSpec, assemble_section
@@ -24,7 +25,7 @@ IDS = [f"{p.parent.parent.name}/{p.parent.name}/{p.name}" for p in CORPUS]
 
 def _section(path: Path) -> tuple[SFrameSection, bytes]:
     with ElfImage.open(str(path)) as image:
-        section = image.sframe_section()
+        section = load_sframe(image)
     return section, bytes(section.data)
 
 
