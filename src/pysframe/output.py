@@ -1,0 +1,92 @@
+"""Writing output files safely: every file pysframe writes goes through :func:`write_file`.
+
+The bytes go to a temporary file in the target's directory, which is renamed over the target
+only once it is complete and flushed, so a failed or interrupted write leaves the target as it
+was.  The input of a command is never written to: an output that names the input (the same
+path, a hard link or a symbolic link to it) is refused unless the caller asks for an in-place
+rewrite.  ``-`` names standard output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterable
+
+from .errors import SFrameError
+
+#: The output path that means standard output.
+STDOUT = "-"
+
+
+class OutputError(SFrameError):
+    """An output file that cannot or must not be written."""
+
+
+def same_file(first: str, second: str) -> bool:
+    """Whether two paths name the same file (following symbolic links); False when either
+    does not exist."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def write_file(
+    path: str,
+    chunks: bytes | Iterable[bytes],
+    *,
+    input_path: str | None = None,
+    in_place: bool = False,
+    mode_from: str | None = None,
+) -> None:
+    """Write ``chunks`` to ``path`` atomically (``-``: standard output).
+
+    ``input_path`` is the file the output was made from: writing onto it is refused unless
+    ``in_place``.  A new regular file gets the permission bits of ``mode_from`` (for example
+    the input program, so that a copy stays executable); an existing regular file keeps its
+    own.  Anything but a regular file (a device, a directory, a FIFO) is refused as a target.
+    """
+    data = [chunks] if isinstance(chunks, bytes | bytearray | memoryview) else chunks
+    if path == STDOUT:
+        out = sys.stdout.buffer
+        for chunk in data:
+            out.write(chunk)
+        out.flush()
+        return
+    if input_path is not None and not in_place and same_file(path, input_path):
+        raise OutputError(f"{path}: is the input file; refusing to write over it")
+    target = os.path.realpath(path)
+    try:
+        existing = os.stat(target)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        raise OutputError(f"{path}: not a regular file; refusing to replace it")
+    if existing is not None:
+        mode = stat.S_IMODE(existing.st_mode)
+    elif mode_from is not None:
+        mode = stat.S_IMODE(os.stat(mode_from).st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    directory = os.path.dirname(target) or "."
+    descriptor, temporary = tempfile.mkstemp(
+        prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
+    )
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            for chunk in data:
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -1,0 +1,82 @@
+"""pysframe.output: atomic writes that never touch the input."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pysframe.output import OutputError, write_file
+
+
+def test_writes_a_new_file_with_the_mode_of_the_input(tmp_path: Path) -> None:
+    source = tmp_path / "program"
+    source.write_bytes(b"input")
+    source.chmod(0o751)
+    target = tmp_path / "copy"
+    write_file(str(target), [b"new ", b"bytes"], input_path=str(source), mode_from=str(source))
+    assert target.read_bytes() == b"new bytes"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o751
+    assert source.read_bytes() == b"input"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "program"]  # no temporary left
+
+
+def test_an_existing_file_keeps_its_own_mode(tmp_path: Path) -> None:
+    source = tmp_path / "program"
+    source.write_bytes(b"input")
+    source.chmod(0o755)
+    target = tmp_path / "out"
+    target.write_bytes(b"old")
+    target.chmod(0o600)
+    write_file(str(target), b"new", mode_from=str(source))
+    assert target.read_bytes() == b"new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
+def test_refuses_to_write_over_the_input(tmp_path: Path, link: str) -> None:
+    source = tmp_path / "program"
+    source.write_bytes(b"input")
+    target = source
+    if link == "symlink":
+        target = tmp_path / "alias"
+        target.symlink_to(source)
+    elif link == "hardlink":
+        target = tmp_path / "other-name"
+        os.link(source, target)
+    with pytest.raises(OutputError, match="is the input file"):
+        write_file(str(target), b"new", input_path=str(source))
+    assert source.read_bytes() == b"input"
+
+
+def test_in_place_rewrite_when_asked(tmp_path: Path) -> None:
+    source = tmp_path / "program"
+    source.write_bytes(b"input")
+    write_file(str(source), b"rewritten", input_path=str(source), in_place=True)
+    assert source.read_bytes() == b"rewritten"
+
+
+def test_refuses_a_device_as_target(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="not a regular file"):
+        write_file(os.devnull, b"data")
+
+
+def test_a_failed_write_leaves_the_target_as_it_was(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    target.write_bytes(b"old")
+
+    def chunks() -> object:
+        yield b"partial"
+        raise RuntimeError("producer failed")
+
+    with pytest.raises(RuntimeError):
+        write_file(str(target), chunks())  # type: ignore[arg-type]
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_dash_is_standard_output(capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+    write_file("-", [b"to ", b"stdout"])
+    assert capfdbinary.readouterr().out == b"to stdout"
