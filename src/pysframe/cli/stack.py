@@ -24,6 +24,10 @@ def register(subparsers: Any) -> None:
     target.add_argument("pid", nargs="?", type=int, help="process to attach to (ptrace)")
     target.add_argument("--core", metavar="CORE", help="core file to read instead of a process")
     parser.add_argument("--exe", metavar="EXE", help="the core's executable, if it moved")
+    parser.add_argument(
+        "--sysroot", metavar="DIR",
+        help="look for the core's shared objects under DIR first (gdb's 'set sysroot')",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--max-frames", type=int, default=DEFAULT_MAX_FRAMES, metavar="N",
@@ -43,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
         raise UnwindError(f"--max-frames must be at least 1, not {args.max_frames}")
     generate = not args.no_generate
     if args.core:
-        report = stack_of_core(args.core, args.exe, max_frames=args.max_frames, generate=generate)
+        report = stack_of_core(
+            args.core, args.exe, sysroot=args.sysroot, max_frames=args.max_frames,
+            generate=generate,
+        )
     else:
         report = stack_of_process(args.pid, max_frames=args.max_frames, generate=generate)
     if args.json:

@@ -69,15 +69,17 @@ def stack_of_core(
     path: str,
     exe: str | None = None,
     *,
+    sysroot: str | None = None,
     max_frames: int = DEFAULT_MAX_FRAMES,
     generate: bool = True,
 ) -> StackReport:
-    """Unwind every thread recorded in a core file."""
-    with CoreFile(path, exe) as core:
+    """Unwind every thread recorded in a core file; ``sysroot`` holds the files of the machine
+    that dumped it (gdb's ``set sysroot``)."""
+    with CoreFile(path, exe, sysroot) as core:
         modules = load_modules(
             core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address
         )
-        unwinder = Unwinder(core.abi, modules, max_frames=max_frames)
+        unwinder = Unwinder(core.abi, modules, max_frames=max_frames, va_bits=core.va_bits)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, core.read_memory))
             for state in core.threads
