@@ -225,10 +225,15 @@ def _misfit(space: AddressSpace, layout: ElfLayout, bias: int) -> str | None:
         checks.append((layout.phdr_bytes, layout.phdr_address + bias, "program headers"))
     if layout.build_id is not None and layout.build_id_address is not None:
         checks.append((layout.build_id, layout.build_id_address + bias, "build ID"))
+    seen = False
     for expected, address, what in checks:
         held = _held(space, address, len(expected))
         if held is not None and held != expected:
             return f"its {what} differ from the bytes at {address:#x}"
+        seen = seen or held is not None
+    if space.regions is None and not seen:
+        # No permissions to go by: the bytes must be seen to match.
+        return f"none of its headers can be read where a load bias of {bias:#x} puts them"
     return None
 
 
