@@ -229,7 +229,7 @@ def _misfit(space: AddressSpace, layout: ElfLayout, bias: int) -> str | None:
     for expected, address, what in checks:
         held = _held(space, address, len(expected))
         if held is not None and held != expected:
-            return f"its {what} differ from the bytes at {address:#x}"
+            return f"the bytes at {address:#x} are not its {what}"
         seen = seen or held is not None
     if space.regions is None and not seen:
         # No permissions to go by: the bytes must be seen to match.
