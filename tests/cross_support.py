@@ -156,7 +156,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
     """Whether a socket listens on ``port`` (read from /proc/net/tcp*, without connecting: qemu's
     gdbstub takes one connection only)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -187,7 +187,7 @@ def gdbstub(
         )
         try:
             deadline = time.monotonic() + 20
-            while not _listening(port) and process.poll() is None:
+            while not listening(port) and process.poll() is None:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{variant.target.qemu} does not listen on port {port}")
                 time.sleep(0.01)
