@@ -140,6 +140,9 @@ def _core_limit(limit: int) -> None:
 def run_to_core(variant: Variant, program: Path, workdir: Path) -> Path:
     """Run the program under qemu-user to its abort(); the guest core file qemu writes."""
     workdir.mkdir(exist_ok=True)
+    # qemu then kills itself with the guest's signal: where core_pattern is the default "core",
+    # a directory of that name keeps the kernel from writing a core of qemu itself.
+    (workdir / "core").mkdir(exist_ok=True)
     subprocess.run(
         variant.qemu_command(program), cwd=workdir, capture_output=True, check=False,
         timeout=120, preexec_fn=lambda: _core_limit(resource.RLIM_INFINITY),
