@@ -4,6 +4,7 @@ threads, resuming and detaching; and what it does with a stub that misbehaves.""
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -50,10 +51,19 @@ class Stub:
         try:
             while True:
                 while b"#" not in buffer or len(buffer) < buffer.index(b"#") + 3:
+                    if b"\x03" in buffer.split(b"$")[0]:
+                        break
                     chunk = connection.recv(65536)
                     if not chunk:
                         return
                     buffer += chunk
+                if b"\x03" in buffer.split(b"$")[0]:
+                    # The interrupt request, outside any packet.
+                    buffer = buffer[buffer.index(b"\x03") + 1 :]
+                    replies = self.handler(b"\x03")
+                    for reply in replies if isinstance(replies, list) else [replies or b""]:
+                        buffer = self._send(connection, self.encode(reply), buffer)
+                    continue
                 start = buffer.index(b"$")
                 self.naks_seen += buffer[:start].count(b"-")
                 end = buffer.index(b"#", start)
@@ -148,6 +158,7 @@ class Aarch64Target:
         self.files = {"target.xml": TARGET_XML, "core.xml": CORE_XML, "pauth.xml": PAUTH_XML}
         self.selected = b""
         self.exited = False
+        self.running_forever = False
 
     def __call__(self, data: bytes) -> bytes | list[bytes] | None:
         if data.startswith(b"qSupported"):
@@ -193,11 +204,15 @@ class Aarch64Target:
             got = bytes(self.memory[a] for a in range(start, start + count) if a in self.memory)
             return got.hex().encode()
         if data == b"vCont;c":
+            if self.running_forever:
+                return None
             if self.exited:
                 return [b"O" + b"bye\n".hex().encode(), b"W03;process:2a"]
             return [b"O" + b"hi\n".hex().encode(), b"T06thread:p2a.2a;"]
         if data.startswith(b"D"):
             return b"OK"
+        if data == b"\x03":
+            return b"T02thread:p2a.2a;"
         return b""
 
     @staticmethod
@@ -304,6 +319,24 @@ def test_resume_into_exit_is_an_error() -> None:
         with pytest.raises(RemoteError, match="exited with status 3"):
             target.resume()
     assert not any(packet.startswith(b"D") for packet in stub.received)
+
+
+def test_interrupted_resume_stops_the_program_and_detaches() -> None:
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with stub_target() as (target, stub, handler):
+        handler.running_forever = True
+        previous = signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                target.resume()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert target.stop_reply == b"T02thread:p2a.2a;"
+    assert stub.received[-1] == b"D;2a"
 
 
 def test_close_detaches() -> None:

@@ -15,6 +15,7 @@ read through the remote protocol (gdb manual, "Remote Protocol"; packets in :mod
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -316,9 +317,9 @@ class RemoteTarget:
         current = RemoteThread.parse(stopped.group(1)) if stopped else None
         if not found:
             return [current] if current is not None else [RemoteThread(b"", None, 0)]
-        if current is not None and current in found:
-            found.remove(current)
-            found.insert(0, current)
+        if current is not None:
+            # The stopped thread first (its id may be spelled otherwise in the list).
+            found.sort(key=lambda t: (t.pid, t.tid) != (current.pid, current.tid))
         return found
 
     def registers(self, thread: RemoteThread, abi: Abi) -> Registers:
@@ -429,8 +430,20 @@ class RemoteTarget:
         self._cache.clear()
         command = b"vCont;c" if self.supports("vContSupported") else b"c"
         self.connection.send(command)
+        try:
+            return self._wait_stop()
+        except KeyboardInterrupt:
+            # Stop the program again (the interrupt byte), so that it can be detached.
+            self.connection.send_raw(b"\x03")
+            try:
+                self._wait_stop(wait=False)
+            except RemoteError:
+                self.detached = True  # no answer: nothing left to detach politely
+            raise
+
+    def _wait_stop(self, wait: bool = True) -> bytes:
         while True:
-            reply = self.connection.receive(wait=True)
+            reply = self.connection.receive(wait=wait)
             kind = reply[:1]
             if kind == b"O" and reply != b"OK":
                 continue  # the program's console output
@@ -441,7 +454,9 @@ class RemoteTarget:
                 what = "exited with status" if kind == b"W" else "was killed by signal"
                 code = reply[1:].split(b";")[0].decode("ascii", "replace")
                 self.detached = True
-                raise RemoteError(f"{self.name}: the program {what} {int(code or '0', 16)}")
+                with contextlib.suppress(ValueError):
+                    code = str(int(code, 16))
+                raise RemoteError(f"{self.name}: the program {what} {code}")
             raise RemoteError(f"{self.name}: cannot resume the program ({reply[:20]!r})")
 
     def detach(self) -> None:
