@@ -347,3 +347,22 @@ def test_core_s390x_floating_point_registers(tmp_path: Path) -> None:
         extra = dict(registers.extra)
         # f0 is DWARF 16, f1 is 20, f8 is 24, f15 is 31.
         assert (extra[16], extra[20], extra[24], extra[31]) == (0xF00, 0xF01, 0xF08, 0xF0F)
+
+
+def test_core_with_nt_file_paths_under_the_sysroot(tmp_path: Path) -> None:
+    sysroot = tmp_path / "sysroot"
+    library = program(sysroot / "lib/libfoo.so", base=0, e_type=3)
+    exe = program(tmp_path / "prog")
+    files = [(0x400000, 0x401000, 0, b"/usr/bin/prog"), (0x5500000000, 0x5500001000, 0,
+                                                         b"/lib/libfoo.so"),
+             (0x5500100000, 0x5500101000, 0, b"/lib/libnone.so")]
+    nt_file = struct.pack("<QQ", len(files), 4096)
+    nt_file += b"".join(struct.pack("<QQQ", *entry[:3]) for entry in files)
+    nt_file += b"".join(entry[3] + b"\0" for entry in files)
+    notes = (note(b"CORE", 1, prstatus(1, [0] * 34)) + note(b"CORE", 6, AUXV)
+             + note(b"CORE", 0x46494C45, nt_file))
+    core = core_file(tmp_path / "core", notes)
+    with CoreFile(str(core), str(exe), str(sysroot)) as opened:
+        assert [m.path for m in opened.mappings] == [
+            str(exe), str(library), "/lib/libnone.so"
+        ]

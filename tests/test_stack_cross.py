@@ -240,7 +240,9 @@ def test_cli_errors_are_one_line(
         f"pysframe: {tmp_path / 'none'}: "
     )
     assert "cannot connect" in fails("--remote", "127.0.0.1:1", "--exe", str(program))
-    assert "HOST:PORT" in fails("--remote", "nowhere", "--exe", str(program))
+    with pytest.raises(SystemExit) as usage:
+        cli_main(["stack", "--remote", "nowhere", "--exe", str(program)])
+    assert usage.value.code == 2 and "nowhere: not HOST:PORT" in capsys.readouterr().err
     assert "--continue needs --remote" in fails("--core", str(core), "--continue")
     with gdbstub(STATIC, program, builds.workdir(STATIC), depth=-1) as address:
         message = fails("--remote", address, "--continue", "--exe", str(program))

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import UnwindError
 from ..unwind.core import DEFAULT_MAX_FRAMES
+from ..unwind.remote import parse_address
 from ..unwind.stack import (
     report_json,
     report_lines,
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
     target.add_argument("pid", nargs="?", type=int, help="process to attach to (ptrace)")
     target.add_argument("--core", metavar="CORE", help="core file to read instead of a process")
     target.add_argument(
-        "--remote", metavar="HOST:PORT",
+        "--remote", metavar="HOST:PORT", type=_remote_address,
         help="program stopped under a GDB remote stub (gdbserver, qemu-user -g PORT)",
     )
     parser.add_argument(
@@ -58,6 +59,14 @@ def register(subparsers: Any) -> None:
         help="do not generate SFrame from .eh_frame for modules without .sframe",
     )
     parser.set_defaults(func=run)
+
+
+def _remote_address(text: str) -> str:
+    try:
+        parse_address(text)
+    except UnwindError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

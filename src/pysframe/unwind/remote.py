@@ -255,6 +255,9 @@ class RemoteTarget:
         except ValueError:
             self.packet_size = 4096
         self.stop_reply = self.connection.request(b"?")
+        if self.stop_reply[:1] in (b"W", b"X"):
+            self.detached = True
+            raise RemoteError(f"{self.name}: the program has exited")
 
     def supports(self, feature: str) -> bool:
         return self.features.get(feature) == "+"

@@ -10,7 +10,8 @@
 * Notifications (``%data#cs``) are not acknowledged; nothing here asks for them, and any that
   come are skipped.
 
-Every wait is bounded by the connection's timeout, and a reply by :data:`MAX_PACKET` bytes.
+Every wait is bounded by the connection's timeout, except the wait for a resumed program to stop
+again, and a reply by :data:`MAX_PACKET` bytes.
 """
 
 from __future__ import annotations
