@@ -171,6 +171,18 @@ def test_remote_placement_needs_to_see_the_bytes(tmp_path: Path) -> None:
         place_executable(space(regions=None), layout)
 
 
+def test_remote_placement_by_the_reported_offset(tmp_path: Path) -> None:
+    layout = ElfLayout.read(str(program(tmp_path / "pie", base=0, e_type=3)))
+    data = Path(layout.path).read_bytes()
+    memory = Memory().put(0x5500000000, data[:0x800])
+    reported = AddressSpace("stub", Abi.AARCH64_ENDIAN_LITTLE, memory, memory, {}, None,
+                            0x5500000000)
+    assert place_executable(reported, layout) == 0x5500000000
+    wrong = AddressSpace("stub", Abi.AARCH64_ENDIAN_LITTLE, memory, memory, {}, None, 0x1000)
+    with pytest.raises(ExecutableMismatchError, match="none of its headers can be read"):
+        place_executable(wrong, layout)
+
+
 # -- shared objects ------------------------------------------------------------------------------
 
 LIB_BASE = 0x5500100000

@@ -287,6 +287,7 @@ def test_description_registers_and_threads() -> None:
         assert 29 not in extra and registers.fp == 0
         assert target.pac_mask(Abi.AARCH64_ENDIAN_LITTLE) == 0x007F000000000000
         assert target.auxv(False) == {9: 0x401000, 0: 0}
+        assert target.text_offset() is None  # qOffsets not served
         assert b"Hgp2a.2a" in stub.received
         with pytest.raises(RemoteError, match="not S390X"):
             target.registers(threads[0], Abi.S390X_ENDIAN_BIG)
@@ -388,6 +389,8 @@ def test_no_target_description_uses_the_core_registers() -> None:
             return b"S05"
         if data == b"qfThreadInfo":
             return b""
+        if data == b"qOffsets":
+            return b"Text=5500000000;Data=5500000000;Bss=5500000000"
         if data == b"g":
             # s390x: pswm, pswa, r0..r15, big-endian.
             values = [0x0705, 0x1000A, *range(0x100, 0x110)]
@@ -404,6 +407,7 @@ def test_no_target_description_uses_the_core_registers() -> None:
                 0x1000A, 0x10F, 0x10B, 0x10E
             )
             assert target.exec_file() is None and target.auxv(True) == {}
+            assert target.text_offset() == 0x5500000000
     finally:
         stub.close()
 

@@ -4,8 +4,9 @@ For address spaces that do not list their mapped files: core files without an NT
 (qemu-user writes none, nor do some dumpers) and remote targets.
 
 * The executable is named by the user.  Its load bias is AT_ENTRY minus its entry point (gdb's
-  ``svr4_exec_displacement``), else AT_PHDR minus its PT_PHDR address, else, for a position-
-  independent executable, the first bias under which it fits the address space.  It must fit
+  ``svr4_exec_displacement``), else AT_PHDR minus its PT_PHDR address, else the bias the space
+  reports (a stub's ``qOffsets``), else, for a position-independent executable, the first bias
+  under which it fits the address space.  It must fit
   by address, permissions and content: each PT_LOAD lies in the space's regions (a core's
   PT_LOADs) with the same execute permission, and the bytes the space holds of its program
   headers, ELF header and build ID note are the file's.
@@ -81,6 +82,8 @@ class AddressSpace:
     ``read_held``: only bytes the space itself holds (a core's dump), for content checks.
     ``regions``: the mapped ranges and their permissions, when known (None: a remote target).
     ``auxv``: the auxiliary vector.  ``name`` names the space in messages.
+    ``reported_bias``: the executable's load bias as the space itself reports it, when it has
+    no auxiliary vector (a stub's ``qOffsets``).
     """
 
     name: str
@@ -89,6 +92,7 @@ class AddressSpace:
     read_held: ReadMemory
     auxv: dict[int, int]
     regions: tuple[Region, ...] | None = None
+    reported_bias: int | None = None
 
     @property
     def big_endian(self) -> bool:
@@ -188,6 +192,9 @@ def place_executable(space: AddressSpace, layout: ElfLayout) -> int:
     elif phdr is not None and layout.phdr_address is not None:
         candidates = [phdr - layout.phdr_address]
         why = f"its program headers are not at {phdr:#x}"
+    elif space.reported_bias is not None:
+        candidates = [space.reported_bias]
+        why = f"it is not loaded {space.reported_bias:#x} from its link-time addresses"
     elif layout.e_type == ET_EXEC or space.regions is None:
         candidates = [0]
         why = "it is not mapped at its link-time address"

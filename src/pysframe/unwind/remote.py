@@ -116,7 +116,10 @@ def _register(annex: str, attrs: dict[str, str], before: list[RemoteRegister]) -
         number = int(attrs["regnum"]) if "regnum" in attrs else (
             before[-1].number + 1 if before else 0
         )
-        return RemoteRegister(attrs["name"], number, int(attrs["bitsize"]))
+        bits = int(attrs["bitsize"])
+        if not 0 < bits <= 4096 or number < 0:
+            raise ValueError
+        return RemoteRegister(attrs["name"], number, bits)
     except (KeyError, ValueError):
         raise RemoteError(f"target description {annex}: a bad register {attrs}") from None
 
@@ -300,6 +303,12 @@ class RemoteTarget:
     def auxv(self, big_endian: bool) -> dict[int, int]:
         data = self.read_object("auxv")
         return auxv_entries(data, big_endian) if data else {}
+
+    def text_offset(self) -> int | None:
+        """The load bias of the program's code, as ``qOffsets`` reports it (None: no answer)."""
+        reply = self.connection.request(b"qOffsets")
+        match = re.match(rb"Text=([0-9a-fA-F]+)", reply)
+        return int(match.group(1), 16) if match else None
 
     def exec_file(self) -> str | None:
         """The executable's path on the target, when the stub says it."""

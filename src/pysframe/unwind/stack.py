@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..elf.layout import AT_ENTRY
 from ..errors import SFrameError, UnwindError
 from .core import DEFAULT_MAX_FRAMES, Backtrace, Frame, FrameSource, StopKind, Unwinder
 from .corefile import CoreFile
@@ -124,8 +125,9 @@ def stack_of_remote(
         if abi is None:
             raise UnwindError(f"{layout.path}: not an executable for a machine SFrame supports")
         auxv = target.auxv(abi.big_endian)
+        reported = None if AT_ENTRY in auxv else target.text_offset()
         space = AddressSpace(
-            target.name, abi, target.read_memory, target.read_memory, auxv, None
+            target.name, abi, target.read_memory, target.read_memory, auxv, None, reported
         )
         bias = place_executable(space, layout)
         mappings = layout.mappings(bias, space.page_size)
