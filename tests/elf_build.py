@@ -62,6 +62,7 @@ def build_elf(
     big_endian: bool = False,
     segments: list[Seg] | None = None,
     strip_section_headers: bool = False,
+    entry: int = 0,
 ) -> bytes:
     """An ELF64 file; section 0 (null) and .shstrtab (last) are added."""
     order = ">" if big_endian else "<"
@@ -125,7 +126,7 @@ def build_elf(
         e_type,
         machine,
         1,
-        0,
+        entry,
         phoff if segments else 0,
         0 if strip_section_headers else shoff,
         0,

@@ -129,16 +129,17 @@ def gdb_command(*args: str) -> list[str]:
     ]
 
 
-def gdb_backtraces(*args: str) -> dict[int, list[GdbFrame]]:
+def gdb_backtraces(*args: str, gdb: str = "gdb") -> dict[int, list[GdbFrame]]:
     """Every thread's physical frames, as gdb unwinds them, in a process (``-p PID``) or a core.
 
     Frames gdb makes for inlined functions are left out (see gdb_frames.py): they share the
     PC of the function they were inlined into, and an unwinder has no such frames.
+    ``gdb``: the debugger to run (gdb-multiarch for other architectures).
     """
-    if shutil.which("gdb") is None:
-        raise Unavailable("gdb is not installed")
+    if shutil.which(gdb) is None:
+        raise Unavailable(f"{gdb} is not installed")
     command = [
-        "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
+        gdb, "-nx", "-batch", "-ex", "set debuginfod enabled off",
         "-ex", "set backtrace past-main on", "-ex", "set backtrace limit 100000",
         *args, "-x", str(GDB_SCRIPT),
     ]

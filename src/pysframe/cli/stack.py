@@ -1,5 +1,6 @@
-"""``pysframe stack``: backtraces of every thread of a live process or a core file
-(:mod:`pysframe.unwind.stack`), printed as eu-stack prints them, or as JSON (``--json``)."""
+"""``pysframe stack``: backtraces of every thread of a live process, a core file or a program
+under a GDB remote stub (:mod:`pysframe.unwind.stack`), printed as eu-stack prints them, or as
+JSON (``--json``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from typing import Any
 
 from ..errors import UnwindError
 from ..unwind.core import DEFAULT_MAX_FRAMES
-from ..unwind.stack import report_json, report_lines, stack_of_core, stack_of_process
+from ..unwind.remote import parse_address
+from ..unwind.stack import (
+    report_json,
+    report_lines,
+    stack_of_core,
+    stack_of_process,
+    stack_of_remote,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -23,7 +31,24 @@ def register(subparsers: Any) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("pid", nargs="?", type=int, help="process to attach to (ptrace)")
     target.add_argument("--core", metavar="CORE", help="core file to read instead of a process")
-    parser.add_argument("--exe", metavar="EXE", help="the core's executable, if it moved")
+    target.add_argument(
+        "--remote", metavar="HOST:PORT", type=_remote_address,
+        help="program stopped under a GDB remote stub (gdbserver, qemu-user -g PORT)",
+    )
+    parser.add_argument(
+        "--exe", metavar="EXE",
+        help="the executable of the core or remote program (needed when the core has no NT_FILE "
+        "note, or the stub does not name it)",
+    )
+    parser.add_argument(
+        "--sysroot", metavar="DIR",
+        help="look for the program's files under DIR first (gdb's 'set sysroot'), for cores and "
+        "remote programs of another machine",
+    )
+    parser.add_argument(
+        "--continue", dest="resume", action="store_true",
+        help="with --remote: let the program run to its next stop (a signal, a breakpoint) first",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--max-frames", type=int, default=DEFAULT_MAX_FRAMES, metavar="N",
@@ -36,14 +61,34 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _remote_address(text: str) -> str:
+    try:
+        parse_address(text)
+    except UnwindError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.exe and not args.core:
-        raise UnwindError("--exe needs --core")
+    if args.exe and not (args.core or args.remote):
+        raise UnwindError("--exe needs --core or --remote")
+    if args.sysroot and not (args.core or args.remote):
+        raise UnwindError("--sysroot needs --core or --remote")
+    if args.resume and not args.remote:
+        raise UnwindError("--continue needs --remote")
     if args.max_frames < 1:
         raise UnwindError(f"--max-frames must be at least 1, not {args.max_frames}")
     generate = not args.no_generate
-    if args.core:
-        report = stack_of_core(args.core, args.exe, max_frames=args.max_frames, generate=generate)
+    if args.remote:
+        report = stack_of_remote(
+            args.remote, args.exe, sysroot=args.sysroot, resume=args.resume,
+            max_frames=args.max_frames, generate=generate,
+        )
+    elif args.core:
+        report = stack_of_core(
+            args.core, args.exe, sysroot=args.sysroot, max_frames=args.max_frames,
+            generate=generate,
+        )
     else:
         report = stack_of_process(args.pid, max_frames=args.max_frames, generate=generate)
     if args.json:

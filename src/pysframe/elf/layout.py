@@ -10,6 +10,12 @@ in the file's byte order (``e_ident[EI_DATA]``) and class (``e_ident[EI_CLASS]``
 * Section header: the same ten fields in both classes; the six address-sized ones widen.
 * Note header: u32 namesz, u32 descsz, u32 type; name and descriptor padded to 4 bytes.
 * Auxiliary vector entry (Elf64_auxv_t): u64 type, u64 value.
+* Dynamic entry (Elf64_Dyn): s64 d_tag, u64 d_val.
+* The dynamic linker's debugger interface (glibc ``<link.h>``, 64-bit): ``struct r_debug`` and
+  ``struct link_map``, which a debugger reads from a program's memory to find its shared objects.
+* Core file notes beside NT_PRSTATUS (Linux ``<linux/elf.h>``, ``<asm/ptrace.h>``): the AArch64
+  pointer-authentication masks (NT_ARM_PAC_MASK) and the s390x floating-point registers
+  (NT_PRFPREG).
 
 pyelftools parses files for reading; these declarations serve what it does not: writing
 headers (injection), sizing an image from its header (a vDSO read from memory) and notes.
@@ -40,6 +46,13 @@ PF_X, PF_W, PF_R = 0x1, 0x2, 0x4
 STT_FUNC, STT_GNU_IFUNC = 2, 10
 #: The GNU build ID note (name "GNU").
 NT_GNU_BUILD_ID = 3
+#: Core file notes (name "CORE"; "LINUX" for the machine-specific ones from 0x400 up).
+NT_PRFPREG = 2
+NT_ARM_PAC_MASK = 0x406
+#: Auxiliary vector types (System V gABI "Process Initialization").
+AT_PHDR, AT_PAGESZ, AT_BASE, AT_ENTRY = 3, 6, 7, 9
+#: Dynamic section tags.
+DT_NULL, DT_DEBUG = 0, 21
 
 
 def byte_order(big_endian: bool) -> str:
@@ -179,3 +192,52 @@ AUXV64_FIELDS = "QQ"
 def auxv64_struct(big_endian: bool) -> struct.Struct:
     return struct.Struct(byte_order(big_endian) + AUXV64_FIELDS)
 
+
+
+# -- dynamic section (System V gABI "Dynamic Section") ---------------------------------------
+
+#: Struct codes of an Elf64_Dyn entry: s64 d_tag, u64 d_val / d_ptr.
+DYN64_FIELDS = "qQ"
+
+
+@cache
+def dyn64_struct(big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + DYN64_FIELDS)
+
+
+# -- the dynamic linker's debugger interface (glibc <link.h>, LP64) ----------------------------
+
+#: struct r_debug: int r_version (padded), struct link_map *r_map, ElfW(Addr) r_brk,
+#: enum r_state (padded), ElfW(Addr) r_ldbase.
+R_DEBUG64_FIELDS = "i4xQQi4xQ"
+#: struct link_map, the public head of glibc's list entries: ElfW(Addr) l_addr (load bias),
+#: char *l_name, ElfW(Dyn) *l_ld, struct link_map *l_next, *l_prev.
+LINK_MAP64_FIELDS = "QQQQQ"
+
+
+@cache
+def r_debug64_struct(big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + R_DEBUG64_FIELDS)
+
+
+@cache
+def link_map64_struct(big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + LINK_MAP64_FIELDS)
+
+
+# -- core file notes (Linux <linux/elf.h>, <asm/ptrace.h>) -----------------------------------
+
+#: NT_ARM_PAC_MASK: struct user_pac_mask { u64 data_mask; u64 insn_mask; }.
+PAC_MASK_FIELDS = "QQ"
+#: NT_PRFPREG on s390x: s390_fp_regs { u32 fpc; u32 pad; u64 fprs[16]; } (f0 to f15).
+S390X_FPREGS_FIELDS = "I4x16Q"
+
+
+@cache
+def pac_mask_struct(big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + PAC_MASK_FIELDS)
+
+
+@cache
+def s390x_fpregs_struct() -> struct.Struct:
+    return struct.Struct(byte_order(True) + S390X_FPREGS_FIELDS)

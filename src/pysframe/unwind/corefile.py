@@ -10,20 +10,50 @@ itself, through the NT_FILE note.  Notes used (Linux ``elf_core_dump``):
 * NT_AUXV (6): AT_ENTRY (9) names the main executable's mapping, AT_SYSINFO_EHDR (33) the
   vDSO's;
 * NT_FILE (0x46494c45): count, page size, then (start, end, file offset in pages) per mapping,
-  then the file names.
+  then the file names;
+* NT_PRFPREG (2), s390x: the floating-point registers, where leaf functions may keep their
+  return address;
+* NT_ARM_PAC_MASK (0x406, name "LINUX"): the AArch64 pointer-authentication masks.
+
+A core without NT_FILE (qemu-user writes none) is given its executable (``exe``): it is placed
+by address, permissions and content, and the shared objects are found through the dynamic
+linker's list in the core's memory, under ``sysroot`` when given (:mod:`.loadmap`).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import struct
 
 from ..elf.image import ElfImage, ElfSegment, iter_notes
-from ..elf.layout import ELF_MAGIC, ET_CORE, PT_LOAD, PT_NOTE, byte_order, phdr_struct
-from ..errors import ElfError, UnwindError
+from ..elf.layout import (
+    ELF_MAGIC,
+    ET_CORE,
+    NT_ARM_PAC_MASK,
+    NT_PRFPREG,
+    PT_LOAD,
+    PT_NOTE,
+    byte_order,
+    pac_mask_struct,
+    phdr_struct,
+    s390x_fpregs_struct,
+)
+from ..errors import ElfError, SFrameError, UnwindError
+from ..format.constants import Abi
+from .loadmap import (
+    AddressSpace,
+    ElfLayout,
+    Region,
+    lookup_paths,
+    place_executable,
+    shared_object_mappings,
+    va_bits_for,
+    va_bits_from_pac_mask,
+)
 from .modules import AT_SYSINFO_EHDR, Mapping, auxv_entries
-from .ptrace import ThreadState, registers_from_gregs
+from .ptrace import ThreadState, registers_from_gregs, s390x_fpr_registers
 
 NT_PRSTATUS = 1
 NT_AUXV = 6
@@ -45,25 +75,34 @@ class CoreFileError(UnwindError):
 class CoreFile:
     """An opened core file; close it (or use it as a context manager) when done."""
 
-    def __init__(self, path: str, exe: str | None = None) -> None:
+    def __init__(self, path: str, exe: str | None = None, sysroot: str | None = None) -> None:
         self.path = path
+        self._file_fds: dict[str, int | None] = {}
         self._image = self._open(path)
         try:
             self.size = self._image.file_size
             self._read_headers()
+            self._starts = [segment.vaddr for segment in self.segments]
             self.threads: list[ThreadState] = []
             self.mappings: list[Mapping] = []
             self._entry: int | None = None
             #: Where the vDSO was mapped (AT_SYSINFO_EHDR), or None.
             self.vdso_address: int | None = None
+            #: The auxiliary vector (NT_AUXV).
+            self.auxv: dict[int, int] = {}
+            #: AArch64: the instruction mask of NT_ARM_PAC_MASK, or None.
+            self.pac_mask: int | None = None
             self._read_notes()
-            if exe is not None:
-                self._override_exe(exe)
+            if not self.mappings:
+                self._find_mappings(exe, sysroot)
+            else:
+                if exe is not None:
+                    self._override_exe(exe)
+                if sysroot is not None:
+                    self._apply_sysroot(sysroot, exe)
         except BaseException:
-            self._image.close()
+            self.close()
             raise
-        self._starts = [segment.vaddr for segment in self.segments]
-        self._file_fds: dict[str, int | None] = {}
 
     # -- headers ----------------------------------------------------------------------------
 
@@ -135,6 +174,8 @@ class CoreFile:
             data = self._image.segment_data(segment)
             try:
                 for name, n_type, desc in iter_notes(data, self.big_endian):
+                    if name == b"LINUX" and n_type == NT_ARM_PAC_MASK:
+                        self._read_pac_mask(desc)
                     if name != b"CORE":
                         continue
                     if n_type == NT_PRSTATUS:
@@ -143,6 +184,8 @@ class CoreFile:
                         self._add_files(desc)
                     elif n_type == NT_AUXV:
                         self._read_auxv(desc)
+                    elif n_type == NT_PRFPREG and self.abi is Abi.S390X_ENDIAN_BIG:
+                        self._add_s390x_fprs(desc)
             except ElfError as error:
                 raise CoreFileError(f"{self.path}: {error}") from None
         if not self.threads:
@@ -176,8 +219,62 @@ class CoreFile:
 
     def _read_auxv(self, desc: bytes) -> None:
         entries = auxv_entries(desc, self.big_endian)
+        self.auxv = entries
         self._entry = entries.get(AT_ENTRY, self._entry)
         self.vdso_address = entries.get(AT_SYSINFO_EHDR) or self.vdso_address
+
+    def _read_pac_mask(self, desc: bytes) -> None:
+        layout = pac_mask_struct(self.big_endian)
+        if len(desc) >= layout.size:
+            _, insn_mask = layout.unpack_from(desc)
+            self.pac_mask = insn_mask
+
+    def _add_s390x_fprs(self, desc: bytes) -> None:
+        """NT_PRFPREG follows its thread's NT_PRSTATUS (Linux ``fill_thread_core_info``)."""
+        layout = s390x_fpregs_struct()
+        if not self.threads or len(desc) < layout.size:
+            return
+        _, *fprs = layout.unpack_from(desc)
+        thread = self.threads[-1]
+        registers = thread.registers
+        extra = registers.extra + s390x_fpr_registers(fprs)
+        self.threads[-1] = ThreadState(thread.tid, dataclasses.replace(registers, extra=extra))
+
+    @property
+    def va_bits(self) -> int:
+        """The AArch64 virtual-address size: from NT_ARM_PAC_MASK, else the highest address the
+        core maps (the bits above it are a return address's signature)."""
+        from_mask = va_bits_from_pac_mask(self.pac_mask) if self.pac_mask else None
+        return from_mask or va_bits_for(s.vaddr + s.memsz for s in self.segments)
+
+    def _find_mappings(self, exe: str | None, sysroot: str | None) -> None:
+        """No NT_FILE: place ``exe`` and find the shared objects in the core's memory."""
+        if exe is None:
+            raise CoreFileError(
+                f"{self.path}: the core file does not list its mapped files (no NT_FILE note): "
+                "name its executable with --exe"
+            )
+        try:
+            layout = ElfLayout.read(exe)
+        except SFrameError as error:
+            raise CoreFileError(str(error)) from None
+        regions = tuple(Region(s.vaddr, s.vaddr + s.memsz, s.flags) for s in self.segments)
+        space = AddressSpace(
+            self.path, self.abi, self.read_memory, self.read_dumped, self.auxv, regions
+        )
+        bias = place_executable(space, layout)
+        self.mappings = layout.mappings(bias, space.page_size)
+        self.mappings += shared_object_mappings(space, layout, bias, sysroot)
+
+    def _apply_sysroot(self, sysroot: str, exe: str | None) -> None:
+        """NT_FILE paths are the dumping machine's: look for each under ``sysroot`` first."""
+        moved = []
+        for mapping in self.mappings:
+            path = mapping.path
+            if path != exe:
+                path = next((p for p in lookup_paths(path, sysroot) if os.path.exists(p)), path)
+            moved.append(dataclasses.replace(mapping, path=path))
+        self.mappings = moved
 
     def _override_exe(self, exe: str) -> None:
         """Map the main executable's NT_FILE entries to ``exe``."""
@@ -213,6 +310,16 @@ class CoreFile:
                 raise OSError(f"address {address + len(out):#x} is not in the core file")
             out += chunk
         return bytes(out)
+
+    def read_dumped(self, address: int, size: int) -> bytes:
+        """Bytes at ``address`` that the core file itself holds; OSError where it holds none."""
+        index = bisect.bisect_right(self._starts, address) - 1
+        if index >= 0:
+            segment = self.segments[index]
+            delta = address - segment.vaddr
+            if delta + size <= segment.filesz:
+                return self._image.read(segment.offset + delta, size)
+        raise OSError(f"the core file holds no {size} bytes at {address:#x}")
 
     def _read_some(self, address: int, size: int) -> bytes:
         index = bisect.bisect_right(self._starts, address) - 1

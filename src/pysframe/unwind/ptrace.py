@@ -19,7 +19,7 @@ import errno
 import os
 import platform
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -70,6 +70,9 @@ _AMD64_SIZE = 27 * 8
 _AARCH64_SIZE = 34 * 8
 #: s390x s390_regs: psw mask, psw addr, r0..r15, ...
 _S390X_MIN_SIZE = 18 * 8
+#: s390x DWARF register numbers of f0..f15 (s390x ELF ABI supplement, "DWARF Definition":
+#: 16-31 are f0 f2 f4 f6 f1 f3 f5 f7 f8 f10 f12 f14 f9 f11 f13 f15).
+S390X_FPR_DWARF = (16, 20, 17, 21, 18, 22, 19, 23, 24, 28, 25, 29, 26, 30, 27, 31)
 
 
 def host_abi() -> Abi:
@@ -103,6 +106,13 @@ def registers_from_gregs(abi: Abi, data: bytes) -> Registers:
     gprs = [word(2 + n) for n in range(16)]
     extra = tuple(enumerate(gprs))
     return Registers(word(1), gprs[15], gprs[11], lr=gprs[14], extra=extra)
+
+
+def s390x_fpr_registers(fprs: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """(DWARF number, value) of the s390x floating-point registers f0..f15, in that order: where
+    a leaf function may keep its return address or frame pointer (the SFrame s390x register
+    rules)."""
+    return tuple(zip(S390X_FPR_DWARF, fprs, strict=False))
 
 
 def _need(data: bytes, size: int, abi: Abi) -> None:
@@ -274,4 +284,5 @@ __all__ = [
     "attach",
     "host_abi",
     "registers_from_gregs",
+    "s390x_fpr_registers",
 ]

@@ -14,15 +14,33 @@ outermost frame says why on a last line.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UnwindError
+from ..elf.layout import AT_ENTRY
+from ..errors import SFrameError, UnwindError
 from .core import DEFAULT_MAX_FRAMES, Backtrace, Frame, FrameSource, StopKind, Unwinder
 from .corefile import CoreFile
-from .modules import ModuleTable, load_modules, process_mappings, process_vdso_address
-from .ptrace import attach
+from .loadmap import (
+    AddressSpace,
+    ElfLayout,
+    lookup_paths,
+    place_executable,
+    shared_object_mappings,
+    va_bits_for,
+    va_bits_from_pac_mask,
+)
+from .modules import (
+    AT_SYSINFO_EHDR,
+    ModuleTable,
+    load_modules,
+    process_mappings,
+    process_vdso_address,
+)
+from .ptrace import ThreadState, attach
+from .remote import RemoteTarget
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +52,7 @@ class ThreadTrace:
 @dataclass(frozen=True, slots=True)
 class StackReport:
     pid: int
-    kind: str  # "process" or "core"
+    kind: str  # "process", "core" or "remote"
     threads: tuple[ThreadTrace, ...]
     modules: ModuleTable
 
@@ -69,20 +87,81 @@ def stack_of_core(
     path: str,
     exe: str | None = None,
     *,
+    sysroot: str | None = None,
     max_frames: int = DEFAULT_MAX_FRAMES,
     generate: bool = True,
 ) -> StackReport:
-    """Unwind every thread recorded in a core file."""
-    with CoreFile(path, exe) as core:
+    """Unwind every thread recorded in a core file; ``sysroot`` holds the files of the machine
+    that dumped it (gdb's ``set sysroot``)."""
+    with CoreFile(path, exe, sysroot) as core:
         modules = load_modules(
             core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address
         )
-        unwinder = Unwinder(core.abi, modules, max_frames=max_frames)
+        unwinder = Unwinder(core.abi, modules, max_frames=max_frames, va_bits=core.va_bits)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, core.read_memory))
             for state in core.threads
         )
         return StackReport(core.pid, "core", threads, modules)
+
+
+def stack_of_remote(
+    address: str,
+    exe: str | None = None,
+    *,
+    sysroot: str | None = None,
+    resume: bool = False,
+    max_frames: int = DEFAULT_MAX_FRAMES,
+    generate: bool = True,
+) -> StackReport:
+    """Unwind every thread of a program stopped under a GDB remote stub at ``HOST:PORT``
+    (after letting it run to its next stop, with ``resume``), then detach.  ``exe``: the
+    program's executable (default: the path the stub gives, under ``sysroot``)."""
+    with RemoteTarget.connect(address) as target:
+        if resume:
+            target.resume()
+        layout = _remote_executable(target, exe, sysroot)
+        abi = layout.abi
+        if abi is None:
+            raise UnwindError(f"{layout.path}: not an executable for a machine SFrame supports")
+        auxv = target.auxv(abi.big_endian)
+        reported = None if AT_ENTRY in auxv else target.text_offset()
+        space = AddressSpace(
+            target.name, abi, target.read_memory, target.read_memory, auxv, None, reported
+        )
+        bias = place_executable(space, layout)
+        mappings = layout.mappings(bias, space.page_size)
+        mappings += shared_object_mappings(space, layout, bias, sysroot)
+        modules = load_modules(
+            mappings, target.read_memory, generate=generate, vdso=auxv.get(AT_SYSINFO_EHDR)
+        )
+        remote_threads = target.threads()
+        states = [ThreadState(t.tid, target.registers(t, abi)) for t in remote_threads]
+        mask = target.pac_mask(abi)
+        va_bits = (va_bits_from_pac_mask(mask) if mask else None) or va_bits_for(
+            [*(s.registers.sp + 1 for s in states), *(m.end for m in modules.modules)]
+        )
+        unwinder = Unwinder(abi, modules, max_frames=max_frames, va_bits=va_bits)
+        threads = tuple(
+            ThreadTrace(state.tid, unwinder.unwind(state.registers, target.read_memory))
+            for state in states
+        )
+        pid = remote_threads[0].pid
+    return StackReport(pid if pid is not None else threads[0].tid, "remote", threads, modules)
+
+
+def _remote_executable(target: RemoteTarget, exe: str | None, sysroot: str | None) -> ElfLayout:
+    if exe is None:
+        named = target.exec_file()
+        if named is None:
+            raise UnwindError(
+                f"{target.name}: the stub does not say which program it runs: name it with --exe"
+            )
+        exe = next((p for p in lookup_paths(named, sysroot) if os.path.exists(p)), named)
+    try:
+        return ElfLayout.read(exe)
+    except SFrameError as error:
+        raise UnwindError(str(error)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,4 +244,5 @@ __all__ = [
     "report_lines",
     "stack_of_core",
     "stack_of_process",
+    "stack_of_remote",
 ]
