@@ -1,0 +1,184 @@
+"""Which differences between a section and its CFI matter, and how rules are written.
+
+A compared range where SFrame and the CFI differ is a *disagreement* (an unwinder using the
+section goes wrong there) unless it is one of the differences every producer makes on
+purpose, which are *notes*:
+
+* the linker's PLT descriptions: GNU ld writes the SFrame of ``.plt``, ``.plt.sec`` and
+  ``.plt.got`` itself, beside CFI of its own (x86-64: an expression of the PC, which
+  :mod:`pysframe.generate.expression` evaluates at every PC); ld 2.47 gives ``.plt.got``
+  entries CFA ``sp+16`` where its CFI says ``sp+8``;
+* signal frames GNU as keeps without rows when it cannot describe them (gas/gen-sframe.c);
+* what an SFrame V1 or V2 section cannot say: that the RA is undefined (outermost frame), before
+  binutils 2.46;
+* in V1 sections, GNU as 2.40's own reading of some directives
+  (:data:`~pysframe.generate.cfa_rules.GAS_2_40`): where the section says what the CFI says
+  when read that way, the difference is noted with the rule that explains it.
+
+Equal rules need no rule here: what SFrame leaves implicit is mapped to the CFI's vocabulary
+before the comparison (:mod:`pysframe.tools.verify_compare`).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import numpy.typing as npt
+
+from ..format.constants import Abi, Version
+from ..format.section import SFrameSection
+from ..generate.cfa_rules import (
+    GAS_2_40,
+    SIGNED,
+    SIGNED_WITH_PC,
+    CfaKind,
+    Quirk,
+    RegKind,
+    Rules,
+)
+from ..generate.interpret import fde_rows
+from ..generate.interpret_bulk import RuleColumns
+from .verify_compare import NO_ROW, CombinedCfi, Segments, register_names, rules_agree
+
+AGREE, NOTE, DISAGREE = 0, 1, 2
+
+#: Why a difference is a note (or, for NO_SFRAME_ROW, what a disagreement is).
+REASONS = (
+    "",
+    "the linker's own description of its PLT",
+    "GNU ld 2.47 gives .plt.got entries CFA sp+16; they are entered by a call (CFA sp+8, as "
+    "ld's CFI says)",
+    "a signal frame GNU as keeps without rows, as it cannot describe it",
+    "SFrame V1/V2 cannot say that the RA is undefined (outermost frame)",
+    "no SFrame row covers these PCs",
+    "GNU as 2.40 (SFrame V1) ignores .cfi_same_value of the FP",
+    "GNU as 2.40 (SFrame V1) ignores .cfi_undefined of the RA",
+    "GNU as 2.40 (SFrame V1) remembers the last row written at .cfi_remember_state, not the "
+    "rules in effect",
+    "GNU as 2.40 (SFrame V1) reads these directives its own way (.cfi_same_value of the FP and "
+    ".cfi_undefined of the RA ignored, .cfi_remember_state remembering the last row written)",
+)
+_PLT, _PLT_GOT, _SIGNAL, _OLD_OUTERMOST, _NO_SFRAME_ROW = 1, 2, 3, 4, 5
+#: GNU as 2.40's quirks, each alone and all together, with their reasons.
+_GAS_2_40_REASONS = (
+    (Quirk.FP_SAME_VALUE_IGNORED, 6),
+    (Quirk.RA_UNDEFINED_IGNORED, 7),
+    (Quirk.REMEMBER_LAST_ROW, 8),
+    (GAS_2_40, 9),
+)
+#: V1 functions with disagreements that are read again with GNU as 2.40's quirks, at most.
+MAX_REREAD = 10_000
+
+
+def classify(
+    found: Segments,
+    cfi: CombinedCfi,
+    section: SFrameSection,
+    abi: Abi,
+    plt: list[tuple[int, int, str]],
+    signal_no_rows: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
+    """Per segment: AGREE, NOTE or DISAGREE, and the index of its reason in REASONS."""
+    count = len(found.fde)
+    kind = np.where(found.agree, AGREE, DISAGREE).astype(np.int8)
+    reason = np.zeros(count, dtype=np.int8)
+    differ = np.flatnonzero(~found.agree)
+    if not len(differ):
+        return kind, reason
+    no_row = found.sframe.ra_kind[differ] == NO_ROW
+    reason[differ[no_row]] = _NO_SFRAME_ROW
+    # Signal frames gas keeps without rows.
+    function = found.function[differ]
+    kept = (function >= 0) & signal_no_rows[np.maximum(function, 0)] & no_row
+    reason[differ[kept]] = _SIGNAL
+    kind[differ[kept]] = NOTE
+    # V1/V2 cannot say that the RA is undefined.
+    if section.version is not Version.V3:
+        outermost = found.cfi.ra_kind[differ] == RegKind.UNDEFINED
+        reason[differ[outermost & ~no_row]] = _OLD_OUTERMOST
+        kind[differ[outermost & ~no_row]] = NOTE
+    if section.version is Version.V1:
+        _gas_2_40_notes(found, cfi, abi, kind, reason)
+    # The linker's PLT.
+    for lo, hi, name in plt:
+        pc = found.pc[differ]
+        inside = (pc >= lo) & (pc < hi)
+        reason[differ[inside]] = _PLT_GOT if name == ".plt.got" else _PLT
+        kind[differ[inside]] = NOTE
+    return kind, reason
+
+
+def _gas_2_40_notes(
+    found: Segments,
+    cfi: CombinedCfi,
+    abi: Abi,
+    kind: npt.NDArray[np.int8],
+    reason: npt.NDArray[np.int8],
+) -> None:
+    """Note the disagreements of a V1 section that GNU as 2.40's reading of the CFI explains."""
+    differ = np.flatnonzero(kind == DISAGREE)
+    functions = np.unique(found.fde[differ])[:MAX_REREAD]
+    for fde in functions.tolist():
+        here = differ[found.fde[differ] == fde]
+        table = cfi.tables[int(cfi.table[fde])]
+        local = int(cfi.local[fde])
+        for quirks, code in _GAS_2_40_REASONS:
+            rows = fde_rows(table, local, quirks)
+            if isinstance(rows, str) or not len(here):
+                continue
+            begins = [row.begin for row in rows]
+            read = [
+                rows[max(bisect.bisect_right(begins, int(at)) - 1, 0)].rules
+                for at in found.start[here]
+            ]
+            explained = rules_agree(RuleColumns.of(read), found.sframe.take(here), abi)
+            kind[here[explained]] = NOTE
+            reason[here[explained]] = code
+            here = here[~explained]
+
+
+def describe(rules: Rules, abi: Abi) -> str:
+    """The rules as text: ``CFA sp+16, FP c-16, RA c-8`` (``objdump --sframe``'s notation:
+    ``u`` not saved, ``c-16`` at CFA-16, ``(fp+8)`` at fp+8, ``=r12`` in r12)."""
+    names = register_names(abi)
+    if rules.ra_kind == NO_ROW:
+        return "no row"
+    if rules.cfa_kind == CfaKind.NONE:
+        cfa = "none"
+    elif rules.cfa_kind == CfaKind.OTHER:
+        cfa = "expression"
+    else:
+        cfa = _register(names, rules.cfa_reg, rules.cfa_offset)
+        if rules.cfa_kind == CfaKind.DEREF:
+            cfa = f"({cfa})"
+    fp = _rule(names, rules.fp_kind, rules.fp_reg, rules.fp_offset)
+    ra = _rule(names, rules.ra_kind, rules.ra_reg, rules.ra_offset)
+    if rules.mangled == SIGNED:
+        ra += "[s]"
+    elif rules.mangled == SIGNED_WITH_PC:
+        ra += "[s+pc]"
+    return f"CFA {cfa}, FP {fp}, RA {ra}"
+
+
+def _register(names: dict[int, str], reg: int, offset: int) -> str:
+    return f"{names.get(reg, f'r{reg}')}{offset:+d}"
+
+
+def _rule(names: dict[int, str], kind: int, reg: int, offset: int) -> str:
+    if kind == RegKind.SAME:
+        return "u"
+    if kind == RegKind.AT_CFA:
+        return f"c{offset:+d}"
+    if kind == RegKind.AT_REG:
+        return f"({_register(names, reg, offset)})"
+    if kind == RegKind.VAL_CFA:
+        return f"=c{offset:+d}"
+    if kind == RegKind.VAL_REG:
+        return f"={_register(names, reg, offset)}" if offset else f"={names.get(reg, f'r{reg}')}"
+    if kind == RegKind.UNDEFINED:
+        return "undefined"
+    return "expression"
+
+
+__all__ = ["AGREE", "DISAGREE", "NOTE", "REASONS", "classify", "describe"]
