@@ -169,11 +169,16 @@ class _Lebs:
         self._buf = np.concatenate([buf, np.zeros(_MAX_LEB, dtype=np.uint8)])
 
     def unsigned(self, at: IntArray) -> IntArray:
-        length = self.length[at]
-        value = np.zeros(len(at), dtype=np.int64)
-        for k in range(_MAX_LEB):
-            byte = (self._buf[at + k] & 0x7F).astype(np.int64)
-            value |= np.where(length > k, byte, 0) << (7 * k)
+        value = self._buf[at].astype(np.int64) & 0x7F
+        longer = np.flatnonzero(self.length[at] > 1)
+        if len(longer):
+            where = at[longer]
+            length = self.length[where]
+            extra = np.zeros(len(longer), dtype=np.int64)
+            for k in range(1, _MAX_LEB):
+                byte = (self._buf[where + k] & 0x7F).astype(np.int64)
+                extra |= np.where(length > k, byte, 0) << (7 * k)
+            value[longer] |= extra
         return value
 
     def signed(self, at: IntArray) -> IntArray:
@@ -282,17 +287,18 @@ class _Setters:
     before each instruction, so that the rule in effect at any instruction is found by
     counting."""
 
-    def __init__(self, mask: BoolArray, first: IntArray) -> None:
+    def __init__(self, mask: BoolArray, bounds: IntArray) -> None:
         self.at = np.flatnonzero(mask)
         self.count = np.cumsum(mask, dtype=np.int64)
-        #: Per instruction: how many setters come before its program's first instruction.
-        self.before = self.count[first] - mask[first]
+        #: Per program: how many setters come before its first instruction.
+        first = np.minimum(bounds[:-1], max(len(mask) - 1, 0))
+        self.before = np.where(bounds[:-1] < len(mask), self.count[first] - mask[first], 0)
 
-    def last(self, rows: IntArray) -> tuple[IntArray, BoolArray]:
-        """For instructions ``rows``: the number of the last setter at or before each in the
-        same program, and whether there is one."""
+    def last(self, rows: IntArray, programs: IntArray) -> tuple[IntArray, BoolArray]:
+        """For instructions ``rows`` of ``programs``: the number of the last setter at or before
+        each in the same program, and whether there is one."""
         k = self.count[rows]
-        return np.maximum(k - 1, 0), k > self.before[rows]
+        return np.maximum(k - 1, 0), k > self.before[programs]
 
 
 def interpret_programs(
@@ -318,7 +324,6 @@ def interpret_programs(
     n = len(pos)
     bounds = np.searchsorted(prg, np.arange(count + 1)).astype(np.int64)
     has_ops = bounds[1:] > bounds[:-1]
-    first = bounds[prg]
     op = buf[pos]
     kind_of = _code_classes(cfi_abi)[op]
 
@@ -367,7 +372,8 @@ def interpret_programs(
         columns = list(start)
     else:
         columns = _rules_at(
-            buf, pos, prg, op, kind_of, first, at, real, start, initial, lebs, data_alignment,
+            pos, prg, op, kind_of, bounds, at, at_program, real, start, initial, lebs,
+            data_alignment,
             cfi_abi,
         )  # fmt: skip
 
@@ -397,13 +403,13 @@ def interpret_programs(
 
 
 def _rules_at(
-    buf: npt.NDArray[np.uint8],
     pos: IntArray,
     prg: IntArray,
     op: npt.NDArray[np.uint8],
     kind_of: npt.NDArray[np.int8],
-    first: IntArray,
+    bounds: IntArray,
     at: IntArray,
+    at_program: IntArray,
     real: BoolArray,
     start: RuleColumns,
     initial: RuleColumns,
@@ -421,7 +427,7 @@ def _rules_at(
         """Each column of ``values`` (one value per setter) in effect at the rows."""
         if not len(setters.at):
             return list(start_columns)
-        last, inside = setters.last(at_first)
+        last, inside = setters.last(at_first, at_program)
         inside &= real  # an empty program has only its start state
         return [
             np.where(inside, column[last], start_column)
@@ -430,14 +436,14 @@ def _rules_at(
 
     # The CFA (DWARF 5 6.4.2.2).
     def_cfa = (kind_of == _C_DEF_CFA) | (kind_of == _C_DEF_CFA_REGISTER)
-    sets_register = _Setters(def_cfa, first)
+    sets_register = _Setters(def_cfa, bounds)
     register_at = pos[sets_register.at] + 1
     cfa_kind, cfa_reg = effective(
         sets_register,
         (np.full(len(register_at), int(CfaKind.REG), np.int64), lebs.unsigned(register_at)),
         (start.cfa_kind, start.cfa_reg),
     )
-    sets_offset = _Setters((kind_of == _C_DEF_CFA) | (kind_of == _C_DEF_CFA_OFFSET), first)
+    sets_offset = _Setters((kind_of == _C_DEF_CFA) | (kind_of == _C_DEF_CFA_OFFSET), bounds)
     where = sets_offset.at
     code = op[where]
     one_at = pos[where] + 1
@@ -464,7 +470,7 @@ def _rules_at(
             low = np.flatnonzero(kind_of == _C_REGISTER)
             mask[low[(op[low] & _LOW) == number]] = True
         mask[extended[named == number]] = True
-        setters = _Setters(mask, first)
+        setters = _Setters(mask, bounds)
         rules = _register_rules(
             pos[setters.at], op[setters.at], prg[setters.at], program_start, lebs, data_alignment
         )
@@ -473,8 +479,8 @@ def _rules_at(
     if cfi_abi.aarch64:
         # DW_CFA_AARCH64_negate_ra_state: an odd number of them signs an unsigned RA and
         # leaves a signed one unsigned.
-        toggles = _Setters(kind_of == _C_TOGGLE, first)
-        seen = toggles.count[at_first] - toggles.before[at_first]
+        toggles = _Setters(kind_of == _C_TOGGLE, bounds)
+        seen = toggles.count[at_first] - toggles.before[at_program]
         flipped = np.where(start.mangled == NOT_SIGNED, SIGNED, NOT_SIGNED)
         mangled = np.where(real & ((seen & 1) == 1), flipped, start.mangled)
     out.append(mangled)

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..elf.image import ElfImage
 from ..elf.layout import SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS
-from ..elf.sframe import find_sframe
+from ..elf.sframe import ElfSFrame, find_sframe
 from ..errors import SFrameError
 from ..format.constants import Abi, Flags, Version
 from ..format.findings import Severity
@@ -225,8 +225,14 @@ def _verify_image(image: ElfImage, options: Options) -> FileReport:
         if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size and s.type != SHT_NOBITS
     ]
     report = replace(report, abi=abi.name, text_bytes=sum(size for _a, size, _n in text))
+    found = find_sframe(image, options.section)
+    if found is not None and not found.is_sframe_data(options.section):
+        found = None
+    if found is None and not options.generate:
+        missing = f"{image.path}: no {options.section or '.sframe'} section"
+        return replace(report, status=NO_SFRAME, error=missing)
     tables = _cfi_tables(image, place, abi, options.bulk)
-    section, source, kernel = _sframe_section(image, place, abi, tables, options)
+    section, source, kernel = _sframe_section(image, place, abi, tables, options, found)
     if section is None:
         return replace(
             report, status=NO_SFRAME, cfi_sources=tuple(t.source for t in tables), error=source
@@ -283,13 +289,17 @@ def _pointers(image: ElfImage, place: _Place) -> PointerContext:
 
 
 def _sframe_section(
-    image: ElfImage, place: _Place, abi: Abi, tables: list[CfiTable], options: Options
+    image: ElfImage,
+    place: _Place,
+    abi: Abi,
+    tables: list[CfiTable],
+    options: Options,
+    found: ElfSFrame | None,
 ) -> tuple[SFrameSection | None, str, list[str]]:
-    """The SFrame section to verify, where it comes from (or why there is none), and the
-    kernel's findings on it."""
-    found = find_sframe(image, options.section)
+    """The SFrame section to verify (``found``, or one generated from the CFI), where it comes
+    from (or why there is none), and the kernel's findings on it."""
     kernel: list[str] = []
-    if found is not None and found.is_sframe_data(options.section):
+    if found is not None:
         address = place.address(found.section.index, found.address)
         data = place.contents(found.section)
         if place.layout is not None:
@@ -300,8 +310,6 @@ def _sframe_section(
             findings = validate_elf(image, options.section, kernel=True)
             kernel = [str(f) for f in findings if f.severity is Severity.ERROR]
         return section, "section", kernel
-    if not options.generate:
-        return None, f"{image.path}: no {options.section or '.sframe'} section", kernel
     if place.layout is None:
         result = generate_from_elf(image, Version.V3)
     else:
@@ -354,7 +362,7 @@ def _compare(
     length = found.end - found.start
     signal_no_rows = signal_frames_without_rows(section)
     kinds, reasons = classify(found, cfi, section, abi, plt, signal_no_rows)
-    namer = _Namer(image, place)
+    namer = _Namer(image, place, plt)
     disagreements, notes = _differences(found, kinds, reasons, cfi, abi, namer)
     usable = cfi.usable
     without = np.flatnonzero(usable & ~compared)
@@ -499,11 +507,13 @@ def _differences(
 
 
 class _Namer:
-    """The function symbol at an address (read from the symbol table on first use)."""
+    """The function symbol at an address (read from the symbol table on first use), or the
+    PLT section it is in."""
 
-    def __init__(self, image: ElfImage, place: _Place) -> None:
+    def __init__(self, image: ElfImage, place: _Place, plt: list[tuple[int, int, str]]) -> None:
         self.image = image
         self.place = place
+        self.plt = plt
         self.starts: list[int] | None = None
         self.ends: list[int] = []
         self.names: list[str] = []
@@ -515,11 +525,10 @@ class _Namer:
         import bisect
 
         at = bisect.bisect_right(self.starts, address) - 1
-        if at < 0:
-            return ""
-        if address == self.starts[at] or address < self.ends[at]:
+        if at >= 0 and (address == self.starts[at] or address < self.ends[at]):
             return self.names[at]
-        return ""
+        # Linker-made code has no symbols: name its section.
+        return next((name for lo, hi, name in self.plt if lo <= address < hi), "")
 
     def _load(self) -> None:
         symbols = []

@@ -17,6 +17,7 @@ sides saying the RA is undefined (outermost frame) agree whatever the CFA.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +48,8 @@ class Segments:
 
     Element i is ``[start[i], end[i])`` (offsets) in CFI function ``fde[i]`` (a number of the
     combined CFI tables), with the CFI's rules ``cfi`` and SFrame's ``sframe`` (canonical columns),
-    the SFrame function covering ``start[i]`` (-1: none) and whether the two agree."""
+    whether the two agree and, where they do not, the SFrame function covering ``start[i]``
+    (-1: none)."""
 
     fde: IntArray
     start: IntArray
@@ -73,7 +75,8 @@ class Coverage:
 @dataclass(frozen=True, slots=True)
 class CombinedCfi:
     """Several CFI tables (``.eh_frame``, then ``.debug_frame`` for what it does not describe)
-    numbered as one: CFI function ``k`` is ``tables[table[k]]``'s FDE ``local[k]``."""
+    numbered as one: CFI function ``k`` is ``tables[table[k]]``'s FDE ``local[k]``; row ``r``
+    has the rules ``rules.row(row_rule[r])``."""
 
     tables: list[CfiTable]
     table: IntArray
@@ -83,6 +86,7 @@ class CombinedCfi:
     usable: BoolArray
     row_fde: IntArray
     row_begin: IntArray
+    row_rule: IntArray
     rules: RuleColumns
 
     def __len__(self) -> int:
@@ -95,19 +99,25 @@ def combine(tables: list[CfiTable]) -> CombinedCfi:
     parts = []
     seen: set[int] = set()
     fde_base = 0
+    rule_base = 0
     for number, table in enumerate(tables):
-        keep = np.ones(len(table), dtype=bool)
-        if seen:
-            keep = np.array([int(b) not in seen for b in table.begin.tolist()], dtype=bool)
-        seen.update(table.begin[keep & (table.size > 0)].tolist())
-        local = np.flatnonzero(keep)
-        renumber = np.full(len(table), -1, dtype=np.int64)
-        renumber[local] = np.arange(len(local), dtype=np.int64) + fde_base
-        row_keep = keep[table.row_fde]
         usable = np.ones(len(table), dtype=bool)
         if table.problems:
             usable[list(table.problems)] = False
         usable &= table.size > 0
+        if seen:
+            keep = np.array([int(b) not in seen for b in table.begin.tolist()], dtype=bool)
+            local = np.flatnonzero(keep)
+            renumber = np.full(len(table), -1, dtype=np.int64)
+            renumber[local] = np.arange(len(local), dtype=np.int64) + fde_base
+            row_keep = keep[table.row_fde]
+            row_fde = renumber[table.row_fde[row_keep]]
+            row_begin, row_rule = table.row_begin[row_keep], table.row_rule[row_keep]
+        else:
+            keep = np.ones(len(table), dtype=bool)
+            local = np.arange(len(table), dtype=np.int64)
+            row_fde, row_begin, row_rule = table.row_fde + fde_base, table.row_begin, table.row_rule
+        seen.update(table.begin[keep & (table.size > 0)].tolist())
         parts.append(
             (
                 np.full(len(local), number, dtype=np.int64),
@@ -115,24 +125,32 @@ def combine(tables: list[CfiTable]) -> CombinedCfi:
                 table.begin[local],
                 table.size[local],
                 usable[local],
-                renumber[table.row_fde[row_keep]],
-                table.row_begin[row_keep],
-                table.rules.take(table.row_rule[row_keep]),
+                row_fde,
+                row_begin,
+                row_rule + rule_base,
             )
         )
         fde_base += len(local)
+        rule_base += len(table.rules.cfa_kind)
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return CombinedCfi(
-            [], empty, empty, empty, empty, np.zeros(0, bool), empty, empty, RuleColumns.of([])
+            [], empty, empty, empty, empty, np.zeros(0, bool), empty, empty, empty,
+            RuleColumns.of([]),
+        )  # fmt: skip
+    columns: tuple[npt.NDArray[Any], ...]
+    if len(parts) == 1:
+        columns = parts[0]
+        rules = tables[0].rules
+    else:
+        columns = tuple(np.concatenate([part[k] for part in parts]) for k in range(8))
+        rules = RuleColumns._make(
+            np.concatenate(column) for column in zip(*(t.rules for t in tables), strict=True)
         )
-    table_of, local, begin, size, usable, row_fde, row_begin = (
-        np.concatenate([part[k] for part in parts]) for k in range(7)
+    table_of, local, begin, size, usable, row_fde, row_begin, row_rule = columns
+    return CombinedCfi(
+        tables, table_of, local, begin, size, usable, row_fde, row_begin, row_rule, rules
     )
-    rules = RuleColumns._make(
-        np.concatenate(column) for column in zip(*(part[7] for part in parts), strict=True)
-    )
-    return CombinedCfi(tables, table_of, local, begin, size, usable, row_fde, row_begin, rules)
 
 
 def coverage(section: SFrameSection, cfi: CombinedCfi) -> Coverage:
@@ -160,16 +178,22 @@ def _overlaps(lo: IntArray, hi: IntArray, other_lo: IntArray, other_hi: IntArray
     return (last >= 0) & (reach[np.maximum(last, 0)] > lo) & (hi > lo)
 
 
-def segments(section: SFrameSection, cfi: CombinedCfi, compared: BoolArray, abi: Abi) -> Segments:
+def segments(
+    section: SFrameSection, cfi: CombinedCfi, compared: BoolArray, abi: Abi
+) -> Segments:
     """Compare the rules at every boundary of the CFI functions in ``compared``."""
     fdes = np.flatnonzero(compared)
     begin = cfi.begin
     size = cfi.size
-    # The CFI side's boundaries: its rows' starts.
+    # The CFI side's boundaries: its rows' starts (tagged 0: they sort before SFrame's).
     row_keep = compared[cfi.row_fde]
-    cfi_key = (cfi.row_fde << _KEY_SHIFT) | np.minimum(cfi.row_begin, _KEY_LIMIT)
-    own = cfi_key[row_keep]
-    # SFrame's, inside each compared CFI function.
+    own = ((cfi.row_fde << _KEY_SHIFT) | np.minimum(cfi.row_begin, _KEY_LIMIT)) << 1
+    if not row_keep.all():
+        own = own[row_keep]
+        own_rule = cfi.row_rule[row_keep]
+    else:
+        own_rule = cfi.row_rule
+    # SFrame's, inside each compared CFI function (tagged 1).
     bounds = _sframe_boundaries(section)
     lo = np.searchsorted(bounds, begin[fdes], side="left")
     hi = np.searchsorted(bounds, begin[fdes] + size[fdes], side="left")
@@ -177,22 +201,28 @@ def segments(section: SFrameSection, cfi: CombinedCfi, compared: BoolArray, abi:
     inside_fde = np.repeat(fdes, counts)
     before = np.cumsum(counts) - counts
     pick = np.repeat(lo - before, counts) + np.arange(int(counts.sum()), dtype=np.int64)
-    theirs = (inside_fde << _KEY_SHIFT) | (bounds[pick] - begin[inside_fde])
-    keys = np.concatenate([own, theirs])
-    keys.sort(kind="stable")
-    if len(keys):
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    theirs = (((inside_fde << _KEY_SHIFT) | (bounds[pick] - begin[inside_fde])) << 1) | 1
+    # Both are in order: one stable sort merges them; each point's CFI row is the last CFI
+    # boundary at or before it.
+    tagged = np.concatenate([own, theirs])
+    tagged.sort(kind="stable")
+    cfi_row = np.cumsum((tagged & 1) == 0) - 1
+    keys = tagged >> 1
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    keys, cfi_row = keys[first], cfi_row[first]
     fde = keys >> _KEY_SHIFT
     start = keys & _KEY_LIMIT
     following = np.append(fde[1:] == fde[:-1], False)
     end = np.where(following, np.append(start[1:], 0), size[fde])
-    row = np.searchsorted(cfi_key, keys, side="right") - 1
-    cfi_rules = cfi.rules.take(np.maximum(row, 0))
+    cfi_rules = cfi.rules.take(own_rule[np.maximum(cfi_row, 0)])
     pc = begin[fde] + start
     found = section.find_fres(pc.astype(np.uint64))
     sframe_rules = sframe_columns(found, section, abi)
     agree = rules_agree(cfi_rules, sframe_rules, abi)
-    function = _covering_function(section, pc)
+    function = np.full(len(pc), -1, dtype=np.int64)
+    differ = np.flatnonzero(~agree)
+    function[differ] = _covering_function(section, pc[differ])
     return Segments(fde, start, end, pc, cfi_rules, sframe_rules, function, agree)
 
 
@@ -215,7 +245,7 @@ def _sframe_boundaries(section: SFrameSection) -> IntArray:
         grid = (np.arange(blocks, dtype=np.int64)[:, None] * rep + offsets[None, :]).ravel()
         parts.append(int(start[index]) + grid[grid < table.size[index]])
     bounds = np.concatenate(parts)
-    bounds.sort()
+    bounds.sort(kind="stable")  # sorted runs: a merge
     return bounds
 
 
@@ -254,30 +284,47 @@ def _register_columns(
     padding_at_cfa: int | None,
 ) -> tuple[IntArray, IntArray, IntArray]:
     """SFrame's rule kinds (format.model.RuleKind) as RegKind columns."""
-    code = kind.astype(np.int64)
-    out = np.full(len(code), int(RegKind.SAME), dtype=np.int64)
-    out_reg = np.full(len(code), -1, dtype=np.int64)
-    out_offset = np.zeros(len(code), dtype=np.int64)
+    relative_kind, register_kind, keeps_offset = _KIND_TABLES[padding_at_cfa is not None]
+    code = np.where(ok, kind, _NO_ROW_CODE)
     relative = reg < 0
-    saved = code == RULE_KIND_CODES[RuleKind.SAVED]
-    value = code == RULE_KIND_CODES[RuleKind.VALUE]
-    fixed = code == RULE_KIND_CODES[RuleKind.FIXED]
-    out[saved] = np.where(relative[saved], int(RegKind.AT_CFA), int(RegKind.AT_REG))
-    out[value] = np.where(relative[value], int(RegKind.VAL_CFA), int(RegKind.VAL_REG))
-    out[fixed] = int(RegKind.AT_CFA)
-    has_offset = saved | value | fixed
-    out_reg[saved | value] = reg[saved | value]
-    out_offset[has_offset] = offset[has_offset]
-    # A padding word: the ABI's default, the header's fixed RA offset where there is one.
+    out = np.where(relative, relative_kind[code], register_kind[code])
+    with_register = (out == RegKind.AT_REG) | (out == RegKind.VAL_REG)
+    out_reg = np.where(with_register, reg, -1)
+    out_offset = np.where(keeps_offset[code], offset, 0)
     if padding_at_cfa is not None:
         padding = code == RULE_KIND_CODES[RuleKind.PADDING]
-        out[padding] = int(RegKind.AT_CFA)
-        out_offset[padding] = padding_at_cfa
-    out[code == RULE_KIND_CODES[RuleKind.UNDEFINED]] = int(RegKind.UNDEFINED)
-    out[~ok] = NO_ROW
-    out_reg[~ok] = -1
-    out_offset[~ok] = 0
+        if padding.any():
+            out_offset = np.where(padding, padding_at_cfa, out_offset)
     return out, out_reg, out_offset
+
+
+def _kind_tables(padding_at_cfa: bool) -> tuple[IntArray, IntArray, BoolArray]:
+    """Per RuleKind code (and one more for "no row"): the RegKind of a rule relative to the
+    CFA, of one relative to a register, and whether its offset is kept."""
+    count = len(RULE_KIND_CODES) + 1
+    relative = np.full(count, int(RegKind.SAME), dtype=np.int64)
+    register = np.full(count, int(RegKind.SAME), dtype=np.int64)
+    keeps = np.zeros(count, dtype=bool)
+    for rule_kind, code in RULE_KIND_CODES.items():
+        if rule_kind is RuleKind.SAVED:
+            relative[code], register[code], keeps[code] = RegKind.AT_CFA, RegKind.AT_REG, True
+        elif rule_kind is RuleKind.VALUE:
+            relative[code], register[code], keeps[code] = RegKind.VAL_CFA, RegKind.VAL_REG, True
+        elif rule_kind is RuleKind.FIXED:
+            relative[code] = register[code] = RegKind.AT_CFA
+            keeps[code] = True
+        elif rule_kind is RuleKind.UNDEFINED:
+            relative[code] = register[code] = RegKind.UNDEFINED
+        elif rule_kind is RuleKind.PADDING and padding_at_cfa:
+            # A padding word: the ABI's default, the header's fixed RA offset.
+            relative[code] = register[code] = RegKind.AT_CFA
+    relative[-1] = register[-1] = NO_ROW
+    return relative, register, keeps
+
+
+#: The RuleKind code standing for "no row".
+_NO_ROW_CODE = len(RULE_KIND_CODES)
+_KIND_TABLES = {False: _kind_tables(False), True: _kind_tables(True)}
 
 
 def rules_agree(cfi: RuleColumns, sframe: RuleColumns, abi: Abi) -> BoolArray:
