@@ -7,6 +7,7 @@ order of the files, whatever order they finish in.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
@@ -25,15 +26,16 @@ def map_files(
     *,
     jobs: int = 1,
     dask: str | None = None,
+    dask_timeout: float = DASK_CONNECT_TIMEOUT,
     on_done: Callable[[int, Result], None] | None = None,
 ) -> list[Result]:
     """``function(path)`` for every path, in the order given.
 
-    ``dask``: the address of a Dask scheduler to run on (``jobs`` is then not used); else
-    ``jobs`` processes (1: in this process).  ``on_done(count, result)`` is called as each
-    result arrives."""
+    ``dask``: the address of a Dask scheduler to run on (``jobs`` is then not used; SFrameError
+    when it does not answer within ``dask_timeout`` seconds); else ``jobs`` processes (1: in
+    this process).  ``on_done(count, result)`` is called as each result arrives."""
     if dask is not None:
-        return _on_dask(function, paths, dask, on_done)
+        return _on_dask(function, paths, dask, dask_timeout, on_done)
     results: list[Result | None] = [None] * len(paths)
     done = 0
     if jobs <= 1 or len(paths) <= 1:
@@ -59,26 +61,23 @@ def _on_dask(
     function: Callable[[str], Result],
     paths: Sequence[str],
     address: str,
+    timeout: float,
     on_done: Callable[[int, Result], None] | None,
 ) -> list[Result]:
     """Each file as one Dask task on the cluster whose scheduler is at ``address``."""
     try:
-        from distributed import Client
-        from distributed import as_completed as dask_completed
+        distributed: Any = importlib.import_module("distributed")
     except ImportError:
         raise SFrameError("--dask needs Dask: pip install 'pysframe[dask]'") from None
     try:
-        client: Any = Client(  # type: ignore[no-untyped-call]
-            address, timeout=DASK_CONNECT_TIMEOUT, set_as_default=False
-        )
+        client = distributed.Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as error:
         raise SFrameError(f"cannot reach the Dask scheduler at {address}: {error}") from None
-    with client:
+    with client, client.as_current():
         futures = client.map(function, list(paths), pure=False)
         position = {future.key: index for index, future in enumerate(futures)}
         results: list[Result | None] = [None] * len(paths)
-        finished: Any = dask_completed(futures)  # type: ignore[no-untyped-call]
-        for done, future in enumerate(finished, start=1):
+        for done, future in enumerate(distributed.as_completed(futures), start=1):
             result = future.result()
             results[position[future.key]] = result
             if on_done:

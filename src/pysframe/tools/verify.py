@@ -41,7 +41,7 @@ from ..format.section import SFrameSection
 from ..generate.cfi import CfiFormat, PointerContext
 from ..generate.driver import generate_from_eh_frame, generate_from_elf, skip_reasons
 from ..generate.interpret import CfiTable, interpret_cfi
-from .parallel import map_files
+from .parallel import DASK_CONNECT_TIMEOUT, map_files
 from .validate import validate_elf, validate_section
 from .verify_compare import (
     CombinedCfi,
@@ -50,7 +50,16 @@ from .verify_compare import (
     segments,
     signal_frames_without_rows,
 )
-from .verify_rules import DISAGREE, NOTE, REASONS, classify, describe
+from .verify_rules import (
+    DISAGREE,
+    NOTE,
+    PLT_NOT_DESCRIBED,
+    REASONS,
+    REPRESENTABLE,
+    classify,
+    describe,
+    without_sframe_reason,
+)
 
 #: Items of each list a report keeps (the counts cover them all).
 MAX_LISTED = 200
@@ -366,7 +375,7 @@ def _compare(
     disagreements, notes = _differences(found, kinds, reasons, cfi, abi, namer)
     usable = cfi.usable
     without = np.flatnonzero(usable & ~compared)
-    without_reasons = _without_sframe_reasons(cfi, without, abi, section.version)
+    without_reasons = _without_sframe_reasons(cfi, without, abi, section.version, plt)
     reason_counts = Counter(without_reasons)
     unreadable = [
         (k, table_index, local)
@@ -434,27 +443,30 @@ def _compare(
 
 
 def _without_sframe_reasons(
-    cfi: CombinedCfi, functions: np.ndarray, abi: Abi, version: Version
+    cfi: CombinedCfi,
+    functions: np.ndarray,
+    abi: Abi,
+    version: Version,
+    plt: list[tuple[int, int, str]],
 ) -> list[str]:
-    """gas' reason for each of these CFI functions to have no SFrame (or that it has none)."""
+    """gas' reason for each of these CFI functions to have no SFrame (or that it has none);
+    for linker-made PLT code, that the linker did not describe it."""
     out: list[str] = [""] * len(functions)
     by_table: dict[int, list[int]] = {}
     for position, k in enumerate(functions.tolist()):
+        begin = int(cfi.begin[k])
+        section = next((name for lo, hi, name in plt if lo <= begin < hi), None)
+        if section is not None:
+            out[position] = PLT_NOT_DESCRIBED.format(section)
+            continue
         by_table.setdefault(int(cfi.table[k]), []).append(position)
     for table_index, positions in by_table.items():
         table = cfi.tables[table_index]
         spans = [table.spans[int(cfi.local[functions[p]])] for p in positions]
         reasons = skip_reasons(table.data, table.cies, spans, abi, version)
-        for position, reason in zip(positions, reasons, strict=True):
-            out[position] = reason or REPRESENTABLE
+        for position, reason, span in zip(positions, reasons, spans, strict=True):
+            out[position] = without_sframe_reason(reason, table, span, version)
     return out
-
-
-#: The reason given for a CFI function without SFrame that the generator would describe.
-REPRESENTABLE = (
-    "SFrame can describe it, but the section has no function here (was the code assembled "
-    "without --gsframe?)"
-)
 
 
 def _differences(
@@ -553,12 +565,18 @@ def collect(
     *,
     jobs: int = 1,
     dask: str | None = None,
+    dask_timeout: float = DASK_CONNECT_TIMEOUT,
     on_done: Callable[[int, FileReport], None] | None = None,
 ) -> list[FileReport]:
     """Reports for every path, in the order given: ``jobs`` processes, or the Dask cluster
     whose scheduler is at ``dask`` (one task per file, the same per-file function)."""
     return map_files(
-        partial(verify_file_or_error, options=options), paths, jobs=jobs, dask=dask, on_done=on_done
+        partial(verify_file_or_error, options=options),
+        paths,
+        jobs=jobs,
+        dask=dask,
+        dask_timeout=dask_timeout,
+        on_done=on_done,
     )
 
 

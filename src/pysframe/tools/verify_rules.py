@@ -26,6 +26,7 @@ import bisect
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import CfiError
 from ..format.constants import Abi, Version
 from ..format.section import SFrameSection
 from ..generate.cfa_rules import (
@@ -37,8 +38,16 @@ from ..generate.cfa_rules import (
     RegKind,
     Rules,
 )
-from ..generate.interpret import fde_rows
+from ..generate.cfi import FdeSpan
+from ..generate.interpret import CfiTable, fde_rows
 from ..generate.interpret_bulk import RuleColumns
+from ..generate.ops import (
+    OP_ARGS_SIZE,
+    OP_DEF_CFA_EXPRESSION,
+    OP_EXPRESSION,
+    OP_VAL_EXPRESSION,
+    decode_instructions,
+)
 from .verify_compare import NO_ROW, CombinedCfi, Segments, register_names, rules_agree
 
 AGREE, NOTE, DISAGREE = 0, 1, 2
@@ -138,6 +147,44 @@ def _gas_2_40_notes(
             here = here[~explained]
 
 
+#: Why a CFI function that GNU as 2.47 would describe has no SFrame function.
+REPRESENTABLE = (
+    "SFrame can describe it, but the section has no function here (was the code assembled "
+    "without --gsframe?)"
+)
+#: Why linker-made PLT code with CFI has no SFrame function.
+PLT_NOT_DESCRIBED = "the linker wrote no SFrame for its {} section"
+#: ... in a V1 section, when the function has CFI that ``.cfi_escape`` writes.
+GAS_2_40_ESCAPE = "GNU as 2.40 (SFrame V1) leaves out functions with .cfi_escape CFI (here {})"
+#: The CFA instructions only ``.cfi_escape`` writes.
+_ESCAPED = {
+    OP_ARGS_SIZE: "DW_CFA_GNU_args_size",
+    OP_DEF_CFA_EXPRESSION: "DW_CFA_def_cfa_expression",
+    OP_EXPRESSION: "DW_CFA_expression",
+    OP_VAL_EXPRESSION: "DW_CFA_val_expression",
+}
+
+
+def without_sframe_reason(
+    gas_reason: str | None, table: CfiTable, span: FdeSpan, version: Version
+) -> str:
+    """Why a CFI function has no SFrame: gas' reason (the generator's translation rules), else
+    that SFrame could describe it, or, in a V1 section, GNU as 2.40's refusal of
+    ``.cfi_escape``."""
+    if gas_reason is not None:
+        return gas_reason
+    if version is Version.V1:
+        cie = table.cies[span[0]]
+        try:
+            ops = decode_instructions(table.data, span[3], span[4], cie, table.abi.big_endian)
+        except CfiError:
+            ops = []
+        escaped = [_ESCAPED[op[0]] for op in ops if op[0] in _ESCAPED]
+        if escaped:
+            return GAS_2_40_ESCAPE.format(escaped[0])
+    return REPRESENTABLE
+
+
 def describe(rules: Rules, abi: Abi) -> str:
     """The rules as text: ``CFA sp+16, FP c-16, RA c-8`` (``objdump --sframe``'s notation:
     ``u`` not saved, ``c-16`` at CFA-16, ``(fp+8)`` at fp+8, ``=r12`` in r12)."""
@@ -181,4 +228,15 @@ def _rule(names: dict[int, str], kind: int, reg: int, offset: int) -> str:
     return "expression"
 
 
-__all__ = ["AGREE", "DISAGREE", "NOTE", "REASONS", "classify", "describe"]
+__all__ = [
+    "AGREE",
+    "DISAGREE",
+    "GAS_2_40_ESCAPE",
+    "NOTE",
+    "PLT_NOT_DESCRIBED",
+    "REASONS",
+    "REPRESENTABLE",
+    "classify",
+    "describe",
+    "without_sframe_reason",
+]
