@@ -415,3 +415,23 @@ def test_debug_frame_when_there_is_no_eh_frame(tmp_path: Path) -> None:
     assert report.cfi_sources == (".debug_frame",)
     assert report.status == CONSISTENT and report.compared_functions > 5
     assert report.disagreement_count == 0
+
+
+def test_benchmark_runs_quick(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_verify.py"
+    if not script.exists():
+        pytest.skip("benchmarks/ not present")
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYSFRAME_BENCH_CACHE=str(tmp_path)),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "status: consistent" in done.stdout
+    assert "verify_file (in this process)" in done.stdout
