@@ -282,6 +282,13 @@ _EXTENDED = (
 )
 
 
+def _per_row(column: IntArray, index: IntArray) -> IntArray:
+    """``column[index]``, or one element (which broadcasts) when all of ``column`` is equal."""
+    if len(column) and (column == column[0]).all():
+        return column[:1]
+    return column[index]
+
+
 class _Setters:
     """The instructions that set one rule: their positions, and how many of them come at or
     before each instruction, so that the rule in effect at any instruction is found by
@@ -367,7 +374,7 @@ def interpret_programs(
     at_program = np.concatenate([row_program_moving, programs])
     real = np.concatenate([np.ones(len(row_at), dtype=bool), has_ops])
     at = np.where(real, at, 0)
-    start = initial.take(at_program)
+    start = RuleColumns._make(_per_row(column, at_program) for column in initial)
     if n == 0:
         columns = list(start)
     else:

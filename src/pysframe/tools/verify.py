@@ -479,27 +479,28 @@ def _differences(
 ) -> tuple[tuple[list[Difference], int], tuple[list[Difference], int]]:
     """Runs of consecutive differing segments with the same rules, as Differences: the
     disagreements and the notes (the first MAX_LISTED of each, and how many there are)."""
-    differing = np.flatnonzero(kinds > 0)
-    if not len(differing):
+    # Position k of the compared columns is range found.differ[k].
+    differ = found.differ
+    if not len(differ):
         return ([], 0), ([], 0)
-    columns = [found.fde, kinds, *found.cfi, *found.sframe]
-    joined = np.ones(len(differing), dtype=bool)
-    if len(differing) > 1:
-        previous, current = differing[:-1], differing[1:]
-        same = found.end[previous] == found.start[current]
+    kind_of = kinds[differ]
+    columns = [found.fde[differ], kind_of, *found.cfi, *found.sframe]
+    joined = np.ones(len(differ), dtype=bool)
+    if len(differ) > 1:
+        same = found.end[differ[:-1]] == found.start[differ[1:]]
         for column in columns:
-            same &= column[previous] == column[current]
+            same &= column[:-1] == column[1:]
         joined[1:] = ~same
     run_start = np.flatnonzero(joined)
-    run_end = np.append(run_start[1:], len(differing)) - 1
+    run_end = np.append(run_start[1:], len(differ)) - 1
     out: dict[int, list[Difference]] = {NOTE: [], DISAGREE: []}
     counts = {NOTE: 0, DISAGREE: 0}
     for first, last in zip(run_start.tolist(), run_end.tolist(), strict=True):
-        at, to = int(differing[first]), int(differing[last])
-        kind = int(kinds[at])
+        kind = int(kind_of[first])
         counts[kind] += 1
         if len(out[kind]) >= MAX_LISTED:
             continue
+        at, to = int(differ[first]), int(differ[last])
         fde = int(found.fde[at])
         begin = int(cfi.begin[fde])
         out[kind].append(
@@ -510,8 +511,8 @@ def _differences(
                 begin + int(cfi.size[fde]),
                 begin + int(found.start[at]),
                 begin + int(found.end[to]),
-                describe(found.cfi.row(at), abi),
-                describe(found.sframe.row(at), abi),
+                describe(found.cfi.row(first), abi),
+                describe(found.sframe.row(first), abi),
                 REASONS[int(reasons[at])],
             )
         )

@@ -40,6 +40,8 @@ _KEY_LIMIT = (1 << _KEY_SHIFT) - 1
 MAX_PCMASK_POINTS = 1 << 20
 #: The FP/RA kind of a PC no SFrame row covers.
 NO_ROW = 7
+#: Points looked up and compared at a time.
+CHUNK = 1 << 17
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,19 +49,21 @@ class Segments:
     """The compared PC ranges of every CFI function that SFrame covers at least in part.
 
     Element i is ``[start[i], end[i])`` (offsets) in CFI function ``fde[i]`` (a number of the
-    combined CFI tables), with the CFI's rules ``cfi`` and SFrame's ``sframe`` (canonical columns),
-    whether the two agree and, where they do not, the SFrame function covering ``start[i]``
-    (-1: none)."""
+    combined CFI tables); ``agree[i]`` says whether the CFI's and SFrame's rules agree there.
+    The ranges where they do not are ``differ``; for each of those (in that order), ``cfi`` and
+    ``sframe`` hold both sides' rules (canonical columns) and ``function`` the SFrame function
+    covering the range's start (-1: none)."""
 
     fde: IntArray
     start: IntArray
     end: IntArray
     #: The address of ``start``.
     pc: IntArray
+    agree: BoolArray
+    differ: IntArray
     cfi: RuleColumns
     sframe: RuleColumns
     function: IntArray
-    agree: BoolArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +98,9 @@ class CombinedCfi:
 
 
 def combine(tables: list[CfiTable]) -> CombinedCfi:
-    """One numbering of the FDEs of ``tables``; FDEs of later tables that start where an FDE of
-    an earlier one does are left out (as the generator leaves them out)."""
+    """One numbering of the FDEs of ``tables``, in address order; FDEs of later tables that
+    start where an FDE of an earlier one does are left out (as the generator leaves them
+    out)."""
     parts = []
     seen: set[int] = set()
     fde_base = 0
@@ -147,10 +152,36 @@ def combine(tables: list[CfiTable]) -> CombinedCfi:
         rules = RuleColumns._make(
             np.concatenate(column) for column in zip(*(t.rules for t in tables), strict=True)
         )
-    table_of, local, begin, size, usable, row_fde, row_begin, row_rule = columns
+    table_of, local, begin, size, usable, row_fde, row_begin, row_rule = _by_address(*columns)
     return CombinedCfi(
         tables, table_of, local, begin, size, usable, row_fde, row_begin, row_rule, rules
     )
+
+
+def _by_address(
+    table_of: IntArray,
+    local: IntArray,
+    begin: IntArray,
+    size: IntArray,
+    usable: BoolArray,
+    row_fde: IntArray,
+    row_begin: IntArray,
+    row_rule: IntArray,
+) -> tuple[npt.NDArray[Any], ...]:
+    """The FDEs numbered in address order (their rows with them), so that the PCs the
+    comparison asks about come in increasing order, as the batch lookup likes them best."""
+    order = np.argsort(begin, kind="stable")
+    if (order == np.arange(len(order))).all():
+        return table_of, local, begin, size, usable, row_fde, row_begin, row_rule
+    first = np.searchsorted(row_fde, np.arange(len(order) + 1))
+    counts = (first[1:] - first[:-1])[order]
+    before = np.cumsum(counts) - counts
+    rows = np.repeat(first[:-1][order] - before, counts) + np.arange(int(counts.sum()))
+    new_fde = np.repeat(np.arange(len(order), dtype=np.int64), counts)
+    return (
+        table_of[order], local[order], begin[order], size[order], usable[order], new_fde,
+        row_begin[rows], row_rule[rows],
+    )  # fmt: skip
 
 
 def coverage(section: SFrameSection, cfi: CombinedCfi) -> Coverage:
@@ -215,15 +246,28 @@ def segments(
     start = keys & _KEY_LIMIT
     following = np.append(fde[1:] == fde[:-1], False)
     end = np.where(following, np.append(start[1:], 0), size[fde])
-    cfi_rules = cfi.rules.take(own_rule[np.maximum(cfi_row, 0)])
+    rule = own_rule[np.maximum(cfi_row, 0)]
     pc = begin[fde] + start
-    found = section.find_fres(pc.astype(np.uint64))
-    sframe_rules = sframe_columns(found, section, abi)
-    agree = rules_agree(cfi_rules, sframe_rules, abi)
-    function = np.full(len(pc), -1, dtype=np.int64)
+    # The batch lookup and the comparison, a slice at a time (a bounded working set).
+    agree = np.empty(len(pc), dtype=bool)
+    for first_point in range(0, len(pc), CHUNK):
+        part = slice(first_point, first_point + CHUNK)
+        found = section.find_fres(pc[part].astype(np.uint64))
+        theirs_rules = sframe_columns(found, section, abi)
+        agree[part] = rules_agree(cfi.rules.take(rule[part]), theirs_rules, abi)
     differ = np.flatnonzero(~agree)
-    function[differ] = _covering_function(section, pc[differ])
-    return Segments(fde, start, end, pc, cfi_rules, sframe_rules, function, agree)
+    found = section.find_fres(pc[differ].astype(np.uint64))
+    return Segments(
+        fde,
+        start,
+        end,
+        pc,
+        agree,
+        differ,
+        cfi.rules.take(rule[differ]),
+        sframe_columns(found, section, abi),
+        _covering_function(section, pc[differ]),
+    )
 
 
 def _sframe_boundaries(section: SFrameSection) -> IntArray:

@@ -92,29 +92,34 @@ def classify(
     count = len(found.fde)
     kind = np.where(found.agree, AGREE, DISAGREE).astype(np.int8)
     reason = np.zeros(count, dtype=np.int8)
-    differ = np.flatnonzero(~found.agree)
+    differ = found.differ
     if not len(differ):
         return kind, reason
-    no_row = found.sframe.ra_kind[differ] == NO_ROW
-    reason[differ[no_row]] = _NO_SFRAME_ROW
+    # Work on the differing ranges: position k is range differ[k].
+    their_kind = np.full(len(differ), DISAGREE, dtype=np.int8)
+    their_reason = np.zeros(len(differ), dtype=np.int8)
+    no_row = found.sframe.ra_kind == NO_ROW
+    their_reason[no_row] = _NO_SFRAME_ROW
     # Signal frames gas keeps without rows.
-    function = found.function[differ]
+    function = found.function
     kept = (function >= 0) & signal_no_rows[np.maximum(function, 0)] & no_row
-    reason[differ[kept]] = _SIGNAL
-    kind[differ[kept]] = NOTE
+    their_reason[kept] = _SIGNAL
+    their_kind[kept] = NOTE
     # V1/V2 cannot say that the RA is undefined.
     if section.version is not Version.V3:
-        outermost = found.cfi.ra_kind[differ] == RegKind.UNDEFINED
-        reason[differ[outermost & ~no_row]] = _OLD_OUTERMOST
-        kind[differ[outermost & ~no_row]] = NOTE
+        outermost = (found.cfi.ra_kind == RegKind.UNDEFINED) & ~no_row
+        their_reason[outermost] = _OLD_OUTERMOST
+        their_kind[outermost] = NOTE
     if section.version is Version.V1:
-        _gas_2_40_notes(found, cfi, abi, kind, reason)
+        _gas_2_40_notes(found, cfi, abi, their_kind, their_reason)
     # The linker's PLT.
     for lo, hi, name in plt:
         pc = found.pc[differ]
         inside = (pc >= lo) & (pc < hi)
-        reason[differ[inside]] = _PLT_GOT if name == ".plt.got" else _PLT
-        kind[differ[inside]] = NOTE
+        their_reason[inside] = _PLT_GOT if name == ".plt.got" else _PLT
+        their_kind[inside] = NOTE
+    kind[differ] = their_kind
+    reason[differ] = their_reason
     return kind, reason
 
 
@@ -125,11 +130,12 @@ def _gas_2_40_notes(
     kind: npt.NDArray[np.int8],
     reason: npt.NDArray[np.int8],
 ) -> None:
-    """Note the disagreements of a V1 section that GNU as 2.40's reading of the CFI explains."""
-    differ = np.flatnonzero(kind == DISAGREE)
-    functions = np.unique(found.fde[differ])[:MAX_REREAD]
-    for fde in functions.tolist():
-        here = differ[found.fde[differ] == fde]
+    """Note the disagreements of a V1 section that GNU as 2.40's reading of the CFI explains
+    (``kind`` and ``reason`` are per differing range)."""
+    fdes = found.fde[found.differ]
+    open_ = np.flatnonzero(kind == DISAGREE)
+    for fde in np.unique(fdes[open_])[:MAX_REREAD].tolist():
+        here = open_[fdes[open_] == fde]
         table = cfi.tables[int(cfi.table[fde])]
         local = int(cfi.local[fde])
         for quirks, code in _GAS_2_40_REASONS:
@@ -137,10 +143,8 @@ def _gas_2_40_notes(
             if isinstance(rows, str) or not len(here):
                 continue
             begins = [row.begin for row in rows]
-            read = [
-                rows[max(bisect.bisect_right(begins, int(at)) - 1, 0)].rules
-                for at in found.start[here]
-            ]
+            offsets = found.start[found.differ[here]].tolist()
+            read = [rows[max(bisect.bisect_right(begins, at) - 1, 0)].rules for at in offsets]
             explained = rules_agree(RuleColumns.of(read), found.sframe.take(here), abi)
             kind[here[explained]] = NOTE
             reason[here[explained]] = code
