@@ -257,6 +257,29 @@ def test_gas_2_47_rows_that_disagree_with_the_cfi() -> None:
     ]
 
 
+def test_libbfd_built_with_gas_2_47_verifies_clean() -> None:
+    """libbfd (all targets) compiled with GNU as 2.47 --gsframe and linked by ld 2.47: every PC
+    of every function agrees with the CFI; the only note is ld's .plt.got."""
+    import os
+
+    import libbfd_gsframe
+
+    library = libbfd_gsframe.built()
+    if library is None and os.environ.get("PYSFRAME_BUILD_LIBBFD"):
+        library = libbfd_gsframe.build()
+    if library is None:
+        pytest.skip(
+            "no libbfd built with GNU as 2.47 --gsframe: python tests/libbfd_gsframe.py builds "
+            "it (about 5 minutes), or PYSFRAME_BUILD_LIBBFD=1 here"
+        )
+    report = verify_file(library)
+    assert report.sframe_version == 3 and report.sframe_source == "section"
+    assert report.status == CONSISTENT and report.disagreement_count == 0
+    assert report.compared_functions > 8_000 and report.compared_bytes > 3_000_000
+    assert all(note.function == ".plt.got" for note in report.notes)
+    assert report.without_cfi_count == 0
+
+
 # -- the command line -------------------------------------------------------------------------
 
 
@@ -386,7 +409,9 @@ def test_dask_cluster_gives_the_same_reports(capsys: pytest.CaptureFixture[str])
 
 def test_dask_scheduler_that_does_not_answer() -> None:
     pytest.importorskip("distributed", reason="Dask is not installed (pysframe[dask])")
-    with pytest.raises(SFrameError, match=r"cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9"):
+    with pytest.raises(
+        SFrameError, match=r"cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9"
+    ):
         collect([str(FRAMES)], dask="tcp://127.0.0.1:9", dask_timeout=1)
 
 
