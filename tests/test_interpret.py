@@ -167,6 +167,19 @@ def test_gas_2_40_quirks() -> None:
     assert _run(remember, quirks=Quirk.REMEMBER_LAST_ROW)[-1][1].cfa_offset == 8
 
 
+def test_gas_restore_to_the_first_row() -> None:
+    """Registers saved before the first row (a cold part of a split function): DWARF's
+    DW_CFA_restore returns to the CIE's rule, GNU as' to the first row's."""
+    code = bytes([0x0E, 48, 0x86, 5, 0x41, 0xC6, 0x0E, 8, 0x41])
+    assert _run(code)[1][1].fp_kind == RegKind.SAME
+    first_row = _run(code, quirks=Quirk.RESTORE_TO_FIRST_ROW)[1][1]
+    assert (first_row.fp_kind, first_row.fp_offset) == (RegKind.AT_CFA, -40)
+    # Before any row is written, the rule in effect stays.
+    assert _run(bytes([0x86, 2, 0xC6, 0x41]), quirks=Quirk.RESTORE_TO_FIRST_ROW)[0][1].fp_kind == (
+        RegKind.AT_CFA
+    )
+
+
 def test_expression_evaluation() -> None:
     plt = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
     assert reads_pc(plt, 16) and not reads_pc(plt, None)

@@ -103,7 +103,7 @@ NOT_SIGNED, SIGNED, SIGNED_WITH_PC = 0, 1, 2
 class Quirk(IntFlag):
     """Ways a producer reads CFI other than DWARF does, to tell its sections' differences
     apart from errors.  GNU as 2.40 (the SFrame V1 writer), found by assembling the same
-    directives with it and with 2.47:"""
+    directives with it and with 2.47 (``GAS_2_40``), and the rules of every GNU as since:"""
 
     NONE = 0
     #: ``.cfi_same_value`` of the FP is ignored (the FP stays saved).
@@ -112,10 +112,18 @@ class Quirk(IntFlag):
     RA_UNDEFINED_IGNORED = 2
     #: ``.cfi_remember_state`` remembers the last row written, not the rules in effect.
     REMEMBER_LAST_ROW = 4
+    #: (GNU as 2.40 to 2.47) ``.cfi_restore`` returns to the function's first row's rule (the
+    #: rules in effect when no row is written yet), not to the CIE's.
+    RESTORE_TO_FIRST_ROW = 8
 
 
 #: GNU as 2.40's ways.
-GAS_2_40 = Quirk.FP_SAME_VALUE_IGNORED | Quirk.RA_UNDEFINED_IGNORED | Quirk.REMEMBER_LAST_ROW
+GAS_2_40 = (
+    Quirk.FP_SAME_VALUE_IGNORED
+    | Quirk.RA_UNDEFINED_IGNORED
+    | Quirk.REMEMBER_LAST_ROW
+    | Quirk.RESTORE_TO_FIRST_ROW
+)
 
 #: A register rule: (RegKind, register or -1, offset).
 RegRule = tuple[int, int, int]
@@ -282,6 +290,10 @@ def interpret_program(
         elif code in (OP_RESTORE, OP_SAME_VALUE, OP_UNDEFINED):
             if code == OP_RESTORE:
                 fp_value, ra_value = restore[3:6], restore[6:9]
+                if quirks & Quirk.RESTORE_TO_FIRST_ROW:
+                    first = rows[0].rules if rows else None
+                    fp_value = first[3:6] if first else fp_rule
+                    ra_value = first[6:9] if first else ra_rule
             elif code == OP_SAME_VALUE:
                 fp_value = ra_value = _SAME
                 if quirks & Quirk.FP_SAME_VALUE_IGNORED:

@@ -11,9 +11,17 @@ purpose, which are *notes*:
 * signal frames GNU as keeps without rows when it cannot describe them (gas/gen-sframe.c);
 * what an SFrame V1 or V2 section cannot say: that the RA is undefined (outermost frame), before
   binutils 2.46;
+* GNU as' own reading of ``.cfi_restore`` (every version from 2.40 to 2.47): back to the
+  function's first row's rule, not the CIE's.  In the cold part of a split function the
+  registers are saved before the first row, so after the epilogue restores the FP (or the
+  AArch64 RA), SFrame still says it is saved at its slot; the slot, just below the stack
+  pointer, still holds the value then, so an unwinder reads the right one;
 * in V1 sections, GNU as 2.40's own reading of some directives
-  (:data:`~pysframe.generate.cfa_rules.GAS_2_40`): where the section says what the CFI says
-  when read that way, the difference is noted with the rule that explains it.
+  (:data:`~pysframe.generate.cfa_rules.GAS_2_40`).
+
+For these, the function is read again with the producer's rule
+(:class:`~pysframe.generate.cfa_rules.Quirk`): where the section then says what the CFI says,
+the difference is noted with the rule that explains it.
 
 Equal rules need no rule here: what SFrame leaves implicit is mapped to the CFI's vocabulary
 before the comparison (:mod:`pysframe.tools.verify_compare`).
@@ -66,17 +74,23 @@ REASONS = (
     "GNU as 2.40 (SFrame V1) remembers the last row written at .cfi_remember_state, not the "
     "rules in effect",
     "GNU as 2.40 (SFrame V1) reads these directives its own way (.cfi_same_value of the FP and "
-    ".cfi_undefined of the RA ignored, .cfi_remember_state remembering the last row written)",
+    ".cfi_undefined of the RA ignored, .cfi_remember_state remembering the last row written, "
+    ".cfi_restore returning to the first row's rule)",
+    "GNU as returns .cfi_restore to the function's first row's rule, not the CIE's: the "
+    "register stays saved after the epilogue restored it (its slot still holds the value)",
 )
 _PLT, _PLT_GOT, _SIGNAL, _OLD_OUTERMOST, _NO_SFRAME_ROW = 1, 2, 3, 4, 5
-#: GNU as 2.40's quirks, each alone and all together, with their reasons.
+#: GNU as' rules, each alone and (GNU as 2.40's) all together, with their reasons: those of
+#: every version, then those of V1 sections.
+_GAS_REASONS = ((Quirk.RESTORE_TO_FIRST_ROW, 10),)
 _GAS_2_40_REASONS = (
+    *_GAS_REASONS,
     (Quirk.FP_SAME_VALUE_IGNORED, 6),
     (Quirk.RA_UNDEFINED_IGNORED, 7),
     (Quirk.REMEMBER_LAST_ROW, 8),
     (GAS_2_40, 9),
 )
-#: V1 functions with disagreements that are read again with GNU as 2.40's quirks, at most.
+#: Functions with disagreements that are read again with GNU as' rules, at most.
 MAX_REREAD = 10_000
 
 
@@ -110,8 +124,8 @@ def classify(
         outermost = (found.cfi.ra_kind == RegKind.UNDEFINED) & ~no_row
         their_reason[outermost] = _OLD_OUTERMOST
         their_kind[outermost] = NOTE
-    if section.version is Version.V1:
-        _gas_2_40_notes(found, cfi, abi, their_kind, their_reason)
+    rules = _GAS_2_40_REASONS if section.version is Version.V1 else _GAS_REASONS
+    _gas_notes(found, cfi, abi, their_kind, their_reason, rules)
     # The linker's PLT.
     for lo, hi, name in plt:
         pc = found.pc[differ]
@@ -123,22 +137,23 @@ def classify(
     return kind, reason
 
 
-def _gas_2_40_notes(
+def _gas_notes(
     found: Segments,
     cfi: CombinedCfi,
     abi: Abi,
     kind: npt.NDArray[np.int8],
     reason: npt.NDArray[np.int8],
+    rules: tuple[tuple[Quirk, int], ...],
 ) -> None:
-    """Note the disagreements of a V1 section that GNU as 2.40's reading of the CFI explains
-    (``kind`` and ``reason`` are per differing range)."""
+    """Note the disagreements that GNU as' reading of the CFI (``rules``) explains (``kind``
+    and ``reason`` are per differing range)."""
     fdes = found.fde[found.differ]
     open_ = np.flatnonzero(kind == DISAGREE)
     for fde in np.unique(fdes[open_])[:MAX_REREAD].tolist():
         here = open_[fdes[open_] == fde]
         table = cfi.tables[int(cfi.table[fde])]
         local = int(cfi.local[fde])
-        for quirks, code in _GAS_2_40_REASONS:
+        for quirks, code in rules:
             rows = fde_rows(table, local, quirks)
             if isinstance(rows, str) or not len(here):
                 continue
