@@ -25,9 +25,9 @@ from pysframe.format.section import SFrameSection
 from pysframe.tools.verify import (
     CONSISTENT,
     DISAGREEMENT,
-    Difference,
     NO_SFRAME,
     REJECTED,
+    Difference,
     FileReport,
     Options,
     collect,
