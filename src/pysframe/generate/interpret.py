@@ -34,7 +34,7 @@ from .cfa_rules import (
 )
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, scan_fdes
 from .expression import evaluate
-from .interpret_bulk import PAD, RuleColumns, interpret_programs
+from .interpret_bulk import PAD, RuleColumns, concatenate, interpret_programs
 from .ops import decode_instructions
 
 IntArray = npt.NDArray[np.int64]
@@ -184,11 +184,13 @@ def interpret_cfi(
     solved = np.zeros(len(keys), dtype=bool)
     if bulk and keys:
         solved = _interpret_in_bulk(keys, cies, initial, cfi_abi, big_endian, rows)
+    # Programs the bulk path did not take are numbered after the others, so that their rows,
+    # appended, stay in program order.
     per_fde: list[int] = []
-    for key, program in zip(keys, range(len(keys)), strict=True):
-        if solved[program]:
-            continue
-        cie_offset, code = key
+    renumber = np.arange(len(keys), dtype=np.int64)
+    next_program = len(keys)
+    for program in np.flatnonzero(~solved).tolist():
+        cie_offset, code = keys[program]
         state = initial[cie_offset]
         assert not isinstance(state, str)
         result = _interpret_one(code, cies[cie_offset], state, cfi_abi, big_endian, None)
@@ -197,8 +199,11 @@ def interpret_cfi(
         elif result is None:
             per_fde.append(program)
         else:
-            rows.add(program, result)
-    next_program = len(keys)
+            rows.add(next_program, result)
+            renumber[program] = next_program
+            next_program += 1
+    listed = fde_program >= 0
+    fde_program[listed] = renumber[fde_program[listed]]
     if per_fde or rows.failed:
         dependent = set(per_fde)
         for index in program_list:
@@ -231,8 +236,8 @@ def interpret_cfi(
 
 
 class _ProgramRows:
-    """Rows of programs as they are interpreted: numpy blocks from the bulk path, lists from
-    the per-program path; ``finish`` puts them in program order."""
+    """Rows of programs as they are interpreted: a numpy block from the bulk path, lists from
+    the per-program path (added in program order, after the block's programs)."""
 
     def __init__(self) -> None:
         #: At most one block of rows from the bulk path.
@@ -252,26 +257,17 @@ class _ProgramRows:
         self.failed[program] = reason
 
     def finish(self) -> tuple[IntArray, IntArray, IntArray, RuleColumns]:
-        """(program, begin, rule) of every row, by program, and the rule columns."""
+        """(program, begin, rule) of every row, by program, and the rule columns: the bulk
+        block's rows, then the listed ones (their programs are numbered after the block's)."""
         listed = (
             np.array(self.programs, dtype=np.int64),
             np.array(self.begins, dtype=np.int64),
             RuleColumns.of(self.rules),
         )
-        if not self.blocks:
-            program, begin, rules = listed
-        else:
-            # One bulk block, in program order, and the listed rows, in program order too:
-            # merge them (each program's rows are in one of the two).
-            program, begin, rules = self.blocks[0]
-            if len(listed[0]):
-                at = np.searchsorted(program, listed[0], side="right")
-                program = np.insert(program, at, listed[0])
-                begin = np.insert(begin, at, listed[1])
-                rules = RuleColumns._make(
-                    np.insert(column, at, extra)
-                    for column, extra in zip(rules, listed[2], strict=True)
-                )
+        blocks = [*self.blocks, listed]
+        program = np.concatenate([block[0] for block in blocks])
+        begin = np.concatenate([block[1] for block in blocks])
+        rules = concatenate([block[2] for block in blocks])
         return program, begin, np.arange(len(program), dtype=np.int64), rules
 
 

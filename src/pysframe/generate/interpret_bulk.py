@@ -159,13 +159,12 @@ class _Lebs:
 
     def __init__(self, buf: npt.NDArray[np.uint8]) -> None:
         count = len(buf)
-        index = np.arange(count, dtype=np.int64)
+        index = np.arange(count, dtype=np.int32 if count < 1 << 30 else np.int64)
         # The first byte at or after each position without the continuation bit.
         stop = np.where(buf < 0x80, index, count)
         stop = np.minimum.accumulate(stop[::-1])[::-1]
-        length = stop - index + 1
-        length[length > _MAX_LEB] = 0
-        self.length = length
+        stop -= index
+        self.length = np.where(stop < _MAX_LEB, stop + 1, 0).astype(np.int8)
         self._buf = np.concatenate([buf, np.zeros(_MAX_LEB, dtype=np.uint8)])
 
     def unsigned(self, at: IntArray) -> IntArray:
@@ -192,14 +191,14 @@ class _Lebs:
 
 def _instruction_lengths(
     buf: npt.NDArray[np.uint8], lebs: _Lebs, aarch64: bool
-) -> tuple[IntArray, npt.NDArray[np.int8]]:
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
     """Per byte: the length of the handled instruction that would start there (0: not
     handled), and the opcode's layout."""
     count = len(buf) - PAD
     layout_table, fixed_table = _opcode_tables(aarch64)
     op = buf[:count]
     layout = layout_table[op]
-    length = fixed_table[op].astype(np.int64)
+    length = fixed_table[op]
     first = lebs.length[1 : count + 1]
     one = layout == _ONE_LEB
     length[one] = np.where(first[one] > 0, 1 + first[one], 0)
@@ -211,12 +210,12 @@ def _instruction_lengths(
 
 
 def _walk(
-    length: IntArray, starts: IntArray, ends: IntArray, ok: BoolArray
+    length: npt.NDArray[np.int8], starts: IntArray, ends: IntArray, ok: BoolArray
 ) -> tuple[IntArray, IntArray]:
     """(position, program) of every instruction, by program in program order; a program with
     an unhandled instruction, or one running past its end, is cleared in ``ok``."""
     is_start = np.zeros(len(length) + 1, dtype=bool)
-    program_at = np.zeros(len(length) + 1, dtype=np.int64)
+    program_at = np.zeros(len(length) + 1, dtype=np.int32)
     cur = starts.copy()
     prog = np.arange(len(starts), dtype=np.int64)
     end = ends.copy()
@@ -237,7 +236,7 @@ def _walk(
         program_at[cur] = prog
         cur = nxt
     pos = np.flatnonzero(is_start)
-    prg = program_at[pos]
+    prg = program_at[pos].astype(np.int64)
     keep = ok[prg]
     return pos[keep], prg[keep]
 

@@ -77,11 +77,20 @@ def _on_dask(
         futures = client.map(function, list(paths), pure=False)
         position = {future.key: index for index, future in enumerate(futures)}
         results: list[Result | None] = [None] * len(paths)
-        for done, future in enumerate(distributed.as_completed(futures), start=1):
-            result = future.result()
-            results[position[future.key]] = result
-            if on_done:
-                on_done(done, result)
+        try:
+            for done, future in enumerate(distributed.as_completed(futures), start=1):
+                result = future.result()
+                results[position[future.key]] = result
+                if on_done:
+                    on_done(done, result)
+        except Exception as error:
+            # The per-file function reports the files' own problems in its results: anything
+            # raised here is the cluster's (a worker or the scheduler without pysframe...).
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise SFrameError(
+                f"the Dask cluster at {address} failed: {type(error).__name__}: {first_line} "
+                "(the scheduler and the workers need pysframe installed)"
+            ) from None
     return [r for r in results if r is not None]
 
 
