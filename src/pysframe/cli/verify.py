@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 from ..errors import ElfError
-from ..tools.stats import find_elf_files
 from ..tools.verify import NO_SFRAME, FileReport, Options, collect, summarize
 from ..tools.verify_text import CSV_FIELDS, csv_rows, json_document, report_text, summary_table
 from .progress import Progress
@@ -78,8 +77,11 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     paths = list(args.files)
-    for directory in args.dir:
-        paths += find_elf_files(directory, args.recursive)
+    if args.dir:
+        from ..tools.stats import find_elf_files
+
+        for directory in args.dir:
+            paths += find_elf_files(directory, args.recursive)
     if not paths:
         raise ElfError("no ELF files given (name FILEs or --dir DIR)")
     options = Options(generate=args.generate, kernel=args.kernel, section=args.section)

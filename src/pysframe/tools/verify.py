@@ -39,10 +39,8 @@ from ..format.findings import Severity
 from ..format.layout import HEADER_AT
 from ..format.section import SFrameSection
 from ..generate.cfi import CfiFormat, PointerContext
-from ..generate.driver import generate_from_eh_frame, generate_from_elf, skip_reasons
 from ..generate.interpret import CfiTable, interpret_cfi
 from .parallel import DASK_CONNECT_TIMEOUT, map_files
-from .validate import validate_elf, validate_section
 from .verify_compare import (
     CombinedCfi,
     combine,
@@ -316,10 +314,14 @@ def _sframe_section(
         section = SFrameSection.from_bytes(data, address)
         section.table  # noqa: B018  (reads and checks every FDE before anything relies on them)
         if options.kernel:
+            from .validate import validate_elf
+
             findings = validate_elf(image, options.section, kernel=True)
             kernel = [str(f) for f in findings if f.severity is Severity.ERROR]
         return section, "section", kernel
     if place.layout is None:
+        from ..generate.driver import generate_from_elf
+
         result = generate_from_elf(image, Version.V3)
     else:
         eh = next((t for t in tables if t.source == ".eh_frame"), None)
@@ -328,11 +330,15 @@ def _sframe_section(
         end = max(place.layout.values(), default=0) + 0x1000
         eh_section = image.section(".eh_frame")
         assert eh_section is not None
+        from ..generate.driver import generate_from_eh_frame
+
         result = generate_from_eh_frame(
             eh.data, place.address(eh_section.index, 0), abi, section_address=end
         )
     section = result.section
     if options.kernel:
+        from .validate import validate_section
+
         findings = validate_section(
             section,
             kernel=True,
@@ -463,6 +469,8 @@ def _without_sframe_reasons(
     for table_index, positions in by_table.items():
         table = cfi.tables[table_index]
         spans = [table.spans[int(cfi.local[functions[p]])] for p in positions]
+        from ..generate.driver import skip_reasons
+
         reasons = skip_reasons(table.data, table.cies, spans, abi, version)
         for position, reason, span in zip(positions, reasons, spans, strict=True):
             out[position] = without_sframe_reason(reason, table, span, version)
