@@ -197,6 +197,35 @@ def test_cut_function_size_is_reported_at_its_end(tmp_path: Path) -> None:
     assert report.disagreeing_bytes == cut
 
 
+def test_changed_plt_row_is_reported_in_every_entry(tmp_path: Path) -> None:
+    """The .plt's PCMASK rows against ld's CFI expression, evaluated at every PC: a wrong CFA
+    after the push is caught in each 16-byte entry."""
+    with ElfImage.open(str(FRAMES)) as image:
+        section = load_sframe(image)
+    masked = next(f for f in section if f.pc_type == 1)
+    rows = list(masked.rows)
+
+    def damage(functions: list[Function]) -> list[Function]:
+        index = _function_at(functions, masked.start)
+        row = rows[1]
+        changed = replace(row, words=(row.words[0] + 8, *row.words[1:]))
+        functions[index] = _with_rows(functions[index], [rows[0], changed])
+        return functions
+
+    target = tmp_path / "frames"
+    _damaged(FRAMES, target, damage)
+    report = verify_file(target)
+    assert report.status == DISAGREEMENT
+    entries = masked.size // masked.rep_size
+    assert report.disagreement_count == entries
+    first = report.disagreements[0]
+    assert first.function == ".plt"
+    block = masked.start + rows[1].start_offset
+    assert (first.start, first.end) == (block, masked.start + masked.rep_size)
+    assert (first.cfi, first.sframe) == ("CFA sp+16, FP u, RA c-8", "CFA sp+24, FP u, RA c-8")
+    assert report.disagreeing_bytes == entries * (masked.rep_size - rows[1].start_offset)
+
+
 @pytest.mark.parametrize("arch", ["aarch64", "s390x"])
 def test_changed_cfa_offset_on_other_abis(arch: str, tmp_path: Path) -> None:
     source = CORPUS / arch / "v3" / ("frames" if arch == "aarch64" else "frames-nopie")

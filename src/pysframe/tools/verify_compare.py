@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..format.constants import Abi, DwarfReg, PcType
+from ..format.constants import Abi, DwarfReg, PcType, Version
 from ..format.layout import fde_pc_type, fde_signal_frame
 from ..format.lookup import RULE_KIND_CODES, BatchResult
 from ..format.model import RuleKind
@@ -272,7 +272,9 @@ def segments(
 
 def _sframe_boundaries(section: SFrameSection) -> IntArray:
     """Every address where SFrame's answer may change, sorted: function starts and ends, row
-    starts (every block's, in PCMASK functions)."""
+    starts (every block's, in PCMASK functions: blocks of rep_size bytes from the function's
+    start; in V1, 16-byte blocks aligned on 16, as libsframe 2.40 matches the PC's low four
+    bits)."""
     table = section.table
     start = table.start.astype(np.int64)
     end = start + table.size
@@ -280,17 +282,26 @@ def _sframe_boundaries(section: SFrameSection) -> IntArray:
     masked = fde_pc_type(table.info) == PcType.MASK
     plain = ~masked[row_function] & (row_offset < table.size[row_function])
     parts = [start, end, start[row_function[plain]] + row_offset[plain]]
-    for index in np.flatnonzero(masked & (table.rep_size > 0)).tolist():
-        rep = int(table.rep_size[index])
-        blocks = -(-int(table.size[index]) // rep)
-        offsets = row_offset[row_function == index]
+    v1 = section.version is Version.V1
+    for index in np.flatnonzero(masked).tolist():
+        rep = _V1_BLOCK if v1 else int(table.rep_size[index])
+        if rep <= 0:
+            continue
+        first, last = int(start[index]), int(end[index])
+        base = first - first % rep if v1 else first
+        offsets = row_offset[row_function == index] % rep
+        blocks = -(-(last - base) // rep)
         if blocks * max(len(offsets), 1) > MAX_PCMASK_POINTS:
             continue
-        grid = (np.arange(blocks, dtype=np.int64)[:, None] * rep + offsets[None, :]).ravel()
-        parts.append(int(start[index]) + grid[grid < table.size[index]])
+        grid = base + (np.arange(blocks, dtype=np.int64)[:, None] * rep + offsets[None, :]).ravel()
+        parts.append(grid[(grid >= first) & (grid < last)])
     bounds = np.concatenate(parts)
     bounds.sort(kind="stable")  # sorted runs: a merge
     return bounds
+
+
+#: libsframe 2.40 matches V1 PCMASK rows on the PC's low four bits.
+_V1_BLOCK = 16
 
 
 def _covering_function(section: SFrameSection, pcs: IntArray) -> IntArray:

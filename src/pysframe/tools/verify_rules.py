@@ -4,10 +4,10 @@ A compared range where SFrame and the CFI differ is a *disagreement* (an unwinde
 section goes wrong there) unless it is one of the differences every producer makes on
 purpose, which are *notes*:
 
-* the linker's PLT descriptions: GNU ld writes the SFrame of ``.plt``, ``.plt.sec`` and
-  ``.plt.got`` itself, beside CFI of its own (x86-64: an expression of the PC, which
-  :mod:`pysframe.generate.expression` evaluates at every PC); ld 2.47 gives ``.plt.got``
-  entries CFA ``sp+16`` where its CFI says ``sp+8``;
+* GNU ld 2.47's ``.plt.got``: ld writes the SFrame of its PLT sections itself, beside CFI of
+  its own (x86-64 ``.plt``: an expression of the PC, which
+  :mod:`pysframe.generate.expression` evaluates at every PC, and which must agree); for
+  ``.plt.got`` entries ld 2.47 writes CFA ``sp+16`` where its CFI says ``sp+8``;
 * signal frames GNU as keeps without rows when it cannot describe them (gas/gen-sframe.c);
 * what an SFrame V1 or V2 section cannot say: that the RA is undefined (outermost frame), before
   binutils 2.46;
@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import CfiError
-from ..format.constants import Abi, Version
+from ..format.constants import Abi, DwarfReg, Version
 from ..format.section import SFrameSection
 from ..generate.cfa_rules import (
     GAS_2_40,
@@ -63,7 +63,7 @@ AGREE, NOTE, DISAGREE = 0, 1, 2
 #: Why a difference is a note (or, for NO_SFRAME_ROW, what a disagreement is).
 REASONS = (
     "",
-    "the linker's own description of its PLT",
+    "",
     "GNU ld 2.47 gives .plt.got entries CFA sp+16; they are entered by a call (CFA sp+8, as "
     "ld's CFI says)",
     "a signal frame GNU as keeps without rows, as it cannot describe it",
@@ -79,7 +79,7 @@ REASONS = (
     "GNU as returns .cfi_restore to the function's first row's rule, not the CIE's: the "
     "register stays saved after the epilogue restored it (its slot still holds the value)",
 )
-_PLT, _PLT_GOT, _SIGNAL, _OLD_OUTERMOST, _NO_SFRAME_ROW = 1, 2, 3, 4, 5
+_PLT_GOT, _SIGNAL, _OLD_OUTERMOST, _NO_SFRAME_ROW = 2, 3, 4, 5
 #: GNU as' rules, each alone and (GNU as 2.40's) all together, with their reasons: those of
 #: every version, then those of V1 sections.
 _GAS_REASONS = ((Quirk.RESTORE_TO_FIRST_ROW, 10),)
@@ -126,12 +126,17 @@ def classify(
         their_kind[outermost] = NOTE
     rules = _GAS_2_40_REASONS if section.version is Version.V1 else _GAS_REASONS
     _gas_notes(found, cfi, abi, their_kind, their_reason, rules)
-    # The linker's PLT.
+    # GNU ld 2.47's .plt.got: CFA sp+16 where its CFI says sp+8, the rest the same.
+    sp = DwarfReg.SP[abi]
     for lo, hi, name in plt:
+        if name != ".plt.got":
+            continue
         pc = found.pc[differ]
-        inside = (pc >= lo) & (pc < hi)
-        their_reason[inside] = _PLT_GOT if name == ".plt.got" else _PLT
-        their_kind[inside] = NOTE
+        ld = (pc >= lo) & (pc < hi) & (found.cfi.cfa_reg == sp) & (found.sframe.cfa_reg == sp)
+        ld &= (found.cfi.cfa_offset == 8) & (found.sframe.cfa_offset == 16)
+        ld &= rules_agree(found.cfi._replace(cfa_offset=found.sframe.cfa_offset), found.sframe, abi)
+        their_reason[ld] = _PLT_GOT
+        their_kind[ld] = NOTE
     kind[differ] = their_kind
     reason[differ] = their_reason
     return kind, reason
