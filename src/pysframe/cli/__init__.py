@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from ..errors import SFrameError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("dump", "info", "lookup", "generate", "check", "stack", "stats")
+COMMANDS = ("dump", "info", "lookup", "generate", "check", "stack", "stats", "verify")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -42,6 +42,11 @@ def register(subparsers: Any) -> None:
         help="processes (default: the CPU count for several files)",
     )
     p.add_argument(
+        "--dask",
+        metavar="SCHEDULER_ADDRESS",
+        help="run on the Dask cluster of this scheduler (needs pysframe[dask])",
+    )
+    p.add_argument(
         "--no-generate",
         action="store_true",
         help="do not generate SFrame for files without .sframe",
@@ -84,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=jobs,
         generate=not args.no_generate,
         on_done=progress.update if progress else None,
+        dask=args.dask,
     )
     if progress:
         progress.finish()

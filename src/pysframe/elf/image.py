@@ -13,7 +13,7 @@ import os
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, BinaryIO
 
@@ -505,7 +505,7 @@ class ElfImage:
             sections = self.sections()
             for entry in rel_section.iter_relocations():
                 sym_index = int(entry["r_info_sym"])
-                value, name = 0, ""
+                value, name, defined_in = 0, "", 0
                 if sym_index and table is not None:
                     sym = table.get_symbol(sym_index)
                     name = sym.name
@@ -513,12 +513,14 @@ class ElfImage:
                     value = int(sym["st_value"])
                     if 0 < shndx < SHN_LORESERVE and shndx < len(sections):
                         value += sections[shndx].address
+                        defined_in = shndx
                 yield Relocation(
                     offset=int(entry["r_offset"]),
                     type=int(entry["r_info_type"]),
                     symbol_value=value,
                     addend=int(entry["r_addend"]) if rel_section.is_RELA() else None,
                     symbol_name=name,
+                    symbol_section=defined_in,
                 )
         except SFrameError:
             raise
@@ -536,6 +538,36 @@ class ElfImage:
         try:
             return apply_relocations(
                 data, relocations, self.machine, self.big_endian, section.address
+            )
+        except ElfError as error:
+            raise ElfError(f"{self.path}: {section.name}: {error}") from None
+
+    def object_layout(self) -> dict[int, int]:
+        """For a relocatable object: an address for each allocated section (by index), one
+        after the other in index order, each aligned as it asks, as a link would lay them out.
+        Code of different sections then has different addresses (every section of an object is
+        at address 0)."""
+        layout: dict[int, int] = {}
+        address = 0
+        for sec in self.sections():
+            if not sec.flags & SHF_ALLOC or sec.index <= 0:
+                continue
+            align = max(sec.addralign, 1)
+            address = (address + align - 1) // align * align
+            layout[sec.index] = address
+            address += max(sec.size, 1)
+        return layout
+
+    def relocated_at(self, section: ElfSection, data: bytes, layout: dict[int, int]) -> bytes:
+        """``data``, the contents of ``section`` of a relocatable object, relocated as if each
+        section were at its address in ``layout`` (:meth:`object_layout`)."""
+        relocations = [
+            replace(r, symbol_value=r.symbol_value + layout.get(r.symbol_section, 0))
+            for r in self.relocations_for(section)
+        ]
+        try:
+            return apply_relocations(
+                data, relocations, self.machine, self.big_endian, layout.get(section.index, 0)
             )
         except ElfError as error:
             raise ElfError(f"{self.path}: {section.name}: {error}") from None

@@ -45,6 +45,8 @@ class Relocation:
     symbol_value: int
     addend: int | None = None
     symbol_name: str = ""
+    #: The index of the section the symbol is defined in (0: none, or a special index).
+    symbol_section: int = 0
 
 
 def apply_relocations(

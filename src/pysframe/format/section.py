@@ -209,6 +209,15 @@ class SFrameSection(Sequence[Function]):
             self._row_table = RowTable(self)
         return self._row_table.find(np.asarray(pcs, dtype=np.uint64))
 
+    def row_starts(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Every row's function index and start offset (``sfre_start_address``), in stored
+        order, from the batch index :meth:`find_fres` searches (built on first use)."""
+        from .rowtable import RowTable
+
+        if self._row_table is None:
+            self._row_table = RowTable(self)
+        return self._row_table.function_of_row, self._row_table.start_offset
+
     # -- validation ----------------------------------------------------------------------------
     def validate(
         self,

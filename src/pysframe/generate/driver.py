@@ -260,6 +260,25 @@ def _translate_fdes(
     return out, skipped, considered
 
 
+def skip_reasons(
+    data: bytes,
+    cies: dict[int, Cie],
+    spans: Sequence[FdeSpan],
+    abi: Abi | int,
+    version: Version | int = Version.V3,
+) -> list[str | None]:
+    """Why each FDE of ``spans`` (as :func:`pysframe.generate.cfi.scan_fdes` gives them) is
+    left out of a section of ``version``: gas' reason, or None where an FDE is written for it
+    (a signal frame gas keeps without rows has its reason too)."""
+    abi = Abi(abi)
+    encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
+    _, skipped, _ = _translate_fdes(data, cies, spans, encoder, Version(version), bulk=False)
+    reasons: dict[tuple[int, int], str] = {}
+    for function in skipped:
+        reasons.setdefault((function.start, function.size), function.reason)
+    return [reasons.get((span[1], span[2])) for span in spans]
+
+
 def _make_function(
     result: Translation,
     size: int,
@@ -530,4 +549,10 @@ def _pointer_context(image: ElfImage) -> PointerContext:
     )
 
 
-__all__ = ["GenerateResult", "encode_functions", "generate_from_eh_frame", "generate_from_elf"]
+__all__ = [
+    "GenerateResult",
+    "encode_functions",
+    "generate_from_eh_frame",
+    "generate_from_elf",
+    "skip_reasons",
+]

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -29,6 +30,7 @@ from ..format.constants import FreType, Version
 from ..format.layout import fde_fre_type, fre_word_count, fre_word_size_code
 from ..format.section import SFrameSection
 from ..format.walk import fre_infos
+from .parallel import map_files
 
 #: Rep size given to PCMASK functions when a V1 section (which stores none) is converted:
 #: the 16-byte PLT entries of x86-64, the only producer of V1 PCMASK FDEs (V1 spec 2.3.2).
@@ -290,8 +292,13 @@ def collect(
     jobs: int = 1,
     generate: bool = True,
     on_done: Callable[[int, FileStats], None] | None = None,
+    dask: str | None = None,
 ) -> list[FileStats]:
-    """Statistics of every path, in the order given, using ``jobs`` processes."""
+    """Statistics of every path, in the order given, using ``jobs`` processes, or the Dask
+    cluster whose scheduler is at ``dask`` (:func:`pysframe.tools.parallel.map_files`)."""
+    if dask is not None:
+        task = partial(file_stats_or_error, generate=generate)
+        return map_files(task, paths, dask=dask, on_done=on_done)
     results: list[FileStats | None] = [None] * len(paths)
     done = 0
     if jobs <= 1 or len(paths) <= 1:
