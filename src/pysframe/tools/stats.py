@@ -6,7 +6,8 @@ between versions, or generated from .eh_frame by :mod:`pysframe.generate` when t
 .sframe), and the V3 section compacted (:mod:`pysframe.format.compact`, blocks shared unless
 the section is big-endian); function and row (FRE) counts; how many functions use each FRE
 start-address type (V2 spec 2.3.3) and how many rows use each data-word size (V2 spec 2.4.1,
-"none" for rows without words); functions the generator skipped and the share of executable bytes covered.
+"none" for rows without words); functions the generator skipped and the share of executable
+bytes covered.
 
 Relocations of a relocatable object's .sframe are not applied: no figure here depends on them.
 """
