@@ -153,7 +153,11 @@ def compact_section(
     spec = section.spec()
     if options.drop_trailing:
         spec = replace(spec, trailing=b"")
-    data = assemble_section(spec, columns, written, None, block_of)
+    # The blocks in the order of the original ones (GNU ld writes FREs before sorting FDEs),
+    # so that a section without anything to gain is written back as it was.
+    first_user = np.arange(len(blocks)) if block_of is None else _first_users(block_of, written)
+    order = np.lexsort((first_user, table.fre_offset[first_user])).tolist()
+    data = assemble_section(spec, columns, written, order, block_of)
     if verify:
         from .section import SFrameSection
 
@@ -263,6 +267,14 @@ def _fre_bytes(
 
 
 # -- sharing ----------------------------------------------------------------------------------
+
+
+def _first_users(block_of: list[int], written: list[bytes]) -> I64:
+    """The first function naming each written block."""
+    first = np.full(len(written), -1, dtype=np.int64)
+    named = np.asarray(block_of, dtype=np.int64)
+    first[named[::-1]] = np.arange(len(named) - 1, -1, -1, dtype=np.int64)
+    return first
 
 
 def _share(
