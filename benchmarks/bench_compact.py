@@ -173,11 +173,15 @@ def directory_sizes(files: Iterable[str]) -> None:
     if not total.files:
         print("  no file with SFrame or .eh_frame")
         return
-    print(f"  {total.files} files: .eh_frame {total.eh_frame:,} + .eh_frame_hdr "
-          f"{total.eh_frame_hdr:,} = {total.unwind:,} bytes")
+    print(
+        f"  {total.files} files: .eh_frame {total.eh_frame:,} + .eh_frame_hdr "
+        f"{total.eh_frame_hdr:,} = {total.unwind:,} bytes"
+    )
     print(f"  V3 {total.sframe:,} bytes: {total.sframe / total.unwind:.3f}x .eh_frame + hdr")
-    print(f"  V3 compacted {total.compacted:,} bytes: {total.compacted / total.unwind:.3f}x "
-          f".eh_frame + hdr, {100 * (1 - total.compacted / total.sframe):.1f}% smaller than V3")
+    print(
+        f"  V3 compacted {total.compacted:,} bytes: {total.compacted / total.unwind:.3f}x "
+        f".eh_frame + hdr, {100 * (1 - total.compacted / total.sframe):.1f}% smaller than V3"
+    )
     for name, gain in alone.items():
         print(f"    {name:<26} alone: {gain:>11,} bytes ({100 * gain / total.sframe:.2f}%)")
 
@@ -190,8 +194,10 @@ def tricks(section: SFrameSection) -> None:
         gain = size - compact_section(section, options).size
         print(f"    {name:<26} alone: {gain:>11,} bytes ({100 * gain / size:.2f}%)")
     compacted = compact_section(section)
-    print(f"  compacted: {compacted.size:,} bytes, {100 * compacted.saved / size:.1f}% smaller; "
-          f"{compacted.functions:,} functions name {compacted.blocks:,} blocks")
+    print(
+        f"  compacted: {compacted.size:,} bytes, {100 * compacted.saved / size:.1f}% smaller; "
+        f"{compacted.functions:,} functions name {compacted.blocks:,} blocks"
+    )
 
 
 # -- timing ----------------------------------------------------------------------------------------
@@ -234,8 +240,9 @@ def timing(section: SFrameSection, path: Path | None, runs: int) -> None:
                     partial(subprocess.run, command, capture_output=True, check=True), runs
                 )
         size = carrier.stat().st_size
-        common.print_ratio(f"  pysframe compact FILE ({size / 1e6:.0f} MB)", ours, reference,
-                           "objcopy")
+        common.print_ratio(
+            f"  pysframe compact FILE ({size / 1e6:.0f} MB)", ours, reference, "objcopy"
+        )
 
 
 # -- a libbfd built by gas 2.47 --gsframe and ld 2.47 -----------------------------------------

@@ -50,9 +50,7 @@ def _load(path: Path) -> tuple[SFrameSection, bool]:
 
 def _errors(section: SFrameSection, relocatable: bool) -> set[str]:
     return {
-        f.rule
-        for f in section.validate(relocatable=relocatable)
-        if f.severity is Severity.ERROR
+        f.rule for f in section.validate(relocatable=relocatable) if f.severity is Severity.ERROR
     }
 
 

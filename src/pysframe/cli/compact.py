@@ -18,9 +18,7 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     """-o / --in-place / --dry-run (one is needed) and --share: what compact and repair take."""
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("-o", "--output", metavar="OUT", help="write the new file here")
-    where.add_argument(
-        "--in-place", action="store_true", help="rewrite FILE itself (atomically)"
-    )
+    where.add_argument("--in-place", action="store_true", help="rewrite FILE itself (atomically)")
     where.add_argument("--dry-run", action="store_true", help="write nothing, only report")
     parser.add_argument(
         "--share",

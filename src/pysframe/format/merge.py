@@ -203,9 +203,7 @@ def describe(pieces: list[Piece]) -> str:
     else:
         what = f"{len(pieces)} SFrame sections back to back"
         sorting = f"{unsorted} not flagged sorted"
-    return (
-        f"{what} (V{int(header.version)}, {header.abi.name}), {functions} functions, {sorting}"
-    )
+    return f"{what} (V{int(header.version)}, {header.abi.name}), {functions} functions, {sorting}"
 
 
 __all__ = ["Piece", "describe", "merge_sections", "split_sections"]
