@@ -415,10 +415,64 @@ def test_fre_gap() -> None:
     assert finding.severity is Severity.WARNING and finding.function == 1
 
 
+def test_shared_fre_block_is_legal() -> None:
+    # Function 1's FDE names function 0's block (attribute record and FREs): a shared block.
+    twin = Fn(0x1020, 0x10, F0.fres, F0.num_fres)
+    data = v3([F0, twin], fre_offsets=[0, 0], fre_len=12)[: 28 + 32 + 12]
+    assert validate_bytes(data) == []
+    assert validate_bytes(data, kernel=True, sframe_segment_address=0) == []
+    finding = only(data, "fre-block-shared", foreign_endian=True)
+    assert finding.severity is Severity.WARNING and finding.function == 1
+    assert "1 functions use another function's FRE block" in finding.message
+
+
 def test_fre_block_overlap_pigeonhole() -> None:
-    # Both functions name the first block: together they need more than sfh_fre_len.
-    finding = only(v3(fre_offsets=[0, 0], fre_len=12), "fre-block-overlap")
-    assert "FRE blocks overlap" in finding.message
+    # Function 1's block starts inside function 0's (bytes 5-9 read as its attribute record,
+    # 1 FRE): at different offsets, the two blocks need more than sfh_fre_len.
+    f0 = Fn(0x1000, 0x20, bytes([0x01, 0x00, 0x00, 0x00, 0x00, 0x00]), 3)
+    data = v3([f0, Fn(0x1020, 0x10, b"", 1)], fre_offsets=[0, 5], fre_len=12)
+    finding = only(data, "fre-block-overlap")
+    assert "need at least 18 bytes" in finding.message and "FRE blocks overlap" in finding.message
+
+
+def v2(fdes: list[tuple[int, int, int, int, int]], fres: bytes) -> bytes:
+    """A V2 AMD64 section (section address 0, sorted, starts from the section) from FDEs
+    (start, size, fre_off, num_fres, info) and the FRE sub-section."""
+    head = struct.pack(
+        "<HBBBbbBIIIII",
+        0xDEE2,  # sfp_magic
+        2,  # sfp_version
+        0x1,  # sfp_flags: FDE_SORTED
+        3,  # sfh_abi_arch: AMD64
+        0,  # sfh_cfa_fixed_fp_offset
+        -8,  # sfh_cfa_fixed_ra_offset
+        0,  # sfh_auxhdr_len
+        len(fdes),  # sfh_num_fdes
+        sum(f[3] for f in fdes),  # sfh_num_fres
+        len(fres),  # sfh_fre_len
+        0,  # sfh_fdeoff
+        20 * len(fdes),  # sfh_freoff
+    )
+    # start, size, fre_off, num_fres, info, rep_size, padding (V2 spec 2.3)
+    table = b"".join(struct.pack("<iIIIBBH", *fde, 0, 0) for fde in fdes)
+    return head + table + fres
+
+
+def test_v2_prefix_of_a_block_is_legal() -> None:
+    # Function 1 uses the first FRE of function 0's two (V2: the FRE count is the FDE's).
+    data = v2([(0x1000, 0x20, 0, 2, 0x00), (0x1020, 0x10, 0, 1, 0x00)], FRE_SP8 + FRE_SP16_FP)
+    assert validate_bytes(data) == []
+    assert rules(validate_bytes(data, foreign_endian=True)) == {"fre-block-shared"}
+
+
+def test_v2_block_read_with_another_fre_type_overlaps() -> None:
+    # Function 1 names function 0's block but reads it with 2-byte start addresses (which
+    # also makes its one FRE start past its end, with too many words).
+    data = v2([(0x1000, 0x20, 0, 2, 0x00), (0x1020, 0x10, 0, 1, 0x01)], FRE_SP8 + FRE_SP16_FP)
+    findings = validate_bytes(data)
+    assert rules(findings) == {"fre-block-overlap", "fre-start", "fre-words"}
+    (finding,) = [f for f in findings if f.rule == "fre-block-overlap"]
+    assert finding.function == 1 and "read with FRE type 1, not 0" in finding.message
 
 
 def test_fre_block_overlap_partial() -> None:

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from ..errors import SFrameError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("dump", "info", "lookup", "generate", "check", "stack", "stats", "verify")
+COMMANDS = (
+    "dump", "info", "lookup", "generate", "check", "stack", "stats", "verify", "compact", "repair",
+)  # fmt: skip
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -33,6 +33,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--gaps", action="store_true", help="warn about address gaps between functions"
     )
+    parser.add_argument(
+        "--foreign-endian",
+        action="store_true",
+        help="also warn about what readers of the other byte order reject (shared FRE blocks)",
+    )
     parser.add_argument("--errors-only", action="store_true", help="do not report warnings")
     parser.add_argument("--section", default=None, help="section name (default .sframe)")
     parser.add_argument(
@@ -53,11 +58,23 @@ def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
     if args.raw:
         with open(path, "rb") as stream:
             data = stream.read()
-        return validate_bytes(data, args.address, kernel=args.kernel, address_gaps=args.gaps)
+        return validate_bytes(
+            data,
+            args.address,
+            kernel=args.kernel,
+            address_gaps=args.gaps,
+            foreign_endian=args.foreign_endian,
+        )
     from ..elf.image import ElfImage
 
     with ElfImage.open(path) as image:
-        return validate_elf(image, args.section, kernel=args.kernel, address_gaps=args.gaps)
+        return validate_elf(
+            image,
+            args.section,
+            kernel=args.kernel,
+            address_gaps=args.gaps,
+            foreign_endian=args.foreign_endian,
+        )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,16 +3,20 @@
 pysframe generate FILE -o OUT.sframe [--version 1|2|3]
 pysframe generate FILE --inject -o NEWFILE
 pysframe generate FILE --report
+pysframe generate FILE --compact ...     # the section compacted (see pysframe compact)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
 from ..generate import GenerateResult, generate_from_elf
+
+if TYPE_CHECKING:
+    from ..elf.inject import EncodableSection
 
 
 def register(subparsers: Any) -> None:
@@ -49,6 +53,12 @@ def register(subparsers: Any) -> None:
         help="list skipped functions with reasons, and the coverage",
     )
     parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="compact the section (functions with identical FRE blocks share one copy; the "
+        "smallest FRE widths); big-endian sections do not share blocks",
+    )
+    parser.add_argument(
         "--ld-compatible",
         action="store_true",
         help="describe .plt.got exactly as GNU ld 2.47 does (CFA sp+16)",
@@ -64,17 +74,26 @@ def run(args: argparse.Namespace) -> int:
     if args.replace and not args.inject:
         raise SFrameError("--replace goes with --inject")
     result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
+    written: EncodableSection = result
+    if args.compact:
+        from ..tools.compact import CompactedGeneration
+
+        written = compacted = CompactedGeneration(result)
+        if compacted.note is not None:
+            print(f"pysframe: {args.file}: note: {compacted.note}", file=sys.stderr)
     if args.output:
         if args.inject:
             from ..elf.inject import inject_file
 
-            inject_file(args.file, args.output, result, replace=args.replace)
+            inject_file(args.file, args.output, written, replace=args.replace)
         else:
             with open(args.output, "wb") as out:
-                out.write(result.data)
+                out.write(written.data)
             _warn_if_relocatable(args.file)
     if args.report:
         print_report(args.file, result)
+        if args.compact:
+            print(f"compacted: {len(written.data)} bytes", file=sys.stdout)
     return 0
 
 

@@ -298,8 +298,9 @@ class FdeTable:
 
 
 def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
-    """Read all FDEs at once (``start`` from :func:`read_starts`) and check every one, and
-    that their FRE blocks fit in the FRE sub-section together."""
+    """Read all FDEs at once (``start`` from :func:`read_starts`) and check every one, that
+    their distinct FRE blocks fit in the FRE sub-section together, and that they count at most
+    :data:`MAX_ROWS_PER_BYTE` FREs per byte of the section."""
     count = header.num_fdes
     fde_base = header.size + header.fde_offset
     dtype = fde_dtype(header.version, header.big_endian)
@@ -324,7 +325,7 @@ def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
     table = FdeTable(
         start_field, start, size, fre_offset, num_fres, info, info2, rep_size, padding, fre_data
     )
-    _check_table(header, table)
+    _check_table(header, table, len(data))
     return table
 
 
@@ -366,7 +367,7 @@ def _read_v3_attributes(
     return num_fres, info, info2, rep_size
 
 
-def _check_table(header: Header, table: FdeTable) -> None:
+def _check_table(header: Header, table: FdeTable, section_size: int) -> None:
     fre_type = fde_fre_type(table.info)
     bad = np.flatnonzero(fre_type > FreType.ADDR4)
     if bad.size:
@@ -387,17 +388,45 @@ def _check_table(header: Header, table: FdeTable) -> None:
         room = fre_end - table.fre_data
         i = int(np.flatnonzero((room < 0) | (fre_bytes > room))[0])
         raise _fres_do_not_fit(header, i, int(table.num_fres[i]), int(table.fre_offset[i]))
-    # FRE blocks (and V3 attribute records) of different functions do not share bytes, so
-    # together they fit in sfh_fre_len.  This bounds the number of rows by the input size:
-    # without it, many FDEs naming one large block make row tables quadratic in the input.
+    # FDEs may share FRE blocks (sfde_func_start_fre_off is only an offset; pysframe compact
+    # points functions with identical FREs at one copy), but blocks at different offsets do
+    # not share bytes: together they fit in sfh_fre_len.  A block named with several FRE
+    # counts (a V2 prefix) counts once, with the largest.
     record = V3_ATTR_SIZE if header.version is Version.V3 else 0
-    needed = int(fre_bytes.sum()) + record * len(table)
+    needed = _distinct_block_bytes(table.fre_offset, fre_bytes + record)
     if needed > header.fre_len:
         raise OutOfBoundsError(
             f"the {len(table)} functions' FREs need at least {needed} bytes but the FRE "
             f"sub-section has {header.fre_len}: FRE blocks overlap",
             HEADER_FRE_LEN_AT,
         )
+    # Whole-section work (the batch lookup's row table, the dump, validation) reads every
+    # FDE's FREs, shared or not.  Bound their number by the section's size, so that many
+    # FDEs naming one large block cannot make that work quadratic in the input.
+    rows = int(table.num_fres.sum())
+    if rows > MAX_ROWS_PER_BYTE * section_size:
+        raise OutOfBoundsError(
+            f"the {len(table)} functions have {rows} FREs, more than {MAX_ROWS_PER_BYTE} per "
+            f"byte of the {section_size}-byte section: too many FDEs share FRE blocks",
+            HEADER_AT["num_fres"],
+        )
+
+
+#: Most FREs the FDEs of a section may count per byte of the section (shared blocks counted
+#: once per FDE).  Sections without shared blocks have at most one FRE per two bytes; the
+#: compacted sections of real programs about one per four.
+MAX_ROWS_PER_BYTE = 4
+
+
+def _distinct_block_bytes(fre_offset: IntArray, least: IntArray) -> int:
+    """Bytes the FRE blocks take at least: ``least`` per function, once per distinct offset
+    (the largest of the functions naming it)."""
+    if not len(fre_offset):
+        return 0
+    order = np.lexsort((-least, fre_offset))
+    offsets = fre_offset[order]
+    first = np.concatenate(([True], offsets[1:] != offsets[:-1]))
+    return int(least[order][first].sum())
 
 
 #: Decoded rules per row context, keyed by (info, words).  Real sections repeat a few

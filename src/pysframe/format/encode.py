@@ -11,6 +11,14 @@ Two entries, one writer:
   assembling them.  Choosing those bytes (smallest FRE type and word size, FLEX or DEFAULT) is
   the builder's job.
 
+Shared FRE blocks.  ``sfde_func_start_fre_off`` is only an offset (V2 spec 2.3, VERSIONS.md V3):
+several FDEs may name one FRE block, and both entries take ``fre_block_of``, the block each
+function's FDE names.  In V3 the block starts with the attribute record, so the functions that
+share one have the same FRE count, info, info2 and rep size; in V1 and V2 the FRE count is the
+FDE's own, and a function may use the first FREs of a longer block (its FREs are a prefix of
+the block's).  ``sfh_num_fres`` counts every FDE's FREs, shared or not, as GNU ld counts them.
+:mod:`pysframe.format.compact` decides what to share.
+
 Every layout (header, FDE per version, V3 attribute record, FRE fields) comes from
 :mod:`pysframe.format.layout`.
 """
@@ -33,6 +41,7 @@ from .layout import (
     V3_ATTR_SIZE,
     byte_order,
     fde_dtype,
+    fde_fre_type,
     fre_address_struct,
     fre_words_struct,
     header_struct,
@@ -88,20 +97,38 @@ def encode_section(
     spec: SectionSpec,
     functions: Sequence[Function],
     fre_block_order: Sequence[int] | None = None,
+    fre_block_of: Sequence[int] | None = None,
 ) -> bytes:
     """Serialize ``functions`` (each with its rows) as an SFrame section.
 
     ``fre_block_order`` lists function positions in the order their FRE blocks are laid out in
     the FRE sub-section (default: FDE order), so that a linked section, whose FDEs were sorted
     after the FREs were written, re-encodes byte for byte.
+
+    ``fre_block_of`` (see "Shared FRE blocks" above) names, per function, the block its FDE
+    names by a function position (functions naming the same position share a block); each
+    block is encoded from the rows of the function with the most rows among those naming it
+    (the first such one), and ``fre_block_order`` then lists the blocks by those names.
     """
     _check_spec(spec)
-    order = _block_order(len(functions), fre_block_order)
-    blocks: list[bytes] = [b""] * len(functions)
+    owners, names, block_of = _block_owners(functions, fre_block_of)
+    order = _block_order(names, fre_block_order, block_of is not None)
+    blocks: list[bytes] = []
     row_bytes: dict[tuple[int, tuple[int, ...]], bytes] = {}
-    for position in range(len(functions)) if order is None else order:
+    for position in owners:
         function = functions[position]
-        blocks[position] = _encode_block(spec, function, function.rows, row_bytes)
+        blocks.append(_encode_block(spec, function, function.rows, row_bytes))
+    if block_of is not None:
+        for position, function in enumerate(functions):
+            owner = functions[owners[block_of[position]]]
+            rows, shared = function.rows, owner.rows[: len(function.rows)]
+            if function is not owner and [_row_key(r) for r in rows] != [
+                _row_key(r) for r in shared
+            ]:
+                raise EncodeError(
+                    f"function {function.index}: its rows are not the first rows of the FRE "
+                    f"block it shares with function {owner.index}"
+                )
     columns = FdeColumns(
         [f.start for f in functions],
         [f.size for f in functions],
@@ -111,7 +138,36 @@ def encode_section(
         [f.rep_size for f in functions],
         [f.padding for f in functions],
     )
-    return _assemble(spec, columns, blocks, order)
+    return _assemble(spec, columns, blocks, order, block_of)
+
+
+def _row_key(row: FrameRow) -> tuple[int, int, tuple[int, ...]]:
+    return row.start_offset, row.info, row.words
+
+
+def _block_owners(
+    functions: Sequence[Function], fre_block_of: Sequence[int] | None
+) -> tuple[list[int], list[int], list[int] | None]:
+    """(the function each block is encoded from, and its name, in block order; each
+    function's block index, None when every function has its own block)."""
+    count = len(functions)
+    if fre_block_of is None:
+        return list(range(count)), list(range(count)), None
+    named = list(fre_block_of)
+    if len(named) != count or any(not 0 <= n < count for n in named):
+        raise EncodeError("fre_block_of must name a function position for every function")
+    groups: dict[int, list[int]] = {}
+    for position, name in enumerate(named):
+        groups.setdefault(name, []).append(position)
+    owners: list[int] = []
+    index_of: dict[int, int] = {}
+    for name in sorted(groups):
+        members = groups[name]
+        # The block is written from the member with the most rows (the first of them).
+        owner = max(members, key=lambda p: (len(functions[p].rows), -p))
+        index_of[name] = len(owners)
+        owners.append(owner)
+    return owners, sorted(groups), [index_of[name] for name in named]
 
 
 def assemble_section(
@@ -119,15 +175,22 @@ def assemble_section(
     fdes: FdeColumns,
     fre_blocks: Sequence[bytes],
     fre_block_order: Sequence[int] | None = None,
+    fre_block_of: Column | None = None,
 ) -> bytes:
-    """Write a section from FDE columns and each function's encoded FREs.
+    """Write a section from FDE columns and encoded FRE blocks.
 
-    ``fre_blocks[i]`` is function ``i``'s FREs as written (start address field of the
-    function's FRE type, info byte, data words; without the V3 attribute record, which is
-    written from the columns).  ``fre_block_order`` as for :func:`encode_section`.
+    Without ``fre_block_of``, ``fre_blocks[i]`` is function ``i``'s FREs as written (start
+    address field of the function's FRE type, info byte, data words; without the V3
+    attribute record, which is written from the columns).  With it, ``fre_block_of[i]`` is the
+    index in ``fre_blocks`` of the block function ``i``'s FDE names (see "Shared FRE blocks"
+    above); every block must be named.  ``fre_block_order`` lists block indices in layout
+    order (default: as given).
     """
     _check_spec(spec)
-    return _assemble(spec, fdes, fre_blocks, _block_order(len(fre_blocks), fre_block_order))
+    count = len(fre_blocks)
+    block_of = None if fre_block_of is None else _int_column(fre_block_of)
+    order = _block_order(list(range(count)), fre_block_order, block_of is not None)
+    return _assemble(spec, fdes, fre_blocks, order, block_of)
 
 
 def _check_spec(spec: SectionSpec) -> None:
@@ -141,24 +204,37 @@ def _check_spec(spec: SectionSpec) -> None:
             raise EncodeError(f"{name} {getattr(spec, name)} does not fit a signed byte")
 
 
-def _block_order(count: int, fre_block_order: Sequence[int] | None) -> list[int] | None:
-    """The block order checked, or None for FDE order."""
+def _block_order(
+    names: list[int], fre_block_order: Sequence[int] | None, shared: bool = False
+) -> list[int] | None:
+    """The block order checked (as block indices), or None for the order given.
+
+    ``names[b]`` is what ``fre_block_order`` calls block ``b``."""
     if fre_block_order is None:
         return None
-    order = list(fre_block_order)
-    if sorted(order) != list(range(count)):
-        raise EncodeError("fre_block_order must list every function exactly once")
+    index_of = {name: block for block, name in enumerate(names)}
+    order = [index_of.get(position, -1) for position in fre_block_order]
+    if sorted(order) != list(range(len(names))):
+        what = "FRE block" if shared else "function"
+        raise EncodeError(f"fre_block_order must list every {what} exactly once")
     return order
 
 
 def _assemble(
-    spec: SectionSpec, fdes: FdeColumns, blocks: Sequence[bytes], order: list[int] | None
+    spec: SectionSpec,
+    fdes: FdeColumns,
+    blocks: Sequence[bytes],
+    order: list[int] | None,
+    block_of: npt.NDArray[np.int64] | list[int] | None,
 ) -> bytes:
     import numpy as np
 
-    count = len(blocks)
-    if any(len(column) != count for column in fdes):
+    count = len(fdes.start)
+    block_count = len(blocks)
+    if block_of is None and any(len(column) != block_count for column in fdes):
         raise EncodeError("every FDE column needs one value per FRE block")
+    if any(len(column) != count for column in fdes):
+        raise EncodeError("every FDE column needs one value per function")
     version = spec.version
     v3 = version is Version.V3
     fde_size = FDE_SIZE[version]
@@ -166,13 +242,17 @@ def _assemble(
     fields = [_int_column(column) for column in fdes[1:]]
     _check_fields(spec, fdes, stored, fields)
     size, num_fres, info, info2, rep_size, padding = fields
+    named = np.arange(count) if block_of is None else np.asarray(block_of, dtype=np.int64)
+    owner = _check_sharing(spec, named, block_count, num_fres, info, info2, rep_size)
 
-    # The FRE sub-section: the blocks in ``order``, each after its V3 attribute record.
-    lengths = np.fromiter(map(len, blocks), dtype=np.int64, count=count)
-    position = np.arange(count) if order is None else np.array(order, dtype=np.int64)
+    # The FRE sub-section: the blocks in ``order``, each after its V3 attribute record (that
+    # of the first function naming it).
+    lengths = np.fromiter(map(len, blocks), dtype=np.int64, count=block_count)
+    position = np.arange(block_count) if order is None else np.array(order, dtype=np.int64)
     laid_out = (lengths + V3_ATTR_SIZE if v3 else lengths)[position]
-    fre_offset = np.zeros(count, dtype=np.int64)
-    fre_offset[position] = np.cumsum(laid_out) - laid_out
+    block_offset = np.zeros(block_count, dtype=np.int64)
+    block_offset[position] = np.cumsum(laid_out) - laid_out
+    fre_offset = block_offset[named]
     fre_len = int(laid_out.sum())
     total_fres = int(num_fres.sum())
     if max(fre_len, total_fres, fde_size * count) > 0xFFFFFFFF:
@@ -182,14 +262,16 @@ def _assemble(
         )
     ordered_blocks = blocks if order is None else [blocks[p] for p in order]
     if v3:
-        attributes = np.zeros(count, dtype=_record_dtype(V3_ATTR_FIELDS, spec.big_endian))
+        attributes = np.zeros(block_count, dtype=_record_dtype(V3_ATTR_FIELDS, spec.big_endian))
         names = attributes.dtype.names or ()
+        first = owner[position]
         for name, column in zip(names, (num_fres, info, info2, rep_size), strict=True):
-            attributes[name] = column[position]
+            attributes[name] = column[first]
         raw = attributes.tobytes()
-        pieces = [b""] * (2 * count)
+        pieces = [b""] * (2 * block_count)
         pieces[0::2] = [
-            raw[at : at + V3_ATTR_SIZE] for at in range(0, V3_ATTR_SIZE * count, V3_ATTR_SIZE)
+            raw[at : at + V3_ATTR_SIZE]
+            for at in range(0, V3_ATTR_SIZE * block_count, V3_ATTR_SIZE)
         ]
         pieces[1::2] = ordered_blocks
         fre_blob = b"".join(pieces)
@@ -221,6 +303,50 @@ def _assemble(
         fde_size * count,
     )
     return b"".join((header, spec.auxiliary_header, table.tobytes(), fre_blob, spec.trailing))
+
+
+def _check_sharing(
+    spec: SectionSpec,
+    named: npt.NDArray[np.int64],
+    block_count: int,
+    num_fres: npt.NDArray[np.int64],
+    info: npt.NDArray[np.int64],
+    info2: npt.NDArray[np.int64],
+    rep_size: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """The first function naming each block; EncodeError for a block no function names, a
+    function naming no block, or functions that share a block but cannot: in V3 their
+    attribute records differ, before V3 their FRE types do (the block's FREs would be read
+    with other start-address widths)."""
+    import numpy as np
+
+    count = len(named)
+    if count and (int(named.min()) < 0 or int(named.max()) >= block_count):
+        bad = int(np.flatnonzero((named < 0) | (named >= block_count))[0])
+        raise EncodeError(f"function {bad} names FRE block {int(named[bad])}, which is not given")
+    owner = np.full(block_count, -1, dtype=np.int64)
+    owner[named[::-1]] = np.arange(count - 1, -1, -1, dtype=np.int64)  # the first wins
+    if block_count and int(owner.min()) < 0:
+        raise EncodeError(f"FRE block {int(np.flatnonzero(owner < 0)[0])} is named by no FDE")
+    first = owner[named]
+    if spec.version is Version.V3:
+        differs = (
+            (num_fres != num_fres[first])
+            | (info != info[first])
+            | (info2 != info2[first])
+            | (rep_size != rep_size[first])
+        )
+        what = "attribute record (FRE count, info, info2, rep size)"
+    else:
+        differs = fde_fre_type(info) != fde_fre_type(info[first])
+        what = "FRE type"
+    if bool(differs.any()):
+        index = int(np.flatnonzero(differs)[0])
+        raise EncodeError(
+            f"function {index} shares the FRE block of function {int(first[index])} but its "
+            f"{what} differs"
+        )
+    return owner
 
 
 def _record_dtype(fields: str, big_endian: bool) -> np.dtype[Any]:

@@ -76,7 +76,11 @@ RULES: dict[str, str] = {
     "num-fres": "sfh_num_fres is the sum of the functions' FRE counts",
     "fre-len": "sfh_fre_len ends where the last FRE block ends",
     "fre-gap": "(warning) no unused bytes between FRE blocks",
-    "fre-block-overlap": "no two functions' FRE blocks overlap or share bytes",
+    "fre-block-overlap": "FRE blocks do not overlap: functions share a block only by naming its "
+    "offset (V3: attribute record included; V1/V2: the first FREs of a longer block, same FRE "
+    "type)",
+    "fre-block-shared": "(opt-in, warning) no function uses another's FRE block (readers of the "
+    "other byte order reject shared blocks)",
     "elf-segment": "the section's address and size match PT_GNU_SFRAME (kernel: it exists)",
     "decode": "anything else the decoder rejects",
 }

@@ -227,6 +227,7 @@ class SFrameSection(Sequence[Function]):
         kernel: bool = False,
         relocatable: bool = False,
         address_gaps: bool = False,
+        foreign_endian: bool = False,
     ) -> list[Finding]:
         """Check the section; see :func:`pysframe.format.validate.validate_section`."""
         from .validate import validate_section
@@ -238,6 +239,7 @@ class SFrameSection(Sequence[Function]):
             kernel=kernel,
             relocatable=relocatable,
             address_gaps=address_gaps,
+            foreign_endian=foreign_endian,
         )
 
     # -- encoding ------------------------------------------------------------------------------
@@ -258,11 +260,24 @@ class SFrameSection(Sequence[Function]):
         )
 
     def to_bytes(self) -> bytes:
-        """Encode the decoded model again (identical to the input for a well-formed section)."""
+        """Encode the decoded model again (identical to the input for a well-formed section).
+
+        Functions whose FDEs name one FRE offset keep sharing its block (a V1/V2 function
+        without FREs shares nothing)."""
         functions = list(self)
         block_order = sorted(range(len(functions)), key=lambda i: (functions[i].fre_offset, i))
         materialized = [_with_rows(f) for f in functions]
-        return encode_section(self.spec(), materialized, block_order)
+        first: dict[int, int] = {}
+        block_of = [
+            first.setdefault(f.fre_offset, f.index)
+            if f.num_fres or self.version is Version.V3
+            else f.index
+            for f in functions
+        ]
+        if len(set(block_of)) == len(functions):
+            return encode_section(self.spec(), materialized, block_order)
+        names = [i for i in block_order if block_of[i] == i]
+        return encode_section(self.spec(), materialized, names, block_of)
 
     def convert(
         self,

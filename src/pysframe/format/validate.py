@@ -76,12 +76,15 @@ def validate_section(
     kernel: bool = False,
     relocatable: bool = False,
     address_gaps: bool = False,
+    foreign_endian: bool = False,
 ) -> list[Finding]:
     """Check a decoded section; see :data:`~pysframe.format.findings.RULES`.
 
     ``text_ranges``: [start, end) address ranges functions must lie in (the executable
     segments).  ``sframe_segment_address`` / ``sframe_segment_size``: PT_GNU_SFRAME's p_vaddr
     and p_memsz, compared with ``section.section_address`` and the section's size.
+    ``foreign_endian``: also warn about what readers of the other byte order reject (shared
+    FRE blocks).
     """
     try:
         section.table  # noqa: B018  (reads and checks every FDE, once)
@@ -92,7 +95,7 @@ def validate_section(
     findings += _check_functions(section, kernel, relocatable)
     if not relocatable:
         findings += _check_addresses(section, text_ranges, address_gaps)
-    findings += check_rows(section, kernel)
+    findings += check_rows(section, kernel, foreign_endian)
     findings += _check_segment(section, sframe_segment_address, sframe_segment_size, kernel)
     return findings
 
@@ -171,7 +174,9 @@ def _check_fde_fields(
     unpack_fde = fde_struct(version, big_endian).unpack_from
     unpack_record = v3_attr_struct(big_endian).unpack_from
     fre_off_at = FDE_AT[version]["fre_off"]
-    needed = 0  # bytes the FRE blocks take at least, if they do not share bytes
+    # Bytes each distinct block takes at least: blocks at different offsets do not share
+    # bytes (functions naming one offset share its block; a V2 prefix counts once).
+    needed: dict[int, int] = {}
     for index in range(num_fdes):  # bounded: the FDE table fits in the section
         at = fde_start + index * fde_size
         if version is Version.V3:
@@ -200,18 +205,19 @@ def _check_fde_fields(
                     )
                 )
             room = fre_len - fre_off - V3_ATTR_SIZE
-            needed += V3_ATTR_SIZE
+            record_size = V3_ATTR_SIZE
         else:
             _, _, fre_off, num_fres, info, *_ = unpack_fde(data, at)
             info_at = at + FDE_AT[version]["info"]
             room = fre_len - fre_off
+            record_size = 0
         if fde_fre_type(info) > FreType.ADDR4:
             findings.append(
                 error("fre-type", f"invalid FRE type {fde_fre_type(info)}", index, info_at)
             )
             continue
         least = num_fres * fre_min_length(fde_fre_type(info))  # V2 spec 2.4
-        needed += least
+        needed[fre_off] = max(needed.get(fre_off, 0), record_size + least)
         if least > room or room < 0:
             findings.append(
                 error(
@@ -222,12 +228,12 @@ def _check_fde_fields(
                     at,
                 )
             )
-    if not findings and needed > fre_len:
+    if not findings and sum(needed.values()) > fre_len:
         findings.append(
             error(
                 "fre-block-overlap",
-                f"the functions' FREs need at least {needed} bytes but the FRE sub-section has "
-                f"{fre_len}: FRE blocks overlap",
+                f"the functions' FREs need at least {sum(needed.values())} bytes but the FRE "
+                f"sub-section has {fre_len}: FRE blocks overlap",
                 None,
                 HEADER_FRE_LEN_AT,
             )

@@ -42,22 +42,27 @@ _KERNEL_MAX_REGNUM = 31
 
 @dataclass(frozen=True, slots=True)
 class _Block:
-    """The bytes one function's FREs (V3: with the attribute record) occupy."""
+    """The bytes one function's FREs (V3: with the attribute record) occupy, and the FRE type
+    they are read with."""
 
     function: int
     begin: int
     end: int
+    fre_type: int
 
 
-def check_rows(section: SFrameSection, kernel: bool) -> list[Finding]:
+def check_rows(section: SFrameSection, kernel: bool, foreign_endian: bool = False) -> list[Finding]:
     """Every function's FREs, sfh_num_fres, and the FRE blocks (``section.table`` is read)."""
     h, t = section.header, section.table
     findings = []
     blocks = []
+    fre_types = fde_fre_type(t.info).tolist()
     for index in range(len(t)):
         end, problems = _check_function_rows(section, index, kernel)
         findings += problems
-        blocks.append(_Block(index, int(t.fre_offset[index]), end - h.fre_start))
+        blocks.append(
+            _Block(index, int(t.fre_offset[index]), end - h.fre_start, fre_types[index])
+        )
     total = int(t.num_fres.sum())
     if total != h.num_fres:
         findings.append(
@@ -68,18 +73,46 @@ def check_rows(section: SFrameSection, kernel: bool) -> list[Finding]:
                 HEADER_AT["num_fres"],
             )
         )
-    findings += _check_blocks(section, blocks)
+    findings += _check_blocks(section, blocks, foreign_endian)
     return findings
 
 
-def _check_blocks(section: SFrameSection, blocks: list[_Block]) -> list[Finding]:
+def _check_blocks(
+    section: SFrameSection, blocks: list[_Block], foreign_endian: bool
+) -> list[Finding]:
+    """How the blocks fill the FRE sub-section.  Functions may share a block: their FDEs name
+    the same offset (V3: so the same attribute record); before V3 a function may also use the
+    first FREs of a longer block, read with the same FRE type.  Any other shared byte is an
+    overlap."""
     h = section.header
     findings = []
     covered = 0  # end of the bytes used so far, walking the blocks by position
     previous: _Block | None = None
-    for block in sorted(blocks, key=lambda b: (b.begin, b.end, b.function)):
-        if block.begin == block.end:
-            continue  # V1/V2 function without FREs: occupies nothing
+    sharing = 0  # functions naming a block another function names first
+    first_sharer: _Block | None = None
+    groups: dict[int, list[_Block]] = {}
+    for block in blocks:
+        if block.begin != block.end:  # V1/V2 function without FREs: occupies nothing
+            groups.setdefault(block.begin, []).append(block)
+    for begin in sorted(groups):
+        members = groups[begin]
+        longest = max(members, key=lambda b: (b.end, -b.function))
+        for member in members:
+            if member is not longest and member.fre_type != longest.fre_type:
+                findings.append(
+                    error(
+                        "fre-block-overlap",
+                        f"FRE block [{member.begin}, {member.end}) starts where function "
+                        f"{longest.function}'s [{longest.begin}, {longest.end}) does but is "
+                        f"read with FRE type {member.fre_type}, not {longest.fre_type}",
+                        member.function,
+                        fde_position(h, member.function),
+                    )
+                )
+        if len(members) > 1:
+            sharing += len(members) - 1
+            first_sharer = first_sharer or sorted(members, key=lambda b: b.function)[1]
+        block = longest
         if previous is not None and block.begin < covered:
             findings.append(
                 error(
@@ -109,6 +142,17 @@ def _check_blocks(section: SFrameSection, blocks: list[_Block]) -> list[Finding]
                 f"sfh_fre_len is {h.fre_len} but the FRE blocks end at {covered}",
                 None,
                 HEADER_FRE_LEN_AT,
+            )
+        )
+    if foreign_endian and first_sharer is not None:
+        findings.append(
+            warning(
+                "fre-block-shared",
+                f"{sharing} functions use another function's FRE block: a reader of the other "
+                "byte order that swaps the section in place one function at a time (libsframe "
+                "2.47's sframe_decode) swaps shared blocks twice and rejects the section",
+                first_sharer.function,
+                fde_position(h, first_sharer.function),
             )
         )
     return findings

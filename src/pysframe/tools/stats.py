@@ -3,9 +3,11 @@
 For each ELF file: the sizes of .eh_frame, .eh_frame_hdr and .sframe as the section headers
 give them; the size of the file's SFrame data in V2 and in V3 (the .sframe section converted
 between versions, or generated from .eh_frame by :mod:`pysframe.generate` when the file has no
-.sframe); function and row (FRE) counts; how many functions use each FRE start-address type
-(V2 spec 2.3.3) and how many rows use each data-word size (V2 spec 2.4.1, "none" for rows
-without words); functions the generator skipped and the share of executable bytes covered.
+.sframe), and the V3 section compacted (:mod:`pysframe.format.compact`, blocks shared unless
+the section is big-endian); function and row (FRE) counts; how many functions use each FRE
+start-address type (V2 spec 2.3.3) and how many rows use each data-word size (V2 spec 2.4.1,
+"none" for rows without words); functions the generator skipped and the share of executable
+bytes covered.
 
 Relocations of a relocatable object's .sframe are not applied: no figure here depends on them.
 """
@@ -31,6 +33,7 @@ from ..format.layout import fde_fre_type, fre_word_count, fre_word_size_code
 from ..format.section import SFrameSection
 from ..format.walk import fre_infos
 from .parallel import map_files
+from .compact import compact
 
 #: Rep size given to PCMASK functions when a V1 section (which stores none) is converted:
 #: the 16-byte PLT entries of x86-64, the only producer of V1 PCMASK FDEs (V1 spec 2.3.2).
@@ -55,6 +58,8 @@ class FileStats:
     source: str = "none"
     sframe_v2: int | None = None
     sframe_v3: int | None = None
+    #: The V3 section compacted.
+    sframe_v3_compact: int | None = None
     functions: int = 0
     rows: int = 0
     #: Functions per FRE start-address type, in FreType order (addr1, addr2, addr4).
@@ -164,9 +169,11 @@ def _from_section(result: FileStats, data: bytes, address: int) -> FileStats:
     )
     notes: list[str] = []
     sizes: dict[Version, int | None] = {}
+    v3: SFrameSection | None = None
     for version in (Version.V2, Version.V3):
         if version is section.version:
             sizes[version] = len(data)
+            v3 = section if version is Version.V3 else v3
             continue
         try:
             converted = section.convert(version, pcmask_rep_size=V1_PCMASK_REP_SIZE)
@@ -175,10 +182,26 @@ def _from_section(result: FileStats, data: bytes, address: int) -> FileStats:
             sizes[version] = None
         else:
             sizes[version] = len(converted.data)
+            v3 = converted if version is Version.V3 else v3
     result = replace(
-        result, sframe_v2=sizes[Version.V2], sframe_v3=sizes[Version.V3], notes=tuple(notes)
+        result,
+        sframe_v2=sizes[Version.V2],
+        sframe_v3=sizes[Version.V3],
+        sframe_v3_compact=_compacted_size(v3, notes),
+        notes=tuple(notes),
     )
     return _with_distributions(result, section)
+
+
+def _compacted_size(section: SFrameSection | None, notes: list[str]) -> int | None:
+    """The size of ``section`` (V3) compacted, None (with a note) when it cannot be."""
+    if section is None:
+        return None
+    try:
+        return compact(section)[0].size
+    except SFrameError as error:
+        notes.append(f"no compacted V3: {error}")
+        return None
 
 
 def _from_generator(result: FileStats, path: str) -> FileStats:
@@ -211,6 +234,7 @@ def _from_generator(result: FileStats, path: str) -> FileStats:
         source="generated",
         sframe_v2=v2_size,
         sframe_v3=len(primary.data),
+        sframe_v3_compact=_compacted_size(primary.section, notes),
         skipped=len(primary.skipped),
         functions_total=primary.functions_total,
         text_bytes=primary.text_bytes_total,
@@ -338,6 +362,7 @@ def total(results: Iterable[FileStats]) -> FileStats:
         source=f"{len(ok)} file{'' if len(ok) == 1 else 's'}",
         sframe_v2=known(r.sframe_v2 for r in ok),
         sframe_v3=known(r.sframe_v3 for r in ok),
+        sframe_v3_compact=known(r.sframe_v3_compact for r in ok),
         functions=sum(r.functions for r in ok),
         rows=sum(r.rows for r in ok),
         fre_types=_sum_tuple3([r.fre_types for r in ok]),

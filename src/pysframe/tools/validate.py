@@ -39,6 +39,7 @@ def validate_bytes(
     relocatable: bool = False,
     address_gaps: bool = False,
     structure_checks: bool = True,
+    foreign_endian: bool = False,
 ) -> list[Finding]:
     """Validate raw section bytes: structural problems that stop decoding become findings.
 
@@ -65,6 +66,7 @@ def validate_bytes(
         sframe_segment_size=sframe_segment_size,
         relocatable=relocatable,
         address_gaps=address_gaps,
+        foreign_endian=foreign_endian,
     )
 
 
@@ -78,6 +80,7 @@ def validate_elf(
     *,
     kernel: bool = False,
     address_gaps: bool = False,
+    foreign_endian: bool = False,
 ) -> list[Finding]:
     """Validate the SFrame section of an open ELF file against itself and the file.
 
@@ -117,6 +120,7 @@ def validate_elf(
         sframe_segment_size=segment_size,
         relocatable=relocatable,
         address_gaps=address_gaps,
+        foreign_endian=foreign_endian,
     )
     machine_abi = image.abi
     at_abi = HEADER_AT["abi"]

@@ -1,0 +1,86 @@
+"""Compacted programs still unwind: ``pysframe stack`` of the live test program (threads
+recursing through a shared library, a signal handler, a thread blocked in libc) is the same
+before and after its program and library are compacted, frame by frame.
+
+The program and library are those of the live stack tests (SFrame written by gcc's assembler),
+compacted, and given the libraries' V3 generated, compacted, in place of their own too.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pysframe.cli import main
+from pysframe.tools.compact import compact_file
+from pysframe.unwind.stack import StackReport, stack_of_process
+from stack_support import Unavailable, build_programs, check_ptrace, run_program
+
+DEPTH, THREADS = 9, 2
+Frames = list[tuple[str | None, str | None, int | None, str, bool, bool]]
+
+
+def _frames(report: StackReport) -> list[Frames]:
+    """Each thread's frames as module name, symbol, offset, source, covered, trampoline; the
+    threads sorted (their ids differ between runs).  The offset of the frame a signal
+    interrupted is left out: the main thread spins there, at any PC of its loop."""
+    threads = []
+    for thread in report.threads:
+        frames: Frames = []
+        interrupted = False
+        for f in thread.backtrace.frames:
+            module = None if f.module is None else Path(f.module).name
+            offset = None if interrupted else f.offset
+            frames.append((module, f.symbol, offset, str(f.source), f.covered, f.signal_trampoline))
+            interrupted = f.signal_trampoline
+        threads.append(frames)
+    return sorted(threads, key=repr)
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The program as built, compacted, and with V3 generated and compacted (each beside its
+    library)."""
+    try:
+        original = build_programs(tmp_path_factory.mktemp("original"))
+        check_ptrace()
+    except Unavailable as why:
+        pytest.skip(str(why))
+    library = original.with_name("libstacklib.so")
+    compacted = tmp_path_factory.mktemp("compacted")
+    for path in (original, library):
+        report = compact_file(str(path), str(compacted / path.name))
+        assert report.new_size <= report.old_size
+    generated = tmp_path_factory.mktemp("generated")
+    for path in (original, library):
+        status = main(
+            ["generate", str(path), "--inject", "--replace", "--compact", "-o",
+             str(generated / path.name)]
+        )  # fmt: skip
+        assert status == 0
+    shutil.copymode(original, generated / original.name)
+    return original, compacted / original.name, generated / original.name
+
+
+def _stack(program: Path) -> list[Frames]:
+    with run_program(program, DEPTH, THREADS) as running:
+        return _frames(stack_of_process(running.pid))
+
+
+def test_compacted_program_unwinds_as_before(builds: tuple[Path, Path, Path]) -> None:
+    original, compacted, _ = builds
+    before = _stack(original)
+    assert sum(len(frames) for frames in before) > 2 * DEPTH
+    assert _stack(compacted) == before
+
+
+def test_generated_and_compacted_program_unwinds(builds: tuple[Path, Path, Path]) -> None:
+    original, _, generated = builds
+    before = _stack(original)
+    after = _stack(generated)
+    # The same frames (the generated rows cover what gas' did, and more: the PLT).
+    assert [[frame[:3] for frame in thread] for thread in after] == [
+        [frame[:3] for frame in thread] for thread in before
+    ]
