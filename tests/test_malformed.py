@@ -474,7 +474,15 @@ MALFORMED: list[Callable[[], bytes]] = [
     lambda: _with_byte(4, 9),
     lambda: _with_u32(8, 4_000_000_000),
     lambda: _shrunk([F0], 9),
-    lambda: v3([F0, replace(F1, num_fres=2)], fre_offsets=[0, 0], fre_len=12),
+    # FRE blocks at different offsets that overlap (identical shared blocks are legal).
+    lambda: v3(
+        [
+            Fn(0x1000, 0x20, bytes([0x01, 0x00, 0x00, 0x00, 0x00, 0x00]), 3),
+            Fn(0x1020, 0x10, b"", 1),
+        ],
+        fre_offsets=[0, 5],
+        fre_len=12,
+    ),
 ]
 
 
