@@ -216,6 +216,7 @@ def test_no_permission_to_attach(stopped: Running) -> None:
         "import os, sys\n"
         "from pysframe.cli import build_parser, main\n"
         "import pysframe.cli.stack, pysframe.unwind.modules, pysframe.unwind.ptrace\n"
+        "import pysframe.unwind.stack\n"
         "build_parser()\n"
         "os.setgid(65534); os.setuid(65534)\n"
         f"sys.exit(main(['stack', '{stopped.pid}']))\n"

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
-from ..tools.validate import RULES, Finding, Severity, validate_bytes, validate_elf
+
+if TYPE_CHECKING:
+    from ..tools.validate import Finding
 
 CLEAN, FINDINGS, UNREADABLE = 0, 1, 2
 
@@ -55,6 +57,7 @@ def register(subparsers: Any) -> None:
 
 def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
     """Findings for one file; SFrameError/OSError when it cannot be read."""
+    from ..tools.validate import validate_bytes, validate_elf
     if args.raw:
         with open(path, "rb") as stream:
             data = stream.read()
@@ -78,6 +81,7 @@ def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tools.validate import RULES, Severity
     if args.list_rules:
         for rule, text in RULES.items():
             print(f"{rule:18} {text}")

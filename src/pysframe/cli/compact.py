@@ -9,9 +9,13 @@ pysframe compact FILE --dry-run      # only say what compaction would do
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..tools.compact import SHARE_CHOICES, CompactReport, compact_file
+from ..tools import SHARE_CHOICES
+
+if TYPE_CHECKING:
+    from ..tools.compact import CompactReport
+
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +52,7 @@ def print_report(report: CompactReport) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tools.compact import compact_file
     report = compact_file(
         args.file,
         None if args.dry_run else args.output,

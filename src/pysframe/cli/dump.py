@@ -15,19 +15,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from ..elf.image import ElfImage
-from ..elf.sframe import DEFAULT_NAME, find_sframe
 from ..errors import SFrameError
-from ..format.constants import Version
-from ..tools.dump import (
-    contents_line,
-    objdump_file_header,
-    objdump_no_section,
-    objdump_not_sframe,
-    readelf_file_header,
-    section_chunks,
-    section_json,
-)
 
 
 def register(subparsers: Any) -> None:
@@ -69,6 +57,17 @@ def _error(message: str) -> None:
 
 def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
     """Write one file's dump; return its exit status."""
+    from ..elf.image import ElfImage
+    from ..elf.sframe import DEFAULT_NAME, find_sframe
+    from ..format.constants import Version
+    from ..tools.dump import (
+        contents_line,
+        objdump_file_header,
+        objdump_no_section,
+        objdump_not_sframe,
+        readelf_file_header,
+        section_chunks,
+    )
     out = sys.stdout
     asked: str | None = args.section
     shown = asked or DEFAULT_NAME
@@ -123,6 +122,9 @@ def _write_ascii(out: TextIO, chunks: list[bytes]) -> None:
 
 
 def _dump_json(path: str, args: argparse.Namespace) -> dict[str, Any] | None:
+    from ..elf.image import ElfImage
+    from ..elf.sframe import DEFAULT_NAME, find_sframe
+    from ..tools.dump import section_json
     try:
         with ElfImage.open(path) as image:
             found = find_sframe(image, args.section)

@@ -13,7 +13,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
-from ..generate import GenerateResult, generate_from_elf
+
+if TYPE_CHECKING:
+    from ..generate import GenerateResult
 
 if TYPE_CHECKING:
     from ..elf.inject import EncodableSection
@@ -67,6 +69,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..generate import generate_from_elf
     if not args.output and not args.report:
         raise SFrameError("nothing to do: give -o OUTPUT and/or --report")
     if args.inject and not args.output:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
-from ..tools.info import SectionInfo, info_text, section_info
+
+if TYPE_CHECKING:
+    from ..tools.info import SectionInfo
 
 
 def register(subparsers: Any) -> None:
@@ -26,6 +28,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tools.info import info_text, section_info
     status = 0
     found: list[SectionInfo] = []
     for number, path in enumerate(args.files):

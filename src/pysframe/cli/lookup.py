@@ -11,10 +11,7 @@ import json
 import sys
 from typing import Any
 
-from ..elf.image import ElfImage
-from ..elf.sframe import require_sframe
 from ..errors import SFrameError
-from ..tools.lookup_text import result_json, result_text
 
 
 def parse_pc(text: str) -> int:
@@ -43,6 +40,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..elf.image import ElfImage
+    from ..elf.sframe import require_sframe
+    from ..tools.lookup_text import result_json, result_text
     path: str = args.file
     with ElfImage.open(path) as image:
         found = require_sframe(image, args.section)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..tools.compact import repair_file
 from .compact import add_output_options, print_report
 
 
@@ -32,6 +31,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tools.compact import repair_file
     report = repair_file(
         args.file,
         None if args.dry_run else args.output,

@@ -10,15 +10,7 @@ import sys
 from typing import Any
 
 from ..errors import UnwindError
-from ..unwind.core import DEFAULT_MAX_FRAMES
-from ..unwind.remote import parse_address
-from ..unwind.stack import (
-    report_json,
-    report_lines,
-    stack_of_core,
-    stack_of_process,
-    stack_of_remote,
-)
+from ..unwind import DEFAULT_MAX_FRAMES
 
 
 def register(subparsers: Any) -> None:
@@ -62,6 +54,7 @@ def register(subparsers: Any) -> None:
 
 
 def _remote_address(text: str) -> str:
+    from ..unwind.remote import parse_address
     try:
         parse_address(text)
     except UnwindError as error:
@@ -70,6 +63,13 @@ def _remote_address(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..unwind.stack import (
+        report_json,
+        report_lines,
+        stack_of_core,
+        stack_of_process,
+        stack_of_remote,
+    )
     if args.exe and not (args.core or args.remote):
         raise UnwindError("--exe needs --core or --remote")
     if args.sysroot and not (args.core or args.remote):

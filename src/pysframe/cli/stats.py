@@ -8,11 +8,12 @@ import json
 import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ElfError, SFrameError
-from ..tools.stats import FileStats, collect, find_elf_files, plot_stats, total
-from ..tools.stats_text import CSV_FIELDS, stats_csv_rows, stats_json, stats_table
+
+if TYPE_CHECKING:
+    from ..tools.stats import FileStats
 
 #: Files above which a run counts as long enough for a progress bar.
 _PROGRESS_MIN_FILES = 2
@@ -72,6 +73,8 @@ def _positive(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tools.stats import collect, find_elf_files, plot_stats, total
+    from ..tools.stats_text import CSV_FIELDS, stats_csv_rows, stats_json, stats_table
     paths = list(args.files)
     for directory in args.dir:
         paths += find_elf_files(directory, args.recursive)

@@ -11,12 +11,13 @@ import csv
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ElfError
-from ..tools.verify import NO_SFRAME, FileReport, Options, collect, summarize
-from ..tools.verify_text import CSV_FIELDS, csv_rows, json_document, report_text, summary_table
 from .progress import Progress
+
+if TYPE_CHECKING:
+    from ..tools.verify import FileReport
 
 
 def register(subparsers: Any) -> None:
@@ -76,6 +77,8 @@ def _positive(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tools.verify import NO_SFRAME, Options, collect, summarize
+    from ..tools.verify_text import CSV_FIELDS, csv_rows, json_document, report_text, summary_table
     paths = list(args.files)
     if args.dir:
         from ..tools.stats import find_elf_files
@@ -126,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _located(report: FileReport) -> str:
+    from ..tools.verify import NO_SFRAME
     message = report.error or ""
     if report.status == NO_SFRAME:
         message += " (--generate verifies SFrame generated from its CFI)"

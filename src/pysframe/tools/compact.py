@@ -30,9 +30,7 @@ from ..format.merge import describe, merge_sections, split_sections
 from ..format.section import SFrameSection
 from ..generate import GenerateResult
 from ..output import write_file
-
-#: The choices of ``share``.
-SHARE_CHOICES = ("auto", "always", "never")
+from . import SHARE_CHOICES
 
 _BIG_ENDIAN_NOTE = (
     "libsframe on little-endian hosts (objdump and readelf --sframe) swaps a big-endian "

@@ -38,13 +38,13 @@ from ..errors import SFrameError, UnwindError
 from ..format.constants import S390X_SP_VAL_OFFSET, Abi, DwarfReg
 from ..format.model import FrameRow, RegRule, RuleKind
 from ..format.section import SFrameSection
+from . import DEFAULT_MAX_FRAMES
 
 ReadMemory = Callable[[int, int], bytes]
 Symbolizer = Callable[[int], "tuple[str, int] | None"]
 
 _U64 = 1 << 64
 _MASK64 = _U64 - 1
-DEFAULT_MAX_FRAMES = 4096
 #: AArch64 user-space virtual addresses have 48 bits by default (VA_BITS=48).
 DEFAULT_VA_BITS = 48
 

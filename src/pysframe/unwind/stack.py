@@ -21,7 +21,8 @@ from typing import Any
 
 from ..elf.layout import AT_ENTRY
 from ..errors import SFrameError, UnwindError
-from .core import DEFAULT_MAX_FRAMES, Backtrace, Frame, FrameSource, StopKind, Unwinder
+from . import DEFAULT_MAX_FRAMES
+from .core import Backtrace, Frame, FrameSource, StopKind, Unwinder
 from .corefile import CoreFile
 from .loadmap import (
     AddressSpace,
