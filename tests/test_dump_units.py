@@ -31,9 +31,9 @@ from pysframe.tools.dump import (
     function_pc,
     header_text,
     row_cells,
-    section_json,
     section_text,
 )
+from pysframe.tools.dump_json import section_json
 
 from elf_build import RawFunction, Sec, build_elf, fre_info, sframe_bytes
 

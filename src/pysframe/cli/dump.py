@@ -46,7 +46,15 @@ def register(subparsers: Any) -> None:
         help="in relocatable objects show the stored fields, without applying the section's "
         "relocations (as objdump 2.44 did)",
     )
-    parser.add_argument("--json", action="store_true", help="print the content as JSON")
+    formats = parser.add_mutually_exclusive_group()
+    formats.add_argument(
+        "--json", action="store_true", help="print the content as JSON (a list, one item a file)"
+    )
+    formats.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="print JSON Lines: per file a section record, then one record per function",
+    )
     parser.set_defaults(func=run)
 
 
@@ -121,44 +129,56 @@ def _write_ascii(out: TextIO, chunks: list[bytes]) -> None:
     binary.flush()
 
 
-def _dump_json(path: str, args: argparse.Namespace) -> dict[str, Any] | None:
+def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) -> bool:
+    """Write one file's JSON document (``--json``: an item of the list; ``--jsonl``: a line for
+    the section, then one per function), streamed; False when the file could not be dumped (and
+    nothing was written for it)."""
     from ..elf.image import ElfImage
     from ..elf.sframe import DEFAULT_NAME, find_sframe
-    from ..tools.dump import section_json
+    from ..format.walk import scan_rows
+    from ..tools.dump_json import function_json_lines, section_header_json, section_json_chunks
+
     try:
         with ElfImage.open(path) as image:
             found = find_sframe(image, args.section)
             if found is None:
                 _error(f"{path}: no {args.section or DEFAULT_NAME} section")
-                return None
+                return False
             try:
-                content = section_json(found.decode(args.relocate))
+                section = found.decode(args.relocate)
+                scan_rows(section)  # every FDE and FRE checked before the first byte is written
             except SFrameError as error:
                 _error(f"{path}: {found.name}: {error}")
-                return None
-            return {
-                "file": path,
-                "file_format": image.file_format,
-                "section": found.name,
-                "sframe": content,
-            }
+                return False
+            about = {"file": path, "file_format": image.file_format, "section": found.name}
+            if args.jsonl:
+                header = {"record": "section", **about, "sframe": section_header_json(section)}
+                out.write(json.dumps(header) + "\n")
+                prefix = json.dumps({"record": "function", "file": path})[:-1] + ', "function": '
+                for line in function_json_lines(section):
+                    out.write(prefix + line + "}\n")
+                return True
+            out.write(("[\n" if first else ",\n") + json.dumps(about)[:-1] + ', "sframe": ')
+            for piece in section_json_chunks(section):
+                out.write(piece)
+            out.write("}")
+            return True
     except SFrameError as error:
         _error(str(error))
-        return None
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
     status = 0
-    if args.json:
-        documents = []
+    if args.json or args.jsonl:
+        written = 0
         for path in args.files:
-            document = _dump_json(path, args)
-            if document is None:
-                status = 1
+            if _dump_json(path, args, sys.stdout, written == 0):
+                written += 1
             else:
-                documents.append(document)
-        json.dump(documents, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+                status = 1
+        if args.json:
+            sys.stdout.write("[]\n" if written == 0 else "\n]\n")
         return status
     several = len(args.files) > 1
     for path in args.files:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -50,7 +49,7 @@ from ..format.layout import (
     fre_word_size,
     word_mask,
 )
-from ..format.model import FrameRow, Function, RegRule
+from ..format.model import FrameRow, Function
 from ..format.rules import s390x_word_register
 from ..format.section import SFrameSection
 from ..format.walk import RowForm, RowScan, scan_rows
@@ -520,69 +519,6 @@ def readelf_text(section_name: str, section: SFrameSection) -> str:
 # -- JSON --------------------------------------------------------------------------------------
 
 
-def _rule_json(rule: RegRule) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": rule.kind.value}
-    if rule.kind.value in ("fixed", "saved", "value"):
-        out["offset"] = rule.offset
-        out["reg"] = rule.reg
-    return out
-
-
-def section_json(section: SFrameSection) -> dict[str, Any]:
-    """The content of the dump as plain data: header, functions, rows with rules and cells."""
-    h = section.header
-    functions = []
-    for function in section:
-        rows = []
-        cells = function_rows(section, function)
-        for row, shown in zip(function.rows, cells, strict=True):
-            rows.append(
-                {
-                    "address": shown.address,
-                    "start_offset": row.start_offset,
-                    "info": row.info,
-                    "words": list(row.words),
-                    "cfa": None
-                    if row.cfa is None
-                    else {"reg": row.cfa.reg, "offset": row.cfa.offset, "deref": row.cfa.deref},
-                    "fp": _rule_json(row.fp),
-                    "ra": _rule_json(row.ra),
-                    "mangled_ra": row.mangled_ra,
-                    "text": None if shown.cells is None else list(shown.cells),
-                }
-            )
-        functions.append(
-            {
-                "index": function.index,
-                "pc": function_pc(section, function),
-                "start": function.start,
-                "size": function.size,
-                "start_field": function.start_field,
-                "fre_type": function.fre_type.name,
-                "pc_type": function.pc_type.name,
-                "fde_type": function.fde_type.name,
-                "signal": function.signal_frame if h.version is Version.V3 else False,
-                "pauth_key": function.pauth_key.name if section.abi.is_aarch64 else None,
-                "rep_size": function.rep_size,
-                "rows": rows,
-            }
-        )
-    return {
-        "version": int(h.version),
-        "abi": h.abi.name,
-        "big_endian": h.big_endian,
-        "flags": [f.name for f in Flags if f.value and h.flags & f],
-        "cfa_fixed_fp_offset": h.cfa_fixed_fp_offset,
-        "cfa_fixed_ra_offset": h.cfa_fixed_ra_offset,
-        "auxiliary_header": h.auxiliary_header.hex(),
-        "num_fdes": h.num_fdes,
-        "num_fres": h.num_fres,
-        "section_address": section.section_address,
-        "section_size": len(section.data),
-        "functions": functions,
-    }
-
-
 __all__ = [
     "RowCells",
     "cells_text",
@@ -601,6 +537,5 @@ __all__ = [
     "readelf_text",
     "row_cells",
     "section_chunks",
-    "section_json",
     "section_text",
 ]

@@ -1,0 +1,191 @@
+"""The dump's content as JSON, written a piece at a time.
+
+The same content as the text dump (:mod:`pysframe.tools.dump`): the header, then every function
+with its rows, each row with its raw fields, its decoded rules and the cells objdump 2.47 prints.
+Rows are read in bulk (:func:`pysframe.format.walk.scan_rows`, which checks every FRE first, so a
+bad section fails before anything is written); each distinct row form (FDE type, info byte,
+data words) is encoded once, and a row's JSON is its address and start offset put before its
+form's text.  Functions are produced a chunk at a time, so the memory used does not grow with
+the number of functions, whatever the output size.
+
+* :func:`section_json_chunks`: one JSON object for the section (``functions`` a list);
+* :func:`function_json_lines`: one JSON object per function, for JSON Lines;
+* :func:`section_header_json`: the header fields alone;
+* :func:`section_json`: the whole object as Python data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from itertools import pairwise
+from typing import Any
+
+from ..format.constants import FdeType, Flags, FreType, PauthKey, PcType, Version
+from ..format.layout import (
+    FDE_SIZE,
+    fde_fre_type,
+    fde_pauth_key,
+    fde_pc_type,
+    fde_signal_frame,
+    fde_type_of,
+    fre_mangled_ra,
+    fre_word_size,
+)
+from ..format.model import RegRule
+from ..format.rules import RowContext, decode_rules
+from ..format.section import SFrameSection
+from ..format.walk import RowForm, RowScan, scan_rows
+from .dump import form_cells
+
+_U64 = 1 << 64
+#: Functions turned into text at a time: bounds the memory of a chunk.
+_CHUNK_FUNCTIONS = 1 << 12
+#: Compact separators, so that json uses its C encoder.
+_SEPARATORS = (", ", ": ")
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=_SEPARATORS)
+
+
+def section_header_json(section: SFrameSection) -> dict[str, Any]:
+    """The header's fields, the section's address and size (the JSON dump without functions)."""
+    h = section.header
+    return {
+        "version": int(h.version),
+        "abi": h.abi.name,
+        "big_endian": h.big_endian,
+        "flags": [f.name for f in Flags if f.value and h.flags & f],
+        "cfa_fixed_fp_offset": h.cfa_fixed_fp_offset,
+        "cfa_fixed_ra_offset": h.cfa_fixed_ra_offset,
+        "auxiliary_header": h.auxiliary_header.hex(),
+        "num_fdes": h.num_fdes,
+        "num_fres": h.num_fres,
+        "section_address": section.section_address,
+        "section_size": len(section.data),
+    }
+
+
+def section_json_chunks(section: SFrameSection) -> Iterator[str]:
+    """The JSON text of the section: :func:`section_header_json` with ``functions``, the list
+    of :func:`function_json_lines`' objects, in pieces to write one after the other."""
+    scan = scan_rows(section)  # every FRE read and checked before the first piece
+    header = _dumps(section_header_json(section))
+    yield header[:-1] + ', "functions": ['
+    first = True
+    for piece in _function_pieces(section, scan):
+        yield piece if first else ", " + piece
+        first = False
+    yield "]}"
+
+
+def function_json_lines(section: SFrameSection) -> Iterator[str]:
+    """One JSON object per function (no newline), in the order of the FDEs."""
+    yield from _function_pieces(section, scan_rows(section))
+
+
+def section_json(section: SFrameSection) -> dict[str, Any]:
+    """The content of the dump as plain data: header, functions, rows with rules and cells."""
+    document: dict[str, Any] = json.loads("".join(section_json_chunks(section)))
+    return document
+
+
+# -- functions, a chunk at a time ---------------------------------------------------------------
+
+
+def _function_pieces(section: SFrameSection, scan: RowScan) -> Iterator[str]:
+    forms = [_form_json(section, form) for form in scan.forms]
+    h = section.header
+    table = section.table
+    pcrel = h.version is not Version.V1 and h.pcrel
+    v3 = h.version is Version.V3
+    aarch64 = section.abi.is_aarch64
+    for first in range(0, len(section), _CHUNK_FUNCTIONS):
+        end = min(first + _CHUNK_FUNCTIONS, len(section))
+        columns = zip(
+            range(first, end),
+            table.start[first:end].tolist(),
+            table.size[first:end].tolist(),
+            table.start_field[first:end].tolist(),
+            table.info[first:end].tolist(),
+            table.info2[first:end].tolist(),
+            table.rep_size[first:end].tolist(),
+            pairwise(scan.row_base[first : end + 1].tolist()),
+            strict=True,
+        )
+        base = int(scan.row_base[first])
+        row_end = int(scan.row_base[end])
+        offsets = scan.start_offset[base:row_end].tolist()
+        row_forms = scan.form[base:row_end].tolist()
+        for index, start, size, start_field, info, info2, rep_size, row_range in columns:
+            # function_pc: 2.47 adds the start field's offset for PCREL (see tools.dump).
+            pc = start_field + section.section_address
+            if pcrel:
+                pc += h.size + index * FDE_SIZE[h.version]
+            pc %= _U64
+            mask = fde_pc_type(info) == PcType.MASK
+            head = {
+                "index": index,
+                "pc": pc,
+                "start": start,
+                "size": size,
+                "start_field": start_field,
+                "fre_type": FreType(fde_fre_type(info)).name,
+                "pc_type": PcType(fde_pc_type(info)).name,
+                "fde_type": _fde_type(info2).name,
+                "signal": bool(fde_signal_frame(info)) if v3 else False,
+                "pauth_key": PauthKey(fde_pauth_key(info)).name if aarch64 else None,
+                "rep_size": rep_size,
+            }
+            rows = []
+            for at in range(row_range[0] - base, row_range[1] - base):
+                offset = offsets[at]
+                address = offset if mask else (pc + offset) % _U64
+                form = forms[row_forms[at]]
+                rows.append(f'{{"address": {address}, "start_offset": {offset}, {form}')
+            yield _dumps(head)[:-1] + ', "rows": [' + ", ".join(rows) + "]}"
+
+
+def _fde_type(info2: int) -> FdeType:
+    return FdeType.FLEX if fde_type_of(info2) == FdeType.FLEX else FdeType.DEFAULT
+
+
+def _form_json(section: SFrameSection, form: RowForm) -> str:
+    """A row form's JSON members after the address and start offset, with the closing brace."""
+    h = section.header
+    context = RowContext(
+        h.abi,
+        h.version,
+        FdeType.FLEX if form.flex else FdeType.DEFAULT,
+        h.cfa_fixed_fp_offset,
+        h.cfa_fixed_ra_offset,
+    )
+    cfa, fp, ra = decode_rules(context, form.info, form.words, fre_word_size(form.info))
+    cells = form_cells(section, form.flex, form.info, form.words)
+    members = {
+        "info": form.info,
+        "words": list(form.words),
+        "cfa": None if cfa is None else {"reg": cfa.reg, "offset": cfa.offset, "deref": cfa.deref},
+        "fp": _rule_json(fp),
+        "ra": _rule_json(ra),
+        "mangled_ra": bool(fre_mangled_ra(form.info)),
+        "text": None if cells is None else list(cells),
+    }
+    return _dumps(members)[1:]
+
+
+def _rule_json(rule: RegRule) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": rule.kind.value}
+    if rule.kind.value in ("fixed", "saved", "value"):
+        out["offset"] = rule.offset
+        out["reg"] = rule.reg
+    return out
+
+
+__all__ = [
+    "function_json_lines",
+    "section_header_json",
+    "section_json",
+    "section_json_chunks",
+]
