@@ -199,3 +199,45 @@ def test_undefined_ra_row() -> None:
     row = builder.build()[0].rows[1]
     assert row.ra.kind is RuleKind.UNDEFINED and row.words == () and row.info == 0
     assert RegRule.undefined() == row.ra
+
+
+# -- PCMASK functions and V1's lookup (libsframe 2.40 matches the address's low four bits) -----
+
+
+def _pcmask_section(start: int, size: int, rep_size: int, offsets: list[int]) -> SFrameSection:
+    from pysframe.format.constants import PcType
+    from pysframe.format.model import CfaRule
+
+    builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE, Version.V2, pcrel=False)
+    function = builder.add_function(start, size, pc_type=PcType.MASK, rep_size=rep_size)
+    for number, offset in enumerate(offsets):
+        function.add_row(offset, CfaRule(7, 8 * (number + 1)))
+    return builder.build()
+
+
+def test_pcmask_rows_that_v1_would_match_differently_refuse() -> None:
+    # 8-byte blocks, rows at 0 and 4: at 0x1008 V2 matches row 0 ((pc - start) % 8 = 0),
+    # V1 row 1 (0x1008 & 0xf = 8 lies in row 1's [4, 15]).
+    section = _pcmask_section(0x1000, 0x20, 8, [0, 4])
+    assert section.find_fre(0x1008) is not None
+    assert section.find_fre(0x1008).cfa.offset == 8  # type: ignore[union-attr]
+    with pytest.raises(ConversionError, match=r"function 0 at 0x1000 .* at 0x1008 row 0 becomes 1"):
+        section.convert(Version.V1)
+
+
+def test_pcmask_rows_v1_matches_alike_convert_and_keep_every_pc() -> None:
+    # 16-byte aligned PLT entries (rows at 0 and 11, as GNU ld writes .plt), and one 8-byte
+    # .plt.got entry: V1 finds the same row at every PC.
+    for start, size, rep_size, offsets in ((0x1030, 0x60, 16, [0, 11]), (0x1090, 8, 8, [0])):
+        section = _pcmask_section(start, size, rep_size, offsets)
+        converted = section.convert(Version.V1)
+        for pc in range(start - 1, start + size + 1):
+            before, after = section.find_fre(pc), converted.find_fre(pc)
+            assert (before and before.cfa) == (after and after.cfa), hex(pc)
+
+
+def test_v1_pcmask_to_v2_with_another_rep_size_refuses() -> None:
+    section = _pcmask_section(0x1000, 0x20, 16, [0, 11]).convert(Version.V1)
+    assert section.convert(Version.V2, pcmask_rep_size=16).find_fre(0x101b) is not None
+    with pytest.raises(ConversionError, match="would match differently"):
+        section.convert(Version.V2, pcmask_rep_size=8)

@@ -11,6 +11,7 @@ functions without a rep_size (V1 has none; give ``pcmask_rep_size``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ from ..errors import ConversionError, EncodeError
 from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
 from .encode import encode_section
 from .layout import FDE_INFO_MASK, fre_info
+from .lookup import find_row_index
 from .model import FrameRow, Function
 from .rules import (
     RowContext,
@@ -88,6 +90,10 @@ def _convert_function(
                 f"{_where(function)} is a PCMASK FDE; V1 stores no rep_size: give pcmask_rep_size"
             )
         rep_size = pcmask_rep_size
+    if function.pc_type is PcType.MASK and (version is Version.V1) != (
+        section.version is Version.V1
+    ):
+        _check_pcmask_lookups(function, section.version, version, rep_size)
     info = function.info & FDE_INFO_MASK[version]
     source = row_context(section.header, function.info2)
     target = replace(source, version=version)
@@ -101,6 +107,35 @@ def _convert_function(
         _rows=rows,
         _loader=None,
     )
+
+
+#: V1 PCMASK rows match the low four bits of the address (libsframe 2.40; see lookup).
+_V1_PCMASK_PERIOD = 16
+
+
+def _check_pcmask_lookups(
+    function: Function, source: Version, target: Version, rep_size: int
+) -> None:
+    """V2/V3 PCMASK rows match ``(pc - start) % rep_size``; V1 stores no rep_size and matches
+    the low four bits of the address (lookup.find_row_index).  Raise ConversionError unless
+    both find the same row at every PC of the function.  Both answers repeat every
+    lcm(16, rep_size) bytes from the start, so that many PCs (at most 4,080) decide it."""
+    rows = function.rows
+    converted = replace(function, rep_size=rep_size)
+    period = math.lcm(_V1_PCMASK_PERIOD, rep_size or function.rep_size or 1)
+    for pc in range(function.start, function.start + min(function.size, period)):
+        before = find_row_index(function, rows, source, pc)
+        after = find_row_index(converted, rows, target, pc)
+        if before != after:
+            raise ConversionError(
+                f"{_where(function)} is a PCMASK FDE (rep_size {function.rep_size or rep_size}) "
+                f"whose rows V{int(target)} would match differently: at {pc:#x} row "
+                f"{_row_name(before)} becomes {_row_name(after)}"
+            )
+
+
+def _row_name(index: int | None) -> str:
+    return "none" if index is None else str(index)
 
 
 def _convert_row(

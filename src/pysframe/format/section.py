@@ -47,14 +47,21 @@ class SFrameSection(Sequence[Function]):
     """
 
     __slots__ = (
-        "_data", "_function_cache", "_row_cache", "_row_table", "_sorted", "_starts", "_table",
-        "header", "section_address",
+        "_data", "_function_cache", "_pin", "_row_cache", "_row_table", "_sorted", "_starts",
+        "_table", "header", "section_address",
     )
 
     #: Functions read, and their decoded rows, kept per section (the most recently used).
     ROW_CACHE_SIZE = 1024
 
     def __init__(self, data: Buffer, section_address: int = 0) -> None:
+        if isinstance(data, memoryview) and (data.itemsize != 1 or data.ndim != 1):
+            if not data.c_contiguous:
+                raise TypeError("an SFrame section needs contiguous bytes")
+            data = data.cast("B")  # a view of the same bytes, one item per byte
+        # A bytearray stays the caller's: a view of it, held, makes resizing it raise
+        # BufferError rather than leave this section reading past its new end.
+        self._pin = memoryview(data) if isinstance(data, bytearray) else None
         self._data = data
         self.section_address = section_address
         self.header: Header = parse_header(data)
@@ -153,8 +160,9 @@ class SFrameSection(Sequence[Function]):
         return function
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
-        """The rows of function ``index``, decoded on first use (a bounded cache keeps them)."""
-        return self._rows_of(self._function(index))
+        """The rows of function ``index`` (negative: from the end, as ``section[index]``),
+        decoded on first use (a bounded cache keeps them)."""
+        return self._rows_of(self[index])
 
     def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
         # Keyed by what the rows are decoded from, so that a Function changed with
