@@ -8,7 +8,10 @@ compacted, and given the libraries' V3 generated, compacted, in place of their o
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ import pytest
 from pysframe.cli import main
 from pysframe.tools.compact import compact_file
 from pysframe.unwind.stack import StackReport, stack_of_process
-from stack_support import Unavailable, build_programs, check_ptrace, run_program
+from stack_support import Unavailable, build_programs, check_ptrace, run_program, wait_stopped
 
 DEPTH, THREADS = 9, 2
 Frames = list[tuple[str | None, str | None, int | None, str, bool, bool]]
@@ -64,8 +67,32 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return original, compacted / original.name, generated / original.name
 
 
+#: x86-64's pause(2) system call number (asm/unistd_64.h).
+_SYS_PAUSE = 34
+
+
+def _in_pause(pid: int) -> bool:
+    """Whether a thread of ``pid`` sits in pause(2): the sleeper thread prints READY and then
+    pauses, and until it gets there it may be inside libc's write, a stack that differs."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            words = (task / "syscall").read_text().split()
+        except OSError:
+            continue
+        if words and words[0] == str(_SYS_PAUSE):
+            return True
+    return False
+
+
 def _stack(program: Path) -> list[Frames]:
-    with run_program(program, DEPTH, THREADS) as running:
+    with run_program(program, DEPTH, THREADS, stop=False) as running:
+        deadline = time.monotonic() + 10
+        while not _in_pause(running.pid):
+            if time.monotonic() > deadline:
+                pytest.fail("the sleeper thread never reached pause()")
+            time.sleep(0.005)
+        os.kill(running.pid, signal.SIGSTOP)
+        wait_stopped(running.pid)
         return _frames(stack_of_process(running.pid))
 
 

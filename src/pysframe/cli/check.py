@@ -57,10 +57,11 @@ def register(subparsers: Any) -> None:
 
 def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
     """Findings for one file; SFrameError/OSError when it cannot be read."""
+    from ..input import read_input
     from ..tools.validate import validate_bytes, validate_elf
+
     if args.raw:
-        with open(path, "rb") as stream:
-            data = stream.read()
+        data = read_input(path)
         return validate_bytes(
             data,
             args.address,

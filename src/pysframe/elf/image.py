@@ -26,6 +26,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from ..errors import ElfError, SFrameError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
+from ..input import InputError, open_input
 from .layout import (
     EHDR_SIZE,
     ELF_MAGIC,
@@ -227,9 +228,9 @@ class ElfImage:
     def open(cls, path: str) -> ElfImage:
         """Open ``path``; ElfError if it is missing, unreadable or not an ELF file."""
         try:
-            file = open(path, "rb")  # noqa: SIM115 - closed by close()/__exit__
-        except OSError as error:
-            raise ElfError(f"{path}: {error.strerror or error}") from None
+            file = open_input(path)  # closed by close()/__exit__
+        except InputError as error:
+            raise ElfError(str(error)) from None
         try:
             magic = file.read(4)
             if magic != ELF_MAGIC:

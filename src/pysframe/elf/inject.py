@@ -29,6 +29,7 @@ from typing import Protocol
 
 from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
+from ..input import read_input
 from .image import ElfImage, ElfSection, ElfSegment
 from .layout import (
     ELF_MAGIC,
@@ -297,8 +298,7 @@ def inject_file(
 ) -> None:
     """Write to ``output`` a copy of the ELF file ``path`` carrying ``section`` (encoded for
     the address the plan gives it; see :func:`inject_sframe`), with ``path``'s permissions."""
-    with open(path, "rb") as file:
-        original = file.read()
+    original = read_input(path)
     plan = plan_injection(original, replace=replace)
     data = section.data
     if plan.sframe_address != section.section_address:

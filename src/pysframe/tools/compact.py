@@ -29,6 +29,7 @@ from ..format.constants import PT_GNU_SFRAME
 from ..format.merge import describe, merge_sections, split_sections
 from ..format.section import SFrameSection
 from ..generate import GenerateResult
+from ..input import read_input
 from ..output import write_file
 from . import SHARE_CHOICES
 
@@ -129,8 +130,7 @@ class _Loaded:
 
 
 def _load(path: str) -> _Loaded:
-    with open(path, "rb") as stream:
-        data = stream.read()
+    data = read_input(path)
     with ElfImage.from_bytes(path, data) as image:
         if image.is_relocatable:
             raise ElfError(

@@ -32,6 +32,7 @@ from ..format.constants import FreType, Version
 from ..format.layout import fde_fre_type, fre_word_count, fre_word_size_code
 from ..format.section import SFrameSection
 from ..format.walk import fre_infos
+from ..input import open_input
 from .compact import compact
 from .parallel import map_files
 
@@ -132,7 +133,7 @@ def _rounded(value: float | None) -> float | None:
 def file_stats(path: str | os.PathLike[str], *, generate: bool = True) -> FileStats:
     """The statistics of one ELF file; raises SFrameError (ElfError...) or OSError."""
     name = os.fspath(path)
-    with open(name, "rb") as stream, _elf_image(name, stream) as image:
+    with open_input(name) as stream, _elf_image(name, stream) as image:
         eh_frame, eh_frame_hdr = image.section(".eh_frame"), image.section(".eh_frame_hdr")
         result = FileStats(
             path=name,

@@ -42,6 +42,7 @@ from ..elf.layout import (
 )
 from ..errors import ElfError, SFrameError, UnwindError
 from ..format.constants import Abi
+from ..input import InputError, open_input
 from .loadmap import (
     AddressSpace,
     ElfLayout,
@@ -109,9 +110,9 @@ class CoreFile:
     @staticmethod
     def _open(path: str) -> ElfImage:
         try:
-            file = open(path, "rb")  # noqa: SIM115 - the image closes it
-        except OSError as error:
-            raise CoreFileError(f"cannot open core file {path}: {error.strerror}") from None
+            file = open_input(path)  # the image closes it
+        except InputError as error:
+            raise CoreFileError(f"cannot open core file {error}") from None
         try:
             if file.read(4) != ELF_MAGIC:
                 raise CoreFileError(f"{path} is not an ELF file")
