@@ -72,16 +72,16 @@ _SYS_PAUSE = 34
 
 
 def _in_pause(pid: int) -> bool:
-    """Whether a thread of ``pid`` sits in pause(2): the sleeper thread prints READY and then
-    pauses, and until it gets there it may be inside libc's write, a stack that differs."""
+    """Whether every thread of ``pid`` sits in pause(2): the workers pause in spin_here, and
+    the sleeper thread prints READY and then pauses; until it gets there it may be inside
+    libc's write, a stack that differs from run to run."""
+    calls = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            words = (task / "syscall").read_text().split()
+            calls.append((task / "syscall").read_text().split()[:1])
         except OSError:
             continue
-        if words and words[0] == str(_SYS_PAUSE):
-            return True
-    return False
+    return bool(calls) and all(call == [str(_SYS_PAUSE)] for call in calls)
 
 
 def _stack(program: Path) -> list[Frames]:
@@ -89,7 +89,7 @@ def _stack(program: Path) -> list[Frames]:
         deadline = time.monotonic() + 10
         while not _in_pause(running.pid):
             if time.monotonic() > deadline:
-                pytest.fail("the sleeper thread never reached pause()")
+                pytest.fail("the program's threads never all reached pause()")
             time.sleep(0.005)
         os.kill(running.pid, signal.SIGSTOP)
         wait_stopped(running.pid)

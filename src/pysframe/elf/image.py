@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ from ..input import InputError, open_input
 from .layout import (
     EHDR_SIZE,
     ELF_MAGIC,
+    ELFCOMPRESS_ZLIB,
     EM_386,
     EM_AARCH64,
     EM_ARM,
@@ -66,6 +68,7 @@ from .layout import (
     note_struct,
     phdr_struct,
     shdr_struct,
+    unpack_chdr,
 )
 from .relocation import Relocation, apply_relocations
 
@@ -181,6 +184,11 @@ class ElfSymbol:
 
 
 #: What pyelftools and the file layer raise on malformed input.
+#: Decompressed sections may be this many times their compressed size (plus 1 MiB)...
+MAX_EXPANSION = 64
+#: ... and never more than this (512 MiB).
+MAX_DECOMPRESSED = 512 << 20
+
 _READ_ERRORS = (
     _PyElfError,
     _ConstructError,
@@ -330,7 +338,9 @@ class ElfImage:
             return self._file.seek(0, io.SEEK_END)
 
     def read(self, offset: int, size: int) -> bytes:
-        """``size`` bytes of the file at ``offset``; ElfError if the file is shorter."""
+        """``size`` bytes of the file at ``offset``; ElfError if the file is shorter (checked
+        before reading: a header may claim any size)."""
+        self.check_range(f"{size} bytes at file offset {offset:#x}", offset, size)
         try:
             self._file.seek(offset)
             data = self._file.read(size)
@@ -343,6 +353,18 @@ class ElfImage:
                 f"{self.path}: {size} bytes at file offset {offset:#x} run past the end of the file"
             )
         return data
+
+    def check_range(self, what: str, offset: int, size: int) -> None:
+        """ElfError unless ``size`` bytes at ``offset`` lie inside the file."""
+        if offset < 0 or size < 0 or offset + size > self.file_size:
+            raise ElfError(f"{self.path}: {what} run past the end of the file")
+
+    def _check_table(self, kind: str, count: int, offset: int, entry_size: int) -> None:
+        if count and offset + count * entry_size > self.file_size:
+            raise ElfError(
+                f"{self.path}: unreadable {kind} headers ({count} of {entry_size} bytes at "
+                f"{offset:#x} run past the end of the file)"
+            )
 
     def code_bytes(self) -> int:
         """Bytes of executable code: of the allocated executable sections with contents, or,
@@ -364,8 +386,11 @@ class ElfImage:
 
     def _read_sections(self) -> Iterator[ElfSection]:
         try:
+            count = self._elf.num_sections()
+            # e_shnum 0 means section 0's sh_size counts them: any number, so bound it first.
+            self._check_table("section", count, self.header.shoff, self.header.shentsize)
             # Headers only: building pyelftools section objects parses hash tables (slow).
-            for index in range(self._elf.num_sections()):
+            for index in range(count):
                 h = self._elf._get_section_header(index)
                 yield ElfSection(
                     index=index,
@@ -406,6 +431,14 @@ class ElfImage:
             return b""
         if section.index < 0:
             return self.read(section.offset, section.size)
+        if section.flags & SHF_COMPRESSED:
+            return self._decompressed(section)
+        self.check_range(
+            f"section {section.name} ({section.size:#x} bytes at file offset "
+            f"{section.offset:#x})",
+            section.offset,
+            section.size,
+        )
         try:
             data = self._elf.get_section(section.index).data()
         except _READ_ERRORS as error:
@@ -417,6 +450,33 @@ class ElfImage:
             )
         return bytes(data)
 
+    def _decompressed(self, section: ElfSection) -> bytes:
+        """A SHF_COMPRESSED section's contents (gABI "Compressed Sections"), decompressed
+        within a bound: at most :data:`MAX_EXPANSION` times the compressed size plus 1 MiB,
+        and never more than :data:`MAX_DECOMPRESSED` bytes, so a small bomb stays small."""
+        stored = self.read(section.offset, section.size)
+        try:
+            kind, size, header = unpack_chdr(stored, self.header.bits, self.big_endian)
+        except ElfError as error:
+            raise ElfError(f"{self.path}: section {section.name}: {error}") from None
+        where = f"{self.path}: section {section.name}"
+        if kind != ELFCOMPRESS_ZLIB:
+            raise ElfError(f"{where}: compression type {kind} is not supported (only zlib)")
+        limit = min(MAX_DECOMPRESSED, MAX_EXPANSION * len(stored) + (1 << 20))
+        if size > limit:
+            raise ElfError(
+                f"{where}: claims {size} bytes decompressed from {len(stored)}, more than the "
+                f"{limit} allowed"
+            )
+        inflater = zlib.decompressobj()
+        try:
+            data = inflater.decompress(stored[header:], size + 1)
+        except zlib.error as error:
+            raise ElfError(f"{where}: bad zlib data ({error})") from None
+        if len(data) != size:
+            raise ElfError(f"{where}: decompresses to {len(data)} bytes, its header says {size}")
+        return data
+
     # -- segments ------------------------------------------------------------------------------
     def segments(self) -> list[ElfSegment]:
         """All program headers (empty for relocatable objects)."""
@@ -426,6 +486,8 @@ class ElfImage:
 
     def _read_segments(self) -> list[ElfSegment]:
         try:
+            count = self._elf.num_segments()
+            self._check_table("program", count, self.header.phoff, self.header.phentsize)
             return [
                 ElfSegment(
                     type=_number(seg["p_type"], _P_TYPES),

@@ -41,6 +41,8 @@ SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 
 SHT_NOTE = 7
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
 SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x2, 0x4, 0x800
+#: ch_type of a compressed section's header (gABI "Compressed Sections").
+ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
 PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE, PT_PHDR = 1, 2, 3, 4, 6
 PF_X, PF_W, PF_R = 0x1, 0x2, 0x4
 STT_FUNC, STT_GNU_IFUNC = 2, 10
@@ -126,6 +128,27 @@ class ElfHeader:
             self.phoff + self.phentsize * self.phnum,
             self.shoff + self.shentsize * self.shnum,
         )
+
+
+# -- compressed sections -------------------------------------------------------------------------
+
+#: Elf32_Chdr: u32 ch_type, u32 ch_size, u32 ch_addralign; Elf64_Chdr: u32 ch_type,
+#: u32 ch_reserved, u64 ch_size, u64 ch_addralign.  The compressed bytes follow.
+CHDR_FIELDS: dict[int, str] = {32: "III", 64: "IIQQ"}
+
+
+@cache
+def chdr_struct(bits: int, big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + CHDR_FIELDS[bits])
+
+
+def unpack_chdr(data: bytes, bits: int, big_endian: bool) -> tuple[int, int, int]:
+    """(ch_type, ch_size, header size) of the compression header at the start of ``data``."""
+    layout = chdr_struct(bits, big_endian)
+    if len(data) < layout.size:
+        raise ElfError("compressed section shorter than its compression header")
+    fields = layout.unpack_from(data)
+    return fields[0], fields[1] if bits == 32 else fields[2], layout.size
 
 
 # -- program and section headers ---------------------------------------------------------------
