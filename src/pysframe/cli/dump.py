@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from ..errors import SFrameError
@@ -117,7 +118,7 @@ def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
     return 0
 
 
-def _write_ascii(out: TextIO, chunks: list[bytes]) -> None:
+def _write_ascii(out: TextIO, chunks: Iterable[bytes]) -> None:
     """Write ASCII chunks to the bytes layer of ``out`` when it has one (no re-encoding)."""
     binary = getattr(out, "buffer", None)
     if binary is None:

@@ -18,6 +18,7 @@ from the decoded rules, so that a dump shows what is stored.  Framing (file name
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -219,24 +220,33 @@ def section_text(section: SFrameSection) -> str:
     return b"".join(section_chunks(section)).decode("ascii")
 
 
-def section_chunks(section: SFrameSection) -> list[bytes]:
+def section_chunks(section: SFrameSection) -> Iterator[bytes]:
     """:func:`section_text` as ASCII bytes, in pieces to write one after the other.
+
+    The whole section is read and checked when this is called; the pieces are then made one
+    at a time as they are taken, so that only one piece of text is held at once.
 
     The same text as :func:`function_text` of every function, made for all rows at once: the
     rows are read and checked in bulk (:func:`pysframe.format.walk.scan_rows`) before any text is
     made, the cells are formatted once per distinct row form, and the row lines of a chunk of
     functions are assembled as one byte array."""
     scan = scan_rows(section)
-    chunks = [(header_text(section) + "\n  Function Index :\n").encode()]
+    head = (header_text(section) + "\n  Function Index :\n").encode()
     forms = _FormCells.of(section, scan.forms)
+    return _chunks(section, scan, forms, head)
+
+
+def _chunks(
+    section: SFrameSection, scan: RowScan, forms: _FormCells, head: bytes
+) -> Iterator[bytes]:
+    yield head
     count = len(section)
     for first in range(0, count, _CHUNK_FUNCTIONS):
         end = min(first + _CHUNK_FUNCTIONS, count)
-        chunks.append(_functions_text(section, scan, forms, first, end))
-    return chunks
+        yield _functions_text(section, scan, forms, first, end)
 
 
-_CHUNK_FUNCTIONS = 1 << 14
+_CHUNK_FUNCTIONS = 1 << 12
 #: The bits of sfde_func_info a function's line shows after its size: PC type, pauth key and
 #: signal frame.
 _HEAD_BITS = fde_info(fre_type=0, pc_type=1, pauth_key=1, signal_frame=True)
