@@ -130,16 +130,37 @@ class RowTable:
     def find(self, pcs: npt.NDArray[np.uint64]) -> BatchResult:
         if self.points is None:
             function, row = self._find_sorted(pcs)
-        elif len(pcs) >= 1024 and not bool(np.all(pcs[1:] >= pcs[:-1])):
+            return self._gather(function, row, None)
+        if len(pcs) >= 1024 and not bool(np.all(pcs[1:] >= pcs[:-1])):
             # Searching PCs in increasing order walks the (large) points array in order and
             # lets each binary search start from the last: sorting first pays for itself.
-            order = np.argsort(pcs)
-            function_sorted, row_sorted = self._find_by_points(pcs[order])
-            function, row = np.empty_like(function_sorted), np.empty_like(row_sorted)
-            function[order], row[order] = function_sorted, row_sorted
+            order = self._order(pcs)
+            found = self._find_by_points(pcs[order])
+            function, row, flat = (np.empty_like(column) for column in found)
+            function[order], row[order], flat[order] = found
         else:
-            function, row = self._find_by_points(pcs)
-        return self._gather(function, row)
+            function, row, flat = self._find_by_points(pcs)
+        return self._gather(function, row, flat)
+
+    def _order(self, pcs: npt.NDArray[np.uint64]) -> I64:
+        """A permutation that puts ``pcs`` in increasing order, at least where they fall
+        between the first and the last point (below and above, any order does).
+
+        Sorting values is several times faster than ``argsort``: when the PC's place in that
+        range and its index fit in 64 bits together, the sorted values are those pairs."""
+        assert self.points is not None
+        first, last = self.points[0], self.points[-1]
+        span = int(last - first) + 1
+        index_bits = max(len(pcs) - 1, 1).bit_length()
+        if span.bit_length() + index_bits > 64:
+            by_value: I64 = np.argsort(pcs).astype(np.int64)
+            return by_value
+        place = np.minimum(pcs - first, np.uint64(span))
+        place[pcs < first] = 0
+        keys = (place << np.uint64(index_bits)) | np.arange(len(pcs), dtype=np.uint64)
+        keys.sort()
+        order: I64 = (keys & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+        return order
 
     # A section whose functions do not overlap is searched once: the sorted "points" are every
     # row's absolute start, plus each function's start and end marking "no row" (rows win ties).
@@ -177,19 +198,16 @@ class RowTable:
                 plain_rows,
             ]
         ).astype(np.int64)
-        function_of_point = np.concatenate(
-            [np.arange(count), np.full(count, -1), fn[plain_rows]]
-        ).astype(np.int64)
         rank = np.concatenate(
             [np.ones(count, np.int8), np.zeros(count, np.int8), np.full(len(plain_rows), 2)]
         )
         by_address = np.lexsort((rank, addresses))
         self.points = addresses[by_address]
         self.row_of_point = np.append(row_of_point[by_address], self._NO_ROW)
-        self.function_of_point = function_of_point[by_address]
         self.function_of_row_padded = np.append(self.function_of_row, -1)
 
-    def _find_by_points(self, pcs: npt.NDArray[np.uint64]) -> tuple[I64, I64]:
+    def _find_by_points(self, pcs: npt.NDArray[np.uint64]) -> tuple[I64, I64, I64]:
+        """(function index, row index, row index in the whole table) per PC, -1 where none."""
         assert self.points is not None
         # Point -1 (before every function) reads the padding entry at the end: "no row".
         point = np.searchsorted(self.points, pcs, side="right") - 1
@@ -203,7 +221,8 @@ class RowTable:
         if special.size:
             function_special, row_special = self._find_sorted(pcs[special])
             function[special], row[special] = function_special, row_special
-        return function, row
+            global_row[special] = self._flat_rows(function_special, row_special)
+        return function, row, global_row
 
     def _find_sorted(self, pcs: npt.NDArray[np.uint64]) -> tuple[I64, I64]:
         """(function index, row index) per PC, -1 where none applies."""
@@ -256,10 +275,14 @@ class RowTable:
         belongs &= target <= next_start - 1
         return np.where(belongs, found - self.row_base[function], -1)
 
-    def _gather(self, function: I64, row: I64) -> BatchResult:
+    def _flat_rows(self, function: I64, row: I64) -> I64:
+        """Each row's index in the whole table, -1 where there is none."""
+        return np.where(row >= 0, self.row_base[np.maximum(function, 0)] + row, -1)
+
+    def _gather(self, function: I64, row: I64, flat: I64 | None) -> BatchResult:
         ok = row >= 0
-        no_row = len(self.start_offset)
-        at = self.form_of_row[np.where(ok, self.row_base[np.maximum(function, 0)] + row, no_row)]
+        # Index -1 reads the extra form at the end, which means "no row".
+        at = self.form_of_row[self._flat_rows(function, row) if flat is None else flat]
         c = self.columns
         return BatchResult(
             function_index=np.where(ok, function, -1),
