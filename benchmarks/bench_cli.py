@@ -193,9 +193,9 @@ def main() -> int:
     print(f"objdump: {objdump or 'none'}; readelf: {readelf or 'none'}; medians of {runs} runs")
     with tempfile.TemporaryDirectory(prefix="pysframe-bench-") as name:
         scratch = Path(name)
-        dumps, generates = _default_inputs(scratch, args.quick)
-        dumps = args.dump or dumps
-        generates = args.generate or generates
+        dumps, generates = args.dump, args.generate
+        if not dumps and not generates:
+            dumps, generates = _default_inputs(scratch, args.quick)
         true = shutil.which("true")
         if args.quick and not args.generate and true:
             generates = [Path(true)]
