@@ -261,7 +261,7 @@ def _functions_text(
     flex = fde_type_of(table.info2[first:end]) == FdeType.FLEX
     heads, head_of = np.unique((info & _HEAD_BITS) | (flex << 8), return_inverse=True)
     tails = [(_attributes(section, k, bool(k >> 8)) + _columns(k)).encode() for k in heads.tolist()]
-    pcs = _function_pcs(section, first, end)
+    pcs = function_pcs(section, first, end)
     rows, line_end = _rows_text(section, scan, pcs, info, first, end, forms)
     row_end = line_end[scan.row_base[first : end + 1] - scan.row_base[first]].tolist()
     sizes = (table.size[first:end] & 0xFFFFFFFF).astype(np.uint32).view(np.int32).tolist()
@@ -277,7 +277,7 @@ def _functions_text(
     return (b"\n    func idx [%d]: pc = %#x, size = %d bytes%s%s\n" * count) % tuple(fields)
 
 
-def _function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[np.uint64]:
+def function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[np.uint64]:
     """:func:`function_pc` of functions ``first`` to ``end``; uint64 arithmetic wraps."""
     h = section.header
     pcs = section.table.start_field[first:end].astype(np.uint64)
@@ -536,6 +536,7 @@ __all__ = [
     "form_cells",
     "function_line",
     "function_pc",
+    "function_pcs",
     "function_rows",
     "function_text",
     "header_text",
