@@ -125,22 +125,22 @@ class RowTable:
         self.irregular = irregular
         self.key = function_of_row.astype(np.int64) * (1 << 33) + self.start_offset
         self.function_of_row = function_of_row
+        self.function_of_row_padded = np.append(function_of_row, -1).astype(np.int64)
         self._build_points()
 
     def find(self, pcs: npt.NDArray[np.uint64]) -> BatchResult:
         if self.points is None:
             function, row = self._find_sorted(pcs)
-            return self._gather(function, row, None)
+            return self._gather(self._flat_rows(function, row))
         if len(pcs) >= 1024 and not bool(np.all(pcs[1:] >= pcs[:-1])):
             # Searching PCs in increasing order walks the (large) points array in order and
             # lets each binary search start from the last: sorting first pays for itself.
             order = self._order(pcs)
-            found = self._find_by_points(pcs[order])
-            function, row, flat = (np.empty_like(column) for column in found)
-            function[order], row[order], flat[order] = found
+            flat = np.empty(len(pcs), dtype=np.int64)
+            flat[order] = self._find_by_points(pcs[order])
         else:
-            function, row, flat = self._find_by_points(pcs)
-        return self._gather(function, row, flat)
+            flat = self._find_by_points(pcs)
+        return self._gather(flat)
 
     def _order(self, pcs: npt.NDArray[np.uint64]) -> I64:
         """A permutation that puts ``pcs`` in increasing order, at least where they fall
@@ -204,25 +204,18 @@ class RowTable:
         by_address = np.lexsort((rank, addresses))
         self.points = addresses[by_address]
         self.row_of_point = np.append(row_of_point[by_address], self._NO_ROW)
-        self.function_of_row_padded = np.append(self.function_of_row, -1)
 
-    def _find_by_points(self, pcs: npt.NDArray[np.uint64]) -> tuple[I64, I64, I64]:
-        """(function index, row index, row index in the whole table) per PC, -1 where none."""
+    def _find_by_points(self, pcs: npt.NDArray[np.uint64]) -> I64:
+        """Per PC the index in the whole table of the row that applies, -1 where none."""
         assert self.points is not None
         # Point -1 (before every function) reads the padding entry at the end: "no row".
         point = np.searchsorted(self.points, pcs, side="right") - 1
-        global_row = self.row_of_point[point]
-        found = global_row >= 0
-        # Gather only at rows (-1, the padding, elsewhere): a marker (-2) would index out of
-        # bounds when the section has fewer than two rows.
-        function = self.function_of_row_padded[np.where(found, global_row, -1)]
-        row = np.where(found, global_row - self.row_base[np.maximum(function, 0)], -1)
-        special = np.flatnonzero(global_row == self._SPECIAL)
+        flat: I64 = self.row_of_point[point]
+        special = np.flatnonzero(flat == self._SPECIAL)
         if special.size:
             function_special, row_special = self._find_sorted(pcs[special])
-            function[special], row[special] = function_special, row_special
-            global_row[special] = self._flat_rows(function_special, row_special)
-        return function, row, global_row
+            flat[special] = self._flat_rows(function_special, row_special)
+        return flat
 
     def _find_sorted(self, pcs: npt.NDArray[np.uint64]) -> tuple[I64, I64]:
         """(function index, row index) per PC, -1 where none applies."""
@@ -279,14 +272,17 @@ class RowTable:
         """Each row's index in the whole table, -1 where there is none."""
         return np.where(row >= 0, self.row_base[np.maximum(function, 0)] + row, -1)
 
-    def _gather(self, function: I64, row: I64, flat: I64 | None) -> BatchResult:
-        ok = row >= 0
-        # Index -1 reads the extra form at the end, which means "no row".
-        at = self.form_of_row[self._flat_rows(function, row) if flat is None else flat]
+    def _gather(self, flat: I64) -> BatchResult:
+        """The answers for rows ``flat`` (indices in the whole table, -1 for none)."""
+        ok = flat >= 0
+        # Index -1 reads the padding at the end of each column: function -1, the "no row" form.
+        function = self.function_of_row_padded[flat]
+        row = np.where(ok, flat - self.row_base[np.maximum(function, 0)], -1)
+        at = self.form_of_row[flat]
         c = self.columns
         return BatchResult(
-            function_index=np.where(ok, function, -1),
-            row_index=np.where(ok, row, -1),
+            function_index=function,
+            row_index=row,
             cfa_reg=c.cfa_reg[at],
             cfa_offset=c.cfa_offset[at],
             cfa_deref=c.cfa_deref[at],
