@@ -4,7 +4,9 @@ The PCs are drawn at random over the covered address range (a few fall in gaps b
 functions and find nothing).  The row table that ``find_fres`` builds on first use is built
 before timing and its cost printed separately (bench_open.py compares it).  A sample of the
 answers is checked against the scalar ``lookup``.  Target: at least 1,000,000 PCs/s on a
-section with 100k+ functions.
+section with 100k+ functions (and the aim: 10,000,000 PCs/s, sorted or random).  The row
+table's memory is measured with tracemalloc (numpy reports its buffers there): what it keeps,
+and the peak while it is built, against the section's size (aim: at most 2x).
 
     python benchmarks/bench_lookup.py [--quick] [--runs N] [--pcs N] [--functions N]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+import tracemalloc
 from functools import partial
 
 import common
@@ -21,6 +24,7 @@ import numpy as np
 from pysframe import SFrameSection, Version
 
 TARGET_PCS_PER_SECOND = 1_000_000
+AIM_PCS_PER_SECOND = 10_000_000
 CHECKED_SAMPLE = 2_000
 
 
@@ -34,9 +38,17 @@ def main() -> int:
     for item in common.inputs(config, (Version.V3,)):
         section = item.section()
         common.heading(f"{item.label}: {len(section):,} functions, {section.num_rows:,} rows")
+        tracemalloc.start()
         began = time.perf_counter()
         section.find_fres([])
-        print(f"  row table built in {common.fmt_seconds(time.perf_counter() - began).strip()}")
+        built = time.perf_counter() - began
+        kept, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        size = len(section.data)
+        print(
+            f"  row table built in {common.fmt_seconds(built).strip()}; keeps "
+            f"{kept / size:.1f}x the section's size, peak {peak / size:.1f}x (aim: 2x)"
+        )
         pcs = random_pcs(section, count, seed=1)
         seconds = common.median_seconds(partial(section.find_fres, pcs), config.runs)
         rate = count / seconds
@@ -47,6 +59,11 @@ def main() -> int:
             f"  find_fres: {common.fmt_seconds(seconds).strip()} for {count:,} PCs = "
             f"{rate / 1e6:.2f} M PCs/s ({verdict} the 1 M/s target); {hits:,} found"
         )
+        ordered = np.sort(pcs)
+        ordered_seconds = common.median_seconds(partial(section.find_fres, ordered), config.runs)
+        for what, took in (("random", seconds), ("sorted", ordered_seconds)):
+            reached = "reaches" if count / took >= AIM_PCS_PER_SECOND else "below"
+            print(f"  {what} PCs: {count / took / 1e6:.2f} M PCs/s ({reached} the 10 M/s aim)")
         mismatches = check_sample(section, pcs, result)
         print(
             f"  {min(CHECKED_SAMPLE, count):,} answers checked against lookup(): "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,6 +47,28 @@ def test_benchmark_runs_quick(script: str, cache: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "== synthetic 5,000 functions" in done.stdout
+
+
+def test_whole_process_benchmark_runs_quick(cache: Path) -> None:
+    """bench_cli.py: start-up, dump (text, --json, --jsonl) and generate, with ratios."""
+    env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(cache))
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_cli.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    out = done.stdout
+    for expected in ("== start-up", "--version:", "ms above bare Python", "== dump synthetic"):
+        assert expected in out, out
+    rows = [line for line in out.splitlines() if line.lstrip().startswith("pysframe dump")]
+    assert len(rows) == 3 and not any("(failed)" in row for row in rows), out
+    if shutil.which(os.environ.get("OBJDUMP") or "objdump"):
+        assert "objdump" in rows[0] and "memory" in rows[0], out
 
 
 @pytest.mark.parametrize("version", [Version.V2, Version.V1])

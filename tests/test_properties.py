@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -159,6 +161,33 @@ def test_batch_lookup_equals_scalar_lookup(
         if row.cfa is not None:
             assert (batch.cfa_reg[i], batch.cfa_offset[i]) == (row.cfa.reg, row.cfa.offset)
             assert bool(batch.cfa_deref[i]) == row.cfa.deref
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sections(), st.integers(0, 2**32))
+def test_batch_lookup_of_many_unordered_pcs_equals_one_at_a_time(
+    case: tuple[SFrameBuilder, list[list[RowSpec]]], seed: int
+) -> None:
+    """Enough unordered PCs (inside, around and far outside the section) for find_fres to
+    sort them first; every answer equals that of the same PC looked up alone."""
+    rng = random.Random(seed)
+    section = case[0].build()
+    if len(section) == 0:
+        return
+    start, end = int(section.table.start[0]), int(section[len(section) - 1].end)
+    near = [rng.randint(max(start - 8, 0), end + 8) for _ in range(1500)]
+    far = [0, 1, (1 << 64) - 1, (1 << 63) + 5, end + (1 << 40)]
+    pcs = near + far + near[:50]
+    rng.shuffle(pcs)
+    batch = section.find_fres(np.array(pcs, dtype=np.uint64))
+    for one in sorted(set(pcs)):
+        alone = section.find_fres(np.array([one], dtype=np.uint64))
+        where = [i for i, pc in enumerate(pcs) if pc == one]
+        for column in ("function_index", "row_index", "cfa_reg", "cfa_offset", "fp_kind",
+                       "fp_offset", "ra_kind", "ra_offset", "mangled_ra"):
+            assert (getattr(batch, column)[where] == getattr(alone, column)[0]).all(), column
+        found = section.lookup(one)
+        assert batch.row_index[where[0]] == (-1 if found is None else found.row_index)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from ..errors import SFrameError
@@ -117,7 +118,7 @@ def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
     return 0
 
 
-def _write_ascii(out: TextIO, chunks: list[bytes]) -> None:
+def _write_ascii(out: TextIO, chunks: Iterable[bytes]) -> None:
     """Write ASCII chunks to the bytes layer of ``out`` when it has one (no re-encoding)."""
     binary = getattr(out, "buffer", None)
     if binary is None:
@@ -135,7 +136,6 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
     nothing was written for it)."""
     from ..elf.image import ElfImage
     from ..elf.sframe import DEFAULT_NAME, find_sframe
-    from ..format.walk import scan_rows
     from ..tools.dump_json import function_json_lines, section_header_json, section_json_chunks
 
     try:
@@ -146,26 +146,38 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
                 return False
             try:
                 section = found.decode(args.relocate)
-                scan_rows(section)  # every FDE and FRE checked before the first byte is written
+                # Every FDE and FRE is checked here, before the first byte is written.
+                functions = function_json_lines(section) if args.jsonl else None
+                pieces = None if args.jsonl else section_json_chunks(section)
             except SFrameError as error:
                 _error(f"{path}: {found.name}: {error}")
                 return False
             about = {"file": path, "file_format": image.file_format, "section": found.name}
-            if args.jsonl:
+            if functions is not None:
                 header = {"record": "section", **about, "sframe": section_header_json(section)}
                 out.write(json.dumps(header) + "\n")
                 prefix = json.dumps({"record": "function", "file": path})[:-1] + ', "function": '
-                for line in function_json_lines(section):
-                    out.write(prefix + line + "}\n")
+                _write_batched(out, (prefix + line + "}\n" for line in functions))
                 return True
+            assert pieces is not None
             out.write(("[\n" if first else ",\n") + json.dumps(about)[:-1] + ', "sframe": ')
-            for piece in section_json_chunks(section):
-                out.write(piece)
+            _write_batched(out, pieces)
             out.write("}")
             return True
     except SFrameError as error:
         _error(str(error))
         return False
+
+
+def _write_batched(out: TextIO, pieces: Iterable[str], batch: int = 1024) -> None:
+    """Write ``pieces`` a batch at a time (fewer calls when the stream is unbuffered)."""
+    held: list[str] = []
+    for piece in pieces:
+        held.append(piece)
+        if len(held) == batch:
+            out.write("".join(held))
+            held.clear()
+    out.write("".join(held))
 
 
 def run(args: argparse.Namespace) -> int:

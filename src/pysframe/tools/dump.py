@@ -18,6 +18,7 @@ from the decoded rules, so that a dump shows what is stored.  Framing (file name
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -219,24 +220,33 @@ def section_text(section: SFrameSection) -> str:
     return b"".join(section_chunks(section)).decode("ascii")
 
 
-def section_chunks(section: SFrameSection) -> list[bytes]:
+def section_chunks(section: SFrameSection) -> Iterator[bytes]:
     """:func:`section_text` as ASCII bytes, in pieces to write one after the other.
+
+    The whole section is read and checked when this is called; the pieces are then made one
+    at a time as they are taken, so that only one piece of text is held at once.
 
     The same text as :func:`function_text` of every function, made for all rows at once: the
     rows are read and checked in bulk (:func:`pysframe.format.walk.scan_rows`) before any text is
     made, the cells are formatted once per distinct row form, and the row lines of a chunk of
     functions are assembled as one byte array."""
     scan = scan_rows(section)
-    chunks = [(header_text(section) + "\n  Function Index :\n").encode()]
+    head = (header_text(section) + "\n  Function Index :\n").encode()
     forms = _FormCells.of(section, scan.forms)
+    return _chunks(section, scan, forms, head)
+
+
+def _chunks(
+    section: SFrameSection, scan: RowScan, forms: _FormCells, head: bytes
+) -> Iterator[bytes]:
+    yield head
     count = len(section)
     for first in range(0, count, _CHUNK_FUNCTIONS):
         end = min(first + _CHUNK_FUNCTIONS, count)
-        chunks.append(_functions_text(section, scan, forms, first, end))
-    return chunks
+        yield _functions_text(section, scan, forms, first, end)
 
 
-_CHUNK_FUNCTIONS = 1 << 14
+_CHUNK_FUNCTIONS = 1 << 12
 #: The bits of sfde_func_info a function's line shows after its size: PC type, pauth key and
 #: signal frame.
 _HEAD_BITS = fde_info(fre_type=0, pc_type=1, pauth_key=1, signal_frame=True)
@@ -251,7 +261,7 @@ def _functions_text(
     flex = fde_type_of(table.info2[first:end]) == FdeType.FLEX
     heads, head_of = np.unique((info & _HEAD_BITS) | (flex << 8), return_inverse=True)
     tails = [(_attributes(section, k, bool(k >> 8)) + _columns(k)).encode() for k in heads.tolist()]
-    pcs = _function_pcs(section, first, end)
+    pcs = function_pcs(section, first, end)
     rows, line_end = _rows_text(section, scan, pcs, info, first, end, forms)
     row_end = line_end[scan.row_base[first : end + 1] - scan.row_base[first]].tolist()
     sizes = (table.size[first:end] & 0xFFFFFFFF).astype(np.uint32).view(np.int32).tolist()
@@ -267,7 +277,7 @@ def _functions_text(
     return (b"\n    func idx [%d]: pc = %#x, size = %d bytes%s%s\n" * count) % tuple(fields)
 
 
-def _function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[np.uint64]:
+def function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[np.uint64]:
     """:func:`function_pc` of functions ``first`` to ``end``; uint64 arithmetic wraps."""
     h = section.header
     pcs = section.table.start_field[first:end].astype(np.uint64)
@@ -526,6 +536,7 @@ __all__ = [
     "form_cells",
     "function_line",
     "function_pc",
+    "function_pcs",
     "function_rows",
     "function_text",
     "header_text",

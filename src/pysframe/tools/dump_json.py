@@ -23,7 +23,6 @@ from typing import Any
 
 from ..format.constants import FdeType, Flags, FreType, PauthKey, PcType, Version
 from ..format.layout import (
-    FDE_SIZE,
     fde_fre_type,
     fde_pauth_key,
     fde_pc_type,
@@ -36,7 +35,7 @@ from ..format.model import RegRule
 from ..format.rules import RowContext, decode_rules
 from ..format.section import SFrameSection
 from ..format.walk import RowForm, RowScan, scan_rows
-from .dump import form_cells
+from .dump import form_cells, function_pcs
 
 _U64 = 1 << 64
 #: Functions turned into text at a time: bounds the memory of a chunk.
@@ -69,8 +68,14 @@ def section_header_json(section: SFrameSection) -> dict[str, Any]:
 
 def section_json_chunks(section: SFrameSection) -> Iterator[str]:
     """The JSON text of the section: :func:`section_header_json` with ``functions``, the list
-    of :func:`function_json_lines`' objects, in pieces to write one after the other."""
-    scan = scan_rows(section)  # every FRE read and checked before the first piece
+    of :func:`function_json_lines`' objects, in pieces to write one after the other.
+
+    Every FRE is read and checked when this is called (an ``SFrameError`` then), before the
+    first piece."""
+    return _section_pieces(section, scan_rows(section))
+
+
+def _section_pieces(section: SFrameSection, scan: RowScan) -> Iterator[str]:
     header = _dumps(section_header_json(section))
     yield header[:-1] + ', "functions": ['
     first = True
@@ -81,8 +86,9 @@ def section_json_chunks(section: SFrameSection) -> Iterator[str]:
 
 
 def function_json_lines(section: SFrameSection) -> Iterator[str]:
-    """One JSON object per function (no newline), in the order of the FDEs."""
-    yield from _function_pieces(section, scan_rows(section))
+    """One JSON object per function (no newline), in the order of the FDEs; every FRE is read
+    and checked when this is called."""
+    return _function_pieces(section, scan_rows(section))
 
 
 def section_json(section: SFrameSection) -> dict[str, Any]:
@@ -96,15 +102,14 @@ def section_json(section: SFrameSection) -> dict[str, Any]:
 
 def _function_pieces(section: SFrameSection, scan: RowScan) -> Iterator[str]:
     forms = [_form_json(section, form) for form in scan.forms]
-    h = section.header
     table = section.table
-    pcrel = h.version is not Version.V1 and h.pcrel
-    v3 = h.version is Version.V3
-    aarch64 = section.abi.is_aarch64
+    # The members from fre_type to pauth_key depend on the info and info2 bytes alone.
+    kinds: dict[tuple[int, int], str] = {}
     for first in range(0, len(section), _CHUNK_FUNCTIONS):
         end = min(first + _CHUNK_FUNCTIONS, len(section))
         columns = zip(
             range(first, end),
+            function_pcs(section, first, end).tolist(),
             table.start[first:end].tolist(),
             table.size[first:end].tolist(),
             table.start_field[first:end].tolist(),
@@ -118,33 +123,42 @@ def _function_pieces(section: SFrameSection, scan: RowScan) -> Iterator[str]:
         row_end = int(scan.row_base[end])
         offsets = scan.start_offset[base:row_end].tolist()
         row_forms = scan.form[base:row_end].tolist()
-        for index, start, size, start_field, info, info2, rep_size, row_range in columns:
-            # function_pc: 2.47 adds the start field's offset for PCREL (see tools.dump).
-            pc = start_field + section.section_address
-            if pcrel:
-                pc += h.size + index * FDE_SIZE[h.version]
-            pc %= _U64
-            mask = fde_pc_type(info) == PcType.MASK
-            head = {
-                "index": index,
-                "pc": pc,
-                "start": start,
-                "size": size,
-                "start_field": start_field,
-                "fre_type": FreType(fde_fre_type(info)).name,
-                "pc_type": PcType(fde_pc_type(info)).name,
-                "fde_type": _fde_type(info2).name,
-                "signal": bool(fde_signal_frame(info)) if v3 else False,
-                "pauth_key": PauthKey(fde_pauth_key(info)).name if aarch64 else None,
-                "rep_size": rep_size,
-            }
-            rows = []
-            for at in range(row_range[0] - base, row_range[1] - base):
-                offset = offsets[at]
-                address = offset if mask else (pc + offset) % _U64
-                form = forms[row_forms[at]]
-                rows.append(f'{{"address": {address}, "start_offset": {offset}, {form}')
-            yield _dumps(head)[:-1] + ', "rows": [' + ", ".join(rows) + "]}"
+        for index, pc, start, size, start_field, info, info2, rep_size, row_range in columns:
+            kind = kinds.get((info, info2))
+            if kind is None:
+                kind = kinds[info, info2] = _function_kind(section, info, info2)
+            low, high = row_range[0] - base, row_range[1] - base
+            # PCMASK rows show their start offset alone, others the function's pc plus it.
+            origin = 0 if fde_pc_type(info) == PcType.MASK else pc
+            rows = ", ".join(
+                [
+                    _ROW % ((origin + offset) % _U64, offset, forms[form])
+                    for offset, form in zip(offsets[low:high], row_forms[low:high], strict=True)
+                ]
+            )
+            yield _FUNCTION % (index, pc, start, size, start_field, kind, rep_size, rows)
+
+
+#: A row: its address and start offset, then its form's members (json.dumps' spelling).
+_ROW = '{"address": %d, "start_offset": %d, %s'
+#: A function: json.dumps' spelling of the keys in order, ``kind`` from _function_kind.
+_FUNCTION = (
+    '{"index": %d, "pc": %d, "start": %d, "size": %d, "start_field": %d, %s, '
+    '"rep_size": %d, "rows": [%s]}'
+)
+
+
+def _function_kind(section: SFrameSection, info: int, info2: int) -> str:
+    """The members fre_type, pc_type, fde_type, signal and pauth_key of a function with these
+    info and info2 bytes, without braces."""
+    members = {
+        "fre_type": FreType(fde_fre_type(info)).name,
+        "pc_type": PcType(fde_pc_type(info)).name,
+        "fde_type": _fde_type(info2).name,
+        "signal": bool(fde_signal_frame(info)) if section.version is Version.V3 else False,
+        "pauth_key": PauthKey(fde_pauth_key(info)).name if section.abi.is_aarch64 else None,
+    }
+    return _dumps(members)[1:-1]
 
 
 def _fde_type(info2: int) -> FdeType:
