@@ -87,6 +87,12 @@ RULE_KIND_CODES: dict[RuleKind, int] = {kind: code for code, kind in enumerate(R
 RULE_KINDS: tuple[RuleKind, ...] = tuple(RuleKind)
 
 
+#: The columns of a BatchResult that hold -1 where no row applies (the others hold 0).
+_MINUS_ONE_WHEN_MISSING = frozenset(
+    {"function_index", "row_index", "cfa_reg", "fp_reg", "ra_reg"}
+)
+
+
 @dataclass(frozen=True, slots=True)
 class BatchResult:
     """Columnar answers of ``find_fres``: element i answers pcs[i].
@@ -112,6 +118,16 @@ class BatchResult:
     @property
     def found(self) -> npt.NDArray[np.bool_]:
         return self.row_index >= 0
+
+    def not_found_at(self, positions: npt.NDArray[np.bool_]) -> BatchResult:
+        """A copy where the answers at ``positions`` (a mask) say "no row applies": -1 in
+        the index and register columns, zero in the others."""
+        columns = {}
+        for name in self.__dataclass_fields__:
+            column = getattr(self, name).copy()
+            column[positions] = -1 if name in _MINUS_ONE_WHEN_MISSING else 0
+            columns[name] = column
+        return BatchResult(**columns)
 
     def __len__(self) -> int:
         return len(self.row_index)

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from .rowtable import RowTable
 
 
+_U64 = 1 << 64
+
+
 class SFrameSection(Sequence[Function]):
     """A decoded SFrame section.
 
@@ -215,7 +218,11 @@ class SFrameSection(Sequence[Function]):
 
         if self._row_table is None:
             self._row_table = RowTable(self)
-        return self._row_table.find(np.asarray(pcs, dtype=np.uint64))
+        addresses, outside = _addresses(pcs)
+        result = self._row_table.find(addresses)
+        if outside is not None and outside.any():
+            result = result.not_found_at(outside)
+        return result
 
     def row_starts(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Every row's function index and start offset (``sfre_start_address``), in stored
@@ -318,3 +325,30 @@ def _with_rows(function: Function) -> Function:
     from dataclasses import replace
 
     return replace(function, _rows=function.rows, _loader=None)
+
+
+def _addresses(
+    pcs: Sequence[int] | npt.ArrayLike,
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_] | None]:
+    """``pcs`` as uint64 addresses, and a mask of those that are no address (negative, or
+    2**64 and above), which :meth:`SFrameSection.find_fres` answers as not found, as
+    ``find_fre`` does; None when every PC is one."""
+    if isinstance(pcs, np.ndarray):
+        values = pcs
+    else:
+        try:  # the common case: every PC an address
+            return np.asarray(pcs, dtype=np.uint64), None
+        except (OverflowError, TypeError, ValueError):
+            values = np.asarray(pcs, dtype=object)
+    if values.dtype == np.uint64:
+        return values, None
+    if values.dtype.kind == "i":
+        outside = values < 0
+        return np.where(outside, 0, values).astype(np.uint64), outside
+    if values.dtype == object:  # Python integers beyond 64 bits
+        flat = values.ravel().tolist()
+        inside = [isinstance(pc, int) and 0 <= pc < _U64 for pc in flat]
+        addresses = np.array([pc if ok else 0 for pc, ok in zip(flat, inside, strict=True)],
+                             dtype=np.uint64).reshape(values.shape)  # fmt: skip
+        return addresses, ~np.array(inside, dtype=bool).reshape(values.shape)
+    return values.astype(np.uint64), None
