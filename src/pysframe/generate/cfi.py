@@ -139,34 +139,45 @@ class Reader:
 _SIGNED = {2: 1 << 16, 4: 1 << 32, 8: 1 << 64}
 
 
-def read_uleb(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of an unsigned LEB128 at ``pos`` (DWARF 5 7.6)."""
+#: Bits an LEB128 number may carry: DWARF's values here (offsets, register numbers, lengths)
+#: are 64-bit.  Longer encodings may only pad (groups of zeros, or of ones after a negative
+#: number); anything else is malformed.  Bounding the value keeps decoding linear in the
+#: encoding's length (no huge integers).
+_LEB_BITS = 64
+#: Bits read before only padding may follow: the 7-bit groups that cover 64 bits.
+_LEB_READ_BITS = 7 * 10
+
+
+def _leb(data: bytes, pos: int, end: int, signed: bool) -> tuple[int, int]:
+    """(value, next position) of an LEB128 at ``pos`` (DWARF 5 7.6)."""
+    start = pos
     result = 0
     shift = 0
     while pos < end:
         byte = data[pos]
         pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
+        if shift < _LEB_READ_BITS:
+            result |= (byte & 0x7F) << shift
+        elif byte & 0x7F not in (0, 0x7F if signed else 0):
+            raise CfiError("LEB128 number does not fit in 64 bits", start)
         shift += 7
+        if byte < 0x80:
+            if signed and byte & 0x40:
+                result -= 1 << min(shift, _LEB_READ_BITS)
+            if not -(1 << (_LEB_BITS - 1)) <= result < (1 << _LEB_BITS):
+                raise CfiError("LEB128 number does not fit in 64 bits", start)
+            return result, pos
     raise CfiError("LEB128 number runs past the end of its record", pos)
+
+
+def read_uleb(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of an unsigned LEB128 at ``pos`` (DWARF 5 7.6)."""
+    return _leb(data, pos, end, signed=False)
 
 
 def read_sleb(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """(value, next position) of a signed LEB128 at ``pos`` (DWARF 5 7.6)."""
-    result = 0
-    shift = 0
-    while pos < end:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            if byte & 0x40:
-                result -= 1 << shift
-            return result, pos
-    raise CfiError("LEB128 number runs past the end of its record", pos)
+    return _leb(data, pos, end, signed=True)
 
 
 def _read_fixed(r: Reader, pos: int, size: int, end: int) -> int:

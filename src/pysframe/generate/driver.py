@@ -214,6 +214,17 @@ def _translate_fdes(
         )
     ]
     considered = len(todo)
+    # A CFA program far longer than its function's code is malformed (a flood of rows or
+    # operands); refused before it is decoded, so decoding stays bounded by the code's size.
+    oversized = [s for s in todo if s[4] - s[3] > MAX_CFI_BYTES_PER_CODE_BYTE * s[2] + CFI_SLACK]
+    if oversized:
+        flooded = {id(s) for s in oversized}
+        todo = [s for s in todo if id(s) not in flooded]
+        skipped.extend(
+            SkippedFunction(s[1], s[2], f"{NO_FDE}CFI program of {s[4] - s[3]} bytes for "
+                            f"{s[2]} bytes of code (malformed)")
+            for s in oversized
+        )  # fmt: skip
     done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
     for (cie_offset, start, size, ins_start, ins_end), made_in_bulk in zip(todo, done, strict=True):
         if made_in_bulk is not None:
@@ -383,6 +394,10 @@ def _gc_paused() -> Iterator[None]:
 # ELF files
 
 _PLT_NAMES = (".plt", ".plt.sec", ".plt.got")
+#: A function's CFA program may hold this many bytes per byte of code, plus CFI_SLACK; real
+#: programs hold well under one (a few instructions per prologue and epilogue).
+MAX_CFI_BYTES_PER_CODE_BYTE = 16
+CFI_SLACK = 256
 #: The s390x PLT entry size GNU ld writes (and describes in SFrame).
 _S390X_PLT_ENTRY = 32
 
