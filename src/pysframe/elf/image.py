@@ -191,6 +191,7 @@ MAX_DECOMPRESSED = 512 << 20
 
 _READ_ERRORS = (
     _PyElfError,
+    OverflowError,
     _ConstructError,
     struct.error,
     ValueError,
@@ -360,6 +361,14 @@ class ElfImage:
             raise ElfError(f"{self.path}: {what} run past the end of the file")
 
     def _check_table(self, kind: str, count: int, offset: int, entry_size: int) -> None:
+        # gABI: e_phentsize and e_shentsize give each entry's size, at least the class's.
+        layout = phdr_struct if kind == "program" else shdr_struct
+        smallest = layout(self.header.bits, self.big_endian).size
+        if count and entry_size < smallest:
+            raise ElfError(
+                f"{self.path}: unreadable {kind} headers (entries of {entry_size} bytes, "
+                f"fewer than the {smallest} of ELFCLASS{self.header.bits})"
+            )
         if count and offset + count * entry_size > self.file_size:
             raise ElfError(
                 f"{self.path}: unreadable {kind} headers ({count} of {entry_size} bytes at "

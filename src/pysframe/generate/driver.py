@@ -367,12 +367,15 @@ def _covered_bytes(spans: list[tuple[int, int]], text_ranges: Sequence[tuple[int
     starts[1:] = lo[1:] > hi[:-1]
     first = np.flatnonzero(starts)
     last = np.append(first[1:], len(lo)) - 1
-    merged_lo = lo[first].astype(np.int64)
-    merged_hi = hi[last].astype(np.int64)
+    merged_lo = lo[first]
+    merged_hi = hi[last]
     total = 0
-    for t_lo, t_hi in text_ranges:
-        overlap = np.minimum(merged_hi, t_hi) - np.maximum(merged_lo, t_lo)
-        total += int(overlap[overlap > 0].sum())
+    top = (1 << 64) - 1
+    for t_lo, t_hi in text_ranges:  # uint64 throughout: a hostile file's addresses may be any
+        begin = np.maximum(merged_lo, np.uint64(min(max(t_lo, 0), top)))
+        end = np.minimum(merged_hi, np.uint64(min(max(t_hi, 0), top)))
+        inside = end > begin
+        total += int((end[inside] - begin[inside]).sum(dtype=np.uint64))
     return total
 
 

@@ -364,13 +364,19 @@ class Report:
     worst_memory_ratio: float = 0.0
 
 
-def generate(seeds: Sequence[bytes], rng: random.Random) -> Iterator[bytes]:
+Mutator = Callable[[bytes, random.Random, Sequence[bytes]], bytes]
+
+
+def generate(
+    seeds: Sequence[bytes], rng: random.Random, mutator: Mutator | None = None
+) -> Iterator[bytes]:
     """Endless inputs: each seed once, then mutations of seeds and of earlier mutants."""
+    change = mutate if mutator is None else mutator
     yield from seeds
     pool = list(seeds)
     while True:
         parent = rng.choice(pool)
-        child = mutate(parent, rng, seeds)
+        child = change(parent, rng, seeds)
         if len(pool) < 4096 and rng.random() < 0.05:
             pool.append(child)
         yield child
@@ -385,19 +391,30 @@ def run(
     memory_every: int = 1,
     stop_on_failure: bool = False,
     log: Callable[[str], None] | None = None,
+    target: str = "section",
 ) -> Report:
-    """Try ``runs`` inputs (or until ``time_budget`` seconds pass) with the random engine."""
+    """Try ``runs`` inputs (or until ``time_budget`` seconds pass) with the random engine.
+
+    ``target``: ``section`` (SFrame sections, :func:`exercise`), ``elf`` or ``cfi`` (see
+    :mod:`pysframe.tools.fuzz_targets`); ``seeds`` default to that target's."""
+    exercise_target, mutator, default_seeds = _target(target)
+    if seeds is None:
+        seeds = default_seeds()
     rng = random.Random(seed)
     report = Report()
     began = time.perf_counter()
     seen: set[str] = set()
-    for number, data in enumerate(generate(load_seeds() if seeds is None else seeds, rng)):
+    for number, data in enumerate(generate(seeds, rng, mutator)):
         out_of_time = time_budget is not None and time.perf_counter() - began > time_budget
         if number >= runs or out_of_time:
             break
         one = time.perf_counter()
         try:
-            check_input(data, memory=memory_every > 0 and number % memory_every == 0)
+            check_input(
+                data,
+                memory=memory_every > 0 and number % memory_every == 0,
+                target=exercise_target,
+            )
         except InvariantError as error:
             key = str(error).splitlines()[-1] if "\n" in str(error) else str(error)[:60]
             if key not in seen:
@@ -414,6 +431,17 @@ def run(
             log(f"{number} inputs, {time.perf_counter() - began:.0f} s")
     report.seconds = time.perf_counter() - began
     return report
+
+
+def _target(name: str) -> tuple[Callable[[bytes], object], Mutator, Callable[[], list[bytes]]]:
+    """The function, the mutator and the seeds of a target."""
+    if name == "section":
+        return exercise, mutate, load_seeds
+    from .fuzz_targets import TARGETS
+
+    if name not in TARGETS:
+        raise ValueError(f"unknown fuzz target {name!r}")
+    return TARGETS[name]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,6 +481,12 @@ def run_atheris(argv: list[str], crash_dir: Path) -> None:  # pragma: no cover -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pysframe.tools.fuzz", description=__doc__)
     parser.add_argument("--engine", choices=("random", "atheris"), default="random")
+    parser.add_argument(
+        "--target",
+        choices=("section", "elf", "cfi"),
+        default="section",
+        help="SFrame sections (default), ELF files or .eh_frame bytes (random engine)",
+    )
     parser.add_argument("--runs", type=int, default=100_000, help="inputs to try (random)")
     parser.add_argument("--time", type=float, default=None, help="seconds to run at most")
     parser.add_argument("--seed", type=int, default=0, help="random engine seed")
@@ -476,7 +510,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             [sys.argv[0], *options, *limits, *rest, str(work), str(seeds_dir)], args.failures
         )
         return 0
-    seeds = load_seeds(args.seeds)
+    seeds = load_seeds(args.seeds) if args.target == "section" or args.seeds else None
+    if seeds is not None and args.target != "section":
+        seeds = [p.read_bytes() for p in sorted(args.seeds.iterdir()) if p.is_file()]
     report = run(
         args.runs,
         seed=args.seed,
@@ -484,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         time_budget=args.time,
         memory_every=args.memory_every,
         log=lambda line: print(line, flush=True),
+        target=args.target,
     )
     args.failures.mkdir(parents=True, exist_ok=True) if report.failures else None
     for data, message in report.failures:
