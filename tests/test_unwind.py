@@ -13,6 +13,7 @@ from pysframe.format.constants import Abi, Version
 from pysframe.format.model import CfaRule, RegRule
 from pysframe.format.section import SFrameSection
 from pysframe.unwind.core import (
+    Backtrace,
     FrameSource,
     ModuleInfo,
     Registers,
@@ -462,3 +463,64 @@ def test_bad_max_frames() -> None:
 
     with pytest.raises(UnwindError):
         Unwinder(AMD64, lambda pc: None, max_frames=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The caller's callables failing: the walk stops, marked, with what it had
+
+
+def _walk_with(read: Callable[[int, int], object], find: Callable[[int], object]) -> Backtrace:
+    return unwind(
+        AMD64,
+        Registers(pc=0x1010, sp=0x7000, fp=0x7100),
+        read,  # type: ignore[arg-type]
+        find,  # type: ignore[arg-type]
+    )
+
+
+def _amd64_memory() -> Memory:
+    return Memory().put(0x7000, 0x2050).put(0x7100, 0x0).put(0x7108, 0x3005)
+
+
+def test_a_reader_that_raises_anything_stops_the_walk_marked() -> None:
+    sec = section(AMD64, amd64_program)
+    memory = _amd64_memory()
+
+    def read(address: int, size: int) -> bytes:
+        if address == 0x7100:
+            raise RuntimeError("the debugger's connection dropped")
+        return memory(address, size)
+
+    trace = _walk_with(read, single_module(sec))
+    assert trace.pcs == [0x1010, 0x2050]
+    assert trace.stop is StopKind.CALLBACK_FAILED
+    assert trace.reason == "read_memory failed: RuntimeError: the debugger's connection dropped"
+
+
+def test_a_reader_that_answers_no_bytes_stops_the_walk_marked() -> None:
+    sec = section(AMD64, amd64_program)
+    trace = _walk_with(lambda address, size: "0" * size, single_module(sec))
+    assert trace.pcs == [0x1010]
+    assert trace.stop is StopKind.CALLBACK_FAILED and "gave a str, not bytes" in trace.reason
+
+
+def test_a_module_finder_or_symbolizer_that_raises_stops_the_walk_marked() -> None:
+    sec = section(AMD64, amd64_program)
+    good = single_module(sec)
+
+    def find(pc: int) -> object:
+        if pc >= 0x2000:
+            raise KeyError(pc)
+        return good(pc)
+
+    trace = _walk_with(_amd64_memory(), find)
+    assert trace.pcs == [0x1010, 0x2050] and trace.stop is StopKind.CALLBACK_FAILED
+    assert "KeyError" in trace.reason
+
+    def bad_symbols(pc: int) -> tuple[str, int]:
+        raise ValueError("corrupt symbol table")
+
+    hostile = ModuleInfo("libhostile.so", section=sec, symbolize=bad_symbols)
+    trace = _walk_with(_amd64_memory(), lambda pc: hostile)
+    assert trace.pcs == [0x1010] and trace.stop is StopKind.CALLBACK_FAILED
+    assert "ValueError: corrupt symbol table" in trace.reason

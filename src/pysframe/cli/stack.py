@@ -64,6 +64,7 @@ def _remote_address(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..unwind.stack import (
+        module_warnings,
         report_json,
         report_lines,
         stack_of_core,
@@ -91,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         report = stack_of_process(args.pid, max_frames=args.max_frames, generate=generate)
+    for warning in module_warnings(report):
+        print(f"pysframe: warning: {warning}", file=sys.stderr)
     if args.json:
         json.dump(report_json(report), sys.stdout, indent=1)
         sys.stdout.write("\n")

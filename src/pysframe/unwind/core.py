@@ -121,6 +121,9 @@ class StopKind(Enum):
     CFA_MISALIGNED = "cfa-misaligned"
     UNSUPPORTED = "unsupported"
     BAD_SFRAME = "bad-sframe"
+    #: A callable given to the unwinder (read_memory, find_module, a module's symbolizer or
+    #: SFrame source) raised or answered with the wrong type.
+    CALLBACK_FAILED = "callback-failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +250,13 @@ class _Memory:
             raise _Stop(
                 StopKind.UNREADABLE, f"cannot read {size} bytes at {address:#x}: {error}"
             ) from None
+        except Exception as error:  # the caller's reader failed: this walk stops, marked
+            raise _Stop(StopKind.CALLBACK_FAILED, _failure("read_memory", error)) from None
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise _Stop(
+                StopKind.CALLBACK_FAILED,
+                f"read_memory gave a {type(data).__name__}, not bytes",
+            )
         if len(data) != size:
             raise _Stop(StopKind.UNREADABLE, f"cannot read {size} bytes at {address:#x}")
         return bytes(data)
@@ -314,11 +324,17 @@ class Unwinder:
         prev_cfa: int | None = None
         for index in range(self.max_frames):
             lookup_pc = state.pc if state.exact_pc else (state.pc - 1) & _MASK64
-            module = self._find_module(lookup_pc)
-            usable = module if module is not None and module.problem is None else None
-            symbol = _symbolize(usable, lookup_pc, state.pc)
-            found = self._row(usable, lookup_pc)
             sp = state.regs.get(arch.sp)
+            try:
+                module = self._find_module(lookup_pc)
+                usable = module if module is not None and module.problem is None else None
+                symbol = _symbolize(usable, lookup_pc, state.pc)
+                found = self._row(usable, lookup_pc)
+            except Exception as error:  # a caller's callable failed: this walk stops, marked
+                args = (index, state.pc, sp, source, None, None, None, False)
+                frames.append(_frame(args, None, False, None))
+                reason = _failure("find_module or the module's callables", error)
+                return Backtrace(tuple(frames), StopKind.CALLBACK_FAILED, reason)
             frame_args = (
                 index, state.pc, sp, source, module.name if module else None, *symbol,
                 found is not None,
@@ -525,6 +541,10 @@ def _frame(
         index, pc, sp, cfa, source, name, symbol, offset, covered, trampoline,
         module.problem if module else None,
     )
+
+
+def _failure(what: str, error: Exception) -> str:
+    return f"{what} failed: {type(error).__name__}: {error}"
 
 
 def _symbolize(module: ModuleInfo | None, lookup_pc: int, pc: int) -> tuple[str | None, int | None]:

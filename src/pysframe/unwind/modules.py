@@ -126,6 +126,8 @@ def _read_facts(path: str) -> ElfFacts | None:
             return _facts_from_elf(path, image)
     except SFrameError as error:
         raise OSError(f"not a readable ELF file ({error})") from None
+    except Exception as error:  # a hostile file must cost its own frames only, not the stack
+        raise OSError(f"not a readable ELF file ({type(error).__name__}: {error})") from None
 
 
 def _facts_from_elf(path: str, image: ElfImage) -> ElfFacts:
@@ -165,6 +167,8 @@ def _generated(facts: ElfFacts) -> tuple[bytes, int] | None:
             facts.generated = (bytes(section.data), section.section_address)
         except SFrameError as error:
             facts.generated = str(error)
+        except Exception as error:  # a hostile file: no SFrame for it, the walk goes on
+            facts.generated = f"{type(error).__name__}: {error}"
     return facts.generated if isinstance(facts.generated, tuple) else None
 
 
@@ -274,7 +278,7 @@ def _module(
         try:
             facts = elf_facts(name)
         except OSError as error:
-            problem = f"cannot read {name}: {error.strerror}"
+            problem = f"cannot read {name}: {error.strerror or error}"
         else:
             if facts is None:
                 return None  # not an ELF file (data mapped from a file)

@@ -228,6 +228,8 @@ class Process:
         try:
             _ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, ctypes.addressof(iov))
         except OSError as error:
+            if error.errno == errno.ESRCH:
+                raise _ThreadGone(f"thread {tid} exited") from None
             raise UnwindError(
                 f"cannot read the registers of thread {tid}: {error.strerror}"
             ) from None
@@ -239,7 +241,19 @@ class Process:
         return os.pread(self._mem, size, address)
 
     def snapshot(self) -> list[ThreadState]:
-        return [ThreadState(tid, self.registers(tid)) for tid in self.threads]
+        """The registers of every attached thread; a thread that exited since it was stopped
+        (killed meanwhile) is left out, and the others are still given."""
+        states = []
+        for tid in self.threads:
+            try:
+                states.append(ThreadState(tid, self.registers(tid)))
+            except _ThreadGone:
+                self.attached.pop(tid, None)
+        return states
+
+
+class _ThreadGone(UnwindError):
+    """A thread that no longer exists (ESRCH)."""
 
 
 def _list_threads(pid: int) -> list[int]:

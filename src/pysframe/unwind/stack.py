@@ -194,6 +194,17 @@ def report_lines(report: StackReport) -> Iterator[str]:
             yield f"backtrace stopped: {thread.backtrace.reason}"
 
 
+def module_warnings(report: StackReport) -> list[str]:
+    """One line per module whose frames could not use its data (unreadable or hostile file,
+    build-id mismatch...): its frames went on by the frame-pointer chain, marked."""
+    used = {frame.module for thread in report.threads for frame in thread.backtrace.frames}
+    return [
+        f"{module.path}: {module.info.problem}"
+        for module in report.modules.modules
+        if module.info.problem and module.path in used
+    ]
+
+
 def report_json(report: StackReport) -> dict[str, Any]:
     return {
         "pid": report.pid,
