@@ -146,7 +146,7 @@ def test_replace_the_files_own_section(
     out = tmp_path / "fib.replaced"
     assert main(["generate", str(exe), "--inject", "-o", str(out)]) == 1
     assert "already has an SFrame section (--replace replaces it)" in capsys.readouterr().err
-    assert main(["generate", str(exe), "--replace", "-o", str(out)]) == 1
+    assert main(["generate", str(exe), "--replace", "-o", str(out)]) == 2  # usage error
     assert "--replace goes with --inject" in capsys.readouterr().err
     replace = ["generate", str(exe), "--inject", "--replace", "-o", str(out), "--version", "1"]
     assert main(replace) == 0

@@ -197,7 +197,7 @@ def test_cli_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert status == 1
     assert "not a readable ELF file" in err and "Traceback" not in err
     status, _, err = run_cli([], capsys)
-    assert status == 1 and "no ELF files" in err
+    assert status == 2 and "no ELF files" in err  # a usage error (README: exit 2)
 
 
 def test_cli_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import SFrameError
+from .usage import UsageError
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
@@ -43,6 +44,31 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``pysframe`` with ``argv``; the exit status: 0, 1 failure, 2 usage, 130 Ctrl-C.
+
+    Every error a command meets is one ``pysframe: ...`` line on stderr, here and only here."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # at any point, start-up included: no traceback
+        return 130
+    except UsageError as error:
+        sys.stdout.flush()
+        print(f"pysframe: {error}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("pysframe: out of memory", file=sys.stderr)
+        return 1
+    except Exception as error:  # a defect of pysframe: still one line, and how to report it
+        sys.stdout.flush()
+        print(
+            f"pysframe: internal error: {type(error).__name__}: {error} (please report this, "
+            "with the command and its input)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # The first word not starting with "-" names the sub-command (the top-level options take
     # no value): import that module alone, which saves a large part of the start-up time.

@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
+from .usage import UsageError
 
 if TYPE_CHECKING:
     from ..tools.validate import Finding
@@ -48,7 +49,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--address",
         type=lambda text: int(text, 0),
-        default=0,
+        default=None,
         help="section address for --raw (default 0)",
     )
     parser.add_argument("--list-rules", action="store_true", help="list the rule ids and exit")
@@ -64,7 +65,7 @@ def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
         data = read_input(path)
         return validate_bytes(
             data,
-            args.address,
+            args.address or 0,
             kernel=args.kernel,
             address_gaps=args.gaps,
             foreign_endian=args.foreign_endian,
@@ -83,6 +84,9 @@ def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
 
 def run(args: argparse.Namespace) -> int:
     from ..tools.validate import RULES, Severity
+
+    if args.address is not None and not args.raw:
+        raise UsageError("check: --address goes with --raw (an ELF file gives its own address)")
     if args.list_rules:
         for rule, text in RULES.items():
             print(f"{rule:18} {text}")

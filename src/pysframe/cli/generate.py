@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
+from .usage import UsageError
 
 if TYPE_CHECKING:
     from ..generate import GenerateResult
@@ -71,11 +72,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..generate import generate_from_elf
     if not args.output and not args.report:
-        raise SFrameError("nothing to do: give -o OUTPUT and/or --report")
+        raise UsageError("generate: nothing to do: give -o OUTPUT and/or --report")
     if args.inject and not args.output:
         raise SFrameError("--inject needs -o NEWFILE")
     if args.replace and not args.inject:
-        raise SFrameError("--replace goes with --inject")
+        raise UsageError("generate: --replace goes with --inject")
     result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
     written: EncodableSection = result
     if args.compact:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import UnwindError
 from ..unwind import DEFAULT_MAX_FRAMES
+from .usage import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -72,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
         stack_of_remote,
     )
     if args.exe and not (args.core or args.remote):
-        raise UnwindError("--exe needs --core or --remote")
+        raise UsageError("stack: --exe needs --core or --remote")
     if args.sysroot and not (args.core or args.remote):
-        raise UnwindError("--sysroot needs --core or --remote")
+        raise UsageError("stack: --sysroot needs --core or --remote")
     if args.resume and not args.remote:
         raise UnwindError("--continue needs --remote")
     if args.max_frames < 1:

@@ -10,7 +10,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ElfError, SFrameError
+from ..errors import SFrameError
+from .usage import UsageError
 
 if TYPE_CHECKING:
     from ..tools.stats import FileStats
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     for directory in args.dir:
         paths += find_elf_files(directory, args.recursive)
     if not paths:
-        raise ElfError("no ELF files given (name FILEs or --dir DIR)")
+        raise UsageError("stats: no ELF files given (name FILEs or --dir DIR)")
     if args.plot:
         _check_matplotlib()
     jobs = args.jobs or (os.cpu_count() or 1)

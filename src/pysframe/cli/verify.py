@@ -13,8 +13,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ElfError
 from .progress import Progress
+from .usage import UsageError
 
 if TYPE_CHECKING:
     from ..tools.verify import FileReport
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         for directory in args.dir:
             paths += find_elf_files(directory, args.recursive)
     if not paths:
-        raise ElfError("no ELF files given (name FILEs or --dir DIR)")
+        raise UsageError("verify: no ELF files given (name FILEs or --dir DIR)")
     options = Options(generate=args.generate, kernel=args.kernel, section=args.section)
     show_progress = args.progress
     if show_progress is None:
