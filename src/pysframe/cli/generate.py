@@ -74,9 +74,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and not args.report:
         raise UsageError("generate: nothing to do: give -o OUTPUT and/or --report")
     if args.inject and not args.output:
-        raise SFrameError("--inject needs -o NEWFILE")
+        raise UsageError("generate: --inject needs -o NEWFILE")
     if args.replace and not args.inject:
         raise UsageError("generate: --replace goes with --inject")
+    from ..output import OutputError, same_file
+
+    if args.output and same_file(args.output, args.file):
+        raise OutputError(f"{args.output}: is the input file; refusing to write over it")
     result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
     written: EncodableSection = result
     if args.compact:
@@ -89,16 +93,27 @@ def run(args: argparse.Namespace) -> int:
         if args.inject:
             from ..elf.inject import inject_file
 
-            inject_file(args.file, args.output, written, replace=args.replace)
+            try:
+                inject_file(args.file, args.output, written, replace=args.replace)
+            except SFrameError as error:
+                raise _naming(args.file, error) from None
         else:
-            with open(args.output, "wb") as out:
-                out.write(written.data)
+            from ..output import write_file
+
+            # Atomically, never over the input; "-" is standard output.
+            write_file(args.output, bytes(written.data), input_path=args.file)
             _warn_if_relocatable(args.file)
     if args.report:
         print_report(args.file, result)
         if args.compact:
             print(f"compacted: {len(written.data)} bytes", file=sys.stdout)
     return 0
+
+
+def _naming(path: str, error: SFrameError) -> SFrameError:
+    """``error`` with the input file's name in front, when its message lacks it."""
+    text = str(error)
+    return error if text.startswith(f"{path}:") else type(error)(f"{path}: {text}")
 
 
 def _warn_if_relocatable(path: str) -> None:

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
-import stat
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
 from ..input import read_input
+from ..output import write_file
 from .image import ElfImage, ElfSection, ElfSegment
 from .layout import (
     ELF_MAGIC,
@@ -304,9 +303,8 @@ def inject_file(
     if plan.sframe_address != section.section_address:
         data = section.encode(plan.sframe_address)
     new = inject_sframe(original, data, plan, replace=replace)
-    with open(output, "wb") as out:
-        out.write(new)
-    os.chmod(output, stat.S_IMODE(os.stat(path).st_mode))
+    # Atomically, never over the input, a new file with the input's permissions.
+    write_file(output, new, input_path=path, mode_from=path)
 
 
 __all__ = [
