@@ -34,8 +34,8 @@ def test_kernel_profile_rejects_v1(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(["check", "--kernel", path], capsys)
     assert status == 1
     assert out.splitlines() == [
-        f"{path}: error: [version] function - offset 0x2: version 1 (the kernel reads 3)",
-        f"{path}: error: [flags] function - offset 0x3: flag(s) FDE_FUNC_START_PCREL not set",
+        f"{path}: error: [version] section offset 0x2: version 1 (the kernel reads 3)",
+        f"{path}: error: [flags] section offset 0x3: flag(s) FDE_FUNC_START_PCREL not set",
     ]
 
 
@@ -44,7 +44,7 @@ def test_findings_exit_1_one_line_each(tmp_path: Path, capsys: pytest.CaptureFix
     status, out, err = run(["check", str(path)], capsys)
     assert status == 1 and err == ""
     assert out == (
-        f"{path}: error: [abi] function - offset 0x4: section ABI AARCH64_ENDIAN_LITTLE but the "
+        f"{path}: error: [abi] section offset 0x4: section ABI AARCH64_ENDIAN_LITTLE but the "
         "ELF file is for AMD64_ENDIAN_LITTLE\n"
     )
 

@@ -172,13 +172,15 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert document["total"]["functions"] == entry["functions"]
 
 
-def test_cli_csv_has_a_total_row(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_csv_has_one_row_per_file(capsys: pytest.CaptureFixture[str]) -> None:
     paths = [str(p) for p in ELF_FILES[:3]]
     status, out, _ = run_cli(["--csv", "--jobs", "1", *paths], capsys)
     assert status == 0
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert [r["path"] for r in rows] == [*paths, "TOTAL"]
-    assert int(rows[-1]["eh_frame"]) == sum(int(r["eh_frame"]) for r in rows[:-1])
+    assert [r["path"] for r in rows] == paths
+    status, out, _ = run_cli(["--json", "--jobs", "1", *paths], capsys)
+    total = json.loads(out)["total"]
+    assert total["eh_frame"] == sum(int(r["eh_frame"]) for r in rows)
 
 
 def test_cli_text_and_dir(capsys: pytest.CaptureFixture[str]) -> None:

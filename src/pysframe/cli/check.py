@@ -25,8 +25,11 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "check",
         help="validate SFrame sections (kernel, linker and ELF checks)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Validate the SFrame sections of ELF files (or raw sections with --raw) "
+        "against the rules of the format and of GNU ld, and with --kernel the Linux kernel's. "
+        "One line per finding: FILE: SEVERITY: [RULE] function N offset 0xOFF: MESSAGE. "
+        "Exit status: 0 every file clean, 1 findings, 2 a file could not be read (or has no "
+        "SFrame section) or a usage error.",
     )
     parser.add_argument("files", nargs="*", metavar="FILE", help="ELF files (or raw sections)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.csv:
         writer = csv.DictWriter(sys.stdout, fieldnames=CSV_FIELDS, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(stats_csv_rows(results, summary))
+        writer.writerows(stats_csv_rows(results))
     else:
         sys.stdout.write(stats_table(results, summary))
     if args.plot:

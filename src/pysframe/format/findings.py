@@ -37,9 +37,9 @@ class Finding:
         }
 
     def __str__(self) -> str:
-        where = "-" if self.function is None else str(self.function)
-        at = "-" if self.offset is None else f"{self.offset:#x}"
-        return f"{self.severity.value}: [{self.rule}] function {where} offset {at}: {self.message}"
+        where = "section" if self.function is None else f"function {self.function}"
+        at = "" if self.offset is None else f" offset {self.offset:#x}"
+        return f"{self.severity.value}: [{self.rule}] {where}{at}: {self.message}"
 
 
 #: Every rule id with what it requires.

@@ -49,9 +49,10 @@ def _csv_row(stats: FileStats) -> dict[str, Any]:
     return {key: "" if flat[key] is None else flat[key] for key in CSV_FIELDS}
 
 
-def stats_csv_rows(results: Sequence[FileStats], summary: FileStats) -> list[dict[str, Any]]:
-    """One row per file and the total, keyed by :data:`CSV_FIELDS`."""
-    return [_csv_row(stats) for stats in [*results, summary]]
+def stats_csv_rows(results: Sequence[FileStats]) -> list[dict[str, Any]]:
+    """One row per file, keyed by :data:`CSV_FIELDS` (no total row: a CSV holds records of
+    one kind; the text table and JSON give the total)."""
+    return [_csv_row(stats) for stats in results]
 
 
 def _size(value: int | None) -> str:
