@@ -1,0 +1,62 @@
+"""The man page and the shell completions of ``pysframe``, generated from its parser.
+
+``python -m pysframe.cli.shell_files [DIR]`` writes them under DIR (default ``share``):
+``man/man1/pysframe.1`` (argparse-manpage), ``bash-completion/completions/pysframe`` and
+``zsh/site-functions/_pysframe`` (shtab).  The repository keeps the generated files, and a test
+checks that they match the parser.  Both libraries are development dependencies: installed
+pysframe does not need them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from . import build_parser
+
+#: Where each generated file goes, under the output directory.
+FILES = {
+    "man": Path("man/man1/pysframe.1"),
+    "bash": Path("bash-completion/completions/pysframe"),
+    "zsh": Path("zsh/site-functions/_pysframe"),
+}
+
+
+def man_page() -> str:
+    """The manual page (roff), from every sub-command's parser."""
+    from argparse_manpage.manpage import Manpage
+
+    from .. import __version__
+
+    page = Manpage(build_parser())
+    page.source = f"pysframe {__version__}"
+    page.manual = "pysframe manual"
+    return str(page)
+
+
+def completion(shell: str) -> str:
+    """The completion script for ``shell`` (bash or zsh)."""
+    import shtab
+
+    script: str = shtab.complete(build_parser(), shell=shell)
+    return script
+
+
+def generated() -> dict[str, str]:
+    """Every generated file's text, keyed as :data:`FILES`."""
+    return {"man": man_page(), "bash": completion("bash"), "zsh": completion("zsh")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    root = Path(arguments[0] if arguments else "share")
+    for key, text in generated().items():
+        path = root / FILES[key]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
