@@ -22,14 +22,13 @@ def test_the_committed_files_match_the_parser() -> None:
     pytest.importorskip("argparse_manpage", reason="argparse-manpage is not installed")
     from pysframe.cli.shell_files import FILES, generated
 
+    stale = "share/ is out of date: run python -m pysframe.cli.shell_files"
     for key, text in generated().items():
         committed = (SHARE / FILES[key]).read_text()
         if key == "man":
-            assert _without_date(committed) == _without_date(text), (
-                "share/ is out of date: run python -m pysframe.cli.shell_files"
-            )
+            assert _without_date(committed) == _without_date(text), stale
         else:
-            assert committed == text, "share/ is out of date: run python -m pysframe.cli.shell_files"
+            assert committed == text, stale
 
 
 def test_every_command_and_some_options_are_there() -> None:

@@ -24,7 +24,7 @@ FILES = {
 
 def man_page() -> str:
     """The manual page (roff), from every sub-command's parser."""
-    from argparse_manpage.manpage import Manpage
+    from argparse_manpage.manpage import Manpage  # type: ignore[import-untyped]
 
     from .. import __version__
 
