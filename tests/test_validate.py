@@ -592,3 +592,12 @@ def test_corpus_is_clean(path: Path) -> None:
         if section.version is Version.V3:
             # Linked V3 sections are what the kernel registers: they pass its checks too.
             assert validate_elf(image, kernel=True) == []
+
+
+def test_load_overlap_in_a_program_stripped_after_injection() -> None:
+    """See tests/test_check_elf_rules.py: binutils 2.40's strip laid an injected program's
+    new segment out again over the RW segment's last page."""
+    path = Path(__file__).parent / "data" / "elf-damaged" / "injected-then-stripped-by-2.40"
+    with ElfImage.open(str(path)) as image:
+        findings = validate_elf(image)
+    assert [(f.rule, f.severity) for f in findings] == [("load-overlap", Severity.ERROR)]

@@ -82,6 +82,8 @@ RULES: dict[str, str] = {
     "fre-block-shared": "(opt-in, warning) no function uses another's FRE block (readers of the "
     "other byte order reject shared blocks)",
     "elf-segment": "the section's address and size match PT_GNU_SFRAME (kernel: it exists)",
+    "load-overlap": "no two PT_LOAD segments share an address (the later mapping would "
+    "replace the earlier one's pages)",
     "decode": "anything else the decoder rejects",
 }
 

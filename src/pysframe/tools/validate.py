@@ -9,6 +9,7 @@ what cannot be decoded becomes a finding too.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from ..format.validate import check_structure
 from ..format.validate import validate_section as validate_section
 
 if TYPE_CHECKING:
-    from ..elf.image import ElfImage
+    from ..elf.image import ElfImage, ElfSegment
 
 
 def validate_bytes(
@@ -103,6 +104,7 @@ def validate_elf(
         segment = image.segment(PT_GNU_SFRAME)
         if segment is not None:
             segment_address, segment_size = segment.vaddr, segment.memsz
+        findings += _overlapping_loads(loads)
         end = found.address + len(data)
         if loads and not any(s.vaddr <= found.address and end <= s.vaddr + s.memsz for s in loads):
             findings.append(
@@ -131,6 +133,24 @@ def validate_elf(
             message = f"section ABI {abi.name} but the ELF file is for {what}"
             findings.append(error("abi", message, None, at_abi))
     return findings
+
+
+def _overlapping_loads(loads: list[ElfSegment]) -> list[Finding]:
+    """An error for each pair of PT_LOAD segments whose memory ranges intersect (the loader
+    maps them in order: the later one's pages replace the earlier one's)."""
+    found = []
+    ordered = sorted((s for s in loads if s.memsz), key=lambda s: s.vaddr)
+    for before, after in itertools.pairwise(ordered):
+        end = before.vaddr + before.memsz
+        if after.vaddr < end:
+            found.append(
+                error(
+                    "load-overlap",
+                    f"PT_LOAD [{after.vaddr:#x}, {after.vaddr + after.memsz:#x}) overlaps "
+                    f"PT_LOAD [{before.vaddr:#x}, {end:#x})",
+                )
+            )
+    return found
 
 
 __all__ = [
