@@ -131,11 +131,14 @@ def _plan(
     if not (allow_existing or replace) and (has_segment or _sframe_header(image)):
         raise ElfError("the file already has an SFrame section (--replace replaces it)")
     page = max([0x1000, *(s.align for s in loads if s.align and s.align & (s.align - 1) == 0)])
-    first = min(loads, key=lambda s: s.vaddr)
-    delta = first.vaddr - first.offset
     end_address = max(s.vaddr + s.memsz for s in loads)
-    offset = max(_align(file_size, page), _align(end_address - delta, page))
-    address = offset + delta
+    # The new segment goes after the file's last byte (appended data stays where it is) and
+    # above every segment's memory, each page aligned, so that p_offset and p_vaddr agree
+    # modulo the page size without writing out a .bss or padding the file up to its end.
+    offset = _align(file_size, page)
+    address = _align(end_address, page)
+    if address >= 1 << (64 if image.elfclass == 64 else 32):
+        raise ElfError("no address is left above the file's segments for a new one")
     # The old entries, the new PT_LOAD, and PT_GNU_SFRAME unless an old one is reused.
     entries = len(segments) + (1 if replace and has_segment else 2)
     phdr_size = entries * phdr_struct(image.elfclass, image.big_endian).size
