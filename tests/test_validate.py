@@ -601,3 +601,13 @@ def test_load_overlap_in_a_program_stripped_after_injection() -> None:
     with ElfImage.open(str(path)) as image:
         findings = validate_elf(image)
     assert [(f.rule, f.severity) for f in findings] == [("load-overlap", Severity.ERROR)]
+
+
+def test_no_loadable_segment_in_a_program_eu_stripped_after_injection() -> None:
+    """eu-strip (elfutils 0.188) wrote an injected program's program header table as NULL
+    entries: no PT_LOAD is left, and the program does not start."""
+    path = Path(__file__).parent / "data" / "elf-damaged" / "injected-then-eu-stripped"
+    with ElfImage.open(str(path)) as image:
+        findings = validate_elf(image)
+    assert ("elf-segment", Severity.ERROR) in [(f.rule, f.severity) for f in findings]
+    assert any("no loadable segment" in f.message for f in findings)

@@ -105,6 +105,14 @@ def validate_elf(
         if segment is not None:
             segment_address, segment_size = segment.vaddr, segment.memsz
         findings += _overlapping_loads(loads)
+        if not loads:
+            findings.append(
+                error(
+                    "elf-segment",
+                    "the file has no loadable segment (PT_LOAD): its program headers are "
+                    "missing or damaged",
+                )
+            )
         end = found.address + len(data)
         if loads and not any(s.vaddr <= found.address and end <= s.vaddr + s.memsz for s in loads):
             findings.append(
