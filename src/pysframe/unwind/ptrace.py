@@ -22,6 +22,7 @@ import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import UnwindError
 from ..format.constants import Abi
@@ -265,6 +266,38 @@ def _list_threads(pid: int) -> list[int]:
         raise AttachError(f"no permission to read /proc/{pid}/task") from None
 
 
+#: PF_KTHREAD in /proc/PID/stat's flags (linux/sched.h).
+_PF_KTHREAD = 0x00200000
+
+
+def _untraceable(pid: int) -> str | None:
+    """Why ``pid`` cannot be traced, when /proc says so before ptrace would only say EPERM:
+    a kernel thread (no user-space stack), or a process another tracer holds (a process has
+    one tracer at a time, proc(5) "TracerPid")."""
+    try:
+        stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, IndexError):
+        return None  # ptrace itself will say what is wrong
+    # After "pid (comm)": state is field 3 and flags field 9 (proc(5)).
+    if len(stat_fields) > 6 and int(stat_fields[6]) & _PF_KTHREAD:
+        return f"process {pid} is a kernel thread: it has no user-space stack to unwind"
+    tracer = next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("TracerPid:")),
+        0,
+    )
+    if tracer and tracer != os.getpid():
+        try:
+            name = Path(f"/proc/{tracer}/comm").read_text().strip()
+        except OSError:
+            name = "?"
+        return (
+            f"process {pid} is already traced by process {tracer} ({name}): a process has "
+            "one tracer at a time; detach that one first"
+        )
+    return None
+
+
 @contextmanager
 def attach(pid: int) -> Iterator[Process]:
     """Stop every thread of ``pid``; detach on leaving, even on error or KeyboardInterrupt."""
@@ -274,6 +307,9 @@ def attach(pid: int) -> Iterator[Process]:
         raise AttachError("pysframe cannot attach to itself")
     if not os.path.exists(f"/proc/{pid}"):
         raise NoSuchProcessError(f"no such process: {pid}")
+    refusal = _untraceable(pid)
+    if refusal is not None:
+        raise AttachError(refusal)
     process = Process(pid, host_abi())
     # Ctrl-C while threads are stopped must still detach them: mask SIGINT only around the
     # detach itself, the rest of the work stays interruptible.

@@ -1,0 +1,61 @@
+"""Processes that cannot be traced are refused with the reason, before ptrace's bare EPERM:
+a kernel thread, and a process another tracer holds."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pysframe.cli import main
+
+
+def _kernel_thread() -> int | None:
+    for pid in (2, 3):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[6]) & 0x00200000:  # PF_KTHREAD
+            return pid
+    return None
+
+
+def test_kernel_thread(capsys: pytest.CaptureFixture[str]) -> None:
+    pid = _kernel_thread()
+    if pid is None:
+        pytest.skip("no kernel thread visible in this PID namespace")
+    assert main(["stack", str(pid)]) == 1
+    err = capsys.readouterr().err
+    reason = "is a kernel thread: it has no user-space stack to unwind"
+    assert err == f"pysframe: process {pid} {reason}\n"
+
+
+def test_process_traced_by_another(capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("gdb") is None:
+        pytest.skip("no gdb to hold the process")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    holder = subprocess.Popen(
+        ["gdb", "-q", "-batch", "-p", str(sleeper.pid), "-ex", "shell sleep 20"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        status = Path(f"/proc/{sleeper.pid}/status")
+        deadline = time.monotonic() + 15
+        while "TracerPid:\t0" in status.read_text():
+            if time.monotonic() > deadline:
+                pytest.skip("gdb did not attach (ptrace not permitted here?)")
+            time.sleep(0.05)
+        assert main(["stack", str(sleeper.pid)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"pysframe: process {sleeper.pid} is already traced by process ")
+        assert "(gdb)" in err and err.count("\n") == 1
+    finally:
+        holder.kill()
+        holder.wait()
+        sleeper.kill()
+        sleeper.wait()
