@@ -7,14 +7,14 @@ import csv
 import json
 import os
 import sys
-import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
-from .usage import UsageError
+from .progress import Progress
+from .usage import UsageError, positive_int
 
 if TYPE_CHECKING:
-    from ..tools.stats import FileStats
+    pass
 
 #: Files above which a run counts as long enough for a progress bar.
 _PROGRESS_MIN_FILES = 2
@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--jobs",
         "-j",
-        type=_positive,
+        type=positive_int,
         default=None,
         metavar="N",
         help="processes (default: the CPU count for several files)",
@@ -63,16 +63,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     from ..tools.stats import collect, find_elf_files, plot_stats, total
     from ..tools.stats_text import CSV_FIELDS, stats_csv_rows, stats_json, stats_table
@@ -92,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         paths,
         jobs=jobs,
         generate=not args.no_generate,
-        on_done=progress.update if progress else None,
+        on_done=(lambda done, stats: progress.update(done, stats.path)) if progress else None,
         dask=args.dask,
     )
     if progress:
@@ -120,28 +110,3 @@ def _check_matplotlib() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise SFrameError("--plot needs matplotlib: pip install 'pysframe[plot]'") from None
-
-
-class Progress:
-    """A one-line progress bar, redrawn at most ten times a second."""
-
-    def __init__(self, count: int, stream: TextIO, width: int = 30) -> None:
-        self.count, self.stream, self.width = count, stream, width
-        self.began = time.monotonic()
-        self.drawn = 0.0
-
-    def update(self, done: int, stats: FileStats) -> None:
-        now = time.monotonic()
-        if done < self.count and now - self.drawn < 0.1:
-            return
-        self.drawn = now
-        filled = self.width * done // max(self.count, 1)
-        bar = "#" * filled + "." * (self.width - filled)
-        name = os.path.basename(stats.path)[:30]
-        elapsed = now - self.began
-        self.stream.write(f"\r[{bar}] {done}/{self.count} {elapsed:6.1f}s {name:<30}")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        self.stream.write("\r" + " " * (self.width + 60) + "\r")
-        self.stream.flush()

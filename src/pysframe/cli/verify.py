@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .progress import Progress
-from .usage import UsageError
+from .usage import UsageError, positive_int
 
 if TYPE_CHECKING:
     from ..tools.verify import FileReport
@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--section", default=None, help="SFrame section name (default .sframe)")
     p.add_argument(
-        "--jobs", "-j", type=_positive, default=None, metavar="N",
+        "--jobs", "-j", type=positive_int, default=None, metavar="N",
         help="processes (default: the CPU count for several files)",
     )  # fmt: skip
     p.add_argument(
@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--details", action="store_true", help="with --dir, every file's report as well")
     p.add_argument(
-        "--limit", type=_positive, default=20, metavar="N", help="items of each list shown"
+        "--limit", type=positive_int, default=20, metavar="N", help="items of each list shown"
     )
     p.add_argument(
         "--progress",
@@ -64,16 +64,6 @@ def register(subparsers: Any) -> None:
         help="progress bar on stderr (default: when stderr is a terminal)",
     )
     p.set_defaults(func=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
