@@ -200,10 +200,11 @@ def instruction_lengths(buf: ByteArray) -> npt.NDArray[np.int8]:
     return lengths
 
 
-def _instruction_positions(
+def instruction_positions(
     lengths: npt.NDArray[np.int8], starts: IntArray, ends: IntArray, ok: BoolArray
 ) -> tuple[IntArray, IntArray]:
-    """(position, program) of every instruction, grouped by program in program order.
+    """(position, program) of every instruction, grouped by program in program order (the
+    generator's and the verifier's bulk paths both walk their programs with it).
 
     Walks all programs together, one instruction per step: at most as many steps as the
     longest program has bytes.  A program with an unhandled or truncated instruction is marked
@@ -263,7 +264,7 @@ def interpret(
     Programs must not overlap and must be in section order."""
     count = len(starts)
     ok = np.ones(count, dtype=bool)
-    pos, prg = _instruction_positions(lengths, starts, ends, ok)
+    pos, prg = instruction_positions(lengths, starts, ends, ok)
     n = len(pos)
     idx = np.arange(n, dtype=np.int64)
     bounds = np.searchsorted(prg, np.arange(count + 1)).astype(np.int64)
@@ -709,6 +710,7 @@ __all__ = [
     "encode_rows",
     "function_rows",
     "instruction_lengths",
+    "instruction_positions",
     "interpret",
     "row_at",
     "translate_fdes",

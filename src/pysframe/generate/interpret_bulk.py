@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .bulk import instruction_positions
 from .cfa_rules import NOT_SIGNED, SIGNED, CfaKind, CfiAbi, RegKind, Rules
 from .ops import (
     DW_CFA_advance_loc,
@@ -209,42 +210,6 @@ def _instruction_lengths(
     return length, layout
 
 
-def _walk(
-    length: npt.NDArray[np.int8], starts: IntArray, ends: IntArray, ok: BoolArray
-) -> tuple[IntArray, IntArray]:
-    """(position, program) of every instruction, by program in program order; a program with
-    an unhandled instruction, or one running past its end, is cleared in ``ok``."""
-    is_start = np.zeros(len(length) + 1, dtype=bool)
-    program_at = np.zeros(len(length) + 1, dtype=np.int32)
-    cur = starts.copy()
-    prog = np.arange(len(starts), dtype=np.int64)
-    end = ends.copy()
-    while True:
-        live = cur < end
-        if not live.all():
-            cur, prog, end = cur[live], prog[live], end[live]
-        if not len(cur):
-            break
-        step = length[cur]
-        nxt = cur + step
-        broken = (step <= 0) | (nxt > end)
-        if broken.any():
-            ok[prog[broken]] = False
-            keep = ~broken
-            cur, prog, end, nxt = cur[keep], prog[keep], end[keep], nxt[keep]
-        is_start[cur] = True
-        program_at[cur] = prog
-        cur = nxt
-    pos = np.flatnonzero(is_start)
-    prg = program_at[pos].astype(np.int64)
-    keep = ok[prg]
-    return pos[keep], prg[keep]
-
-
-# ---------------------------------------------------------------------------------------------
-# Interpretation
-
-
 def _code_classes(cfi_abi: CfiAbi) -> npt.NDArray[np.int8]:
     """Per opcode byte, what the instruction does to the rows (the _C_* classes)."""
     table = np.zeros(256, dtype=np.int8)
@@ -326,7 +291,7 @@ def interpret_programs(
     ok &= (initial.cfa_kind == CfaKind.NONE) | (initial.cfa_kind == CfaKind.REG)
     lebs = _Lebs(buf)
     length, _layout = _instruction_lengths(buf, lebs, cfi_abi.aarch64)
-    pos, prg = _walk(length, starts, ends, ok)
+    pos, prg = instruction_positions(length, starts, ends, ok)
     n = len(pos)
     bounds = np.searchsorted(prg, np.arange(count + 1)).astype(np.int64)
     has_ops = bounds[1:] > bounds[:-1]
