@@ -344,8 +344,11 @@ def _result(
     data = encode_functions(functions, abi, version, section_address)
     section = SFrameSection.from_bytes(data, section_address)
     total = sum(max(0, hi - lo) for lo, hi in text_ranges)
+    top = (1 << 64) - 1  # a hostile file's function may end past the address space
     covered = _covered_bytes(
-        [(f.start, f.start + f.size) for f in functions if f.num_fres] if text_ranges else [],
+        [(f.start, min(f.start + f.size, top)) for f in functions if f.num_fres]
+        if text_ranges
+        else [],
         text_ranges,
     )
     skipped.sort(key=lambda s: s.start)
