@@ -54,3 +54,15 @@ def test_a_flood_of_rows_is_skipped_quickly() -> None:
     assert re.search(r"CFI program of 150000\d bytes for 64 bytes of code \(malformed\)$",
                      result.skipped[0].reason)  # fmt: skip
     assert [f.start for f in result.section] == [0x3000]
+
+
+def test_the_verifier_refuses_the_flood_as_quickly() -> None:
+    from pysframe.generate.interpret import interpret_cfi
+
+    flood = b"\x41\x0e\x10" * 500_000
+    eh_frame = section((0x2000, 64, flood), (0x3000, 16, b"\x41\x0e\x10"))
+    began = time.perf_counter()
+    table = interpret_cfi(eh_frame, 0x1000, Abi.AMD64_ENDIAN_LITTLE)
+    assert time.perf_counter() - began < 2.0
+    assert list(table.problems) == [0]
+    assert table.problems[0].endswith("bytes for 64 bytes of code (malformed)")

@@ -170,6 +170,22 @@ def _leb(data: bytes, pos: int, end: int, signed: bool) -> tuple[int, int]:
     raise CfiError("LEB128 number runs past the end of its record", pos)
 
 
+#: A function's CFA program may hold this many bytes per byte of code, plus CFI_SLACK; real
+#: programs hold well under one (a few instructions per prologue and epilogue).  Longer ones
+#: are floods (of rows or operands), refused before they are decoded.
+MAX_CFI_BYTES_PER_CODE_BYTE = 16
+CFI_SLACK = 256
+
+
+def oversized_program(span: FdeSpan) -> str | None:
+    """Why the FDE ``span`` (CIE offset, start, size, program start, program end; as
+    :func:`scan_fdes` gives it) is malformed for its length, or None."""
+    _, _, size, begin, end = span
+    if end - begin > MAX_CFI_BYTES_PER_CODE_BYTE * size + CFI_SLACK:
+        return f"CFI program of {end - begin} bytes for {size} bytes of code (malformed)"
+    return None
+
+
 def read_uleb(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """(value, next position) of an unsigned LEB128 at ``pos`` (DWARF 5 7.6)."""
     return _leb(data, pos, end, signed=False)

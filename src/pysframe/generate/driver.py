@@ -29,7 +29,7 @@ from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Versi
 from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
 from ..format.section import SFrameSection
 from .bulk import translate_fdes, tuple_columns
-from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, scan_fdes
+from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
 from .ops import Op, decode_instructions
 from .plt import plt_functions, s390x_plt_functions
 from .rows import (
@@ -216,15 +216,13 @@ def _translate_fdes(
     considered = len(todo)
     # A CFA program far longer than its function's code is malformed (a flood of rows or
     # operands); refused before it is decoded, so decoding stays bounded by the code's size.
-    oversized = [s for s in todo if s[4] - s[3] > MAX_CFI_BYTES_PER_CODE_BYTE * s[2] + CFI_SLACK]
+    oversized = [s for s in todo if oversized_program(s) is not None]
     if oversized:
         flooded = {id(s) for s in oversized}
         todo = [s for s in todo if id(s) not in flooded]
         skipped.extend(
-            SkippedFunction(s[1], s[2], f"{NO_FDE}CFI program of {s[4] - s[3]} bytes for "
-                            f"{s[2]} bytes of code (malformed)")
-            for s in oversized
-        )  # fmt: skip
+            SkippedFunction(s[1], s[2], f"{NO_FDE}{oversized_program(s)}") for s in oversized
+        )
     done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
     for (cie_offset, start, size, ins_start, ins_end), made_in_bulk in zip(todo, done, strict=True):
         if made_in_bulk is not None:
@@ -400,10 +398,7 @@ def _gc_paused() -> Iterator[None]:
 # ELF files
 
 _PLT_NAMES = (".plt", ".plt.sec", ".plt.got")
-#: A function's CFA program may hold this many bytes per byte of code, plus CFI_SLACK; real
-#: programs hold well under one (a few instructions per prologue and epilogue).
-MAX_CFI_BYTES_PER_CODE_BYTE = 16
-CFI_SLACK = 256
+
 #: The s390x PLT entry size GNU ld writes (and describes in SFrame).
 _S390X_PLT_ENTRY = 32
 

@@ -32,7 +32,7 @@ from .cfa_rules import (
     initial_rules,
     interpret_program,
 )
-from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, scan_fdes
+from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
 from .expression import evaluate
 from .interpret_bulk import PAD, RuleColumns, concatenate, interpret_programs
 from .ops import decode_instructions
@@ -162,7 +162,15 @@ def interpret_cfi(
     programs: dict[object, int] = {}
     number = programs.setdefault
     readable = {offset for offset, state in initial.items() if not isinstance(state, str)}
-    wanted = [index for index, span in enumerate(spans) if span[2] > 0 and span[0] in readable]
+    for index, span in enumerate(spans):
+        flood = oversized_program(span) if span[2] > 0 and span[0] in readable else None
+        if flood is not None:
+            problems[index] = flood
+    wanted = [
+        index
+        for index, span in enumerate(spans)
+        if span[2] > 0 and span[0] in readable and index not in problems
+    ]
     for index, span in enumerate(spans):
         if span[2] > 0 and span[0] not in readable:
             problem = initial[span[0]]
