@@ -18,6 +18,16 @@
    against ``objcopy`` copying the same file (``$OBJCOPY``, else the one beside ``$GAS``, else
    the system's): the reference for reading and writing a file of that size.
 
+4. With ``--check``, for each of those inputs that is a file: objdump's ``--sframe`` text
+   (``$OBJDUMP``, binutils 2.47) of the compacted file against the original's, libsframe's
+   (``$LIBSFRAME``) ``sframe_find_fre`` answers at ``--pcs`` random PCs (default 200,000) in
+   both, pysframe's rules at every PC of every function, and the kernel's loader rules
+   (``pysframe check --kernel``) on the compacted file.
+
+Where a compacted section's bytes go (header, FDE index, V3 attribute records, FRE start
+addresses, FRE info bytes, data words) is printed beside the sizes: all but the records and
+the rows of blocks that no other function shares are fixed by the functions and their rows.
+
 ``--quick`` (the test suite) measures the corpus files and a synthetic section only.
 """
 
@@ -35,6 +45,7 @@ from functools import partial
 from pathlib import Path
 
 import common
+import numpy as np
 
 from pysframe import SFrameSection, Version
 from pysframe.elf.image import ElfImage
@@ -42,9 +53,13 @@ from pysframe.elf.inject import inject_file
 from pysframe.elf.sframe import find_sframe
 from pysframe.errors import SFrameError
 from pysframe.format.compact import NO_TRICKS, CompactOptions, compact_section
+from pysframe.format.findings import Severity
+from pysframe.format.layout import fde_fre_type, fre_word_count, fre_word_size_code
+from pysframe.format.walk import scan_rows
 from pysframe.generate import generate_from_elf
 from pysframe.tools.compact import compact_file
 from pysframe.tools.stats import find_elf_files
+from pysframe.tools.validate import validate_elf
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "corpus"
 #: Each trick alone, by its option name (shared prefixes go with shared blocks).
@@ -90,6 +105,12 @@ def main() -> int:
         metavar="FILE",
         help="an ELF file whose own .sframe to measure (repeatable)",
     )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare objdump's text, libsframe's lookups and every PC's rules before and after",
+    )
+    p.add_argument("--pcs", type=int, default=200_000, help="random PCs for libsframe (--check)")
     args = p.parse_args()
     if args.libraries is None:
         args.libraries = 0 if args.quick else 1
@@ -126,6 +147,8 @@ def main() -> int:
         common.heading(f"{label}: {len(section):,} functions, {section.num_rows:,} rows")
         tricks(section)
         timing(section, path, config.runs)
+        if args.check and path is not None:
+            check(section, path, args.pcs)
     return 0
 
 
@@ -150,16 +173,53 @@ def file_sizes(path: str) -> tuple[Sizes, SFrameSection] | None:
     return sizes, own
 
 
+def breakdown(section: SFrameSection) -> dict[str, int]:
+    """Where the bytes of ``section`` go.  Each block is counted once: the longest of the
+    blocks that start at one offset (the others share it)."""
+    header, table = section.header, section.table
+    scan = scan_rows(section)
+    # Per offset, the function with the most FREs there.
+    order = np.lexsort((-table.num_fres, table.fre_offset))
+    firsts = np.flatnonzero(np.diff(table.fre_offset[order], prepend=-1) != 0)
+    kept = order[firsts]
+    counts = table.num_fres[kept]
+    rows = np.repeat(scan.row_base[kept] - np.cumsum(counts) + counts, counts) + np.arange(
+        int(counts.sum())
+    )
+    form_words = np.array(
+        [fre_word_count(f.info) << fre_word_size_code(f.info) for f in scan.forms] or [0],
+        dtype=np.int64,
+    )
+    starts = int((counts << fde_fre_type(table.info[kept])).sum())
+    words = int(form_words[scan.form[rows]].sum())
+    fre_rows = starts + len(rows) + words
+    return {
+        "header": header.size + header.fde_offset,
+        "FDE index": header.fre_offset - header.fde_offset,
+        "attribute records (V3)": header.fre_len - fre_rows,
+        "FRE start addresses": starts,
+        "FRE info bytes": len(rows),
+        "data words": words,
+        "after the FREs": len(section.data) - header.fre_end,
+    }
+
+
 def directory_sizes(files: Iterable[str]) -> None:
     total = Sizes()
     alone = dict.fromkeys(TRICKS, 0)
+    where: dict[str, int] = {}
     for path in files:
         try:
             found = file_sizes(path)
             if found is None:
                 continue
             sizes, section = found
-            sizes.compacted = compact_section(section).size
+            compacted = compact_section(section)
+            sizes.compacted = compacted.size
+            for part, size in breakdown(
+                SFrameSection.from_bytes(compacted.data, section.section_address)
+            ).items():
+                where[part] = where.get(part, 0) + size
             gains = {
                 name: len(section.data) - compact_section(section, options, verify=False).size
                 for name, options in TRICKS.items()
@@ -184,6 +244,12 @@ def directory_sizes(files: Iterable[str]) -> None:
     )
     for name, gain in alone.items():
         print(f"    {name:<26} alone: {gain:>11,} bytes ({100 * gain / total.sframe:.2f}%)")
+    print("  where the compacted bytes go:")
+    for part, size in where.items():
+        print(
+            f"    {part:<26} {size:>11,} bytes ({100 * size / max(total.compacted, 1):.1f}%, "
+            f"{size / total.unwind:.3f}x .eh_frame + hdr)"
+        )
 
 
 def tricks(section: SFrameSection) -> None:
@@ -223,13 +289,7 @@ def timing(section: SFrameSection, path: Path | None, runs: int) -> None:
         return
     objcopy = objcopy_path()
     with tempfile.TemporaryDirectory(prefix="pysframe-bench-") as scratch:
-        carrier = Path(scratch) / "input"
-        with ElfImage.open(str(path)) as image:
-            has_own = find_sframe(image) is not None
-        if has_own:
-            shutil.copyfile(path, carrier)
-        else:  # a copy carrying the generated section
-            inject_file(str(path), str(carrier), generate_from_elf(str(path)))
+        carrier = carrier_file(path, Path(scratch))
         out = str(Path(scratch) / "output")
         ours = common.median_seconds(partial(compact_file, str(carrier), out), runs)
         reference = None
@@ -243,6 +303,107 @@ def timing(section: SFrameSection, path: Path | None, runs: int) -> None:
         common.print_ratio(
             f"  pysframe compact FILE ({size / 1e6:.0f} MB)", ours, reference, "objcopy"
         )
+
+
+def carrier_file(path: Path, scratch: Path) -> Path:
+    """A copy of ``path`` with an SFrame section: its own, or one generated and injected."""
+    carrier = scratch / "input"
+    with ElfImage.open(str(path)) as image:
+        has_own = find_sframe(image) is not None
+    if has_own:
+        shutil.copyfile(path, carrier)
+    else:
+        inject_file(str(path), str(carrier), generate_from_elf(str(path)))
+    return carrier
+
+
+# -- equality checks -------------------------------------------------------------------------------
+
+
+def check(section: SFrameSection, path: Path, pcs: int) -> None:
+    """The compacted file against the original: objdump's text, libsframe's lookups at ``pcs``
+    random PCs, pysframe's rules at every PC of every function, the kernel's rules."""
+    with tempfile.TemporaryDirectory(prefix="pysframe-bench-") as scratch:
+        carrier = carrier_file(path, Path(scratch))
+        out = Path(scratch) / "compacted"
+        report = compact_file(str(carrier), str(out))
+        print(f"  check: {path.name} compacted in its file, {report.old_size:,} -> "
+              f"{report.new_size:,} bytes")  # fmt: skip
+        with ElfImage.open(str(carrier)) as image:
+            found = find_sframe(image)
+            assert found is not None
+            before = found.decode()
+        with ElfImage.open(str(out)) as image:
+            found = find_sframe(image)
+            assert found is not None
+            after = found.decode()
+            kernel = [f for f in validate_elf(image, kernel=True) if f.severity is Severity.ERROR]
+        print(f"    kernel loader rules (check --kernel) on the compacted file: "
+              f"{len(kernel)} errors")  # fmt: skip
+        every_pc_rules(before, after)
+        objdump_text(carrier, out)
+        libsframe_lookups(before, after, pcs)
+
+
+def every_pc_rules(before: SFrameSection, after: SFrameSection, chunk: int = 1 << 22) -> None:
+    """Every PC of every function, looked up in both (batch lookups, ``chunk`` PCs at a time)."""
+    table = before.table
+    starts, sizes = table.start.tolist(), table.size.tolist()
+    compared = differing = 0
+    first = 0
+    while first < len(starts):
+        last, total = first, 0
+        while last < len(starts) and (total == 0 or total + sizes[last] <= chunk):
+            total += sizes[last]
+            last += 1
+        size = np.asarray(sizes[first:last], dtype=np.int64)
+        within = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(size) - size, size
+        )
+        pcs = np.repeat(np.asarray(starts[first:last], dtype=np.int64), size) + within
+        old, new = before.find_fres(pcs), after.find_fres(pcs)
+        differing += sum(int(np.count_nonzero(getattr(old, f) != getattr(new, f)))
+                         for f in old.__dataclass_fields__)  # fmt: skip
+        compared += len(pcs)
+        first = last
+    print(f"    pysframe rules at every PC of every function: {compared:,} PCs, "
+          f"{differing} differences")  # fmt: skip
+
+
+def objdump_text(original: Path, compacted: Path) -> None:
+    objdump = common.objdump_path()
+    if objdump is None:
+        print("    objdump: n/a")
+        return
+    texts = []
+    for path in (original, compacted):
+        done = subprocess.run([objdump, "--sframe", str(path)], capture_output=True, check=False)
+        texts.append(done.stdout.replace(str(path).encode(), b"FILE"))
+    same = "byte-identical" if texts[0] == texts[1] else "DIFFERENT"
+    print(f"    {objdump} --sframe: {len(texts[0]):,} bytes, "
+          f"{texts[0].count(b'func idx ['):,} functions, {same}")  # fmt: skip
+
+
+def libsframe_lookups(before: SFrameSection, after: SFrameSection, count: int) -> None:
+    lib = common.load_libsframe()
+    if lib is None:
+        print("    libsframe: n/a")
+        return
+    table = before.table
+    low = int(table.start.min()) - 16
+    high = int((table.start + table.size).max()) + 16
+    rng = np.random.default_rng(14)
+    pcs = rng.integers(low, high, size=count).tolist()
+    types = []
+    for pc in pcs:
+        function = before.find_fde(pc)
+        types.append(0 if function is None else int(function.fde_type))
+    old = lib.find_fres(bytes(before.data), [pc - before.section_address for pc in pcs], types)
+    new = lib.find_fres(bytes(after.data), [pc - after.section_address for pc in pcs], types)
+    found = sum(1 for answer in old if answer != (-1,))
+    differing = sum(1 for a, b in zip(old, new, strict=True) if a != b)
+    print(f"    libsframe {lib.path} sframe_find_fre: {count:,} random PCs ({found:,} in a "
+          f"function), {differing} different answers")  # fmt: skip
 
 
 # -- a libbfd built by gas 2.47 --gsframe and ld 2.47 -----------------------------------------

@@ -388,6 +388,24 @@ def write_elf(path: Path, section: bytes, abi: Abi, address: int = 0) -> Path:
 
 
 # -- reference tools ---------------------------------------------------------------------------
+#: MAX_DATAWORD_BYTES of include/sframe-api.h: 4-byte words (SFRAME_FRE_DATAWORD_4B, 2) * 2 * 6.
+_DATAWORD_BYTES = 24
+OFFSET_ACCESSORS = (
+    "sframe_fre_get_cfa_offset", "sframe_fre_get_fp_offset", "sframe_fre_get_ra_offset",
+)  # fmt: skip
+FLAG_ACCESSORS = ("sframe_fre_get_ra_mangled_p", "sframe_fre_get_ra_undefined_p")
+
+
+class FrameRowEntry(ctypes.Structure):
+    """sframe_frame_row_entry (include/sframe-api.h, binutils 2.47)."""
+
+    _fields_ = [
+        ("fre_start_addr", ctypes.c_uint32),
+        ("fre_datawords", ctypes.c_ubyte * _DATAWORD_BYTES),
+        ("fre_info", ctypes.c_ubyte),
+    ]
+
+
 class LibSframe:
     """GNU libsframe through ctypes: ``sframe_decode`` and ``sframe_decoder_free``."""
 
@@ -402,6 +420,62 @@ class LibSframe:
         ]
         self.lib.sframe_decoder_free.restype = None
         self.lib.sframe_decoder_free.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+
+    def find_fres(self, data: bytes, pcs: list[int], fde_types: list[int]) -> list[tuple[int, ...]]:
+        """What ``sframe_find_fre`` finds in the section ``data`` at each section-relative PC,
+        read through the FRE accessors (include/sframe-api.h) for a function of the given FDE
+        type: start offset, CFA base register, CFA/FP/RA offsets or the accessor's error, and
+        the mangled-RA and undefined-RA bits; ``(-1,)`` where it finds nothing.  Raises
+        ValueError when libsframe rejects the section."""
+        lib = self.lib
+        if not getattr(self, "_lookups_declared", False):
+            lib.sframe_find_fre.restype = ctypes.c_int
+            lib.sframe_find_fre.argtypes = [
+                ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(FrameRowEntry),
+            ]  # fmt: skip
+            for name in OFFSET_ACCESSORS:
+                getattr(lib, name).restype = ctypes.c_int32
+                getattr(lib, name).argtypes = [
+                    ctypes.c_void_p, ctypes.POINTER(FrameRowEntry), ctypes.c_uint32,
+                    ctypes.POINTER(ctypes.c_int),
+                ]  # fmt: skip
+            lib.sframe_fre_get_base_reg_id.restype = ctypes.c_uint8
+            lib.sframe_fre_get_base_reg_id.argtypes = [
+                ctypes.POINTER(FrameRowEntry), ctypes.POINTER(ctypes.c_int),
+            ]  # fmt: skip
+            for name in FLAG_ACCESSORS:
+                getattr(lib, name).restype = ctypes.c_bool
+                getattr(lib, name).argtypes = [
+                    ctypes.c_void_p, ctypes.POINTER(FrameRowEntry), ctypes.POINTER(ctypes.c_int),
+                ]  # fmt: skip
+            self._lookups_declared = True
+        buffer = ctypes.create_string_buffer(data, len(data))  # libsframe points into it
+        error = ctypes.c_int(0)
+        handle = ctypes.c_void_p(lib.sframe_decode(buffer, len(data), ctypes.byref(error)))
+        if not handle.value:
+            raise ValueError(f"libsframe rejects the section (error {error.value})")
+        answers: list[tuple[int, ...]] = []
+        entry = FrameRowEntry()
+        try:
+            for pc, fde_type in zip(pcs, fde_types, strict=True):
+                if lib.sframe_find_fre(handle, pc, ctypes.byref(entry)) != 0:
+                    answers.append((-1,))
+                    continue
+                found = [entry.fre_start_addr]
+                base = lib.sframe_fre_get_base_reg_id(ctypes.byref(entry), ctypes.byref(error))
+                found.append(base)
+                for name in OFFSET_ACCESSORS:
+                    error.value = 0
+                    value = getattr(lib, name)(handle, ctypes.byref(entry), fde_type,
+                                               ctypes.byref(error))  # fmt: skip
+                    found += (value, error.value)
+                for name in FLAG_ACCESSORS:
+                    found.append(int(getattr(lib, name)(handle, ctypes.byref(entry),
+                                                        ctypes.byref(error))))  # fmt: skip
+                answers.append(tuple(found))
+        finally:
+            lib.sframe_decoder_free(ctypes.byref(handle))
+        return answers
 
     def decode_and_free(self, data: bytes) -> bool:
         """Decode ``data``; True when libsframe accepted it."""
