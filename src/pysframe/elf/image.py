@@ -443,8 +443,7 @@ class ElfImage:
         if section.flags & SHF_COMPRESSED:
             return self._decompressed(section)
         self.check_range(
-            f"section {section.name} ({section.size:#x} bytes at file offset "
-            f"{section.offset:#x})",
+            f"section {section.name} ({section.size:#x} bytes at file offset {section.offset:#x})",
             section.offset,
             section.size,
         )

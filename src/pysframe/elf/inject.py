@@ -1,14 +1,23 @@
 """Write a copy of an ELF file with an added ``.sframe`` section and ``PT_GNU_SFRAME`` segment.
 
-Nothing already in the file moves, so the copy runs exactly as before.  The additions go at
-the end of the file (System V gABI, "Program Header" and "Sections"):
+The copy is laid out the way a linker would have laid it out (System V gABI, "Program
+Header" and "Sections"), so that strip, objcopy and eu-strip keep it running:
 
-* a new ``PT_LOAD`` segment (read-only) that holds a new program header table (the old
-  entries plus the new ``PT_LOAD`` and ``PT_GNU_SFRAME``) followed by the SFrame data;
-  ``e_phoff`` points at the new table and ``PT_PHDR``, if present, describes it.  The new
-  segment's address minus its file offset equals that of the first ``PT_LOAD``, so kernels
-  that compute ``AT_PHDR`` from ``e_phoff`` and those that use ``PT_PHDR`` agree;
-* ``PT_GNU_SFRAME`` covering the SFrame data (errata 1);
+* the program header table stays at ``e_phoff`` in the first ``PT_LOAD`` and grows in place
+  by the new ``PT_LOAD`` and ``PT_GNU_SFRAME`` entries (binutils 2.40's BFD always writes the
+  table right after the ELF header and lays out again a segment that holds it elsewhere;
+  eu-strip empties such a table).  Room is made by moving the read-only sections that follow
+  it (``.interp``, notes, ``.gnu.hash``, ``.dynsym``, ...) as one block to the new segment,
+  keeping their place in the page, and pointing at them again the program headers
+  (``PT_INTERP``, ``PT_NOTE``, ``PT_GNU_PROPERTY``), the dynamic entries that hold addresses
+  and the symbols defined in them.  When one of them cannot move (a static program's
+  ``.rela.plt``, which its code finds by address), an executable at a fixed address has its
+  first segment lowered by whole pages instead (every later file offset moves, no address
+  does); a position-independent file is refused with the reason;
+* a new read-only ``PT_LOAD`` at the first page after the file's last byte and the first
+  page address above every segment's memory (no ``.bss`` written out, appended bytes left
+  where they are), holding the moved block and then the SFrame data, and ``PT_GNU_SFRAME``
+  covering the SFrame data (errata 1);
 * a new section header table: the old headers plus ``.sframe`` (``SHT_GNU_SFRAME``,
   ``SHF_ALLOC``, 8-byte aligned), and a copy of the section-name string table with
   ``.sframe`` appended.
@@ -31,16 +40,40 @@ from ..input import read_input
 from ..output import write_file
 from .image import ElfImage, ElfSection, ElfSegment
 from .layout import (
+    DT_NULL,
     ELF_MAGIC,
     ET_DYN,
     ET_EXEC,
     PF_R,
+    PT_DYNAMIC,
+    PT_GNU_PROPERTY,
+    PT_INTERP,
     PT_LOAD,
+    PT_NOTE,
     PT_PHDR,
     SHF_ALLOC,
+    SHF_COMPRESSED,
+    SHF_EXECINSTR,
+    SHF_WRITE,
     SHN_LORESERVE,
+    SHT_DYNSYM,
+    SHT_GNU_HASH,
+    SHT_GNU_VERDEF,
+    SHT_GNU_VERNEED,
+    SHT_GNU_VERSYM,
+    SHT_HASH,
+    SHT_NOBITS,
+    SHT_NOTE,
+    SHT_PROGBITS,
+    SHT_STRTAB,
+    SHT_SYMTAB,
+    SYM_SHNDX_FIELD,
+    SYM_VALUE_FIELD,
+    dyn_struct,
+    is_address_tag,
     phdr_struct,
     shdr_struct,
+    sym_struct,
 )
 
 #: What the messages call the file (the caller names it).
@@ -48,17 +81,40 @@ _NAME = "ELF file"
 
 
 @dataclass(frozen=True, slots=True)
-class InjectionPlan:
-    """Where the new segment, program header table and SFrame section go."""
+class MovedSections:
+    """The sections moved out of the way of the grown program header table: a block of the
+    file (sections, the segments that describe only them) copied to the start of the new
+    segment, keeping every offset and address modulo the page size."""
 
-    #: File offset and address of the new PT_LOAD (starts with the program header table).
+    #: The block's old file offset, address and size.
+    offset: int
+    address: int
+    size: int
+    #: What is added to their file offsets and addresses.
+    offset_delta: int
+    address_delta: int
+    #: Section indexes and program header indexes (PT_INTERP, PT_NOTE, PT_GNU_PROPERTY).
+    sections: tuple[int, ...]
+    segments: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionPlan:
+    """Where the program header table grows, what moves, and where the new segment goes."""
+
+    #: File offset and address of the new PT_LOAD.
     load_offset: int
     load_address: int
+    #: Size of the program header table once grown (it stays at e_phoff).
     phdr_size: int
     #: File offset and address of the SFrame data.
     sframe_offset: int
     sframe_address: int
     page_size: int
+    #: The sections moved to make room for the table, if any.
+    moved: MovedSections | None = None
+    #: Bytes inserted after the table (whole pages), the first PT_LOAD lowered by as much.
+    file_shift: int = 0
 
 
 def _image(data: bytes) -> ElfImage:
@@ -137,14 +193,171 @@ def _plan(
     # modulo the page size without writing out a .bss or padding the file up to its end.
     offset = _align(file_size, page)
     address = _align(end_address, page)
+    # The old entries, the new PT_LOAD, and PT_GNU_SFRAME unless an old one is reused.
+    entry_size = phdr_struct(image.elfclass, image.big_endian).size
+    table_size = (len(segments) + (1 if replace and has_segment else 2)) * entry_size
+    try:
+        moved = _room_for_table(image, segments, file_size, table_size, page)
+    except _NoRoom as reason:
+        # An executable at a fixed address can instead lower its first segment by whole
+        # pages, as a linker would have laid it out with a larger table (every file offset
+        # after the table moves, no address does); a position-independent file cannot.
+        shift = (
+            _lowering_for_table(image, loads, table_size, page) if image.e_type == ET_EXEC else 0
+        )
+        if not shift:
+            raise ElfError(f"a loadable .sframe cannot be added safely: {reason}") from None
+        offset = _align(file_size + shift, page)
+        return InjectionPlan(
+            offset,
+            address,
+            table_size,
+            offset,
+            _address_checked(image, address),
+            page,
+            file_shift=shift,
+        )
+    sframe_offset = offset
+    if moved is not None:
+        # The moved block opens the new segment, at its old place in the page.
+        in_page = moved.address % page
+        moved = dataclasses.replace(
+            moved,
+            offset_delta=offset + in_page - moved.offset,
+            address_delta=address + in_page - moved.address,
+        )
+        offset, address = offset + in_page, address + in_page
+        sframe_offset = _align(offset + moved.size, 8)
+    sframe_address = _address_checked(image, address + (sframe_offset - offset))
+    return InjectionPlan(offset, address, table_size, sframe_offset, sframe_address, page, moved)
+
+
+def _address_checked(image: ElfImage, address: int) -> int:
     if address >= 1 << (64 if image.elfclass == 64 else 32):
         raise ElfError("no address is left above the file's segments for a new one")
-    # The old entries, the new PT_LOAD, and PT_GNU_SFRAME unless an old one is reused.
-    entries = len(segments) + (1 if replace and has_segment else 2)
-    phdr_size = entries * phdr_struct(image.elfclass, image.big_endian).size
-    sframe_offset = offset + _align(phdr_size, 8)
-    return InjectionPlan(
-        offset, address, phdr_size, sframe_offset, address + (sframe_offset - offset), page
+    return address
+
+
+class _NoRoom(ElfError):
+    """The program header table cannot grow where it is."""
+
+
+def _lowering_for_table(
+    image: ElfImage, loads: list[ElfSegment], table_size: int, page: int
+) -> int:
+    """How many bytes (whole pages) the first PT_LOAD of an executable must be lowered by
+    for the table to grow to ``table_size`` at e_phoff, or 0 when it cannot be."""
+    header = image.header
+    first = min(loads, key=lambda s: s.vaddr)
+    table_end = header.phoff + header.phnum * header.phentsize
+    if first.offset or table_end > first.filesz:
+        return 0
+    contents = [
+        s.offset for s in _section_headers(image)[1:] if s.type != SHT_NOBITS and s.size
+    ] + [s.offset for s in image.segments() if s.filesz and s.type not in (PT_LOAD, PT_PHDR)]
+    first_content = min([c for c in contents if c >= table_end] or [first.filesz])
+    shift = _align(max(0, header.phoff + table_size - first_content), page)
+    return shift if 0 < shift <= first.vaddr else 0
+
+
+#: What may be moved out of the program header table's way: read-only data that only program
+#: headers, dynamic entries and symbols point at (what GNU ld puts right after the table).
+_MOVABLE_TYPES = frozenset(
+    {SHT_NOTE, SHT_HASH, SHT_GNU_HASH, SHT_DYNSYM, SHT_GNU_VERSYM, SHT_GNU_VERDEF, SHT_GNU_VERNEED}
+)
+_MOVABLE_NAMES = {".interp": SHT_PROGBITS, ".dynstr": SHT_STRTAB}
+#: Segments that may describe moved sections (they move with them).
+_MOVABLE_SEGMENTS = frozenset({PT_INTERP, PT_NOTE, PT_GNU_PROPERTY})
+
+
+def _movable(section: ElfSection) -> bool:
+    if not section.flags & SHF_ALLOC or section.flags & (SHF_WRITE | SHF_EXECINSTR):
+        return False
+    return section.type in _MOVABLE_TYPES or _MOVABLE_NAMES.get(section.name) == section.type
+
+
+def _room_for_table(
+    image: ElfImage, segments: list[ElfSegment], file_size: int, table_size: int, page: int
+) -> MovedSections | None:
+    """What must move for the program header table to grow in place to ``table_size`` bytes.
+
+    The table stays at e_phoff inside the first PT_LOAD, where the linker put it: binutils
+    2.40's strip and objcopy always write it right after the ELF header, and lay out again a
+    segment holding it elsewhere (over the read-write segment), and eu-strip empties such a
+    table.  The sections after it (.interp, notes, .gnu.hash, ...) move instead, as one block
+    to the new segment; None when nothing is in the way.
+    """
+    header = image.header
+    table_start, old_end = header.phoff, header.phoff + header.phnum * header.phentsize
+    new_end = table_start + table_size
+    host = next(
+        (
+            s
+            for s in segments
+            if s.type == PT_LOAD and s.offset <= table_start and old_end <= s.offset + s.filesz
+        ),
+        None,
+    )
+    if host is not None and new_end > host.offset + host.filesz:
+        raise _NoRoom(
+            "the program header table cannot grow: its segment ends "
+            f"{new_end - host.offset - host.filesz} bytes too early"
+        )
+    if new_end > file_size:
+        raise _NoRoom("the program header table cannot grow: the file ends after it")
+    shdr_end = header.shoff + header.shnum * header.shentsize
+    if header.shnum and header.shoff < new_end and old_end < shdr_end:
+        raise _NoRoom("the program header table cannot grow: the section header table follows it")
+    sections = [s for s in _section_headers(image)[1:] if s.type != SHT_NOBITS and s.size]
+    in_way = [s for s in sections if s.offset < new_end and old_end < s.offset + s.size]
+    if not in_way:
+        return None
+    start, end = min(s.offset for s in in_way), max(s.offset + s.size for s in in_way)
+    if start < old_end:
+        raise _NoRoom("a section overlaps the program header table")
+    # The block is every section inside [start, end), grown until none straddles its end.
+    while True:
+        grown = max([end, *(s.offset + s.size for s in sections if start <= s.offset < end)])
+        if grown == end:
+            break
+        end = grown
+    block = [s for s in sections if start <= s.offset < end]
+    for section in block:
+        if not _movable(section):
+            raise _NoRoom(
+                "the program header table cannot grow: section "
+                f"{section.name or section.index} follows it and cannot be moved"
+            )
+    load = next(
+        (
+            s
+            for s in segments
+            if s.type == PT_LOAD and s.offset <= start and end <= s.offset + s.filesz
+        ),
+        None,
+    )
+    if load is None or (load.vaddr - load.offset) % page:
+        raise _NoRoom("the program header table cannot grow: the sections after it are not loaded")
+    moved_segments = []
+    for index, seg in enumerate(segments):
+        if seg.type in (PT_LOAD, PT_PHDR) or not seg.filesz:
+            continue
+        if seg.offset < end and start < seg.offset + seg.filesz:
+            inside = start <= seg.offset and seg.offset + seg.filesz <= end
+            if seg.type not in _MOVABLE_SEGMENTS or not inside:
+                raise _NoRoom(
+                    f"the program header table cannot grow: segment {index} "
+                    "describes more than the sections after it"
+                )
+            moved_segments.append(index)
+    return MovedSections(
+        offset=start,
+        address=load.vaddr + (start - load.offset),
+        size=end - start,
+        offset_delta=0,
+        address_delta=0,
+        sections=tuple(s.index for s in block),
+        segments=tuple(moved_segments),
     )
 
 
@@ -179,6 +392,11 @@ def _inject(
     old_sframe = _sframe_header(image)
     if not replace and (any(s.type == PT_GNU_SFRAME for s in segments) or old_sframe):
         raise ElfError("the file already has an SFrame section (--replace replaces it)")
+    moved = plan.moved
+    headers = _section_headers(image)
+    out = bytearray(data)
+    if plan.file_shift:
+        segments, headers, out = _lowered(segments, headers, data, plan.file_shift)
     seg_end = plan.sframe_offset + len(sframe)
     new_load = ElfSegment(
         type=PT_LOAD,
@@ -203,17 +421,15 @@ def _inject(
     table: list[ElfSegment] = []
     last_load = max(i for i, s in enumerate(segments) if s.type == PT_LOAD)
     reuse = replace and any(s.type == PT_GNU_SFRAME for s in segments)
-    if len(segments) + (1 if reuse else 2) != plan.phdr_size // phdr_struct(bits, big_endian).size:
-        raise ElfError("the injection plan was made for another mode (replace or add)")
     for index, seg in enumerate(segments):
         if seg.type == PT_PHDR:
+            seg = dataclasses.replace(seg, filesz=plan.phdr_size, memsz=plan.phdr_size)
+        if moved is not None and index in moved.segments:
             seg = dataclasses.replace(
                 seg,
-                offset=plan.load_offset,
-                vaddr=plan.load_address,
-                paddr=plan.load_address,
-                filesz=plan.phdr_size,
-                memsz=plan.phdr_size,
+                offset=seg.offset + moved.offset_delta,
+                vaddr=seg.vaddr + moved.address_delta,
+                paddr=seg.paddr + moved.address_delta,
             )
         if seg.type == PT_GNU_SFRAME and reuse:
             seg = sframe_seg
@@ -223,16 +439,34 @@ def _inject(
     if not reuse:
         table.append(sframe_seg)
     phdrs = b"".join(s.pack(bits, big_endian) for s in table)
+    if len(phdrs) != plan.phdr_size:
+        raise ElfError("the injection plan was made for another mode (replace or add)")
 
-    out = bytearray(data)
+    block = b""
+    if moved is not None:
+        # The moved sections leave zeros behind, under the grown table and after it.
+        block = data[moved.offset : moved.offset + moved.size]
+        out[moved.offset : moved.offset + moved.size] = bytes(moved.size)
+    out[header.phoff : header.phoff + len(phdrs)] = phdrs
     out += bytes(plan.load_offset - len(out))
-    out += phdrs
+    out += block
     out += bytes(plan.sframe_offset - len(out))
     out += sframe
 
+    if moved is not None:
+        for index in moved.sections:
+            old = headers[index]
+            headers[index] = dataclasses.replace(
+                old,
+                address=old.address + moved.address_delta,
+                offset=old.offset + moved.offset_delta,
+            )
+        _relocate_dynamic(segments, out, moved, bits, big_endian)
+        _relocate_symbols(headers, out, moved, bits, big_endian)
+
     # Section headers: the old ones with the old .sframe pointed at the new data, or with a
     # new name table and a new .sframe.
-    headers = _section_headers(image)
+    rewrite = moved is not None and bool(headers)
     old_index = old_sframe.index if replace and old_sframe is not None else None
     names_known = 0 < header.shstrndx < len(headers)
     new_sframe = ElfSection(
@@ -256,27 +490,111 @@ def _inject(
             info=old.info,
             entsize=old.entsize,
         )
+        rewrite = True
     elif names_known:
         names_hdr = headers[header.shstrndx]
-        names = data[names_hdr.offset : names_hdr.offset + names_hdr.size]
+        names = bytes(out[names_hdr.offset : names_hdr.offset + names_hdr.size])
         name_offset = len(names)
         names += b".sframe\0"
         headers[header.shstrndx] = dataclasses.replace(names_hdr, offset=len(out), size=len(names))
         out += names
         headers.append(dataclasses.replace(new_sframe, name_offset=name_offset))
-    if old_index is not None or names_known:
+        rewrite = True
+    if rewrite:
         out += bytes(_align(len(out), 8) - len(out))
         shoff = len(out)
         for section in headers:
             out += section.pack(bits, big_endian)
         shnum = len(headers)
     else:
-        shoff, shnum = header.shoff, header.shnum
-    new_header = dataclasses.replace(
-        header, phoff=plan.load_offset, shoff=shoff, phnum=len(table), shnum=shnum
-    )
+        shoff, shnum = header.shoff + (plan.file_shift if header.shnum else 0), header.shnum
+    new_header = dataclasses.replace(header, shoff=shoff, phnum=len(table), shnum=shnum)
     out[: len(new_header.pack())] = new_header.pack()
     return bytes(out)
+
+
+def _lowered(
+    segments: list[ElfSegment],
+    headers: list[ElfSection],
+    data: bytes,
+    shift: int,
+) -> tuple[list[ElfSegment], list[ElfSection], bytearray]:
+    """The segments, sections and bytes of ``data`` with ``shift`` bytes inserted after the
+    program header table's page: the first PT_LOAD starts ``shift`` bytes lower (it keeps
+    the ELF header and the table), everything else keeps its address at a later offset."""
+    first = min((s for s in segments if s.type == PT_LOAD), key=lambda s: s.vaddr)
+    lowered = []
+    for seg in segments:
+        if seg is first:
+            seg = dataclasses.replace(
+                seg,
+                vaddr=seg.vaddr - shift,
+                paddr=seg.paddr - shift,
+                filesz=seg.filesz + shift,
+                memsz=seg.memsz + shift,
+            )
+        elif seg.type == PT_PHDR:
+            seg = dataclasses.replace(seg, vaddr=seg.vaddr - shift, paddr=seg.paddr - shift)
+        elif seg.offset or seg.filesz:
+            seg = dataclasses.replace(seg, offset=seg.offset + shift)
+        lowered.append(seg)
+    moved = [
+        s if s.index == 0 else dataclasses.replace(s, offset=s.offset + shift) for s in headers
+    ]
+    # The old ELF header and table stay at the old first address (a program's __ehdr_start).
+    out = bytearray(shift) + data
+    return lowered, moved, out
+
+
+def _moved_address(moved: MovedSections, address: int) -> int | None:
+    """``address`` once its section has moved, or None when it is not in the moved block."""
+    if moved.address <= address < moved.address + moved.size:
+        return address + moved.address_delta
+    return None
+
+
+def _relocate_dynamic(
+    segments: list[ElfSegment], out: bytearray, moved: MovedSections, bits: int, big_endian: bool
+) -> None:
+    """Point the dynamic entries that hold addresses (DT_GNU_HASH, DT_SYMTAB, ...) at the
+    moved sections."""
+    entry = dyn_struct(bits, big_endian)
+    for seg in segments:
+        if seg.type != PT_DYNAMIC:
+            continue
+        end = min(seg.offset + seg.filesz, len(out))
+        for offset in range(seg.offset, end - entry.size + 1, entry.size):
+            tag, value = entry.unpack_from(out, offset)
+            if tag == DT_NULL:
+                break
+            if is_address_tag(tag) and (new := _moved_address(moved, value)) is not None:
+                entry.pack_into(out, offset, tag, new)
+
+
+def _relocate_symbols(
+    headers: list[ElfSection], out: bytearray, moved: MovedSections, bits: int, big_endian: bool
+) -> None:
+    """Add the move to the value of every symbol defined in a moved section (``headers`` are
+    the sections' new headers, so a moved ``.dynsym`` is patched where it now is)."""
+    import numpy as np
+
+    layout = sym_struct(bits, big_endian)
+    order = ">" if big_endian else "<"
+    codes = {"I": "u4", "B": "u1", "H": "u2", "Q": "u8"}
+    fields = layout.format[1:]
+    dtype = np.dtype([(f"f{i}", order + codes[c]) for i, c in enumerate(fields)])
+    value, shndx = f"f{SYM_VALUE_FIELD[bits]}", f"f{SYM_SHNDX_FIELD[bits]}"
+    indexes = np.array(moved.sections, dtype=np.uint16)
+    for section in headers:
+        if section.type not in (SHT_SYMTAB, SHT_DYNSYM) or section.flags & SHF_COMPRESSED:
+            continue
+        count = min(section.size, max(len(out) - section.offset, 0)) // layout.size
+        if not count:
+            continue
+        symbols = np.frombuffer(out, dtype=dtype, count=count, offset=section.offset)
+        inside = np.isin(symbols[shndx], indexes)
+        if inside.any():
+            symbols[value][inside] += np.array(moved.address_delta, dtype=symbols[value].dtype)
 
 
 class EncodableSection(Protocol):

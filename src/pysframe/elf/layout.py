@@ -39,11 +39,19 @@ EM_386, EM_S390, EM_ARM, EM_X86_64, EM_AARCH64, EM_RISCV = 3, 22, 40, 62, 183, 2
 EM_PPC, EM_PPC64 = 20, 21
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 0, 1, 2, 4, 8, 9, 11
 SHT_NOTE = 7
+SHT_STRTAB, SHT_HASH = 3, 5
+SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = (
+    0x6FFFFFF6,
+    0x6FFFFFFD,
+    0x6FFFFFFE,
+    0x6FFFFFFF,
+)
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
-SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x2, 0x4, 0x800
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x1, 0x2, 0x4, 0x800
 #: ch_type of a compressed section's header (gABI "Compressed Sections").
 ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
 PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE, PT_PHDR = 1, 2, 3, 4, 6
+PT_GNU_PROPERTY = 0x6474E553
 PF_X, PF_W, PF_R = 0x1, 0x2, 0x4
 STT_FUNC, STT_GNU_IFUNC = 2, 10
 #: The GNU build ID note (name "GNU").
@@ -55,6 +63,19 @@ NT_ARM_PAC_MASK = 0x406
 AT_PHDR, AT_PAGESZ, AT_BASE, AT_ENTRY = 3, 6, 7, 9
 #: Dynamic section tags.
 DT_NULL, DT_DEBUG = 0, 21
+#: The dynamic tags whose value is an address (d_ptr), from the gABI's table and GNU's
+#: include/elf/common.h (the DT_ADDRRNGLO..DT_ADDRRNGHI range, DT_VERSYM, DT_VERDEF,
+#: DT_VERNEED): PLTGOT, HASH, STRTAB, SYMTAB, RELA, INIT, FINI, REL, JMPREL, INIT_ARRAY,
+#: FINI_ARRAY, PREINIT_ARRAY, SYMTAB_SHNDX, RELR.
+DT_ADDRESS_TAGS = frozenset(
+    {3, 4, 5, 6, 7, 12, 13, 17, 23, 25, 26, 32, 34, 36, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE}
+)
+DT_ADDRRNGLO, DT_ADDRRNGHI = 0x6FFFFE00, 0x6FFFFEFF
+
+
+def is_address_tag(tag: int) -> bool:
+    """Whether a dynamic entry with ``tag`` holds an address (d_ptr)."""
+    return tag in DT_ADDRESS_TAGS or DT_ADDRRNGLO <= tag <= DT_ADDRRNGHI
 
 
 def byte_order(big_endian: bool) -> str:
@@ -216,7 +237,6 @@ def auxv64_struct(big_endian: bool) -> struct.Struct:
     return struct.Struct(byte_order(big_endian) + AUXV64_FIELDS)
 
 
-
 # -- dynamic section (System V gABI "Dynamic Section") ---------------------------------------
 
 #: Struct codes of an Elf64_Dyn entry: s64 d_tag, u64 d_val / d_ptr.
@@ -226,6 +246,30 @@ DYN64_FIELDS = "qQ"
 @cache
 def dyn64_struct(big_endian: bool) -> struct.Struct:
     return struct.Struct(byte_order(big_endian) + DYN64_FIELDS)
+
+
+#: Struct codes of a dynamic entry per class: d_tag, d_val / d_ptr.
+DYN_FIELDS: dict[int, str] = {32: "iI", 64: DYN64_FIELDS}
+
+
+@cache
+def dyn_struct(bits: int, big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + DYN_FIELDS[bits])
+
+
+# -- symbols (System V gABI "Symbol Table") ------------------------------------------------------
+
+#: Struct codes of a symbol per class, and where st_value and st_shndx are among its fields:
+#: Elf32_Sym is st_name, st_value, st_size, st_info, st_other, st_shndx; Elf64_Sym is st_name,
+#: st_info, st_other, st_shndx, st_value, st_size.
+SYM_FIELDS: dict[int, str] = {32: "IIIBBH", 64: "IBBHQQ"}
+SYM_VALUE_FIELD: dict[int, int] = {32: 1, 64: 4}
+SYM_SHNDX_FIELD: dict[int, int] = {32: 5, 64: 3}
+
+
+@cache
+def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
+    return struct.Struct(byte_order(big_endian) + SYM_FIELDS[bits])
 
 
 # -- the dynamic linker's debugger interface (glibc <link.h>, LP64) ----------------------------

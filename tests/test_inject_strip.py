@@ -1,0 +1,270 @@
+"""Programs and libraries given SFrame by ``generate --inject`` (and ``--replace``) keep running,
+with the same SFrame section, after strip, strip -g and objcopy of binutils 2.40 (the machine's)
+and 2.47 (the reference build), and after elfutils' eu-strip.
+
+Each case runs the program before injection and after each tool, and compares exit code and
+output; the stripped file's SFrame section is compared with the injected file's as objdump
+2.47 prints it (pysframe's own dump when the reference is absent), and ``pysframe check``
+must find no error in it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pysframe.cli import main
+from pysframe.elf.image import ElfImage
+from pysframe.elf.inject import plan_injection
+from pysframe.elf.layout import (
+    ET_DYN,
+    ET_EXEC,
+    PT_DYNAMIC,
+    PT_LOAD,
+    PT_NOTE,
+    SHT_PROGBITS,
+    dyn64_struct,
+)
+from pysframe.errors import ElfError
+
+from elf_build import Sec, Seg, build_elf
+
+#: Dynamic tags (gABI; DT_GNU_HASH from GNU's include/elf/common.h).
+DT_STRTAB, DT_SYMTAB, DT_GNU_HASH = 5, 6, 0x6FFFFEF5
+
+HELLO = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 20;
+    printf("fib(%d) = %d\n", n, fib(n));
+    return 3;
+}
+"""
+LIBRARY = r"""
+int scaled(int x) { return 3 * x + 1; }
+"""
+LIBRARY_USER = r"""
+#include <stdio.h>
+int scaled(int);
+int main(void) { printf("%d\n", scaled(13)); return 0; }
+"""
+
+if shutil.which("gcc") is None:
+    pytest.skip("gcc is not installed", allow_module_level=True)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A file to inject and how to run it (``run(path)`` gives the exit code and output)."""
+
+    path: Path
+    run: Callable[[Path], tuple[int, str]]
+    replace: bool = False
+
+
+def _run_program(path: Path) -> tuple[int, str]:
+    done = subprocess.run([str(path), "20"], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _gcc(
+    folder: Path, name: str, source: str, *flags: str, libraries: tuple[str, ...] = ()
+) -> Path:
+    (folder / f"{name}.c").write_text(source)
+    out = folder / name
+    source_file = str(folder / f"{name}.c")
+    subprocess.run(["gcc", "-O2", *flags, "-o", str(out), source_file, *libraries], check=True)
+    return out
+
+
+def _reference_bin() -> Path | None:
+    objdump = os.environ.get("OBJDUMP")
+    if objdump and (Path(objdump).parent / "strip").exists():
+        return Path(objdump).parent
+    return None
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
+    work = tmp_path_factory.mktemp("strip")
+    built: dict[str, Case] = {
+        "pie": Case(_gcc(work, "pie", HELLO, "-pie", "-fPIE"), _run_program),
+        "non-pie": Case(_gcc(work, "nopie", HELLO, "-no-pie"), _run_program),
+        "static": Case(_gcc(work, "static", HELLO, "-static"), _run_program),
+        "static-pie": Case(_gcc(work, "spie", HELLO, "-static-pie"), _run_program),
+    }
+    library = _gcc(work, "libscaled.so", LIBRARY, "-shared", "-fPIC")
+    user = _gcc(work, "user", LIBRARY_USER, f"-Wl,-rpath,{work / 'lib'}", libraries=(str(library),))
+
+    def run_with_library(path: Path) -> tuple[int, str]:
+        libdir = work / "lib"
+        libdir.mkdir(exist_ok=True)
+        shutil.copy(path, libdir / "libscaled.so")
+        return _run_program(user)
+
+    built["shared library"] = Case(library, run_with_library)
+    if shutil.which("ld.lld"):
+        built["pie linked by lld"] = Case(_gcc(work, "lld", HELLO, "-fuse-ld=lld"), _run_program)
+    ls = Path("/usr/bin/ls")
+    if ls.exists():
+        shutil.copy(ls, work / "ls")
+        built["/usr/bin/ls"] = Case(
+            work / "ls",
+            lambda p: (lambda d: (d.returncode, d.stdout))(
+                subprocess.run([str(p), "-l", "/"], capture_output=True, text=True, timeout=60)
+            ),
+        )
+    reference = _reference_bin()
+    if reference is not None:
+        as_dir = Path(os.environ.get("GAS", str(reference / "as"))).parent
+        built["own .sframe, --replace"] = Case(
+            _gcc(work, "sframed", HELLO, f"-B{as_dir}/", "-Wa,--gsframe"), _run_program, True
+        )
+    return built
+
+
+def _tools() -> dict[str, Callable[[Path, Path], list[str]]]:
+    tools: dict[str, Callable[[Path, Path], list[str]]] = {}
+    for label, folder in (("2.40", None), ("2.47", _reference_bin())):
+        if label == "2.47" and folder is None:
+            continue
+        strip = str(folder / "strip") if folder else "strip"
+        objcopy = str(folder / "objcopy") if folder else "objcopy"
+        tools[f"strip {label}"] = lambda i, o, s=strip: [s, "-o", str(o), str(i)]
+        tools[f"strip -g {label}"] = lambda i, o, s=strip: [s, "-g", "-o", str(o), str(i)]
+        tools[f"objcopy {label}"] = lambda i, o, c=objcopy: [c, str(i), str(o)]
+    if shutil.which("eu-strip"):
+        tools["eu-strip"] = lambda i, o: ["eu-strip", "-o", str(o), str(i)]
+        tools["eu-strip -g"] = lambda i, o: ["eu-strip", "-g", "-o", str(o), str(i)]
+    return tools
+
+
+def _sframe_text(path: Path) -> str:
+    objdump = os.environ.get("OBJDUMP")
+    if objdump and Path(objdump).exists():
+        text = subprocess.run(
+            [objdump, "--sframe", str(path)], capture_output=True, text=True, check=True
+        ).stdout
+    else:
+        text = subprocess.run(
+            ["pysframe", "dump", str(path)], capture_output=True, text=True, check=True
+        ).stdout
+    return text.split("Contents of the SFrame section", 1)[1]
+
+
+def _check_errors(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    code = main(["check", str(path)])
+    out = capsys.readouterr()
+    return "" if code == 0 else out.out + out.err
+
+
+CASE_NAMES = [
+    "pie",
+    "non-pie",
+    "static",
+    "static-pie",
+    "shared library",
+    "pie linked by lld",
+    "/usr/bin/ls",
+    "own .sframe, --replace",
+]
+
+
+@pytest.mark.parametrize("tool", sorted(_tools()))
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_injected_file_survives(
+    cases: dict[str, Case],
+    name: str,
+    tool: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if name not in cases:
+        pytest.skip(f"{name}: not available on this machine (ld.lld, /usr/bin/ls or binutils 2.47)")
+    case = cases[name]
+    injected = tmp_path / "injected"
+    args = ["generate", str(case.path), "--inject", "-o", str(injected)]
+    assert main(args + (["--replace"] if case.replace else [])) == 0
+    capsys.readouterr()
+    expected = case.run(case.path)
+    assert case.run(injected) == expected
+    processed = tmp_path / "processed"
+    subprocess.run(_tools()[tool](injected, processed), check=True, capture_output=True)
+    assert case.run(processed) == expected
+    assert _sframe_text(processed) == _sframe_text(injected)
+    assert _check_errors(processed, capsys) == ""
+
+
+def _section_map(path: Path) -> dict[str, tuple[int, bytes]]:
+    with ElfImage.open(str(path)) as image:
+        return {s.name: (s.address, s.data()) for s in image.sections() if s.name}
+
+
+def test_moved_sections_are_pointed_at_again(cases: dict[str, Case], tmp_path: Path) -> None:
+    """The shared library's table grows over its build-id note and .gnu.hash: both move to
+    the new segment, same bytes, same place in the page, and PT_NOTE and DT_GNU_HASH follow."""
+    library = cases["shared library"].path
+    out = tmp_path / "lib.so"
+    assert main(["generate", str(library), "--inject", "-o", str(out)]) == 0
+    before, after = _section_map(library), _section_map(out)
+    with ElfImage.open(str(library)) as image:
+        old_phoff = image.header.phoff
+    with ElfImage.open(str(out)) as image:
+        assert image.header.phoff == old_phoff
+        segments = image.segments()
+        new_load = max((s for s in segments if s.type == PT_LOAD), key=lambda s: s.vaddr)
+        dynamic = image.segment_data(next(s for s in segments if s.type == PT_DYNAMIC))
+        note = next(s for s in segments if s.type == PT_NOTE)
+    for name in (".note.gnu.build-id", ".gnu.hash"):
+        address, data = after[name]
+        assert address != before[name][0] and data == before[name][1]
+        assert new_load.vaddr <= address < new_load.vaddr + new_load.memsz
+        assert address % 4096 == before[name][0] % 4096
+    assert note.vaddr == after[".note.gnu.build-id"][0]
+    entries = dict(dyn64_struct(False).iter_unpack(dynamic[: len(dynamic) // 16 * 16]))
+    assert entries[DT_GNU_HASH] == after[".gnu.hash"][0]
+    assert entries[DT_SYMTAB] == after[".dynsym"][0]
+    assert entries[DT_STRTAB] == after[".dynstr"][0]
+
+
+def _tight(e_type: int, base: int) -> bytes:
+    """One PT_LOAD holding the ELF header, a one-entry program header table and, right after
+    it, 256 bytes of code (nothing that can move)."""
+    text = Sec(".text", SHT_PROGBITS, b"\xc3" * 256, flags=0x6, addr=base + 120, align=1)
+    load = Seg(PT_LOAD, flags=5, extra={"offset": 0, "vaddr": base, "filesz": 376, "memsz": 376})
+    return build_elf([text], e_type=e_type, segments=[load], entry=base + 120)
+
+
+def test_position_independent_file_without_room_is_refused() -> None:
+    with pytest.raises(ElfError, match=r"cannot be added safely: .*section \.text follows it"):
+        plan_injection(_tight(ET_DYN, 0))
+
+
+def test_fixed_address_executable_without_room_is_lowered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same layout at a fixed address: the first segment starts a page lower, the table
+    grows at e_phoff, and the code keeps its address at an offset one page later."""
+    data = _tight(ET_EXEC, 0x400000)
+    plan = plan_injection(data)
+    assert plan.file_shift == 4096 and plan.moved is None
+    path, out = tmp_path / "tight", tmp_path / "tight.sf"
+    path.write_bytes(data)
+    assert main(["generate", str(path), "--inject", "-o", str(out)]) == 0
+    with ElfImage.open(str(out)) as image:
+        first = image.load_segments()[0]
+        assert (first.offset, first.vaddr, first.filesz) == (0, 0x3FF000, 376 + 4096)
+        assert image.header.phoff == 64 and image.header.phnum == 3
+        text = next(s for s in image.sections() if s.name == ".text")
+        assert (text.address, text.offset) == (0x400000 + 120, 4096 + 120)
+        assert text.data() == b"\xc3" * 256
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 0
