@@ -67,7 +67,13 @@ class GenerateResult:
 
     @property
     def functions_covered(self) -> int:
+        """Functions with an FDE in the section (as ``info`` counts them)."""
         return len(self.section)
+
+    @property
+    def left_out(self) -> list[SkippedFunction]:
+        """The functions without an FDE (``skipped`` less the signal frames kept without rows)."""
+        return [s for s in self.skipped if not s.kept_without_rows]
 
     def encode(self, section_address: int, version: Version | int | None = None) -> bytes:
         """The section bytes for another address (PCREL starts depend on it) or version."""
@@ -265,6 +271,8 @@ def _translate_fdes(
             # gas keeps a signal frame's FDE, without rows, when its CFI fails.
             b_key = cie.b_key and params.aarch64
             out.append(encoder.function(start, size, None, signal=True, b_key=b_key))
+            skipped.append(SkippedFunction(start, size, result, kept_without_rows=True))
+            continue
         skipped.append(SkippedFunction(start, size, result))
     return out, skipped, considered
 
@@ -344,7 +352,7 @@ def _result(
     total = sum(max(0, hi - lo) for lo, hi in text_ranges)
     top = (1 << 64) - 1  # a hostile file's function may end past the address space
     covered = _covered_bytes(
-        [(f.start, min(f.start + f.size, top)) for f in functions if f.num_fres]
+        [(f.start, min(f.start + f.size, top)) for f in functions]
         if text_ranges
         else [],
         text_ranges,

@@ -141,11 +141,13 @@ class Translation(NamedTuple):
 
 
 class SkippedFunction(NamedTuple):
-    """A function that has no FDE in the generated section, and why."""
+    """A function that has no FDE in the generated section, and why; or, when
+    ``kept_without_rows``, a signal frame whose FDE gas keeps without rows when its CFI fails."""
 
     start: int
     size: int
     reason: str
+    kept_without_rows: bool = False
 
 
 class GeneratedFunction(NamedTuple):

@@ -228,7 +228,7 @@ def _from_generator(result: FileStats, path: str) -> FileStats:
             v2_size = len(v2.data)
             notes.append(
                 f"V2 generated on its own: {len(v2.section)} functions "
-                f"({len(v2.skipped)} skipped) against V3's {len(primary.section)}"
+                f"({len(v2.left_out)} skipped) against V3's {len(primary.section)}"
             )
     result = replace(
         result,
@@ -236,7 +236,7 @@ def _from_generator(result: FileStats, path: str) -> FileStats:
         sframe_v2=v2_size,
         sframe_v3=len(primary.data),
         sframe_v3_compact=_compacted_size(primary.section, notes),
-        skipped=len(primary.skipped),
+        skipped=len(primary.left_out),
         functions_total=primary.functions_total,
         text_bytes=primary.text_bytes_total,
         covered_bytes=primary.text_bytes_covered,
