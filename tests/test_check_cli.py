@@ -49,12 +49,12 @@ def test_findings_exit_1_one_line_each(tmp_path: Path, capsys: pytest.CaptureFix
     )
 
 
-def test_unreadable_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreadable_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
     not_elf = tmp_path / "not-elf"
     not_elf.write_bytes(b"hello, world")
     status, out, err = run(["check", str(missing), str(not_elf)], capsys)
-    assert status == 2 and out == ""
+    assert status == 1 and out == ""
     lines = err.splitlines()
     assert len(lines) == 2 and "Traceback" not in err
     assert lines[0].startswith(f"pysframe: {missing}: ")
@@ -64,14 +64,14 @@ def test_unreadable_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_no_sframe_section_is_unreadable(capsys: pytest.CaptureFixture[str]) -> None:
     path = str(CORPUS / "x86_64" / "v3" / "frames")
     status, _, err = run(["check", "--section", ".nosuch", path], capsys)
-    assert status == 2 and err == f"pysframe: {path}: no .nosuch section\n"
+    assert status == 1 and err == f"pysframe: {path}: no .nosuch section\n"
 
 
 def test_worst_status_wins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     clean = str(CORPUS / "x86_64" / "v3" / "frames")
     bad = str(elf_with_moved_sframe_segment(tmp_path))
     assert run(["check", clean, bad], capsys)[0] == 1
-    assert run(["check", clean, bad, str(tmp_path / "missing")], capsys)[0] == 2
+    assert run(["check", clean, bad, str(tmp_path / "missing")], capsys)[0] == 1
 
 
 def test_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,9 +79,10 @@ def test_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = str(elf_with_moved_sframe_segment(tmp_path))
     missing = str(tmp_path / "missing")
     status, out, err = run(["check", "--json", clean, bad, missing], capsys)
-    assert status == 2 and err == ""
+    assert status == 1 and err == ""
     document = json.loads(out)
-    assert document["status"] == 2
+    assert document["status"] == 1
+    assert json.loads(out)["files"][2]["status"] == "unreadable"
     files = {entry["file"]: entry for entry in document["files"]}
     assert files[clean] == {"file": clean, "status": "clean", "findings": []}
     (finding,) = files[bad]["findings"]

@@ -21,7 +21,7 @@ import pytest
 
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
-from pysframe.elf.inject import plan_injection
+from pysframe.elf.inject import new_section_address, plan_injection
 from pysframe.elf.layout import (
     ET_DYN,
     ET_EXEC,
@@ -243,9 +243,14 @@ def _tight(e_type: int, base: int) -> bytes:
     return build_elf([text], e_type=e_type, segments=[load], entry=base + 120)
 
 
-def test_position_independent_file_without_room_is_refused() -> None:
+def test_position_independent_file_without_room_is_refused(tmp_path: Path) -> None:
+    data = _tight(ET_DYN, 0)
     with pytest.raises(ElfError, match=r"cannot be added safely: .*section \.text follows it"):
-        plan_injection(_tight(ET_DYN, 0))
+        plan_injection(data)
+    # A section generated for it (shown, not injected) still gets an address above it.
+    (tmp_path / "tight").write_bytes(data)
+    with ElfImage.open(str(tmp_path / "tight")) as image:
+        assert new_section_address(image) == 0x1000
 
 
 def test_fixed_address_executable_without_room_is_lowered(

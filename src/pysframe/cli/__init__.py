@@ -82,7 +82,7 @@ def _main(argv: Sequence[str] | None) -> int:
         status: int = args.func(args)
         sys.stdout.flush()
     except SFrameError as error:
-        print(f"pysframe: {error}", file=sys.stderr)
+        print(f"pysframe: {_naming_the_file(args, error)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         _quiet_broken_pipe()
@@ -97,6 +97,18 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"pysframe: {name}{error.strerror or error}", file=sys.stderr)
         return 1
     return status
+
+
+def _naming_the_file(args: argparse.Namespace, error: SFrameError) -> str:
+    """The message of ``error``, with the command's input file in front when it has one input
+    and the message names no file it was given (``pysframe: FILE: what``)."""
+    text = str(error)
+    given = getattr(args, "files", None)
+    inputs = [args.file] if isinstance(getattr(args, "file", None), str) else list(given or [])
+    named = [*inputs, getattr(args, "output", None)]
+    if len(inputs) != 1 or any(p and text.startswith(f"{p}:") for p in named):
+        return text
+    return f"{inputs[0]}: {text}"
 
 
 def _quiet_broken_pipe() -> None:

@@ -13,12 +13,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
-from .usage import UsageError
+from .usage import UsageError, parse_address
 
 if TYPE_CHECKING:
     from ..tools.validate import Finding
 
-CLEAN, FINDINGS, UNREADABLE = 0, 1, 2
+#: Exit statuses: a file that cannot be read is a failure like a finding (exit 1; usage
+#: errors exit 2); the JSON report tells them apart per file ("unreadable", "findings").
+CLEAN, FINDINGS, UNREADABLE = 0, 1, 1
 
 
 def register(subparsers: Any) -> None:
@@ -51,7 +53,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--address",
-        type=lambda text: int(text, 0),
+        type=parse_address,
         default=None,
         help="section address for --raw (default 0)",
     )
@@ -95,8 +97,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{rule:18} {text}")
         return CLEAN
     if not args.files:
-        print("pysframe check: no FILE given", file=sys.stderr)
-        return UNREADABLE
+        raise UsageError("check: no FILE given")
     status = CLEAN
     report: list[dict[str, Any]] = []
     for path in args.files:

@@ -12,7 +12,6 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SFrameError
 from .usage import UsageError
 
 if TYPE_CHECKING:
@@ -93,10 +92,7 @@ def run(args: argparse.Namespace) -> int:
         if args.inject:
             from ..elf.inject import inject_file
 
-            try:
-                inject_file(args.file, args.output, written, replace=args.replace)
-            except SFrameError as error:
-                raise _naming(args.file, error) from None
+            inject_file(args.file, args.output, written, replace=args.replace)
         else:
             from ..output import write_file
 
@@ -108,12 +104,6 @@ def run(args: argparse.Namespace) -> int:
         if args.compact:
             print(f"compacted: {len(written.data)} bytes", file=sys.stdout)
     return 0
-
-
-def _naming(path: str, error: SFrameError) -> SFrameError:
-    """``error`` with the input file's name in front, when its message lacks it."""
-    text = str(error)
-    return error if text.startswith(f"{path}:") else type(error)(f"{path}: {text}")
 
 
 def _warn_if_relocatable(path: str) -> None:
@@ -150,5 +140,7 @@ def print_report(path: str, result: GenerateResult) -> None:
         file=out,
     )
     print(
-        f"FREs: {result.section.header.num_fres}, section size: {len(result.data)} bytes", file=out
+        f"FREs: {result.section.header.num_fres}, section size: {len(result.data)} bytes, "
+        f"for address {result.section_address:#x}",
+        file=out,
     )

@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         plot_stats(results, summary, args.plot)
     failed = [r for r in results if r.error is not None]
     for r in failed:
-        print(f"pysframe: {r.error}", file=sys.stderr)
+        named = r.error if str(r.error).startswith(f"{r.path}:") else f"{r.path}: {r.error}"
+        print(f"pysframe: {named}", file=sys.stderr)
     return 1 if failed else 0
 
 

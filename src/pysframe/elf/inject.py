@@ -206,7 +206,7 @@ def _plan(
             _lowering_for_table(image, loads, table_size, page) if image.e_type == ET_EXEC else 0
         )
         if not shift:
-            raise ElfError(f"a loadable .sframe cannot be added safely: {reason}") from None
+            raise _Unsafe(f"a loadable .sframe cannot be added safely: {reason}") from None
         offset = _align(file_size + shift, page)
         return InjectionPlan(
             offset,
@@ -240,6 +240,10 @@ def _address_checked(image: ElfImage, address: int) -> int:
 
 class _NoRoom(ElfError):
     """The program header table cannot grow where it is."""
+
+
+class _Unsafe(ElfError):
+    """No layout that later tools keep valid exists for the file."""
 
 
 def _lowering_for_table(
@@ -364,7 +368,13 @@ def _room_for_table(
 def new_section_address(image: ElfImage) -> int:
     """The address :func:`inject_sframe` gives the ``.sframe`` section of ``image``."""
     _check_tables(image, image.file_size)
-    return _plan(image, image.file_size, allow_existing=True).sframe_address
+    try:
+        return _plan(image, image.file_size, allow_existing=True).sframe_address
+    except _Unsafe:
+        # Not injectable: the section describes the file all the same, at the first page
+        # above its segments (where a new segment would go).
+        loads = image.load_segments()
+        return _align(max(s.vaddr + s.memsz for s in loads), 0x1000)
 
 
 def inject_sframe(

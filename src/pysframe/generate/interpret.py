@@ -354,7 +354,8 @@ def _per_pc(
         if row.rules.cfa_kind != CfaKind.PER_PC or row.cfa_expression is None:
             out.append(row)
             continue
-        if end - row.begin > MAX_PER_PC:
+        if end - row.begin > MAX_PER_PC or pc_begin + end >= 1 << 63:
+            # Too many PCs to evaluate, or addresses a hostile FDE puts beyond int64.
             out.append(Row(row.begin, row.rules._replace(cfa_kind=CfaKind.OTHER)))
             continue
         offsets = np.arange(row.begin, end, dtype=np.int64)

@@ -26,7 +26,7 @@ from ..elf.sframe import ElfSFrame, require_sframe
 from ..errors import ElfError, SFrameError
 from ..format.compact import Compacted, CompactOptions, compact_section, safe_to_share
 from ..format.constants import PT_GNU_SFRAME
-from ..format.merge import describe, merge_sections, split_sections
+from ..format.merge import Piece, describe, merge_sections, split_sections
 from ..format.section import SFrameSection
 from ..generate import GenerateResult
 from ..input import read_input
@@ -164,6 +164,15 @@ def _write(
     return True
 
 
+def _pieces(path: str, name: str, stored: bytes, address: int) -> list[Piece]:
+    """The SFrame sections held back to back in ``stored``; SFrameError when there is none
+    (an empty or SHT_NOBITS section)."""
+    pieces = split_sections(stored, address)
+    if not pieces:
+        raise SFrameError(f"{path}: {name} holds no SFrame data ({len(stored)} bytes)")
+    return pieces
+
+
 def compact_file(
     path: str,
     output: str | None = None,
@@ -180,7 +189,7 @@ def compact_file(
     loaded = _load(path)
     stored = loaded.found.stored
     address = loaded.header.address
-    pieces = split_sections(stored, address)
+    pieces = _pieces(path, loaded.header.name, stored, address)
     if len(pieces) > 1:
         raise SFrameError(
             f"{path}: {loaded.header.name} holds {describe(pieces)}: pysframe repair merges them"
@@ -224,7 +233,7 @@ def repair_file(
     loaded = _load(path)
     stored = loaded.found.stored
     address = loaded.header.address
-    pieces = split_sections(stored, address)
+    pieces = _pieces(path, loaded.header.name, stored, address)
     found = describe(pieces)
     notes: list[str] = []
     if not loaded.segment:

@@ -6,10 +6,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..elf.image import ElfImage
-from ..elf.sframe import require_sframe
+from ..elf.sframe import find_sframe, require_sframe
 from ..errors import SFrameError
 from ..format.constants import FdeType, Flags, PcType
 from ..format.section import SFrameSection
+from .source import OtherSection, bare_section, generated_section, is_bare_section
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,9 @@ class SectionInfo:
     covered_bytes: int
     #: Bytes of executable code (:meth:`pysframe.elf.image.ElfImage.code_bytes`).
     text_bytes: int
+    #: Where the section came from: "section" (the file's own), "bare" (a bare section file)
+    #: or "generated" (from the file's CFI).
+    origin: str = "section"
 
     @property
     def coverage(self) -> float | None:
@@ -61,35 +65,69 @@ def covered_bytes(section: SFrameSection, relocatable: bool) -> int:
     return covered
 
 
-def section_info(path: str, name: str | None = None) -> SectionInfo:
-    """Summarise the SFrame section of ``path`` (ElfError / FormatError on failure)."""
+def section_info(
+    path: str,
+    name: str | None = None,
+    *,
+    raw: bool = False,
+    address: int | None = None,
+    generate: bool = False,
+) -> SectionInfo:
+    """Summarise the SFrame section of ``path`` (ElfError / FormatError on failure): an ELF
+    file's own, a bare section file (``raw``, or the SFrame magic; at ``address``), or one
+    generated from the file's CFI when it has none (``generate``; see
+    :mod:`pysframe.tools.source`)."""
+    if raw or is_bare_section(path):
+        return _summary(bare_section(path, address or 0), address or 0)
     with ElfImage.open(path) as image:
+        found = find_sframe(image, name)
+        if found is None and generate:
+            generated = generated_section(image)
+            return _summary(generated, generated.section.section_address)
         found = require_sframe(image, name)
         try:
             sframe = found.decode()
-            functions = list(sframe)
-            h = sframe.header
-            return SectionInfo(
-                file=path,
-                file_format=image.file_format,
-                section=found.name,
-                address=found.address,
-                size=len(sframe.data),
-                version=int(h.version),
-                abi=h.abi.name,
-                flags=[f.name or "" for f in Flags if f.value and h.flags & f],
-                cfa_fixed_fp_offset=h.cfa_fixed_fp_offset,
-                cfa_fixed_ra_offset=h.cfa_fixed_ra_offset,
-                functions=len(functions),
-                rows=sum(f.num_fres for f in functions),
-                flex_functions=sum(f.fde_type is FdeType.FLEX for f in functions),
-                pcmask_functions=sum(f.pc_type is PcType.MASK for f in functions),
-                signal_functions=sum(f.signal_frame for f in functions if h.version >= 3),
-                covered_bytes=covered_bytes(sframe, image.is_relocatable),
-                text_bytes=image.code_bytes(),
-            )
         except SFrameError as error:
             raise SFrameError(f"{path}: {found.name}: {error}") from None
+        other = OtherSection(
+            path,
+            found.name,
+            image.file_format,
+            sframe,
+            image.code_bytes(),
+            image.is_relocatable,
+            "section",
+        )
+        return _summary(other, found.address)
+
+
+def _summary(other: OtherSection, address: int) -> SectionInfo:
+    sframe = other.section
+    try:
+        functions = list(sframe)
+        h = sframe.header
+        return SectionInfo(
+            file=other.path,
+            file_format=other.file_format,
+            section=other.name,
+            address=address,
+            size=len(sframe.data),
+            version=int(h.version),
+            abi=h.abi.name,
+            flags=[f.name or "" for f in Flags if f.value and h.flags & f],
+            cfa_fixed_fp_offset=h.cfa_fixed_fp_offset,
+            cfa_fixed_ra_offset=h.cfa_fixed_ra_offset,
+            functions=len(functions),
+            rows=sum(f.num_fres for f in functions),
+            flex_functions=sum(f.fde_type is FdeType.FLEX for f in functions),
+            pcmask_functions=sum(f.pc_type is PcType.MASK for f in functions),
+            signal_functions=sum(f.signal_frame for f in functions if h.version >= 3),
+            covered_bytes=covered_bytes(sframe, other.relocatable),
+            text_bytes=other.code_bytes,
+            origin=other.origin,
+        )
+    except SFrameError as error:
+        raise SFrameError(f"{other.path}: {other.name}: {error}") from None
 
 
 def info_text(info: SectionInfo) -> str:
@@ -97,10 +135,14 @@ def info_text(info: SectionInfo) -> str:
     coverage = f"{info.covered_bytes} of {info.text_bytes} bytes of executable code" + (
         f" ({100 * info.coverage:.1f}%)" if info.coverage is not None else ""
     )
+    if info.origin == "bare":
+        coverage = f"{info.covered_bytes} bytes (a bare section: no code to compare with)"
     fixed = f"FP {info.cfa_fixed_fp_offset}, RA {info.cfa_fixed_ra_offset}"
+    origin = {"generated": " (generated from the file's CFI)", "bare": " (bare section file)"}
     lines = [
         f"file:           {info.file} ({info.file_format})",
-        f"section:        {info.section} at {info.address:#x}, {info.size} bytes",
+        f"section:        {info.section}{origin.get(info.origin, '')} at {info.address:#x}, "
+        f"{info.size} bytes",
         f"version:        {info.version}",
         f"abi:            {info.abi}",
         f"flags:          {', '.join(info.flags) or 'NONE'}",
