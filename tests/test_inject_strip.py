@@ -116,12 +116,23 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
     ls = Path("/usr/bin/ls")
     if ls.exists():
         shutil.copy(ls, work / "ls")
-        built["/usr/bin/ls"] = Case(
-            work / "ls",
-            lambda p: (lambda d: (d.returncode, d.stdout))(
-                subprocess.run([str(p), "-l", "/"], capture_output=True, text=True, timeout=60)
-            ),
-        )
+        # A listing that does not change while the tests run: files with fixed times.
+        listed = work / "listed"
+        listed.mkdir()
+        for number, name in enumerate(("alpha", "beta", "gamma.txt")):
+            (listed / name).write_text(name * (number + 1))
+            os.utime(listed / name, (1_700_000_000, 1_700_000_000 + number))
+
+        def run_ls(path: Path) -> tuple[int, str]:
+            done = subprocess.run(
+                [str(path), "-l", "--full-time", "-t", str(listed)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            return done.returncode, done.stdout
+
+        built["/usr/bin/ls"] = Case(work / "ls", run_ls)
     reference = _reference_bin()
     if reference is not None:
         as_dir = Path(os.environ.get("GAS", str(reference / "as"))).parent
