@@ -342,3 +342,22 @@ def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignor
         assert rows == translated.rows
         compared += 1
     assert compared > 100
+
+
+def test_bulk_generation_across_chunks() -> None:
+    """More functions than one chunk of the bulk path (bulk.CHUNK) holds, programs shared
+    across chunk boundaries: the same section as the per-function path."""
+    abi, order, cie, pieces = CASES[0]
+    rng = random.Random(2026)
+    fdes: list[tuple[int, int, bytes]] = []
+    for index in range(2 * bulk.CHUNK + 123):
+        if fdes and rng.random() < 0.5:
+            program = fdes[rng.randrange(len(fdes))][2]
+        else:
+            program = random_program(rng, pieces, handled_only=True)
+        fdes.append((0x4000 + 0x100 * index, rng.choice([8, 40, 0x80, 0x200]), program))
+    data = eh_frame(order, cie, fdes)
+    assert outcome(data, abi, 3) == outcome(data, abi, 3, bulk=False)
+    cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=order == ">")
+    done = bulk.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], order == ">"))
+    assert sum(made is not None for made in done) > 2 * bulk.CHUNK  # the chunks were used
