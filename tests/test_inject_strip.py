@@ -48,6 +48,17 @@ int main(int argc, char **argv) {
     return 3;
 }
 """
+#: A package note as systemd's tools add them (.note.package, owner "FDO"): the linker puts it
+#: after .note.ABI-tag in the same PT_NOTE, which then reaches past the sections in the way of
+#: the growing program header table and moves whole with them.
+PACKAGE_NOTE = r"""
+#include <stdio.h>
+__asm__(".pushsection .note.package,\"a\",@note\n"
+        ".balign 4\n .long 4\n .long 2f-1f\n .long 0xcafe1a7e\n .asciz \"FDO\"\n"
+        "1: .asciz \"{\\\"type\\\":\\\"deb\\\",\\\"name\\\":\\\"pysframe-test\\\"}\"\n"
+        "2: .balign 4\n .popsection\n");
+int main(void) { puts("package note"); return 0; }
+"""
 LIBRARY = r"""
 int scaled(int x) { return 3 * x + 1; }
 """
@@ -100,6 +111,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
         "non-pie": Case(_gcc(work, "nopie", HELLO, "-no-pie"), _run_program),
         "static": Case(_gcc(work, "static", HELLO, "-static"), _run_program),
         "static-pie": Case(_gcc(work, "spie", HELLO, "-static-pie"), _run_program),
+        "pie with a package note": Case(_gcc(work, "note", PACKAGE_NOTE), _run_program),
     }
     library = _gcc(work, "libscaled.so", LIBRARY, "-shared", "-fPIC")
     user = _gcc(work, "user", LIBRARY_USER, f"-Wl,-rpath,{work / 'lib'}", libraries=(str(library),))
@@ -182,6 +194,7 @@ CASE_NAMES = [
     "non-pie",
     "static",
     "static-pie",
+    "pie with a package note",
     "shared library",
     "pie linked by lld",
     "/usr/bin/ls",
@@ -212,6 +225,14 @@ def test_injected_file_survives(
     assert case.run(processed) == expected
     assert _sframe_text(processed) == _sframe_text(injected)
     assert _check_errors(processed, capsys) == ""
+    assert _notes(processed) == _notes(injected) == _notes(case.path)
+
+
+def _notes(path: Path) -> str:
+    """The notes as readelf prints them (moved notes must still be found and read)."""
+    return subprocess.run(
+        ["readelf", "-n", str(path)], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _section_map(path: Path) -> dict[str, tuple[int, bytes]]:

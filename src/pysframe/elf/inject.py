@@ -319,9 +319,19 @@ def _room_for_table(
     start, end = min(s.offset for s in in_way), max(s.offset + s.size for s in in_way)
     if start < old_end:
         raise _NoRoom("a section overlaps the program header table")
-    # The block is every section inside [start, end), grown until none straddles its end.
+    # The block is every section inside [start, end), grown until no section straddles its
+    # end, nor a note or interpreter segment (which moves whole, with all it describes).
+    movable_segments = [
+        s for s in segments if s.type in _MOVABLE_SEGMENTS and s.filesz and s.offset >= start
+    ]
     while True:
-        grown = max([end, *(s.offset + s.size for s in sections if start <= s.offset < end)])
+        grown = max(
+            [
+                end,
+                *(s.offset + s.size for s in sections if start <= s.offset < end),
+                *(s.offset + s.filesz for s in movable_segments if s.offset < end),
+            ]
+        )
         if grown == end:
             break
         end = grown
