@@ -15,9 +15,9 @@ Header" and "Sections"), so that strip, objcopy and eu-strip keep it running:
   first segment lowered by whole pages instead (every later file offset moves, no address
   does); a position-independent file is refused with the reason;
 * a new read-only ``PT_LOAD`` at the first page after the file's last byte and the first
-  page address above every segment's memory (no ``.bss`` written out, appended bytes left
-  where they are), holding the moved block and then the SFrame data, and ``PT_GNU_SFRAME``
-  covering the SFrame data (errata 1);
+  page address above every segment's memory and a gap as large as the largest dynamic symbol
+  (no ``.bss`` written out, appended bytes left where they are), holding the moved block and
+  then the SFrame data, and ``PT_GNU_SFRAME`` covering the SFrame data (errata 1);
 * a new section header table: the old headers plus ``.sframe`` (``SHT_GNU_SFRAME``,
   ``SHF_ALLOC``, 8-byte aligned), and a copy of the section-name string table with
   ``.sframe`` appended.
@@ -68,11 +68,13 @@ from .layout import (
     SHT_STRTAB,
     SHT_SYMTAB,
     SYM_SHNDX_FIELD,
+    SYM_SIZE_FIELD,
     SYM_VALUE_FIELD,
     dyn_struct,
     is_address_tag,
     phdr_struct,
     shdr_struct,
+    sym_dtype,
     sym_struct,
 )
 
@@ -192,7 +194,7 @@ def _plan(
     # above every segment's memory, each page aligned, so that p_offset and p_vaddr agree
     # modulo the page size without writing out a .bss or padding the file up to its end.
     offset = _align(file_size, page)
-    address = _align(end_address, page)
+    address = _align(end_address + _largest_dynamic_symbol(image), page)
     # The old entries, the new PT_LOAD, and PT_GNU_SFRAME unless an old one is reused.
     entry_size = phdr_struct(image.elfclass, image.big_endian).size
     table_size = (len(segments) + (1 if replace and has_segment else 2)) * entry_size
@@ -236,6 +238,30 @@ def _address_checked(image: ElfImage, address: int) -> int:
     if address >= 1 << (64 if image.elfclass == 64 else 32):
         raise ElfError("no address is left above the file's segments for a new one")
     return address
+
+
+#: Dynamic symbols larger than this do not widen the gap below the new segment.
+_GAP_LIMIT = 16 << 20
+
+
+def _largest_dynamic_symbol(image: ElfImage) -> int:
+    """The size of the largest dynamic symbol (up to 16 MiB), left free below the new
+    segment: eu-elflint takes a dynamic relocation's offset plus its symbol's size as the
+    bytes it writes, and calls a read-only segment within reach a text relocation."""
+    import numpy as np
+
+    dynsym = next((s for s in _section_headers(image) if s.type == SHT_DYNSYM), None)
+    if dynsym is None or dynsym.flags & SHF_COMPRESSED:
+        return 0
+    dtype = sym_dtype(image.elfclass, image.big_endian)
+    try:
+        data = image.section_data(dynsym)
+    except ElfError:  # a damaged table: no gap (the injection itself decides about the file)
+        return 0
+    symbols = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    sizes = symbols[f"f{SYM_SIZE_FIELD[image.elfclass]}"]
+    sizes = sizes[sizes <= _GAP_LIMIT]
+    return int(sizes.max()) if len(sizes) else 0
 
 
 class _NoRoom(ElfError):
@@ -599,10 +625,7 @@ def _relocate_symbols(
     import numpy as np
 
     layout = sym_struct(bits, big_endian)
-    order = ">" if big_endian else "<"
-    codes = {"I": "u4", "B": "u1", "H": "u2", "Q": "u8"}
-    fields = layout.format[1:]
-    dtype = np.dtype([(f"f{i}", order + codes[c]) for i, c in enumerate(fields)])
+    dtype = sym_dtype(bits, big_endian)
     value, shndx = f"f{SYM_VALUE_FIELD[bits]}", f"f{SYM_SHNDX_FIELD[bits]}"
     indexes = np.array(moved.sections, dtype=np.uint16)
     for section in headers:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from dataclasses import astuple, dataclass
 from functools import cache
+from typing import Any
 
 from ..errors import ElfError
 
@@ -264,12 +265,23 @@ def dyn_struct(bits: int, big_endian: bool) -> struct.Struct:
 #: st_info, st_other, st_shndx, st_value, st_size.
 SYM_FIELDS: dict[int, str] = {32: "IIIBBH", 64: "IBBHQQ"}
 SYM_VALUE_FIELD: dict[int, int] = {32: 1, 64: 4}
+SYM_SIZE_FIELD: dict[int, int] = {32: 2, 64: 5}
 SYM_SHNDX_FIELD: dict[int, int] = {32: 5, 64: 3}
 
 
 @cache
 def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
     return struct.Struct(byte_order(big_endian) + SYM_FIELDS[bits])
+
+
+def sym_dtype(bits: int, big_endian: bool) -> Any:
+    """The numpy dtype of a symbol (fields ``f0``.. in :data:`SYM_FIELDS` order); numpy is
+    imported here, by the callers that read symbol tables in bulk."""
+    import numpy as np
+
+    codes = {"I": "u4", "B": "u1", "H": "u2", "Q": "u8"}
+    order = ">" if big_endian else "<"
+    return np.dtype([(f"f{i}", order + codes[c]) for i, c in enumerate(SYM_FIELDS[bits])])
 
 
 # -- the dynamic linker's debugger interface (glibc <link.h>, LP64) ----------------------------
