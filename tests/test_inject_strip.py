@@ -359,3 +359,41 @@ def test_injected_file_adds_no_elflint_error(
     assert main(args + (["--replace"] if case.replace else [])) == 0
     before = _elflint(case.path)
     assert [line for line in _elflint(injected) if line not in before] == []
+
+
+@pytest.mark.parametrize(
+    "tool", ["aarch64-linux-gnu-strip", "aarch64-linux-gnu-objcopy", "eu-strip"]
+)
+def test_lowered_aarch64_static_program_survives(tool: str, tmp_path: Path) -> None:
+    """A static AArch64 program has no room after its program header table (its .rela.plt
+    cannot move), so its first segment is lowered by a 64 KiB page.  Its glibc reads the
+    program headers through __ehdr_start, the old first address: the original headers stay
+    there, in a section that strip and objcopy keep."""
+    needed = ["aarch64-linux-gnu-gcc", "qemu-aarch64", tool.split()[0]]
+    missing = [name for name in needed if shutil.which(name) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    program = tmp_path / "hello"
+    (tmp_path / "hello.c").write_text(HELLO)
+    subprocess.run(
+        ["aarch64-linux-gnu-gcc", "-O2", "-static", "-o", str(program), str(tmp_path / "hello.c")],
+        check=True,
+    )
+
+    def run(path: Path) -> tuple[int, str]:
+        done = subprocess.run(
+            ["qemu-aarch64", str(path), "20"], capture_output=True, text=True, timeout=60
+        )
+        return done.returncode, done.stdout
+
+    injected, processed = tmp_path / "injected", tmp_path / "processed"
+    assert main(["generate", str(program), "--inject", "-o", str(injected)]) == 0
+    with ElfImage.open(str(injected)) as image:
+        kept = image.section(".pysframe.ehdr")
+        assert kept is not None and kept.data()[:4] == b"\x7fELF"
+        assert image.load_segments()[0].vaddr == 0x400000 - 0x10000
+    if tool.endswith("objcopy"):
+        subprocess.run([tool, str(injected), str(processed)], check=True)
+    else:
+        subprocess.run([tool, "-o", str(processed), str(injected)], check=True)
+    assert run(processed) == run(injected) == run(program) == (3, "fib(20) = 6765\n")

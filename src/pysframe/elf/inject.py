@@ -78,6 +78,9 @@ from .layout import (
     sym_struct,
 )
 
+#: The section that keeps a lowered executable's original ELF header and program headers.
+ORIGINAL_HEADERS = ".pysframe.ehdr"
+
 #: What the messages call the file (the caller names it).
 _NAME = "ELF file"
 
@@ -525,6 +528,7 @@ def _inject(
         flags=SHF_ALLOC,
         addralign=8,
     )
+    added: list[ElfSection] = []
     if old_index is not None:
         old = headers[old_index]
         headers[old_index] = dataclasses.replace(
@@ -537,14 +541,33 @@ def _inject(
             entsize=old.entsize,
         )
         rewrite = True
-    elif names_known:
+    else:
+        added.append(new_sframe)
+    if plan.file_shift:
+        # The old ELF header and program header table stay at the old first address, where
+        # a static program's __ehdr_start points (AArch64's glibc reads the program headers
+        # through it); a section covers them so that strip and objcopy keep their bytes.
+        first = min((s for s in segments if s.type == PT_LOAD), key=lambda s: s.vaddr)
+        added.append(
+            ElfSection(
+                index=len(headers) + len(added),
+                name=ORIGINAL_HEADERS,
+                type=SHT_PROGBITS,
+                address=first.vaddr + plan.file_shift,
+                offset=plan.file_shift,
+                size=header.phoff + header.phnum * header.phentsize,
+                flags=SHF_ALLOC,
+                addralign=8,
+            )
+        )
+    if added and names_known:
         names_hdr = headers[header.shstrndx]
         names = bytes(out[names_hdr.offset : names_hdr.offset + names_hdr.size])
-        name_offset = len(names)
-        names += b".sframe\0"
+        for section in added:
+            headers.append(dataclasses.replace(section, name_offset=len(names)))
+            names += section.name.encode() + b"\0"
         headers[header.shstrndx] = dataclasses.replace(names_hdr, offset=len(out), size=len(names))
         out += names
-        headers.append(dataclasses.replace(new_sframe, name_offset=name_offset))
         rewrite = True
     if rewrite:
         out += bytes(_align(len(out), 8) - len(out))
