@@ -37,7 +37,7 @@ def same_file(first: str, second: str) -> bool:
 
 def write_file(
     path: str,
-    chunks: bytes | Iterable[bytes],
+    chunks: bytes | bytearray | Iterable[bytes],
     *,
     input_path: str | None = None,
     in_place: bool = False,

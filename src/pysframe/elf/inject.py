@@ -426,12 +426,13 @@ def inject_sframe(
     their own position); :func:`plan_injection` (with the same ``replace``) gives it.
     """
     with _image(data) as image:
-        return _inject(image, data, sframe, plan, replace)
+        return bytes(_inject(image, data, sframe, plan, replace))
 
 
 def _inject(
     image: ElfImage, data: bytes, sframe: bytes, plan: InjectionPlan | None, replace: bool
-) -> bytes:
+) -> bytearray:
+    """The new file's bytes (a bytearray: the caller writes it without another copy)."""
     header = image.header
     bits, big_endian = header.bits, header.big_endian
     plan = plan or _plan(image, len(data), replace=replace)
@@ -579,7 +580,7 @@ def _inject(
         shoff, shnum = header.shoff + (plan.file_shift if header.shnum else 0), header.shnum
     new_header = dataclasses.replace(header, shoff=shoff, phnum=len(table), shnum=shnum)
     out[: len(new_header.pack())] = new_header.pack()
-    return bytes(out)
+    return out
 
 
 def _lowered(
@@ -689,7 +690,8 @@ def inject_file(
     data = section.data
     if plan.sframe_address != section.section_address:
         data = section.encode(plan.sframe_address)
-    new = inject_sframe(original, data, plan, replace=replace)
+    with _image(original) as image:
+        new = _inject(image, original, data, plan, replace)
     # Atomically, never over the input, a new file with the input's permissions.
     write_file(output, new, input_path=path, mode_from=path)
 
