@@ -51,7 +51,30 @@ def register(subparsers: Any) -> None:
         "--no-generate", action="store_true",
         help="do not generate SFrame from .eh_frame for modules without .sframe",
     )
+    add_symbol_options(parser)
     parser.set_defaults(func=run)
+
+
+def add_symbol_options(parser: argparse.ArgumentParser) -> None:
+    """--debug-dir and --no-demangle, shared by the commands that name functions."""
+    parser.add_argument(
+        "--debug-dir", metavar="DIR", action="append", dest="debug_dirs",
+        help="look for separate debug files under DIR (by build ID in DIR/.build-id/, and by "
+        "debuglink in DIR/<the file's directory>/), like gdb's debug-file-directory; may be "
+        "repeated (default: /usr/lib/debug)",
+    )
+    parser.add_argument(
+        "--no-demangle", dest="demangle", action="store_false",
+        help="print C++ and Rust function names as they are stored (mangled)",
+    )
+
+
+def symbol_options(args: argparse.Namespace) -> Any:
+    """The :class:`pysframe.unwind.symbolize.SymbolOptions` the arguments ask for."""
+    from ..unwind.symbolize import DEFAULT_DEBUG_DIRS, SymbolOptions
+
+    dirs = tuple(args.debug_dirs) if args.debug_dirs else DEFAULT_DEBUG_DIRS
+    return SymbolOptions(debug_dirs=dirs, demangle=args.demangle)
 
 
 def _remote_address(text: str) -> str:
@@ -81,18 +104,21 @@ def run(args: argparse.Namespace) -> int:
     if args.max_frames < 1:
         raise UnwindError(f"--max-frames must be at least 1, not {args.max_frames}")
     generate = not args.no_generate
+    symbols = symbol_options(args)
     if args.remote:
         report = stack_of_remote(
             args.remote, args.exe, sysroot=args.sysroot, resume=args.resume,
-            max_frames=args.max_frames, generate=generate,
+            max_frames=args.max_frames, generate=generate, symbols=symbols,
         )
     elif args.core:
         report = stack_of_core(
             args.core, args.exe, sysroot=args.sysroot, max_frames=args.max_frames,
-            generate=generate,
+            generate=generate, symbols=symbols,
         )
     else:
-        report = stack_of_process(args.pid, max_frames=args.max_frames, generate=generate)
+        report = stack_of_process(
+            args.pid, max_frames=args.max_frames, generate=generate, symbols=symbols
+        )
     for warning in module_warnings(report):
         print(f"pysframe: warning: {warning}", file=sys.stderr)
     if args.json:

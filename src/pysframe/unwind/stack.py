@@ -42,6 +42,9 @@ from .modules import (
 )
 from .ptrace import ThreadState, attach
 from .remote import RemoteTarget
+from .symbolize import SymbolOptions
+
+_DEFAULT_SYMBOLS = SymbolOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +62,14 @@ class StackReport:
 
 
 def stack_of_process(
-    pid: int, *, max_frames: int = DEFAULT_MAX_FRAMES, generate: bool = True
+    pid: int,
+    *,
+    max_frames: int = DEFAULT_MAX_FRAMES,
+    generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
-    """Stop every thread of ``pid``, unwind them all, detach."""
+    """Stop every thread of ``pid``, unwind them all, detach.  ``symbols``: how frames are
+    named (debug directories, demangling)."""
     try:
         mappings = process_mappings(pid)
     except FileNotFoundError:
@@ -69,13 +77,15 @@ def stack_of_process(
     except PermissionError:
         raise UnwindError(f"no permission to read the mappings of process {pid}") from None
     # Generating SFrame for the modules happens before the threads are stopped.
-    modules = load_modules(mappings, generate=generate)
+    modules = load_modules(mappings, generate=generate, symbols=symbols)
     with attach(pid) as process:
         now = process_mappings(pid)
         vdso = process_vdso_address(pid)
         if now != mappings or vdso is not None:
             # Files already read are cached: this reads the vDSO and compares build IDs.
-            modules = load_modules(now, process.read_memory, generate=generate, vdso=vdso)
+            modules = load_modules(
+                now, process.read_memory, generate=generate, vdso=vdso, symbols=symbols
+            )
         unwinder = Unwinder(process.abi, modules, max_frames=max_frames)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, process.read_memory))
@@ -91,12 +101,14 @@ def stack_of_core(
     sysroot: str | None = None,
     max_frames: int = DEFAULT_MAX_FRAMES,
     generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
     """Unwind every thread recorded in a core file; ``sysroot`` holds the files of the machine
     that dumped it (gdb's ``set sysroot``)."""
     with CoreFile(path, exe, sysroot) as core:
         modules = load_modules(
-            core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address
+            core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address,
+            symbols=symbols,
         )
         unwinder = Unwinder(core.abi, modules, max_frames=max_frames, va_bits=core.va_bits)
         threads = tuple(
@@ -114,6 +126,7 @@ def stack_of_remote(
     resume: bool = False,
     max_frames: int = DEFAULT_MAX_FRAMES,
     generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
     """Unwind every thread of a program stopped under a GDB remote stub at ``HOST:PORT``
     (after letting it run to its next stop, with ``resume``), then detach.  ``exe``: the
@@ -134,7 +147,8 @@ def stack_of_remote(
         mappings = layout.mappings(bias, space.page_size)
         mappings += shared_object_mappings(space, layout, bias, sysroot)
         modules = load_modules(
-            mappings, target.read_memory, generate=generate, vdso=auxv.get(AT_SYSINFO_EHDR)
+            mappings, target.read_memory, generate=generate, vdso=auxv.get(AT_SYSINFO_EHDR),
+            symbols=symbols,
         )
         remote_threads = target.threads()
         states = [ThreadState(t.tid, target.registers(t, abi)) for t in remote_threads]
