@@ -24,6 +24,7 @@ from pysframe.cli import main as cli_main
 from pysframe.elf.debuginfo import DEFAULT_DEBUG_DIRS, build_id_path
 from pysframe.elf.image import ElfImage
 from pysframe.unwind.core import Frame
+from pysframe.unwind.demangle import bare_name as without_signature
 from pysframe.unwind.stack import StackReport, stack_of_process
 from pysframe.unwind.symbolize import SymbolOptions, symbols_of_file
 from stack_support import (
@@ -108,31 +109,6 @@ def named(
         yield request.param, report, gdb
 
 
-def without_signature(name: str) -> str:
-    """``int recurse<0>(shapes::Box<int>&)`` -> ``recurse<0>``: a demangled function name without
-    its clone suffix, parameter list, qualifiers and return type."""
-    name = name.split(" [clone ", 1)[0]
-    depth, end = 0, len(name)
-    for index in range(len(name) - 1, -1, -1):  # the parameter list: the last top-level (...)
-        if name[index] == ")":
-            depth += 1
-        elif name[index] == "(":
-            depth -= 1
-            if depth == 0:
-                end = index
-                break
-    name = name[:end]
-    depth = 0
-    for index in range(len(name) - 1, -1, -1):  # a return type: before the last top-level space
-        if name[index] in ">)":
-            depth += 1
-        elif name[index] in "<(":
-            depth -= 1
-        elif name[index] == " " and depth == 0:
-            return name[index + 1 :]
-    return name
-
-
 def test_without_signature() -> None:
     assert without_signature("int recurse<0>(shapes::Box<int>&)") == "recurse<0>"
     assert without_signature("shapes::Box<long>::spin_inside(int) [clone .isra.0]") == (
@@ -140,6 +116,7 @@ def test_without_signature() -> None:
     )
     assert without_signature("std::thread::join()") == "std::thread::join"
     assert without_signature("main") == "main"
+    assert without_signature("Vec::operator new(unsigned long)") == "Vec::operator new"
 
 
 def same_function(frame: Frame, gdb_name: str, program: Path) -> bool:
@@ -235,3 +212,32 @@ def test_running_threads_are_not_needed(programs: dict[str, Path]) -> None:
     with run_program(programs["debuglink"], 0, 0, stop=False) as running:
         report = stack_of_process(running.pid)
         assert all(t.backtrace.frames[0].symbol for t in report.threads)
+
+
+def test_lookup_by_demangled_and_mangled_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lookup`` takes C++ names as they print (with or without the parameter list) or
+    mangled, names the function of each PC, and finds the names in the separate debug file."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    program = tmp_path / "cxx_prog"
+    try:
+        run("g++", "-O2", "-g", "-pthread", "-Wa,--gsframe", "-o", str(program),
+            str(SOURCES / "cxx_prog.cc"))
+        run("objcopy", "--only-keep-debug", "cxx_prog", "cxx_prog.debug", cwd=tmp_path)
+        run("strip", "--strip-all", "cxx_prog", cwd=tmp_path)
+        run("objcopy", "--add-gnu-debuglink=cxx_prog.debug", "cxx_prog", cwd=tmp_path)
+    except Unavailable as why:
+        pytest.skip(str(why))
+    spin = "shapes::Box<int>::spin_inside(int)"
+    assert cli_main(["lookup", str(program), f"{spin}+4", "recurse<1>", "main"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"<{spin}+0x4>: function " in lines[0]
+    assert "<int recurse<1>(shapes::Box<int>&)>: function " in lines[1]
+    assert "<main>: function " in lines[2]
+    mangled = "_ZN6shapes3BoxIiE11spin_insideEi"
+    assert cli_main(["lookup", "--no-demangle", str(program), mangled]) == 0
+    assert f"<{mangled}>: function " in capsys.readouterr().out
+    assert cli_main(["lookup", str(program), "no::such(int)"]) == 1
+    assert "no function symbol no::such(int)" in capsys.readouterr().err

@@ -1,7 +1,10 @@
 """``pysframe lookup FILE PC...``: the CFA, FP and RA rules that apply at each PC.
 
-PCs are addresses as the section shows them (``pysframe dump``), in hex (``0x...``) or decimal.
-The lookup follows libsframe's ``sframe_find_fre``.  Exit status 1 if any PC has no row.
+PCs are addresses as the section shows them (``pysframe dump``), in hex (``0x...``) or decimal,
+or a function symbol of the file with an optional offset (``main``, ``main+0x10``; C++ and Rust
+names mangled or demangled).  Each result names the function symbol holding the PC, as ``stack``
+names frames (separate debug files included).  The lookup follows libsframe's
+``sframe_find_fre``.  Exit status 1 if any PC has no row.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 from typing import Any
 
 from ..errors import SFrameError
+from .symbol_args import add_symbol_options, symbol_options
 
 
 def parse_pc(text: str) -> int:
@@ -25,17 +29,33 @@ def parse_pc(text: str) -> int:
     return value
 
 
+def parse_location(text: str) -> int | tuple[str, int]:
+    """An address (:func:`parse_pc`: anything that starts with a digit or a sign), or a
+    symbol name with an optional ``+OFFSET`` (hex or decimal): (name, offset)."""
+    if not text or text[0].isdigit() or text[0] in "+-":
+        return parse_pc(text)
+    name, plus, offset = text.rpartition("+")
+    if plus and name and offset and offset[0].isdigit():
+        return name, parse_pc(offset)
+    return text, 0
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "lookup",
         help="show the frame rules at PCs",
         description="Print the CFA, FP and RA rules that apply at each PC (hex 0x... or "
-        "decimal), found as libsframe's sframe_find_fre finds them.",
+        "decimal, or SYMBOL[+OFFSET]), found as libsframe's sframe_find_fre finds them, and "
+        "the function symbol that holds it.",
     )
     parser.add_argument("file", metavar="FILE", help="ELF file")
-    parser.add_argument("pcs", nargs="+", metavar="PC", type=parse_pc, help="addresses")
+    parser.add_argument(
+        "pcs", nargs="+", metavar="PC", type=parse_location,
+        help="addresses, or function symbols with an optional +OFFSET",
+    )
     parser.add_argument("--section", metavar="NAME", help="section to read (default: .sframe)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_symbol_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -43,18 +63,50 @@ def run(args: argparse.Namespace) -> int:
     from ..elf.image import ElfImage
     from ..elf.sframe import require_sframe
     from ..tools.lookup_text import result_json, result_text
+    from ..unwind.symbolize import symbols_of_file
+
     path: str = args.file
+    options = symbol_options(args)
     with ElfImage.open(path) as image:
         found = require_sframe(image, args.section)
+        # An object's symbols are offsets in their own sections, not the section's PCs.
+        symbols = None if image.is_relocatable else symbols_of_file(path, options.debug_dirs)
+        pcs = [_address(path, symbols, location) for location in args.pcs]
         try:
             section = found.decode()
-            results = [(pc, section.lookup(pc)) for pc in args.pcs]
+            results = [(pc, section.lookup(pc)) for pc in pcs]
         except SFrameError as error:
             raise SFrameError(f"{path}: {found.name}: {error}") from None
+    names = symbols.find_many(pcs) if symbols is not None else [None] * len(pcs)
+    named = [None if n is None else (options.name(n[0]), n[1]) for n in names]
     if args.json:
-        json.dump([result_json(section, pc, r) for pc, r in results], sys.stdout, indent=1)
+        pairs = zip(results, named, strict=True)
+        json.dump([result_json(section, pc, r, name) for (pc, r), name in pairs], sys.stdout,
+                  indent=1)
         sys.stdout.write("\n")
     else:
-        for pc, r in results:
-            sys.stdout.write(result_text(section, pc, r) + "\n")
+        for (pc, r), name in zip(results, named, strict=True):
+            sys.stdout.write(result_text(section, pc, r, name) + "\n")
     return 0 if all(r is not None for _, r in results) else 1
+
+
+def _address(path: str, symbols: Any, location: int | tuple[str, int]) -> int:
+    if isinstance(location, int):
+        return location
+    name, offset = location
+    if symbols is None:
+        raise SFrameError(f"{path}: a relocatable object: give addresses, not symbols ({name})")
+    found = symbols.by_name(name)
+    if not found:
+        raise SFrameError(f"{path}: no function symbol {name}")
+    starts = sorted({s.address for s in found})
+    if len(starts) > 1:
+        raise SFrameError(
+            f"{path}: {len(starts)} functions are called {name} (at "
+            + ", ".join(f"{s:#x}" for s in starts) + "): give an address"
+        )
+    symbol = found[0]
+    if offset and symbol.size and offset >= symbol.size:
+        raise SFrameError(f"{path}: {name}+{offset:#x} is past the end of {name} "
+                          f"({symbol.size:#x} bytes)")
+    return int(starts[0] + offset)

@@ -61,6 +61,32 @@ def demangle(name: str) -> str:
         return name
 
 
+def bare_name(name: str) -> str:
+    """A demangled function name without its clone suffix, parameter list, qualifiers and
+    return type, as gdb names a function from DWARF: ``int recurse<0>(Box<int>&)`` ->
+    ``recurse<0>``, ``f(int) [clone .isra.0]`` -> ``f``."""
+    name = name.split(" [clone ", 1)[0]
+    depth, end = 0, len(name)
+    for index in range(len(name) - 1, -1, -1):  # the parameter list: the last top-level (...)
+        if name[index] == ")":
+            depth += 1
+        elif name[index] == "(":
+            depth -= 1
+            if depth == 0:
+                end = index
+                break
+    name = name[:end]
+    depth = 0
+    for index in range(len(name) - 1, -1, -1):  # a return type ends at the last top-level space
+        if name[index] in ">)":
+            depth += 1
+        elif name[index] in "<(":
+            depth -= 1
+        elif name[index] == " " and depth == 0 and not name[:index].endswith("operator"):
+            return name[index + 1 :]
+    return name
+
+
 def demangler_available() -> bool:
     """Whether C++ names can be demangled here."""
     if not _loaded:
@@ -68,4 +94,4 @@ def demangler_available() -> bool:
     return _cxx is not None
 
 
-__all__ = ["demangle", "demangler_available"]
+__all__ = ["bare_name", "demangle", "demangler_available"]

@@ -28,7 +28,7 @@ from ..elf.symbols import (
     read_function_symbols,
 )
 from ..errors import SFrameError
-from .demangle import demangle
+from .demangle import bare_name, demangle
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,7 +75,7 @@ class ModuleSymbols:
                     table.symbol(index)
                     for index, mangled in enumerate(table.names)
                     if mangled.startswith(("_Z", "_R"))
-                    and name in (text := demangle(mangled), text.split("(", 1)[0])
+                    and name in (text := demangle(mangled), bare_name(text))
                 ]
             if found:
                 return found
