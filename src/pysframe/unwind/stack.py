@@ -14,6 +14,7 @@ outermost frame says why on a last line.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,11 +23,12 @@ from typing import Any
 from ..elf.layout import AT_ENTRY
 from ..errors import SFrameError, UnwindError
 from . import DEFAULT_MAX_FRAMES
-from .core import Backtrace, Frame, FrameSource, StopKind, Unwinder
+from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
 from .corefile import CoreFile
 from .loadmap import (
     AddressSpace,
     ElfLayout,
+    build_id_in_memory,
     lookup_paths,
     place_executable,
     shared_object_mappings,
@@ -59,6 +61,8 @@ class StackReport:
     kind: str  # "process", "core" or "remote"
     threads: tuple[ThreadTrace, ...]
     modules: ModuleTable
+    #: Lines to warn with, each ``FILE: why`` (an executable that is not the core's).
+    warnings: tuple[str, ...] = ()
 
 
 def stack_of_process(
@@ -104,18 +108,53 @@ def stack_of_core(
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
     """Unwind every thread recorded in a core file; ``sysroot`` holds the files of the machine
-    that dumped it (gdb's ``set sysroot``)."""
+    that dumped it (gdb's ``set sysroot``).  ``exe`` must exist; when its build ID is not the
+    one the core holds for its executable, the report warns, and frames in it are marked."""
+    if exe is not None and not os.path.isfile(exe):
+        why = "not a file" if os.path.exists(exe) else "No such file or directory"
+        raise UnwindError(f"{exe}: {why}")
     with CoreFile(path, exe, sysroot) as core:
         modules = load_modules(
             core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address,
             symbols=symbols,
         )
+        warnings: tuple[str, ...] = ()
+        mismatch = _executable_mismatch(core, exe)
+        if exe is not None and mismatch is not None:
+            modules = ModuleTable(
+                dataclasses.replace(m, info=ModuleInfo(m.path, problem=mismatch))
+                if m.path == exe else m
+                for m in modules.modules
+            )
+            warnings = (f"{exe}: {mismatch}",)
         unwinder = Unwinder(core.abi, modules, max_frames=max_frames, va_bits=core.va_bits)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, core.read_memory))
             for state in core.threads
         )
-        return StackReport(core.pid, "core", threads, modules)
+        return StackReport(core.pid, "core", threads, modules, warnings)
+
+
+def _executable_mismatch(core: CoreFile, exe: str | None) -> str | None:
+    """Why ``exe`` is not the executable the core was dumped from: its build ID (the
+    NT_GNU_BUILD_ID note of the file) is not the one the core holds in the first page of the
+    executable's mapping.  None when they agree or either has none to compare."""
+    if exe is None:
+        return None
+    starts = [m.start for m in core.mappings if m.path == exe and m.file_offset == 0]
+    if not starts:
+        return None
+    dumped = build_id_in_memory(core.read_dumped, min(starts))
+    try:
+        own = ElfLayout.read(exe).build_id
+    except SFrameError as error:
+        raise UnwindError(str(error)) from None
+    if dumped is None or own is None or dumped == own:
+        return None
+    return (
+        f"build ID {own.hex()} is not the one in {core.path} ({dumped.hex()}): the core was "
+        "dumped from another build of the program"
+    )
 
 
 def stack_of_remote(
@@ -209,14 +248,18 @@ def report_lines(report: StackReport) -> Iterator[str]:
 
 
 def module_warnings(report: StackReport) -> list[str]:
-    """One line per module whose frames could not use its data (unreadable or hostile file,
-    build-id mismatch...): its frames went on by the frame-pointer chain, marked."""
+    """The report's warnings, then one line per module whose frames could not use its data
+    (unreadable or hostile file, build-id mismatch...): its frames went on by the
+    frame-pointer chain, marked."""
     used = {frame.module for thread in report.threads for frame in thread.backtrace.frames}
-    return [
+    lines = list(report.warnings)
+    lines += [
         f"{module.path}: {module.info.problem}"
         for module in report.modules.modules
-        if module.info.problem and module.path in used
+        if module.info.problem and module.path in used and f"{module.path}: {module.info.problem}"
+        not in lines
     ]
+    return lines
 
 
 def report_json(report: StackReport) -> dict[str, Any]:
