@@ -14,7 +14,7 @@ from pysframe.unwind.stack import format_frame
 def test_parse_maps_line() -> None:
     line = "7f12a000-7f12c000 r-xp 00002000 fd:01 393 /usr/lib/libc.so.6\n"
     assert parse_maps_line(line) == Mapping(
-        0x7F12A000, 0x7F12C000, 0x2000, "/usr/lib/libc.so.6", "r-xp", 393
+        0x7F12A000, 0x7F12C000, 0x2000, "/usr/lib/libc.so.6", "r-xp", 393, (0xFD, 0x01)
     )
     assert parse_maps_line("7f12a000-7f12c000 rw-p 00000000 00:00 0 \n") is None
     assert parse_maps_line("7ffd000-7ffe000 r-xp 00000000 00:00 0 [vdso]\n") is None

@@ -41,9 +41,10 @@ class Mapping:
     end: int
     file_offset: int
     path: str
-    #: /proc/PID/maps only: permissions, device and inode.
+    #: /proc/PID/maps only: permissions, inode and device (major, minor).
     perms: str = ""
     inode: int | None = None
+    device: tuple[int, int] | None = None
 
 
 def process_mappings(pid: int) -> list[Mapping]:
@@ -63,9 +64,11 @@ def parse_maps_line(line: str) -> Mapping | None:
     if len(parts) < 6 or not parts[5].startswith("/"):
         return None
     start, _, end = parts[0].partition("-")
+    major, _, minor = parts[3].partition(":")
     try:
         return Mapping(
-            int(start, 16), int(end, 16), int(parts[2], 16), parts[5], parts[1], int(parts[4])
+            int(start, 16), int(end, 16), int(parts[2], 16), parts[5], parts[1], int(parts[4]),
+            (int(major, 16), int(minor, 16)),
         )
     except ValueError:
         return None
@@ -93,12 +96,15 @@ class ElfFacts:
     fallbacks: dict[tuple[str, int], SFrameSection | None] = field(default_factory=dict)
     #: The symbols of an image that is not a file (the vDSO); files' are read when needed.
     image_symbols: ModuleSymbols | None = None
+    #: The file's own name when ``path`` is another way to it (/proc/PID/map_files/...): its
+    #: debuglink is looked for beside it.
+    link_path: str | None = None
 
     def symbols(self, options: SymbolOptions) -> ModuleSymbols:
         """The file's symbols (with its separate debug file's), read on first use."""
         if self.image_symbols is not None:
             return self.image_symbols
-        return symbols_of_file(self.path, options.debug_dirs)
+        return symbols_of_file(self.path, options.debug_dirs, self.link_path)
 
 
 _CACHE: dict[tuple[str, int, int, int], ElfFacts | None] = {}
@@ -229,16 +235,19 @@ def load_modules(
     generate: bool = True,
     vdso: int | None = None,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+    pid: int | None = None,
 ) -> ModuleTable:
     """Modules for the mapped ELF files; ``read_memory`` lets build IDs be compared, and
     reads the vDSO when its address (``vdso``, AT_SYSINFO_EHDR) is given.  ``symbols``: how
-    frames are named (debug directories, demangling)."""
+    frames are named (debug directories, demangling).  ``pid``: the live process the mappings
+    are of, whose files deleted or replaced since they were mapped are read through
+    ``/proc/PID/map_files``."""
     by_path: dict[str, list[Mapping]] = {}
     for mapping in mappings:
         by_path.setdefault(mapping.path, []).append(mapping)
     modules = []
     for path, ranges in by_path.items():
-        module = _module(path, ranges, read_memory, generate, symbols)
+        module = _module(path, ranges, read_memory, generate, symbols, pid)
         if module is not None:
             modules.append(module)
     if vdso is not None and read_memory is not None:
@@ -256,15 +265,24 @@ def _module(
     read_memory: ReadMemory | None,
     generate: bool,
     symbols: SymbolOptions,
+    pid: int | None,
 ) -> Module | None:
     ranges.sort(key=lambda m: m.start)
     start, end = ranges[0].start, max(m.end for m in ranges)
     name = path[: -len(_DELETED)] if path.endswith(_DELETED) else path
     problem = _file_problem(path, name, ranges)
+    read_from = name
+    if pid is not None and (problem is not None or _other_device(name, ranges)):
+        mapped = _mapped_file(pid, ranges)
+        if mapped is not None:
+            # The file the process mapped, whatever is at its path now.
+            read_from, name, problem = mapped, path, None
     facts: ElfFacts | None = None
     if problem is None:
         try:
-            facts = elf_facts(name)
+            facts = elf_facts(read_from)
+            if facts is not None and read_from != name:
+                facts.link_path = name.removesuffix(_DELETED)
         except OSError as error:
             problem = f"cannot read {name}: {error.strerror or error}"
         else:
@@ -308,6 +326,35 @@ def _module_from_facts(
     own = origin == "sframe" and generate
     info = ModuleInfo(name, bias, section, symbolize, fallback=fallback if own else None)
     return Module(name, start, end, bias, info, origin)
+
+
+def _other_device(name: str, ranges: list[Mapping]) -> bool:
+    """Whether the file at ``name`` is on another device than the mapped one (same inode
+    number, another file system)."""
+    devices = {m.device for m in ranges if m.device is not None}
+    try:
+        stat = os.stat(name)
+    except OSError:
+        return False
+    return bool(devices) and (os.major(stat.st_dev), os.minor(stat.st_dev)) not in devices
+
+
+def _mapped_file(pid: int, ranges: list[Mapping]) -> str | None:
+    """``/proc/PID/map_files/START-END`` of the mapping of the file's first page: the mapped
+    file itself, even deleted or replaced (readable with the rights ptrace needs, and
+    CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE: proc(5)); None if it cannot be read or is not
+    the mapped inode."""
+    first = min(ranges, key=lambda m: (m.file_offset, m.start))
+    candidate = f"/proc/{pid}/map_files/{first.start:x}-{first.end:x}"
+    try:
+        stat = os.stat(candidate)
+        with open(candidate, "rb"):
+            pass
+    except OSError:
+        return None
+    if first.inode is not None and stat.st_ino != first.inode:
+        return None
+    return candidate
 
 
 def _file_problem(path: str, name: str, ranges: list[Mapping]) -> str | None:

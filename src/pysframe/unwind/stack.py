@@ -81,14 +81,14 @@ def stack_of_process(
     except PermissionError:
         raise UnwindError(f"no permission to read the mappings of process {pid}") from None
     # Generating SFrame for the modules happens before the threads are stopped.
-    modules = load_modules(mappings, generate=generate, symbols=symbols)
+    modules = load_modules(mappings, generate=generate, symbols=symbols, pid=pid)
     with attach(pid) as process:
         now = process_mappings(pid)
         vdso = process_vdso_address(pid)
         if now != mappings or vdso is not None:
             # Files already read are cached: this reads the vDSO and compares build IDs.
             modules = load_modules(
-                now, process.read_memory, generate=generate, vdso=vdso, symbols=symbols
+                now, process.read_memory, generate=generate, vdso=vdso, symbols=symbols, pid=pid
             )
         unwinder = Unwinder(process.abi, modules, max_frames=max_frames)
         threads = tuple(
