@@ -16,7 +16,7 @@ from pysframe.elf.image import ElfImage
 from pysframe.elf.symbols import FunctionSymbols, SymbolRecord, find_in_objfiles
 from pysframe.unwind import demangle as demangle_module
 from pysframe.unwind.demangle import demangle
-from pysframe.unwind.symbolize import SymbolOptions, symbols_of_file
+from pysframe.unwind.symbolize import ModuleSymbols, SymbolOptions, symbols_of_file
 
 from elf_build import Sec, build_elf
 
@@ -118,6 +118,10 @@ def test_separate_debug_objfile_wins_only_above() -> None:
     own = table((0x100, 0x40, "__libc_start_main", True))
     debug = table((0x100, 0x40, "__libc_start_main_impl", False), (0x120, 0x10, "inner", False))
     assert find_in_objfiles([own, debug], [0x110, 0x124, 0x50]) == [(0, 0), (1, 1), (-1, -1)]
+    symbols = ModuleSymbols("libc.so.6", [own, debug])
+    assert [symbols.find(pc) for pc in (0x110, 0x124, 0x50)] == symbols.find_many(
+        [0x110, 0x124, 0x50]
+    ) == [("__libc_start_main", 0x10), ("inner", 4), None]
 
 
 # -- files and their debug files -------------------------------------------------------------

@@ -22,6 +22,7 @@ rules of gdb's ``lookup_minimal_symbol_by_pc_section`` (gdb/minsyms.c):
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -128,6 +129,13 @@ class FunctionSymbols:
         self._sizes = np.fromiter((m.size for m in merged), dtype=np.uint64, count=len(merged))
         self._global = [m.is_global for m in merged]
         self._groups = self._group()
+        # The same, as Python lists, for one address at a time (bisect beats a numpy call on
+        # a single value by an order of magnitude).
+        self._group_starts: list[int] = self._groups[0].tolist()
+        self._nearest_sized: list[int] = self._groups[1].tolist()
+        self._nearest_zero: list[int] = self._groups[2].tolist()
+        self._start_list: list[int] = self._starts.tolist()
+        self._size_list: list[int] = self._sizes.tolist()
 
     def _pick(self, first: int, last: int) -> tuple[int, int]:
         """gdb's scan down through the symbols of one address, ``first`` to ``last``: the
@@ -204,12 +212,28 @@ class FunctionSymbols:
         starts: np.ndarray = self._starts[indexes]
         return starts
 
+    def find_index(self, address: int) -> int:
+        """:meth:`find_many` for one address, without numpy."""
+        group = bisect.bisect_right(self._group_starts, address) - 1
+        if group < 0:
+            return -1
+        sized, zero = self._nearest_sized[group], self._nearest_zero[group]
+        if sized >= 0 and address < self._start_list[sized] + self._size_list[sized]:
+            return sized
+        return zero if zero > sized else -1
+
     def find(self, address: int) -> tuple[str, int] | None:
         """(name, offset from its start) of the symbol naming ``address``, or None."""
-        index = int(self.find_many([address])[0])
+        index = self.find_index(address)
         if index < 0:
             return None
-        return self._names[index], address - int(self._starts[index])
+        return self._names[index], address - self._start_list[index]
+
+    def start_of(self, index: int) -> int:
+        return self._start_list[index]
+
+    def name_of(self, index: int) -> str:
+        return self._names[index]
 
     def symbol(self, index: int) -> SymbolRecord:
         return SymbolRecord(int(self._starts[index]), int(self._sizes[index]), self._names[index])

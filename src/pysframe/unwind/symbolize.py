@@ -49,8 +49,18 @@ class ModuleSymbols:
     problems: list[str] = field(default_factory=list)
 
     def find(self, address: int) -> tuple[str, int] | None:
-        """(mangled name, offset) of the function holding link-time ``address``."""
-        return self.find_many([address])[0]
+        """(mangled name, offset) of the function holding link-time ``address``: the first
+        table's symbol, unless a later table's starts higher (see
+        :func:`pysframe.elf.symbols.find_in_objfiles`)."""
+        best: tuple[FunctionSymbols, int] | None = None
+        for table in self.tables:
+            index = table.find_index(address)
+            if index >= 0 and (best is None or table.start_of(index) > best[0].start_of(best[1])):
+                best = table, index
+        if best is None:
+            return None
+        table, index = best
+        return table.name_of(index), address - table.start_of(index)
 
     def find_many(self, addresses: Sequence[int] | np.ndarray) -> list[tuple[str, int] | None]:
         """:meth:`find` for many addresses at once (one numpy search per table)."""
@@ -61,8 +71,8 @@ class ModuleSymbols:
             if index < 0:
                 out.append(None)
             else:
-                symbol = self.tables[table].symbol(index)
-                out.append((symbol.name, int(address) - symbol.address))
+                found = self.tables[table]
+                out.append((found.name_of(index), int(address) - found.start_of(index)))
         return out
 
     def by_name(self, name: str) -> list[SymbolRecord]:
