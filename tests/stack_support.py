@@ -202,6 +202,34 @@ def gdb_named_frames(*args: str) -> dict[int, list[NamedFrame | None]]:
     return traces
 
 
+GDB_LINES_SCRIPT = Path(__file__).parent / "gdb_lines.py"
+#: A frame as gdb_lines.py prints it: kind ("inline", "normal", "signal"), name, file, line.
+GdbSourceFrame = tuple[str, str | None, str | None, int | None]
+
+
+def gdb_source_frames(*args: str) -> dict[int, list[GdbSourceFrame]]:
+    """Every thread's frames, inlined ones included, with gdb's names and source lines."""
+    if shutil.which("gdb") is None:
+        raise Unavailable("gdb is not installed")
+    command = [
+        "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
+        "-ex", "set backtrace past-main on", *args, "-x", str(GDB_LINES_SCRIPT),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    traces: dict[int, list[GdbSourceFrame]] = {}
+    current: list[GdbSourceFrame] = []
+    for line in result.stdout.splitlines():
+        if line.startswith("THREAD "):
+            current = traces.setdefault(int(line.split()[1]), [])
+        elif line.startswith("FRAME "):
+            kind, name, file, number = line[len("FRAME "):].split("\t")
+            current.append((
+                kind, None if name == "-" else name, None if file == "-" else file,
+                None if number == "-" else int(number),
+            ))
+    return traces
+
+
 def parse_gdb_bt(text: str) -> dict[int, list[GdbFrame]]:
     traces: dict[int, list[GdbFrame]] = {}
     current: list[GdbFrame] | None = None

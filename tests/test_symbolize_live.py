@@ -13,6 +13,7 @@ symbol name (``info symbol``) is the check: gdb's own spelling of lambda types
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -25,14 +26,16 @@ from pysframe.elf.debuginfo import DEFAULT_DEBUG_DIRS, build_id_path
 from pysframe.elf.image import ElfImage
 from pysframe.unwind.core import Frame
 from pysframe.unwind.demangle import bare_name as without_signature
-from pysframe.unwind.stack import StackReport, stack_of_process
+from pysframe.unwind.stack import StackReport, report_lines_gdb, stack_of_process
 from pysframe.unwind.symbolize import SymbolOptions, symbols_of_file
 from stack_support import (
     SOURCES,
+    GdbSourceFrame,
     NamedFrame,
     Unavailable,
     check_ptrace,
     gdb_named_frames,
+    gdb_source_frames,
     run_program,
 )
 
@@ -241,3 +244,70 @@ def test_lookup_by_demangled_and_mangled_names(
     assert f"<{mangled}>: function " in capsys.readouterr().out
     assert cli_main(["lookup", str(program), "no::such(int)"]) == 1
     assert "no function symbol no::such(int)" in capsys.readouterr().err
+
+
+_BT_LINE = re.compile(r"^#(\d+)\s+(?:0x[0-9a-f]+ in )?(.*) \(\)(?: at (.*):(\d+)| from .*)?$")
+
+
+def parse_our_gdb_format(lines: list[str]) -> dict[int, list[GdbSourceFrame]]:
+    traces: dict[int, list[GdbSourceFrame]] = {}
+    current: list[GdbSourceFrame] = []
+    for line in lines:
+        if line.startswith("Thread "):
+            current = traces.setdefault(int(line.split("LWP ")[1].rstrip("):")), [])
+        elif line.endswith("<signal handler called>"):
+            current.append(("signal", None, None, None))
+        elif line.startswith("#"):
+            match = _BT_LINE.match(line)
+            assert match is not None, line
+            _, name, file, number = match.groups()
+            current.append(("?", None if name == "??" else name, file,
+                            None if number is None else int(number)))
+    return traces
+
+
+@pytest.fixture(scope="module", params=["debuglink", "build-id"])
+def with_lines(
+    request: pytest.FixtureRequest, programs: dict[str, Path]
+) -> tuple[list[str], dict[int, list[GdbSourceFrame]]]:
+    program = programs[request.param]
+    dirs = (str(debug_root(program)), *DEFAULT_DEBUG_DIRS)
+    with run_program(program, 0, 0) as running:
+        gdb = gdb_source_frames(
+            "-iex", f"set debug-file-directory {':'.join(dirs)}", "-p", str(running.pid)
+        )
+        report = stack_of_process(running.pid, symbols=SymbolOptions(debug_dirs=dirs))
+        return list(report_lines_gdb(report)), gdb
+
+
+def test_format_gdb_lines_and_inlined_frames_match_gdb(
+    with_lines: tuple[list[str], dict[int, list[GdbSourceFrame]]],
+) -> None:
+    """``--format gdb``: the same frames as gdb's ``bt``, inlined ones included, at the same
+    source lines, with the same names (gdb writes an empty parameter list of a template's
+    member as ``(void)`` in the names it builds from DWARF; tail-call frames it rebuilds from
+    call-site information are not on the stack and are left out)."""
+    lines, gdb = with_lines
+    ours = parse_our_gdb_format(lines)
+    assert sorted(ours) == sorted(gdb)
+    inlined = 0
+    for tid, frames in ours.items():
+        theirs = gdb[tid]
+        assert len(frames) == len(theirs), f"thread {tid}: {lines}"
+        for index, (mine, gdb_frame) in enumerate(zip(frames, theirs, strict=True)):
+            where = f"thread {tid} frame {index}"
+            assert mine[2:] == gdb_frame[2:], where
+            name = gdb_frame[1]
+            assert mine[1] == (name.removesuffix("(void)") if name else None), where
+            inlined += gdb_frame[0] == "inline"
+    assert inlined >= 5  # inlined_helper, the lambda and std::thread's invokers
+
+
+def test_lines_option_text(programs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    program = programs["debuglink"]
+    with run_program(program, 0, 0) as running:
+        assert cli_main(["stack", "--lines", str(running.pid)]) == 0
+        text = capsys.readouterr().out
+    source = str(SOURCES / "cxx_prog.cc")
+    assert f"    inlined inlined_helper at {source}:30\n    at {source}:35\n" in text
+    assert f"    at {source}:20\n" in text

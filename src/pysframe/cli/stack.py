@@ -52,6 +52,16 @@ def register(subparsers: Any) -> None:
         "--no-generate", action="store_true",
         help="do not generate SFrame from .eh_frame for modules without .sframe",
     )
+    parser.add_argument(
+        "--lines", action="store_true",
+        help="show each frame's source file and line, and the functions inlined there, from "
+        "DWARF (the file's, or its separate debug file's)",
+    )
+    parser.add_argument(
+        "--format", choices=("eu-stack", "gdb"), default="eu-stack",
+        help="eu-stack's layout (default), or gdb's 'thread apply all bt' (with --lines' "
+        "source and inlined frames, without argument values)",
+    )
     add_symbol_options(parser)
     parser.set_defaults(func=run)
 
@@ -70,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         module_warnings,
         report_json,
         report_lines,
+        report_lines_gdb,
         stack_of_core,
         stack_of_process,
         stack_of_remote,
@@ -104,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report_json(report), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        for line in report_lines(report):
+        if args.format == "gdb":
+            text = report_lines_gdb(report, demangle=args.demangle)
+        else:
+            text = report_lines(report, lines=args.lines)
+        for line in text:
             sys.stdout.write(line + "\n")
     return 0

@@ -209,6 +209,8 @@ class Module:
     bias: int
     info: ModuleInfo
     sframe_origin: str
+    #: The file's symbols and source lines (read on first call); None without a usable file.
+    symbols: Callable[[], ModuleSymbols] | None = None
 
 
 class ModuleTable:
@@ -219,9 +221,13 @@ class ModuleTable:
         self._starts = [m.start for m in self.modules]
 
     def __call__(self, pc: int) -> ModuleInfo | None:
+        module = self.module_at(pc)
+        return None if module is None else module.info
+
+    def module_at(self, pc: int) -> Module | None:
         index = bisect.bisect_right(self._starts, pc) - 1
         if index >= 0 and pc < self.modules[index].end:
-            return self.modules[index].info
+            return self.modules[index]
         return None
 
     def __len__(self) -> int:
@@ -325,7 +331,7 @@ def _module_from_facts(
     # SFrame generated from its CFI answers for those PCs.
     own = origin == "sframe" and generate
     info = ModuleInfo(name, bias, section, symbolize, fallback=fallback if own else None)
-    return Module(name, start, end, bias, info, origin)
+    return Module(name, start, end, bias, info, origin, lambda: facts.symbols(symbols))
 
 
 def _other_device(name: str, ranges: list[Mapping]) -> bool:

@@ -25,6 +25,8 @@ from ..errors import SFrameError, UnwindError
 from . import DEFAULT_MAX_FRAMES
 from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
 from .corefile import CoreFile
+from .demangle import bare_name
+from .demangle import demangle as demangle_name
 from .loadmap import (
     AddressSpace,
     ElfLayout,
@@ -44,7 +46,7 @@ from .modules import (
 )
 from .ptrace import ThreadState, attach
 from .remote import RemoteTarget
-from .symbolize import SymbolOptions
+from .symbolize import SourceFrame, SymbolOptions
 
 _DEFAULT_SYMBOLS = SymbolOptions()
 
@@ -236,15 +238,102 @@ def format_frame(frame: Frame) -> str:
     return text
 
 
-def report_lines(report: StackReport) -> Iterator[str]:
-    """The report as eu-stack prints it, line by line (without line ends)."""
+def report_lines(report: StackReport, *, lines: bool = False) -> Iterator[str]:
+    """The report as eu-stack prints it, line by line (without line ends).  ``lines``: each
+    frame is followed by the functions inlined at its PC (``inlined NAME at FILE:LINE``,
+    innermost first) and its own source line (``at FILE:LINE``), from DWARF."""
     yield f"PID {report.pid} - {report.kind}"
     for thread in report.threads:
         yield f"TID {thread.tid}:"
-        for frame in thread.backtrace.frames:
+        for frame, sources in _with_sources(report, thread, lines):
             yield format_frame(frame)
+            for source in sources:
+                where = f"at {source.file}:{source.line}" if source.file else "at ??"
+                yield f"    inlined {source.function} {where}" if source.inlined else (
+                    f"    {where}"
+                )
         if thread.backtrace.stop is not StopKind.OUTERMOST:
             yield f"backtrace stopped: {thread.backtrace.reason}"
+
+
+def report_lines_gdb(report: StackReport, *, demangle: bool = True) -> Iterator[str]:
+    """The report as gdb's ``thread apply all bt`` prints it, without argument values: frames
+    numbered with the inlined ones (``#N  0x... in NAME () at FILE:LINE``; a function inlined
+    into the frame before it has no address), names from DWARF where it is, else the symbol
+    (``#N  0x... in NAME () from MODULE``)."""
+    for number, thread in enumerate(report.threads, 1):
+        yield f"Thread {number} (LWP {thread.tid}):"
+        index = 0
+        for frame, sources in _with_sources(report, thread, True):
+            if frame.signal_trampoline:
+                yield f"#{index:<2} <signal handler called>"
+                index += 1
+                continue
+            address = f"0x{frame.pc:016x} in "
+            if not sources:
+                name = frame.symbol or "??"
+                where = f" from {frame.module}" if frame.module else ""
+                yield f"#{index:<2} {address}{name} (){where}"
+                index += 1
+                continue
+            for position, source in enumerate(sources):
+                shown = address if position == 0 and not _at_line_start(report, frame) else ""
+                name = _source_name(source, frame, demangle)
+                where = f" at {source.file}:{source.line}" if source.file else ""
+                yield f"#{index:<2} {shown}{name} (){where}"
+                index += 1
+        if thread.backtrace.stop is not StopKind.OUTERMOST:
+            yield f"Backtrace stopped: {thread.backtrace.reason}"
+        yield ""
+
+
+def _source_name(source: SourceFrame, frame: Frame, demangle: bool) -> str:
+    """The name gdb prints for a function DWARF describes: its linkage name demangled, without
+    parameters and return type (the demangler's spelling: ``Box<long>``, where DWARF says
+    ``Box<long int>``), else DWARF's qualified name; an assembler function's symbol."""
+    if source.assembler and not source.inlined and frame.symbol:
+        return frame.symbol
+    if source.mangled:
+        if not demangle:
+            return source.mangled
+        text = demangle_name(source.mangled)
+        if text != source.mangled:
+            return bare_name(text)
+    return source.function or frame.symbol or "??"
+
+
+def _lookup_pc(frame: Frame, previous: Frame | None) -> int:
+    """The address the frame's code is looked up at: a caller's return address less one (it
+    may be past the end of the call's line or function), as gdb's
+    ``get_frame_address_in_block``; the PC itself in the newest frame and after a signal."""
+    exact = previous is None or previous.signal_trampoline
+    return frame.pc if exact else frame.pc - 1
+
+
+def _with_sources(
+    report: StackReport, thread: ThreadTrace, lines: bool
+) -> Iterator[tuple[Frame, list[SourceFrame]]]:
+    previous = None
+    for frame in thread.backtrace.frames:
+        sources: list[SourceFrame] = []
+        if lines and not frame.signal_trampoline and not frame.problem:
+            module = report.modules.module_at(frame.pc)
+            if module is not None and module.symbols is not None:
+                sources = module.symbols().source(_lookup_pc(frame, previous) - module.bias)
+        yield frame, sources
+        previous = frame
+
+
+def _at_line_start(report: StackReport, frame: Frame) -> bool:
+    """gdb leaves the address out of the newest frame when its PC starts a line."""
+    if frame.index != 0:
+        return False
+    module = report.modules.module_at(frame.pc)
+    return (
+        module is not None
+        and module.symbols is not None
+        and module.symbols().starts_line(frame.pc - module.bias)
+    )
 
 
 def module_warnings(report: StackReport) -> list[str]:
@@ -311,6 +400,7 @@ __all__ = [
     "format_frame",
     "report_json",
     "report_lines",
+    "report_lines_gdb",
     "stack_of_core",
     "stack_of_process",
     "stack_of_remote",

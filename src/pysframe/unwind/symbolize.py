@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..elf.debuginfo import DEFAULT_DEBUG_DIRS, find_debug_file, minidebuginfo
+from ..elf.dwarf_lines import SourceFrame, SourceLines, source_lines
 from ..elf.image import ElfImage
 from ..elf.symbols import (
     FunctionSymbols,
@@ -47,6 +48,29 @@ class ModuleSymbols:
     debug_file: str | None = None
     #: Debug files passed over, and data that could not be read, with the reason.
     problems: list[str] = field(default_factory=list)
+    #: The DWARF reader for source lines: not yet opened (False), none (None), or open.
+    _lines: SourceLines | bool | None = False
+
+    def source(self, address: int) -> list[SourceFrame]:
+        """The functions at link-time ``address`` with their source lines, innermost inlined
+        function first (:meth:`pysframe.elf.dwarf_lines.SourceLines.frames`), from the DWARF
+        of the separate debug file, else of the file itself; empty without DWARF."""
+        lines = self._source_lines()
+        return [] if lines is None else lines.frames(address)
+
+    def starts_line(self, address: int) -> bool:
+        lines = self._source_lines()
+        return lines is not None and lines.starts_line(address)
+
+    def _source_lines(self) -> SourceLines | None:
+        if self._lines is False:
+            self._lines = None
+            for candidate in (self.debug_file, self.path):
+                if candidate is not None:
+                    self._lines = source_lines(candidate)
+                    if self._lines is not None:
+                        break
+        return self._lines if isinstance(self._lines, SourceLines) else None
 
     def find(self, address: int) -> tuple[str, int] | None:
         """(mangled name, offset) of the function holding link-time ``address``: the first
@@ -199,6 +223,7 @@ class SymbolOptions:
 __all__ = [
     "DEFAULT_DEBUG_DIRS",
     "ModuleSymbols",
+    "SourceFrame",
     "SymbolOptions",
     "symbols_of_file",
     "symbols_of_image",
