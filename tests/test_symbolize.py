@@ -273,3 +273,26 @@ def test_missing_demangler_leaves_names_mangled(monkeypatch: pytest.MonkeyPatch)
         )
     finally:
         demangle.cache_clear()
+
+
+# -- source lines ----------------------------------------------------------------------------
+
+
+def test_damaged_dwarf_gives_no_lines_and_no_error(tmp_path: Path) -> None:
+    from pysframe.elf.dwarf_lines import source_lines
+
+    sections = symbol_sections([("main", info(STB_GLOBAL), TEXT, 8)])
+    assert source_lines(str(write(tmp_path / "plain", build_elf(sections, e_type=3)))) is None
+    rng = random.Random(7)
+    for attempt in range(20):
+        junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+        damaged = [*sections, Sec(".debug_info", SHT_PROGBITS, junk),
+                   Sec(".debug_abbrev", SHT_PROGBITS, junk[::-1])]
+        path = write(tmp_path / f"damaged{attempt}", build_elf(damaged, e_type=3))
+        lines = source_lines(str(path))
+        if lines is not None:
+            assert lines.frames(TEXT + 2) == []
+            assert lines.starts_line(TEXT) in (True, False)
+            lines.close()
+        symbols = symbols_of_file(str(path), ())
+        assert symbols.source(TEXT + 2) == [] and symbols.find(TEXT + 2) == ("main", 2)
