@@ -13,6 +13,7 @@ symbol name (``info symbol``) is the check: gdb's own spelling of lambda types
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -308,6 +309,15 @@ def test_lines_option_text(programs: dict[str, Path], capsys: pytest.CaptureFixt
     with run_program(program, 0, 0) as running:
         assert cli_main(["stack", "--lines", str(running.pid)]) == 0
         text = capsys.readouterr().out
+        assert cli_main(["stack", "--lines", "--json", str(running.pid)]) == 0
+        data = json.loads(capsys.readouterr().out)
     source = str(SOURCES / "cxx_prog.cc")
     assert f"    inlined inlined_helper at {source}:30\n    at {source}:35\n" in text
     assert f"    at {source}:20\n" in text
+    sources = [f["source"] for t in data["threads"] for f in t["frames"]]
+    assert [
+        {"function": "inlined_helper", "linkage_name": None, "file": source, "line": 30,
+         "inlined": True},
+        {"function": "recurse<0>", "linkage_name": "_Z7recurseILi0EEiRN6shapes3BoxIiEE",
+         "file": source, "line": 35, "inlined": False},
+    ] in sources

@@ -55,7 +55,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--lines", action="store_true",
         help="show each frame's source file and line, and the functions inlined there, from "
-        "DWARF (the file's, or its separate debug file's)",
+        "DWARF (the file's, or its separate debug file's); with --json, a source list per "
+        "frame",
     )
     parser.add_argument(
         "--format", choices=("eu-stack", "gdb"), default="eu-stack",
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in module_warnings(report):
         print(f"pysframe: warning: {warning}", file=sys.stderr)
     if args.json:
-        json.dump(report_json(report), sys.stdout, indent=1)
+        json.dump(report_json(report, lines=args.lines), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         if args.format == "gdb":

@@ -351,7 +351,19 @@ def module_warnings(report: StackReport) -> list[str]:
     return lines
 
 
-def report_json(report: StackReport) -> dict[str, Any]:
+def report_json(report: StackReport, *, lines: bool = False) -> dict[str, Any]:
+    """The report as JSON; ``lines``: each frame has ``source``, the functions at its PC with
+    their source lines, innermost inlined function first (empty without DWARF)."""
+    def frame_json(frame: Frame, sources: list[SourceFrame]) -> dict[str, Any]:
+        out = _frame_json(frame)
+        if lines:
+            out["source"] = [
+                {"function": s.function, "linkage_name": s.mangled, "file": s.file,
+                 "line": s.line, "inlined": s.inlined}
+                for s in sources
+            ]
+        return out
+
     return {
         "pid": report.pid,
         "kind": report.kind,
@@ -360,7 +372,10 @@ def report_json(report: StackReport) -> dict[str, Any]:
                 "tid": thread.tid,
                 "stop": thread.backtrace.stop.value,
                 "reason": thread.backtrace.reason,
-                "frames": [_frame_json(frame) for frame in thread.backtrace.frames],
+                "frames": [
+                    frame_json(frame, sources)
+                    for frame, sources in _with_sources(report, thread, lines)
+                ],
             }
             for thread in report.threads
         ],
