@@ -7,9 +7,16 @@ through a shared library) and stops it with SIGSTOP.  Then, each run:
   as a profiler attached to a process would);
 * pysframe end to end: ``stack_of_process`` (read the mappings, load modules from the warm
   per-file cache, attach, unwind every thread, detach);
+* pysframe ``--format gdb``: end to end, with every frame's source line and inlined
+  functions looked up in DWARF (libc's from its separate debug file, when installed);
 * gdb: ``gdb -batch -p PID -ex bt`` (wall time of the whole command).
 
 Frames per second are frames / seconds; the median of the runs is printed with the ratios.
+
+Naming frames is measured apart: every module's symbols read cold (symbol tables, separate
+debug files found by build ID or debuglink, MiniDebugInfo), as the first ``stack`` of a
+process pays for them, and names looked up in libc's symbols in bulk (one numpy search for
+all PCs) and one at a time, with and without demangling.
 
 usage: python benchmarks/bench_unwind.py [--quick] [--depth N] [--runs N]
 """
@@ -17,6 +24,7 @@ usage: python benchmarks/bench_unwind.py [--quick] [--depth N] [--runs N]
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import subprocess
 import sys
@@ -26,10 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from pysframe.unwind import symbolize
 from pysframe.unwind.core import Unwinder
-from pysframe.unwind.modules import load_modules, process_mappings
+from pysframe.unwind.demangle import demangle
+from pysframe.unwind.modules import Module, load_modules, process_mappings
 from pysframe.unwind.ptrace import attach
-from pysframe.unwind.stack import stack_of_process
+from pysframe.unwind.stack import report_lines_gdb, stack_of_process
 from stack_support import (
     Unavailable,
     build_programs,
@@ -75,6 +85,11 @@ def bench(depth: int, runs: int, inner: int) -> int:
                 start = time.perf_counter()
                 report = stack_of_process(pid, max_frames=depth + 1000)
                 end_to_end.append(time.perf_counter() - start)
+            with_lines: list[float] = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                lined = list(report_lines_gdb(stack_of_process(pid, max_frames=depth + 1000)))
+                with_lines.append(time.perf_counter() - start)
             main_frames = next(len(t.backtrace.frames) for t in report.threads if t.tid == pid)
             gdb_times: list[float] = []
             gdb_frames = 0
@@ -93,10 +108,79 @@ def bench(depth: int, runs: int, inner: int) -> int:
           f"median of {runs} runs")
     print(f"pysframe unwind      {t_unwind * 1e3:9.2f} ms  {r_unwind:12.0f} frames/s")
     print(f"pysframe end to end  {t_e2e * 1e3:9.2f} ms  {r_e2e:12.0f} frames/s")
+    t_lines = statistics.median(with_lines)
+    print(f"  --format gdb (source lines, inlined frames: {len(lined)} lines)"
+          f"  {t_lines * 1e3:9.2f} ms")
     print(f"gdb -batch bt        {t_gdb * 1e3:9.2f} ms  {r_gdb:12.0f} frames/s")
     print(f"ratio pysframe unwind / gdb:      {r_unwind / r_gdb:8.1f}x")
     print(f"ratio pysframe end to end / gdb:  {r_e2e / r_gdb:8.1f}x")
+    bench_names(modules.modules, runs)
     return 0
+
+
+def bench_names(modules: list[Module], runs: int) -> None:
+    """Cold symbol loading for every module, then name lookups in libc's symbols."""
+    paths = [m.path for m in modules if m.path.startswith("/")]
+    cold: list[float] = []
+    for _ in range(runs):
+        symbolize._CACHE.clear()
+        start = time.perf_counter()
+        loaded = [symbolize.symbols_of_file(path) for path in paths]
+        cold.append(time.perf_counter() - start)
+    count = sum(len(table) for symbols in loaded for table in symbols.tables)
+    debug = sum(1 for symbols in loaded if symbols.debug_file)
+    print(f"symbols, cold: {len(paths)} modules ({debug} with a separate debug file), "
+          f"{count} symbols: {statistics.median(cold) * 1e3:.1f} ms")
+    libc = next((s for s in loaded if "/libc.so" in s.path), None)
+    if libc is None or not libc.tables:
+        return
+    rng = random.Random(13)
+    table = libc.tables[-1]
+    starts = [table.symbol(i).address for i in range(len(table))]
+    pcs = [rng.choice(starts) + rng.randrange(0, 64) for _ in range(100_000)]
+    bulk: list[float] = []
+    single: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        libc.find_many(pcs)
+        bulk.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for pc in pcs[:10_000]:
+            libc.find(pc)
+        single.append((time.perf_counter() - start) * 10)
+    named = [found[0] for found in libc.find_many(pcs) if found is not None]
+    start = time.perf_counter()
+    demangle.cache_clear()
+    for name in named:
+        demangle(name)
+    demangling = time.perf_counter() - start
+    rate = len(pcs) / statistics.median(bulk)
+    print(f"names in {libc.path} ({', '.join(libc.sources)}): 100,000 PCs in bulk "
+          f"{statistics.median(bulk) * 1e3:.1f} ms ({rate:,.0f}/s), one at a time "
+          f"{statistics.median(single) * 1e3:.0f} ms; demangling them {demangling * 1e3:.1f} ms")
+    bench_lines(libc.path, pcs[:1000], runs)
+
+
+def bench_lines(path: str, pcs: list[int], runs: int) -> None:
+    """Source lines and inlined frames (--lines, --format gdb) from libc's DWARF: the first
+    look at each compilation unit reads it, later looks reuse it."""
+    symbolize._CACHE.clear()
+    symbols = symbolize.symbols_of_file(path)
+    if symbols.debug_file is None:
+        print(f"source lines: {path} has no separate debug file here, not measured")
+        return
+    start = time.perf_counter()
+    found = sum(1 for pc in pcs if symbols.source(pc))
+    cold = time.perf_counter() - start
+    warm: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for pc in pcs:
+            symbols.source(pc)
+        warm.append(time.perf_counter() - start)
+    print(f"source lines in {symbols.debug_file}: {len(pcs)} PCs in functions ({found} with "
+          f"lines): first look {cold * 1e3:.0f} ms (reading their units), then "
+          f"{statistics.median(warm) / len(pcs) * 1e6:.0f} us a PC")
 
 
 def main() -> int:

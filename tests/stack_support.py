@@ -160,6 +160,76 @@ def gdb_backtraces(*args: str, gdb: str = "gdb") -> dict[int, list[GdbFrame]]:
     return traces
 
 
+GDB_NAMES_SCRIPT = Path(__file__).parent / "gdb_names.py"
+
+
+@dataclass(frozen=True)
+class NamedFrame:
+    """A physical frame as gdb names it: ``bt_name`` as ``bt`` prints it (DWARF's name when
+    gdb has one), ``symbol`` the minimal symbol ``info symbol`` gives (None: no name)."""
+
+    pc: int
+    bt_name: str | None
+    symbol: str | None
+
+
+def gdb_named_frames(*args: str) -> dict[int, list[NamedFrame | None]]:
+    """Every thread's physical frames with gdb's names (None for a signal trampoline), from
+    ``gdb_names.py``; ``args`` say what gdb debugs (``-p PID``, a program and its core) and
+    may set its ``debug-file-directory``."""
+    if shutil.which("gdb") is None:
+        raise Unavailable("gdb is not installed")
+    command = [
+        "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
+        "-ex", "set backtrace past-main on", "-ex", "set backtrace limit 100000",
+        *args, "-x", str(GDB_NAMES_SCRIPT),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    if "Python scripting is not supported" in result.stderr:
+        raise Unavailable("gdb has no Python support")
+    traces: dict[int, list[NamedFrame | None]] = {}
+    current: list[NamedFrame | None] = []
+    for line in result.stdout.splitlines():
+        if line.startswith("THREAD "):
+            current = traces.setdefault(int(line.split()[1]), [])
+        elif line == "FRAME signal":
+            current.append(None)
+        elif line.startswith("FRAME "):
+            pc, bt_name, symbol = line[len("FRAME "):].split("\t")
+            current.append(NamedFrame(
+                int(pc, 16), None if bt_name == "-" else bt_name, None if symbol == "-" else symbol
+            ))
+    return traces
+
+
+GDB_LINES_SCRIPT = Path(__file__).parent / "gdb_lines.py"
+#: A frame as gdb_lines.py prints it: kind ("inline", "normal", "signal"), name, file, line.
+GdbSourceFrame = tuple[str, str | None, str | None, int | None]
+
+
+def gdb_source_frames(*args: str) -> dict[int, list[GdbSourceFrame]]:
+    """Every thread's frames, inlined ones included, with gdb's names and source lines."""
+    if shutil.which("gdb") is None:
+        raise Unavailable("gdb is not installed")
+    command = [
+        "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
+        "-ex", "set backtrace past-main on", *args, "-x", str(GDB_LINES_SCRIPT),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    traces: dict[int, list[GdbSourceFrame]] = {}
+    current: list[GdbSourceFrame] = []
+    for line in result.stdout.splitlines():
+        if line.startswith("THREAD "):
+            current = traces.setdefault(int(line.split()[1]), [])
+        elif line.startswith("FRAME "):
+            kind, name, file, number = line[len("FRAME "):].split("\t")
+            current.append((
+                kind, None if name == "-" else name, None if file == "-" else file,
+                None if number == "-" else int(number),
+            ))
+    return traces
+
+
 def parse_gdb_bt(text: str) -> dict[int, list[GdbFrame]]:
     traces: dict[int, list[GdbFrame]] = {}
     current: list[GdbFrame] | None = None

@@ -255,10 +255,30 @@ def test_lookup_text(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(["lookup", FRAMES, "0x1270", str(0x127B), "0x12c0"], capsys)
     assert status == 0
     assert out.splitlines() == [
-        "0x1270: function 7 [0x1270, 0x12c4) row 0 at 0x1270: CFA=rsp+8 FP=unchanged RA=[CFA-8]",
-        "0x127b: function 7 [0x1270, 0x12c4) row 1 at 0x127b: CFA=rsp+4112 FP=unchanged RA=[CFA-8]",
-        "0x12c0: function 7 [0x1270, 0x12c4) row 2 at 0x12c0: CFA=rsp+8 FP=unchanged RA=[CFA-8]",
+        "0x1270 <big_frame>: function 7 [0x1270, 0x12c4) row 0 at 0x1270: CFA=rsp+8 "
+        "FP=unchanged RA=[CFA-8]",
+        "0x127b <big_frame+0xb>: function 7 [0x1270, 0x12c4) row 1 at 0x127b: CFA=rsp+4112 "
+        "FP=unchanged RA=[CFA-8]",
+        "0x12c0 <big_frame+0x50>: function 7 [0x1270, 0x12c4) row 2 at 0x12c0: CFA=rsp+8 "
+        "FP=unchanged RA=[CFA-8]",
     ]
+
+
+def test_lookup_symbols(capsys: pytest.CaptureFixture[str]) -> None:
+    """SYMBOL[+OFFSET] wherever an address is accepted: big_frame is at 0x1270."""
+    status, out, _ = run(["lookup", FRAMES, "big_frame", "big_frame+0xb", "big_frame+80"], capsys)
+    assert status == 0
+    assert [line.split(":")[0] for line in out.splitlines()] == [
+        "0x1270 <big_frame>", "0x127b <big_frame+0xb>", "0x12c0 <big_frame+0x50>"
+    ]
+    status, out, _ = run(["lookup", "--json", FRAMES, "main+4"], capsys)
+    assert json.loads(out)[0]["symbol"] == {"name": "main", "offset": 4}
+    assert json.loads(out)[0]["pc"] == 0x10A4
+    for bad, why in (
+        ("no_such_function", "no function symbol no_such_function"),
+        ("big_frame+0x54", "big_frame+0x54 is past the end of big_frame (0x54 bytes)"),
+    ):
+        assert run(["lookup", FRAMES, bad], capsys) == (1, "", f"pysframe: {FRAMES}: {why}\n")
 
 
 def test_lookup_aarch64_signed_ra(capsys: pytest.CaptureFixture[str]) -> None:
@@ -275,15 +295,15 @@ def test_lookup_json_and_not_found(capsys: pytest.CaptureFixture[str]) -> None:
     assert found["function"]["index"] == 7 and found["row"]["index"] == 1
     assert found["cfa"] == {"reg": 7, "offset": 4112, "deref": False, "text": "rsp+4112"}
     assert found["ra"]["kind"] == "fixed" and found["ra"]["offset"] == -8
-    assert missing == {"pc": 1, "found": False}
+    assert missing == {"pc": 1, "symbol": None, "found": False}
 
 
 def test_lookup_bad_pc_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    for bad in ("zz", "0x", "-5", "12abc"):
+    for bad in ("0x", "-5", "12abc", "main+0xzz"):
         with pytest.raises(SystemExit) as exit_info:
             main(["lookup", FRAMES, bad])
         assert exit_info.value.code == 2
-        assert "not an address" in capsys.readouterr().err or bad == "-5"
+        assert "not an address" in capsys.readouterr().err or bad in ("-5", "main+0xzz")
 
 
 def test_lookup_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -163,7 +163,39 @@ def test_core_exe_override_and_changed_module(
     subprocess.run(["gcc", "-O2", "-o", str(other), str(source)], check=True)
     report = stack_of_core(str(core), str(other))
     marked = [f for t in report.threads for f in t.backtrace.frames if f.problem]
-    assert marked and all("changed" in (f.problem or "") for f in marked)
+    assert marked and all("another build" in (f.problem or "") for f in marked)
+
+
+def test_core_exe_build_id_mismatch_and_missing_exe(
+    core: Path, program: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The build ID of --exe is compared with the one the core holds in the first page of
+    the executable's mapping: another build is one warning line, naming the file."""
+    from pysframe.elf.image import ElfImage
+    from pysframe.unwind.corefile import CoreFile
+    from pysframe.unwind.loadmap import build_id_in_memory
+
+    with ElfImage.open(str(program)) as image:
+        own = image.build_id()
+    with CoreFile(str(core)) as opened:
+        start = min(m.start for m in opened.mappings if m.path == str(program))
+        assert build_id_in_memory(opened.read_dumped, start) == own
+    other = tmp_path / "other_prog"
+    source = tmp_path / "other.c"
+    source.write_text("int main(void) { return 42; }\n")
+    subprocess.run(["gcc", "-O2", "-o", str(other), str(source)], check=True)
+    with ElfImage.open(str(other)) as image:
+        theirs = image.build_id()
+    assert own is not None and theirs is not None
+    assert cli_main(["stack", "--core", str(core), "--exe", str(other)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"pysframe: warning: {other}: build ID {theirs.hex()} is not the one in {core} "
+        f"({own.hex()}): the core was dumped from another build of the program"
+    ]
+    missing = tmp_path / "missing_prog"
+    assert cli_main(["stack", "--core", str(core), "--exe", str(missing)]) == 1
+    assert capsys.readouterr().err == f"pysframe: {missing}: No such file or directory\n"
 
 
 def test_cli_text_and_json(stopped: Running, capsys: pytest.CaptureFixture[str]) -> None:

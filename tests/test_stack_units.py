@@ -5,15 +5,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pysframe.elf.symbols import FunctionSymbols, SymbolRecord
 from pysframe.unwind.core import Frame, FrameSource
-from pysframe.unwind.modules import ElfFacts, Mapping, load_modules, parse_maps_line
+from pysframe.unwind.modules import Mapping, load_modules, parse_maps_line
 from pysframe.unwind.stack import format_frame
 
 
 def test_parse_maps_line() -> None:
     line = "7f12a000-7f12c000 r-xp 00002000 fd:01 393 /usr/lib/libc.so.6\n"
     assert parse_maps_line(line) == Mapping(
-        0x7F12A000, 0x7F12C000, 0x2000, "/usr/lib/libc.so.6", "r-xp", 393
+        0x7F12A000, 0x7F12C000, 0x2000, "/usr/lib/libc.so.6", "r-xp", 393, (0xFD, 0x01)
     )
     assert parse_maps_line("7f12a000-7f12c000 rw-p 00000000 00:00 0 \n") is None
     assert parse_maps_line("7ffd000-7ffe000 r-xp 00000000 00:00 0 [vdso]\n") is None
@@ -46,12 +47,13 @@ def test_python_executable_module_has_symbols_and_bias() -> None:
 
 
 def test_symbolize_prefers_containing_symbol() -> None:
-    symbols = [(0x100, 0x20, "a"), (0x200, 0, "b"), (0x300, 0x10, "c")]
-    facts = ElfFacts("x", None, (), None, [s[0] for s in symbols], symbols, None, None)
-    assert facts.symbolize(0x110) == ("a", 0x10)
-    assert facts.symbolize(0x130) is None  # past a's end, before b
-    assert facts.symbolize(0x2FF) == ("b", 0xFF)  # b has no size
-    assert facts.symbolize(0x50) is None
+    symbols = FunctionSymbols(
+        SymbolRecord(*s) for s in [(0x100, 0x20, "a"), (0x200, 0, "b"), (0x300, 0x10, "c")]
+    )
+    assert symbols.find(0x110) == ("a", 0x10)
+    assert symbols.find(0x130) is None  # past a's end, before b
+    assert symbols.find(0x2FF) == ("b", 0xFF)  # b has no size
+    assert symbols.find(0x50) is None
 
 
 def test_format_frame() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import UnwindError
 from ..unwind import DEFAULT_MAX_FRAMES
+from .symbol_args import add_symbol_options, symbol_options
 from .usage import UsageError
 
 
@@ -51,6 +52,18 @@ def register(subparsers: Any) -> None:
         "--no-generate", action="store_true",
         help="do not generate SFrame from .eh_frame for modules without .sframe",
     )
+    parser.add_argument(
+        "--lines", action="store_true",
+        help="show each frame's source file and line, and the functions inlined there, from "
+        "DWARF (the file's, or its separate debug file's); with --json, a source list per "
+        "frame",
+    )
+    parser.add_argument(
+        "--format", choices=("eu-stack", "gdb"), default="eu-stack",
+        help="eu-stack's layout (default), or gdb's 'thread apply all bt' (with --lines' "
+        "source and inlined frames, without argument values)",
+    )
+    add_symbol_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -68,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         module_warnings,
         report_json,
         report_lines,
+        report_lines_gdb,
         stack_of_core,
         stack_of_process,
         stack_of_remote,
@@ -81,24 +95,31 @@ def run(args: argparse.Namespace) -> int:
     if args.max_frames < 1:
         raise UnwindError(f"--max-frames must be at least 1, not {args.max_frames}")
     generate = not args.no_generate
+    symbols = symbol_options(args)
     if args.remote:
         report = stack_of_remote(
             args.remote, args.exe, sysroot=args.sysroot, resume=args.resume,
-            max_frames=args.max_frames, generate=generate,
+            max_frames=args.max_frames, generate=generate, symbols=symbols,
         )
     elif args.core:
         report = stack_of_core(
             args.core, args.exe, sysroot=args.sysroot, max_frames=args.max_frames,
-            generate=generate,
+            generate=generate, symbols=symbols,
         )
     else:
-        report = stack_of_process(args.pid, max_frames=args.max_frames, generate=generate)
+        report = stack_of_process(
+            args.pid, max_frames=args.max_frames, generate=generate, symbols=symbols
+        )
     for warning in module_warnings(report):
         print(f"pysframe: warning: {warning}", file=sys.stderr)
     if args.json:
-        json.dump(report_json(report), sys.stdout, indent=1)
+        json.dump(report_json(report, lines=args.lines), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        for line in report_lines(report):
+        if args.format == "gdb":
+            text = report_lines_gdb(report, demangle=args.demangle)
+        else:
+            text = report_lines(report, lines=args.lines)
+        for line in text:
             sys.stdout.write(line + "\n")
     return 0

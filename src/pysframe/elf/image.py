@@ -726,6 +726,16 @@ class ElfImage:
         (crc,) = struct.unpack_from(byte_order(self.big_endian) + "I", data, crc_at)
         return data[:end].decode("utf-8", "replace"), int(crc)
 
+    def dwarf(self) -> Any:
+        """pyelftools' DWARFInfo of the file (its ``.debug_*`` sections, decompressed), or
+        None without ``.debug_info``.  Parsing is lazy: malformed DWARF raises when read."""
+        if self.section(".debug_info") is None:
+            return None
+        try:
+            return self._elf.get_dwarf_info(relocate_dwarf_sections=self.is_relocatable)
+        except _READ_ERRORS as error:
+            raise ElfError(f"{self.path}: unreadable DWARF ({error})") from None
+
     def interpreter(self) -> str | None:
         seg = self.segment(PT_INTERP)
         if seg is None:

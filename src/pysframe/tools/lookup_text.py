@@ -61,12 +61,20 @@ def _rule_json(abi: Abi, rule: RegRule) -> dict[str, Any]:
     }
 
 
-def result_json(section: SFrameSection, pc: int, found: LookupResult | None) -> dict[str, Any]:
+def result_json(
+    section: SFrameSection,
+    pc: int,
+    found: LookupResult | None,
+    symbol: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """``symbol``: (name, offset) of the function symbol holding the PC."""
+    named = None if symbol is None else {"name": symbol[0], "offset": symbol[1]}
     if found is None:
-        return {"pc": pc, "found": False}
+        return {"pc": pc, "symbol": named, "found": False}
     f, row, abi = found.function, found.row, section.abi
     return {
         "pc": pc,
+        "symbol": named,
         "found": True,
         "function": {"index": f.index, "start": f.start, "size": f.size},
         "row": {"index": found.row_index, "start": row.start_address},
@@ -84,13 +92,23 @@ def result_json(section: SFrameSection, pc: int, found: LookupResult | None) -> 
     }
 
 
-def result_text(section: SFrameSection, pc: int, found: LookupResult | None) -> str:
+def result_text(
+    section: SFrameSection,
+    pc: int,
+    found: LookupResult | None,
+    symbol: tuple[str, int] | None = None,
+) -> str:
+    """One line; ``symbol`` (name, offset) is shown as gdb shows it, ``0x1139 <main+4>``."""
+    where = f"{pc:#x}"
+    if symbol is not None:
+        name, offset = symbol
+        where += f" <{name}+{offset:#x}>" if offset else f" <{name}>"
     if found is None:
-        return f"{pc:#x}: no SFrame row"
+        return f"{where}: no SFrame row"
     f, row, abi = found.function, found.row, section.abi
     ra = rule_text(abi, row.ra) + (" (signed)" if row.mangled_ra else "")
     return (
-        f"{pc:#x}: function {f.index} [{f.start:#x}, {f.end:#x}) row {found.row_index} "
+        f"{where}: function {f.index} [{f.start:#x}, {f.end:#x}) row {found.row_index} "
         f"at {row.start_address:#x}: CFA={cfa_text(abi, row.cfa)} "
         f"FP={rule_text(abi, row.fp)} RA={ra}"
     )

@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..elf.image import ElfImage, ElfSegment
+from ..elf.image import ElfImage, ElfSegment, iter_notes
 from ..elf.layout import (
     AT_BASE,
     AT_ENTRY,
@@ -39,12 +39,17 @@ from ..elf.layout import (
     EHDR_SIZE,
     ELF_MAGIC,
     ET_EXEC,
+    NT_GNU_BUILD_ID,
     PF_X,
+    PHDR_NAMES,
     PT_DYNAMIC,
     PT_LOAD,
+    PT_NOTE,
     PT_PHDR,
+    ElfHeader,
     dyn64_struct,
     link_map64_struct,
+    phdr_struct,
     r_debug64_struct,
 )
 from ..errors import SFrameError, UnwindError
@@ -277,6 +282,39 @@ def _held(space: AddressSpace, address: int, size: int) -> bytes | None:
     except (OSError, ValueError, SFrameError):
         return None
     return bytes(data) if len(data) == size else None
+
+
+def build_id_in_memory(read: ReadMemory, start: int) -> bytes | None:
+    """The NT_GNU_BUILD_ID note of the ELF image mapped from ``start``, read through ``read``:
+    its ELF header, its program headers, then its PT_NOTE segments placed by the load bias
+    of the PT_LOAD that maps file offset 0.  Linux core dumps hold these first pages of
+    every mapped ELF file (``coredump_filter`` bit 4, on by default), as gdb's ``gcore``
+    does; None when ``read`` holds no such image or it has no build ID."""
+    try:
+        header = ElfHeader.unpack(read(start, EHDR_SIZE[64]))
+        layout = phdr_struct(header.bits, header.big_endian)
+        if header.phentsize != layout.size or not 0 < header.phnum <= 256:
+            return None
+        table = read(start + header.phoff, layout.size * header.phnum)
+        segments = [
+            dict(zip(PHDR_NAMES[header.bits], layout.unpack_from(table, i * layout.size),
+                     strict=True))
+            for i in range(header.phnum)
+        ]
+        first = next((s for s in segments if s["type"] == PT_LOAD and s["offset"] == 0), None)
+        if first is None:
+            return None
+        bias = start - first["vaddr"]
+        for note in segments:
+            if note["type"] != PT_NOTE or not 0 < note["filesz"] <= 1 << 16:
+                continue
+            data = read(note["vaddr"] + bias, note["filesz"])
+            for name, kind, desc in iter_notes(data, header.big_endian):
+                if name == b"GNU" and kind == NT_GNU_BUILD_ID:
+                    return desc
+    except (OSError, ValueError, SFrameError):
+        return None
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
   modification time, size).
 * The load bias (run-time address minus link-time address) comes from the mapping of the file
   offset a PT_LOAD segment covers; the SFrame section is rebased by it.
-* Symbols: the ELF symbol tables (``.symtab``, else ``.dynsym``), function symbols.
+* Symbols: :mod:`pysframe.unwind.symbolize` (the file's symbol tables, its separate debug
+  file's, MiniDebugInfo's), read when a frame in the file is first named.
 * A file that is missing, or that is not the one the process mapped (other inode, "(deleted)",
   other build ID), is kept as a module with a ``problem``: frames in it are printed unresolved.
 """
@@ -26,8 +27,10 @@ from ..errors import SFrameError
 from ..format.constants import Abi
 from ..format.section import SFrameSection
 from .core import ModuleInfo, ReadMemory
+from .symbolize import ModuleSymbols, SymbolOptions, symbols_of_file, symbols_of_image
 
 _DELETED = " (deleted)"
+_DEFAULT_SYMBOLS = SymbolOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +41,10 @@ class Mapping:
     end: int
     file_offset: int
     path: str
-    #: /proc/PID/maps only: permissions, device and inode.
+    #: /proc/PID/maps only: permissions, inode and device (major, minor).
     perms: str = ""
     inode: int | None = None
+    device: tuple[int, int] | None = None
 
 
 def process_mappings(pid: int) -> list[Mapping]:
@@ -60,9 +64,11 @@ def parse_maps_line(line: str) -> Mapping | None:
     if len(parts) < 6 or not parts[5].startswith("/"):
         return None
     start, _, end = parts[0].partition("-")
+    major, _, minor = parts[3].partition(":")
     try:
         return Mapping(
-            int(start, 16), int(end, 16), int(parts[2], 16), parts[5], parts[1], int(parts[4])
+            int(start, 16), int(end, 16), int(parts[2], 16), parts[5], parts[1], int(parts[4]),
+            (int(major, 16), int(minor, 16)),
         )
     except ValueError:
         return None
@@ -81,8 +87,6 @@ class ElfFacts:
     #: The PT_LOAD program headers.
     segments: tuple[ElfSegment, ...]
     sframe: tuple[bytes, int] | None  # (.sframe bytes, sh_addr)
-    symbol_starts: list[int]
-    symbols: list[tuple[int, int, str]]  # (start, size, name), sorted by start
     build_id: bytes | None
     build_id_address: int | None
     #: SFrame generated from .eh_frame: (bytes, section address), or the error text.
@@ -90,19 +94,17 @@ class ElfFacts:
     sections: dict[int, SFrameSection] = field(default_factory=dict)
     #: Generated sections used beside the file's own .sframe, per load bias.
     fallbacks: dict[tuple[str, int], SFrameSection | None] = field(default_factory=dict)
+    #: The symbols of an image that is not a file (the vDSO); files' are read when needed.
+    image_symbols: ModuleSymbols | None = None
+    #: The file's own name when ``path`` is another way to it (/proc/PID/map_files/...): its
+    #: debuglink is looked for beside it.
+    link_path: str | None = None
 
-    def symbolize(self, address: int) -> tuple[str, int] | None:
-        """(name, offset) of the function symbol containing link-time ``address``."""
-        index = bisect.bisect_right(self.symbol_starts, address) - 1
-        while index >= 0:
-            start, size, name = self.symbols[index]
-            if size == 0 or address < start + size:
-                return name, address - start
-            # An inner symbol ended before address; an enclosing one may start earlier.
-            index -= 1
-            if index >= 0 and self.symbols[index][0] + max(self.symbols[index][1], 1) <= start:
-                break
-        return None
+    def symbols(self, options: SymbolOptions) -> ModuleSymbols:
+        """The file's symbols (with its separate debug file's), read on first use."""
+        if self.image_symbols is not None:
+            return self.image_symbols
+        return symbols_of_file(self.path, options.debug_dirs, self.link_path)
 
 
 _CACHE: dict[tuple[str, int, int, int], ElfFacts | None] = {}
@@ -135,27 +137,13 @@ def _facts_from_elf(path: str, image: ElfImage) -> ElfFacts:
     found = find_sframe(image)
     # As stored: a mapped file's section is what the process sees (nothing relocates it).
     sframe = None if found is None else (found.stored, found.address)
-    symbols = _one_per_address([(s.value, s.size, s.name.split("@")[0]) for s in image.symbols()])
     build_id = image.build_id()
     build_id_address = None
     note = image.section(".note.gnu.build-id")
     if build_id is not None and note is not None and note.address:
         at = note.data().find(build_id)
         build_id_address = note.address + at if at >= 0 else None
-    return ElfFacts(
-        path, image.abi, segments, sframe, [s[0] for s in symbols], symbols, build_id,
-        build_id_address,
-    )
-
-
-def _one_per_address(symbols: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """One symbol per address (the first name in sorted order), sorted by address."""
-    out: list[tuple[int, int, str]] = []
-    for symbol in sorted(symbols):
-        if out and out[-1][0] == symbol[0]:
-            continue
-        out.append(symbol)
-    return out
+    return ElfFacts(path, image.abi, segments, sframe, build_id, build_id_address)
 
 
 def _generated(facts: ElfFacts) -> tuple[bytes, int] | None:
@@ -221,6 +209,8 @@ class Module:
     bias: int
     info: ModuleInfo
     sframe_origin: str
+    #: The file's symbols and source lines (read on first call); None without a usable file.
+    symbols: Callable[[], ModuleSymbols] | None = None
 
 
 class ModuleTable:
@@ -231,9 +221,13 @@ class ModuleTable:
         self._starts = [m.start for m in self.modules]
 
     def __call__(self, pc: int) -> ModuleInfo | None:
+        module = self.module_at(pc)
+        return None if module is None else module.info
+
+    def module_at(self, pc: int) -> Module | None:
         index = bisect.bisect_right(self._starts, pc) - 1
         if index >= 0 and pc < self.modules[index].end:
-            return self.modules[index].info
+            return self.modules[index]
         return None
 
     def __len__(self) -> int:
@@ -246,19 +240,24 @@ def load_modules(
     *,
     generate: bool = True,
     vdso: int | None = None,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+    pid: int | None = None,
 ) -> ModuleTable:
     """Modules for the mapped ELF files; ``read_memory`` lets build IDs be compared, and
-    reads the vDSO when its address (``vdso``, AT_SYSINFO_EHDR) is given."""
+    reads the vDSO when its address (``vdso``, AT_SYSINFO_EHDR) is given.  ``symbols``: how
+    frames are named (debug directories, demangling).  ``pid``: the live process the mappings
+    are of, whose files deleted or replaced since they were mapped are read through
+    ``/proc/PID/map_files``."""
     by_path: dict[str, list[Mapping]] = {}
     for mapping in mappings:
         by_path.setdefault(mapping.path, []).append(mapping)
     modules = []
     for path, ranges in by_path.items():
-        module = _module(path, ranges, read_memory, generate)
+        module = _module(path, ranges, read_memory, generate, symbols, pid)
         if module is not None:
             modules.append(module)
     if vdso is not None and read_memory is not None:
-        module = vdso_module(vdso, read_memory, generate=generate)
+        module = vdso_module(vdso, read_memory, generate=generate, symbols=symbols)
         if module is not None and not any(
             m.start < module.end and module.start < m.end for m in modules
         ):
@@ -267,16 +266,29 @@ def load_modules(
 
 
 def _module(
-    path: str, ranges: list[Mapping], read_memory: ReadMemory | None, generate: bool
+    path: str,
+    ranges: list[Mapping],
+    read_memory: ReadMemory | None,
+    generate: bool,
+    symbols: SymbolOptions,
+    pid: int | None,
 ) -> Module | None:
     ranges.sort(key=lambda m: m.start)
     start, end = ranges[0].start, max(m.end for m in ranges)
     name = path[: -len(_DELETED)] if path.endswith(_DELETED) else path
     problem = _file_problem(path, name, ranges)
+    read_from = name
+    if pid is not None and (problem is not None or _other_device(name, ranges)):
+        mapped = _mapped_file(pid, ranges)
+        if mapped is not None:
+            # The file the process mapped, whatever is at its path now.
+            read_from, name, problem = mapped, path, None
     facts: ElfFacts | None = None
     if problem is None:
         try:
-            facts = elf_facts(name)
+            facts = elf_facts(read_from)
+            if facts is not None and read_from != name:
+                facts.link_path = name.removesuffix(_DELETED)
         except OSError as error:
             problem = f"cannot read {name}: {error.strerror or error}"
         else:
@@ -291,19 +303,26 @@ def _module(
         problem = _build_id_problem(facts, bias, read_memory)
     if problem is not None or bias is None:
         return Module(name, start, end, bias or 0, ModuleInfo(name, problem=problem), "none")
-    return _module_from_facts(name, start, end, facts, bias, generate)
+    return _module_from_facts(name, start, end, facts, bias, generate, symbols)
 
 
 def _module_from_facts(
-    name: str, start: int, end: int, facts: ElfFacts, bias: int, generate: bool
+    name: str,
+    start: int,
+    end: int,
+    facts: ElfFacts,
+    bias: int,
+    generate: bool,
+    symbols: SymbolOptions,
 ) -> Module:
     if facts.sframe is None and not generate:
         section, origin = None, "none"
     else:
         section, origin = sframe_for(facts, bias)
 
-    def symbolize(pc: int, facts: ElfFacts = facts, bias: int = bias) -> tuple[str, int] | None:
-        return facts.symbolize(pc - bias)
+    def symbolize(pc: int) -> tuple[str, int] | None:
+        found = facts.symbols(symbols).find(pc - bias)
+        return None if found is None else (symbols.name(found[0]), found[1])
 
     def fallback(facts: ElfFacts = facts, bias: int = bias) -> SFrameSection | None:
         return generated_for(facts, bias)
@@ -312,7 +331,36 @@ def _module_from_facts(
     # SFrame generated from its CFI answers for those PCs.
     own = origin == "sframe" and generate
     info = ModuleInfo(name, bias, section, symbolize, fallback=fallback if own else None)
-    return Module(name, start, end, bias, info, origin)
+    return Module(name, start, end, bias, info, origin, lambda: facts.symbols(symbols))
+
+
+def _other_device(name: str, ranges: list[Mapping]) -> bool:
+    """Whether the file at ``name`` is on another device than the mapped one (same inode
+    number, another file system)."""
+    devices = {m.device for m in ranges if m.device is not None}
+    try:
+        stat = os.stat(name)
+    except OSError:
+        return False
+    return bool(devices) and (os.major(stat.st_dev), os.minor(stat.st_dev)) not in devices
+
+
+def _mapped_file(pid: int, ranges: list[Mapping]) -> str | None:
+    """``/proc/PID/map_files/START-END`` of the mapping of the file's first page: the mapped
+    file itself, even deleted or replaced (readable with the rights ptrace needs, and
+    CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE: proc(5)); None if it cannot be read or is not
+    the mapped inode."""
+    first = min(ranges, key=lambda m: (m.file_offset, m.start))
+    candidate = f"/proc/{pid}/map_files/{first.start:x}-{first.end:x}"
+    try:
+        stat = os.stat(candidate)
+        with open(candidate, "rb"):
+            pass
+    except OSError:
+        return None
+    if first.inode is not None and stat.st_ino != first.inode:
+        return None
+    return candidate
 
 
 def _file_problem(path: str, name: str, ranges: list[Mapping]) -> str | None:
@@ -385,7 +433,13 @@ def process_vdso_address(pid: int) -> int | None:
         return None
 
 
-def vdso_module(address: int, read_memory: ReadMemory, *, generate: bool = True) -> Module | None:
+def vdso_module(
+    address: int,
+    read_memory: ReadMemory,
+    *,
+    generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+) -> Module | None:
     """The vDSO mapped at ``address``, read from the address space (its symbols, and SFrame
     generated from its ``.eh_frame`` unless it has a ``.sframe``); None if it cannot be read."""
     image = _read_vdso_image(address, read_memory)
@@ -404,7 +458,7 @@ def vdso_module(address: int, read_memory: ReadMemory, *, generate: bool = True)
     if bias is None:
         return None
     return _module_from_facts(
-        VDSO_NAME, address, address + len(image), facts, bias, generate
+        VDSO_NAME, address, address + len(image), facts, bias, generate, symbols
     )
 
 
@@ -429,6 +483,7 @@ def _vdso_facts(image: bytes) -> ElfFacts:
 
     with ElfImage.from_bytes(VDSO_NAME, image) as elf:
         facts = _facts_from_elf(VDSO_NAME, elf)
+        facts.image_symbols = symbols_of_image(elf, search=False)
         # Generated now, from the image: there is no file to generate from later.
         try:
             section = generate_from_elf(elf, version=3).section

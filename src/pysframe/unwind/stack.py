@@ -14,6 +14,7 @@ outermost frame says why on a last line.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,11 +23,14 @@ from typing import Any
 from ..elf.layout import AT_ENTRY
 from ..errors import SFrameError, UnwindError
 from . import DEFAULT_MAX_FRAMES
-from .core import Backtrace, Frame, FrameSource, StopKind, Unwinder
+from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
 from .corefile import CoreFile
+from .demangle import bare_name
+from .demangle import demangle as demangle_name
 from .loadmap import (
     AddressSpace,
     ElfLayout,
+    build_id_in_memory,
     lookup_paths,
     place_executable,
     shared_object_mappings,
@@ -42,6 +46,9 @@ from .modules import (
 )
 from .ptrace import ThreadState, attach
 from .remote import RemoteTarget
+from .symbolize import SourceFrame, SymbolOptions
+
+_DEFAULT_SYMBOLS = SymbolOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +63,19 @@ class StackReport:
     kind: str  # "process", "core" or "remote"
     threads: tuple[ThreadTrace, ...]
     modules: ModuleTable
+    #: Lines to warn with, each ``FILE: why`` (an executable that is not the core's).
+    warnings: tuple[str, ...] = ()
 
 
 def stack_of_process(
-    pid: int, *, max_frames: int = DEFAULT_MAX_FRAMES, generate: bool = True
+    pid: int,
+    *,
+    max_frames: int = DEFAULT_MAX_FRAMES,
+    generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
-    """Stop every thread of ``pid``, unwind them all, detach."""
+    """Stop every thread of ``pid``, unwind them all, detach.  ``symbols``: how frames are
+    named (debug directories, demangling)."""
     try:
         mappings = process_mappings(pid)
     except FileNotFoundError:
@@ -69,13 +83,15 @@ def stack_of_process(
     except PermissionError:
         raise UnwindError(f"no permission to read the mappings of process {pid}") from None
     # Generating SFrame for the modules happens before the threads are stopped.
-    modules = load_modules(mappings, generate=generate)
+    modules = load_modules(mappings, generate=generate, symbols=symbols, pid=pid)
     with attach(pid) as process:
         now = process_mappings(pid)
         vdso = process_vdso_address(pid)
         if now != mappings or vdso is not None:
             # Files already read are cached: this reads the vDSO and compares build IDs.
-            modules = load_modules(now, process.read_memory, generate=generate, vdso=vdso)
+            modules = load_modules(
+                now, process.read_memory, generate=generate, vdso=vdso, symbols=symbols, pid=pid
+            )
         unwinder = Unwinder(process.abi, modules, max_frames=max_frames)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, process.read_memory))
@@ -91,19 +107,56 @@ def stack_of_core(
     sysroot: str | None = None,
     max_frames: int = DEFAULT_MAX_FRAMES,
     generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
     """Unwind every thread recorded in a core file; ``sysroot`` holds the files of the machine
-    that dumped it (gdb's ``set sysroot``)."""
+    that dumped it (gdb's ``set sysroot``).  ``exe`` must exist; when its build ID is not the
+    one the core holds for its executable, the report warns, and frames in it are marked."""
+    if exe is not None and not os.path.isfile(exe):
+        why = "not a file" if os.path.exists(exe) else "No such file or directory"
+        raise UnwindError(f"{exe}: {why}")
     with CoreFile(path, exe, sysroot) as core:
         modules = load_modules(
-            core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address
+            core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address,
+            symbols=symbols,
         )
+        warnings: tuple[str, ...] = ()
+        mismatch = _executable_mismatch(core, exe)
+        if exe is not None and mismatch is not None:
+            modules = ModuleTable(
+                dataclasses.replace(m, info=ModuleInfo(m.path, problem=mismatch))
+                if m.path == exe else m
+                for m in modules.modules
+            )
+            warnings = (f"{exe}: {mismatch}",)
         unwinder = Unwinder(core.abi, modules, max_frames=max_frames, va_bits=core.va_bits)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, core.read_memory))
             for state in core.threads
         )
-        return StackReport(core.pid, "core", threads, modules)
+        return StackReport(core.pid, "core", threads, modules, warnings)
+
+
+def _executable_mismatch(core: CoreFile, exe: str | None) -> str | None:
+    """Why ``exe`` is not the executable the core was dumped from: its build ID (the
+    NT_GNU_BUILD_ID note of the file) is not the one the core holds in the first page of the
+    executable's mapping.  None when they agree or either has none to compare."""
+    if exe is None:
+        return None
+    starts = [m.start for m in core.mappings if m.path == exe and m.file_offset == 0]
+    if not starts:
+        return None
+    dumped = build_id_in_memory(core.read_dumped, min(starts))
+    try:
+        own = ElfLayout.read(exe).build_id
+    except SFrameError as error:
+        raise UnwindError(str(error)) from None
+    if dumped is None or own is None or dumped == own:
+        return None
+    return (
+        f"build ID {own.hex()} is not the one in {core.path} ({dumped.hex()}): the core was "
+        "dumped from another build of the program"
+    )
 
 
 def stack_of_remote(
@@ -114,6 +167,7 @@ def stack_of_remote(
     resume: bool = False,
     max_frames: int = DEFAULT_MAX_FRAMES,
     generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
     """Unwind every thread of a program stopped under a GDB remote stub at ``HOST:PORT``
     (after letting it run to its next stop, with ``resume``), then detach.  ``exe``: the
@@ -134,7 +188,8 @@ def stack_of_remote(
         mappings = layout.mappings(bias, space.page_size)
         mappings += shared_object_mappings(space, layout, bias, sysroot)
         modules = load_modules(
-            mappings, target.read_memory, generate=generate, vdso=auxv.get(AT_SYSINFO_EHDR)
+            mappings, target.read_memory, generate=generate, vdso=auxv.get(AT_SYSINFO_EHDR),
+            symbols=symbols,
         )
         remote_threads = target.threads()
         states = [ThreadState(t.tid, target.registers(t, abi)) for t in remote_threads]
@@ -183,29 +238,132 @@ def format_frame(frame: Frame) -> str:
     return text
 
 
-def report_lines(report: StackReport) -> Iterator[str]:
-    """The report as eu-stack prints it, line by line (without line ends)."""
+def report_lines(report: StackReport, *, lines: bool = False) -> Iterator[str]:
+    """The report as eu-stack prints it, line by line (without line ends).  ``lines``: each
+    frame is followed by the functions inlined at its PC (``inlined NAME at FILE:LINE``,
+    innermost first) and its own source line (``at FILE:LINE``), from DWARF."""
     yield f"PID {report.pid} - {report.kind}"
     for thread in report.threads:
         yield f"TID {thread.tid}:"
-        for frame in thread.backtrace.frames:
+        for frame, sources in _with_sources(report, thread, lines):
             yield format_frame(frame)
+            for source in sources:
+                where = f"at {source.file}:{source.line}" if source.file else "at ??"
+                yield f"    inlined {source.function} {where}" if source.inlined else (
+                    f"    {where}"
+                )
         if thread.backtrace.stop is not StopKind.OUTERMOST:
             yield f"backtrace stopped: {thread.backtrace.reason}"
 
 
+def report_lines_gdb(report: StackReport, *, demangle: bool = True) -> Iterator[str]:
+    """The report as gdb's ``thread apply all bt`` prints it, without argument values: frames
+    numbered with the inlined ones (``#N  0x... in NAME () at FILE:LINE``; a function inlined
+    into the frame before it has no address), names from DWARF where it is, else the symbol
+    (``#N  0x... in NAME () from MODULE``)."""
+    for number, thread in enumerate(report.threads, 1):
+        yield f"Thread {number} (LWP {thread.tid}):"
+        index = 0
+        for frame, sources in _with_sources(report, thread, True):
+            if frame.signal_trampoline:
+                yield f"#{index:<2} <signal handler called>"
+                index += 1
+                continue
+            address = f"0x{frame.pc:016x} in "
+            if not sources:
+                name = frame.symbol or "??"
+                where = f" from {frame.module}" if frame.module else ""
+                yield f"#{index:<2} {address}{name} (){where}"
+                index += 1
+                continue
+            for position, source in enumerate(sources):
+                shown = address if position == 0 and not _at_line_start(report, frame) else ""
+                name = _source_name(source, frame, demangle)
+                where = f" at {source.file}:{source.line}" if source.file else ""
+                yield f"#{index:<2} {shown}{name} (){where}"
+                index += 1
+        if thread.backtrace.stop is not StopKind.OUTERMOST:
+            yield f"Backtrace stopped: {thread.backtrace.reason}"
+        yield ""
+
+
+def _source_name(source: SourceFrame, frame: Frame, demangle: bool) -> str:
+    """The name gdb prints for a function DWARF describes: its linkage name demangled, without
+    parameters and return type (the demangler's spelling: ``Box<long>``, where DWARF says
+    ``Box<long int>``), else DWARF's qualified name; an assembler function's symbol."""
+    if source.assembler and not source.inlined and frame.symbol:
+        return frame.symbol
+    if source.mangled:
+        if not demangle:
+            return source.mangled
+        text = demangle_name(source.mangled)
+        if text != source.mangled:
+            return bare_name(text)
+    return source.function or frame.symbol or "??"
+
+
+def _lookup_pc(frame: Frame, previous: Frame | None) -> int:
+    """The address the frame's code is looked up at: a caller's return address less one (it
+    may be past the end of the call's line or function), as gdb's
+    ``get_frame_address_in_block``; the PC itself in the newest frame and after a signal."""
+    exact = previous is None or previous.signal_trampoline
+    return frame.pc if exact else frame.pc - 1
+
+
+def _with_sources(
+    report: StackReport, thread: ThreadTrace, lines: bool
+) -> Iterator[tuple[Frame, list[SourceFrame]]]:
+    previous = None
+    for frame in thread.backtrace.frames:
+        sources: list[SourceFrame] = []
+        if lines and not frame.signal_trampoline and not frame.problem:
+            module = report.modules.module_at(frame.pc)
+            if module is not None and module.symbols is not None:
+                sources = module.symbols().source(_lookup_pc(frame, previous) - module.bias)
+        yield frame, sources
+        previous = frame
+
+
+def _at_line_start(report: StackReport, frame: Frame) -> bool:
+    """gdb leaves the address out of the newest frame when its PC starts a line."""
+    if frame.index != 0:
+        return False
+    module = report.modules.module_at(frame.pc)
+    return (
+        module is not None
+        and module.symbols is not None
+        and module.symbols().starts_line(frame.pc - module.bias)
+    )
+
+
 def module_warnings(report: StackReport) -> list[str]:
-    """One line per module whose frames could not use its data (unreadable or hostile file,
-    build-id mismatch...): its frames went on by the frame-pointer chain, marked."""
+    """The report's warnings, then one line per module whose frames could not use its data
+    (unreadable or hostile file, build-id mismatch...): its frames went on by the
+    frame-pointer chain, marked."""
     used = {frame.module for thread in report.threads for frame in thread.backtrace.frames}
-    return [
+    lines = list(report.warnings)
+    lines += [
         f"{module.path}: {module.info.problem}"
         for module in report.modules.modules
-        if module.info.problem and module.path in used
+        if module.info.problem and module.path in used and f"{module.path}: {module.info.problem}"
+        not in lines
     ]
+    return lines
 
 
-def report_json(report: StackReport) -> dict[str, Any]:
+def report_json(report: StackReport, *, lines: bool = False) -> dict[str, Any]:
+    """The report as JSON; ``lines``: each frame has ``source``, the functions at its PC with
+    their source lines, innermost inlined function first (empty without DWARF)."""
+    def frame_json(frame: Frame, sources: list[SourceFrame]) -> dict[str, Any]:
+        out = _frame_json(frame)
+        if lines:
+            out["source"] = [
+                {"function": s.function, "linkage_name": s.mangled, "file": s.file,
+                 "line": s.line, "inlined": s.inlined}
+                for s in sources
+            ]
+        return out
+
     return {
         "pid": report.pid,
         "kind": report.kind,
@@ -214,7 +372,10 @@ def report_json(report: StackReport) -> dict[str, Any]:
                 "tid": thread.tid,
                 "stop": thread.backtrace.stop.value,
                 "reason": thread.backtrace.reason,
-                "frames": [_frame_json(frame) for frame in thread.backtrace.frames],
+                "frames": [
+                    frame_json(frame, sources)
+                    for frame, sources in _with_sources(report, thread, lines)
+                ],
             }
             for thread in report.threads
         ],
@@ -254,6 +415,7 @@ __all__ = [
     "format_frame",
     "report_json",
     "report_lines",
+    "report_lines_gdb",
     "stack_of_core",
     "stack_of_process",
     "stack_of_remote",

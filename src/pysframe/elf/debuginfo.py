@@ -1,0 +1,142 @@
+"""Separate debug information, found as gdb finds it ("Debugging Information in Separate
+Files", gdb manual; gdb/symfile.c, gdb/build-id.c, gdb/minidebug.c).
+
+* By build ID: ``DIR/.build-id/xx/yyyy….debug`` for each debug directory ``DIR`` (gdb's
+  ``debug-file-directory``, ``/usr/lib/debug`` by default), where ``xx`` is the first byte of
+  the ID in hex and ``yyyy…`` the rest.  The file found must carry the same build ID.
+* By ``.gnu_debuglink`` (a file name and the CRC32 of the debug file, the CRC of zlib and of
+  gdb's ``gnu_debuglink_crc32``): the name in the file's own directory, in its ``.debug/``
+  subdirectory, then ``DIR/<the file's directory>/`` for each debug directory.  A file whose
+  CRC differs is not used (gdb warns "the debug information found in ... does not match").
+* MiniDebugInfo: ``.gnu_debugdata`` holds an XZ-compressed ELF file with a ``.symtab`` (Fedora
+  and others add it to stripped binaries); gdb reads it when the file has no ``.symtab``.
+"""
+
+from __future__ import annotations
+
+import lzma
+import os
+import zlib
+from dataclasses import dataclass, field
+
+from ..errors import ElfError
+from .image import ElfImage, is_elf_file
+
+#: gdb's default ``debug-file-directory``.
+DEFAULT_DEBUG_DIRS: tuple[str, ...] = ("/usr/lib/debug",)
+#: MiniDebugInfo bigger than this once decompressed is not read (a bomb stays small).
+MAX_MINIDEBUGINFO = 256 << 20
+
+
+@dataclass(slots=True)
+class DebugFileSearch:
+    """Where a file's separate debug information is: ``path`` (None: not found), how it was
+    found (``"build-id"`` or ``"debuglink"``), and each candidate that was passed over, why."""
+
+    path: str | None = None
+    how: str | None = None
+    rejected: list[str] = field(default_factory=list)
+
+
+def build_id_path(directory: str, build_id: bytes) -> str:
+    """``DIR/.build-id/xx/yyyy….debug`` for ``build_id``."""
+    text = build_id.hex()
+    return os.path.join(directory, ".build-id", text[:2], text[2:] + ".debug")
+
+
+def file_crc32(path: str) -> int:
+    """The CRC32 of a whole file, as ``.gnu_debuglink`` records it (zlib's CRC-32)."""
+    crc = 0
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def debuglink_candidates(path: str, name: str, debug_dirs: tuple[str, ...]) -> list[str]:
+    """Where gdb looks for the debuglink ``name`` of the file at ``path``, in order."""
+    directory = os.path.dirname(os.path.realpath(path))
+    out = [os.path.join(directory, name), os.path.join(directory, ".debug", name)]
+    for root in debug_dirs:
+        out.append(os.path.join(root, directory.lstrip("/"), name))
+    return out
+
+
+def _build_id_of(path: str) -> bytes | None:
+    try:
+        with ElfImage.open(path) as image:
+            return image.build_id()
+    except ElfError:
+        return None
+
+
+def find_debug_file(
+    path: str,
+    build_id: bytes | None,
+    debuglink: tuple[str, int] | None,
+    debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS,
+) -> DebugFileSearch:
+    """The separate debug file of the ELF file at ``path`` (its ``build_id`` and
+    ``debuglink``), looked for by build ID first, then by debuglink, as gdb does."""
+    search = DebugFileSearch()
+    own = os.path.realpath(path)
+    if build_id:
+        for root in debug_dirs:
+            candidate = build_id_path(root, build_id)
+            if not is_elf_file(candidate) or os.path.realpath(candidate) == own:
+                continue
+            if _build_id_of(candidate) != build_id:
+                search.rejected.append(f"{candidate}: build ID does not match")
+                continue
+            search.path, search.how = candidate, "build-id"
+            return search
+    if debuglink is not None:
+        name, crc = debuglink
+        for candidate in debuglink_candidates(path, name, debug_dirs):
+            if not is_elf_file(candidate) or os.path.realpath(candidate) == own:
+                continue
+            try:
+                found = file_crc32(candidate)
+            except OSError as error:
+                search.rejected.append(f"{candidate}: {error.strerror or error}")
+                continue
+            if found != crc:
+                search.rejected.append(
+                    f"{candidate}: CRC mismatch ({found:#010x}, the debuglink says {crc:#010x})"
+                )
+                continue
+            search.path, search.how = candidate, "debuglink"
+            return search
+    return search
+
+
+def minidebuginfo(image: ElfImage) -> bytes | None:
+    """The ELF image of ``.gnu_debugdata`` (MiniDebugInfo), decompressed; None if the file has
+    none.  ElfError when it is not XZ data or is too big."""
+    section = image.section(".gnu_debugdata")
+    if section is None:
+        return None
+    packed = section.data()
+    decompressor = lzma.LZMADecompressor()
+    try:
+        data = decompressor.decompress(packed, max_length=MAX_MINIDEBUGINFO)
+    except lzma.LZMAError as error:
+        raise ElfError(f"{image.path}: .gnu_debugdata is not XZ data ({error})") from None
+    if not decompressor.eof:
+        if decompressor.needs_input:
+            raise ElfError(f"{image.path}: .gnu_debugdata is truncated")
+        raise ElfError(
+            f"{image.path}: .gnu_debugdata is more than {MAX_MINIDEBUGINFO} bytes decompressed"
+        )
+    return data
+
+
+__all__ = [
+    "DEFAULT_DEBUG_DIRS",
+    "DebugFileSearch",
+    "build_id_path",
+    "debuglink_candidates",
+    "file_crc32",
+    "find_debug_file",
+    "minidebuginfo",
+]

@@ -1,0 +1,275 @@
+"""Function symbols of ELF symbol tables, and the symbol that names an address, as gdb picks it.
+
+A symbol table (``SHT_SYMTAB`` ``.symtab``, ``SHT_DYNSYM`` ``.dynsym``) is an array of gABI
+``Elf64_Sym`` / ``Elf32_Sym`` entries; it is read here in one piece with numpy rather than
+entry by entry, and only the names of function symbols (``STT_FUNC``, ``STT_GNU_IFUNC``) are
+decoded from the linked string table.  Versioned names (``memcpy@@GLIBC_2.14``) lose their
+version, as gdb records them (``elf_symtab_read``).
+
+:class:`FunctionSymbols` merges tables (a file's ``.symtab`` and ``.dynsym``, a separate debug
+file's ``.symtab``, MiniDebugInfo's) and answers "which function holds this address" with the
+rules of gdb's ``lookup_minimal_symbol_by_pc_section`` (gdb/minsyms.c):
+
+* symbols are sorted by address, then by name (``compare_minimal_symbols``); duplicates of the
+  same name and address are one symbol (``compact_minimal_symbols``);
+* of the symbols at the highest address not above the PC, the last one in that order with a
+  non-zero size wins, except that a local symbol gives way to the global one just before it
+  when they have the same size (``__libc_start_main`` over ``__libc_start_main_impl``: gdb's
+  "prefer" ``mst_text`` over ``mst_file_text``); zero-sized symbols are kept aside
+  (``best_zero_sized``) and used only when no sized symbol is found, or when the sized one
+  ends before the PC.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ElfError
+from .image import ElfImage
+
+if TYPE_CHECKING:
+    import numpy as np
+
+SHT_SYMTAB = 2
+SHT_DYNSYM = 11
+STT_FUNC = 2
+STT_GNU_IFUNC = 10
+SHN_UNDEF = 0
+STB_LOCAL = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolRecord:
+    """One function symbol: link-time address, size (0: unknown), name, and whether it is
+    global or weak (gdb's ``mst_text``) rather than local (``mst_file_text``)."""
+
+    address: int
+    size: int
+    name: str
+    is_global: bool = True
+
+
+def _sym_dtype(bits: int, big_endian: bool) -> Any:
+    import numpy as np
+
+    order = ">" if big_endian else "<"
+    if bits == 64:
+        fields = [("name", "u4"), ("info", "u1"), ("other", "u1"), ("shndx", "u2"),
+                  ("value", "u8"), ("size", "u8")]
+    else:
+        fields = [("name", "u4"), ("value", "u4"), ("size", "u4"), ("info", "u1"),
+                  ("other", "u1"), ("shndx", "u2")]
+    return np.dtype([(n, order + t if t != "u1" else t) for n, t in fields])
+
+
+def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
+    """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); empty
+    if the file has no such table.  ElfError when the table or its strings are unreadable."""
+    import numpy as np
+
+    section = image.section(table)
+    if section is None or section.type not in (SHT_SYMTAB, SHT_DYNSYM):
+        return []
+    sections = image.sections()
+    if not 0 < section.link < len(sections):
+        raise ElfError(f"{image.path}: {table} links to no string table ({section.link})")
+    dtype = _sym_dtype(image.elfclass, image.big_endian)
+    data = section.data()
+    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    kind = entries["info"] & 0xF
+    keep = ((kind == STT_FUNC) | (kind == STT_GNU_IFUNC)) & (entries["shndx"] != SHN_UNDEF)
+    keep &= entries["name"] != 0
+    chosen = entries[keep]
+    if not len(chosen):
+        return []
+    strings = sections[section.link].data()
+    records = []
+    binds = (chosen["info"] >> 4).tolist()
+    kinds = (chosen["info"] & 0xF).tolist()
+    for name_at, value, size, bind, kind in zip(
+        chosen["name"].tolist(), chosen["value"].tolist(), chosen["size"].tolist(), binds, kinds,
+        strict=True,
+    ):
+        if name_at >= len(strings):
+            raise ElfError(f"{image.path}: {table}: a symbol name at {name_at:#x} is past the "
+                           f"end of its {len(strings)}-byte string table")
+        end = strings.find(b"\0", name_at)
+        raw = strings[name_at : end if end >= 0 else len(strings)]
+        name = raw.decode("utf-8", "replace").split("@", 1)[0]
+        if name:
+            records.append(SymbolRecord(value, size, name, bind != STB_LOCAL and kind == STT_FUNC))
+    return records
+
+
+class FunctionSymbols:
+    """Function symbols merged from one or more tables, searchable by address (one at a time
+    or in bulk with numpy) and by name."""
+
+    def __init__(self, records: Iterable[SymbolRecord]) -> None:
+        import numpy as np
+
+        # Same address and name in two tables (.symtab and .dynsym): one symbol, global if
+        # either is, with the size that is not zero.
+        by_key: dict[tuple[int, str], SymbolRecord] = {}
+        for record in records:
+            key = (record.address, record.name)
+            seen = by_key.get(key)
+            if seen is not None:
+                record = SymbolRecord(
+                    record.address, seen.size or record.size, record.name,
+                    seen.is_global or record.is_global,
+                )
+            by_key[key] = record
+        merged = [by_key[key] for key in sorted(by_key)]
+        self._names = [m.name for m in merged]
+        self._starts = np.fromiter((m.address for m in merged), dtype=np.uint64, count=len(merged))
+        self._sizes = np.fromiter((m.size for m in merged), dtype=np.uint64, count=len(merged))
+        self._global = [m.is_global for m in merged]
+        self._groups = self._group()
+        # The same, as Python lists, for one address at a time (bisect beats a numpy call on
+        # a single value by an order of magnitude).
+        self._group_starts: list[int] = self._groups[0].tolist()
+        self._nearest_sized: list[int] = self._groups[1].tolist()
+        self._nearest_zero: list[int] = self._groups[2].tolist()
+        self._start_list: list[int] = self._starts.tolist()
+        self._size_list: list[int] = self._sizes.tolist()
+
+    def _pick(self, first: int, last: int) -> tuple[int, int]:
+        """gdb's scan down through the symbols of one address, ``first`` to ``last``: the
+        sized symbol it stops at, and the first zero-sized one it passed (-1: none)."""
+        sizes, is_global = self._sizes, self._global
+        hi, zero = last, -1
+        while hi >= first:
+            if (
+                hi > first
+                and not is_global[hi]
+                and is_global[hi - 1]
+                and sizes[hi] == sizes[hi - 1]
+            ):
+                hi -= 1
+                continue
+            if sizes[hi] == 0:
+                if zero < 0:
+                    zero = hi
+                hi -= 1
+                continue
+            return hi, zero
+        return -1, zero
+
+    def _group(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per distinct address: its start, and the symbols gdb's scan from there finds: the
+        nearest sized one at or below it, the nearest zero-sized one."""
+        import numpy as np
+
+        count = len(self._names)
+        starts = self._starts
+        if not count:
+            empty = np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.uint64), empty, empty
+        new_group = np.append(True, starts[1:] != starts[:-1])
+        firsts = np.flatnonzero(new_group)
+        lasts = np.append(firsts[1:] - 1, count - 1)
+        sized = self._sizes != 0
+        # Lone symbols (most addresses): sized or zero-sized, vectorized; groups of aliases go
+        # through gdb's scan one by one.
+        sized_pick = np.where(sized[firsts], firsts, -1).astype(np.int64)
+        zero_pick = np.where(sized[firsts], -1, firsts).astype(np.int64)
+        for group in np.flatnonzero(lasts > firsts).tolist():
+            sized_pick[group], zero_pick[group] = self._pick(int(firsts[group]),
+                                                             int(lasts[group]))
+        return starts[firsts], np.maximum.accumulate(sized_pick), np.maximum.accumulate(zero_pick)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def find_many(self, addresses: Sequence[int] | np.ndarray) -> np.ndarray:
+        """For each address, the index of the symbol that names it (-1: none)."""
+        import numpy as np
+
+        pcs = np.asarray(addresses, dtype=np.uint64)
+        group_starts, nearest_sized, nearest_zero = self._groups
+        out = np.full(len(pcs), -1, dtype=np.int64)
+        if not len(group_starts) or not len(pcs):
+            return out
+        group = np.searchsorted(group_starts, pcs, side="right").astype(np.int64) - 1
+        valid = group >= 0
+        at = np.where(valid, group, 0)
+        sized = np.where(valid, nearest_sized[at], -1)
+        zero = np.where(valid, nearest_zero[at], -1)
+        # A zero-sized symbol counts only above the sized one (gdb scans down from the PC
+        # and stops at the first sized symbol).
+        zero = np.where(zero > sized, zero, -1)
+        safe = np.maximum(sized, 0)
+        inside = (sized >= 0) & (pcs < self._starts[safe] + self._sizes[safe])
+        out = np.where(inside, sized, zero)
+        return out
+
+    def starts_of(self, indexes: np.ndarray) -> np.ndarray:
+        """The start addresses of the symbols at ``indexes`` (all found, none -1)."""
+        starts: np.ndarray = self._starts[indexes]
+        return starts
+
+    def find_index(self, address: int) -> int:
+        """:meth:`find_many` for one address, without numpy."""
+        group = bisect.bisect_right(self._group_starts, address) - 1
+        if group < 0:
+            return -1
+        sized, zero = self._nearest_sized[group], self._nearest_zero[group]
+        if sized >= 0 and address < self._start_list[sized] + self._size_list[sized]:
+            return sized
+        return zero if zero > sized else -1
+
+    def find(self, address: int) -> tuple[str, int] | None:
+        """(name, offset from its start) of the symbol naming ``address``, or None."""
+        index = self.find_index(address)
+        if index < 0:
+            return None
+        return self._names[index], address - self._start_list[index]
+
+    def start_of(self, index: int) -> int:
+        return self._start_list[index]
+
+    def name_of(self, index: int) -> str:
+        return self._names[index]
+
+    def symbol(self, index: int) -> SymbolRecord:
+        return SymbolRecord(int(self._starts[index]), int(self._sizes[index]), self._names[index])
+
+    def by_name(self, name: str) -> list[SymbolRecord]:
+        """Every symbol called ``name`` (several for a local name used by several objects)."""
+        return [self.symbol(i) for i, n in enumerate(self._names) if n == name]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._names)
+
+
+def find_in_objfiles(
+    tables: Sequence[FunctionSymbols], addresses: Sequence[int] | np.ndarray
+) -> list[tuple[int, int]]:
+    """For each address, (table, symbol index) of the symbol naming it across the tables of
+    one file and its separate debug files, in that order; (-1, -1) where none does.  As gdb's
+    ``lookup_minimal_symbol_by_pc_section`` goes through an objfile's separate debug objfiles:
+    each table picks its symbol, and a later table's wins only if it starts higher."""
+    import numpy as np
+
+    pcs = np.asarray(addresses, dtype=np.uint64)
+    best_table = np.full(len(pcs), -1, dtype=np.int64)
+    best_index = np.full(len(pcs), -1, dtype=np.int64)
+    best_start = np.zeros(len(pcs), dtype=np.uint64)
+    for number, table in enumerate(tables):
+        indexes = table.find_many(pcs)
+        found = indexes >= 0
+        starts = np.zeros(len(pcs), dtype=np.uint64)
+        starts[found] = table.starts_of(indexes[found])
+        better = found & ((best_table < 0) | (starts > best_start))
+        best_table[better] = number
+        best_index[better] = indexes[better]
+        best_start[better] = starts[better]
+    return list(zip(best_table.tolist(), best_index.tolist(), strict=True))
+
+
+__all__ = ["FunctionSymbols", "SymbolRecord", "find_in_objfiles", "read_function_symbols"]

@@ -1,0 +1,230 @@
+"""Function names for PCs: each ELF file's symbols, from every place gdb takes them.
+
+For one file (:class:`ModuleSymbols`, read on first use and cached per file version and debug
+directories), the symbols are the union of, as gdb's minimal symbols are (gdb/elfread.c):
+
+* the file's ``.symtab`` and ``.dynsym``;
+* the ``.symtab`` of its separate debug file, found by build ID or ``.gnu_debuglink``
+  (:func:`pysframe.elf.debuginfo.find_debug_file`) under the debug directories;
+* MiniDebugInfo (``.gnu_debugdata``), when the file has no ``.symtab`` of its own.
+
+The name for an address is then picked by gdb's rules (:mod:`pysframe.elf.symbols`), and
+demangled (:mod:`pysframe.unwind.demangle`) unless told not to be.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..elf.debuginfo import DEFAULT_DEBUG_DIRS, find_debug_file, minidebuginfo
+from ..elf.dwarf_lines import SourceFrame, SourceLines, source_lines
+from ..elf.image import ElfImage
+from ..elf.symbols import (
+    FunctionSymbols,
+    SymbolRecord,
+    find_in_objfiles,
+    read_function_symbols,
+)
+from ..errors import SFrameError
+from .demangle import bare_name, demangle
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(slots=True)
+class ModuleSymbols:
+    """The function symbols of one ELF file, and where they came from.  ``tables``: the file's
+    own (``.symtab`` with ``.dynsym``), then its separate debug file's, then MiniDebugInfo's;
+    gdb keeps them as separate objfiles, and so do these."""
+
+    path: str
+    tables: list[FunctionSymbols]
+    #: Where the symbols came from: ".symtab", ".dynsym", the debug file's path, ".gnu_debugdata".
+    sources: list[str] = field(default_factory=list)
+    debug_file: str | None = None
+    #: Debug files passed over, and data that could not be read, with the reason.
+    problems: list[str] = field(default_factory=list)
+    #: The DWARF reader for source lines: not yet opened (False), none (None), or open.
+    _lines: SourceLines | bool | None = False
+
+    def source(self, address: int) -> list[SourceFrame]:
+        """The functions at link-time ``address`` with their source lines, innermost inlined
+        function first (:meth:`pysframe.elf.dwarf_lines.SourceLines.frames`), from the DWARF
+        of the separate debug file, else of the file itself; empty without DWARF."""
+        lines = self._source_lines()
+        return [] if lines is None else lines.frames(address)
+
+    def starts_line(self, address: int) -> bool:
+        lines = self._source_lines()
+        return lines is not None and lines.starts_line(address)
+
+    def _source_lines(self) -> SourceLines | None:
+        if self._lines is False:
+            self._lines = None
+            for candidate in (self.debug_file, self.path):
+                if candidate is not None:
+                    self._lines = source_lines(candidate)
+                    if self._lines is not None:
+                        break
+        return self._lines if isinstance(self._lines, SourceLines) else None
+
+    def find(self, address: int) -> tuple[str, int] | None:
+        """(mangled name, offset) of the function holding link-time ``address``: the first
+        table's symbol, unless a later table's starts higher (see
+        :func:`pysframe.elf.symbols.find_in_objfiles`)."""
+        best: tuple[FunctionSymbols, int] | None = None
+        for table in self.tables:
+            index = table.find_index(address)
+            if index >= 0 and (best is None or table.start_of(index) > best[0].start_of(best[1])):
+                best = table, index
+        if best is None:
+            return None
+        table, index = best
+        return table.name_of(index), address - table.start_of(index)
+
+    def find_many(self, addresses: Sequence[int] | np.ndarray) -> list[tuple[str, int] | None]:
+        """:meth:`find` for many addresses at once (one numpy search per table)."""
+        out: list[tuple[str, int] | None] = []
+        for address, (table, index) in zip(
+            addresses, find_in_objfiles(self.tables, addresses), strict=True
+        ):
+            if index < 0:
+                out.append(None)
+            else:
+                found = self.tables[table]
+                out.append((found.name_of(index), int(address) - found.start_of(index)))
+        return out
+
+    def by_name(self, name: str) -> list[SymbolRecord]:
+        """Symbols called ``name``, mangled or demangled (with or without the parameter list
+        of a C++ function), from the first table that has one."""
+        for table in self.tables:
+            found = table.by_name(name)
+            if not found:
+                found = [
+                    table.symbol(index)
+                    for index, mangled in enumerate(table.names)
+                    if mangled.startswith(("_Z", "_R"))
+                    and name in (text := demangle(mangled), bare_name(text))
+                ]
+            if found:
+                return found
+        return []
+
+
+def _records(image: ElfImage, table: str, problems: list[str]) -> list[SymbolRecord]:
+    try:
+        return read_function_symbols(image, table)
+    except SFrameError as error:
+        problems.append(str(error))
+        return []
+
+
+def symbols_of_image(
+    image: ElfImage,
+    debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS,
+    *,
+    search: bool = True,
+    link_path: str | None = None,
+) -> ModuleSymbols:
+    """The symbols of an open ELF image (``search``: also look for its separate debug file).
+    ``link_path``: the file's name for the debuglink search when the image is read from
+    elsewhere (``/proc/PID/map_files/...`` for a deleted file)."""
+    problems: list[str] = []
+    sources: list[str] = []
+    records: list[SymbolRecord] = []
+    for table in (".symtab", ".dynsym"):
+        found = _records(image, table, problems)
+        if found:
+            sources.append(table)
+            records += found
+    tables = [FunctionSymbols(records)]
+    has_symtab = ".symtab" in sources
+    debug_file = None
+    if search:
+        build_id, debuglink = _identity(image)
+        debug = find_debug_file(link_path or image.path, build_id, debuglink, debug_dirs)
+        problems += debug.rejected
+        if debug.path is not None:
+            try:
+                with ElfImage.open(debug.path) as debug_image:
+                    found = read_function_symbols(debug_image, ".symtab")
+            except SFrameError as error:
+                problems.append(str(error))
+            else:
+                debug_file = debug.path
+                sources.append(debug.path)
+                tables.append(FunctionSymbols(found))
+                has_symtab = has_symtab or bool(found)
+    if not has_symtab:
+        # gdb reads MiniDebugInfo only for a file without .symtab (elf_symfile_read).
+        try:
+            mini = minidebuginfo(image)
+            if mini is not None:
+                with ElfImage.from_bytes(f"{image.path}:.gnu_debugdata", mini) as inner:
+                    tables.append(FunctionSymbols(read_function_symbols(inner, ".symtab")))
+                sources.append(".gnu_debugdata")
+        except SFrameError as error:
+            problems.append(str(error))
+    return ModuleSymbols(image.path, tables, sources, debug_file, problems)
+
+
+def _identity(image: ElfImage) -> tuple[bytes | None, tuple[str, int] | None]:
+    """The image's build ID and debuglink; None for either that a damaged file does not give."""
+    try:
+        build_id = image.build_id()
+    except SFrameError:
+        build_id = None
+    try:
+        debuglink = image.debuglink()
+    except SFrameError:
+        debuglink = None
+    return build_id, debuglink
+
+
+_CACHE: dict[tuple[str, int, int, int, tuple[str, ...], str | None], ModuleSymbols] = {}
+
+
+def symbols_of_file(
+    path: str, debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS, link_path: str | None = None
+) -> ModuleSymbols:
+    """The symbols of the ELF file at ``path``, cached per file version; an unreadable file
+    has none (its ``problems`` say why).  ``link_path``: see :func:`symbols_of_image`."""
+    try:
+        stat = os.stat(path)
+    except OSError as error:
+        return ModuleSymbols(path, [], problems=[f"{path}: {error.strerror}"])
+    key = (path, stat.st_mtime_ns, stat.st_size, stat.st_ino, tuple(debug_dirs), link_path)
+    if key not in _CACHE:
+        try:
+            with ElfImage.open(path) as image:
+                _CACHE[key] = symbols_of_image(image, debug_dirs, link_path=link_path)
+        except SFrameError as error:
+            _CACHE[key] = ModuleSymbols(path, [], problems=[str(error)])
+    return _CACHE[key]
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolOptions:
+    """How frames are named: the debug directories searched, and whether names are
+    demangled."""
+
+    debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS
+    demangle: bool = True
+
+    def name(self, mangled: str) -> str:
+        return demangle(mangled) if self.demangle else mangled
+
+
+__all__ = [
+    "DEFAULT_DEBUG_DIRS",
+    "ModuleSymbols",
+    "SourceFrame",
+    "SymbolOptions",
+    "symbols_of_file",
+    "symbols_of_image",
+]
