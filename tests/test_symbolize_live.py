@@ -321,3 +321,47 @@ def test_lines_option_text(programs: dict[str, Path], capsys: pytest.CaptureFixt
         {"function": "recurse<0>", "linkage_name": "_Z7recurseILi0EEiRN6shapes3BoxIiEE",
          "file": source, "line": 35, "inlined": False},
     ] in sources
+
+
+def test_format_gdb_names_libc_aliases_as_gdb(tmp_path: Path) -> None:
+    """A process asleep in libc: ``--format gdb`` names libc's functions as gdb's ``bt`` does
+    from libc6-dbg's DWARF, where a C function's linkage name is glibc's internal alias
+    (``__GI___clock_nanosleep``, not DW_AT_name's ``__clock_nanosleep``)."""
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed")
+    if libc_debug_file() is None:
+        pytest.skip("libc's separate debug file (Debian's libc6-dbg) is not installed")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        stopped = False
+        for _ in range(100):  # until it sleeps in the kernel
+            state = Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "S":
+                stopped = True
+                break
+            subprocess.run(["sleep", "0.05"], check=True)
+        assert stopped
+        report = stack_of_process(sleeper.pid)
+        ours = [
+            line.split(" in ", 1)[-1].split(" (", 1)[0].removeprefix("#0  ")
+            for line in report_lines_gdb(report)
+            if line.startswith("#")
+        ]
+        gdb = subprocess.run(
+            ["gdb", "-batch", "-nx", "-p", str(sleeper.pid), "-ex", "bt"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    theirs = [
+        re.sub(r"^#\d+\s+(0x[0-9a-f]+ in )?", "", line).split(" (", 1)[0]
+        for line in gdb.splitlines()
+        if line.startswith("#")
+    ]
+    if not theirs:
+        pytest.skip("gdb could not attach (ptrace_scope?)")
+    assert ours[: len(theirs)] == theirs
+    assert any(name.startswith("__GI_") for name in theirs)

@@ -297,8 +297,9 @@ def _source_name(source: SourceFrame, frame: Frame, demangle: bool) -> str:
         if not demangle:
             return source.mangled
         text = demangle_name(source.mangled)
-        if text != source.mangled:
-            return bare_name(text)
+        # A linkage name that is no mangled name (a C function's assembler name, such as
+        # glibc's __GI_ aliases) is what gdb prints, as it stands.
+        return bare_name(text) if text != source.mangled else source.mangled
     return source.function or frame.symbol or "??"
 
 
