@@ -8,26 +8,24 @@ Output: ``THREAD <lwp>`` then, newest first, ``FRAME <pc in hex>`` or ``FRAME si
 signal trampoline.
 """
 
+import os
+import sys
+from collections.abc import Iterable
+
 import gdb  # type: ignore[import-not-found]
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gdb_walk import print_threads
 
-def physical_frames() -> list[str]:
+
+def physical_frames(frames: Iterable["gdb.Frame"]) -> list[str]:
     lines = []
-    frame = gdb.newest_frame()
-    while frame is not None:
+    for frame in frames:
         if frame.type() == gdb.SIGTRAMP_FRAME:
             lines.append("FRAME signal")
         elif frame.type() != gdb.INLINE_FRAME:
             lines.append(f"FRAME {frame.pc():#x}")
-        try:
-            frame = frame.older()
-        except gdb.error:
-            break
     return lines
 
 
-for inferior in gdb.inferiors():
-    for thread in sorted(inferior.threads(), key=lambda t: t.ptid[1]):
-        thread.switch()
-        print(f"THREAD {thread.ptid[1]}")
-        print("\n".join(physical_frames()))
+print_threads(physical_frames)

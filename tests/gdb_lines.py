@@ -8,13 +8,19 @@ Output: ``THREAD <lwp>`` then, newest first, ``FRAME <kind>\\t<name>\\t<file>\\t
 kind is ``inline``, ``normal`` or ``signal``, and ``-`` stands for no name or no line.
 """
 
+import os
+import sys
+from collections.abc import Iterable
+
 import gdb  # type: ignore[import-not-found]
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gdb_walk import print_threads
 
-def frames() -> list[str]:
+
+def frames_with_lines(frames: Iterable["gdb.Frame"]) -> list[str]:
     lines = []
-    frame = gdb.newest_frame()
-    while frame is not None:
+    for frame in frames:
         kind = frame.type()
         if kind == gdb.SIGTRAMP_FRAME:
             lines.append("FRAME signal\t-\t-\t-")
@@ -23,15 +29,7 @@ def frames() -> list[str]:
             where = (sal.symtab.filename, str(sal.line)) if sal.symtab else ("-", "-")
             label = "inline" if kind == gdb.INLINE_FRAME else "normal"
             lines.append(f"FRAME {label}\t{frame.name() or '-'}\t{where[0]}\t{where[1]}")
-        try:
-            frame = frame.older()
-        except gdb.error:
-            break
     return lines
 
 
-for inferior in gdb.inferiors():
-    for thread in sorted(inferior.threads(), key=lambda t: t.ptid[1]):
-        thread.switch()
-        print(f"THREAD {thread.ptid[1]}")
-        print("\n".join(frames()))
+print_threads(frames_with_lines)

@@ -11,7 +11,14 @@ frame's address in its function (the PC, or the return address minus one for a c
 gdb's ``get_frame_address_in_block``).  ``-`` stands for no name.
 """
 
+import os
+import sys
+from collections.abc import Iterable
+
 import gdb  # type: ignore[import-not-found]
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gdb_walk import print_threads
 
 
 def symbol_name(address: int) -> str:
@@ -23,11 +30,10 @@ def symbol_name(address: int) -> str:
     return head if plus and offset.isdigit() else name
 
 
-def frames() -> list[str]:
+def named_frames(frames: Iterable["gdb.Frame"]) -> list[str]:
     lines = []
-    frame = gdb.newest_frame()
     caller = False
-    while frame is not None:
+    for frame in frames:
         kind = frame.type()
         if kind == gdb.SIGTRAMP_FRAME:
             lines.append("FRAME signal")
@@ -36,15 +42,7 @@ def frames() -> list[str]:
             pc = frame.pc()
             lines.append(f"FRAME {pc:#x}\t{frame.name() or '-'}\t{symbol_name(pc - caller)}")
             caller = True
-        try:
-            frame = frame.older()
-        except gdb.error:
-            break
     return lines
 
 
-for inferior in gdb.inferiors():
-    for thread in sorted(inferior.threads(), key=lambda t: t.ptid[1]):
-        thread.switch()
-        print(f"THREAD {thread.ptid[1]}")
-        print("\n".join(frames()))
+print_threads(named_frames)
