@@ -28,7 +28,7 @@ from pysframe.generate.cfa_rules import (
 )
 from pysframe.generate.cfi import Cie
 from pysframe.generate.expression import CFA_BASE, evaluate, reads_pc
-from pysframe.generate.interpret import CfiTable, fde_rows, interpret_cfi
+from pysframe.generate.interpret import CHUNK, CfiTable, fde_rows, interpret_cfi
 from pysframe.generate.ops import decode_instructions
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
@@ -287,6 +287,34 @@ def test_bulk_rows_equal_per_program_rows_on_random_programs(programs: list[byte
     scalar = interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE, bulk=False)
     _same_tables(bulk, scalar)
 
+
+def _uleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def test_bulk_rows_across_chunks() -> None:
+    """More distinct programs than one chunk of the bulk path (interpret.CHUNK) holds, some
+    left to the per-program path: the same table as interpreting each program alone."""
+    programs = []
+    for number in range(2 * CHUNK + 123):
+        # DW_CFA_advance_loc 1, DW_CFA_def_cfa_offset 16 + number: every program distinct.
+        program = b"\x41\x0e" + _uleb(16 + number)
+        if number % 3 == 0:
+            program += b"\x86\x02"  # DW_CFA_offset r6 (rbp), 2 * data alignment (-8)
+        if number % 1000 == 7:
+            program += b"\x0f\x02\x77\x08"  # DW_CFA_def_cfa_expression: the per-program path
+        programs.append(program)
+    data = _eh_frame(programs)
+    bulk = interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE)
+    _same_tables(bulk, interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE, bulk=False))
+    assert len(bulk) == len(programs) and not bulk.problems
+    last = bulk.rows_of(len(programs) - 1)
+    assert last[1][1].cfa_offset == 16 + len(programs) - 1
 
 def test_no_rules_before_the_cie() -> None:
     assert NO_RULES.cfa_kind == CfaKind.NONE and NO_RULES.fp_kind == RegKind.SAME

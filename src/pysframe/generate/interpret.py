@@ -34,7 +34,7 @@ from .cfa_rules import (
 )
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
 from .expression import evaluate
-from .interpret_bulk import PAD, RuleColumns, concatenate, interpret_programs
+from .interpret_bulk import PAD, BulkRows, RuleColumns, concatenate, interpret_programs
 from .ops import decode_instructions
 
 IntArray = npt.NDArray[np.int64]
@@ -248,7 +248,7 @@ class _ProgramRows:
     the per-program path (added in program order, after the block's programs)."""
 
     def __init__(self) -> None:
-        #: At most one block of rows from the bulk path.
+        #: Blocks of rows from the bulk path, one per chunk, in program order.
         self.blocks: list[tuple[IntArray, IntArray, RuleColumns]] = []
         self.programs: list[int] = []
         self.begins: list[int] = []
@@ -287,7 +287,27 @@ def _interpret_in_bulk(
     big_endian: bool,
     rows: _ProgramRows,
 ) -> npt.NDArray[np.bool_]:
-    """Interpret the programs the bulk path handles; which ones it did."""
+    """Interpret the programs the bulk path handles; which ones it did.
+
+    In chunks of :data:`CHUNK` programs, as the generator does, to bound the memory of the
+    columns (several int64 per instruction and per row)."""
+    ok = np.zeros(len(keys), dtype=bool)
+    for low in range(0, len(keys), CHUNK):
+        chunk = keys[low : low + CHUNK]
+        found = _interpret_chunk(chunk, cies, initial, cfi_abi, big_endian)
+        rows.blocks.append((found.row_program + low, found.row_begin, found.rules))
+        ok[low : low + len(chunk)] = found.ok
+    return ok
+
+
+def _interpret_chunk(
+    keys: list[tuple[int, bytes]],
+    cies: dict[int, Cie],
+    initial: dict[int, tuple[Rules, bytes | None] | str],
+    cfi_abi: CfiAbi,
+    big_endian: bool,
+) -> BulkRows:
+    """The bulk path over ``keys``' programs (numbered from 0)."""
     lengths = np.fromiter((len(code) for _cie, code in keys), dtype=np.int64, count=len(keys))
     ends = np.cumsum(lengths)
     starts = ends - lengths
@@ -304,9 +324,11 @@ def _interpret_in_bulk(
     start = RuleColumns.of(start_rules).take(which)
     caf = np.array([cies[offset].code_alignment for offset in cie_list], dtype=np.int64)[which]
     daf = np.array([cies[offset].data_alignment for offset in cie_list], dtype=np.int64)[which]
-    found = interpret_programs(buf, starts, ends, caf, daf, start, cfi_abi, big_endian)
-    rows.blocks.append((found.row_program, found.row_begin, found.rules))
-    return found.ok
+    return interpret_programs(buf, starts, ends, caf, daf, start, cfi_abi, big_endian)
+
+
+#: Programs interpreted together by the bulk path.
+CHUNK = 4096
 
 
 def _interpret_one(
