@@ -297,6 +297,46 @@ def test_gas_2_47_rows_that_differ_from_the_cfi() -> None:
     assert {note.reason for note in report.notes} == {REASONS[10]}
 
 
+def test_damage_past_the_first_thousands_of_functions(tmp_path: Path) -> None:
+    """A program of 9,000 functions (more than verify_compare.FDE_CHUNK, whose points are
+    found together) with SFrame generated and injected: clean, and a CFA offset changed in its
+    last function is reported there and only there."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    count = 9_000
+    source = tmp_path / "many.c"
+    source.write_text(
+        "int sink(int);\n"
+        + "".join(f"int f{i}(int x) {{ return sink(x) + {i}; }}\n" for i in range(count))
+        + "int sink(int x) { return x; }\n"
+        + f"int main(void) {{ return f0(0) + f{count - 1}(0); }}\n"
+    )
+    program = tmp_path / "many"
+    subprocess.run(["gcc", "-O0", "-o", str(program), str(source)], check=True)
+    injected = tmp_path / "many.sframe"
+    assert main(["generate", str(program), "--inject", "-o", str(injected)]) == 0
+    clean = verify_file(injected)
+    assert clean.status == CONSISTENT and clean.compared_functions > count
+    with ElfImage.open(str(injected)) as image:
+        start = next(s.value for s in image.symbols() if s.name == f"f{count - 1}")
+        rows = list(next(f for f in load_sframe(image) if f.start == start).rows)
+    assert len(rows) >= 3
+
+    def damage(functions: list[Function]) -> list[Function]:
+        index = _function_at(functions, start)
+        assert index > count - 10
+        changed = replace(rows[1], words=(rows[1].words[0] + 8, *rows[1].words[1:]))
+        functions[index] = _with_rows(functions[index], [rows[0], changed, *rows[2:]])
+        return functions
+
+    target = tmp_path / "many.damaged"
+    _damaged(injected, target, damage)
+    report = verify_file(target)
+    assert report.status == DISAGREEMENT and report.disagreement_count == 1
+    (found,) = report.disagreements
+    assert (found.function, found.function_start) == (f"f{count - 1}", start)
+    assert (found.start, found.end) == (start + rows[1].start_offset, start + rows[2].start_offset)
+
 def test_libbfd_built_with_gas_2_47_verifies_clean() -> None:
     """libbfd (all targets) compiled with GNU as 2.47 --gsframe and linked by ld 2.47: every PC
     of every function agrees with the CFI; the only note is ld's .plt.got."""

@@ -42,6 +42,8 @@ MAX_PCMASK_POINTS = 1 << 20
 NO_ROW = 7
 #: Points looked up and compared at a time.
 CHUNK = 1 << 17
+#: CFI functions whose points are found together (libLLVM-15: about 10 points a function).
+FDE_CHUNK = 1 << 13
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,20 +214,54 @@ def _overlaps(lo: IntArray, hi: IntArray, other_lo: IntArray, other_hi: IntArray
 def segments(
     section: SFrameSection, cfi: CombinedCfi, compared: BoolArray, abi: Abi
 ) -> Segments:
-    """Compare the rules at every boundary of the CFI functions in ``compared``."""
+    """Compare the rules at every boundary of the CFI functions in ``compared``: the points of
+    :data:`FDE_CHUNK` functions at a time, looked up and compared :data:`CHUNK` points at a
+    time (a bounded working set)."""
+    bounds = _sframe_boundaries(section)
     fdes = np.flatnonzero(compared)
+    pieces: list[tuple[IntArray, IntArray, IntArray, IntArray, BoolArray, IntArray]] = []
+    for low in range(0, max(len(fdes), 1), FDE_CHUNK):
+        fde, start, end, pc, rule = _points(cfi, compared, bounds, fdes[low : low + FDE_CHUNK])
+        agree = np.empty(len(pc), dtype=bool)
+        for first_point in range(0, len(pc), CHUNK):
+            part = slice(first_point, first_point + CHUNK)
+            found = section.find_fres(pc[part].astype(np.uint64))
+            theirs_rules = sframe_columns(found, section, abi)
+            agree[part] = rules_agree(cfi.rules.take(rule[part]), theirs_rules, abi)
+        pieces.append((fde, start, end, pc, agree, rule))
+    fde, start, end, pc, agree, rule = (np.concatenate(c) for c in zip(*pieces, strict=True))
+    differ = np.flatnonzero(~agree)
+    found = section.find_fres(pc[differ].astype(np.uint64))
+    return Segments(
+        fde,
+        start,
+        end,
+        pc,
+        agree,
+        differ,
+        cfi.rules.take(rule[differ]),
+        sframe_columns(found, section, abi),
+        _covering_function(section, pc[differ]),
+    )
+
+
+def _points(
+    cfi: CombinedCfi, compared: BoolArray, bounds: IntArray, fdes: IntArray
+) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray]:
+    """The points of the CFI functions ``fdes`` (increasing, all compared) where either
+    side's rules may change: per point its function, the range [start, end) of offsets it
+    begins, its address and the CFI's rule there."""
     begin = cfi.begin
     size = cfi.size
     # The CFI side's boundaries: its rows' starts (tagged 0: they sort before SFrame's).
-    row_keep = compared[cfi.row_fde]
-    own = ((cfi.row_fde << _KEY_SHIFT) | np.minimum(cfi.row_begin, _KEY_LIMIT)) << 1
-    if not row_keep.all():
-        own = own[row_keep]
-        own_rule = cfi.row_rule[row_keep]
+    if len(fdes):
+        first_row, last_row = np.searchsorted(cfi.row_fde, [fdes[0], fdes[-1] + 1])
     else:
-        own_rule = cfi.row_rule
+        first_row = last_row = 0
+    rows = np.arange(first_row, last_row, dtype=np.int64)
+    rows = rows[compared[cfi.row_fde[rows]]]
+    own = ((cfi.row_fde[rows] << _KEY_SHIFT) | np.minimum(cfi.row_begin[rows], _KEY_LIMIT)) << 1
     # SFrame's, inside each compared CFI function (tagged 1).
-    bounds = _sframe_boundaries(section)
     lo = np.searchsorted(bounds, begin[fdes], side="left")
     hi = np.searchsorted(bounds, begin[fdes] + size[fdes], side="left")
     counts = hi - lo
@@ -246,28 +282,8 @@ def segments(
     start = keys & _KEY_LIMIT
     following = np.append(fde[1:] == fde[:-1], False)
     end = np.where(following, np.append(start[1:], 0), size[fde])
-    rule = own_rule[np.maximum(cfi_row, 0)]
-    pc = begin[fde] + start
-    # The batch lookup and the comparison, a slice at a time (a bounded working set).
-    agree = np.empty(len(pc), dtype=bool)
-    for first_point in range(0, len(pc), CHUNK):
-        part = slice(first_point, first_point + CHUNK)
-        found = section.find_fres(pc[part].astype(np.uint64))
-        theirs_rules = sframe_columns(found, section, abi)
-        agree[part] = rules_agree(cfi.rules.take(rule[part]), theirs_rules, abi)
-    differ = np.flatnonzero(~agree)
-    found = section.find_fres(pc[differ].astype(np.uint64))
-    return Segments(
-        fde,
-        start,
-        end,
-        pc,
-        agree,
-        differ,
-        cfi.rules.take(rule[differ]),
-        sframe_columns(found, section, abi),
-        _covering_function(section, pc[differ]),
-    )
+    rule = cfi.row_rule[rows[np.maximum(cfi_row, 0)]]
+    return fde, start, end, begin[fde] + start, rule
 
 
 def _sframe_boundaries(section: SFrameSection) -> IntArray:
