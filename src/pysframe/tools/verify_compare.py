@@ -220,7 +220,7 @@ def segments(
     bounds = _sframe_boundaries(section)
     fdes = np.flatnonzero(compared)
     pieces: list[tuple[IntArray, IntArray, IntArray, IntArray, BoolArray, IntArray]] = []
-    for low in range(0, max(len(fdes), 1), FDE_CHUNK):
+    for low in range(0, max(len(fdes), 1), FDE_CHUNK):  # once at least: empty columns
         fde, start, end, pc, rule = _points(cfi, compared, bounds, fdes[low : low + FDE_CHUNK])
         agree = np.empty(len(pc), dtype=bool)
         for first_point in range(0, len(pc), CHUNK):
