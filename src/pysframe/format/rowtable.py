@@ -12,6 +12,7 @@ tables are answered by the scalar lookup, which defines the semantics.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -127,8 +128,6 @@ class RowTable:
         if section.version is Version.V1:
             irregular |= fde_pc_type(table.info) == PcType.MASK
         self.irregular = irregular
-        self.key = function_of_row.astype(np.int64) * (1 << 33) + self.start_offset
-        self.function_of_row = function_of_row
         # Each row's index within its function, and -1 past the end ("no row").
         within_function = np.arange(len(function_of_row)) - self.row_base[function_of_row]
         largest_count = int(table.num_fres.max()) if len(table) else 0
@@ -138,7 +137,20 @@ class RowTable:
         self.function_of_row_padded = np.append(function_of_row, -1).astype(
             _index_dtype(len(table))
         )
-        self._build_points()
+        self._build_points(function_of_row)
+
+    @property
+    def function_of_row(self) -> I64:
+        """Each row's function index (a new array: the table keeps only the narrow column)."""
+        return self.function_of_row_padded[:-1].astype(np.int64)
+
+    @cached_property
+    def key(self) -> I64:
+        """(function, start offset) of each row as one increasing integer, for the two-step
+        search; built the first time a PC needs it (PCMASK functions, rows out of order,
+        overlapping functions), not kept otherwise."""
+        key: I64 = self.function_of_row * (1 << 33) + self.start_offset
+        return key
 
     def find(self, pcs: npt.NDArray[np.uint64]) -> BatchResult:
         if self.points is None:
@@ -180,7 +192,7 @@ class RowTable:
     _NO_ROW = -1
     _SPECIAL = -2
 
-    def _build_points(self) -> None:
+    def _build_points(self, function_of_row: I64) -> None:
         table = self.section.table
         self.points: npt.NDArray[np.uint64] | None = None
         if len(table) == 0 or self.scalar_everything:
@@ -193,7 +205,7 @@ class RowTable:
         masked = fde_pc_type(table.info) == PcType.MASK
         special = masked | self.irregular
         rows = np.arange(len(self.start_offset))
-        fn = self.function_of_row
+        fn = function_of_row
         plain_rows = rows[~special[fn] & (self.start_offset < table.size[fn])]
         count = len(table)
         addresses = np.concatenate(
@@ -215,14 +227,18 @@ class RowTable:
         )
         by_address = np.lexsort((rank, addresses))
         self.points = addresses[by_address]
-        self.row_of_point = np.append(row_of_point[by_address], self._NO_ROW)
+        # Narrow, as the other index columns: -2 .. the number of rows.
+        self.row_of_point = np.append(row_of_point[by_address], self._NO_ROW).astype(
+            _index_dtype(len(self.start_offset))
+        )
 
     def _find_by_points(self, pcs: npt.NDArray[np.uint64]) -> I64:
         """Per PC the index in the whole table of the row that applies, -1 where none."""
         assert self.points is not None
         # Point -1 (before every function) reads the padding entry at the end: "no row".
         point = np.searchsorted(self.points, pcs, side="right") - 1
-        flat: I64 = self.row_of_point.take(point)
+        # Widened once here: take() converts narrower index arrays on every call.
+        flat: I64 = self.row_of_point.take(point).astype(np.int64)
         special = np.flatnonzero(flat == self._SPECIAL)
         if special.size:
             function_special, row_special = self._find_sorted(pcs[special])
