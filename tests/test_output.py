@@ -80,3 +80,10 @@ def test_a_failed_write_leaves_the_target_as_it_was(tmp_path: Path) -> None:
 def test_dash_is_standard_output(capfdbinary: pytest.CaptureFixture[bytes]) -> None:
     write_file("-", [b"to ", b"stdout"])
     assert capfdbinary.readouterr().out == b"to stdout"
+
+
+def test_an_output_in_a_missing_directory_is_named(tmp_path: Path) -> None:
+    target = tmp_path / "no-such-directory" / "out"
+    with pytest.raises(OutputError) as error:
+        write_file(str(target), b"data")
+    assert str(error.value) == f"{target}: No such file or directory"  # not the temporary file

@@ -228,9 +228,15 @@ def test_errors_are_one_line(
     bad = tmp_path / "not-a-core"
     bad.write_bytes(b"hello")
     assert cli_main(["stack", "--core", str(bad)]) == 1
-    assert "not an ELF file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"pysframe: {bad}: not an ELF file\n"
     assert cli_main(["stack", "--core", str(program)]) == 1
-    assert "not a core file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"pysframe: {program}: not a core file (ELF type 3)\n"
+    missing = tmp_path / "missing.core"
+    assert cli_main(["stack", "--core", str(missing)]) == 1
+    assert capsys.readouterr().err == f"pysframe: {missing}: No such file or directory\n"
+    with pytest.raises(SystemExit) as usage:
+        cli_main(["stack", "--max-frames", "0", str(os.getpid())])
+    assert usage.value.code == 2 and "--max-frames" in capsys.readouterr().err
 
 
 def test_truncated_core(core: Path, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import shutil
+import struct
 import subprocess
 from collections.abc import Callable
 from dataclasses import replace
@@ -380,6 +381,28 @@ def test_cli_exit_codes_and_messages(capsys: pytest.CaptureFixture[str], tmp_pat
         main(["verify", "--jobs", "0", str(FRAMES)])
     assert usage.value.code == 2
 
+
+def test_machine_without_an_sframe_abi(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 32-bit x86 file (perf ships two in /usr/lib/perf-core) has nothing to verify: on its
+    own it fails with the reason and no --generate hint; in a directory it counts as a file
+    without SFrame, not as an error."""
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    i386 = folder / "helper32"
+    i386.write_bytes(
+        b"\x7fELF\x01\x01\x01" + bytes(9)  # ELFCLASS32, little-endian, version 1
+        # e_type EXEC, e_machine EM_386, e_version, entry, phoff, shoff, flags, ehsize 52,
+        # phentsize 32, phnum 0, shentsize 40, shnum 0, shstrndx 0
+        + struct.pack("<HHIIIIIHHHHHH", 2, 3, 1, 0, 0, 0, 0, 52, 32, 0, 40, 0, 0)
+    )
+    report = verify_file(i386)
+    assert report.status == NO_SFRAME
+    assert report.error == f"{i386}: SFrame defines no ABI for elf32-i386"
+    assert main(["verify", str(i386)]) == 1
+    assert capsys.readouterr().err == f"pysframe: {i386}: SFrame defines no ABI for elf32-i386\n"
+    assert main(["verify", "--dir", str(folder), "--csv"]) == 0
+    (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))
+    assert row["status"] == "no-sframe"
 
 def test_cli_file_without_sframe(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     if shutil.which("objcopy") is None:

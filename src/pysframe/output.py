@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .errors import SFrameError
 
@@ -75,18 +75,30 @@ def write_file(
         os.umask(umask)
         mode = 0o666 & ~umask
     directory = os.path.dirname(target) or "."
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
-    )
+    try:
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
+        )
+    except OSError as error:  # no such directory, no permission: the error names the output
+        raise OutputError(f"{path}: {error.strerror or error}") from None
     try:
         with os.fdopen(descriptor, "wb") as out:
-            for chunk in data:
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
+            for chunk in data:  # the producer's own errors pass through as they are
+                _written(path, out.write, chunk)
+            _written(path, out.flush)
+            _written(path, os.fsync, out.fileno())
+        _written(path, os.chmod, temporary, mode)
+        _written(path, os.replace, temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _written(path: str, action: Callable[..., object], *args: object) -> None:
+    """``action(*args)``, an OSError (a full disk, say) turned into an OutputError naming the
+    output ``path``, not the temporary file beside it."""
+    try:
+        action(*args)
+    except OSError as error:
+        raise OutputError(f"{path}: {error.strerror or error}") from None

@@ -1,8 +1,8 @@
 """``pysframe check FILE...``: validate SFrame sections (see :mod:`pysframe.validate`).
 
 One line per finding: ``FILE: SEVERITY: [RULE] function N offset 0xOFF: MESSAGE``.
-Exit status: 0 every file clean, 1 findings, 2 a file could not be read (or has no SFrame
-section); the highest applies when several files are given.
+Exit status: 0 every file clean, 1 findings or a file that could not be read (or has no
+SFrame section), 2 a usage error.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def register(subparsers: Any) -> None:
         description="Validate the SFrame sections of ELF files (or raw sections with --raw) "
         "against the rules of the format and of GNU ld, and with --kernel the Linux kernel's. "
         "One line per finding: FILE: SEVERITY: [RULE] function N offset 0xOFF: MESSAGE. "
-        "Exit status: 0 every file clean, 1 findings, 2 a file could not be read (or has no "
-        "SFrame section) or a usage error.",
+        "Exit status: 0 every file clean, 1 findings or a file that could not be read (or "
+        "has no SFrame section), 2 a usage error.",
     )
     parser.add_argument("files", nargs="*", metavar="FILE", help="ELF files (or raw sections)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if args.address is not None and not args.raw:
         raise UsageError("check: --address goes with --raw (an ELF file gives its own address)")
     if args.list_rules:
+        if args.files:
+            raise UsageError("check: --list-rules takes no FILE")
         for rule, text in RULES.items():
             print(f"{rule:18} {text}")
         return CLEAN

@@ -278,6 +278,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.address is not None and not args.raw and any(is_elf_file(p) for p in args.files):
         raise UsageError("dump: --address goes with bare sections (--raw)")
+    if args.format is not None and (args.json or args.jsonl):
+        raise UsageError("dump: --format frames the text dump; JSON has one layout")
     status = 0
     if args.json or args.jsonl:
         written = 0

@@ -9,7 +9,7 @@ pysframe does not need them.
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from . import build_parser
@@ -48,8 +48,12 @@ def generated() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else argv
-    root = Path(arguments[0] if arguments else "share")
+    parser = argparse.ArgumentParser(
+        prog="python -m pysframe.cli.shell_files",
+        description="Write the man page and the bash and zsh completions under DIR.",
+    )
+    parser.add_argument("directory", nargs="?", default="share", metavar="DIR")
+    root = Path(parser.parse_args(argv).directory)
     for key, text in generated().items():
         path = root / FILES[key]
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import UnwindError
 from ..unwind import DEFAULT_MAX_FRAMES
 from .symbol_args import add_symbol_options, symbol_options
-from .usage import UsageError
+from .usage import UsageError, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
-        "--max-frames", type=int, default=DEFAULT_MAX_FRAMES, metavar="N",
+        "--max-frames", type=positive_int, default=DEFAULT_MAX_FRAMES, metavar="N",
         help=f"at most N frames per thread (default {DEFAULT_MAX_FRAMES})",
     )
     parser.add_argument(
@@ -91,9 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sysroot and not (args.core or args.remote):
         raise UsageError("stack: --sysroot needs --core or --remote")
     if args.resume and not args.remote:
-        raise UnwindError("--continue needs --remote")
-    if args.max_frames < 1:
-        raise UnwindError(f"--max-frames must be at least 1, not {args.max_frames}")
+        raise UsageError("stack: --continue needs --remote")
     generate = not args.no_generate
     symbols = symbol_options(args)
     if args.remote:

@@ -9,7 +9,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SFrameError
 from .progress import Progress
 from .usage import UsageError, positive_int
 
@@ -110,4 +109,5 @@ def _check_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise SFrameError("--plot needs matplotlib: pip install 'pysframe[plot]'") from None
+        # Before any file is read; the option cannot work here, whatever the files hold.
+        raise UsageError("stats: --plot needs matplotlib: pip install 'pysframe[plot]'") from None

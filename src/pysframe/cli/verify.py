@@ -121,6 +121,6 @@ def run(args: argparse.Namespace) -> int:
 def _located(report: FileReport) -> str:
     from ..tools.verify import NO_SFRAME
     message = report.error or ""
-    if report.status == NO_SFRAME:
+    if report.status == NO_SFRAME and report.abi:  # with no ABI, generating cannot help
         message += " (--generate verifies SFrame generated from its CFI)"
     return message if message.startswith(report.path) else f"{report.path}: {message}"

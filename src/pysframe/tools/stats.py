@@ -154,7 +154,7 @@ def file_stats(path: str | os.PathLike[str], *, generate: bool = True) -> FileSt
 def _elf_image(name: str, stream: BinaryIO) -> ElfImage:
     """The ELF image in ``stream``; ElfError "not a readable ELF file" if it is none."""
     if stream.read(len(ELF_MAGIC)) != ELF_MAGIC:
-        raise ElfError(f"{name}: not a readable ELF file (Magic number does not match)")
+        raise ElfError(f"{name}: not an ELF file")
     stream.seek(0)
     return ElfImage(name, stream)
 

@@ -112,10 +112,10 @@ class CoreFile:
         try:
             file = open_input(path)  # the image closes it
         except InputError as error:
-            raise CoreFileError(f"cannot open core file {error}") from None
+            raise CoreFileError(str(error)) from None
         try:
             if file.read(4) != ELF_MAGIC:
-                raise CoreFileError(f"{path} is not an ELF file")
+                raise CoreFileError(f"{path}: not an ELF file")
             file.seek(0)
             return ElfImage(path, file)
         except ElfError as error:
@@ -128,7 +128,7 @@ class CoreFile:
     def _check_present(self, offset: int, size: int, what: str) -> None:
         if offset + size > self.size:
             raise CoreFileError(
-                f"core file {self.path} is truncated: {what} needs bytes {offset:#x}-"
+                f"{self.path}: core file truncated: {what} needs bytes {offset:#x}-"
                 f"{offset + size:#x}, the file has {self.size:#x}"
             )
 
@@ -139,7 +139,7 @@ class CoreFile:
         self.big_endian = image.big_endian
         self._order = byte_order(self.big_endian)
         if image.e_type != ET_CORE:
-            raise CoreFileError(f"{self.path} is not a core file (ELF type {image.e_type})")
+            raise CoreFileError(f"{self.path}: not a core file (ELF type {image.e_type})")
         abi = image.abi
         if abi is None:
             raise CoreFileError(f"{self.path}: unsupported machine {image.machine}")
@@ -161,7 +161,7 @@ class CoreFile:
         needed = max((s.offset + s.filesz for s in self.segments if s.filesz), default=0)
         if needed > self.size:
             raise CoreFileError(
-                f"core file {self.path} is truncated: its segments need {needed:#x} bytes, "
+                f"{self.path}: core file truncated: its segments need {needed:#x} bytes, "
                 f"the file has {self.size:#x}"
             )
 
