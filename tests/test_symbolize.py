@@ -296,3 +296,39 @@ def test_damaged_dwarf_gives_no_lines_and_no_error(tmp_path: Path) -> None:
             lines.close()
         symbols = symbols_of_file(str(path), ())
         assert symbols.source(TEXT + 2) == [] and symbols.find(TEXT + 2) == ("main", 2)
+
+
+def test_pcs_outside_a_symbols_section_are_not_named_as_gdb() -> None:
+    """Around every section's start and end of a real program, each function name (or none)
+    is gdb's ``info symbol`` one: no name outside the allocated sections (lookup of an
+    address past the end of the program said ``_fini+0x5f5b2ff``), nor from a symbol of
+    another section."""
+    import shutil
+    import subprocess
+
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed")
+    program = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3" / "frames"
+    with ElfImage.open(str(program)) as image:
+        ranges = [(s.address, s.size) for s in image.sections() if s.address]
+    pcs = sorted({pc for a, size in ranges for pc in (a, a + size - 1, a + size, a + size + 16)})
+    pcs.append(99_999_999)
+    commands = [word for pc in pcs for word in ("-ex", f"info symbol {pc:#x}")]
+    answers = subprocess.run(
+        ["gdb", "-q", "-batch", "-nx", str(program), *commands],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.splitlines()  # fmt: skip
+    assert len(answers) == len(pcs)
+    symbols = symbols_of_file(str(program))
+    named = 0
+    for pc, answer in zip(pcs, answers, strict=True):
+        theirs = None if answer.startswith("No symbol") else answer.split(" in section ")[0]
+        if theirs is not None:
+            theirs = theirs.rsplit(" + ", 1)[0]
+        ours = symbols.find(pc)
+        if ours is not None:  # ours names functions only; gdb names data and PLT stubs too
+            assert ours[0] == theirs, hex(pc)
+            named += 1
+        elif theirs is not None:
+            assert not symbols.by_name(theirs), (hex(pc), theirs)
+    assert symbols.find(99_999_999) is None and named >= 5

@@ -14,6 +14,7 @@ demangled (:mod:`pysframe.unwind.demangle`) unless told not to be.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 from ..elf.debuginfo import DEFAULT_DEBUG_DIRS, find_debug_file, minidebuginfo
 from ..elf.dwarf_lines import SourceFrame, SourceLines, source_lines
 from ..elf.image import ElfImage
+from ..elf.layout import SHF_ALLOC, SHF_TLS, SHT_NOBITS
 from ..elf.symbols import (
     FunctionSymbols,
     SymbolRecord,
@@ -48,8 +50,23 @@ class ModuleSymbols:
     debug_file: str | None = None
     #: Debug files passed over, and data that could not be read, with the reason.
     problems: list[str] = field(default_factory=list)
+    #: The file's allocated sections, (start, end) in address order; empty when its section
+    #: headers are stripped.  gdb names no PC outside them, and a PC only with a symbol of its
+    #: own section (lookup_minimal_symbol_by_pc_section).
+    sections: tuple[tuple[int, int], ...] = ()
     #: The DWARF reader for source lines: not yet opened (False), none (None), or open.
     _lines: SourceLines | bool | None = False
+
+    def _section_of(self, address: int) -> int:
+        """The index in :attr:`sections` of the one holding ``address``, -1 for none."""
+        at = bisect.bisect_right(self.sections, (address, 1 << 64)) - 1
+        return at if at >= 0 and address < self.sections[at][1] else -1
+
+    def _in_its_section(self, address: int, symbol_start: int) -> bool:
+        if not self.sections:
+            return True
+        section = self._section_of(address)
+        return section >= 0 and section == self._section_of(symbol_start)
 
     def source(self, address: int) -> list[SourceFrame]:
         """The functions at link-time ``address`` with their source lines, innermost inlined
@@ -81,7 +98,7 @@ class ModuleSymbols:
             index = table.find_index(address)
             if index >= 0 and (best is None or table.start_of(index) > best[0].start_of(best[1])):
                 best = table, index
-        if best is None:
+        if best is None or not self._in_its_section(address, best[0].start_of(best[1])):
             return None
         table, index = best
         return table.name_of(index), address - table.start_of(index)
@@ -92,10 +109,10 @@ class ModuleSymbols:
         for address, (table, index) in zip(
             addresses, find_in_objfiles(self.tables, addresses), strict=True
         ):
-            if index < 0:
+            found = self.tables[table] if index >= 0 else None
+            if found is None or not self._in_its_section(int(address), found.start_of(index)):
                 out.append(None)
             else:
-                found = self.tables[table]
                 out.append((found.name_of(index), int(address) - found.start_of(index)))
         return out
 
@@ -170,7 +187,18 @@ def symbols_of_image(
                 sources.append(".gnu_debugdata")
         except SFrameError as error:
             problems.append(str(error))
-    return ModuleSymbols(image.path, tables, sources, debug_file, problems)
+    return ModuleSymbols(image.path, tables, sources, debug_file, problems, _sections(image))
+
+
+def _sections(image: ElfImage) -> tuple[tuple[int, int], ...]:
+    """(start, end) of the image's allocated sections, as gdb's find_pc_section sees them
+    (.tbss takes no addresses of its own)."""
+    ranges = {
+        (s.address, s.address + s.size)
+        for s in image.sections()
+        if s.flags & SHF_ALLOC and s.size and not (s.flags & SHF_TLS and s.type == SHT_NOBITS)
+    }
+    return tuple(sorted(ranges))
 
 
 def _identity(image: ElfImage) -> tuple[bytes | None, tuple[str, int] | None]:
