@@ -13,7 +13,12 @@ import pytest
 
 from pysframe.elf.debuginfo import build_id_path, find_debug_file
 from pysframe.elf.image import ElfImage
-from pysframe.elf.symbols import FunctionSymbols, SymbolRecord, find_in_objfiles
+from pysframe.elf.symbols import (
+    FunctionSymbols,
+    SymbolRecord,
+    find_in_objfiles,
+    read_function_symbols,
+)
 from pysframe.unwind import demangle as demangle_module
 from pysframe.unwind.demangle import demangle
 from pysframe.unwind.symbolize import ModuleSymbols, SymbolOptions, symbols_of_file
@@ -255,6 +260,9 @@ def test_demangle_cxx_and_rust() -> None:
         "core::ptr::drop_in_place"
     )
     assert demangle("main") == "main"
+    assert demangle("_ZN6shapes3BoxIiE11spin_insideEi@plt") == (  # a PLT entry, as gdb says
+        "shapes::Box<int>::spin_inside(int)@plt"
+    )
     assert demangle("_Znot_mangled") == "_Znot_mangled"
     assert SymbolOptions(demangle=False).name("_Z3foov") == "_Z3foov"
     if demangle_module._rust is not None:
@@ -298,37 +306,101 @@ def test_damaged_dwarf_gives_no_lines_and_no_error(tmp_path: Path) -> None:
         assert symbols.source(TEXT + 2) == [] and symbols.find(TEXT + 2) == ("main", 2)
 
 
-def test_pcs_outside_a_symbols_section_are_not_named_as_gdb() -> None:
-    """Around every section's start and end of a real program, each function name (or none)
-    is gdb's ``info symbol`` one: no name outside the allocated sections (lookup of an
-    address past the end of the program said ``_fini+0x5f5b2ff``), nor from a symbol of
-    another section."""
+def _gdb_info_symbol(program: Path, pcs: list[int]) -> list[str | None]:
+    """gdb's ``info symbol`` name for each PC (without `` + OFFSET``), None for none."""
+    import subprocess
+
+    commands = [
+        word for pc in pcs for word in ("-ex", f"info symbol {pc:#x}", "-ex", "echo @@\\n")
+    ]
+    output = subprocess.run(
+        ["gdb", "-q", "-batch", "-nx", str(program), *commands],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    # One answer per PC; an address in two sections (.tbss) gets a line for each: the first.
+    answers = [block.strip().splitlines()[0] for block in output.split("@@\n")[:-1]]
+    assert len(answers) == len(pcs)
+    names: list[str | None] = []
+    for answer in answers:
+        name = None if answer.startswith("No symbol") else answer.split(" in section ")[0]
+        names.append(None if name is None else name.rsplit(" + ", 1)[0])
+    return names
+
+
+def _static_program(tmp_path: Path) -> Path:
+    """A static x86-64 program: its PLT jumps through IRELATIVE slots, which gdb leaves
+    unnamed (BFD names PLT entries from dynamic relocations only)."""
     import shutil
     import subprocess
 
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    source = tmp_path / "static.c"
+    source.write_text(
+        "#include <string.h>\n#include <stdio.h>\n"
+        "int main(int c, char **v) { return (int)strlen(v[0]) + (strchr(v[0], 'x') != 0) "
+        "+ printf(\"%d\", c); }\n"
+    )
+    program = tmp_path / "static"
+    subprocess.run(["gcc", "-O1", "-static", "-o", str(program), str(source)], check=True)
+    return program
+
+
+@pytest.mark.parametrize("name", ["v3/frames", "v3/frames-ibt", "v3/frames-nopie", "static"])
+def test_pcs_named_as_gdb_at_section_edges_and_plt_entries(name: str, tmp_path: Path) -> None:
+    """At every section's edges and at the first and last byte of every PLT entry of a real
+    program, each function name (or none) is gdb's ``info symbol`` one: no name outside the
+    allocated sections (lookup of an address past the end of the program said
+    ``_fini+0x5f5b2ff``), none from a symbol of another section, and ``NAME@plt`` (BFD's
+    synthetic symbols) for the entries that jump through a GOT slot."""
+    import shutil
+
     if shutil.which("gdb") is None:
         pytest.skip("gdb is not installed")
-    program = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3" / "frames"
+    corpus = Path(__file__).parent / "data" / "corpus" / "x86_64"
+    program = _static_program(tmp_path) if name == "static" else corpus / name
     with ElfImage.open(str(program)) as image:
-        ranges = [(s.address, s.size) for s in image.sections() if s.address]
-    pcs = sorted({pc for a, size in ranges for pc in (a, a + size - 1, a + size, a + size + 16)})
-    pcs.append(99_999_999)
-    commands = [word for pc in pcs for word in ("-ex", f"info symbol {pc:#x}")]
-    answers = subprocess.run(
-        ["gdb", "-q", "-batch", "-nx", str(program), *commands],
-        capture_output=True, text=True, check=True, timeout=120,
-    ).stdout.splitlines()  # fmt: skip
-    assert len(answers) == len(pcs)
+        ranges = [(s.address, s.size, s.entsize, s.name) for s in image.sections() if s.address]
+    pcs = {pc for a, size, _e, _n in ranges for pc in (a, a + size - 1, a + size, a + size + 16)}
+    for address, size, entsize, section in ranges:
+        if section.startswith(".plt"):
+            step = entsize or 16
+            for at in range(address, address + size, step):
+                pcs.update((at, at + step - 1))
+    ordered = [*sorted(pcs), 99_999_999]
     symbols = symbols_of_file(str(program))
-    named = 0
-    for pc, answer in zip(pcs, answers, strict=True):
-        theirs = None if answer.startswith("No symbol") else answer.split(" in section ")[0]
-        if theirs is not None:
-            theirs = theirs.rsplit(" + ", 1)[0]
+    named = plt = 0
+    for pc, theirs in zip(ordered, _gdb_info_symbol(program, ordered), strict=True):
         ours = symbols.find(pc)
-        if ours is not None:  # ours names functions only; gdb names data and PLT stubs too
+        if ours is not None:  # ours names functions only; gdb names data objects too
             assert ours[0] == theirs, hex(pc)
             named += 1
+            plt += ours[0].endswith("@plt")
         elif theirs is not None:
-            assert not symbols.by_name(theirs), (hex(pc), theirs)
+            assert not symbols.by_name(theirs) and not theirs.endswith("@plt"), (hex(pc), theirs)
     assert symbols.find(99_999_999) is None and named >= 5
+    assert plt >= 2 or name == "static"
+
+
+def test_demangled_as_cxxfilt_on_libstdcxx() -> None:
+    """Every C++ function name of libstdc++'s dynamic symbol table demangles to binutils'
+    c++filt text (gdb's too: both demangle verbosely, ``std::basic_string<char, ...>``
+    where the C++ runtime says ``std::string``)."""
+    import shutil
+    import subprocess
+
+    pytest.importorskip("cxxfilt")
+    library = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    if shutil.which("c++filt") is None or not library.exists():
+        pytest.skip("needs binutils' c++filt and libstdc++")
+    with ElfImage.open(str(library)) as image:
+        records = read_function_symbols(image, ".dynsym")
+    names = sorted({r.name for r in records if r.name.startswith("_Z")})
+    theirs = subprocess.run(
+        ["c++filt"], input="\n".join(names) + "\n", capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(names) > 3000 and len(theirs) == len(names)
+    assert [demangle(n) for n in names] == theirs
+    assert demangle("_ZNSo5writeEPKcl") == (
+        "std::basic_ostream<char, std::char_traits<char> >::write(char const*, long)"
+    )

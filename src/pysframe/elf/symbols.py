@@ -29,15 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ElfError
 from .image import ElfImage
+from .layout import SHN_UNDEF, SHT_DYNSYM, SHT_SYMTAB, STT_FUNC, STT_GNU_IFUNC
 
 if TYPE_CHECKING:
     import numpy as np
 
-SHT_SYMTAB = 2
-SHT_DYNSYM = 11
-STT_FUNC = 2
-STT_GNU_IFUNC = 10
-SHN_UNDEF = 0
 STB_LOCAL = 0
 
 
@@ -52,7 +48,7 @@ class SymbolRecord:
     is_global: bool = True
 
 
-def _sym_dtype(bits: int, big_endian: bool) -> Any:
+def sym_dtype(bits: int, big_endian: bool) -> Any:
     import numpy as np
 
     order = ">" if big_endian else "<"
@@ -76,7 +72,7 @@ def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
     sections = image.sections()
     if not 0 < section.link < len(sections):
         raise ElfError(f"{image.path}: {table} links to no string table ({section.link})")
-    dtype = _sym_dtype(image.elfclass, image.big_endian)
+    dtype = sym_dtype(image.elfclass, image.big_endian)
     data = section.data()
     entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
     kind = entries["info"] & 0xF

@@ -1,6 +1,10 @@
 """Demangled names of C++ (Itanium ABI) and Rust symbols, as gdb and eu-stack print them.
 
 * Itanium C++ (``_Z…``): ``cxxfilt``, which calls the C++ runtime's own ``__cxa_demangle``.
+  That prints the standard substitutions ``Ss``, ``Si``, ``So`` and ``Sd`` short
+  (``std::string``, ``std::ostream``...), where gdb and c++filt demangle verbosely
+  (libiberty's ``DMGL_VERBOSE``: the ``full_expansion`` of cp-demangle.c's ``standard_subs``,
+  ``std::basic_ostream<char, std::char_traits<char> >``): the short forms are expanded.
 * Rust "legacy" names are Itanium names ending in a ``17h<16 hex digits>E`` hash: demangled as
   C++, then the ``::h…`` hash is dropped, as libiberty's ``rust_demangle`` (gdb, c++filt) does.
 * Rust v0 names (``_R…``, RFC 2603): ``rust_demangler``, when it is installed.
@@ -16,6 +20,14 @@ from collections.abc import Callable
 from functools import lru_cache
 
 _RUST_LEGACY_HASH = re.compile(r"::h[0-9a-f]{16}$")
+#: cp-demangle.c's standard_subs whose simple and full expansions differ.
+_FULL_EXPANSION = {
+    "string": "basic_string<char, std::char_traits<char>, std::allocator<char> >",
+    "istream": "basic_istream<char, std::char_traits<char> >",
+    "ostream": "basic_ostream<char, std::char_traits<char> >",
+    "iostream": "basic_iostream<char, std::char_traits<char> >",
+}
+_SHORT_SUBSTITUTION = re.compile(r"\bstd::(string|istream|ostream|iostream)\b")
 _RUST_LEGACY = re.compile(r"^_ZN.*17h[0-9a-f]{16}E$")
 
 _cxx: Callable[[str], str] | None = None
@@ -46,6 +58,9 @@ def demangle(name: str) -> str:
     demangler for it is installed."""
     if not name.startswith(("_Z", "_R")):
         return name
+    base, at, suffix = name.partition("@")  # a PLT entry's NAME@plt: NAME demangled, as gdb
+    if at:
+        return demangle(base) + at + suffix
     if not _loaded:
         _load()
     try:
@@ -55,10 +70,19 @@ def demangle(name: str) -> str:
             return name
         text = _cxx(name)
         if _RUST_LEGACY.match(name):
-            text = _RUST_LEGACY_HASH.sub("", text)
-        return text or name
+            return _RUST_LEGACY_HASH.sub("", text) or name
+        if not text:
+            return name
+        return _SHORT_SUBSTITUTION.sub(_full_expansion, text)
     except Exception:  # the demanglers raise their own errors on names they do not read
         return name
+
+
+def _full_expansion(match: re.Match[str]) -> str:
+    """The verbose form of a short standard substitution; a template argument list it now
+    ends closes with ``> >``, as the demangler writes it."""
+    text = "std::" + _FULL_EXPANSION[match[1]]
+    return text + " " if match.string.startswith(">", match.end()) else text
 
 
 def bare_name(name: str) -> str:

@@ -6,7 +6,8 @@ directories), the symbols are the union of, as gdb's minimal symbols are (gdb/el
 * the file's ``.symtab`` and ``.dynsym``;
 * the ``.symtab`` of its separate debug file, found by build ID or ``.gnu_debuglink``
   (:func:`pysframe.elf.debuginfo.find_debug_file`) under the debug directories;
-* MiniDebugInfo (``.gnu_debugdata``), when the file has no ``.symtab`` of its own.
+* MiniDebugInfo (``.gnu_debugdata``), when the file has no ``.symtab`` of its own;
+* ``NAME@plt`` for the PLT entries (:mod:`pysframe.elf.plt`), as BFD's synthetic symbols.
 
 The name for an address is then picked by gdb's rules (:mod:`pysframe.elf.symbols`), and
 demangled (:mod:`pysframe.unwind.demangle`) unless told not to be.
@@ -24,6 +25,7 @@ from ..elf.debuginfo import DEFAULT_DEBUG_DIRS, find_debug_file, minidebuginfo
 from ..elf.dwarf_lines import SourceFrame, SourceLines, source_lines
 from ..elf.image import ElfImage
 from ..elf.layout import SHF_ALLOC, SHF_TLS, SHT_NOBITS
+from ..elf.plt import plt_symbols
 from ..elf.symbols import (
     FunctionSymbols,
     SymbolRecord,
@@ -45,7 +47,8 @@ class ModuleSymbols:
 
     path: str
     tables: list[FunctionSymbols]
-    #: Where the symbols came from: ".symtab", ".dynsym", the debug file's path, ".gnu_debugdata".
+    #: Where the symbols came from: ".symtab", ".dynsym", ".plt", the debug file's path,
+    #: ".gnu_debugdata".
     sources: list[str] = field(default_factory=list)
     debug_file: str | None = None
     #: Debug files passed over, and data that could not be read, with the reason.
@@ -159,6 +162,14 @@ def symbols_of_image(
         if found:
             sources.append(table)
             records += found
+    try:
+        stubs = plt_symbols(image)  # gdb's minimal symbols include BFD's NAME@plt
+    except SFrameError as error:
+        problems.append(str(error))
+        stubs = []
+    if stubs:
+        sources.append(".plt")
+        records += stubs
     tables = [FunctionSymbols(records)]
     has_symtab = ".symtab" in sources
     debug_file = None
