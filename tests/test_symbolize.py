@@ -306,7 +306,7 @@ def test_damaged_dwarf_gives_no_lines_and_no_error(tmp_path: Path) -> None:
         assert symbols.source(TEXT + 2) == [] and symbols.find(TEXT + 2) == ("main", 2)
 
 
-def _gdb_info_symbol(program: Path, pcs: list[int]) -> list[str | None]:
+def _gdb_info_symbol(gdb: str, program: Path, pcs: list[int]) -> list[str | None]:
     """gdb's ``info symbol`` name for each PC (without `` + OFFSET``), None for none."""
     import subprocess
 
@@ -314,7 +314,7 @@ def _gdb_info_symbol(program: Path, pcs: list[int]) -> list[str | None]:
         word for pc in pcs for word in ("-ex", f"info symbol {pc:#x}", "-ex", "echo @@\\n")
     ]
     output = subprocess.run(
-        ["gdb", "-q", "-batch", "-nx", str(program), *commands],
+        [gdb, "-q", "-batch", "-nx", str(program), *commands],
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout  # fmt: skip
     # One answer per PC; an address in two sections (.tbss) gets a line for each: the first.
@@ -346,18 +346,26 @@ def _static_program(tmp_path: Path) -> Path:
     return program
 
 
-@pytest.mark.parametrize("name", ["v3/frames", "v3/frames-ibt", "v3/frames-nopie", "static"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "x86_64/v3/frames", "x86_64/v3/frames-ibt", "x86_64/v3/frames-nopie", "static",
+        "aarch64/v3/frames", "s390x/v3/frames-nopie",
+    ],
+)  # fmt: skip
 def test_pcs_named_as_gdb_at_section_edges_and_plt_entries(name: str, tmp_path: Path) -> None:
     """At every section's edges and at the first and last byte of every PLT entry of a real
     program, each function name (or none) is gdb's ``info symbol`` one: no name outside the
     allocated sections (lookup of an address past the end of the program said
     ``_fini+0x5f5b2ff``), none from a symbol of another section, and ``NAME@plt`` (BFD's
-    synthetic symbols) for the entries that jump through a GOT slot."""
+    synthetic symbols) for the entries that jump through a GOT slot, on x86-64 (lazy, IBT,
+    non-PIE and static PLTs), AArch64 and s390x."""
     import shutil
 
-    if shutil.which("gdb") is None:
-        pytest.skip("gdb is not installed")
-    corpus = Path(__file__).parent / "data" / "corpus" / "x86_64"
+    gdb = "gdb" if name.startswith(("x86_64", "static")) else "gdb-multiarch"
+    if shutil.which(gdb) is None:
+        pytest.skip(f"{gdb} is not installed")
+    corpus = Path(__file__).parent / "data" / "corpus"
     program = _static_program(tmp_path) if name == "static" else corpus / name
     with ElfImage.open(str(program)) as image:
         ranges = [(s.address, s.size, s.entsize, s.name) for s in image.sections() if s.address]
@@ -370,7 +378,7 @@ def test_pcs_named_as_gdb_at_section_edges_and_plt_entries(name: str, tmp_path: 
     ordered = [*sorted(pcs), 99_999_999]
     symbols = symbols_of_file(str(program))
     named = plt = 0
-    for pc, theirs in zip(ordered, _gdb_info_symbol(program, ordered), strict=True):
+    for pc, theirs in zip(ordered, _gdb_info_symbol(gdb, program, ordered), strict=True):
         ours = symbols.find(pc)
         if ours is not None:  # ours names functions only; gdb names data objects too
             assert ours[0] == theirs, hex(pc)

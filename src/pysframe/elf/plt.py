@@ -1,16 +1,23 @@
 """Names for PLT entries, ``NAME@plt``, as BFD's synthetic symbols give them to gdb and objdump.
 
-A PLT entry jumps through a GOT slot, and the dynamic relocation of that slot names the
-function (``R_X86_64_JUMP_SLOT printf`` for a lazy ``.plt`` or ``.plt.sec`` entry,
-``R_X86_64_GLOB_DAT __cxa_finalize`` for ``.plt.got``).  BFD's
-``_bfd_x86_elf_get_synthetic_symtab`` reads the slot from each entry's ``jmp *disp32(%rip)``
-and calls the entry ``NAME@plt`` (``NAME+0xADDEND@plt`` with an addend, ``*ABS*+0xADDR@plt``
-for a slot without a symbol); only dynamic relocations count, so a static program's PLT has
-no names, as in gdb.  Entries that do not
-jump through a slot (the first entry of ``.plt``, and its lazy entries when ``.plt.sec`` holds
-the jumps) have no name.  Each name covers its entry (``sh_entsize`` bytes).
+A PLT entry jumps through a GOT slot whose dynamic relocation names the function.  BFD names
+the entries from the relocations of the dynamic symbol table only, so a static program's
+PLT (``.rela.plt`` linked to ``.symtab``) has no names, as in gdb.  A relocation with an addend
+gives ``NAME+0xADDEND@plt``; one without a symbol ``*ABS*+0xADDEND@plt``.  Each name covers
+its entry.
 
-Only x86-64 is read here; other machines' PLTs have no names yet.
+* x86-64 (``_bfd_x86_elf_get_synthetic_symtab``): every entry of ``.plt``, ``.plt.sec`` and
+  ``.plt.got`` (``sh_entsize`` bytes) that starts with ``[endbr64] [bnd] jmp *disp32(%rip)``
+  is named after the relocation of the slot it jumps through (``R_X86_64_JUMP_SLOT``, or
+  ``R_X86_64_GLOB_DAT`` for ``.plt.got``); the first entry of ``.plt``, and its lazy entries
+  when ``.plt.sec`` holds the jumps, have none.
+* AArch64 (``_bfd_elf_get_synthetic_symtab`` with ``elfNN_aarch64_plt_sym_val``): the i-th
+  relocation of ``.rela.plt`` names the i-th entry after the 32-byte first one; entries are
+  16 bytes, 24 when the dynamic section asks for BTI or PAC PLTs
+  (``DT_AARCH64_BTI_PLT``, ``DT_AARCH64_PAC_PLT``).
+
+* s390x (``elf_s390_get_synthetic_symtab``): as x86-64, each 32-byte entry of ``.plt`` that
+  starts with ``larl %r1,SLOT``.
 """
 
 from __future__ import annotations
@@ -19,7 +26,16 @@ from collections.abc import Callable
 
 from ..errors import ElfError
 from .image import ElfImage, ElfSection
-from .layout import EM_X86_64, SHF_ALLOC, SHT_DYNSYM, SHT_PROGBITS, SHT_RELA
+from .layout import (
+    EM_AARCH64,
+    EM_S390,
+    EM_X86_64,
+    SHF_ALLOC,
+    SHT_DYNAMIC,
+    SHT_DYNSYM,
+    SHT_PROGBITS,
+    SHT_RELA,
+)
 from .symbols import SymbolRecord, sym_dtype
 
 #: The sections that hold PLT entries (GNU ld; .plt.bnd is the MPX name of .plt.sec).
@@ -27,26 +43,43 @@ PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got", ".plt.bnd")
 _ENDBR64 = b"\xf3\x0f\x1e\xfa"
 _BND = 0xF2
 _JMP_RIP = b"\xff\x25"  # jmp *disp32(%rip)
+_LARL_R1 = b"\xc0\x10"  # larl %r1, PC + 2 * imm32
 
 
 def plt_symbols(image: ElfImage) -> list[SymbolRecord]:
     """The ``NAME@plt`` symbols of ``image``'s PLT entries (empty for other machines, and for
     files without section headers)."""
-    if image.machine != EM_X86_64 or image.elfclass != 64:
+    if image.elfclass != 64:
         return []
+    if image.machine == EM_X86_64:
+        return _slot_symbols(image, _x86_64_slot, 16)
+    if image.machine == EM_S390:
+        return _slot_symbols(image, _s390x_slot, 32)
+    if image.machine == EM_AARCH64:
+        return _aarch64_symbols(image)
+    return []
+
+
+def _slot_symbols(
+    image: ElfImage, slot_of: Callable[[bytes, int], int | None], default_size: int
+) -> list[SymbolRecord]:
+    """The entries of the PLT sections (``sh_entsize`` bytes, else ``default_size``) whose
+    code ``slot_of`` finds a GOT slot in, named after the slot's relocation."""
     entries: list[tuple[int, int, int]] = []  # (entry address, entry size, GOT slot)
     for section in image.sections():
         if section.name not in PLT_SECTIONS or section.type != SHT_PROGBITS:
             continue
-        step = section.entsize or 16
+        step = section.entsize or default_size
         data = section.data()
         for at in range(0, len(data) - step + 1, step):
-            slot = _x86_64_slot(data[at : at + step], section.address + at)
+            slot = slot_of(data[at : at + step], section.address + at)
             if slot is not None:
                 entries.append((section.address + at, step, slot))
     if not entries:
         return []
-    names = _slot_names(image, {slot for _a, _s, slot in entries})
+    names: dict[int, str] = {}
+    for section in _dynamic_relocation_sections(image):
+        names.update(_relocation_names(image, section, {slot for _a, _s, slot in entries}))
     return [
         SymbolRecord(address, size, f"{names[slot]}@plt")
         for address, size, slot in entries
@@ -66,40 +99,87 @@ def _x86_64_slot(entry: bytes, address: int) -> int | None:
     return address + at + 6 + displacement
 
 
-def _slot_names(image: ElfImage, slots: set[int]) -> dict[int, str]:
-    """For each GOT slot a dynamic RELA relocation applies to: the name BFD gives the PLT
-    entry that jumps through it, without ``@plt``."""
+def _s390x_slot(entry: bytes, address: int) -> int | None:
+    """The GOT slot of an s390x PLT entry: ``larl %r1,SLOT`` at its start (the first entry
+    stores registers first: none)."""
+    if entry[:2] != _LARL_R1 or len(entry) < 6:
+        return None
+    return address + 2 * int.from_bytes(entry[2:6], "big", signed=True)
+
+
+def _aarch64_symbols(image: ElfImage) -> list[SymbolRecord]:
+    plt = image.section(".plt")
+    relocations = image.section(".rela.plt")
+    if plt is None or relocations is None or relocations not in _dynamic_relocation_sections(image):
+        return []
+    tags = _dynamic_tags(image)
+    size = 24 if tags & {DT_AARCH64_BTI_PLT, DT_AARCH64_PAC_PLT} else 16
+    names = list(_relocation_names(image, relocations).values())
+    return [
+        SymbolRecord(plt.address + _AARCH64_PLT0 + i * size, size, f"{name}@plt")
+        for i, name in enumerate(names)
+        if _AARCH64_PLT0 + (i + 1) * size <= plt.size
+    ]
+
+
+#: The first entry of an AArch64 PLT (elfNN-aarch64.c PLT_ENTRY_SIZE), and the dynamic tags
+#: of PLTs whose entries begin with ``bti c`` or end with ``autia1716`` (24 bytes each).
+_AARCH64_PLT0 = 32
+DT_AARCH64_BTI_PLT, DT_AARCH64_PAC_PLT = 0x70000001, 0x70000003
+
+
+def _dynamic_relocation_sections(image: ElfImage) -> list[ElfSection]:
+    """The RELA sections of the dynamic symbol table, in section order (BFD reads the PLT's
+    relocations through it)."""
+    sections = image.sections()
+    return [
+        section
+        for section in sections
+        if section.type == SHT_RELA
+        and section.flags & SHF_ALLOC
+        and 0 < section.link < len(sections)
+        and sections[section.link].type == SHT_DYNSYM
+    ]
+
+
+def _relocation_names(
+    image: ElfImage, section: ElfSection, slots: set[int] | None = None
+) -> dict[int, str]:
+    """Per relocated address (in the section's order; only ``slots`` when given), the name
+    BFD gives the PLT entry whose slot it is, without ``@plt``."""
     import numpy as np
 
-    sections = image.sections()
     order = ">" if image.big_endian else "<"
     rela = np.dtype([("offset", order + "u8"), ("info", order + "u8"), ("addend", order + "i8")])
-    wanted = np.array(sorted(slots), dtype=np.uint64)
+    data = section.data()
+    entries = np.frombuffer(data, dtype=rela, count=len(data) // rela.itemsize)
+    if slots is not None:
+        entries = entries[np.isin(entries["offset"], np.array(sorted(slots), dtype=np.uint64))]
+    if not len(entries):
+        return {}
+    symbols = _dynamic_symbols(image, section.link, image.sections())
     names: dict[int, str] = {}
-    for section in sections:
-        # Dynamic relocations only: BFD reads the PLT's through the dynamic symbol table, so
-        # a static program's IRELATIVE PLT (.rela.plt linked to .symtab) has no names.
-        if (
-            section.type != SHT_RELA
-            or not section.flags & SHF_ALLOC
-            or not 0 < section.link < len(sections)
-            or sections[section.link].type != SHT_DYNSYM
-        ):
-            continue
-        data = section.data()
-        entries = np.frombuffer(data, dtype=rela, count=len(data) // rela.itemsize)
-        entries = entries[np.isin(entries["offset"], wanted)]
-        if not len(entries):
-            continue
-        symbols = _dynamic_symbols(image, section.link, sections)
-        for offset, info, addend in entries.tolist():
-            index = info >> 32
-            if index:
-                name = symbols(index)
-                names[offset] = f"{name}+{addend:#x}" if addend else name
-            else:
-                names[offset] = f"*ABS*+{addend:#x}"
+    for offset, info, addend in entries.tolist():
+        index = info >> 32
+        if index:
+            name = symbols(index)
+            names[offset] = f"{name}+{addend:#x}" if addend else name
+        else:
+            names[offset] = f"*ABS*+{addend:#x}"
     return names
+
+
+def _dynamic_tags(image: ElfImage) -> set[int]:
+    """The tags of the ``.dynamic`` section's entries."""
+    import numpy as np
+
+    dynamic = image.section(".dynamic")
+    if dynamic is None or dynamic.type != SHT_DYNAMIC:
+        return set()
+    order = ">" if image.big_endian else "<"
+    entry = np.dtype([("tag", order + "i8"), ("value", order + "u8")])
+    data = dynamic.data()
+    return set(np.frombuffer(data, dtype=entry, count=len(data) // entry.itemsize)["tag"].tolist())
 
 
 def _dynamic_symbols(
