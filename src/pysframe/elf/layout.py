@@ -276,14 +276,44 @@ def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
     return struct.Struct(byte_order(big_endian) + SYM_FIELDS[bits])
 
 
+#: The fields of a symbol per class, in :data:`SYM_FIELDS` order, without ``st_``.
+SYM_NAMES: dict[int, tuple[str, ...]] = {
+    32: ("name", "value", "size", "info", "other", "shndx"),
+    64: ("name", "info", "other", "shndx", "value", "size"),
+}
+
+
 def sym_dtype(bits: int, big_endian: bool) -> Any:
-    """The numpy dtype of a symbol (fields ``f0``.. in :data:`SYM_FIELDS` order); numpy is
+    """The numpy dtype of a symbol: fields ``f0``.. in :data:`SYM_FIELDS` order, titled with
+    :data:`SYM_NAMES` (``entries["value"]`` is ``entries["f4"]`` in a 64-bit table); numpy is
     imported here, by the callers that read symbol tables in bulk."""
+    return _dtype(SYM_FIELDS[bits], SYM_NAMES[bits], big_endian)
+
+
+# -- relocations with addends (System V gABI "Relocation") -------------------------------------
+
+#: Struct codes of an Elf64_Rela: r_offset, r_info (symbol << 32 | type), r_addend.
+RELA64_FIELDS = "QQq"
+
+
+def rela64_dtype(big_endian: bool) -> Any:
+    """The numpy dtype of an Elf64_Rela: ``offset``, ``info``, ``addend``."""
+    return _dtype(RELA64_FIELDS, ("offset", "info", "addend"), big_endian)
+
+
+def dyn64_dtype(big_endian: bool) -> Any:
+    """The numpy dtype of an Elf64_Dyn (:data:`DYN64_FIELDS`): ``tag``, ``value``."""
+    return _dtype(DYN64_FIELDS, ("tag", "value"), big_endian)
+
+
+def _dtype(fields: str, names: tuple[str, ...], big_endian: bool) -> Any:
+    """A numpy dtype from struct codes: fields ``f0``.., titled ``names``."""
     import numpy as np
 
-    codes = {"I": "u4", "B": "u1", "H": "u2", "Q": "u8"}
+    codes = {"I": "u4", "B": "u1", "H": "u2", "Q": "u8", "q": "i8"}
     order = ">" if big_endian else "<"
-    return np.dtype([(f"f{i}", order + codes[c]) for i, c in enumerate(SYM_FIELDS[bits])])
+    pairs = enumerate(zip(fields, names, strict=True))
+    return np.dtype([((name, f"f{i}"), order + codes[code]) for i, (code, name) in pairs])
 
 
 # -- the dynamic linker's debugger interface (glibc <link.h>, LP64) ----------------------------

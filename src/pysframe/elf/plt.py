@@ -35,8 +35,11 @@ from .layout import (
     SHT_DYNSYM,
     SHT_PROGBITS,
     SHT_RELA,
+    dyn64_dtype,
+    rela64_dtype,
+    sym_dtype,
 )
-from .symbols import SymbolRecord, sym_dtype
+from .symbols import SymbolRecord, symbol_name
 
 #: The sections that hold PLT entries (GNU ld; .plt.bnd is the MPX name of .plt.sec).
 PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got", ".plt.bnd")
@@ -149,8 +152,7 @@ def _relocation_names(
     BFD gives the PLT entry whose slot it is, without ``@plt``."""
     import numpy as np
 
-    order = ">" if image.big_endian else "<"
-    rela = np.dtype([("offset", order + "u8"), ("info", order + "u8"), ("addend", order + "i8")])
+    rela = rela64_dtype(image.big_endian)
     data = section.data()
     entries = np.frombuffer(data, dtype=rela, count=len(data) // rela.itemsize)
     if slots is not None:
@@ -176,8 +178,7 @@ def _dynamic_tags(image: ElfImage) -> set[int]:
     dynamic = image.section(".dynamic")
     if dynamic is None or dynamic.type != SHT_DYNAMIC:
         return set()
-    order = ">" if image.big_endian else "<"
-    entry = np.dtype([("tag", order + "i8"), ("value", order + "u8")])
+    entry = dyn64_dtype(image.big_endian)
     data = dynamic.data()
     return set(np.frombuffer(data, dtype=entry, count=len(data) // entry.itemsize)["tag"].tolist())
 
@@ -198,11 +199,6 @@ def _dynamic_symbols(
     strings = sections[table.link].data()
 
     def name(index: int) -> str:
-        if index >= len(entries):
-            return ""
-        at = int(entries[index]["name"])
-        end = strings.find(b"\0", at)
-        raw = strings[at : end if end >= 0 else len(strings)]
-        return raw.decode("utf-8", "replace").split("@", 1)[0]
+        return symbol_name(strings, int(entries[index]["name"])) if index < len(entries) else ""
 
     return name

@@ -25,11 +25,18 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ElfError
 from .image import ElfImage
-from .layout import SHN_UNDEF, SHT_DYNSYM, SHT_SYMTAB, STT_FUNC, STT_GNU_IFUNC
+from .layout import (
+    SHN_UNDEF,
+    SHT_DYNSYM,
+    SHT_SYMTAB,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    sym_dtype,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,17 +55,12 @@ class SymbolRecord:
     is_global: bool = True
 
 
-def sym_dtype(bits: int, big_endian: bool) -> Any:
-    import numpy as np
-
-    order = ">" if big_endian else "<"
-    if bits == 64:
-        fields = [("name", "u4"), ("info", "u1"), ("other", "u1"), ("shndx", "u2"),
-                  ("value", "u8"), ("size", "u8")]
-    else:
-        fields = [("name", "u4"), ("value", "u4"), ("size", "u4"), ("info", "u1"),
-                  ("other", "u1"), ("shndx", "u2")]
-    return np.dtype([(n, order + t if t != "u1" else t) for n, t in fields])
+def symbol_name(strings: bytes, at: int) -> str:
+    """The name at ``at`` in a string table, without its version (``@GLIBC_2.2.5``,
+    ``@@GLIBC_2.14``), as gdb records it; empty past the table's end."""
+    end = strings.find(b"\0", at)
+    raw = strings[at : end if end >= 0 else len(strings)]
+    return raw.decode("utf-8", "replace").split("@", 1)[0]
 
 
 def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
@@ -92,9 +94,7 @@ def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
         if name_at >= len(strings):
             raise ElfError(f"{image.path}: {table}: a symbol name at {name_at:#x} is past the "
                            f"end of its {len(strings)}-byte string table")
-        end = strings.find(b"\0", name_at)
-        raw = strings[name_at : end if end >= 0 else len(strings)]
-        name = raw.decode("utf-8", "replace").split("@", 1)[0]
+        name = symbol_name(strings, name_at)
         if name:
             records.append(SymbolRecord(value, size, name, bind != STB_LOCAL and kind == STT_FUNC))
     return records
