@@ -67,15 +67,11 @@ from .layout import (
     SHT_PROGBITS,
     SHT_STRTAB,
     SHT_SYMTAB,
-    SYM_SHNDX_FIELD,
-    SYM_SIZE_FIELD,
-    SYM_VALUE_FIELD,
     dyn_struct,
     is_address_tag,
     phdr_struct,
     shdr_struct,
     sym_dtype,
-    sym_struct,
 )
 
 #: The section that keeps a lowered executable's original ELF header and program headers.
@@ -262,7 +258,7 @@ def _largest_dynamic_symbol(image: ElfImage) -> int:
     except ElfError:  # a damaged table: no gap (the injection itself decides about the file)
         return 0
     symbols = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    sizes = symbols[f"f{SYM_SIZE_FIELD[image.elfclass]}"]
+    sizes = symbols["size"]
     sizes = sizes[sizes <= _GAP_LIMIT]
     return int(sizes.max()) if len(sizes) else 0
 
@@ -648,20 +644,18 @@ def _relocate_symbols(
     the sections' new headers, so a moved ``.dynsym`` is patched where it now is)."""
     import numpy as np
 
-    layout = sym_struct(bits, big_endian)
     dtype = sym_dtype(bits, big_endian)
-    value, shndx = f"f{SYM_VALUE_FIELD[bits]}", f"f{SYM_SHNDX_FIELD[bits]}"
     indexes = np.array(moved.sections, dtype=np.uint16)
     for section in headers:
         if section.type not in (SHT_SYMTAB, SHT_DYNSYM) or section.flags & SHF_COMPRESSED:
             continue
-        count = min(section.size, max(len(out) - section.offset, 0)) // layout.size
+        count = min(section.size, max(len(out) - section.offset, 0)) // dtype.itemsize
         if not count:
             continue
         symbols = np.frombuffer(out, dtype=dtype, count=count, offset=section.offset)
-        inside = np.isin(symbols[shndx], indexes)
+        inside = np.isin(symbols["shndx"], indexes)
         if inside.any():
-            symbols[value][inside] += np.array(moved.address_delta, dtype=symbols[value].dtype)
+            symbols["value"][inside] += np.array(moved.address_delta, dtype=symbols["value"].dtype)
 
 
 class EncodableSection(Protocol):

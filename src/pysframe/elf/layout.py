@@ -74,6 +74,9 @@ DT_ADDRESS_TAGS = frozenset(
     {3, 4, 5, 6, 7, 12, 13, 17, 23, 25, 26, 32, 34, 36, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE}
 )
 DT_ADDRRNGLO, DT_ADDRRNGHI = 0x6FFFFE00, 0x6FFFFEFF
+#: AArch64 dynamic tags of PLTs whose entries begin with ``bti c`` or authenticate the target
+#: (the ABI's "ELF for the Arm 64-bit Architecture", Dynamic Section).
+DT_AARCH64_BTI_PLT, DT_AARCH64_PAC_PLT = 0x70000001, 0x70000003
 
 
 def is_address_tag(tag: int) -> bool:
@@ -262,18 +265,9 @@ def dyn_struct(bits: int, big_endian: bool) -> struct.Struct:
 
 # -- symbols (System V gABI "Symbol Table") ------------------------------------------------------
 
-#: Struct codes of a symbol per class, and where st_value and st_shndx are among its fields:
-#: Elf32_Sym is st_name, st_value, st_size, st_info, st_other, st_shndx; Elf64_Sym is st_name,
-#: st_info, st_other, st_shndx, st_value, st_size.
+#: Struct codes of a symbol per class: Elf32_Sym is st_name, st_value, st_size, st_info,
+#: st_other, st_shndx; Elf64_Sym is st_name, st_info, st_other, st_shndx, st_value, st_size.
 SYM_FIELDS: dict[int, str] = {32: "IIIBBH", 64: "IBBHQQ"}
-SYM_VALUE_FIELD: dict[int, int] = {32: 1, 64: 4}
-SYM_SIZE_FIELD: dict[int, int] = {32: 2, 64: 5}
-SYM_SHNDX_FIELD: dict[int, int] = {32: 5, 64: 3}
-
-
-@cache
-def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
-    return struct.Struct(byte_order(big_endian) + SYM_FIELDS[bits])
 
 
 #: The fields of a symbol per class, in :data:`SYM_FIELDS` order, without ``st_``.

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from ..errors import ElfError
 from .image import ElfImage, ElfSection
 from .layout import (
+    DT_AARCH64_BTI_PLT,
+    DT_AARCH64_PAC_PLT,
     EM_AARCH64,
     EM_S390,
     EM_X86_64,
@@ -125,10 +127,9 @@ def _aarch64_symbols(image: ElfImage) -> list[SymbolRecord]:
     ]
 
 
-#: The first entry of an AArch64 PLT (elfNN-aarch64.c PLT_ENTRY_SIZE), and the dynamic tags
-#: of PLTs whose entries begin with ``bti c`` or end with ``autia1716`` (24 bytes each).
+#: The first entry of an AArch64 PLT (elfNN-aarch64.c PLT_ENTRY_SIZE); the others are 24
+#: bytes, not 16, in BTI and PAC PLTs.
 _AARCH64_PLT0 = 32
-DT_AARCH64_BTI_PLT, DT_AARCH64_PAC_PLT = 0x70000001, 0x70000003
 
 
 def _dynamic_relocation_sections(image: ElfImage) -> list[ElfSection]:
