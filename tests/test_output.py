@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import stat
 from pathlib import Path
 
@@ -58,9 +59,30 @@ def test_in_place_rewrite_when_asked(tmp_path: Path) -> None:
     assert source.read_bytes() == b"rewritten"
 
 
-def test_refuses_a_device_as_target(tmp_path: Path) -> None:
+def test_writes_to_a_character_device_as_it_is(tmp_path: Path) -> None:
+    # -o /dev/null: nothing can be renamed over a device, so it is written to directly, and
+    # no temporary file is left in /dev.
+    before = set(os.listdir(os.path.dirname(os.devnull)))
+    write_file(os.devnull, b"data")
+    assert os.path.exists(os.devnull)
+    assert set(os.listdir(os.path.dirname(os.devnull))) == before
+
+
+def test_writes_to_a_fifo_as_it_is(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    write_file(str(fifo), [b"da", b"ta"])
+    reader.join(timeout=10)
+    assert received == [b"data"]
+    assert sorted(os.listdir(tmp_path)) == ["pipe"]
+
+
+def test_refuses_a_directory_as_target(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="not a regular file"):
-        write_file(os.devnull, b"data")
+        write_file(str(tmp_path), b"data")
 
 
 def test_a_failed_write_leaves_the_target_as_it_was(tmp_path: Path) -> None:

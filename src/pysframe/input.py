@@ -14,12 +14,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from .errors import SFrameError
-
-
-class InputError(SFrameError):
-    """An input file that cannot be read: missing, unreadable or not a regular file."""
-
+from .errors import InputError
 
 #: What ``stat`` says a file is, for messages.
 _KINDS = (
@@ -38,12 +33,12 @@ def open_input(path: str | os.PathLike[str]) -> BinaryIO:
     try:
         descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
-        raise InputError(f"{name}: {error.strerror or error}") from None
+        raise InputError(error.strerror or str(error), path=name) from None
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
             kind = next((f"{text}, " for test, text in _KINDS if test(mode)), "")
-            raise InputError(f"{name}: {kind}not a regular file")
+            raise InputError(f"{kind}not a regular file", path=name)
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:
@@ -57,7 +52,7 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
         try:
             return stream.read()
         except OSError as error:
-            raise InputError(f"{os.fspath(path)}: {error.strerror or error}") from None
+            raise InputError(error.strerror or str(error), path=os.fspath(path)) from None
 
 
 __all__ = ["InputError", "open_input", "read_input"]

@@ -4,7 +4,9 @@ The bytes go to a temporary file in the target's directory, which is renamed ove
 only once it is complete and flushed, so a failed or interrupted write leaves the target as it
 was.  The input of a command is never written to: an output that names the input (the same
 path, a hard link or a symbolic link to it) is refused unless the caller asks for an in-place
-rewrite.  ``-`` names standard output.
+rewrite.  ``-`` names standard output.  A character device or a FIFO (``/dev/null``,
+``/dev/stdout``, a shell's ``>(...)``) is written to as it is, since nothing can be renamed over
+it; a directory, a socket or a block device is refused.
 """
 
 from __future__ import annotations
@@ -16,14 +18,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 
-from .errors import SFrameError
+from .errors import OutputError
 
 #: The output path that means standard output.
 STDOUT = "-"
-
-
-class OutputError(SFrameError):
-    """An output file that cannot or must not be written."""
 
 
 def same_file(first: str, second: str) -> bool:
@@ -48,7 +46,8 @@ def write_file(
     ``input_path`` is the file the output was made from: writing onto it is refused unless
     ``in_place``.  A new regular file gets the permission bits of ``mode_from`` (for example
     the input program, so that a copy stays executable); an existing regular file keeps its
-    own.  Anything but a regular file (a device, a directory, a FIFO) is refused as a target.
+    own.  A character device or a FIFO is written to directly; any other file that is not a
+    regular file (a directory, a socket, a block device) is refused as a target.
     """
     data = [chunks] if isinstance(chunks, bytes | bytearray | memoryview) else chunks
     if path == STDOUT:
@@ -58,14 +57,17 @@ def write_file(
         out.flush()
         return
     if input_path is not None and not in_place and same_file(path, input_path):
-        raise OutputError(f"{path}: is the input file; refusing to write over it")
+        raise OutputError("is the input file; refusing to write over it", path=path)
     target = os.path.realpath(path)
     try:
         existing = os.stat(target)
     except FileNotFoundError:
         existing = None
+    if existing is not None and stat.S_ISCHR(existing.st_mode) | stat.S_ISFIFO(existing.st_mode):
+        _write_stream(path, data)
+        return
     if existing is not None and not stat.S_ISREG(existing.st_mode):
-        raise OutputError(f"{path}: not a regular file; refusing to replace it")
+        raise OutputError("not a regular file; refusing to replace it", path=path)
     if existing is not None:
         mode = stat.S_IMODE(existing.st_mode)
     elif mode_from is not None:
@@ -80,7 +82,7 @@ def write_file(
             prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
         )
     except OSError as error:  # no such directory, no permission: the error names the output
-        raise OutputError(f"{path}: {error.strerror or error}") from None
+        raise OutputError(error.strerror or str(error), path=path) from None
     try:
         with os.fdopen(descriptor, "wb") as out:
             for chunk in data:  # the producer's own errors pass through as they are
@@ -95,10 +97,23 @@ def write_file(
         raise
 
 
+def _write_stream(path: str, data: Iterable[bytes | bytearray | memoryview]) -> None:
+    """Write ``data`` to the character device or FIFO ``path`` as it is (no temporary file:
+    a device cannot be renamed over)."""
+    try:
+        out = open(path, "wb")  # noqa: SIM115  (closed below; open errors name the output)
+    except OSError as error:
+        raise OutputError(error.strerror or str(error), path=path) from None
+    with out:
+        for chunk in data:
+            _written(path, out.write, chunk)
+        _written(path, out.flush)
+
+
 def _written(path: str, action: Callable[..., object], *args: object) -> None:
     """``action(*args)``, an OSError (a full disk, say) turned into an OutputError naming the
     output ``path``, not the temporary file beside it."""
     try:
         action(*args)
     except OSError as error:
-        raise OutputError(f"{path}: {error.strerror or error}") from None
+        raise OutputError(error.strerror or str(error), path=path) from None
