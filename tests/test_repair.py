@@ -18,11 +18,12 @@ import pytest
 from pysframe import Abi, CfaRule, SFrameSection, Version
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
+from pysframe.elf.symbols import read_function_symbols
 from pysframe.errors import EncodeError, InvalidFieldError, SFrameError
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.findings import Severity
 from pysframe.format.merge import merge_sections, split_sections
+from pysframe.sources import load_sframe
 from pysframe.tools.compact import compact_file, repair_file
 from pysframe.tools.validate import validate_elf
 
@@ -125,7 +126,7 @@ def _objdump(path: Path) -> str:
 def _functions(path: Path) -> tuple[SFrameSection, dict[str, int]]:
     with ElfImage.open(str(path)) as image:
         section = load_sframe(image)
-        symbols = {s.name: s.value for s in image.symbols() if s.is_function and s.size}
+        symbols = {s.name: s.address for s in read_function_symbols(image, ".symtab") if s.size}
     return section, symbols
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.unwind.modules import load_modules, process_mappings
+from pysframe.unwind.mappings import process_mappings
+from pysframe.unwind.modules import load_modules
 from pysframe.unwind.stack import StackReport, stack_of_process
 from stack_support import Running, Unavailable, build_programs, check_ptrace, run_program
 
@@ -81,7 +82,7 @@ def test_deleted_and_replaced_files_are_read_through_map_files(
         f.symbol == "spin_here" and (f.module or "").startswith(executable) for f in frames
     )
     modules = {m.path: m for m in after.modules.modules}
-    assert modules[f"{directory / 'libstacklib.so'} (deleted)"].sframe_origin == "sframe"
+    assert modules[f"{directory / 'libstacklib.so'} (deleted)"].origin == "section"
 
 
 def test_a_path_naming_another_inode_is_read_through_map_files() -> None:

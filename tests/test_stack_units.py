@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pysframe.elf.symbols import FunctionSymbols, SymbolRecord
 from pysframe.unwind.core import Frame, FrameSource
-from pysframe.unwind.modules import Mapping, load_modules, parse_maps_line
+from pysframe.unwind.mappings import Mapping, parse_maps_line
+from pysframe.unwind.modules import load_modules
 from pysframe.unwind.stack import format_frame
 
 

@@ -16,7 +16,7 @@ from elftools.elf.elffile import ELFFile
 
 from pysframe import SFrameSection, Version
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
+from pysframe.sources import load_sframe
 from pysframe.tools.validate import (
     RULES,
     Finding,

@@ -18,12 +18,15 @@ import pytest
 
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import find_sframe, load_sframe
+from pysframe.elf.sframe import find_sframe
+from pysframe.elf.symbols import read_function_symbols
 from pysframe.errors import SFrameError
 from pysframe.format.encode import encode_section
 from pysframe.format.model import FrameRow, Function
 from pysframe.format.section import SFrameSection
-from pysframe.tools.verify import (
+from pysframe.sources import load_sframe
+from pysframe.tools.verify import collect, verify_file
+from pysframe.tools.verify_report import (
     CONSISTENT,
     DISAGREEMENT,
     NO_SFRAME,
@@ -31,10 +34,8 @@ from pysframe.tools.verify import (
     Difference,
     FileReport,
     Options,
-    collect,
     package_of,
     summarize,
-    verify_file,
 )
 from pysframe.tools.verify_rules import GAS_2_40_ESCAPE, REASONS, REPRESENTABLE
 
@@ -112,7 +113,7 @@ def _with_rows(function: Function, rows: list[FrameRow]) -> Function:
 def _victim() -> tuple[int, str, list[FrameRow]]:
     with ElfImage.open(str(FRAMES)) as image:
         section = load_sframe(image)
-        symbols = {s.value: s.name for s in image.symbols()}
+        symbols = {s.address: s.name for s in read_function_symbols(image, ".symtab")}
     for function in section:
         if len(function.rows) >= 3 and symbols.get(function.start):
             return function.start, symbols[function.start], list(function.rows)
@@ -319,7 +320,9 @@ def test_damage_past_the_first_thousands_of_functions(tmp_path: Path) -> None:
     clean = verify_file(injected)
     assert clean.status == CONSISTENT and clean.compared_functions > count
     with ElfImage.open(str(injected)) as image:
-        start = next(s.value for s in image.symbols() if s.name == f"f{count - 1}")
+        start = next(
+            s.address for s in read_function_symbols(image, ".symtab") if s.name == f"f{count - 1}"
+        )
         rows = list(next(f for f in load_sframe(image) if f.start == start).rows)
     assert len(rows) >= 3
 
@@ -354,7 +357,7 @@ def test_libbfd_built_with_gas_2_47_verifies_clean() -> None:
             "it (about 5 minutes), or PYSFRAME_BUILD_LIBBFD=1 here"
         )
     report = verify_file(library)
-    assert report.sframe_version == 3 and report.sframe_source == "section"
+    assert report.sframe_version == 3 and report.origin == "section"
     assert report.status == CONSISTENT and report.disagreement_count == 0
     assert report.compared_functions > 8_000 and report.compared_bytes > 3_000_000
     assert all(note.function == ".plt.got" for note in report.notes)
@@ -418,7 +421,7 @@ def test_cli_file_without_sframe(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert main(["verify", "--generate", str(target)]) == 0
     assert "SFrame V3 (generated)" in capsys.readouterr().out
     report = verify_file(target, Options(generate=True))
-    assert report.status == CONSISTENT and report.sframe_source == "generated"
+    assert report.status == CONSISTENT and report.origin == "generated"
     assert report.disagreement_count == 0
     # The generator describes every function, the PLT included (ld's CFA for .plt.got).
     assert report.without_sframe_count == 0 and report.note_count == 0

@@ -11,8 +11,9 @@ from typing import Any
 
 from ..errors import UnwindError
 from ..unwind import DEFAULT_MAX_FRAMES
-from .symbol_args import add_symbol_options, symbol_options
-from .usage import UsageError, positive_int
+from .options import add_symbol_options, positive_int, symbol_options
+from .report import warn
+from .usage import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             args.pid, max_frames=args.max_frames, generate=generate, symbols=symbols
         )
     for warning in module_warnings(report):
-        print(f"pysframe: warning: {warning}", file=sys.stderr)
+        warn(warning)
     if args.json:
         json.dump(report_json(report, lines=args.lines), sys.stdout, indent=1)
         sys.stdout.write("\n")

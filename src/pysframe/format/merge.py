@@ -80,6 +80,31 @@ def split_sections(data: Buffer, section_address: int = 0) -> list[Piece]:
     return pieces
 
 
+def piece_offsets(data: Buffer) -> list[int]:
+    """Where each SFrame section of ``data`` starts, for sections back to back as
+    :func:`split_sections` finds them, reading their headers only: ``[0]`` for one section;
+    more when a linker concatenated its inputs' sections.  The search stops at the first
+    piece that cannot be read (and never raises: a malformed first piece gives ``[0]``)."""
+    offsets = [0]
+    size = len(data)
+    magic = SFRAME_MAGIC.to_bytes(2, "little"), SFRAME_MAGIC.to_bytes(2, "big")
+    at = 0
+    while True:
+        try:
+            header = SFrameSection.from_bytes(memoryview(data)[at:]).header
+        except SFrameError:
+            return offsets
+        at += max(
+            header.size + header.fde_offset + header.num_fdes * FDE_SIZE[header.version],
+            header.fre_end,
+        )
+        while at < size and data[at] == 0:
+            at += 1
+        if at >= size or bytes(data[at : at + 2]) not in magic:
+            return offsets
+        offsets.append(at)
+
+
 def merge_sections(
     pieces: list[Piece],
     section_address: int,

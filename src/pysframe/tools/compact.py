@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from ..elf.image import ElfImage, ElfSection
 from ..elf.layout import PF_X
 from ..elf.rewrite import rewrite_sframe
-from ..elf.sframe import ElfSFrame, require_sframe
+from ..elf.sframe import ElfSFrame
 from ..errors import ElfError, SFrameError
 from ..format.compact import Compacted, CompactOptions, compact_section, safe_to_share
 from ..format.constants import PT_GNU_SFRAME
@@ -31,6 +31,7 @@ from ..format.section import SFrameSection
 from ..generate import GenerateResult
 from ..input import read_input
 from ..output import write_file
+from ..sources import locate_sframe
 from . import SHARE_CHOICES
 
 _BIG_ENDIAN_NOTE = (
@@ -134,10 +135,11 @@ def _load(path: str) -> _Loaded:
     with ElfImage.from_bytes(path, data) as image:
         if image.is_relocatable:
             raise ElfError(
-                f"{path}: a relocatable object: its linker lays its FREs out again (compact "
-                "and repair take executables and shared objects)"
+                "a relocatable object: its linker lays its FREs out again (compact and repair "
+                "take executables and shared objects)",
+                path=path,
             )
-        found = require_sframe(image)
+        found = locate_sframe(image)
         found.stored  # noqa: B018  (read while the image is open)
         segments = image.segments()
         segment = any(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .verify import FileReport, Summary
+from .verify_report import FileReport, Summary
 
 #: CSV columns: one row per file.
 CSV_FIELDS = (
-    "path", "status", "abi", "sframe_source", "sframe_version", "cfi_sources", "text_bytes",
+    "path", "status", "abi", "origin", "sframe_version", "cfi_sources", "text_bytes",
     "cfi_functions", "cfi_bytes", "sframe_functions", "sframe_bytes", "compared_functions",
     "compared_bytes", "agreeing_bytes", "noted_bytes", "disagreeing_bytes", "disagreement_count",
     "note_count", "without_sframe_count", "without_sframe_bytes", "without_cfi_count",
@@ -35,7 +35,7 @@ def report_text(report: FileReport, limit: int = 20) -> str:
         return "\n".join(lines) + "\n"
     version = f"V{report.sframe_version}" if report.sframe_version else "-"
     sources = ", ".join(report.cfi_sources) or "none"
-    lines.append(f"  SFrame {version} ({report.sframe_source}), {report.abi}; CFI from {sources}")
+    lines.append(f"  SFrame {version} ({report.origin}), {report.abi}; CFI from {sources}")
     lines.append(
         f"  functions: {report.compared_functions:,} of {report.cfi_functions:,} CFI functions "
         f"compared ({_percent(report.compared_functions, report.cfi_functions)}); "

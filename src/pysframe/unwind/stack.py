@@ -37,13 +37,8 @@ from .loadmap import (
     va_bits_for,
     va_bits_from_pac_mask,
 )
-from .modules import (
-    AT_SYSINFO_EHDR,
-    ModuleTable,
-    load_modules,
-    process_mappings,
-    process_vdso_address,
-)
+from .mappings import AT_SYSINFO_EHDR, process_mappings, process_vdso_address
+from .modules import ModuleTable, load_modules
 from .ptrace import ThreadState, attach
 from .remote import RemoteTarget
 from .symbolize import SourceFrame, SymbolOptions
@@ -386,7 +381,7 @@ def report_json(report: StackReport, *, lines: bool = False) -> dict[str, Any]:
                 "start": module.start,
                 "end": module.end,
                 "bias": module.bias,
-                "sframe": module.sframe_origin,
+                "origin": module.origin,
                 "problem": module.info.problem,
             }
             for module in report.modules.modules
