@@ -23,8 +23,9 @@ from pysframe.unwind.mappings import (
     process_vdso_address,
     vdso_address,
 )
+from pysframe.unwind.modules import vdso_module
 from pysframe.unwind.stack import stack_of_core, stack_of_process
-from pysframe.unwind.vdso import VDSO_NAME, vdso_module
+from pysframe.unwind.vdso import VDSO_NAME
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stack_support import SOURCES, Unavailable, check_ptrace, gdb_backtraces, wait_stopped

@@ -24,7 +24,9 @@ def register(subparsers: Any) -> None:
         ".eh_frame for modules without .sframe), like eu-stack.",
     )
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("pid", nargs="?", type=int, help="process to attach to (ptrace)")
+    target.add_argument(
+        "pid", nargs="?", type=int, metavar="PID", help="process to attach to (ptrace)"
+    )
     target.add_argument("--core", metavar="CORE", help="core file to read instead of a process")
     target.add_argument(
         "--remote", metavar="HOST:PORT", type=_remote_address,

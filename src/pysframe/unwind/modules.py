@@ -26,6 +26,7 @@ from .core import ModuleInfo, ReadMemory
 from .facts import NO_SFRAME, ElfFacts, elf_facts, generated_for, sframe_for
 from .mappings import DELETED, Mapping, mapped_file
 from .symbolize import ModuleSymbols, SymbolOptions
+from .vdso import VDSO_NAME, vdso_facts
 
 _DEFAULT_SYMBOLS = SymbolOptions()
 
@@ -90,8 +91,6 @@ def load_modules(
         if module is not None:
             modules.append(module)
     if vdso is not None and read_memory is not None:
-        from .vdso import vdso_module
-
         module = vdso_module(vdso, read_memory, generate=generate, symbols=symbols)
         if module is not None and not any(
             m.start < module.end and module.start < m.end for m in modules
@@ -211,10 +210,31 @@ def _build_id_problem(facts: ElfFacts, bias: int, read_memory: ReadMemory) -> st
     return None
 
 
+def vdso_module(
+    address: int,
+    read_memory: ReadMemory,
+    *,
+    generate: bool = True,
+    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+) -> Module | None:
+    """The vDSO mapped at ``address`` as a module (:mod:`pysframe.unwind.vdso`): its symbols,
+    and SFrame generated from its ``.eh_frame`` unless it has a ``.sframe``; None if it cannot
+    be read."""
+    found = vdso_facts(address, read_memory)
+    if found is None:
+        return None
+    facts, size = found
+    bias = load_bias(facts, [Mapping(address, address + size, 0, VDSO_NAME)])
+    if bias is None:
+        return None
+    return module_from_facts(VDSO_NAME, address, address + size, facts, bias, generate, symbols)
+
+
 __all__ = [
     "Module",
     "ModuleTable",
     "load_bias",
     "load_modules",
     "module_from_facts",
+    "vdso_module",
 ]

@@ -2,8 +2,9 @@
 
 It is found through the auxiliary vector (``AT_SYSINFO_EHDR``:
 :func:`pysframe.unwind.mappings.vdso_address`), read from the address space (bounded to
-:data:`VDSO_LIMIT`), and becomes a module named ``[vdso]``, with its symbols and SFrame
-generated from its ``.eh_frame`` at once (there is no file to generate from later).
+:data:`VDSO_LIMIT`), and its facts are read from that image: its symbols, and SFrame generated
+from its ``.eh_frame`` at once (there is no file to generate from later).  It becomes a module
+named ``[vdso]`` (:func:`pysframe.unwind.modules.vdso_module`).
 """
 
 from __future__ import annotations
@@ -13,26 +14,17 @@ from ..elf.layout import EHDR_SIZE, ElfHeader
 from ..errors import SFrameError
 from .core import ReadMemory
 from .facts import ElfFacts, facts_of_image, generate_for
-from .mappings import Mapping
-from .modules import Module, load_bias, module_from_facts
-from .symbolize import SymbolOptions, symbols_of_image
+from .symbolize import symbols_of_image
 
 VDSO_NAME = "[vdso]"
 #: A vDSO is a few pages; an image that claims more is not read.
 VDSO_LIMIT = 1 << 20
-_DEFAULT_SYMBOLS = SymbolOptions()
 _VDSO_CACHE: dict[bytes, ElfFacts] = {}
 
 
-def vdso_module(
-    address: int,
-    read_memory: ReadMemory,
-    *,
-    generate: bool = True,
-    symbols: SymbolOptions = _DEFAULT_SYMBOLS,
-) -> Module | None:
-    """The vDSO mapped at ``address``, read from the address space (its symbols, and SFrame
-    generated from its ``.eh_frame`` unless it has a ``.sframe``); None if it cannot be read."""
+def vdso_facts(address: int, read_memory: ReadMemory) -> tuple[ElfFacts, int] | None:
+    """The facts of the vDSO mapped at ``address`` and its size in memory, read from the
+    address space (cached per image); None if it cannot be read."""
     image = _read_vdso_image(address, read_memory)
     if image is None:
         return None
@@ -45,12 +37,7 @@ def vdso_module(
         if len(_VDSO_CACHE) >= 8:
             _VDSO_CACHE.clear()
         _VDSO_CACHE[image] = facts
-    bias = load_bias(facts, [Mapping(address, address + len(image), 0, VDSO_NAME)])
-    if bias is None:
-        return None
-    return module_from_facts(
-        VDSO_NAME, address, address + len(image), facts, bias, generate, symbols
-    )
+    return facts, len(image)
 
 
 def _read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
@@ -77,4 +64,4 @@ def _vdso_facts(image: bytes) -> ElfFacts:
     return facts
 
 
-__all__ = ["VDSO_LIMIT", "VDSO_NAME", "vdso_module"]
+__all__ = ["VDSO_LIMIT", "VDSO_NAME", "vdso_facts"]
