@@ -52,8 +52,16 @@ def register(subparsers: Any) -> None:
         help=f"at most N frames per thread (default {DEFAULT_MAX_FRAMES})",
     )
     parser.add_argument(
-        "--no-generate", action="store_true",
-        help="do not generate SFrame from .eh_frame for modules without .sframe",
+        "--sframe", choices=("auto", "own", "generated"), default="auto",
+        help="which SFrame unwinds each module: auto (default) its own .sframe when it passes "
+        "the checks (sorted, not overlapping, inside the module's code, not several sections "
+        "back to back), else SFrame generated from its .eh_frame, with a warning; own: its "
+        "own .sframe as it is, and none generated; generated: SFrame generated from its "
+        ".eh_frame",
+    )
+    parser.add_argument(
+        "--no-generate", dest="sframe", action="store_const", const="own",
+        help="the same as --sframe own",
     )
     parser.add_argument(
         "--lines", action="store_true",
@@ -95,21 +103,23 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("stack: --sysroot needs --core or --remote")
     if args.resume and not args.remote:
         raise UsageError("stack: --continue needs --remote")
-    generate = not args.no_generate
+    from ..sources.trust import Policy
+
+    policy = Policy(args.sframe)
     symbols = symbol_options(args)
     if args.remote:
         report = stack_of_remote(
             args.remote, args.exe, sysroot=args.sysroot, resume=args.resume,
-            max_frames=args.max_frames, generate=generate, symbols=symbols,
+            max_frames=args.max_frames, policy=policy, symbols=symbols,
         )
     elif args.core:
         report = stack_of_core(
             args.core, args.exe, sysroot=args.sysroot, max_frames=args.max_frames,
-            generate=generate, symbols=symbols,
+            policy=policy, symbols=symbols,
         )
     else:
         report = stack_of_process(
-            args.pid, max_frames=args.max_frames, generate=generate, symbols=symbols
+            args.pid, max_frames=args.max_frames, policy=policy, symbols=symbols
         )
     for warning in module_warnings(report):
         warn(warning)

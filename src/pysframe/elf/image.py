@@ -26,7 +26,7 @@ from elftools.elf.elffile import ELFFile
 
 from ..errors import ElfError, SFrameError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
-from ..input import InputError, open_input
+from ..input import open_input
 from .layout import (
     EHDR_SIZE,
     ELF_MAGIC,
@@ -189,7 +189,7 @@ class ElfImage:
             bits = 64 if self._elf.elfclass == 64 else 32
             self.header: ElfHeader = ElfHeader.unpack(self.read(0, EHDR_SIZE[bits]))
         except (SFrameError, *_READ_ERRORS) as error:
-            raise ElfError(f"{path}: unreadable ELF file ({error})") from None
+            raise ElfError(f"unreadable ELF file ({error})", path=path) from None
         self.e_type: int = self.header.type
         self.machine: int = self.header.machine
         self._sections: list[ElfSection] | None = None
@@ -199,14 +199,11 @@ class ElfImage:
     @classmethod
     def open(cls, path: str) -> ElfImage:
         """Open ``path``; ElfError if it is missing, unreadable or not an ELF file."""
-        try:
-            file = open_input(path)  # closed by close()/__exit__
-        except InputError as error:
-            raise ElfError(str(error)) from None
+        file = open_input(path)  # closed by close()/__exit__
         try:
             magic = file.read(4)
             if magic != ELF_MAGIC:
-                raise ElfError(f"{path}: not an ELF file")
+                raise ElfError("not an ELF file", path=path)
             file.seek(0)
             return cls(path, file)
         except BaseException:
@@ -218,7 +215,7 @@ class ElfImage:
         """An ELF image held in memory (the vDSO read from a process, for one); ``name`` is
         what messages call it."""
         if data[:4] != ELF_MAGIC:
-            raise ElfError(f"{name}: not an ELF image")
+            raise ElfError("not an ELF file", path=name)
         return cls(name, io.BytesIO(data))
 
     def close(self) -> None:
@@ -310,18 +307,19 @@ class ElfImage:
             data = self._file.read(size)
         except (OSError, ValueError, OverflowError) as error:
             raise ElfError(
-                f"{self.path}: cannot read {size} bytes at {offset:#x}: {error}"
+                f"cannot read {size} bytes at file offset {offset:#x}: {error}", path=self.path
             ) from None
         if len(data) != size:
             raise ElfError(
-                f"{self.path}: {size} bytes at file offset {offset:#x} run past the end of the file"
+                f"{size} bytes at file offset {offset:#x} run past the end of the file",
+                path=self.path,
             )
         return data
 
     def check_range(self, what: str, offset: int, size: int) -> None:
         """ElfError unless ``size`` bytes at ``offset`` lie inside the file."""
         if offset < 0 or size < 0 or offset + size > self.file_size:
-            raise ElfError(f"{self.path}: {what} run past the end of the file")
+            raise ElfError(f"{what} run past the end of the file", path=self.path)
 
     def _check_table(self, kind: str, count: int, offset: int, entry_size: int) -> None:
         # gABI: e_phentsize and e_shentsize give each entry's size, at least the class's.
@@ -329,13 +327,15 @@ class ElfImage:
         smallest = layout(self.header.bits, self.big_endian).size
         if count and entry_size < smallest:
             raise ElfError(
-                f"{self.path}: unreadable {kind} headers (entries of {entry_size} bytes, "
-                f"fewer than the {smallest} of ELFCLASS{self.header.bits})"
+                f"unreadable {kind} headers (entries of {entry_size} bytes, fewer than the "
+                f"{smallest} of ELFCLASS{self.header.bits})",
+                path=self.path,
             )
         if count and offset + count * entry_size > self.file_size:
             raise ElfError(
-                f"{self.path}: unreadable {kind} headers ({count} of {entry_size} bytes at "
-                f"{offset:#x} run past the end of the file)"
+                f"unreadable {kind} headers ({count} headers of {entry_size} bytes at "
+                f"{offset:#x} run past the end of the file)",
+                path=self.path,
             )
 
     def code_bytes(self) -> int:
@@ -382,7 +382,7 @@ class ElfImage:
         except SFrameError:
             raise
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: unreadable section headers ({error})") from None
+            raise ElfError(f"unreadable section headers ({error})", path=self.path) from None
 
     def section(self, name: str) -> ElfSection | None:
         """The first section called ``name``."""
@@ -413,11 +413,15 @@ class ElfImage:
         try:
             data = self._elf.get_section(section.index).data()
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: cannot read section {section.name} ({error})") from None
+            raise ElfError(
+                f"cannot read it ({error})", path=self.path, section=section.name
+            ) from None
         if section.size and len(data) < section.size and not section.flags & SHF_COMPRESSED:
             raise ElfError(
-                f"{self.path}: section {section.name} ({section.size:#x} bytes at file offset "
-                f"{section.offset:#x}) runs past the end of the file"
+                f"{section.size:#x} bytes at file offset {section.offset:#x} run past the end of "
+                "the file",
+                path=self.path,
+                section=section.name,
             )
         return bytes(data)
 
@@ -429,23 +433,31 @@ class ElfImage:
         try:
             kind, size, header = unpack_chdr(stored, self.header.bits, self.big_endian)
         except ElfError as error:
-            raise ElfError(f"{self.path}: section {section.name}: {error}") from None
-        where = f"{self.path}: section {section.name}"
+            raise error.at(path=self.path, section=section.name) from None
+        path, name = self.path, section.name
         if kind != ELFCOMPRESS_ZLIB:
-            raise ElfError(f"{where}: compression type {kind} is not supported (only zlib)")
+            raise ElfError(
+                f"compression type {kind} is not supported (only zlib)", path=path, section=name
+            )
         limit = min(MAX_DECOMPRESSED, MAX_EXPANSION * len(stored) + (1 << 20))
         if size > limit:
             raise ElfError(
-                f"{where}: claims {size} bytes decompressed from {len(stored)}, more than the "
-                f"{limit} allowed"
+                f"claims {size} bytes decompressed from {len(stored)}, more than the {limit} "
+                "allowed",
+                path=path,
+                section=name,
             )
         inflater = zlib.decompressobj()
         try:
             data = inflater.decompress(stored[header:], size + 1)
         except zlib.error as error:
-            raise ElfError(f"{where}: bad zlib data ({error})") from None
+            raise ElfError(f"bad zlib data ({error})", path=path, section=name) from None
         if len(data) != size:
-            raise ElfError(f"{where}: decompresses to {len(data)} bytes, its header says {size}")
+            raise ElfError(
+                f"decompresses to {len(data)} bytes, its header says {size}",
+                path=path,
+                section=name,
+            )
         return data
 
     # -- segments ------------------------------------------------------------------------------
@@ -476,7 +488,7 @@ class ElfImage:
         except SFrameError:
             raise
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: unreadable program headers ({error})") from None
+            raise ElfError(f"unreadable program headers ({error})", path=self.path) from None
 
     def load_segments(self) -> list[ElfSegment]:
         return [seg for seg in self.segments() if seg.type == PT_LOAD]
@@ -564,7 +576,7 @@ class ElfImage:
         try:
             return self._elf.get_dwarf_info(relocate_dwarf_sections=self.is_relocatable)
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: unreadable DWARF ({error})") from None
+            raise ElfError(f"unreadable DWARF ({error})", path=self.path) from None
 
     def interpreter(self) -> str | None:
         seg = self.segment(PT_INTERP)

@@ -23,7 +23,7 @@ from ..elf.image import ElfImage, ElfSection
 from ..elf.layout import PF_X
 from ..elf.rewrite import rewrite_sframe
 from ..elf.sframe import ElfSFrame
-from ..errors import ElfError, SFrameError
+from ..errors import ElfError, NoSFrameError, SFrameError
 from ..format.compact import Compacted, CompactOptions, compact_section, safe_to_share
 from ..format.constants import PT_GNU_SFRAME
 from ..format.merge import Piece, describe, merge_sections, split_sections
@@ -171,7 +171,9 @@ def _pieces(path: str, name: str, stored: bytes, address: int) -> list[Piece]:
     (an empty or SHT_NOBITS section)."""
     pieces = split_sections(stored, address)
     if not pieces:
-        raise SFrameError(f"{path}: {name} holds no SFrame data ({len(stored)} bytes)")
+        raise NoSFrameError(
+            f"holds no SFrame data ({len(stored)} bytes)", path=path, section=name
+        )
     return pieces
 
 
@@ -194,7 +196,9 @@ def compact_file(
     pieces = _pieces(path, loaded.header.name, stored, address)
     if len(pieces) > 1:
         raise SFrameError(
-            f"{path}: {loaded.header.name} holds {describe(pieces)}: pysframe repair merges them"
+            f"holds {describe(pieces)}: pysframe repair merges them",
+            path=path,
+            section=loaded.header.name,
         )
     section = pieces[0].section
     compacted, note = compact(section, share, options)

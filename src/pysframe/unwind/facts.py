@@ -14,11 +14,12 @@ import os
 from dataclasses import dataclass, field
 
 from ..elf.image import ElfImage, ElfSegment
-from ..elf.layout import ELF_MAGIC
+from ..elf.layout import ELF_MAGIC, PF_X
 from ..errors import NoSFrameError, SFrameError
 from ..format.constants import Abi
 from ..format.section import SFrameSection
 from ..sources import Origin, ResolvedSFrame, generated_sframe, locate_sframe, own_sframe
+from ..sources.trust import Policy, trust_problems
 from .symbolize import ModuleSymbols, SymbolOptions, symbols_of_file
 
 #: What a module's SFrame is when it has none: no section and nothing generated.
@@ -48,6 +49,26 @@ class ElfFacts:
     #: The file's own name when ``path`` is another way to it (/proc/PID/map_files/...): its
     #: debuglink is looked for beside it.
     link_path: str | None = None
+    #: Why the own section must not be used (:func:`pysframe.sources.trust.trust_problems`),
+    #: found when first asked.
+    _own_problems: list[str] | None = None
+
+    @property
+    def code(self) -> list[tuple[int, int]]:
+        """The link-time ranges of the executable PT_LOAD segments."""
+        return [(s.vaddr, s.vaddr + s.memsz) for s in self.segments if s.flags & PF_X]
+
+    def own_problems(self) -> list[str]:
+        """Why the file's own section must not be used to unwind: empty when it passes every
+        check (or there is none)."""
+        if self._own_problems is None:
+            if isinstance(self.own, str):
+                self._own_problems = [f"it is malformed: {self.own}"]
+            elif self.own is None:
+                self._own_problems = []
+            else:
+                self._own_problems = trust_problems(self.own, self.code)
+        return self._own_problems
 
     def symbols(self, options: SymbolOptions) -> ModuleSymbols:
         """The file's symbols (with its separate debug file's), read on first use."""
@@ -123,20 +144,47 @@ def generate_for(facts: ElfFacts, image: ElfImage | None = None) -> ResolvedSFra
     return facts.generated if isinstance(facts.generated, ResolvedSFrame) else None
 
 
-def sframe_for(facts: ElfFacts, bias: int, generate: bool) -> tuple[SFrameSection | None, str]:
-    """The file's SFrame section rebased by ``bias``, and its origin: the file's own, else
-    (``generate``) one generated from its CFI; ``none`` or ``invalid`` without one."""
-    if facts.own is not None:
-        if isinstance(facts.own, str):
-            return None, INVALID
-        section = _rebased(facts, facts.own, bias)
-        return section, str(facts.own.origin) if section is not None else INVALID
-    if not generate:
-        return None, NO_SFRAME
+@dataclass(frozen=True, slots=True)
+class ChosenSFrame:
+    """The SFrame a module is unwound with, per :class:`~pysframe.sources.trust.Policy`."""
+
+    #: The section rebased for the module, or None (frames fall back to frame pointers).
+    section: SFrameSection | None
+    #: Where it came from (:class:`~pysframe.sources.Origin`), or ``none`` / ``invalid``.
+    origin: str
+    #: Why the file's own section is not used, or used though it fails the checks; None when
+    #: there is nothing to say.
+    reason: str | None = None
+    #: Whether SFrame generated from the file's CFI answers for PCs the own section leaves out.
+    with_fallback: bool = False
+
+
+def sframe_for(facts: ElfFacts, bias: int, policy: Policy = Policy.AUTO) -> ChosenSFrame:
+    """The SFrame of the file rebased by ``bias``, chosen by ``policy``: its own section
+    (``own``, or ``auto`` when it passes the checks), else one generated from its CFI."""
+    problems = facts.own_problems() if facts.own is not None else []
+    if policy is Policy.OWN or (policy is Policy.AUTO and facts.own is not None and not problems):
+        if facts.own is None:
+            return ChosenSFrame(None, NO_SFRAME)
+        reason = None
+        if problems:
+            reason = "its .sframe fails the checks, used as asked: " + "; ".join(problems)
+        section = None if isinstance(facts.own, str) else _rebased(facts, facts.own, bias)
+        if section is None:
+            return ChosenSFrame(None, INVALID, reason)
+        origin = str(facts.own.origin) if isinstance(facts.own, ResolvedSFrame) else INVALID
+        return ChosenSFrame(section, origin, reason, with_fallback=policy is Policy.AUTO)
+    reason = None
+    if policy is Policy.AUTO and problems:
+        reason = "its .sframe is not used: " + "; ".join(problems)
     generated = generate_for(facts)
     if generated is None:
-        return None, NO_SFRAME
-    return _rebased(facts, generated, bias), str(Origin.GENERATED)
+        if reason is not None:
+            reason += f"; no SFrame could be generated from its CFI ({facts.generated})"
+        return ChosenSFrame(None, NO_SFRAME, reason)
+    if reason is not None:
+        reason += "; unwound with SFrame generated from its CFI"
+    return ChosenSFrame(_rebased(facts, generated, bias), str(Origin.GENERATED), reason)
 
 
 def generated_for(facts: ElfFacts, bias: int) -> SFrameSection | None:
@@ -159,6 +207,7 @@ def _rebased(facts: ElfFacts, found: ResolvedSFrame, bias: int) -> SFrameSection
 __all__ = [
     "INVALID",
     "NO_SFRAME",
+    "ChosenSFrame",
     "ElfFacts",
     "elf_facts",
     "facts_of_image",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import SFrameError
 from ..format.section import SFrameSection
+from ..sources.trust import Policy
 from .core import ModuleInfo, ReadMemory
 from .facts import NO_SFRAME, ElfFacts, elf_facts, generated_for, sframe_for
 from .mappings import DELETED, Mapping, mapped_file
@@ -43,6 +44,9 @@ class Module:
     #: Where its SFrame came from (:class:`pysframe.sources.Origin`: "section", "segment",
     #: "generated"), or "none" / "invalid".
     origin: str
+    #: Why its own SFrame section is not used (or is used though it fails the checks), for
+    #: one warning line; None when there is nothing to say.
+    reason: str | None = None
     #: The file's symbols and source lines (read on first call); None without a usable file.
     symbols: Callable[[], ModuleSymbols] | None = None
 
@@ -72,7 +76,7 @@ def load_modules(
     mappings: Iterable[Mapping],
     read_memory: ReadMemory | None = None,
     *,
-    generate: bool = True,
+    policy: Policy = Policy.AUTO,
     vdso: int | None = None,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
     pid: int | None = None,
@@ -87,11 +91,11 @@ def load_modules(
         by_path.setdefault(mapping.path, []).append(mapping)
     modules = []
     for path, ranges in by_path.items():
-        module = _module(path, ranges, read_memory, generate, symbols, pid)
+        module = _module(path, ranges, read_memory, policy, symbols, pid)
         if module is not None:
             modules.append(module)
     if vdso is not None and read_memory is not None:
-        module = vdso_module(vdso, read_memory, generate=generate, symbols=symbols)
+        module = vdso_module(vdso, read_memory, policy=policy, symbols=symbols)
         if module is not None and not any(
             m.start < module.end and module.start < m.end for m in modules
         ):
@@ -103,7 +107,7 @@ def _module(
     path: str,
     ranges: list[Mapping],
     read_memory: ReadMemory | None,
-    generate: bool,
+    policy: Policy,
     symbols: SymbolOptions,
     pid: int | None,
 ) -> Module | None:
@@ -137,7 +141,7 @@ def _module(
         problem = _build_id_problem(facts, bias, read_memory)
     if problem is not None or bias is None:
         return Module(name, start, end, bias or 0, ModuleInfo(name, problem=problem), NO_SFRAME)
-    return module_from_facts(name, start, end, facts, bias, generate, symbols)
+    return module_from_facts(name, start, end, facts, bias, policy, symbols)
 
 
 def module_from_facts(
@@ -146,10 +150,10 @@ def module_from_facts(
     end: int,
     facts: ElfFacts,
     bias: int,
-    generate: bool,
+    policy: Policy,
     symbols: SymbolOptions,
 ) -> Module:
-    section, origin = sframe_for(facts, bias, generate)
+    chosen = sframe_for(facts, bias, policy)
 
     def symbolize(pc: int) -> tuple[str, int] | None:
         found = facts.symbols(symbols).find(pc - bias)
@@ -160,9 +164,12 @@ def module_from_facts(
 
     # A file's own .sframe may leave code out (start-up objects assembled without SFrame):
     # SFrame generated from its CFI answers for those PCs.
-    own = facts.has_own and section is not None and generate
-    info = ModuleInfo(name, bias, section, symbolize, fallback=fallback if own else None)
-    return Module(name, start, end, bias, info, origin, lambda: facts.symbols(symbols))
+    info = ModuleInfo(
+        name, bias, chosen.section, symbolize, fallback=fallback if chosen.with_fallback else None
+    )
+    return Module(
+        name, start, end, bias, info, chosen.origin, chosen.reason, lambda: facts.symbols(symbols)
+    )
 
 
 def _other_device(name: str, ranges: list[Mapping]) -> bool:
@@ -214,7 +221,7 @@ def vdso_module(
     address: int,
     read_memory: ReadMemory,
     *,
-    generate: bool = True,
+    policy: Policy = Policy.AUTO,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> Module | None:
     """The vDSO mapped at ``address`` as a module (:mod:`pysframe.unwind.vdso`): its symbols,
@@ -227,7 +234,7 @@ def vdso_module(
     bias = load_bias(facts, [Mapping(address, address + size, 0, VDSO_NAME)])
     if bias is None:
         return None
-    return module_from_facts(VDSO_NAME, address, address + size, facts, bias, generate, symbols)
+    return module_from_facts(VDSO_NAME, address, address + size, facts, bias, policy, symbols)
 
 
 __all__ = [
