@@ -25,6 +25,7 @@ from .decode import Buffer
 from .encode import FdeColumns, SectionSpec, assemble_section
 from .layout import (
     FDE_SIZE,
+    HEADER_AT,
     fde_fre_type,
     fre_min_length,
     fre_word_count,
@@ -217,6 +218,19 @@ def _fre_blocks(section: SFrameSection) -> list[bytes]:
     return [data[b:e] for b, e in zip(table.fre_data.tolist(), ends.tolist(), strict=True)]
 
 
+def with_pcrel_starts(data: Buffer) -> bytes:
+    """``data`` (an SFrame section) with FDE_FUNC_START_PCREL set, so that its function starts
+    read as relative to their own FDE fields.  GNU as writes every function start of an object
+    that way (R_*_PC32: S + A - P) in every version, V1 and V2 included, which have no such
+    flag before V2 errata 1 (docs/format.md, "Function start addresses"); GNU ld reads them so,
+    and a linker that only concatenates the objects' sections (lld, mold) leaves them so."""
+    at = HEADER_AT["flags"]
+    patched = bytearray(data)
+    if len(patched) > at and patched[HEADER_AT["version"]] < Version.V3:
+        patched[at] |= Flags.FDE_FUNC_START_PCREL
+    return bytes(patched)
+
+
 def describe(pieces: list[Piece]) -> str:
     """What was found, in words: how many sections, their version, ABI and functions."""
     header = pieces[0].section.header
@@ -231,4 +245,11 @@ def describe(pieces: list[Piece]) -> str:
     return f"{what} (V{int(header.version)}, {header.abi.name}), {functions} functions, {sorting}"
 
 
-__all__ = ["Piece", "describe", "merge_sections", "split_sections"]
+__all__ = [
+    "Piece",
+    "describe",
+    "merge_sections",
+    "piece_offsets",
+    "split_sections",
+    "with_pcrel_starts",
+]

@@ -15,8 +15,7 @@ from ..elf.image import ElfImage, ElfSection
 from ..elf.relocation import object_layout, relocated_at
 from ..elf.symbols import FunctionSymbols, read_function_symbols
 from ..errors import SFrameError
-from ..format.constants import Flags, Version
-from ..format.layout import HEADER_AT
+from ..format.merge import with_pcrel_starts
 
 
 class Placement:
@@ -41,22 +40,11 @@ class Placement:
 
     def sframe(self, section: ElfSection, stored: bytes) -> bytes:
         """An SFrame section's bytes as placed: in an object, relocated for the layout, with
-        its function starts read PC-relative (:func:`object_starts_pcrel`)."""
+        its function starts read PC-relative
+        (:func:`pysframe.format.merge.with_pcrel_starts`)."""
         if self.layout is None:
             return stored
-        return object_starts_pcrel(self.contents(section, stored))
-
-
-def object_starts_pcrel(data: bytes) -> bytes:
-    """An object's section with FDE_FUNC_START_PCREL set: GNU as writes every function start
-    of an object PC-relative (R_*_PC32: S + A - P), also in V1 and V2 sections, which have no
-    such flag before errata 1; GNU ld reads them so."""
-    at = HEADER_AT["flags"]
-    if len(data) <= at or data[HEADER_AT["version"]] >= Version.V3:
-        return data
-    patched = bytearray(data)
-    patched[at] |= Flags.FDE_FUNC_START_PCREL
-    return bytes(patched)
+        return with_pcrel_starts(self.contents(section, stored))
 
 
 class Namer:
@@ -96,4 +84,4 @@ class Namer:
         return FunctionSymbols(records)
 
 
-__all__ = ["Namer", "Placement", "object_starts_pcrel"]
+__all__ = ["Namer", "Placement"]
