@@ -30,6 +30,7 @@ from pysframe.tools.verify_report import (
     CONSISTENT,
     DISAGREEMENT,
     NO_SFRAME,
+    NOT_COMPARED,
     REJECTED,
     Difference,
     FileReport,
@@ -415,7 +416,7 @@ def test_cli_file_without_sframe(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert main(["verify", str(target)]) == 1
     err = capsys.readouterr().err
     assert err == (
-        f"pysframe: {target}: no .sframe section (--generate verifies SFrame generated from its "
+        f"pysframe: {target}: no .sframe section (--generate uses SFrame generated from its "
         "CFI)\n"
     )
     assert main(["verify", "--generate", str(target)]) == 0
@@ -461,9 +462,10 @@ def test_cli_directory_table_csv_and_json(
     assert lines[0].split()[:3] == ["package", "files", "ok"]
     rows = {line.split()[0]: line.split() for line in lines[1 : lines.index("")]}
     assert [line.split()[0] for line in lines[1:4]] == [".", "pkg-a", "pkg-b"]
-    assert rows["TOTAL"][1:6] == ["5", "4", "0", "1", "0"]
-    assert rows["pkg-a"][1:6] == ["2", "2", "0", "0", "0"]
-    assert rows["pkg-b"][1:6] == ["2", "1", "0", "1", "0"]
+    # files, ok, noSF, none (nothing compared), bad, err
+    assert rows["TOTAL"][1:7] == ["5", "4", "0", "0", "1", "0"]
+    assert rows["pkg-a"][1:7] == ["2", "2", "0", "0", "0", "0"]
+    assert rows["pkg-b"][1:7] == ["2", "1", "0", "0", "1", "0"]
     assert f"{root / 'pkg-b' / 'bugs.o'}: disagreement" in out  # failing files in full
     assert main(["verify", "--dir", str(root), "-r", "--csv"]) == 1
     table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
@@ -546,6 +548,41 @@ def test_debug_frame_when_there_is_no_eh_frame(tmp_path: Path) -> None:
     assert report.cfi_sources == (".debug_frame",)
     assert report.status == CONSISTENT and report.compared_functions > 5
     assert report.disagreement_count == 0
+
+
+def test_without_section_headers_eh_frame_is_found_through_pt_gnu_eh_frame(
+    tmp_path: Path,
+) -> None:
+    # e_shoff, e_shnum and e_shstrndx zeroed (ELF64 header offsets 0x28, 0x3c, 0x3e): the file
+    # still loads, dump finds .sframe through PT_GNU_SFRAME and verify .eh_frame through
+    # PT_GNU_EH_FRAME.
+    data = bytearray(FRAMES.read_bytes())
+    data[0x28:0x30] = bytes(8)
+    data[0x3C:0x40] = bytes(4)
+    stripped = tmp_path / "frames"
+    stripped.write_bytes(bytes(data))
+    full, headerless = verify_file(FRAMES), verify_file(stripped)
+    assert full.status == CONSISTENT
+    assert headerless.cfi_sources == (".eh_frame",)
+    assert headerless.origin == "segment" and full.origin == "section"
+    for field in ("cfi_functions", "compared_functions", "compared_bytes"):
+        assert getattr(headerless, field) == getattr(full, field), field
+    assert headerless.text_bytes >= full.text_bytes  # the executable segments, padding too
+    # Without section names the linker's PLT sections are not known: GNU ld's known .plt.got
+    # difference, a note with the headers, is a disagreement at the same PCs without them.
+    assert [(n.start, n.end) for n in full.notes] == [
+        (d.start, d.end) for d in headerless.disagreements
+    ]
+    assert headerless.agreeing_bytes == full.agreeing_bytes
+
+
+def test_nothing_compared_is_not_consistent(tmp_path: Path) -> None:
+    # A section describing other code (every function moved past the CFI's): nothing compares.
+    target = tmp_path / "moved"
+    _damaged(FRAMES, target, lambda found: [replace(f, start=f.start + 0x100000) for f in found])
+    report = verify_file(target)
+    assert report.status == NOT_COMPARED and report.compared_functions == 0
+    assert report.failed
 
 
 def test_benchmark_runs_quick(tmp_path: Path) -> None:

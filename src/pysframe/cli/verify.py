@@ -1,7 +1,10 @@
 """``pysframe verify``: check each file's SFrame section against its CFI at every PC.
 
-Exit status: 0 every file consistent, 1 a disagreement (or a file the kernel rejects with
-``--kernel``, or one that cannot be read), 2 usage error.
+Exit status: 0 every file consistent; 1 a disagreement, a file where nothing could be
+compared (``not-compared``: SFrame and CFI, but no CFI function with SFrame), a file the kernel
+rejects (``--kernel``), one that cannot be read, or a file named on the command line without
+SFrame or without CFI (``no-sframe``, ``no-cfi``; in a ``--dir`` run those are counted, not
+failures); 2 usage error.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..tools.verify import collect
-    from ..tools.verify_report import NO_SFRAME, Options, summarize
+    from ..tools.verify_report import FAILING_WHEN_NAMED, Options, summarize
     from ..tools.verify_text import CSV_FIELDS, csv_rows, json_document, report_text, summary_table
 
     paths = batch_paths(args, "verify")
@@ -67,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
     if progress is not None:
         progress.finish()
     groups, total = summarize(reports, args.dir)
-    # Named files must have SFrame; files found in a directory may not.
+    # Named files must have SFrame and CFI; files found in a directory may not.
     named = set(args.files)
-    failed = [r for r in reports if r.failed or (r.status == NO_SFRAME and r.path in named)]
+    failed = [
+        r for r in reports if r.failed or (r.status in FAILING_WHEN_NAMED and r.path in named)
+    ]
     status = 1 if failed else 0
     if args.json:
         json.dump(json_document(reports, groups, total, status), sys.stdout, indent=2)

@@ -40,6 +40,7 @@ from ..format.findings import Severity
 from ..format.section import SFrameSection
 from ..generate.cfi import CfiFormat, PointerContext
 from ..generate.interpret import CfiTable, interpret_cfi
+from ..generate.locate import find_eh_frame
 from ..sources import Origin, locate_sframe
 from .parallel import DASK_CONNECT_TIMEOUT, map_files
 from .verify_compare import (
@@ -57,6 +58,7 @@ from .verify_report import (
     MAX_LISTED,
     NO_CFI,
     NO_SFRAME,
+    NOT_COMPARED,
     PLT_SECTIONS,
     REJECTED,
     Difference,
@@ -104,20 +106,25 @@ def _verify_image(image: ElfImage, options: Options) -> FileReport:
     except NotSFrameDataError as error:
         return replace(report, status=NO_SFRAME, error=str(error))
     except NoSFrameError as error:
-        if not options.generate or abi is None:
-            # Nothing to verify: a file without SFrame (32-bit x86 helpers in a library
-            # tree, perf's perf-read-vdso32, are not errors of a directory run).
+        if abi is None:
+            # Nothing to verify, as for any file without SFrame: 32-bit x86 helpers in a
+            # library tree (perf's perf-read-vdso32) are not errors of a directory run.
+            return replace(report, status=NO_SFRAME, error=str(_no_abi(image)))
+        if not options.generate:
             return replace(report, status=NO_SFRAME, error=str(error))
         found = None
     if abi is None:
-        raise ElfError(f"SFrame defines no ABI for {image.file_format}", path=image.path)
+        raise _no_abi(image)
     place = Placement(image)
     text = [
         (place.address(s.index, s.address), s.size, s.name)
         for s in image.sections()
         if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size and s.type != SHT_NOBITS
     ]
-    report = replace(report, abi=abi.name, text_bytes=sum(size for _a, size, _n in text))
+    text_bytes = sum(size for _a, size, _n in text)
+    if not image.sections():  # headers stripped: the executable segments are the text
+        text_bytes = image.code_bytes()
+    report = replace(report, abi=abi.name, text_bytes=text_bytes)
     tables = _cfi_tables(image, place, abi, options.bulk)
     section, origin, kernel = _sframe_section(image, place, abi, tables, options, found)
     if section is None:
@@ -140,6 +147,10 @@ def _verify_image(image: ElfImage, options: Options) -> FileReport:
     return _compare(report, image, place, section, combine(tables), abi, plt)
 
 
+def _no_abi(image: ElfImage) -> ElfError:
+    return ElfError(f"SFrame defines no ABI for {image.file_format}", path=image.path)
+
+
 def _cfi_tables(image: ElfImage, place: Placement, abi: Abi, bulk: bool) -> list[CfiTable]:
     """The CFI of .eh_frame, then of .debug_frame (which the combination filters)."""
     tables = []
@@ -147,7 +158,8 @@ def _cfi_tables(image: ElfImage, place: Placement, abi: Abi, bulk: bool) -> list
         (".eh_frame", CfiFormat.EH_FRAME),
         (".debug_frame", CfiFormat.DEBUG_FRAME),
     ):
-        sec = image.section(name)
+        # Without section headers, .eh_frame is found through PT_GNU_EH_FRAME.
+        sec = find_eh_frame(image) if cfi_format is CfiFormat.EH_FRAME else image.section(name)
         if sec is None or not sec.size or sec.type == SHT_NOBITS:
             continue
         address = place.address(sec.index, sec.address)
@@ -265,12 +277,13 @@ def _compare(
     bad_bytes = int(length[kinds == DISAGREE].sum())
     noted_bytes = int(length[kinds == NOTE].sum())
     status = CONSISTENT
+    if not compared.any():
+        # Nothing was compared: never "consistent" (a section that describes other code).
+        status = NOT_COMPARED if bool(usable.any()) else NO_CFI
     if report.kernel_findings:
         status = REJECTED
     if disagreements[1]:
         status = DISAGREEMENT
-    if not len(cfi):
-        status = NO_CFI if status == CONSISTENT else status
     return replace(
         report,
         status=status,

@@ -17,14 +17,23 @@ MAX_LISTED = 200
 PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got", ".plt.bnd")
 
 # File statuses, worst last.
+#: Functions were compared, and their SFrame says what their CFI says.
 CONSISTENT = "consistent"
+#: The file has no SFrame section (nothing to verify).
 NO_SFRAME = "no-sframe"
+#: The file has SFrame but no CFI to compare it with.
 NO_CFI = "no-cfi"
+#: The file has SFrame and CFI, but not one function of the CFI has SFrame to compare (the
+#: section describes other code: a linker concatenated sections, or it is not this file's).
+NOT_COMPARED = "not-compared"
 DISAGREEMENT = "disagreement"
 REJECTED = "rejected"
 ERROR = "error"
 #: Statuses that make ``pysframe verify`` exit 1.
-FAILING = (DISAGREEMENT, REJECTED, ERROR)
+FAILING = (NOT_COMPARED, DISAGREEMENT, REJECTED, ERROR)
+#: Statuses that make ``pysframe verify`` exit 1 for a file named on the command line (a
+#: file found in a directory may lack SFrame or CFI).
+FAILING_WHEN_NAMED = (NO_SFRAME, NO_CFI)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +210,9 @@ __all__ = [
     "DISAGREEMENT",
     "ERROR",
     "FAILING",
+    "FAILING_WHEN_NAMED",
     "MAX_LISTED",
+    "NOT_COMPARED",
     "NO_CFI",
     "NO_SFRAME",
     "PLT_SECTIONS",

@@ -110,7 +110,8 @@ def _more(lines: list[str], count: int, limit: int, listed: int) -> None:
 
 
 _COLUMNS = (
-    ("package", "<"), ("files", ">"), ("ok", ">"), ("noSF", ">"), ("bad", ">"), ("err", ">"),
+    ("package", "<"), ("files", ">"), ("ok", ">"), ("noSF", ">"), ("none", ">"), ("bad", ">"),
+    ("err", ">"),
     ("CFI fns", ">"), ("compared", ">"), ("no SFrame", ">"), ("no CFI", ">"),
     ("compared B", ">"), ("agree", ">"), ("noted B", ">"), ("disagree B", ">"),
     ("disagreements", ">"), ("notes", ">"),
@@ -122,8 +123,9 @@ def _row(summary: Summary) -> list[str]:
     return [
         summary.name,
         f"{summary.files:,}",
-        f"{statuses['consistent'] + statuses['no-cfi']:,}",
+        f"{statuses['consistent']:,}",
         f"{statuses['no-sframe']:,}",
+        f"{statuses['no-cfi'] + statuses['not-compared']:,}",
         f"{statuses['disagreement'] + statuses['rejected']:,}",
         f"{statuses['error']:,}",
         f"{summary.cfi_functions:,}",
@@ -141,7 +143,8 @@ def _row(summary: Summary) -> list[str]:
 
 def summary_table(groups: Sequence[Summary], total: Summary) -> str:
     """One row per package directory and a total row; ``ok`` counts consistent files,
-    ``noSF`` files without SFrame, ``bad`` files that disagree (or the kernel rejects)."""
+    ``noSF`` files without SFrame, ``none`` files where nothing could be compared (no CFI, or
+    no CFI function with SFrame), ``bad`` files that disagree (or the kernel rejects)."""
     rows = [[name for name, _align in _COLUMNS]] + [_row(g) for g in groups] + [_row(total)]
     widths = [max(len(row[k]) for row in rows) for k in range(len(_COLUMNS))]
     out = []
