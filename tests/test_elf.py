@@ -11,7 +11,7 @@ from pysframe.elf.image import ElfImage, iter_notes
 from pysframe.elf.layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, SHT_RELA, ElfHeader
 from pysframe.elf.relocation import Relocation, apply_relocations, relocations_for
 from pysframe.elf.symbols import read_function_symbols
-from pysframe.errors import ElfError
+from pysframe.errors import ElfError, InputError
 from pysframe.format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
 from pysframe.sources import load_sframe
 
@@ -245,8 +245,10 @@ def test_symbols_and_build_id() -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ElfError, match="No such file"):
+    # A file that cannot be opened is an input error, whatever it was to be read as.
+    with pytest.raises(InputError, match="No such file") as raised:
         ElfImage.open(str(tmp_path / "nothing"))
+    assert raised.value.path == str(tmp_path / "nothing")
 
 
 def test_not_elf(tmp_path: Path) -> None:

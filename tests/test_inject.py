@@ -118,7 +118,7 @@ def test_generate_for_an_object_warns_that_it_cannot_be_linked(
     out = tmp_path / "frames.sframe"
     assert main(["generate", str(obj), "-o", str(out)]) == 0
     error = capsys.readouterr().err
-    assert error.startswith(f"pysframe: warning: {obj} is a relocatable object") and error.count(
+    assert error.startswith(f"pysframe: warning: {obj}: a relocatable object") and error.count(
         "\n"
     ) == 1
     assert out.stat().st_size > 0

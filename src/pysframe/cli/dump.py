@@ -104,15 +104,14 @@ def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
     except SFrameError as error:
         report_error(error, args)
         return 1
-    version = found.section.header.version
-    readelf = args.format == "readelf" or (args.format is None and version is Version.V1)
+    readelf = args.format == "readelf" or (args.format is None and found.version is Version.V1)
     if readelf:
         prefix = readelf_file_header(path) if several else ""
     else:
         prefix = objdump_file_header(path, found.file_format)
     try:
         with found.located():
-            body = section_chunks(found.section)  # checks the whole section first
+            body = section_chunks(found.section)  # decodes and checks the whole section first
     except SFrameError as error:
         out.write(prefix)
         report_error(error, args)

@@ -94,7 +94,11 @@ def read_function_symbols(
     values = chosen["value"].tolist()
     if layout is not None:
         sections_of = chosen["shndx"].tolist()
-        values = [v + layout.get(i, 0) for v, i in zip(values, sections_of, strict=True)]
+        # Addresses wrap at 2**64 as the file's own would (a layout past a damaged size).
+        values = [
+            (v + layout.get(i, 0)) & 0xFFFF_FFFF_FFFF_FFFF
+            for v, i in zip(values, sections_of, strict=True)
+        ]
     for name_at, value, size, bind, kind in zip(
         chosen["name"].tolist(), values, chosen["size"].tolist(), binds, kinds, strict=True
     ):

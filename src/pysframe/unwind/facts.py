@@ -113,6 +113,7 @@ def facts_of_image(image: ElfImage) -> ElfFacts:
     own: ResolvedSFrame | str | None
     try:
         own = own_sframe(locate_sframe(image), relocate=False)
+        own.section  # noqa: B018  (decoded now: a malformed section is told here)
     except NoSFrameError:
         own = None
     except SFrameError as error:
