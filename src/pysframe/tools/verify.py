@@ -253,44 +253,30 @@ def _compare(
     abi: Abi,
     plt: list[tuple[int, int, str]],
 ) -> FileReport:
-    table = section.table
+    """The report of ``section`` against ``cfi``: the rules compared at every PC, and what
+    either side has that the other has not."""
     covered = coverage(section, cfi)
     compared = covered.compared
     found = segments(section, cfi, compared, abi)
     length = found.end - found.start
-    signal_no_rows = signal_frames_without_rows(section)
-    kinds, reasons = classify(found, cfi, section, abi, plt, signal_no_rows)
+    kinds, reasons = classify(found, cfi, section, abi, plt, signal_frames_without_rows(section))
     namer = Namer(image, place, plt)
     disagreements, notes = _differences(found, kinds, reasons, cfi, abi, namer)
-    usable = cfi.usable
-    without = np.flatnonzero(usable & ~compared)
-    without_reasons = _without_sframe_reasons(cfi, without, abi, section.version, plt)
-    reason_counts = Counter(without_reasons)
-    unreadable = [
-        (k, table_index, local)
-        for k, (table_index, local) in enumerate(
-            zip(cfi.table.tolist(), cfi.local.tolist(), strict=True)
-        )
-        if not usable[k] and cfi.size[k] > 0
-    ]
-    sframe_without = np.flatnonzero(covered.without_cfi)
     bad_bytes = int(length[kinds == DISAGREE].sum())
     noted_bytes = int(length[kinds == NOTE].sum())
     status = CONSISTENT
     if not compared.any():
         # Nothing was compared: never "consistent" (a section that describes other code).
-        status = NOT_COMPARED if bool(usable.any()) else NO_CFI
+        status = NOT_COMPARED if bool(cfi.usable.any()) else NO_CFI
     if report.kernel_findings:
         status = REJECTED
     if disagreements[1]:
         status = DISAGREEMENT
-    return replace(
+    report = replace(
         report,
         status=status,
         cfi_functions=int((cfi.size > 0).sum()),
         cfi_bytes=int(cfi.size[cfi.size > 0].sum()),
-        sframe_functions=len(section),
-        sframe_bytes=int(table.size.sum()),
         compared_functions=int(compared.sum()),
         compared_bytes=int(length.sum()),
         agreeing_bytes=int(length.sum()) - bad_bytes - noted_bytes,
@@ -300,15 +286,58 @@ def _compare(
         note_count=notes[1],
         disagreements=tuple(disagreements[0]),
         notes=tuple(notes[0]),
+    )
+    report = _without_sframe(report, cfi, compared, section.version, abi, plt, namer)
+    return _without_cfi(report, section, cfi, covered.without_cfi, namer)
+
+
+def _without_sframe(
+    report: FileReport,
+    cfi: CombinedCfi,
+    compared: np.ndarray,
+    version: Version,
+    abi: Abi,
+    plt: list[tuple[int, int, str]],
+    namer: Callable[[int], str],
+) -> FileReport:
+    """The CFI functions without SFrame, with gas' reasons."""
+    without = np.flatnonzero(cfi.usable & ~compared)
+    reasons = _without_sframe_reasons(cfi, without, abi, version, plt)
+    return replace(
+        report,
         without_sframe_count=len(without),
         without_sframe_bytes=int(cfi.size[without].sum()),
         without_sframe=tuple(
             Unmatched(
                 namer(int(cfi.begin[k])), int(cfi.begin[k]), int(cfi.begin[k] + cfi.size[k]), r
             )
-            for k, r in zip(without[:MAX_LISTED].tolist(), without_reasons, strict=False)
+            for k, r in zip(without[:MAX_LISTED].tolist(), reasons, strict=False)
         ),
-        without_sframe_reasons=tuple(reason_counts.most_common()),
+        without_sframe_reasons=tuple(Counter(reasons).most_common()),
+    )
+
+
+def _without_cfi(
+    report: FileReport,
+    section: SFrameSection,
+    cfi: CombinedCfi,
+    sframe_only: np.ndarray,
+    namer: Callable[[int], str],
+) -> FileReport:
+    """The SFrame functions without CFI, and the CFI functions whose CFI cannot be read."""
+    table = section.table
+    sframe_without = np.flatnonzero(sframe_only)
+    unreadable = [
+        (k, table_index, local)
+        for k, (table_index, local) in enumerate(
+            zip(cfi.table.tolist(), cfi.local.tolist(), strict=True)
+        )
+        if not cfi.usable[k] and cfi.size[k] > 0
+    ]
+    return replace(
+        report,
+        sframe_functions=len(section),
+        sframe_bytes=int(table.size.sum()),
         without_cfi_count=len(sframe_without),
         without_cfi_bytes=int(table.size[sframe_without].sum()),
         without_cfi=tuple(
