@@ -269,9 +269,28 @@ def own_sframe(found: ElfSFrame, *, relocate: bool = True) -> ResolvedSFrame:
     )
 
 
-def generated_sframe(image: ElfImage) -> ResolvedSFrame:
+def generated_sframe(image: ElfImage, *, cached: bool = False) -> ResolvedSFrame:
     """A section generated from the CFI of ``image`` (V3, at the address ``generate --inject``
-    would give it); the generator's errors name the file."""
+    would give it); the generator's errors name the file.
+
+    ``cached``: take it from, and keep it in, the cache of generated sections
+    (:mod:`pysframe.sources.cache`) by the file's build ID; such a section has no
+    :attr:`~ResolvedSFrame.generation` when it comes from the cache."""
+    note = f"no {DEFAULT_NAME} section; using one generated from its CFI"
+    build_id = image.build_id() if cached else None
+    if build_id:
+        from .cache import cached_generation
+
+        kept = cached_generation(build_id)
+        if kept is not None:
+            data, address = kept
+            found = _generated(image, data, address, note, None)
+            try:
+                found.section.table  # noqa: B018  (checked before use: a cache is no proof)
+            except SFrameError:
+                pass
+            else:
+                return found
     from ..generate import generate_from_elf
 
     try:
@@ -279,6 +298,16 @@ def generated_sframe(image: ElfImage) -> ResolvedSFrame:
     except SFrameError as error:
         raise error.at(path=image.path) from None
     data = bytes(result.data)
+    if build_id:
+        from .cache import keep_generation
+
+        keep_generation(build_id, data, result.section_address)
+    return _generated(image, data, result.section_address, note, result)
+
+
+def _generated(
+    image: ElfImage, data: bytes, address: int, note: str, result: GenerateResult | None
+) -> ResolvedSFrame:
     return ResolvedSFrame(
         image.path,
         DEFAULT_NAME,
@@ -287,9 +316,9 @@ def generated_sframe(image: ElfImage) -> ResolvedSFrame:
         image.code_bytes(),
         image.is_relocatable,
         data,
-        result.section_address,
+        address,
         data,
-        note=f"no {DEFAULT_NAME} section; using one generated from its CFI",
+        note=note,
         generation=result,
     )
 

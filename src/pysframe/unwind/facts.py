@@ -134,10 +134,10 @@ def generate_for(facts: ElfFacts, image: ElfImage | None = None) -> ResolvedSFra
     if facts.generated is None:
         try:
             if image is not None:
-                facts.generated = generated_sframe(image)
+                facts.generated = generated_sframe(image, cached=True)
             else:
                 with ElfImage.open(facts.path) as opened:
-                    facts.generated = generated_sframe(opened)
+                    facts.generated = generated_sframe(opened, cached=True)
         except SFrameError as error:
             facts.generated = error.detail
         except Exception as error:  # a hostile file: no SFrame for it, the walk goes on
