@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import re
 import shutil
+import struct
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,3 +261,336 @@ def mmap_text(event: Any) -> str:
         + ("x" if event.prot & 4 else "-") + ("s" if event.flags & 1 else "p")
     )
     return f"{event.pid}/{event.tid}: {where} {identity}]: {prot} {event.filename}"
+
+
+# -- hand-built perf.data -------------------------------------------------------------------
+
+
+@dataclass
+class Attr:
+    """An event attribute to write (perf_event.h struct perf_event_attr)."""
+
+    sample_type: int
+    ids: tuple[int, ...] = ()
+    sample_id_all: bool = True
+    regs_user: int = 0
+    stack_user: int = 0
+    read_format: int = 0
+    branch_sample_type: int = 0
+    regs_intr: int = 0
+    period: int = 4000
+    freq: bool = False
+    type: int = 1
+    config: int = 0
+    #: PERF_ATTR_SIZE_VER8; smaller sizes cut the struct (0 writes VER0's 64 and says 0).
+    size: int = 136
+    name: str | None = None
+
+
+def _flags(attr: Attr, big_endian: bool) -> int:
+    """The bit-field word: disabled at bit 0 ... freq 10 ... sample_id_all 18 (declaration
+    order), which a big-endian machine lays out from bit 63 down."""
+    flags = (FLAG_FREQ if attr.freq else 0) | (FLAG_SAMPLE_ID_ALL if attr.sample_id_all else 0)
+    return int(f"{flags:064b}"[::-1], 2) if big_endian else flags
+
+
+class PerfFile:
+    """A perf.data file written field by field (``file`` or ``pipe`` mode, either byte
+    order).  Records are added in order; :meth:`build` lays the file out."""
+
+    def __init__(self, big_endian: bool = False, pipe: bool = False) -> None:
+        self.big_endian, self.pipe = big_endian, pipe
+        self.o = ">" if big_endian else "<"
+        self.attrs: list[Attr] = []
+        self.features: list[tuple[int, bytes]] = []
+        self.records: list[bytes] = []
+
+    def pack(self, codes: str, *values: Any) -> bytes:
+        return struct.pack(self.o + codes, *values)
+
+    def attr_bytes(self, attr: Attr) -> bytes:
+        full = (
+            self.pack("I", attr.type)                       # u32 type
+            + self.pack("I", attr.size)                     # u32 size (0: PERF_ATTR_SIZE_VER0)
+            + self.pack("Q", attr.config)                   # u64 config
+            + self.pack("Q", attr.period)                   # u64 sample_period / sample_freq
+            + self.pack("Q", attr.sample_type)              # u64 sample_type
+            + self.pack("Q", attr.read_format)              # u64 read_format
+            + self.pack("Q", _flags(attr, self.big_endian)) # u64 bit fields
+            + self.pack("I", 0)                             # u32 wakeup_events
+            + self.pack("I", 0)                             # u32 bp_type
+            + self.pack("Q", 0)                             # u64 config1  (VER0 ends: 64)
+            + self.pack("Q", 0)                             # u64 config2  (VER1: 72)
+            + self.pack("Q", attr.branch_sample_type)       # u64 branch_sample_type (VER2: 80)
+            + self.pack("Q", attr.regs_user)                # u64 sample_regs_user
+            + self.pack("I", attr.stack_user)               # u32 sample_stack_user
+            + self.pack("i", 0)                             # s32 clockid   (VER3: 96)
+            + self.pack("Q", attr.regs_intr)                # u64 sample_regs_intr (VER4: 104)
+            + self.pack("I", 0)                             # u32 aux_watermark
+            + self.pack("H", 0)                             # u16 sample_max_stack
+            + self.pack("H", 0)                             # u16 __reserved_2 (VER5: 112)
+            + self.pack("I", 0)                             # u32 aux_sample_size
+            + self.pack("I", 0)                             # u32 __reserved_3 (VER6: 120)
+            + self.pack("Q", 0)                             # u64 sig_data (VER7: 128)
+            + self.pack("Q", 0)                             # u64 config3  (VER8: 136)
+        )  # fmt: skip
+        return full[: attr.size or 64]
+
+    def add_attr(self, attr: Attr) -> int:
+        self.attrs.append(attr)
+        return len(self.attrs) - 1
+
+    def string(self, text: str) -> bytes:
+        """perf_header_string: u32 len, then the text NUL-padded to len (a multiple of 64,
+        header.c NAME_ALIGN)."""
+        raw = text.encode() + b"\0"
+        length = -(-len(raw) // 64) * 64
+        return self.pack("I", length) + raw.ljust(length, b"\0")
+
+    def add_feature(self, feature: int, payload: bytes) -> None:
+        self.features.append((feature, payload))
+
+    def record(self, kind: int, misc: int, body: bytes) -> None:
+        """A record: u32 type, u16 misc, u16 size (header included), then ``body``."""
+        self.records.append(self.pack("IHH", kind, misc, 8 + len(body)) + body)
+
+    def trailer(
+        self, attr: int, pid: int = 0, tid: int = 0, time: int = 0, ident: int = 0,
+        stream_id: int = 0, cpu: int = 0,
+    ) -> bytes:
+        """struct sample_id for attribute ``attr``'s sample_type (empty without
+        sample_id_all)."""
+        kind = self.attrs[attr]
+        if not kind.sample_id_all:
+            return b""
+        out = b""
+        if kind.sample_type & TID:
+            out += self.pack("ii", pid, tid)               # u32 pid, tid
+        if kind.sample_type & TIME:
+            out += self.pack("Q", time)                    # u64 time
+        if kind.sample_type & ID:
+            out += self.pack("Q", ident)                   # u64 id
+        if kind.sample_type & STREAM_ID:
+            out += self.pack("Q", stream_id)               # u64 stream_id
+        if kind.sample_type & CPU:
+            out += self.pack("II", cpu, 0)                 # u32 cpu, res
+        if kind.sample_type & IDENTIFIER:
+            out += self.pack("Q", ident)                   # u64 id
+        return out
+
+    def sample(self, attr: int, misc: int = 2, **f: Any) -> None:
+        """A PERF_RECORD_SAMPLE of attribute ``attr`` (kernel/events/core.c
+        perf_output_sample order); fields default to zero or empty."""
+        kind = self.attrs[attr]
+        st = kind.sample_type
+        ident = f.get("ident", kind.ids[0] if kind.ids else 0)
+        body = b""
+        if st & IDENTIFIER:
+            body += self.pack("Q", ident)                  # u64 id
+        if st & IP:
+            body += self.pack("Q", f.get("ip", 0))         # u64 ip
+        if st & TID:
+            body += self.pack("ii", f.get("pid", 0), f.get("tid", 0))  # u32 pid, tid
+        if st & TIME:
+            body += self.pack("Q", f.get("time", 0))       # u64 time
+        if st & ADDR:
+            body += self.pack("Q", f.get("addr", 0))       # u64 addr
+        if st & ID:
+            body += self.pack("Q", ident)                  # u64 id
+        if st & STREAM_ID:
+            body += self.pack("Q", f.get("stream_id", 0))  # u64 stream_id
+        if st & CPU:
+            body += self.pack("II", f.get("cpu", 0), 0)    # u32 cpu, res
+        if st & PERIOD:
+            body += self.pack("Q", f.get("period", 0))     # u64 period
+        if st & READ:
+            body += f.get("read", b"")                     # struct read_format, pre-packed
+        if st & CALLCHAIN:
+            chain = f.get("callchain", ())
+            body += self.pack("Q", len(chain))             # u64 nr
+            body += self.pack(f"{len(chain)}Q", *chain)    # u64 ips[nr]
+        if st & RAW:
+            raw = f.get("raw", b"")
+            body += self.pack("I", len(raw)) + raw         # u32 size, char data[size]
+        if st & BRANCH_STACK:
+            entries = f.get("branches", ())
+            body += self.pack("Q", len(entries))           # u64 nr
+            if kind.branch_sample_type & (1 << 17):
+                body += self.pack("Q", f.get("hw_idx", 0)) # u64 hw_idx (BRANCH_HW_INDEX)
+            for entry in entries:
+                body += self.pack("QQQ", *entry)           # u64 from, to, flags
+        if st & REGS_USER:
+            abi = f.get("regs_abi", 2)
+            body += self.pack("Q", abi)                    # u64 abi
+            if abi:
+                regs = f.get("regs", (0,) * kind.regs_user.bit_count())
+                body += self.pack(f"{len(regs)}Q", *regs)  # u64 regs[weight(mask)]
+        if st & STACK_USER:
+            stack = f.get("stack", b"")
+            body += self.pack("Q", len(stack))             # u64 size
+            if stack:
+                body += stack                              # char data[size]
+                body += self.pack("Q", f.get("dyn_size", len(stack)))  # u64 dyn_size
+        if st & WEIGHT:
+            body += self.pack("Q", f.get("weight", 0))     # u64 weight
+        if st & DATA_SRC:
+            body += self.pack("Q", f.get("data_src", 0))   # u64 data_src
+        if st & TRANSACTION:
+            body += self.pack("Q", 0)                      # u64 transaction
+        if st & REGS_INTR:
+            intr = f.get("intr_regs", (1,) * kind.regs_intr.bit_count())
+            body += self.pack("Q", 2 if intr else 0)       # u64 abi
+            body += self.pack(f"{len(intr)}Q", *intr)      # u64 regs[weight(mask)]
+        if st & PHYS_ADDR:
+            body += self.pack("Q", 0)                      # u64 phys_addr
+        if st & CGROUP:
+            body += self.pack("Q", 0)                      # u64 cgroup
+        if st & DATA_PAGE_SIZE:
+            body += self.pack("Q", 4096)                   # u64 data_page_size
+        if st & CODE_PAGE_SIZE:
+            body += self.pack("Q", 4096)                   # u64 code_page_size
+        if st & AUX:
+            aux = f.get("aux", b"")
+            body += self.pack("Q", len(aux)) + aux         # u64 size, char data[size]
+        self.record(SAMPLE, misc, body)
+
+    def mmap2(
+        self, attr: int, pid: int, tid: int, start: int, length: int, pgoff: int, name: str,
+        *, prot: int = 5, flags: int = 2, build_id: bytes | None = None, time: int = 0,
+        misc: int = 2,
+    ) -> None:
+        body = self.pack("iiQQQ", pid, tid, start, length, pgoff)  # pid, tid, addr, len, pgoff
+        if build_id is None:
+            body += self.pack("IIQQ", 8, 1, 1234, 7)       # maj, min, ino, ino_generation
+        else:
+            misc |= 1 << 14                                # PERF_RECORD_MISC_MMAP_BUILD_ID
+            body += self.pack("BBH", len(build_id), 0, 0)  # build_id_size, reserved
+            body += build_id.ljust(20, b"\0")              # u8 build_id[20]
+        body += self.pack("II", prot, flags)               # u32 prot, flags
+        body += _padded_name(name)                         # char filename[] (8-padded)
+        body += self.trailer(attr, pid, tid, time, self._ident(attr))
+        self.record(MMAP2, misc, body)
+
+    def mmap(
+        self, attr: int, pid: int, tid: int, start: int, length: int, pgoff: int, name: str,
+        *, time: int = 0, misc: int = 2,
+    ) -> None:
+        body = self.pack("iiQQQ", pid, tid, start, length, pgoff)  # pid, tid, addr, len, pgoff
+        body += _padded_name(name)                         # char filename[]
+        body += self.trailer(attr, pid, tid, time, self._ident(attr))
+        self.record(MMAP, misc, body)
+
+    def comm(
+        self, attr: int, pid: int, tid: int, name: str, *, time: int = 0, exec_: bool = False
+    ) -> None:
+        body = self.pack("ii", pid, tid) + _padded_name(name)  # pid, tid, char comm[]
+        body += self.trailer(attr, pid, tid, time, self._ident(attr))
+        self.record(COMM, (1 << 13) if exec_ else 0, body)  # PERF_RECORD_MISC_COMM_EXEC
+
+    def task(
+        self, attr: int, fork: bool, pid: int, ppid: int, tid: int, ptid: int, *, time: int = 0
+    ) -> None:
+        body = self.pack("iiiiQ", pid, ppid, tid, ptid, time)  # pid, ppid, tid, ptid, time
+        body += self.trailer(attr, pid, tid, time, self._ident(attr))
+        self.record(FORK if fork else EXIT, 0, body)
+
+    def lost(self, attr: int, ident: int, count: int, *, time: int = 0) -> None:
+        body = self.pack("QQ", ident, count)               # u64 id, u64 lost
+        body += self.trailer(attr, time=time, ident=self._ident(attr))
+        self.record(LOST, 0, body)
+
+    def _ident(self, attr: int) -> int:
+        ids = self.attrs[attr].ids
+        return ids[0] if ids else 0
+
+    def build(self) -> bytes:
+        """The file: header, attributes (with their ids), data, features."""
+        if self.pipe:
+            return self._build_pipe()
+        header_size, file_section = 104, 16
+        attr_size = max((a.size or 64) for a in self.attrs) + file_section if self.attrs else 80
+        ids_at = header_size
+        ids_blob = b""
+        id_sections = []
+        for attr in self.attrs:
+            id_sections.append((ids_at + len(ids_blob), 8 * len(attr.ids)))
+            ids_blob += self.pack(f"{len(attr.ids)}Q", *attr.ids)
+        attrs_at = ids_at + len(ids_blob)
+        attrs_blob = b""
+        for attr, (offset, size) in zip(self.attrs, id_sections, strict=True):
+            entry = self.attr_bytes(attr).ljust(attr_size - file_section, b"\0")
+            attrs_blob += entry + self.pack("QQ", offset, size)  # perf_file_section ids
+        data_at = attrs_at + len(attrs_blob)
+        data = b"".join(self.records)
+        table_at = data_at + len(data)
+        features = sorted(self.features)
+        payload_at = table_at + file_section * len(features)
+        table, payloads = b"", b""
+        for _, payload in features:
+            table += self.pack("QQ", payload_at + len(payloads), len(payload))
+            payloads += payload
+        bitmap = 0
+        for feature, _ in features:
+            bitmap |= 1 << feature
+        header = (
+            b"PERFILE2"[:: -1 if self.big_endian else 1]           # magic
+            + self.pack("Q", header_size)                          # u64 size
+            + self.pack("Q", attr_size)                            # u64 attr_size
+            + self.pack("QQ", attrs_at, len(attrs_blob))           # attrs section
+            + self.pack("QQ", data_at, len(data))                  # data section
+            + self.pack("QQ", 0, 0)                                # event_types section
+            + self.pack("4Q", *((bitmap >> (64 * i)) & (2**64 - 1) for i in range(4)))  # features
+        )  # fmt: skip
+        return header + ids_blob + attrs_blob + data + table + payloads
+
+    def _build_pipe(self) -> bytes:
+        out = b"PERFILE2"[:: -1 if self.big_endian else 1] + self.pack("Q", 16)  # magic, size
+        for attr in self.attrs:
+            body = self.attr_bytes(attr) + self.pack(f"{len(attr.ids)}Q", *attr.ids)
+            out += self.pack("IHH", HEADER_ATTR, 0, 8 + len(body)) + body  # attr, u64 id[]
+        for feature, payload in self.features:
+            body = self.pack("Q", feature) + payload       # u64 feat_id, then the section
+            out += self.pack("IHH", HEADER_FEATURE, 0, 8 + len(body)) + body
+        return out + b"".join(self.records)
+
+
+def _padded_name(name: str) -> bytes:
+    """A NUL-terminated name padded to 8 bytes, as perf writes file and comm names."""
+    raw = name.encode() + b"\0"
+    return raw.ljust(-(-len(raw) // 8) * 8, b"\0")
+
+
+@dataclass
+class Reading:
+    """Everything a pass over a file gives, through the bulk and the scalar decoders."""
+
+    bulk: list[Any]
+    scalar: list[Any]
+    events: list[Any]
+    problems: list[str]
+    bulk_error: str | None
+    scalar_error: str | None
+
+
+def read_both(path: Path | str, chunk: int = 3) -> Reading:
+    """Read ``path`` with the bulk decoder (``chunk`` samples at a time) and the scalar one;
+    a PerfDataError ends a pass and is kept as its text."""
+    from pysframe.perf import PerfData, PerfDataError
+
+    with PerfData.open(path) as data:
+        bulk, events, bulk_error = [], [], None
+        try:
+            for stretch in data.read(chunk):
+                events.extend(stretch.events)
+                samples = stretch.samples
+                bulk.extend(samples.sample(i) for i in range(len(samples)))  # type: ignore[union-attr,arg-type]
+        except PerfDataError as error:
+            bulk_error = str(error)
+        scalar, scalar_error = [], None
+        try:
+            scalar.extend(data.sample_records())
+        except PerfDataError as error:
+            scalar_error = str(error)
+        return Reading(
+            bulk, scalar, events, [str(p) for p in data.problems], bulk_error, scalar_error
+        )

@@ -43,6 +43,7 @@ from .header import (
     decode_attr,
     decode_build_id,
     decode_feature,
+    header_kind,
     name_attrs,
     read_attr_section,
     read_feature_sections,
@@ -208,16 +209,17 @@ class PerfData:
     def from_stream(cls, stream: IO[bytes], path: str = "-") -> PerfData:
         """A pipe-format stream (standard input), read once, in blocks."""
         try:
-            start = stream.read(layout.PIPE_HEADER.size) or b""
-            header = read_file_header(start)
-            if not header.pipe:
+            big_endian, size = header_kind(stream.read(layout.PIPE_HEADER.size) or b"")
+            if size != layout.PIPE_HEADER.size:
                 raise PerfDataError(
                     "a perf.data file in file mode cannot be read as a stream: give its path", 0
                 )
+            header = FileHeader(big_endian, True, size)
             data = cls(path, header)
             data._stream = _StreamSource(stream, header.size)
             data._data_end = -1
             data._read_prologue(data._stream)
+            data._named()
         except OSError as error:
             raise PerfDataError(error.strerror or str(error), path=path) from None
         except PerfDataError as error:
@@ -236,7 +238,7 @@ class PerfData:
         if header.pipe:
             data._data_end = size
             data._read_prologue(_MappedSource(mapped, size))
-            return data
+            return data._named()
         data._data_start = header.data_offset
         data._data_end = header.data_offset + header.data_size
         if header.data_offset < header.size or header.data_offset > size:
@@ -255,7 +257,13 @@ class PerfData:
         else:  # cut short: reading it says so once, at the cut
             data._data_end = size
         data._table = AttrTable(data.attrs)
-        return data
+        return data._named()
+
+    def _named(self) -> PerfData:
+        """This reader, its problems given its path."""
+        for problem in self.problems:
+            problem.at(path=self.path)
+        return self
 
     def close(self) -> None:
         if self._map is not None:
@@ -437,11 +445,13 @@ class PerfData:
         what = f"a record of {size} bytes" if size is not None else "a record header"
         if not cut:
             raise PerfDataError(f"{what} runs past the end of the data section", position)
-        self.problems.append(PerfDataError(
+        problem = PerfDataError(
             f"the data is cut short: {what} at this offset runs past the end of the "
             f"{'stream' if self._stream is not None else 'file'}; the records before it "
-            "were read", position,
-        ))  # fmt: skip
+            "were read", position, path=self.path,
+        )  # fmt: skip
+        if all(str(problem) != str(known) for known in self.problems):  # once, whatever the passes
+            self.problems.append(problem)
 
     def _data_end_declared(self) -> int:
         """Where the header says the data ends (file mode), else where it does."""
@@ -504,7 +514,9 @@ class PerfData:
                 decode_feature(self.features, feature, buffer, body + 8, end, big_endian)
             except PerfDataError as error:
                 where = position if error.offset is None else error.offset + window.base
-                self.problems.append(PerfDataError(f"feature {feature}: {error.message}", where))
+                self.problems.append(PerfDataError(
+                    f"feature {feature}: {error.message}", where, path=self.path
+                ))
             name_attrs(self.attrs, self.features)
         elif kind == RecordType.EVENT_UPDATE and size >= 24:
             update, ident = layout.EVENT_UPDATE.struct(big_endian).unpack_from(buffer, body)

@@ -118,8 +118,9 @@ class FileHeader:
     feature_bits: tuple[int, ...] = ()
 
 
-def read_file_header(start: bytes) -> FileHeader:
-    """The header from the first bytes of a file (at least 16; 104 for the file mode)."""
+def header_kind(start: bytes) -> tuple[bool, int]:
+    """The byte order the magic tells, and the header size after it (16: pipe mode), from the
+    first 16 bytes of a file or stream."""
     magic = bytes(start[:8])
     if magic == layout.MAGIC_LITTLE:
         big_endian = False
@@ -132,10 +133,16 @@ def read_file_header(start: bytes) -> FileHeader:
     if len(start) < layout.PIPE_HEADER.size:
         raise PerfDataError("the header is cut short", 0)
     _, size = layout.PIPE_HEADER.struct(big_endian).unpack_from(start)
+    if size not in (layout.PIPE_HEADER.size, layout.FILE_HEADER.size):
+        raise PerfDataError(f"unknown header size {size}", 8)
+    return big_endian, size
+
+
+def read_file_header(start: bytes) -> FileHeader:
+    """The header from the first bytes of a file (at least 16; 104 for the file mode)."""
+    big_endian, size = header_kind(start)
     if size == layout.PIPE_HEADER.size:
         return FileHeader(big_endian, True, size)
-    if size != layout.FILE_HEADER.size:
-        raise PerfDataError(f"unknown header size {size}", 8)
     if len(start) < layout.FILE_HEADER.size:
         raise PerfDataError("the header is cut short", 0)
     fields = layout.FILE_HEADER.struct(big_endian).unpack_from(start)
@@ -424,5 +431,6 @@ __all__ = [
     "name_attrs",
     "read_attr_section",
     "read_feature_sections",
+    "header_kind",
     "read_file_header",
 ]
