@@ -36,7 +36,10 @@ AArch64, s390x).
 
 Records this reader does not need are stepped over by their size.  Compressed files
 (``perf record -z``) are not supported: PerfDataError says so at the first compressed record
-(``features.compressed`` tells before); ``perf inject`` writes them out uncompressed.
+(``features.compressed`` tells before).  Their records are pieces of one zstd stream whose
+records may straddle two pieces (util/session.c perf_session__process_compressed_event), so
+that reading them would need a zstd decompressor the project does not depend on, and the
+stack copies could no longer be views into the file; ``perf inject`` keeps them compressed.
 
 Errors: :class:`PerfDataError` (a FormatError) with ``path`` and ``offset``; a file cut short
 is read up to its last whole record and the cut noted in ``data.problems`` (once).

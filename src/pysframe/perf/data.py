@@ -91,23 +91,26 @@ class _Window:
 
 
 class _MappedSource:
-    """A file's data section through its memory map: one window, all of it."""
+    """A file's data section through its memory map: one window, all of it.  The window's
+    buffer is a memoryview of the map, which the chunks keep: the map stays valid while they
+    live, even after :meth:`PerfData.close`."""
 
-    def __init__(self, data: Any, end: int) -> None:
-        self.window = _Window(data, 0, end, True)
+    def __init__(self, mapped: mmap.mmap, end: int) -> None:
+        self.mapped = mapped
+        self.window = _Window(memoryview(mapped), 0, end, True)
         self.released = 0
 
     def ensure(self, keep: int, end: int) -> _Window:
         return self.window
 
     def release(self, before: int) -> None:
-        """Give back the pages of the map before ``before`` (a hint: they are read again if
-        touched)."""
+        """Give back the pages of the map before ``before`` (a hint: they are read again from
+        the file if touched)."""
         start = self.released - self.released % _PAGE
         stop = before - before % _PAGE
-        if stop > start and hasattr(self.window.buffer, "madvise"):
+        if stop > start:
             try:
-                self.window.buffer.madvise(mmap.MADV_DONTNEED, start, stop - start)
+                self.mapped.madvise(mmap.MADV_DONTNEED, start, stop - start)
             except (OSError, ValueError):  # only a hint
                 return
             self.released = stop
@@ -495,9 +498,9 @@ class PerfData:
             return int(layout.U64.struct(big_endian).unpack_from(buffer, at + 8)[0])
         if kind in (RecordType.COMPRESSED, RecordType.COMPRESSED2):
             raise PerfDataError(
-                "compressed records (perf record -z) are not supported: write the file out "
-                "uncompressed with perf inject -i FILE -o NEW", position,
-            )  # fmt: skip
+                "compressed records (perf record -z) are not supported: record without -z",
+                position,
+            )
         if position <= self._applied or kind not in _APPLIED_TYPES:
             return 0
         self._applied = position
