@@ -428,9 +428,9 @@ __all__ = [
     "decode_attr",
     "decode_build_id",
     "decode_feature",
+    "header_kind",
     "name_attrs",
     "read_attr_section",
     "read_feature_sections",
-    "header_kind",
     "read_file_header",
 ]
