@@ -392,16 +392,18 @@ def read_feature_sections(
     features = Features()
     table = header.data_offset + header.data_size
     section = layout.FILE_SECTION.struct(header.big_endian)
+    missing: list[str] = []
+    cut_at = None
     for index, feature in enumerate(header.feature_bits):
         entry = table + index * layout.FILE_SECTION.size
         if entry + layout.FILE_SECTION.size > file_size:
-            problems.append(PerfDataError("the feature table runs past the end of the file", entry))
+            missing.extend(_feature_name(f) for f in header.feature_bits[index:])
+            cut_at = entry if cut_at is None else cut_at
             break
         offset, size = section.unpack_from(data, entry)
         if offset + size > file_size:
-            problems.append(PerfDataError(
-                f"feature {_feature_name(feature)} lies past the end of the file", entry
-            ))
+            missing.append(_feature_name(feature))
+            cut_at = entry if cut_at is None else cut_at
             continue
         try:
             decode_feature(features, feature, data, offset, offset + size, header.big_endian)
@@ -409,6 +411,10 @@ def read_feature_sections(
             problems.append(PerfDataError(
                 f"feature {_feature_name(feature)}: {error.message}", error.offset
             ))
+    if missing:  # a file cut short in its features: one problem for them all
+        problems.append(PerfDataError(
+            f"the file is cut short: features {', '.join(missing)} lie past its end", cut_at
+        ))
     return features
 
 
