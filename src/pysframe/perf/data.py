@@ -339,37 +339,37 @@ class PerfData:
         self, source: _MappedSource | _StreamSource, chunk: int, mode: Mode
     ) -> Iterator[Stretch]:
         """The loop down the record headers (about 90 lines: it is the one place that knows
-        where the records are; splitting it would put a generator call per record on the
-        path that indexes every record of the file).  Samples are collected by offset and
-        decoded at each flush; a flush happens when a chunk is full, when the window of a
-        stream moves, before an attribute is added, and at the end."""
+        where the records are, and the path every record of the file takes, kept free of calls
+        it does not need).  Samples are collected by offset and decoded at each flush; a flush
+        happens when a stretch holds ``chunk`` samples or events or MAX_STRETCH_BYTES, when the
+        window of a stream moves, before an attribute is added, and at the end."""
         big_endian = self.big_endian
         unpack = layout.RECORD_HEADER.struct(big_endian).unpack_from
+        header_size = layout.RECORD_HEADER.size
         position = self._data_start
-        window = source.ensure(position, position + layout.RECORD_HEADER.size)
+        window = source.ensure(position, position + header_size)
+        buffer, base, end = window.buffer, window.base, window.end
         stretch = Stretch(position, position)
         offsets: list[int] = []
-        sizes: list[int] = []
         scalar: list[Sample] = []
         counts = self.record_counts
-        sample_type, side_band = RecordType.SAMPLE, SIDE_BAND_TYPES
-        header_size = layout.RECORD_HEADER.size
+        side_band, user_start = SIDE_BAND_TYPES, layout.USER_TYPE_START
+        budget, limit = chunk, position + MAX_STRETCH_BYTES
 
         def flush() -> Iterator[Stretch]:
-            nonlocal stretch, offsets, sizes, scalar
+            nonlocal stretch, offsets, scalar, budget, limit
             done, stretch = stretch, Stretch(position, position)
             done.end = position
-            pending = (offsets, sizes, scalar)
-            offsets, sizes, scalar = [], [], []
+            pending = (offsets, scalar)
+            offsets, scalar = [], []
+            budget, limit = chunk, position + MAX_STRETCH_BYTES
             error = None
             if mode == "bulk":
-                result = decode_chunk(
-                    window.buffer, pending[0], pending[1], self._table, big_endian, window.base
-                )
+                result = decode_chunk(buffer, pending[0], self._table, big_endian, base)
                 done.samples, error = result.chunk, result.error
                 self.unknown_id_samples += result.unknown_ids
             elif mode == "scalar":
-                done.samples = pending[2]
+                done.samples = pending[1]
             if done.events or done.samples:
                 yield done
             if error is not None:
@@ -378,44 +378,44 @@ class PerfData:
 
         try:
             while True:
-                if (
-                    max(len(offsets), len(scalar), len(stretch.events)) >= chunk
-                    or position - stretch.start > MAX_STRETCH_BYTES
-                ):
+                if budget <= 0 or position > limit:
                     yield from flush()
-                if position + header_size > window.end:
+                if position + header_size > end:
                     if window.final:
-                        self._note_end(position, window.end, None)
+                        self._note_end(position, end, None)
                         break
                     yield from flush()
                     window = source.ensure(position, position + header_size)
+                    buffer, base, end = window.buffer, window.base, window.end
                     continue
-                at = position - window.base
-                kind, misc, size = unpack(window.buffer, at)
+                kind, misc, size = unpack(buffer, position - base)
                 if size < header_size:
                     raise PerfDataError(
                         f"{layout.record_type_name(kind)} record of size {size}", position
                     )
-                if position + size > window.end:
+                if position + size > end:
                     if window.final:
-                        self._note_end(position, window.end, size)
+                        self._note_end(position, end, size)
                         break
                     yield from flush()
                     window = source.ensure(position, position + size)
+                    buffer, base, end = window.buffer, window.base, window.end
                     continue
                 counts[kind] += 1
                 extra = 0
-                if kind == sample_type:
+                if kind == 9:  # PERF_RECORD_SAMPLE
+                    budget -= 1
                     if mode == "bulk":
-                        offsets.append(at)
-                        sizes.append(size)
+                        offsets.append(position - base)
                     elif mode == "scalar":
-                        self._scalar_sample(window, at, size, scalar)
+                        self._scalar_sample(window, position - base, size, scalar)
                 elif kind in side_band:
+                    budget -= 1
                     stretch.events.append(decode_side_band(
-                        window.buffer, at, kind, misc, size, self._table, big_endian, position
-                    ))
-                elif kind >= layout.USER_TYPE_START:
+                        buffer, position - base, kind, misc, size, self._table, big_endian,
+                        position,
+                    ))  # fmt: skip
+                elif kind >= user_start:
                     if kind == RecordType.HEADER_ATTR and position > self._applied:
                         yield from flush()
                         self._apply_user_record(window, position, kind, misc, size)

@@ -226,7 +226,7 @@ class _Gather:
             words: npt.NDArray[np.uint64] = self._view(first)[positions >> 3]
             return words
         out = np.empty(len(positions), np.uint64)
-        for phase in np.unique(phases):
+        for phase in np.flatnonzero(np.bincount(phases, minlength=8)):
             chosen = phases == phase
             out[chosen] = self._view(int(phase))[positions[chosen] >> 3]
         return out
@@ -451,21 +451,25 @@ def _empty_columns(count: int) -> dict[str, Any]:
 
 
 def decode_chunk(
-    buffer: Buffer, offsets: Any, sizes: Any, table: AttrTable, big_endian: bool, base: int = 0
+    buffer: Buffer, offsets: Any, table: AttrTable, big_endian: bool, base: int = 0
 ) -> ChunkResult:
-    """The sample records of ``sizes[i]`` bytes at ``buffer[offsets[i]:]``, decoded together;
-    ``base`` is the file offset of ``buffer[0]``.  Samples of an unknown id are left out;
-    a corrupt record ends the chunk, and the error comes with the samples before it."""
+    """The sample records at ``buffer[offsets[i]:]`` (whole records: their sizes were
+    checked), decoded together; ``base`` is the file offset of ``buffer[0]``.  Samples of an
+    unknown id are left out; a corrupt record ends the chunk, and the error comes with the
+    samples before it."""
     start = np.asarray(offsets, I64)
-    size = np.asarray(sizes, I64)
     count = len(start)
     gather = _Gather(buffer)
+    head = gather(start).view(layout.RECORD_HEADER.dtype(big_endian))
+    size = head["size"].astype(I64)
     attrs, bad = _lookup_attrs(gather, start, size, table, big_endian)
     columns = _empty_columns(count)
     pair = layout.U32_PAIR.dtype(big_endian)
     u64 = np.dtype(layout.byte_order(big_endian) + "u8")
     regs = np.zeros((count, table.regs_user_mask.bit_count()), np.uint64)
-    for attr in np.unique(attrs[(attrs >= 0) & ~bad]):
+    # np.bincount, not np.unique: the attribute indexes are small, and np.unique imports
+    # numpy.ma on first use (a tenth of a second).
+    for attr in np.flatnonzero(np.bincount(attrs[(attrs >= 0) & ~bad], minlength=1)):
         rows = np.flatnonzero((attrs == attr) & ~bad)
         sample = table.formats[int(attr)]
         group = _Group(gather, start[rows], size[rows], big_endian)
@@ -501,10 +505,10 @@ def decode_chunk(
     np.cumsum(lengths, out=bounds[1:])
     within = np.arange(bounds[-1], dtype=I64) - np.repeat(bounds[:-1], lengths)
     at = np.repeat(columns["callchain_start"][chosen], lengths) + 8 * within
-    head = gather(start[chosen]).view(layout.RECORD_HEADER.dtype(big_endian))
     chunk = SampleChunk(
         buffer=buffer, big_endian=big_endian, offset=start[chosen],
-        file_offset=start[chosen] + base, attr=attrs[chosen], misc=head["misc"].astype(np.uint16),
+        file_offset=start[chosen] + base, attr=attrs[chosen],
+        misc=head["misc"][chosen].astype(np.uint16),
         ip=columns["ip"][chosen], pid=columns["pid"][chosen], tid=columns["tid"][chosen],
         time=columns["time"][chosen], addr=columns["addr"][chosen], id=columns["id"][chosen],
         stream_id=columns["stream_id"][chosen], cpu=columns["cpu"][chosen],
