@@ -29,6 +29,12 @@ IP, TID, TIME, ADDR, READ, CALLCHAIN, ID, CPU, PERIOD, STREAM_ID, RAW = (1 << n 
 BRANCH_STACK, REGS_USER, STACK_USER, WEIGHT, DATA_SRC, IDENTIFIER = (1 << n for n in range(11, 17))
 TRANSACTION, REGS_INTR, PHYS_ADDR, AUX, CGROUP = (1 << n for n in range(17, 22))
 DATA_PAGE_SIZE, CODE_PAGE_SIZE = 1 << 22, 1 << 23
+#: Every sample field, in the order of a sample record (perf_output_sample).
+SAMPLE_FIELDS = (
+    IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD, READ, CALLCHAIN, RAW,
+    BRANCH_STACK, REGS_USER, STACK_USER, WEIGHT, DATA_SRC, TRANSACTION, REGS_INTR, PHYS_ADDR,
+    CGROUP, DATA_PAGE_SIZE, CODE_PAGE_SIZE, AUX,
+)  # fmt: skip
 # attr flag bits (bit fields in declaration order) and PERF_RECORD_* types.
 FLAG_FREQ, FLAG_SAMPLE_ID_ALL = 1 << 10, 1 << 18
 MMAP, LOST, COMM, EXIT, FORK, SAMPLE, MMAP2, LOST_SAMPLES = 1, 2, 3, 4, 7, 9, 10, 13

@@ -19,42 +19,10 @@ from hypothesis import strategies as st
 
 from pysframe.perf import PerfData, PerfDataError
 
-from perf_support import (
-    ADDR,
-    AUX,
-    BRANCH_STACK,
-    CALLCHAIN,
-    CGROUP,
-    CODE_PAGE_SIZE,
-    CPU,
-    DATA,
-    DATA_PAGE_SIZE,
-    DATA_SRC,
-    ID,
-    IDENTIFIER,
-    IP,
-    PERIOD,
-    PHYS_ADDR,
-    RAW,
-    READ,
-    REGS_INTR,
-    REGS_USER,
-    STACK_USER,
-    STREAM_ID,
-    TID,
-    TIME,
-    TRANSACTION,
-    WEIGHT,
-    Attr,
-    PerfFile,
-    read_both,
-)  # fmt: skip
+import perf_support as ps
+from perf_support import DATA, Attr, PerfFile, read_both
 
-OPTIONAL_FIELDS = (
-    IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD, READ, CALLCHAIN, RAW,
-    BRANCH_STACK, REGS_USER, STACK_USER, WEIGHT, DATA_SRC, TRANSACTION, REGS_INTR, PHYS_ADDR,
-    CGROUP, DATA_PAGE_SIZE, CODE_PAGE_SIZE, AUX,
-)  # fmt: skip
+OPTIONAL_FIELDS = ps.SAMPLE_FIELDS
 U64 = st.integers(0, 2**64 - 1)
 SETTINGS = settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -120,24 +88,24 @@ def test_any_sample_layout_reads_back(tmp_path: Path, case: tuple[PerfFile, list
     with PerfData.open(path) as data:
         stacks = [bytes(c.stack(i)) for c in data.samples(chunk) for i in range(len(c))]
     for sample, fields, stack in zip(reading.bulk, written, stacks, strict=True):
-        if kind & IP:
+        if kind & ps.IP:
             assert sample.ip == fields["ip"]
-        if kind & TID:
+        if kind & ps.TID:
             assert (sample.pid, sample.tid) == (fields["pid"], fields["tid"])
-        if kind & TIME:
+        if kind & ps.TIME:
             assert sample.time == fields["time"]
-        if kind & CPU:
+        if kind & ps.CPU:
             assert sample.cpu == fields["cpu"]
-        if kind & PERIOD:
+        if kind & ps.PERIOD:
             assert sample.period == fields["period"]
-        if kind & (ID | IDENTIFIER):
+        if kind & (ps.ID | ps.IDENTIFIER):
             assert sample.id == 7
-        if kind & CALLCHAIN:
+        if kind & ps.CALLCHAIN:
             assert sample.callchain == fields["callchain"]
-        if kind & REGS_USER:
+        if kind & ps.REGS_USER:
             assert sample.regs_abi == fields["regs_abi"]
             assert sample.regs == (fields["regs"] if fields["regs_abi"] else ())
-        if kind & STACK_USER:
+        if kind & ps.STACK_USER:
             assert stack == fields["stack"][: fields["dyn_size"]]  # type: ignore[index]
 
 

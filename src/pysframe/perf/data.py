@@ -380,25 +380,21 @@ class PerfData:
             while True:
                 if budget <= 0 or position > limit:
                     yield from flush()
-                if position + header_size > end:
-                    if window.final:
-                        self._note_end(position, end, None)
-                        break
-                    yield from flush()
-                    window = source.ensure(position, position + header_size)
-                    buffer, base, end = window.buffer, window.base, window.end
-                    continue
-                kind, misc, size = unpack(buffer, position - base)
-                if size < header_size:
-                    raise PerfDataError(
-                        f"{layout.record_type_name(kind)} record of size {size}", position
-                    )
-                if position + size > end:
+                if position + header_size <= end:
+                    kind, misc, size = unpack(buffer, position - base)
+                    if size < header_size:
+                        raise PerfDataError(
+                            f"{layout.record_type_name(kind)} record of size {size}", position
+                        )
+                    whole = position + size <= end
+                else:
+                    size, whole = None, False
+                if not whole:  # the window ends within this record
                     if window.final:
                         self._note_end(position, end, size)
                         break
                     yield from flush()
-                    window = source.ensure(position, position + size)
+                    window = source.ensure(position, position + (size or header_size))
                     buffer, base, end = window.buffer, window.base, window.end
                     continue
                 counts[kind] += 1
