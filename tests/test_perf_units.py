@@ -641,3 +641,31 @@ def test_a_sample_before_any_attribute(tmp_path: Path) -> None:
     reading = read_both(write(tmp_path, perf))
     assert reading.bulk_error == reading.scalar_error
     assert "sample record before any event attribute" in reading.bulk_error
+
+
+def test_a_payload_past_the_end_of_the_data(tmp_path: Path) -> None:
+    """An AUXTRACE record whose trace data would run past the end of a whole data section is
+    an error, not an end."""
+    perf = PerfFile()
+    perf.add_attr(Attr(IP))
+    perf.sample(0, ip=1)
+    perf.record(71, 0, perf.pack("QQQIIII", 4096, 0, 0, 0, 0, 0, 0))  # says 4096 bytes follow
+    perf.records[-1] += bytes(8)
+    reading = read_both(write(tmp_path, perf))
+    assert reading.bulk_error == reading.scalar_error
+    assert "the payload of the record before this offset runs past" in reading.bulk_error
+    assert [s.ip for s in reading.bulk] == [1]
+
+
+def test_a_file_cut_at_a_record_boundary(tmp_path: Path) -> None:
+    perf = PerfFile()
+    perf.add_attr(Attr(IP))
+    for n in range(3):
+        perf.sample(0, ip=n)
+    blob = perf.build()
+    path = tmp_path / "cut.data"
+    path.write_bytes(blob[:-16])  # the last sample, 16 bytes, is gone
+    reading = read_both(path)
+    assert [s.ip for s in reading.bulk] == [0, 1]
+    (problem,) = reading.problems
+    assert f"said to end at {len(blob):#x}" in problem

@@ -435,19 +435,27 @@ class PerfData:
         ))  # fmt: skip
 
     def _note_end(self, position: int, end: int, size: int | None) -> None:
-        """The data ended at ``end`` with the record at ``position`` unread: fine at the end of
-        the data section; a cut in a file whose header says the data goes on, or in a stream;
-        an error when a record runs past the end of a data section the file holds whole."""
-        cut = self.header.pipe or self.header.data_size == 0 or self._data_end_declared() > end
-        if position >= end and (self.header.pipe or end >= self._data_end_declared()):
+        """The data ended at ``end`` with the next record at ``position`` (``size`` bytes, None
+        when its header is not whole): fine at the end of the data section; a cut, noted once,
+        in a stream or a file whose header says the data goes on (or does not say where it
+        ends); an error when a record or its payload runs past the end of a data section the
+        file holds whole."""
+        declared = self._data_end_declared()
+        cut = self.header.pipe or self.header.data_size == 0 or declared > end
+        if position == end and not declared > end:
             return
-        what = f"a record of {size} bytes" if size is not None else "a record header"
+        if position > end:
+            what = "the payload of the record before this offset"
+        elif position == end:
+            what = f"the data section, said to end at {declared:#x},"
+        else:
+            what = f"a record of {size} bytes" if size is not None else "a record header"
         if not cut:
             raise PerfDataError(f"{what} runs past the end of the data section", position)
+        source = "stream" if self._stream is not None else "file"
         problem = PerfDataError(
-            f"the data is cut short: {what} at this offset runs past the end of the "
-            f"{'stream' if self._stream is not None else 'file'}; the records before it "
-            "were read", position, path=self.path,
+            f"the data is cut short: {what} at this offset runs past the end of the {source}; "
+            "the records before it were read", position, path=self.path,
         )  # fmt: skip
         if all(str(problem) != str(known) for known in self.problems):  # once, whatever the passes
             self.problems.append(problem)
