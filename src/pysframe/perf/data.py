@@ -4,9 +4,9 @@ Reading is one pass down the data section: each record's header (u32 type, u16 m
 size) says what it is and where the next one starts.  Samples are gathered by offset and
 decoded together a chunk at a time (samples.py); side-band records (records.py) are decoded as
 they come; records perf writes for itself (from type 64) update the attributes and features
-(header.py); every other record is stepped over by its size, never looked into.  HEADER_
-TRACING_DATA and AUXTRACE records are followed by a payload their size does not count, which
-is stepped over too (perf's util/session.c perf_session__process_user_event).
+(header.py); every other record is stepped over by its size, never looked into.
+HEADER_TRACING_DATA and AUXTRACE records are followed by a payload their size does not count,
+which is stepped over too (perf's util/session.c perf_session__process_user_event).
 
 Memory does not grow with the file: a file is read through a memory map whose pages behind
 the chunk being read are given back to the kernel (MADV_DONTNEED: they are read again from the
@@ -65,7 +65,7 @@ _PAGE = mmap.PAGESIZE
 Mode = Literal["bulk", "scalar", "events"]
 
 
-@dataclass
+@dataclass(eq=False)
 class Stretch:
     """The records of one stretch of the data, in file order: the side-band ``events`` and the
     ``samples`` (a :class:`SampleChunk`; a list of :class:`Sample` from :meth:`PerfData.read`

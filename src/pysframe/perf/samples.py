@@ -232,7 +232,7 @@ class _Gather:
         return out
 
 
-@dataclass
+@dataclass(eq=False)
 class SampleChunk:
     """Samples of one stretch of records, column by column (numpy arrays, one entry per
     sample, in file order); the defaults of absent fields are those of :class:`Sample`.
@@ -244,7 +244,9 @@ class SampleChunk:
     bit of ``regs_mask`` (perf's register numbers, in ascending order: registers.py maps them),
     zero where a sample has none (``regs_abi`` 0) or its attribute does not ask for that one.
     A sample's user stack copy is ``buffer[stack_offset : stack_offset + stack_dyn_size]``
-    (:meth:`stack`); ``stack_size`` bytes were reserved for it in the record.
+    (:meth:`stack`); ``stack_size`` bytes were reserved for it in the record.  ``buffer``
+    supports the buffer protocol: ``np.frombuffer(chunk.buffer, np.uint8)`` views every
+    stack of the chunk at once, without a copy.
     """
 
     buffer: Buffer
