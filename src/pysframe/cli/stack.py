@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import UnwindError
 from ..unwind import DEFAULT_MAX_FRAMES
+from ..unwind.rsp import EXCHANGE_TIMEOUT, TIME_LIMIT
 from .options import add_symbol_options, positive_int, symbol_options
 from .report import warn
 from .usage import UsageError
@@ -41,6 +42,12 @@ def register(subparsers: Any) -> None:
         "--sysroot", metavar="DIR",
         help="look for the program's files under DIR first (gdb's 'set sysroot'), for cores and "
         "remote programs of another machine",
+    )
+    parser.add_argument(
+        "--time-limit", type=_seconds, default=None, metavar="SECONDS",
+        help="with --remote: seconds the whole exchange with the stub may take (default "
+        f"{TIME_LIMIT:g}; 0: no limit; each exchange also has {EXCHANGE_TIMEOUT:g} s at most); "
+        "a slow link to a program with thousands of threads may need more",
     )
     parser.add_argument(
         "--continue", dest="resume", action="store_true",
@@ -78,6 +85,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def _remote_address(text: str) -> str:
     from ..unwind.remote import parse_address
     try:
@@ -103,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("stack: --sysroot needs --core or --remote")
     if args.resume and not args.remote:
         raise UsageError("stack: --continue needs --remote")
+    if args.time_limit is not None and not args.remote:
+        raise UsageError("stack: --time-limit needs --remote")
     from ..sources.trust import Policy
 
     policy = Policy(args.sframe)
@@ -110,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if args.remote:
         report = stack_of_remote(
             args.remote, args.exe, sysroot=args.sysroot, resume=args.resume,
+            time_limit=TIME_LIMIT if args.time_limit is None else args.time_limit or None,
             max_frames=args.max_frames, policy=policy, symbols=symbols,
         )
     elif args.core:

@@ -42,6 +42,7 @@ from .mappings import AT_SYSINFO_EHDR, process_mappings, process_vdso_address
 from .modules import ModuleTable, load_modules
 from .ptrace import ThreadState, attach
 from .remote import RemoteTarget
+from .rsp import TIME_LIMIT
 from .symbolize import SourceFrame, SymbolOptions
 
 _DEFAULT_SYMBOLS = SymbolOptions()
@@ -161,11 +162,14 @@ def stack_of_remote(
     max_frames: int = DEFAULT_MAX_FRAMES,
     policy: Policy = Policy.AUTO,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+    time_limit: float | None = TIME_LIMIT,
 ) -> StackReport:
     """Unwind every thread of a program stopped under a GDB remote stub at ``HOST:PORT``
     (after letting it run to its next stop, with ``resume``), then detach.  ``exe``: the
-    program's executable (default: the path the stub gives, under ``sysroot``)."""
-    with RemoteTarget.connect(address) as target:
+    program's executable (default: the path the stub gives, under ``sysroot``).
+    ``time_limit``: seconds the whole exchange with the stub may take (None: no limit;
+    :mod:`pysframe.unwind.rsp`), counted again once a resumed program stops."""
+    with RemoteTarget.connect(address, time_limit=time_limit) as target:
         if resume:
             target.resume()
         layout = _remote_executable(target, exe, sysroot)
