@@ -21,6 +21,7 @@ from .usage import UsageError
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
     "dump", "info", "lookup", "generate", "check", "stack", "stats", "verify", "compact", "repair",
+    "perf",
 )  # fmt: skip
 
 

@@ -68,8 +68,10 @@ class WalkStats:
     stack_copied: list[int] = field(default_factory=list)
     #: Samples walked by the reference unwinder.
     reference: int = 0
-    #: Samples whose innermost user frame is in each module (by name).
+    #: Samples with a user frame in each module (by name).
     module_samples: Counter[str] = field(default_factory=Counter)
+    #: Walks by why they stopped and the module of their last frame (``[unknown]``: none).
+    stop_modules: Counter[tuple[Stop, str]] = field(default_factory=Counter)
     #: Modules without SFrame of their own, and why.
     without_own_sframe: dict[str, str] = field(default_factory=dict)
     #: Where each module's SFrame came from.
@@ -238,7 +240,7 @@ def _add_chunk(
             comm=profile.comm_id(walked.comms[index]),
             event=events[attr] if attr < len(events) else profile.event_id("event", "events"),
         )
-    _count(stats, walked)
+    _count(stats, walked, namer.spaces)
 
 
 def _kernel_part(chain: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -256,7 +258,8 @@ def _kernel_part(chain: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return chain[start:end]
 
 
-def _count(stats: WalkStats, walked: WalkedChunk) -> None:
+def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None:
+    """Add what the walks of a chunk did to ``stats``."""
     walks = walked.walks
     depth = np.diff(walks.offsets)
     stats.samples += len(walks)
@@ -268,6 +271,15 @@ def _count(stats: WalkStats, walked: WalkedChunk) -> None:
     stats.stack_used += walks.stack_used[has_stack].tolist()
     stats.stack_copied += walked.samples.stack_dyn_size[has_stack].astype(np.int64).tolist()
     stats.reference += int(walks.reference.sum())
+    names = [module.name for module in spaces.modules] + [UNKNOWN]
+    last = np.where(depth > 0, walks.offsets[1:] - 1, -1)
+    for stop, position in zip(walks.stop.tolist(), last.tolist(), strict=True):
+        if position >= 0:
+            stats.stop_modules[(STOPS[stop], names[int(walks.module[position])])] += 1
+    if len(walks.module):
+        sample_of = np.repeat(np.arange(len(walks)), depth)
+        pairs = np.unique(np.stack([sample_of, walks.module]), axis=1)
+        stats.module_samples.update(names[int(m)] for m in pairs[1].tolist())
 
 
 __all__ = ["Options", "WalkStats", "profile_recording"]

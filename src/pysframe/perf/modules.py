@@ -123,7 +123,10 @@ class ModuleFinder:
             )  # fmt: skip
             self._modules[key] = module
             if chosen.origin not in ("section", "segment"):
-                self.problems.setdefault(path, chosen.reason or f"no .sframe ({chosen.origin})")
+                why = chosen.reason or "no .sframe section"
+                if chosen.origin == "none":
+                    why += ", and none could be generated from its CFI"
+                self.problems.setdefault(path, why)
         return module
 
     def symbols(self, module: Module) -> ModuleSymbols | None:
