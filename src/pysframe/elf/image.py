@@ -203,11 +203,12 @@ _READ_ERRORS = (
 
 
 def is_elf_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a file that starts with the ELF magic (False if unreadable)."""
+    """Whether ``path`` is a regular file that starts with the ELF magic (False if it cannot
+    be opened as :func:`pysframe.input.open_input` opens inputs: a FIFO, a device...)."""
     try:
-        with open(path, "rb") as stream:
+        with open_input(path) as stream:
             return stream.read(4) == ELF_MAGIC
-    except OSError:
+    except (InputError, OSError):
         return False
 
 
@@ -226,7 +227,8 @@ class ElfImage:
             bits = 64 if self._elf.elfclass == 64 else 32
             self.header: ElfHeader = ElfHeader.unpack(self.read(0, EHDR_SIZE[bits]))
         except (SFrameError, *_READ_ERRORS) as error:
-            raise ElfError(f"{path}: unreadable ELF file ({error})") from None
+            why = error.detail if isinstance(error, SFrameError) else error
+            raise ElfError(f"unreadable ELF file ({why})", path=path) from None
         self.e_type: int = self.header.type
         self.machine: int = self.header.machine
         self._sections: list[ElfSection] | None = None
@@ -239,11 +241,11 @@ class ElfImage:
         try:
             file = open_input(path)  # closed by close()/__exit__
         except InputError as error:
-            raise ElfError(str(error)) from None
+            raise ElfError(error.message, error.offset, path=error.path or path) from None
         try:
             magic = file.read(4)
             if magic != ELF_MAGIC:
-                raise ElfError(f"{path}: not an ELF file")
+                raise ElfError("not an ELF file", path=path)
             file.seek(0)
             return cls(path, file)
         except BaseException:
@@ -255,7 +257,7 @@ class ElfImage:
         """An ELF image held in memory (the vDSO read from a process, for one); ``name`` is
         what messages call it."""
         if data[:4] != ELF_MAGIC:
-            raise ElfError(f"{name}: not an ELF image")
+            raise ElfError("not an ELF image", path=name)
         return cls(name, io.BytesIO(data))
 
     def close(self) -> None:
@@ -346,19 +348,15 @@ class ElfImage:
             self._file.seek(offset)
             data = self._file.read(size)
         except (OSError, ValueError, OverflowError) as error:
-            raise ElfError(
-                f"{self.path}: cannot read {size} bytes at {offset:#x}: {error}"
-            ) from None
+            raise ElfError(f"cannot read {size} bytes ({error})", offset, path=self.path) from None
         if len(data) != size:
-            raise ElfError(
-                f"{self.path}: {size} bytes at file offset {offset:#x} run past the end of the file"
-            )
+            raise ElfError(f"{size} bytes run past the end of the file", offset, path=self.path)
         return data
 
     def check_range(self, what: str, offset: int, size: int) -> None:
         """ElfError unless ``size`` bytes at ``offset`` lie inside the file."""
         if offset < 0 or size < 0 or offset + size > self.file_size:
-            raise ElfError(f"{self.path}: {what} run past the end of the file")
+            raise ElfError(f"{what} run past the end of the file", path=self.path)
 
     def _check_table(self, kind: str, count: int, offset: int, entry_size: int) -> None:
         # gABI: e_phentsize and e_shentsize give each entry's size, at least the class's.

@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..elf.image import ElfImage, ElfSegment, iter_notes
+from ..elf.image import ElfImage, ElfSegment, is_elf_file, iter_notes
 from ..elf.layout import (
     AT_BASE,
     AT_ENTRY,
@@ -37,7 +37,6 @@ from ..elf.layout import (
     DT_DEBUG,
     DT_NULL,
     EHDR_SIZE,
-    ELF_MAGIC,
     ET_EXEC,
     NT_GNU_BUILD_ID,
     PF_X,
@@ -54,6 +53,7 @@ from ..elf.layout import (
 )
 from ..errors import SFrameError, UnwindError
 from ..format.constants import Abi
+from ..input import InputError, sysroot_path
 from .core import ReadMemory
 from .modules import Mapping
 
@@ -400,12 +400,17 @@ def _read_string(space: AddressSpace, address: int) -> str:
 
 
 def shared_object_mappings(
-    space: AddressSpace, exe: ElfLayout, exe_bias: int, sysroot: str | None = None
+    space: AddressSpace,
+    exe: ElfLayout,
+    exe_bias: int,
+    sysroot: str | None = None,
+    warnings: list[str] | None = None,
 ) -> list[Mapping]:
     """Mappings of the shared objects the dynamic linker loaded (or of the interpreter alone,
     before it has listed them).  A library whose file cannot be found is mapped under the
     path looked at, from its load bias to its dynamic section, so that frames in it are shown
-    unresolved rather than lost."""
+    unresolved rather than lost.  ``warnings`` gets a line for each name that leaves the
+    sysroot (:func:`lookup_paths`)."""
     objects = linked_objects(space, exe, exe_bias)
     if not objects and exe.interpreter and space.auxv.get(AT_BASE):
         objects = [LinkedObject(space.auxv[AT_BASE], exe.interpreter, 0)]
@@ -413,17 +418,28 @@ def shared_object_mappings(
     else:
         interpreter_base = False
     mappings: list[Mapping] = []
+    # Each file is read once, however many entries name it (the list is the process's).
+    layouts: dict[str, ElfLayout | None] = {}
     for linked in objects:
-        mappings.extend(_object_mappings(space, linked, sysroot, interpreter_base))
+        mappings.extend(
+            _object_mappings(space, linked, sysroot, interpreter_base, layouts, warnings)
+        )
     return mappings
 
 
 def _object_mappings(
-    space: AddressSpace, linked: LinkedObject, sysroot: str | None, at_base: bool
+    space: AddressSpace,
+    linked: LinkedObject,
+    sysroot: str | None,
+    at_base: bool,
+    layouts: dict[str, ElfLayout | None],
+    warnings: list[str] | None,
 ) -> list[Mapping]:
-    candidates = list(dict.fromkeys(lookup_paths(linked.name, sysroot)))
+    candidates = list(dict.fromkeys(lookup_paths(linked.name, sysroot, warnings)))
     for path in candidates:
-        layout = _layout(path, space.abi)
+        if path not in layouts:
+            layouts[path] = _layout(path, space.abi)
+        layout = layouts[path]
         if layout is None:
             continue
         bias = linked.bias
@@ -443,21 +459,30 @@ def _object_mappings(
     return [Mapping(linked.bias, linked.dynamic, 0, candidates[0])]
 
 
-def lookup_paths(name: str, sysroot: str | None) -> list[str]:
-    """Where a file a program loaded as ``name`` is looked for: under ``sysroot`` first."""
+def lookup_paths(
+    name: str, sysroot: str | None, warnings: list[str] | None = None
+) -> list[str]:
+    """Where a file a program loaded as ``name`` is looked for: under ``sysroot`` first
+    (:func:`pysframe.input.sysroot_path`: a name that leaves the sysroot, by ``..`` or a
+    symbolic link, is not looked for there, and ``warnings`` gets a line saying so)."""
     paths = []
     if sysroot:
-        paths.append(os.path.join(sysroot, name.lstrip("/")))
+        try:
+            paths.append(sysroot_path(sysroot, name))
+        except InputError as error:
+            if warnings is not None and str(error) not in warnings:
+                warnings.append(str(error))
     if os.path.isabs(name) or not sysroot:
         paths.append(name)
     return paths
 
 
 def _layout(path: str, abi: Abi) -> ElfLayout | None:
+    """The layout of the ELF file at ``path`` when it is one for ``abi``; None when it is
+    missing, not a regular file (:func:`pysframe.elf.image.is_elf_file`), or not ELF."""
+    if not is_elf_file(path):
+        return None
     try:
-        with open(path, "rb") as file:
-            if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
-                return None
         layout = ElfLayout.read(path)
     except (OSError, SFrameError):
         return None

@@ -1,0 +1,205 @@
+"""Files an input points at, made hostile: each costs one clear error or warning, at once.
+
+A core's ``NT_FILE`` note, the dynamic linker's ``link_map`` list, a ``--sysroot``, a
+``.gnu_debuglink`` or a debug directory name files that are then opened; they may name a FIFO
+(opening it would wait for a writer forever), ``/dev/stdin`` with a pipe behind it, a huge
+sparse file, or a path that leaves the sysroot.  The files themselves may hold string tables
+without NUL, DWARF whose DIEs point back at themselves, a mangled name that doubles at each
+step, a PLT entry that jumps below address 0, or a layout that asks for a gigabyte of padding.
+
+Each case runs under a deadline (``within``): a hang fails the test instead of blocking it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import lzma
+import os
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import time
+import tracemalloc
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from pysframe.elf.debuginfo import build_id_path, find_debug_file, minidebuginfo
+from pysframe.elf.image import ElfImage, is_elf_file
+from pysframe.errors import InputError
+from pysframe.input import open_input, read_proc, sysroot_path
+from pysframe.unwind.corefile import CoreFile, CoreFileError
+from pysframe.unwind.loadmap import ElfLayout, lookup_paths, shared_object_mappings
+from pysframe.unwind.symbolize import symbols_of_file
+
+from elf_build import Sec, build_elf
+from test_loadmap import (
+    AUXV,
+    LIB_BASE,
+    core_file,
+    linked_memory,
+    note,
+    prstatus,
+    program,
+    space,
+)
+from test_symbolize import (
+    STB_GLOBAL,
+    SHT_PROGBITS,
+    TEXT,
+    build_id_note,
+    debug_file,
+    debuglink,
+    info,
+    stripped,
+    symbol_sections,
+    write,
+)
+
+NT_FILE = 0x46494C45
+
+
+class Hung(Exception):
+    """The deadline of :func:`within` passed."""
+
+
+@contextlib.contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Fail with Hung when the block runs longer than ``seconds`` (a blocking open() is
+    interrupted too: the signal handler raises)."""
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise Hung(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return path
+
+
+# -- the one open ------------------------------------------------------------------------------
+
+
+def test_open_input_refuses_nul_fifo_stdin_pipe_and_oversized_files(
+    tmp_path: Path, fifo: Path
+) -> None:
+    with within(5), pytest.raises(InputError, match="NUL byte"):
+        open_input(str(tmp_path / "a\0b"))
+    with within(5), pytest.raises(InputError, match="a FIFO, not a regular file"):
+        open_input(fifo)
+    big = tmp_path / "sparse"
+    with big.open("wb") as stream:
+        stream.truncate(1 << 30)
+    with pytest.raises(InputError, match=f"^{big}: 1073741824 bytes, more than the 4096 "):
+        open_input(big, max_size=4096)
+    open_input(big, max_size=1 << 30).close()
+    # /dev/stdin when standard input is a pipe (a child whose stdin is one).
+    child = subprocess.run(
+        [sys.executable, "-c", "from pysframe.elf.image import is_elf_file\n"
+         "from pysframe.input import open_input\n"
+         "print(is_elf_file('/dev/stdin'))\n"
+         "open_input('/dev/stdin')"],
+        stdin=subprocess.PIPE, capture_output=True, text=True, timeout=30, check=False,
+    )
+    assert child.stdout == "False\n"
+    assert "InputError: /dev/stdin: a FIFO, not a regular file" in child.stderr
+
+
+def test_proc_files_are_read_bounded() -> None:
+    maps = read_proc(f"/proc/{os.getpid()}/maps", 1 << 24)
+    assert b"[stack]" in maps
+    with pytest.raises(InputError, match="holds more than the 16 bytes"):
+        read_proc(f"/proc/{os.getpid()}/maps", 16)
+
+
+def test_sysroot_paths_stay_inside(tmp_path: Path) -> None:
+    root = tmp_path / "sysroot"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib/escape.so").symlink_to("/etc/passwd")
+    (root / "lib/inside.so").symlink_to("../lib/real.so")
+    assert sysroot_path(str(root), "/lib/inside.so") == str(root / "lib/inside.so")
+    assert sysroot_path(str(root), "lib/x.so") == str(root / "lib/x.so")
+    with pytest.raises(InputError, match="leaves the sysroot"):
+        sysroot_path(str(root), "/../../etc/passwd")
+    with pytest.raises(InputError, match="leaves the sysroot") as caught:
+        sysroot_path(str(root), "/lib/escape.so")
+    assert caught.value.path == str(root / "lib/escape.so")
+    with pytest.raises(InputError, match="NUL byte"):
+        sysroot_path(str(root), "/lib/a\0b")
+    # lookup_paths warns and goes on to the name as it is.
+    warnings: list[str] = []
+    assert lookup_paths("/lib/escape.so", str(root), warnings) == ["/lib/escape.so"]
+    assert warnings == [f"{root}/lib/escape.so: leaves the sysroot {root} (it is /etc/passwd)"]
+
+
+# -- FIFOs named by inputs -----------------------------------------------------------------------
+
+
+def test_is_elf_file_does_not_wait_on_a_fifo(fifo: Path) -> None:
+    with within(5):
+        assert not is_elf_file(fifo)
+
+
+def test_debug_files_that_are_fifos(tmp_path: Path, fifo: Path) -> None:
+    build_id = bytes.fromhex("aabbccdd")
+    program_path = write(
+        tmp_path / "prog", stripped(build_id_note(build_id), debuglink(str(fifo), 0))
+    )
+    root = tmp_path / "debug"
+    place = Path(build_id_path(str(root), build_id))
+    place.parent.mkdir(parents=True)
+    place.symlink_to(fifo)  # a FIFO through a symbolic link in the debug directory
+    os.mkfifo(root / "prog.debug")
+    with within(5):
+        found = find_debug_file(str(program_path), build_id, (str(fifo), 0), (str(root),))
+        assert found.path is None
+        symbols = symbols_of_file(str(program_path), (str(root),))
+    assert symbols.debug_file is None
+
+
+def test_link_map_and_sysroot_entries_that_are_fifos(tmp_path: Path, fifo: Path) -> None:
+    exe = ElfLayout.read(str(program(tmp_path / "prog", interp=True)))
+    sysroot = tmp_path / "sysroot"
+    (sysroot / "lib").mkdir(parents=True)
+    os.mkfifo(sysroot / "lib/libfifo.so")
+    entries = [(0, 0x430000, 0x410800), (LIB_BASE, 0x430100, LIB_BASE + 0x10800),
+               (LIB_BASE + 0x100000, 0x430200, LIB_BASE + 0x110800)]
+    names = {0x430000: b"", 0x430100: str(fifo).encode(), 0x430200: b"/lib/libfifo.so"}
+    with within(5):
+        mappings = shared_object_mappings(space(linked_memory(entries, names)), exe, 0,
+                                          str(sysroot))
+    # Neither FIFO is read as the library; the first, not under the sysroot, is shown as a
+    # missing file there (frames in it unresolved).
+    assert [m.path for m in mappings] == [str(sysroot) + str(fifo)]
+
+
+def _nt_file(files: list[tuple[int, int, int, bytes]]) -> bytes:
+    data = struct.pack("<QQ", len(files), 4096)
+    data += b"".join(struct.pack("<QQQ", *entry[:3]) for entry in files)
+    return data + b"".join(entry[3] + b"\0" for entry in files)
+
+
+def test_core_nt_file_naming_a_fifo(tmp_path: Path, fifo: Path) -> None:
+    files = [(0x400000, 0x401000, 0, str(fifo).encode())]
+    notes = (note(b"CORE", 1, prstatus(1, [0] * 34)) + note(b"CORE", 6, AUXV)
+             + note(b"CORE", NT_FILE, _nt_file(files)))
+    core = core_file(tmp_path / "core", notes)
+    with within(5), CoreFile(str(core)) as opened:
+        # The code segment is not dumped: its bytes would come from the FIFO.
+        with pytest.raises(OSError):
+            opened.read_memory(0x400000, 4)
