@@ -203,3 +203,144 @@ def test_core_nt_file_naming_a_fifo(tmp_path: Path, fifo: Path) -> None:
         # The code segment is not dumped: its bytes would come from the FIFO.
         with pytest.raises(OSError):
             opened.read_memory(0x400000, 4)
+
+
+# -- debug files ---------------------------------------------------------------------------------
+
+
+def test_debuglink_to_a_huge_sparse_file_is_not_read(tmp_path: Path) -> None:
+    """The debuglink names a 40 GB sparse file starting like an ELF debug file: its CRC would
+    read all 40 GB; it is passed over, with its size as the reason."""
+    program_path = write(tmp_path / "prog", stripped(debuglink("prog.debug", 0x1234)))
+    huge = tmp_path / "prog.debug"
+    huge.write_bytes(debug_file())
+    with huge.open("r+b") as stream:
+        stream.truncate(40 << 30)
+    started = time.perf_counter()
+    with within(10):
+        symbols = symbols_of_file(str(program_path), ())
+    assert time.perf_counter() - started < 5
+    assert symbols.debug_file is None
+    assert symbols.problems == [
+        f"{huge}: {40 << 30} bytes, more than the {2 << 30} that are read of it"
+    ]
+
+
+# -- string tables -------------------------------------------------------------------------------
+
+
+def _symbols_without_nul(count: int, table_size: int) -> list[Sec]:
+    """.text, a .symtab of ``count`` function symbols whose names start ``table_size //
+    count`` bytes apart in a .strtab of ``table_size`` bytes with no NUL at all: each name runs
+    to the table's end (half a MiB on average for 3,000 names in 1.1 MB)."""
+    step = table_size // count
+    entries = bytes(24) + b"".join(
+        # Elf64_Sym: st_name, st_info (global function), st_other, st_shndx 1, value, size.
+        struct.pack("<IBBHQQ", index * step, info(STB_GLOBAL), 0, 1, TEXT + index, 1)
+        for index in range(count)
+    )
+    return [
+        Sec(".text", SHT_PROGBITS, b"\xc3" * 0x400, flags=6, addr=TEXT),
+        Sec(".symtab", 2, entries, link=3, entsize=24),
+        Sec(".strtab", 3, b"a" * table_size, align=1),
+    ]
+
+
+def _traced(function: object) -> tuple[object, float, int]:
+    """``function()``, the seconds it took and the peak bytes Python allocated meanwhile."""
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        result = function()  # type: ignore[operator]
+        return result, time.perf_counter() - started, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_string_table_without_nul(tmp_path: Path) -> None:
+    path = write(tmp_path / "prog", build_elf(_symbols_without_nul(3000, 1_100_000), e_type=3))
+    assert path.stat().st_size < 1_300_000
+    with within(20):
+        symbols, seconds, peak = _traced(lambda: symbols_of_file(str(path), ()))
+    assert seconds < 5 and peak < 100 << 20
+    assert symbols.find(TEXT) is None  # type: ignore[attr-defined]
+    [problem] = symbols.problems  # type: ignore[attr-defined]
+    assert problem.startswith(f"{path}: .symtab: 2999 names of ")  # name 0 is no name
+    assert problem.endswith("names laid over each other, not read")
+
+
+def test_bulk_names_equal_the_one_by_one_reference() -> None:
+    from pysframe.elf.symbols import symbol_name, symbol_names
+
+    strings = b"\0main\0memcpy@@GLIBC_2.14\0caf\xc3\xa9\0tail-without-nul"
+    offsets = list(range(len(strings) + 2))
+    assert symbol_names(strings, offsets) == [symbol_name(strings, at) for at in offsets]
+    assert symbol_names(b"", [0, 3]) == ["", ""]
+
+
+def _minidebuginfo_program(tmp_path: Path, inner: bytes) -> Path:
+    packed = lzma.compress(inner, format=lzma.FORMAT_XZ, preset=0)
+    return write(tmp_path / "prog", stripped(Sec(".gnu_debugdata", SHT_PROGBITS, packed)))
+
+
+def test_minidebuginfo_string_table_without_nul(tmp_path: Path) -> None:
+    inner = build_elf(_symbols_without_nul(3000, 1_100_000))
+    path = _minidebuginfo_program(tmp_path, inner)
+    assert path.stat().st_size < 64_000
+    with within(20):
+        symbols, seconds, peak = _traced(lambda: symbols_of_file(str(path), ()))
+    assert seconds < 5 and peak < 100 << 20
+    [problem] = symbols.problems  # type: ignore[attr-defined]
+    assert "names laid over each other" in problem
+
+
+def test_minidebuginfo_of_a_million_symbols(tmp_path: Path) -> None:
+    """A million identical symbols (24 MB) compress to a few KB: decompressing them is
+    refused past 64 times the compressed size."""
+    import numpy as np
+
+    from pysframe.elf.layout import sym_dtype
+
+    entries = np.zeros(1 << 20, dtype=sym_dtype(64, False))
+    entries["name"], entries["info"], entries["shndx"] = 1, info(STB_GLOBAL), 1
+    entries["value"], entries["size"] = TEXT, 16
+    inner = build_elf([
+        Sec(".text", SHT_PROGBITS, b"\xc3" * 0x400, flags=6, addr=TEXT),
+        Sec(".symtab", 2, entries.tobytes(), link=3, entsize=24),
+        Sec(".strtab", 3, b"\0f\0", align=1),
+    ])
+    path = _minidebuginfo_program(tmp_path, inner)
+    with ElfImage.open(str(path)) as image, pytest.raises(
+        Exception, match=r"\.gnu_debugdata: more than \d+ bytes once decompressed from \d+"
+    ):
+        minidebuginfo(image)
+    with within(20):
+        symbols, seconds, peak = _traced(lambda: symbols_of_file(str(path), ()))
+    assert seconds < 5 and peak < 100 << 20
+    [problem] = symbols.problems  # type: ignore[attr-defined]
+    assert problem.startswith(f"{path}: .gnu_debugdata: more than ")
+
+
+# -- PLT -----------------------------------------------------------------------------------------
+
+
+def test_plt_entry_jumping_below_address_zero(tmp_path: Path) -> None:
+    """A 6-byte .plt entry ``jmp *-0x2000(%rip)`` at address 0x100 (its slot would be below
+    address 0), beside a dynamic symbol table and its .rela.plt."""
+    from pysframe.elf.plt import plt_symbols
+
+    jump = b"\xff\x25" + struct.pack("<i", -0x2000)
+    # Elf64_Sym: the null symbol, then "puts" (st_name 1, global function, undefined).
+    dynsym = bytes(24) + struct.pack("<IBBHQQ", 1, info(STB_GLOBAL), 0, 0, 0, 0)
+    # Elf64_Rela: r_offset 0x3000 (a GOT slot), symbol 1, R_X86_64_JUMP_SLOT (7), addend 0.
+    relocations = struct.pack("<QQq", 0x3000, 1 << 32 | 7, 0)
+    path = write(tmp_path / "prog", build_elf([
+        Sec(".plt", SHT_PROGBITS, jump + bytes(10), flags=6, addr=0x100, entsize=16),
+        Sec(".dynsym", 11, dynsym, flags=2, link=3, entsize=24),
+        Sec(".dynstr", 3, b"\0puts\0", flags=2, align=1),
+        Sec(".rela.plt", 4, relocations, flags=2, link=2, entsize=24),
+    ], e_type=3))
+    with ElfImage.open(str(path)) as image:
+        assert plt_symbols(image) == []
+    symbols = symbols_of_file(str(path), ())
+    assert symbols.problems == [] and symbols.find(0x100) is None
