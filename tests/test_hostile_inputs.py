@@ -344,3 +344,133 @@ def test_plt_entry_jumping_below_address_zero(tmp_path: Path) -> None:
         assert plt_symbols(image) == []
     symbols = symbols_of_file(str(path), ())
     assert symbols.problems == [] and symbols.find(0x100) is None
+
+
+# -- DWARF ---------------------------------------------------------------------------------------
+
+#: .debug_abbrev codes: 1 the unit (DW_TAG_compile_unit 0x11, with children; DW_AT_stmt_list
+#: 0x10 sec_offset 0x17, DW_AT_low_pc 0x11 addr 0x01, DW_AT_high_pc 0x12 data8 0x07); 2 a
+#: function without children (DW_TAG_subprogram 0x2e; DW_AT_name 0x03 string 0x08, low and
+#: high pc); 3 a function with children and DW_AT_sibling (0x01, ref4 0x13).
+ABBREVS = bytes([
+    1, 0x11, 1, 0x10, 0x17, 0x11, 0x01, 0x12, 0x07, 0, 0,
+    2, 0x2E, 0, 0x03, 0x08, 0x11, 0x01, 0x12, 0x07, 0, 0,
+    3, 0x2E, 1, 0x01, 0x13, 0x03, 0x08, 0x11, 0x01, 0x12, 0x07, 0, 0,
+    0,
+])
+
+
+def debug_info(dies: bytes) -> bytes:
+    """A DWARF 4 unit (unit_length, version 4, abbrev offset 0, address size 8) holding the
+    unit DIE (line program at 0, code TEXT to TEXT + 4 MiB) and ``dies``, then a null."""
+    body = struct.pack("<HIB", 4, 0, 8) + bytes([1]) + struct.pack("<IQQ", 0, TEXT, 1 << 22)
+    body += dies + b"\0"
+    return struct.pack("<I", len(body)) + body
+
+
+def function_die(name: str, low: int, size: int) -> bytes:
+    return bytes([2]) + name.encode() + b"\0" + struct.pack("<QQ", low, size)
+
+
+def line_program(specials: int, opcode: int = 32) -> bytes:
+    """A DWARF 4 line program (min_inst_length 1, max_ops 1, default_is_stmt 1, line_base -5,
+    line_range 14, opcode_base 13, one file "a.c"): DW_LNE_set_address TEXT, ``specials``
+    special opcodes (32: one byte and no line further each), DW_LNE_end_sequence."""
+    header = bytes([1, 1, 1, 0xFB, 14, 13, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1])
+    header += b"\0" + b"a.c\0\0\0\0" + b"\0"
+    code = b"\0\x09\x02" + struct.pack("<Q", TEXT) + bytes([opcode]) * specials + b"\0\x01\x01"
+    body = struct.pack("<HI", 4, len(header)) + header + code
+    return struct.pack("<I", len(body)) + body
+
+
+def dwarf_program(tmp_path: Path, dies: bytes, specials: int = 16, name: str = "dwarf",
+                  abbrevs: bytes = ABBREVS) -> Path:
+    return write(tmp_path / name, build_elf([
+        Sec(".text", SHT_PROGBITS, b"\xc3" * 0x400, flags=6, addr=TEXT),
+        Sec(".debug_info", SHT_PROGBITS, debug_info(dies), align=1),
+        Sec(".debug_abbrev", SHT_PROGBITS, abbrevs, align=1),
+        Sec(".debug_line", SHT_PROGBITS, line_program(specials), align=1),
+    ], e_type=2))
+
+
+#: The unit DIE takes 11 bytes of header then 21 of DIE: the first DIE after it is at 32.
+FIRST_DIE = 32
+
+
+@pytest.mark.parametrize("target", ["itself", "back", "out"])
+def test_sibling_pointing_at_its_own_die_or_back(tmp_path: Path, target: str) -> None:
+    """A function DIE whose DW_AT_sibling points at itself (the walk would list it forever),
+    back to the unit DIE, or past the unit; then a function after it."""
+    from pysframe.elf.dwarf_lines import source_lines
+
+    sibling = {"itself": FIRST_DIE, "back": 11, "out": 1 << 20}[target]
+    looping = (bytes([3]) + struct.pack("<I", sibling) + b"loop\0"
+               + struct.pack("<QQ", TEXT, 0x10) + b"\0")  # no child: the null at once
+    path = dwarf_program(tmp_path, looping + function_die("after", TEXT + 0x10, 0x10))
+    lines = source_lines(str(path))
+    assert lines is not None
+    with within(5):
+        assert [f.function for f in lines.frames(TEXT + 4)] == ["loop"]
+        assert [f.function for f in lines.frames(TEXT + 0x14)] == ["after"]
+    assert lines.problems == [
+        f"{path}: .debug_info: DW_AT_sibling points to {sibling:#x}, not after the DIE "
+        f"(at byte offset {FIRST_DIE:#x})"
+    ]
+
+
+def test_a_die_reached_twice_stops_the_walk(tmp_path: Path) -> None:
+    """Two functions with children whose siblings both point at a third: the third is listed
+    once."""
+    from pysframe.elf.dwarf_lines import source_lines
+
+    def with_sibling(name: str, sibling: int, low: int) -> bytes:
+        return (bytes([3]) + struct.pack("<I", sibling) + name.encode() + b"\0"
+                + struct.pack("<QQ", low, 0x10) + b"\0")
+
+    first = with_sibling("a", 0, TEXT)
+    third_at = FIRST_DIE + 2 * len(first)
+    dies = with_sibling("a", third_at, TEXT) + with_sibling("b", third_at, TEXT + 0x10)
+    path = dwarf_program(tmp_path, dies + function_die("c", TEXT + 0x20, 0x10))
+    lines = source_lines(str(path))
+    assert lines is not None
+    with within(5):
+        assert [f.function for f in lines.frames(TEXT + 0x24)] == ["c"]
+    assert lines.problems == []  # a sibling may skip a subtree: "b" is simply not listed
+
+
+def test_random_damage_to_debug_abbrev(tmp_path: Path) -> None:
+    import random
+
+    from pysframe.elf.dwarf_lines import source_lines
+
+    rng = random.Random(11)
+    looping = (bytes([3]) + struct.pack("<I", 0x40) + b"f\0" + struct.pack("<QQ", TEXT, 0x10)
+               + function_die("g", TEXT + 0x10, 0x10) + b"\0")
+    dies = looping + function_die("h", TEXT + 0x20, 0x10) * 3
+    for attempt in range(60):
+        damaged = bytearray(ABBREVS)
+        for _ in range(rng.randrange(1, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        path = dwarf_program(tmp_path, dies, name=f"d{attempt}", abbrevs=bytes(damaged))
+        with within(5):
+            lines = source_lines(str(path))
+            if lines is not None:
+                for address in (TEXT, TEXT + 0x14, TEXT + 0x24):
+                    lines.frames(address)
+                    lines.starts_line(address)
+                lines.close()
+
+
+def test_line_table_of_two_million_rows(tmp_path: Path) -> None:
+    """2M one-byte special opcodes (a 2 MB file): 26 s and 1 GB with an object per row."""
+    from pysframe.elf.dwarf_lines import source_lines
+
+    path = dwarf_program(tmp_path, function_die("f", TEXT, 1 << 21), specials=2_000_000)
+    assert path.stat().st_size < 2_100_000
+    lines = source_lines(str(path))
+    assert lines is not None
+    with within(20):
+        starts, seconds, peak = _traced(lambda: lines.starts_line(TEXT + 1_234_567))
+    assert starts and seconds < 5 and peak < 150 << 20
+    [frame] = lines.frames(TEXT + 1_999_999)
+    assert (frame.function, frame.file, frame.line) == ("f", "a.c", 1)

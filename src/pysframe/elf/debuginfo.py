@@ -137,16 +137,18 @@ def minidebuginfo(image: ElfImage) -> bytes | None:
     packed = section.data()
     limit = min(MAX_MINIDEBUGINFO, MAX_EXPANSION * len(packed) + (1 << 20))
     decompressor = lzma.LZMADecompressor()
-    where = {"path": image.path, "section": ".gnu_debugdata"}
+    path, name = image.path, ".gnu_debugdata"
     try:
         data = decompressor.decompress(packed, max_length=limit)
     except lzma.LZMAError as error:
-        raise ElfError(f"not XZ data ({error})", **where) from None
+        raise ElfError(f"not XZ data ({error})", path=path, section=name) from None
     if not decompressor.eof:
         if decompressor.needs_input:
-            raise ElfError("truncated XZ data", **where)
+            raise ElfError("truncated XZ data", path=path, section=name)
         raise ElfError(
-            f"more than {limit} bytes once decompressed from {len(packed)}: not read", **where
+            f"more than {limit} bytes once decompressed from {len(packed)}: not read",
+            path=path,
+            section=name,
         )
     return data
 
