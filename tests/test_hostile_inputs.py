@@ -474,3 +474,45 @@ def test_line_table_of_two_million_rows(tmp_path: Path) -> None:
     assert starts and seconds < 5 and peak < 150 << 20
     [frame] = lines.frames(TEXT + 1_999_999)
     assert (frame.function, frame.file, frame.line) == ("f", "a.c", 1)
+
+
+# -- injection layouts ---------------------------------------------------------------------------
+
+APP = Path(__file__).parent / "data/corpus/x86_64/v3/app"
+
+
+def _with_alignment(tmp_path: Path, align: int) -> Path:
+    """The corpus program (28 KB, with its own .sframe) with every PT_LOAD's p_align set to
+    ``align`` (Elf64_Phdr: p_type at 0, p_align at 48, 56 bytes each)."""
+    data = bytearray(APP.read_bytes())
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    for index in range(phnum):
+        entry = phoff + 56 * index
+        if struct.unpack_from("<I", data, entry)[0] == 1:
+            struct.pack_into("<Q", data, entry + 48, align)
+    return write(tmp_path / f"aligned-{align:#x}", bytes(data))
+
+
+@pytest.mark.parametrize("align", [1 << 30, 1 << 33, 1 << 63])
+def test_injection_refuses_a_layout_of_gigabytes(tmp_path: Path, align: int) -> None:
+    from pysframe.elf.inject import plan_injection
+    from pysframe.errors import ElfError
+
+    path = _with_alignment(tmp_path, align)
+    with pytest.raises(ElfError, match=f"alignment {align:#x} would add .* layout refused"):
+        plan_injection(path.read_bytes(), replace=True)
+
+    def limit() -> None:  # 1 GiB of address space: the padding asked for is as much or more
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "pysframe", "generate", str(path), "--inject", "--replace",
+         "-o", str(out)],
+        capture_output=True, text=True, timeout=60, check=False, preexec_fn=limit,
+    )
+    assert done.returncode == 1 and not out.exists()
+    assert done.stderr.startswith(f"pysframe: {path}")
+    assert "layout refused" in done.stderr and "out of memory" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1
