@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 import tracemalloc
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -36,21 +35,19 @@ from pysframe.input import open_input, read_proc, sysroot_path
 from pysframe.unwind.corefile import CoreFile, CoreFileError
 from pysframe.unwind.loadmap import ElfLayout, lookup_paths, shared_object_mappings
 from pysframe.unwind.symbolize import symbols_of_file
-
-from elf_build import Sec, build_elf
 from test_loadmap import (
     AUXV,
     LIB_BASE,
     core_file,
     linked_memory,
     note,
-    prstatus,
     program,
+    prstatus,
     space,
 )
 from test_symbolize import (
-    STB_GLOBAL,
     SHT_PROGBITS,
+    STB_GLOBAL,
     TEXT,
     build_id_note,
     debug_file,
@@ -60,6 +57,8 @@ from test_symbolize import (
     symbol_sections,
     write,
 )
+
+from elf_build import Sec, build_elf
 
 NT_FILE = 0x46494C45
 
@@ -199,10 +198,9 @@ def test_core_nt_file_naming_a_fifo(tmp_path: Path, fifo: Path) -> None:
     notes = (note(b"CORE", 1, prstatus(1, [0] * 34)) + note(b"CORE", 6, AUXV)
              + note(b"CORE", NT_FILE, _nt_file(files)))
     core = core_file(tmp_path / "core", notes)
-    with within(5), CoreFile(str(core)) as opened:
-        # The code segment is not dumped: its bytes would come from the FIFO.
-        with pytest.raises(OSError):
-            opened.read_memory(0x400000, 4)
+    # The code segment is not dumped: its bytes would come from the FIFO.
+    with within(5), CoreFile(str(core)) as opened, pytest.raises(OSError):
+        opened.read_memory(0x400000, 4)
 
 
 # -- debug files ---------------------------------------------------------------------------------
@@ -516,3 +514,106 @@ def test_injection_refuses_a_layout_of_gigabytes(tmp_path: Path, align: int) -> 
     assert done.stderr.startswith(f"pysframe: {path}")
     assert "layout refused" in done.stderr and "out of memory" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+
+def _substitution(index: int) -> str:
+    """The Itanium substitution for candidate ``index``: S_, S0_, S1_... (seq-ids in base
+    36)."""
+    if not index:
+        return "S_"
+    digits, number, text = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ", index - 1, ""
+    while True:
+        text = digits[number % 36] + text
+        number //= 36
+        if not number:
+            return f"S{text}_"
+
+
+def doubling_name(levels: int) -> str:
+    """``f<A<A, A>, A<A<A, A>, A<A, A> >, ...>()``: each template argument is A of the one
+    before, twice (S_ is f, S0_ is A, S1_ the first argument...), so each level doubles the
+    demangled name: 25 levels, 282 bytes, demangle to 450 MB."""
+    arguments = "1AIS0_S0_E" + "".join(
+        f"S0_I{_substitution(level)}{_substitution(level)}E" for level in range(2, levels + 1)
+    )
+    return f"_Z1fI{arguments}Evv"
+
+
+def test_doubling_mangled_name_stays_mangled() -> None:
+    pytest.importorskip("cxxfilt")
+    from pysframe.unwind.demangle import demangle, demangle_checked, length_bound
+    from pysframe.unwind.symbolize import SymbolOptions
+
+    small = doubling_name(3)
+    assert demangle(small) == (
+        "void f<A<A, A>, A<A<A, A>, A<A, A> >, A<A<A<A, A>, A<A, A> >, A<A<A, A>, A<A, A> > > >()"
+    )
+    assert length_bound(small) is not None and length_bound(doubling_name(25)) is None
+    name = doubling_name(25)
+    assert len(name) == 282
+    options = SymbolOptions()
+    started = time.perf_counter()
+    with within(10):
+        assert options.name(name) == name
+        assert options.name(name + "@plt") == name + "@plt"
+    assert time.perf_counter() - started < 5
+    assert options.warnings == [f"{name[:80]}...: left mangled (its demangling takes more than "
+                                "0.5 s or 512 MiB)"]
+    assert demangle_checked("main") == ("main", None)
+    # Long but within the bound: demangled in the worker (53 Ki characters).
+    text, why = demangle_checked(doubling_name(12))
+    assert why is None and len(text) == 53196
+
+
+def test_lookup_of_a_doubling_name_in_a_file(tmp_path: Path) -> None:
+    """``lookup FILE PC`` on a function whose name is the doubling one: one line, at once."""
+    pytest.importorskip("cxxfilt")
+    path = write(tmp_path / "prog", build_elf(symbol_sections([
+        (doubling_name(25), info(STB_GLOBAL), TEXT, 0x20)]), e_type=3))
+    symbols = symbols_of_file(str(path), ())
+    from pysframe.unwind.symbolize import SymbolOptions
+
+    options = SymbolOptions()
+    found = symbols.find(TEXT + 4)
+    assert found is not None
+    with within(10):
+        assert options.name(found[0]) == doubling_name(25)
+    assert len(options.warnings) == 1
+
+
+# -- cores ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [112, 150, 200])
+def test_core_prstatus_too_short_names_the_core(tmp_path: Path, size: int) -> None:
+    notes = note(b"CORE", 1, bytes(size)) + note(b"CORE", 6, AUXV)
+    core = core_file(tmp_path / "core", notes)
+    with pytest.raises(CoreFileError) as caught:
+        CoreFile(str(core))
+    assert caught.value.path == str(core)
+    assert str(caught.value) == (
+        f"{core}: NT_PRSTATUS note of {size} bytes: register block of {size - 112} bytes is "
+        "too short for AARCH64_ENDIAN_LITTLE (272 bytes); 32-bit processes are not supported"
+    )
+
+
+def test_core_nt_file_paths_leaving_the_sysroot(tmp_path: Path) -> None:
+    sysroot = tmp_path / "sysroot"
+    (sysroot / "lib").mkdir(parents=True)
+    (sysroot / "lib/libescape.so").symlink_to("/etc/hostname")
+    files = [(0x400000, 0x401000, 0, b"/lib/libescape.so"),
+             (0x500000, 0x501000, 0, b"/" + b"../" * 32 + b"etc/passwd")]
+    notes = (note(b"CORE", 1, prstatus(1, [0] * 34)) + note(b"CORE", 6, AUXV)
+             + note(b"CORE", NT_FILE, _nt_file(files)))
+    core = core_file(tmp_path / "core", notes)
+    with CoreFile(str(core), sysroot=str(sysroot)) as opened:
+        # Not looked for under the sysroot: as named (a file of this machine, as without one).
+        assert [m.path for m in opened.mappings] == ["/lib/libescape.so",
+                                                     "/" + "../" * 32 + "etc/passwd"]
+        assert [w.split(": ", 1)[1] for w in opened.warnings] == [
+            f"leaves the sysroot {sysroot} (it is /etc/hostname)",
+            f"leaves the sysroot {sysroot} (it is /etc/passwd)",
+        ]

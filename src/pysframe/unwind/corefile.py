@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import os
 import struct
 from typing import BinaryIO
@@ -403,7 +404,7 @@ def _disjoint(mappings: list[Mapping]) -> list[Mapping] | None:
     """``mappings`` sorted by start when no two overlap (then the first holding an address is
     the only one), else None."""
     ordered = sorted(mappings, key=lambda m: m.start)
-    if any(first.end > second.start for first, second in zip(ordered, ordered[1:])):
+    if any(first.end > second.start for first, second in itertools.pairwise(ordered)):
         return None
     return ordered
 

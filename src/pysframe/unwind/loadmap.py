@@ -24,8 +24,10 @@ For address spaces that do not list their mapped files: core files without an NT
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..elf.image import ElfImage, ElfSegment, is_elf_file, iter_notes
@@ -206,10 +208,11 @@ def place_executable(space: AddressSpace, layout: ElfLayout) -> int:
     else:
         candidates = _pie_candidates(space, layout)
         why = "no placement fits the loaded segments"
+    regions = None if space.regions is None else _Regions(space.regions)
     for bias in candidates:
         if (layout.e_type == ET_EXEC and bias != 0) or bias % space.page_size:
             continue
-        problem = _misfit(space, layout, bias)
+        problem = _misfit(space, layout, bias, regions)
         if problem is None:
             return bias
         why = problem
@@ -219,14 +222,37 @@ def place_executable(space: AddressSpace, layout: ElfLayout) -> int:
 def _pie_candidates(space: AddressSpace, layout: ElfLayout) -> list[int]:
     first = min(layout.loads, key=lambda s: s.vaddr)
     base = first.vaddr & -space.page_size
-    return [region.start - base for region in space.regions or () if region.start >= base]
+    starts = (region.start - base for region in space.regions or () if region.start >= base)
+    return list(dict.fromkeys(starts))
 
 
-def _misfit(space: AddressSpace, layout: ElfLayout, bias: int) -> str | None:
-    """Why ``layout`` does not fit ``space`` at ``bias`` (None: it fits)."""
+class _Regions:
+    """A space's regions by start, searched by bisection: the regions that may overlap a
+    range begin at the first whose end, or an earlier one's, reaches past its start."""
+
+    def __init__(self, regions: tuple[Region, ...]) -> None:
+        self.regions = sorted(regions, key=lambda r: r.start)
+        self._reach = list(itertools.accumulate((r.end for r in self.regions), max))
+
+    def overlapping(self, start: int, end: int) -> Iterator[Region]:
+        """The regions that overlap [start, end), by start."""
+        for index in range(bisect.bisect_right(self._reach, start), len(self.regions)):
+            region = self.regions[index]
+            if region.start >= end:
+                return
+            if region.end > start:
+                yield region
+
+
+def _misfit(
+    space: AddressSpace, layout: ElfLayout, bias: int, regions: _Regions | None = None
+) -> str | None:
+    """Why ``layout`` does not fit ``space`` at ``bias`` (None: it fits).  ``regions``: the
+    space's regions, sorted once for every bias tried."""
     if space.regions is not None:
+        regions = regions or _Regions(space.regions)
         for segment in layout.loads:
-            problem = _segment_misfit(space.regions, segment, bias, space.page_size)
+            problem = _segment_misfit(regions, segment, bias, space.page_size)
             if problem is not None:
                 return problem
     checks = []
@@ -250,15 +276,13 @@ def _misfit(space: AddressSpace, layout: ElfLayout, bias: int) -> str | None:
 
 
 def _segment_misfit(
-    regions: tuple[Region, ...], segment: ElfSegment, bias: int, page: int
+    regions: _Regions, segment: ElfSegment, bias: int, page: int
 ) -> str | None:
     start = (segment.vaddr + bias) & -page
     end = -(-(segment.vaddr + bias + segment.memsz) // page) * page
     perms = _perms(segment.flags)
     covered = start
-    for region in sorted(regions, key=lambda r: r.start):
-        if region.end <= start or region.start >= end:
-            continue
+    for region in regions.overlapping(start, end):
         if region.start > covered:
             break
         if bool(region.flags & PF_X) != bool(segment.flags & PF_X):
