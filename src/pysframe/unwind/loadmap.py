@@ -187,10 +187,10 @@ def place_executable(space: AddressSpace, layout: ElfLayout) -> int:
     if layout.abi is not space.abi:
         machine = layout.abi.name if layout.abi else "another machine"
         raise ExecutableMismatchError(
-            f"{layout.path}: is for {machine}, not for {space.abi.name} like {space.name}"
+            f"is for {machine}, not for {space.abi.name} like {space.name}", path=layout.path
         )
     if not layout.loads:
-        raise ExecutableMismatchError(f"{layout.path}: has no loadable segment")
+        raise ExecutableMismatchError("has no loadable segment", path=layout.path)
     entry = space.auxv.get(AT_ENTRY)
     phdr = space.auxv.get(AT_PHDR)
     if entry is not None:
@@ -216,7 +216,9 @@ def place_executable(space: AddressSpace, layout: ElfLayout) -> int:
         if problem is None:
             return bias
         why = problem
-    raise ExecutableMismatchError(f"{layout.path}: is not the executable of {space.name}: {why}")
+    raise ExecutableMismatchError(
+        f"is not the executable of {space.name}: {why}", path=layout.path
+    )
 
 
 def _pie_candidates(space: AddressSpace, layout: ElfLayout) -> list[int]:
