@@ -28,7 +28,7 @@ import os
 import zlib
 from dataclasses import dataclass, field
 
-from ..errors import ElfError
+from ..errors import ElfError, SFrameError
 from ..input import InputError, open_input
 from .image import MAX_EXPANSION, ElfImage, is_elf_file
 
@@ -84,7 +84,7 @@ def _build_id_of(path: str) -> bytes | None:
     try:
         with ElfImage.open(path) as image:
             return image.build_id()
-    except ElfError:
+    except SFrameError:
         return None
 
 

@@ -100,9 +100,13 @@ def symbol_names(
     ]
 
 
-def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
+def read_function_symbols(
+    image: ElfImage, table: str, layout: dict[int, int] | None = None
+) -> list[SymbolRecord]:
     """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); empty
-    if the file has no such table.  ElfError when the table or its strings are unreadable."""
+    if the file has no such table.  ``layout`` (a relocatable object's sections laid out,
+    :func:`pysframe.elf.relocation.object_layout`) adds to each symbol's value the address of
+    the section it is defined in.  ElfError when the table or its strings are unreadable."""
     import numpy as np
 
     section = image.section(table)
@@ -139,10 +143,18 @@ def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
         raise error.at(path=image.path) from None
     binds = (chosen["info"] >> 4).tolist()
     kinds = (chosen["info"] & 0xF).tolist()
+    values = chosen["value"].tolist()
+    if layout is not None:
+        sections_of = chosen["shndx"].tolist()
+        # Addresses wrap at 2**64 as the file's own would (a layout past a damaged size).
+        values = [
+            (v + layout.get(i, 0)) & 0xFFFF_FFFF_FFFF_FFFF
+            for v, i in zip(values, sections_of, strict=True)
+        ]
     return [
         SymbolRecord(value, size, name, bind != STB_LOCAL and kind == STT_FUNC)
         for name, value, size, bind, kind in zip(
-            names, chosen["value"].tolist(), chosen["size"].tolist(), binds, kinds, strict=True
+            names, values, chosen["size"].tolist(), binds, kinds, strict=True
         )
         if name
     ]

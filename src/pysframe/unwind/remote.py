@@ -24,7 +24,7 @@ from xml.parsers import expat
 
 from ..format.constants import Abi
 from .core import Registers
-from .modules import auxv_entries
+from .mappings import auxv_entries
 from .ptrace import S390X_FPR_DWARF, ThreadState
 from .rsp import Connection, RemoteError, unescape_binary
 
