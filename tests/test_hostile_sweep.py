@@ -175,7 +175,7 @@ def test_link_map_entries(tmp_path: Path) -> None:
 
         return run
 
-    sweep(make, [500, 1000, 2000])
+    sweep(make, [1000, 2000, 4000])
 
 
 # -- symbols and DWARF ---------------------------------------------------------------------------

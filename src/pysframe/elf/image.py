@@ -199,12 +199,10 @@ class ElfImage:
     # -- opening -------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str) -> ElfImage:
-        """Open ``path``; ElfError if it is missing, unreadable, not a regular file
-        (:func:`pysframe.input.open_input`) or not an ELF file."""
-        try:
-            file = open_input(path)  # closed by close()/__exit__
-        except InputError as error:
-            raise ElfError(error.message, error.offset, path=error.path or path) from None
+        """Open ``path``; InputError if it cannot be opened as inputs are
+        (:func:`pysframe.input.open_input`: missing, not a regular file...), ElfError if it is
+        not an ELF file."""
+        file = open_input(path)  # closed by close()/__exit__
         try:
             magic = file.read(4)
             if magic != ELF_MAGIC:
