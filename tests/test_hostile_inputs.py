@@ -617,3 +617,18 @@ def test_core_nt_file_paths_leaving_the_sysroot(tmp_path: Path) -> None:
             f"leaves the sysroot {sysroot} (it is /etc/hostname)",
             f"leaves the sysroot {sysroot} (it is /etc/passwd)",
         ]
+
+
+def test_names_demangled_together_equal_one_by_one() -> None:
+    """demangle_many (the worker's names sent together) against demangle, name by name: C++
+    names whose bound sends them to the worker, one too long to finish, a PLT name, a C name."""
+    pytest.importorskip("cxxfilt")
+    from pysframe.unwind import demangle as module
+
+    names = [doubling_name(levels) for levels in (3, 8, 10, 12, 25)]
+    names += [doubling_name(9) + "@plt", "main", "_ZN6shapes3BoxIiE11spin_insideEi"]
+    together = module.demangle_many(names)
+    module.demangle.cache_clear()
+    module._bounded.cache_clear()
+    assert together == [module.demangle(name) for name in names]
+    assert together[4] == names[4] and together[0].startswith("void f<A<A, A>")

@@ -42,7 +42,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 _RUST_LEGACY_HASH = re.compile(r"::h[0-9a-f]{16}$")
@@ -106,6 +106,12 @@ def length_bound(name: str, limit: int = IN_PROCESS_BOUND) -> int | None:
     ``limit`` (or is not bounded this way: a conversion operator).  Linear in the name; every
     reference counts, even a byte sequence of an identifier that reads like one."""
     expanding = _RUST_EXPANDING if name.startswith("_R") else _ITANIUM_EXPANDING
+    tokens = expanding.findall(name, 2)
+    if not any(t in ("cv", "Dp", "sp") for t in tokens):
+        # Most names: each reference at most doubles what came before.
+        quick = _BYTE_LENGTH * len(name) << len(tokens)
+        if quick <= limit:
+            return quick
     bound, repeat, at = 0, 1, 2
     for match in expanding.finditer(name, 2):
         bound += repeat * _BYTE_LENGTH * (match.start() - at)
@@ -125,6 +131,8 @@ def length_bound(name: str, limit: int = IN_PROCESS_BOUND) -> int | None:
 
 #: Why each name left mangled for its size or time was (see :func:`demangle_checked`).
 _LEFT_MANGLED: dict[str, str] = {}
+#: Answers of the worker for names :func:`demangle_many` sent it, taken by :func:`demangle`.
+_FROM_WORKER: dict[str, str | _Refused] = {}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -142,14 +150,48 @@ def demangle(name: str) -> str:
         return text + at + suffix
     if not _loaded:
         _load()
-    if length_bound(name) is not None:
+    answer = _FROM_WORKER.pop(name, None)  # sent by demangle_many
+    if answer is None and length_bound(name) is not None:
         text = demangle_unbounded(name)
     else:
-        answer = _WORKER.demangle(name)
+        answer = answer or _WORKER.demangle([name])[name]
         if isinstance(answer, _Refused):
             _LEFT_MANGLED[name] = answer.why
             return name
         text = answer
+    if len(text) > MAX_DEMANGLED:
+        _LEFT_MANGLED[name] = (
+            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
+        )
+        return name
+    return text
+
+
+def demangle_many(names: Iterable[str]) -> list[str]:
+    """:func:`demangle` of each name; the names that go to the worker process go together
+    (one exchange for many names, not one each)."""
+    names = list(names)
+    if not _loaded:
+        _load()
+    bases = {name.partition("@")[0] for name in names if name.startswith(("_Z", "_R"))}
+    needing = [b for b in bases if b not in _LEFT_MANGLED and length_bound(b) is None]
+    if needing:
+        _FROM_WORKER.update(_WORKER.demangle(needing))
+    bounded = set(bases).difference(needing)
+    try:
+        return [
+            demangle(name) if name not in bounded else _bounded(name) for name in names
+        ]
+    finally:
+        for base in needing:  # those demangle() had already: not kept
+            _FROM_WORKER.pop(base, None)
+
+
+@lru_cache(maxsize=1 << 16)
+def _bounded(name: str) -> str:
+    """:func:`demangle` of a name whose :func:`length_bound` is known to hold (a plain name
+    with no ``@`` suffix), without computing it again."""
+    text = demangle_unbounded(name)
     if len(text) > MAX_DEMANGLED:
         _LEFT_MANGLED[name] = (
             f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
@@ -235,6 +277,9 @@ def demangler_available() -> bool:
 
 _FRAME = struct.Struct("<I")
 _DONE, _TOO_LONG = 0, 1
+#: Names sent at once: at most this many bytes, so that the writes never wait on the worker
+#: (a pipe holds 64 KiB).
+_BATCH_BYTES = 32 << 10
 
 
 class _Refused:
@@ -252,27 +297,58 @@ class _Worker:
         self._process: subprocess.Popen[bytes] | None = None
         self.failures = 0
 
-    def demangle(self, name: str) -> str | _Refused:
-        if self.failures >= WORKER_FAILURES:
-            return _Refused(f"{WORKER_FAILURES} names already took more than the demangler's "
-                            "limits")
+    def demangle(self, names: list[str]) -> dict[str, str | _Refused]:
+        """Each name demangled, or why not.  Names go in batches that fit a pipe's buffer
+        (the worker answers each as it goes); a name the worker dies on, or does not answer
+        in time, is refused, and the batch goes on in a new worker."""
+        out: dict[str, str | _Refused] = {}
+        queue = list(dict.fromkeys(names))
+        while queue:
+            if self.failures >= WORKER_FAILURES:
+                for name in queue:
+                    out[name] = _Refused(f"{WORKER_FAILURES} names already took more than "
+                                         "the demangler's limits")
+                return out
+            batch: list[str] = []
+            size = 0
+            while queue and (not batch or size + len(queue[0]) * 4 < _BATCH_BYTES):
+                batch.append(queue.pop(0))
+                size += len(batch[-1]) * 4
+            answered = self._run(batch, out)
+            if answered < len(batch):
+                self._stop()
+                self.failures += 1
+                out[batch[answered]] = _Refused(
+                    f"its demangling takes more than {WORKER_SECONDS} s or "
+                    f"{WORKER_MEMORY >> 20} MiB"
+                )
+                queue[:0] = batch[answered + 1 :]
+        return out
+
+    def _run(self, batch: list[str], out: dict[str, str | _Refused]) -> int:
+        """Send ``batch`` and read the answers into ``out``; how many came."""
         try:
             process = self._started()
             assert process.stdin is not None and process.stdout is not None
-            data = name.encode("utf-8", "surrogateescape")
-            process.stdin.write(_FRAME.pack(len(data)) + data)
+            frames = b""
+            for name in batch:
+                data = name.encode("utf-8", "surrogateescape")
+                frames += _FRAME.pack(len(data)) + data
+            process.stdin.write(frames)
             process.stdin.flush()
-            answer = _read_frame(process.stdout, WORKER_SECONDS + 2)
+            for index, name in enumerate(batch):
+                answer = _read_frame(process.stdout, WORKER_SECONDS + 2)
+                if answer is None:
+                    return index
+                if answer[0] == _TOO_LONG:
+                    out[name] = _Refused(
+                        f"its demangled name is longer than {MAX_DEMANGLED} characters"
+                    )
+                else:
+                    out[name] = answer[1:].decode("utf-8", "surrogateescape")
         except (OSError, ValueError):
-            answer = None
-        if answer is None:
-            self._stop()
-            self.failures += 1
-            return _Refused(f"its demangling takes more than {WORKER_SECONDS} s or "
-                            f"{WORKER_MEMORY >> 20} MiB")
-        if answer[0] == _TOO_LONG:
-            return _Refused(f"its demangled name is longer than {MAX_DEMANGLED} characters")
-        return answer[1:].decode("utf-8", "surrogateescape")
+            return sum(1 for name in batch if name in out)
+        return len(batch)
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
@@ -365,6 +441,7 @@ __all__ = [
     "bare_name",
     "demangle",
     "demangle_checked",
+    "demangle_many",
     "demangle_unbounded",
     "demangler_available",
     "length_bound",

@@ -33,7 +33,7 @@ from ..elf.symbols import (
     read_function_symbols,
 )
 from ..errors import SFrameError
-from .demangle import bare_name, demangle, demangle_checked
+from .demangle import bare_name, demangle_checked, demangle_many
 
 if TYPE_CHECKING:
     import numpy as np
@@ -127,11 +127,13 @@ class ModuleSymbols:
         for table in self.tables:
             found = table.by_name(name)
             if not found:
+                names = table.names
+                mangled = [i for i, n in enumerate(names) if n.startswith(("_Z", "_R"))]
+                texts = demangle_many(names[i] for i in mangled)
                 found = [
                     table.symbol(index)
-                    for index, mangled in enumerate(table.names)
-                    if mangled.startswith(("_Z", "_R"))
-                    and name in (text := demangle(mangled), bare_name(text))
+                    for index, text in zip(mangled, texts, strict=True)
+                    if name in (text, bare_name(text))
                 ]
             if found:
                 return found
