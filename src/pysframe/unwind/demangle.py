@@ -174,10 +174,10 @@ def demangle_many(names: Iterable[str]) -> list[str]:
     if not _loaded:
         _load()
     bases = {name.partition("@")[0] for name in names if name.startswith(("_Z", "_R"))}
-    needing = [b for b in bases if b not in _LEFT_MANGLED and length_bound(b) is None]
+    bounded = {base for base in bases if length_bound(base) is not None}
+    needing = [b for b in bases if b not in bounded and b not in _LEFT_MANGLED]
     if needing:
         _FROM_WORKER.update(_WORKER.demangle(needing))
-    bounded = set(bases).difference(needing)
     try:
         return [
             demangle(name) if name not in bounded else _bounded(name) for name in names
