@@ -14,9 +14,10 @@ paths, files under ``--sysroot``, separate debug files found by build ID or
 * with ``max_size``, refuses a file larger than the caller will read of it (a sparse file may
   claim any size).
 
-The file is then read where it is needed: :meth:`ElfImage <pysframe.elf.image.ElfImage>` seeks
-to what it parses, :func:`map_input` maps a file that is read whole (a CRC) instead of copying
-it, and :func:`read_input` reads a whole input only for the commands that rewrite it.
+The file is then read where it is needed: :class:`pysframe.elf.image.ElfImage` seeks to what
+it parses, a debuglink's CRC reads its file a MiB at a time (faster than a mapping, whose
+holes in a sparse file fault in page by page), and :func:`read_input` reads a whole input
+only for the commands that rewrite it.
 
 ``/proc`` files (``/proc/PID/maps``, ``/proc/PID/auxv``) are regular files whose ``stat`` size
 is 0, whatever they hold: :func:`read_proc` opens them the same way and reads at most a given
@@ -28,11 +29,8 @@ which refuses a name that leaves the sysroot, by ``..`` or through a symbolic li
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import BinaryIO
 
 from .errors import InputError
@@ -87,30 +85,6 @@ def read_input(path: str | os.PathLike[str], *, max_size: int | None = None) -> 
             raise InputError(error.strerror or str(error), path=os.fspath(path)) from None
 
 
-@contextmanager
-def map_input(
-    path: str | os.PathLike[str], *, max_size: int | None = None
-) -> Iterator[memoryview]:
-    """The regular file ``path`` mapped read-only (see :func:`open_input`), as a memoryview
-    valid inside the ``with`` block; an empty file is an empty view.  Pages are read as they
-    are touched, none copied."""
-    with open_input(path, max_size=max_size) as stream:
-        size = os.fstat(stream.fileno()).st_size
-        if not size:
-            yield memoryview(b"")
-            return
-        try:
-            mapped = mmap.mmap(stream.fileno(), size, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as error:
-            raise InputError(f"cannot be mapped ({error})", path=os.fspath(path)) from None
-        view = memoryview(mapped)
-        try:
-            yield view
-        finally:
-            view.release()
-            mapped.close()
-
-
 def read_proc(path: str, limit: int) -> bytes:
     """The content of a ``/proc`` file (which ``stat`` says is empty whatever it holds), opened
     as :func:`open_input` opens any input; InputError when it holds more than ``limit``
@@ -141,7 +115,6 @@ def sysroot_path(sysroot: str, name: str) -> str:
 
 __all__ = [
     "InputError",
-    "map_input",
     "open_input",
     "read_input",
     "read_proc",
