@@ -26,7 +26,7 @@ from elftools.elf.elffile import ELFFile
 
 from ..errors import ElfError, SFrameError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
-from ..input import open_input
+from ..input import InputError, open_input
 from .layout import (
     EHDR_SIZE,
     ELF_MAGIC,
@@ -166,11 +166,12 @@ _READ_ERRORS = (
 
 
 def is_elf_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a file that starts with the ELF magic (False if unreadable)."""
+    """Whether ``path`` is a regular file that starts with the ELF magic (False if it cannot
+    be opened as :func:`pysframe.input.open_input` opens inputs: a FIFO, a device...)."""
     try:
-        with open(path, "rb") as stream:
+        with open_input(path) as stream:
             return stream.read(4) == ELF_MAGIC
-    except OSError:
+    except (InputError, OSError):
         return False
 
 
@@ -198,7 +199,9 @@ class ElfImage:
     # -- opening -------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str) -> ElfImage:
-        """Open ``path``; ElfError if it is missing, unreadable or not an ELF file."""
+        """Open ``path``; InputError if it cannot be opened as inputs are
+        (:func:`pysframe.input.open_input`: missing, not a regular file...), ElfError if it is
+        not an ELF file."""
         file = open_input(path)  # closed by close()/__exit__
         try:
             magic = file.read(4)
