@@ -136,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
         out = sys.stdout
         for (pc, r), function in pairs:
             out.write(result_text(found.section, pc, r, function) + "\n")
+    for problem in [*(symbols.problems if symbols is not None else []), *options.warnings]:
+        warn(problem)
     if any(r is None for _, r in results):
         status = 1
     return status

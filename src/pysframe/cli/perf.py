@@ -86,8 +86,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "standard input)",
     )  # fmt: skip
     parser.add_argument(
-        "--symfs", metavar="DIR", help="look for the recorded files under DIR first (perf's --symfs)"
-    )
+        "--symfs", metavar="DIR",
+        help="look for the recorded files under DIR first (perf's --symfs)",
+    )  # fmt: skip
     parser.add_argument(
         "--buildid-dir", metavar="DIR", default="~/.debug",
         help="perf's build-ID cache, where perf record keeps the files it recorded "

@@ -143,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         )
     for warning in module_warnings(report):
         warn(warning)
+    for warning in symbols.warnings:  # names left mangled for their size or time
+        warn(warning)
     if args.json:
         json.dump(report_json(report, lines=args.lines), sys.stdout, indent=1)
         sys.stdout.write("\n")

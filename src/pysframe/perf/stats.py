@@ -55,7 +55,10 @@ def _quantiles(values: list[int]) -> dict[str, int]:
     array = np.asarray(values)
     names = ("min", "median", "p90", "p99", "max")
     points = (0, 50, 90, 99, 100)
-    return {n: int(np.percentile(array, p, method="lower")) for n, p in zip(names, points, strict=True)}
+    return {
+        name: int(np.percentile(array, point, method="lower"))
+        for name, point in zip(names, points, strict=True)
+    }
 
 
 def stats_json(stats: WalkStats) -> dict[str, Any]:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from ..elf.image import ElfImage, ElfSegment
 from ..elf.layout import ELF_MAGIC, PF_X
-from ..errors import NoSFrameError, SFrameError
+from ..errors import InputError, NoSFrameError, SFrameError
 from ..format.constants import Abi
 from ..format.section import SFrameSection
+from ..input import open_input
 from ..sources import Origin, ResolvedSFrame, generated_sframe, locate_sframe, own_sframe
 from ..sources.trust import Policy, trust_problems
 from .symbolize import ModuleSymbols, SymbolOptions, symbols_of_file
@@ -96,9 +97,12 @@ def elf_facts(path: str) -> ElfFacts | None:
 
 
 def _read_facts(path: str) -> ElfFacts | None:
-    with open(path, "rb") as file:
-        if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
-            return None
+    try:
+        with open_input(path) as file:  # never a wait on a FIFO the mappings name
+            if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
+                return None
+    except InputError as error:
+        raise OSError(error.message) from None
     try:
         with ElfImage.open(path) as image:
             return facts_of_image(image)

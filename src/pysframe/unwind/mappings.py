@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass
 
 from ..elf.layout import auxv64_struct
+from ..errors import InputError
+from ..input import open_input, read_proc
 
 #: The auxiliary vector entry holding the vDSO's address (AT_SYSINFO_EHDR, <elf.h>).
 AT_SYSINFO_EHDR = 33
@@ -22,6 +24,8 @@ AT_SYSINFO_EHDR = 33
 DELETED = " (deleted)"
 #: /proc/PID/auxv is a few hundred bytes; more than this is not read.
 _AUXV_LIMIT = 1 << 16
+#: /proc/PID/maps of the largest processes is a few MB; more than this is refused.
+_MAPS_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +43,14 @@ class Mapping:
 
 
 def process_mappings(pid: int) -> list[Mapping]:
-    """File-backed mappings of a live process, from /proc/PID/maps."""
+    """File-backed mappings of a live process, from /proc/PID/maps (read bounded, as every
+    input is: InputError when it cannot be read)."""
+    text = read_proc(f"/proc/{pid}/maps", _MAPS_LIMIT).decode("utf-8", "surrogateescape")
     mappings = []
-    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="surrogateescape") as maps:
-        for line in maps:
-            mapping = parse_maps_line(line)
-            if mapping is not None:
-                mappings.append(mapping)
+    for line in text.splitlines():
+        mapping = parse_maps_line(line)
+        if mapping is not None:
+            mappings.append(mapping)
     return mappings
 
 
@@ -74,9 +79,8 @@ def mapped_file(pid: int, ranges: list[Mapping]) -> str | None:
     candidate = f"/proc/{pid}/map_files/{first.start:x}-{first.end:x}"
     try:
         stat = os.stat(candidate)
-        with open(candidate, "rb"):
-            pass
-    except OSError:
+        open_input(candidate).close()
+    except (OSError, InputError):
         return None
     if first.inode is not None and stat.st_ino != first.inode:
         return None
@@ -102,10 +106,10 @@ def process_vdso_address(pid: int) -> int | None:
     """Where the vDSO of process ``pid`` is mapped, or None (none, or /proc/PID/auxv is not
     readable)."""
     try:
-        with open(f"/proc/{pid}/auxv", "rb") as file:
-            return vdso_address(file.read(_AUXV_LIMIT), sys.byteorder == "big")
-    except OSError:
+        auxv = read_proc(f"/proc/{pid}/auxv", _AUXV_LIMIT)
+    except InputError:
         return None
+    return vdso_address(auxv, sys.byteorder == "big")
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..elf.layout import AT_ENTRY
-from ..errors import UnwindError
+from ..errors import InputError, UnwindError
 from ..sources.trust import Policy
 from . import DEFAULT_MAX_FRAMES
 from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
@@ -75,10 +75,12 @@ def stack_of_process(
     named (debug directories, demangling)."""
     try:
         mappings = process_mappings(pid)
-    except FileNotFoundError:
-        raise UnwindError(f"no such process: {pid}") from None
-    except PermissionError:
-        raise UnwindError(f"no permission to read the mappings of process {pid}") from None
+    except InputError as error:
+        if not os.path.exists(f"/proc/{pid}"):
+            raise UnwindError(f"no such process: {pid}") from None
+        raise UnwindError(
+            f"cannot read the mappings of process {pid}: {error.message}"
+        ) from None
     # Generating SFrame for the modules happens before the threads are stopped.
     modules = load_modules(mappings, policy=policy, symbols=symbols, pid=pid)
     with attach(pid) as process:
@@ -117,7 +119,7 @@ def stack_of_core(
             core.mappings, core.read_memory, policy=policy, vdso=core.vdso_address,
             symbols=symbols,
         )
-        warnings: tuple[str, ...] = ()
+        warnings: tuple[str, ...] = tuple(core.warnings)
         mismatch = _executable_mismatch(core, exe)
         if exe is not None and mismatch is not None:
             modules = ModuleTable(
@@ -125,7 +127,7 @@ def stack_of_core(
                 if m.path == exe else m
                 for m in modules.modules
             )
-            warnings = (f"{exe}: {mismatch}",)
+            warnings += (f"{exe}: {mismatch}",)
         unwinder = Unwinder(core.abi, modules, max_frames=max_frames, va_bits=core.va_bits)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, core.read_memory))
@@ -172,7 +174,8 @@ def stack_of_remote(
     with RemoteTarget.connect(address, time_limit=time_limit) as target:
         if resume:
             target.resume()
-        layout = _remote_executable(target, exe, sysroot)
+        warnings: list[str] = []
+        layout = _remote_executable(target, exe, sysroot, warnings)
         abi = layout.abi
         if abi is None:
             raise UnwindError("not an executable for a machine SFrame supports", path=layout.path)
@@ -183,7 +186,7 @@ def stack_of_remote(
         )
         bias = place_executable(space, layout)
         mappings = layout.mappings(bias, space.page_size)
-        mappings += shared_object_mappings(space, layout, bias, sysroot)
+        mappings += shared_object_mappings(space, layout, bias, sysroot, warnings)
         modules = load_modules(
             mappings, target.read_memory, policy=policy, vdso=auxv.get(AT_SYSINFO_EHDR),
             symbols=symbols,
@@ -200,10 +203,14 @@ def stack_of_remote(
             for state in states
         )
         pid = remote_threads[0].pid
-    return StackReport(pid if pid is not None else threads[0].tid, "remote", threads, modules)
+    return StackReport(
+        pid if pid is not None else threads[0].tid, "remote", threads, modules, tuple(warnings)
+    )
 
 
-def _remote_executable(target: RemoteTarget, exe: str | None, sysroot: str | None) -> ElfLayout:
+def _remote_executable(
+    target: RemoteTarget, exe: str | None, sysroot: str | None, warnings: list[str]
+) -> ElfLayout:
     if exe is None:
         named = target.exec_file()
         if named is None:
@@ -211,7 +218,8 @@ def _remote_executable(target: RemoteTarget, exe: str | None, sysroot: str | Non
                 "the stub does not say which program it runs: name it with --exe",
                 path=target.name,
             )
-        exe = next((p for p in lookup_paths(named, sysroot) if os.path.exists(p)), named)
+        found = lookup_paths(named, sysroot, warnings)
+        exe = next((p for p in found if os.path.exists(p)), named)
     return ElfLayout.read(exe)
 
 
@@ -339,9 +347,15 @@ def module_warnings(report: StackReport) -> list[str]:
     used = {frame.module for thread in report.threads for frame in thread.backtrace.frames}
     lines = list(report.warnings)
     for module in report.modules.modules:
-        for why in (module.reason, module.info.problem):
-            line = f"{module.path}: {why}"
-            if why and module.path in used and line not in lines:
+        if module.path not in used:
+            continue
+        problems = [module.reason, module.info.problem]
+        if module.symbols is not None:
+            # What reading its symbols met (debug files passed over, DWARF walks stopped).
+            problems += module.symbols().problems
+        for why in problems:
+            line = why if why and why.startswith(f"{module.path}:") else f"{module.path}: {why}"
+            if why and line not in lines:
                 lines.append(line)
     return lines
 
