@@ -185,6 +185,11 @@ class _Namer:
                 out.append((module.name, self.symbols.name(found[0]), found[1]))
         return out
 
+    def lost_return(self, profile: Profile) -> int:
+        """The frame perf's walk adds where a return address is outside the stack copy: at
+        address 0, printed one byte back."""
+        return profile.frame_id(FrameInfo((1 << 64) - 1, UNKNOWN))
+
     def kernel_frames(self, profile: Profile, addresses: npt.NDArray[np.uint64]) -> list[int]:
         """Frame ids of kernel frames at ``addresses``."""
         out: list[int] = []
@@ -220,10 +225,13 @@ def _add_chunk(
     user_ids = namer.user(profile, walks.module, lookup, printed)
     chain = samples.callchain
     offsets = samples.callchain_offsets
+    lost = namer.lost_return(profile)
     for index in range(len(samples)):
         kernel = _kernel_part(chain[offsets[index] : offsets[index + 1]])
         frames = namer.kernel_frames(profile, kernel) if len(kernel) else []
         frames += user_ids[walks.offsets[index] : walks.offsets[index + 1]].tolist()
+        if walks.lost_return[index]:
+            frames.append(lost)
         if not frames and samples.misc[index] & MISC_CPUMODE_MASK != MISC_KERNEL:
             frames = namer.user(
                 profile, np.array([-1]), samples.ip[index : index + 1],

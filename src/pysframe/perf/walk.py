@@ -3,7 +3,10 @@
 perf records with ``--call-graph dwarf`` a copy of each sample's user registers and of the
 top of its user stack (``sample_stack_user`` bytes, of which ``dyn_size`` were used).  A walk
 reads only that copy, as perf's does (tools/perf/util/unwind-libdw.c memory_read: the stack
-copy, from the sampled SP): it ends where a read falls outside it.
+copy, from the sampled SP): it ends where a read falls outside it.  Like perf 6.1's
+memory_read (``addr + 8 >= end``), a word that ends at the copy's very last byte counts as
+outside it; and where a return address cannot be read, perf's walk gives one more frame, at
+address 0 (printed one byte back, 0xffffffffffffffff): :attr:`Walks.lost_return` says so.
 
 :func:`walk_samples` walks the samples of a chunk together: one vectorized step per frame
 depth.  At each step, the PCs of the walks still going are looked up in their processes'
@@ -115,7 +118,9 @@ class Walks:
     ``pc + delta``) and whether its PC is exact (``exact``: the sampled PC; else a return
     address, looked up one byte back).  ``stop`` is each walk's :class:`Stop` (an index into
     :data:`STOPS`); ``stack_used`` how many bytes of its stack copy it read (from the sampled
-    SP to the end of the highest word read); ``reference``: walked by the reference unwinder.
+    SP to the end of the highest word read); ``reference``: walked by the reference unwinder;
+    ``lost_return``: the walk ended because a return address an SFrame row placed was outside
+    the stack copy.
     """
 
     offsets: npt.NDArray[np.int64]
@@ -126,6 +131,7 @@ class Walks:
     stop: npt.NDArray[np.int8]
     stack_used: npt.NDArray[np.int64]
     reference: npt.NDArray[np.bool_]
+    lost_return: npt.NDArray[np.bool_]
 
     def __len__(self) -> int:
         return len(self.stop)
@@ -181,8 +187,8 @@ class _Memory:
         could be read (inside the copy)."""
         size = self.size[rows]
         offset = address - self.sp0[rows]  # below the copy it wraps, past its size
-        inside = (address >= self.sp0[rows]) & (size >= _U64(8))
-        inside &= offset <= size - _U64(8)
+        inside = (address >= self.sp0[rows]) & (size > _U64(8))
+        inside &= offset < size - _U64(8)  # perf 6.1: addr + 8 >= end is outside
         at = np.flatnonzero(inside)
         values = np.zeros(len(rows), dtype=np.uint64)
         if len(at):
@@ -213,6 +219,8 @@ class _State:
         self.stop = np.full(count, -1, dtype=np.int8)
         #: Samples the vectorized step does not walk: the reference walks them.
         self.reference = np.zeros(count, dtype=bool)
+        #: Walks that ended at a return address outside the stack copy.
+        self.lost_return = np.zeros(count, dtype=bool)
 
     def finish(self, rows: Rows, why: Stop) -> None:
         self.active[rows] = False
@@ -307,6 +315,7 @@ def joined(parts: list[Walks]) -> Walks:
         np.concatenate([p.stop for p in parts]),
         np.concatenate([p.stack_used for p in parts]),
         np.concatenate([p.reference for p in parts]),
+        np.concatenate([p.lost_return for p in parts]),
     )
 
 
@@ -458,6 +467,7 @@ def _apply_rows(
     ra, readable = memory.read(rows, ra_at)
     read = live & ~in_register
     memory.mark(rows[read & readable], ra_at[read & readable] + _U64(8))
+    state.lost_return[rows[read & ~readable]] = True
     live &= ~_stopped(state, rows, read & ~readable, Stop.STACK_END)
     first = state.exact[rows] & ~state.has_prev[rows]
     if state.lr is not None:
@@ -584,7 +594,10 @@ def _assemble(
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     stop = _classified(state.stop, modules, offsets)
-    return Walks(offsets, pcs, modules, deltas, exact, stop, used.copy(), state.reference.copy())
+    return Walks(
+        offsets, pcs, modules, deltas, exact, stop, used.copy(), state.reference.copy(),
+        state.lost_return.copy(),
+    )  # fmt: skip
 
 
 def _classified(stop: npt.NDArray[np.int8], modules: Rows, offsets: Rows) -> npt.NDArray[np.int8]:
@@ -625,6 +638,7 @@ def _slice(walks: Walks, start: int, end: int) -> Walks:
         walks.stop[start:end],
         walks.stack_used[start:end],
         walks.reference[start:end],
+        walks.lost_return[start:end],
     )
 
 
@@ -637,6 +651,7 @@ def no_walks(count: int) -> Walks:
         np.zeros(0, dtype=bool),
         np.full(count, _CODE[Stop.NO_USER_STACK], dtype=np.int8),
         np.zeros(count, dtype=np.int64),
+        np.zeros(count, dtype=bool),
         np.zeros(count, dtype=bool),
     )
 
@@ -655,6 +670,7 @@ class OneWalk:
     exact: list[bool]
     stop: Stop
     stack_used: int
+    lost_return: bool = False
 
 
 def walk_sample(
@@ -680,7 +696,7 @@ def walk_sample(
 
     def read_memory(address: int, size: int) -> bytes:
         offset = address - base
-        if offset < 0 or offset + size > len(stack):
+        if offset < 0 or offset + size >= len(stack):  # perf 6.1's memory_read
             raise OSError(f"{address:#x} is outside the stack copy")
         used[0] = max(used[0], offset + size)
         return bytes(stack[offset : offset + size])
@@ -704,7 +720,8 @@ def walk_sample(
     stop = _FROM_KIND[trace.stop]
     if stop in (Stop.NO_RULE, Stop.BAD_FRAME, Stop.STACK_END) and modules and modules[-1] < 0:
         stop = Stop.OUTSIDE
-    return OneWalk(pcs, modules, deltas, exact, stop, used[0])
+    lost = trace.stop is StopKind.UNREADABLE and bool(trace.frames) and trace.frames[-1].covered
+    return OneWalk(pcs, modules, deltas, exact, stop, used[0], lost)
 
 
 def as_walks(walked: list[OneWalk]) -> Walks:
@@ -720,6 +737,7 @@ def as_walks(walked: list[OneWalk]) -> Walks:
         np.array([_CODE[w.stop] for w in walked], dtype=np.int8),
         np.array([w.stack_used for w in walked], dtype=np.int64),
         np.ones(len(walked), dtype=bool),
+        np.array([w.lost_return for w in walked], dtype=bool),
     )
 
 
