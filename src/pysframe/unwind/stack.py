@@ -78,6 +78,8 @@ def stack_of_process(
     except InputError as error:
         if not os.path.exists(f"/proc/{pid}"):
             raise UnwindError(f"no such process: {pid}") from None
+        if not os.access(f"/proc/{pid}/maps", os.R_OK):
+            raise UnwindError(f"no permission to read the mappings of process {pid}") from None
         raise UnwindError(
             f"cannot read the mappings of process {pid}: {error.message}"
         ) from None
