@@ -158,7 +158,20 @@ class UnwindError(SFrameError):
 
 class InputError(SFrameError):
     """An input file that cannot be read: missing, unreadable, not a regular file, or larger
-    than what may be read of it."""
+    than what may be read of it.  ``errno``: the system's error number, when the system
+    refused it."""
+
+    def __init__(
+        self,
+        message: str,
+        offset: int | None = None,
+        *,
+        path: str | None = None,
+        section: str | None = None,
+        errno: int | None = None,
+    ) -> None:
+        super().__init__(message, offset, path=path, section=section)
+        self.errno = errno
 
 
 class OutputError(SFrameError):

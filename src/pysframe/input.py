@@ -59,7 +59,7 @@ def open_input(path: str | os.PathLike[str], *, max_size: int | None = None) -> 
     try:
         descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
-        raise InputError(error.strerror or str(error), path=name) from None
+        raise InputError(error.strerror or str(error), path=name, errno=error.errno) from None
     try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
@@ -82,7 +82,9 @@ def read_input(path: str | os.PathLike[str], *, max_size: int | None = None) -> 
         try:
             return stream.read()
         except OSError as error:
-            raise InputError(error.strerror or str(error), path=os.fspath(path)) from None
+            raise InputError(
+                error.strerror or str(error), path=os.fspath(path), errno=error.errno
+            ) from None
 
 
 def read_proc(path: str, limit: int) -> bytes:
@@ -93,7 +95,7 @@ def read_proc(path: str, limit: int) -> bytes:
         try:
             data = stream.read(limit + 1)
         except OSError as error:
-            raise InputError(error.strerror or str(error), path=path) from None
+            raise InputError(error.strerror or str(error), path=path, errno=error.errno) from None
     if len(data) > limit:
         raise InputError(f"holds more than the {limit} bytes that are read of it", path=path)
     return data

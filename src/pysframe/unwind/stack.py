@@ -15,6 +15,7 @@ outermost frame says why on a last line.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -78,7 +79,7 @@ def stack_of_process(
     except InputError as error:
         if not os.path.exists(f"/proc/{pid}"):
             raise UnwindError(f"no such process: {pid}") from None
-        if not os.access(f"/proc/{pid}/maps", os.R_OK):
+        if error.errno in (errno.EACCES, errno.EPERM):
             raise UnwindError(f"no permission to read the mappings of process {pid}") from None
         raise UnwindError(
             f"cannot read the mappings of process {pid}: {error.message}"
