@@ -46,6 +46,11 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     _add_common(script)
     _add_filters(script)
+    script.add_argument(
+        "--inline", action="store_true",
+        help="also the functions inlined at each user frame, from DWARF (the file's, or its "
+        "separate debug file's), as stack --lines shows them",
+    )  # fmt: skip
     script.set_defaults(func=run_script)
     report = commands.add_parser(
         "report", help="a profile: a top table, folded stacks, speedscope, pprof, a flame graph",
@@ -134,7 +139,7 @@ def _options(args: argparse.Namespace) -> Options:
 
     return Options(
         debug_dir=args.buildid_dir, symfs=args.symfs, policy=Policy(args.sframe),
-        symbols=symbol_options(args),
+        symbols=symbol_options(args), inline=getattr(args, "inline", False),
     )  # fmt: skip
 
 

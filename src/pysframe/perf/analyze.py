@@ -50,6 +50,8 @@ class Options:
     symbols: SymbolOptions = field(default_factory=SymbolOptions)
     chunk: int = DEFAULT_CHUNK
     max_frames: int = MAX_FRAMES
+    #: Add the functions inlined at each user frame, from DWARF (``perf script --inline``).
+    inline: bool = False
 
 
 @dataclass(slots=True)
@@ -99,7 +101,7 @@ def profile_recording(
         )
         spaces = AddressSpaces(finder)
         kernel = kernel_symbols(data.features.build_id(KERNEL_MODULE), options.debug_dir)
-        namer = _Namer(finder, spaces, kernel, options.symbols)
+        namer = _Namer(finder, spaces, kernel, options.symbols, options.inline)
         profile = Profile(sources=[path])
         stats = WalkStats()
         events = [
@@ -132,10 +134,15 @@ class _Namer:
         spaces: AddressSpaces,
         kernel: KernelSymbols | None,
         symbols: SymbolOptions,
+        inline: bool = False,
     ) -> None:
         self.finder, self.spaces, self.kernel, self.symbols = finder, spaces, kernel, symbols
+        self.inline = inline
         #: (module id, address in the module) -> frame id; kernel frames: (-2, address).
         self.ids: dict[tuple[int, int], int] = {}
+        #: With ``inline``: a user frame's id -> the ids of the functions inlined there,
+        #: innermost first, then its own.
+        self.expanded: dict[int, tuple[int, ...]] = {}
 
     def user(
         self,
@@ -161,10 +168,12 @@ class _Namer:
             for module_id, positions in missing.items():
                 at = first[positions]
                 named = self._user_names(module_id, lookup[at])
-                for position, name in zip(positions, named, strict=True):
+                for position, name, pc in zip(positions, named, lookup[at].tolist(), strict=True):
                     address = int(unique[position][1])
                     frame = FrameInfo(address, name[0], name[1], name[2], address)
                     ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
+                    if self.inline:
+                        self._inlined(profile, module_id, pc, frame, int(ids[position]))
         return ids[inverse.reshape(-1)]
 
     def _user_names(
@@ -183,6 +192,39 @@ class _Namer:
                 out.append((module.name, None, 0))
             else:
                 out.append((module.name, self.symbols.name(found[0]), found[1]))
+        return out
+
+    def _inlined(
+        self, profile: Profile, module_id: int, pc: int, frame: FrameInfo, frame_id: int
+    ) -> None:
+        """Record the functions inlined at ``frame`` (from its module's DWARF, as ``stack
+        --lines`` reads it): frames of their own before it, at its address and offset."""
+        if module_id < 0:
+            return
+        module = self.spaces.modules[module_id]
+        symbols = self.finder.symbols(module)
+        if symbols is None:
+            return
+        sources = symbols.source((pc - module.bias) & ((1 << 64) - 1))
+        inlined = [
+            profile.frame_id(
+                FrameInfo(frame.address, frame.module, source.function, frame.offset,
+                          frame.module_address, inlined=True, file=source.file,
+                          line=source.line)
+            )
+            for source in sources
+            if source.inlined and source.function
+        ]  # fmt: skip
+        if inlined:
+            self.expanded[frame_id] = (*inlined, frame_id)
+
+    def expand(self, frames: list[int]) -> list[int]:
+        """``frames`` with the functions inlined at each (``inline``)."""
+        if not self.expanded:
+            return frames
+        out: list[int] = []
+        for frame_id in frames:
+            out.extend(self.expanded.get(frame_id, (frame_id,)))
         return out
 
     def lost_return(self, profile: Profile) -> int:
@@ -229,7 +271,7 @@ def _add_chunk(
     for index in range(len(samples)):
         kernel = _kernel_part(chain[offsets[index] : offsets[index + 1]])
         frames = namer.kernel_frames(profile, kernel) if len(kernel) else []
-        frames += user_ids[walks.offsets[index] : walks.offsets[index + 1]].tolist()
+        frames += namer.expand(user_ids[walks.offsets[index] : walks.offsets[index + 1]].tolist())
         if walks.lost_return[index]:
             frames.append(lost)
         if not frames and samples.misc[index] & MISC_CPUMODE_MASK != MISC_KERNEL:

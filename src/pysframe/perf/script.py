@@ -5,8 +5,9 @@ Each sample, in time order as perf orders them (stable for equal times): a heade
 the fields perf prints by default for a sampling event with callchains (builtin-script.c
 perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the time in seconds
 with microseconds as ``%12s``, the period as ``%10lu``, the event name), then one line per
-frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name),
-then an empty line.
+frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name;
+with ``--inline``, each function inlined at a frame before it, ``(inlined)``), then an empty
+line.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from .profile import UNKNOWN, FrameInfo, Profile
 
 
 def frame_line(frame: FrameInfo) -> str:
-    """One frame as perf script prints it (with a tab before, a newline after)."""
+    """One frame as perf script prints it (with a tab before, a newline after); a function
+    inlined there (``--inline``) says ``(inlined)`` where the module stands."""
     name = UNKNOWN if frame.symbol is None else f"{frame.symbol}+{frame.offset:#x}"
-    return f"\t{frame.address:16x} {name} ({frame.module})\n"
+    where = "inlined" if frame.inlined else frame.module
+    return f"\t{frame.address:16x} {name} ({where})\n"
 
 
 def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
