@@ -11,10 +11,11 @@
 from __future__ import annotations
 
 import io
+import struct
 from dataclasses import replace
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pysframe.perf import PerfData, PerfDataError
@@ -168,3 +169,117 @@ def test_any_damage_gives_samples_or_an_error(
     except PerfDataError:
         return
     assert reading.bulk == reading.scalar and reading.bulk_error == reading.scalar_error
+
+
+_KALLSYMS_NAMES = st.text(
+    st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters="["), min_size=1
+)
+_KALLSYMS_LINES = st.one_of(
+    st.builds(
+        lambda address, kind, name, module: (
+            f"{address:016x} {kind} {name}" + (f"\t[{module}]" if module else "")
+        ),
+        st.sampled_from([0, 0x1000, 0x1010, 0xFFFFFFFF81000000, 0xFFFFFFFFC0000000, 2**64 - 1]),
+        st.sampled_from("tTwWdDbBrRA"),
+        _KALLSYMS_NAMES,
+        st.one_of(st.just(""), _KALLSYMS_NAMES.filter(lambda name: "]" not in name)),
+    ),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30),
+)
+
+
+@SETTINGS
+@example(["ffffffff81000000 t one junk", "10 T two\t[mod]", "10 W two_alias\t[mod]"], True)
+@example(["", "\n", "1 t", "1 t  ", "x t name", "1 t [name"], False)
+@given(st.lists(_KALLSYMS_LINES, max_size=40), st.booleans())
+def test_kallsyms_bulk_parse_equals_line_parse(lines: list[str], final_newline: bool) -> None:
+    """Any kallsyms text, well formed or not: the numpy parse and the line-by-line reference
+    give the same symbols, names and modules (perf's pick among aliases included)."""
+    from pysframe.perf.kernel import parse_kallsyms, parse_kallsyms_reference
+
+    text = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
+    bulk, reference = parse_kallsyms(text), parse_kallsyms_reference(text)
+    assert bulk.starts.tolist() == reference.starts.tolist()
+    assert [(bulk.name(i), bulk.module(i)) for i in range(len(bulk))] == [
+        (reference.name(i), reference.module(i)) for i in range(len(reference))
+    ]
+
+
+#: A record of a recording whose order is checked: a sample or a COMM of some time (0: none,
+#: delivered at once), or a FINISHED_ROUND.
+_ORDER_RECORDS = st.lists(
+    st.tuples(
+        st.sampled_from(["sample", "comm", "round"]),
+        st.one_of(st.just(0), st.integers(1, 12), st.just(2**64 - 1)),
+        st.integers(0, 3),  # the stack copy's size, in words
+    ),
+    max_size=60,
+)
+
+
+@SETTINGS
+# a round delivers up to the latest time the round before it saw, no further
+@example(
+    [("sample", 5, 1), ("round", 0, 0), ("sample", 6, 0), ("round", 0, 0), ("sample", 3, 2)],
+    2,
+    False,
+    True,
+)
+# a queue emptied by a round forgets its latest time
+@example(
+    [("sample", 10, 0), ("round", 0, 0), ("round", 0, 0), ("sample", 3, 0), ("sample", 8, 0),
+     ("round", 0, 0), ("sample", 9, 0), ("round", 0, 0), ("sample", 7, 0)],
+    3, True, True,
+)  # fmt: skip
+@given(_ORDER_RECORDS, st.integers(1, 9), st.booleans(), st.booleans())
+def test_time_order_equals_perfs_queue(
+    tmp_path: Path, records: list[tuple[str, int, int]], chunk: int, pipe: bool, timed: bool
+) -> None:
+    """Samples and side-band records of any times, rounds anywhere, any chunk size, file or
+    pipe mode, with or without TIME: the bulk ordering delivers them in the order of the
+    one-record-at-a-time port of perf's ordered-events queue, and each sample keeps its own
+    stack bytes."""
+    from pysframe.perf.order import time_order_reference, time_ordered
+
+    perf = PerfFile(pipe=pipe)
+    sample_type = ps.TID | (ps.TIME if timed else 0) | ps.CALLCHAIN | ps.REGS_USER | ps.STACK_USER
+    attr = perf.add_attr(Attr(sample_type, ids=(7,), regs_user=0b101, stack_user=64))
+    for number, (kind, time, words) in enumerate(records):
+        if kind == "sample":  # the thread id, and all the rest, say which record it is
+            stack = struct.pack("<Q", number) * words
+            chain = range(number, number + words)
+            perf.sample(attr, pid=1, tid=number, time=time, stack=stack, callchain=chain,
+                        regs=(number, 2 * number))  # fmt: skip
+        elif kind == "comm":
+            perf.comm(attr, 1, number, f"c{number}", time=time)
+        else:
+            perf.record(ps.FINISHED_ROUND, 0, b"")
+    path = tmp_path / "order.data"
+    path.write_bytes(perf.build())
+    expected = time_order_reference(
+        (number, time if timed else None, kind == "round")
+        for number, (kind, time, _words) in enumerate(records)
+    )
+    delivered: list[int] = []
+    with PerfData.open(path) as data:
+        written = {
+            sample.tid: replace(sample, offset=0, stack_offset=0)
+            for sample in data.sample_records()
+        }
+        for delivery in time_ordered(data.read(chunk)):
+            samples = delivery.samples
+            tids = samples.tid.tolist() if samples is not None else []
+            done = 0
+            for event, cut in zip(
+                [*delivery.events, None], [*delivery.cuts, len(tids)], strict=True
+            ):
+                delivered += tids[done:cut]
+                done = cut
+                if event is not None:
+                    delivered.append(event.tid)
+            for index, tid in enumerate(tids):
+                assert samples is not None
+                assert bytes(samples.stack(index)) == struct.pack("<Q", tid) * records[tid][2]
+                sample = replace(samples.sample(index), offset=0, stack_offset=0)
+                assert sample == written[tid]
+    assert delivered == expected

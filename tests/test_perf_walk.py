@@ -148,7 +148,7 @@ def test_batch_walk_equals_the_reference(recordings: dict[int, Path]) -> None:
 def test_user_frames_are_perfs(recordings: dict[int, Path]) -> None:
     path = recordings[8192]
     ours, theirs = _user_frames(path), _perf_frames(path)
-    assert ours.keys() == theirs.keys()
+    assert list(ours) == list(theirs)  # the same samples, in perf's (time) order
     different = [key for key, (frames, _stop) in ours.items() if frames != theirs[key]]
     assert len(ours) > 1000
     assert len(different) <= len(ours) // 100, different[:5]
@@ -158,6 +158,7 @@ def test_walks_end_where_the_stack_copy_ends(recordings: dict[int, Path]) -> Non
     # A 1 KiB copy holds the few innermost frames of a 40-deep recursion of 512-byte frames.
     path = recordings[1024]
     ours, theirs = _user_frames(path), _perf_frames(path)
+    assert list(ours) == list(theirs)
     ended = [key for key, (_frames, stop) in ours.items() if stop is Stop.STACK_END]
     assert len(ended) > len(ours) // 4
     different = [key for key, (frames, _stop) in ours.items() if frames != theirs[key]]

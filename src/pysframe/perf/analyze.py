@@ -114,7 +114,7 @@ def profile_recording(
             if on_chunk is not None:
                 header = data.header
                 end = header.data_offset + header.data_size if not header.pipe else 0
-                on_chunk(int(walked.samples.file_offset[-1]), end)
+                on_chunk(walked.read_to, end)
         stats.problems += [str(problem) for problem in data.problems]
         stats.without_own_sframe = dict(finder.problems)
         stats.origins = {module.name: module.origin for module in spaces.modules}
@@ -246,8 +246,8 @@ class _Namer:
                     assert self.kernel is not None
                     frame = FrameInfo(
                         address,
-                        self.kernel.modules[number],
-                        self.kernel.names[number],
+                        self.kernel.module(number),
+                        self.kernel.name(number),
                         address - int(self.kernel.starts[number]),
                         kernel=True,
                     )

@@ -77,6 +77,9 @@ class Stretch:
     end: int
     events: list[SideBandEvent] = field(default_factory=list)
     samples: SampleChunk | list[Sample] | None = None
+    #: File offsets of the FINISHED_ROUND records in the stretch: perf record wrote every
+    #: ring buffer's records up to there (the bound of perf's time ordering: order.py).
+    round_ends: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -370,7 +373,7 @@ class PerfData:
                 self.unknown_id_samples += result.unknown_ids
             elif mode == "scalar":
                 done.samples = pending[1]
-            if done.events or done.samples:
+            if done.events or done.samples or done.round_ends:
                 yield done
             if error is not None:
                 raise error
@@ -412,7 +415,9 @@ class PerfData:
                         position,
                     ))  # fmt: skip
                 elif kind >= user_start:
-                    if kind == RecordType.HEADER_ATTR and position > self._applied:
+                    if kind == RecordType.FINISHED_ROUND:
+                        stretch.round_ends.append(position)
+                    elif kind == RecordType.HEADER_ATTR and position > self._applied:
                         yield from flush()
                         self._apply_user_record(window, position, kind, misc, size)
                         self._table = AttrTable(self.attrs)

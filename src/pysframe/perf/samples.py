@@ -307,6 +307,78 @@ class SampleChunk:
         )  # fmt: skip
 
 
+def gather_samples(pieces: list[tuple[SampleChunk, npt.NDArray[np.int64]]]) -> SampleChunk:
+    """One chunk of the samples ``chunk[indices]`` of each piece, in the order given (perf's
+    time order puts samples of several stretches together).  The stacks stay where they are
+    when every piece reads one buffer (a file's map); else they are copied into one buffer,
+    and ``offset`` (the record's place in a buffer that is no longer the chunk's) is -1."""
+    chunks = [chunk for chunk, _ in pieces]
+    first = chunks[0]
+    union = 0
+    for chunk in chunks:
+        union |= chunk.regs_mask
+
+    def column(name: str) -> Any:
+        return np.concatenate([getattr(chunk, name)[index] for chunk, index in pieces])
+
+    callchains = [
+        (
+            chunk.callchain,
+            chunk.callchain_offsets[:-1][index],
+            np.diff(chunk.callchain_offsets)[index],
+        )
+        for chunk, index in pieces
+    ]
+    lengths = np.concatenate([length for _, _, length in callchains])
+    callchain = np.concatenate([
+        entries[_ranges(start, length)] for entries, start, length in callchains
+    ])  # fmt: skip
+    regs = np.zeros((len(lengths), bin(union).count("1")), dtype=np.uint64)
+    row = 0
+    for chunk, index in pieces:
+        regs[row : row + len(index), _columns(chunk.regs_mask, union)] = chunk.regs[index]
+        row += len(index)
+    offset = column("offset")
+    stack_offset = column("stack_offset")
+    buffer = first.buffer
+    if any(chunk.buffer is not buffer for chunk in chunks):
+        sizes = column("stack_dyn_size").astype(np.int64)
+        copied = [
+            np.frombuffer(chunk.buffer, np.uint8)[
+                _ranges(chunk.stack_offset[index], chunk.stack_dyn_size[index].astype(np.int64))
+            ]
+            for chunk, index in pieces
+        ]
+        buffer = np.concatenate(copied).tobytes() if copied else b""
+        stack_offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        offset = np.full(len(offset), -1, dtype=np.int64)
+    return SampleChunk(
+        buffer=buffer, big_endian=first.big_endian, offset=offset,
+        file_offset=column("file_offset"), attr=column("attr"), misc=column("misc"),
+        ip=column("ip"), pid=column("pid"), tid=column("tid"), time=column("time"),
+        addr=column("addr"), id=column("id"), stream_id=column("stream_id"),
+        cpu=column("cpu"), period=column("period"),
+        callchain_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        callchain=callchain, regs_mask=union, regs_abi=column("regs_abi"), regs=regs,
+        stack_offset=stack_offset, stack_size=column("stack_size"),
+        stack_dyn_size=column("stack_dyn_size"),
+        attr_regs_masks=max((chunk.attr_regs_masks for chunk in chunks), key=len),
+    )  # fmt: skip
+
+
+def _ranges(starts: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The positions ``start, start + 1, ... start + length - 1`` of every range, one after
+    the other."""
+    lengths = lengths.astype(np.int64)
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(lengths)
+    shift = np.repeat(starts.astype(np.int64) - (ends - lengths), lengths)
+    positions: npt.NDArray[np.int64] = np.arange(total, dtype=np.int64) + shift
+    return positions
+
+
 def _columns(mask: int, union: int) -> list[int]:
     """The columns, among the bits of ``union``, of the bits of ``mask``."""
     bits = [bit for bit in range(64) if union >> bit & 1]
@@ -539,4 +611,5 @@ def _scalar_error(
 
 __all__ = [
     "ChunkResult", "Sample", "SampleChunk", "attr_of_sample", "decode_chunk", "decode_sample",
+    "gather_samples",
 ]

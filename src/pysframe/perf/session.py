@@ -1,13 +1,13 @@
-"""A recording read through in file order: its side-band records applied to the processes'
+"""A recording read through in perf's order: its side-band records applied to the processes'
 address spaces, its samples' user stacks walked a chunk at a time.
 
-Samples and side-band records are taken in file order (perf writes them in rounds, each in
-time order): the samples before a record that changes which module a mapped PC is in (an exec,
-a mapping over mapped addresses: :meth:`AddressSpaces.changes_lookups`) are walked with the
-address spaces as they were before it, and each sample gets the name its thread had when it
-was taken (perf processes its ordered events so too, util/session.c).  Other records (new
-mappings, forks, exits) cannot change what the samples before them ran, so the samples of a
-stretch are walked together across them.
+Samples and side-band records are taken in the order perf delivers them (by time, order.py):
+the samples before a record that changes which module a mapped PC is in (an exec, a mapping
+over mapped addresses: :meth:`AddressSpaces.changes_lookups`) are walked with the address
+spaces as they were before it, and each sample gets the name its thread had when it was taken
+(perf processes its ordered events so too, util/session.c).  Other records (new mappings,
+forks, exits) cannot change what the samples before them ran, so the samples of a delivery
+are walked together across them.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 
 from .data import DEFAULT_CHUNK, PerfData
 from .errors import PerfDataError
+from .order import time_ordered
 from .registers import RegisterLayout, register_layout
 from .samples import SampleChunk
 from .spaces import AddressSpaces
@@ -31,12 +32,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class WalkedChunk:
-    """A chunk of samples with their walks (``walks`` answers the chunk's samples in order)
-    and each sample's thread's command name at its time (``comms``)."""
+    """A chunk of samples, in perf's order, with their walks (``walks`` answers the chunk's
+    samples in order) and each sample's thread's command name at its time (``comms``);
+    ``read_to``: how far the file has been read (for progress)."""
 
     samples: SampleChunk
     walks: Walks
     comms: list[str]
+    read_to: int = 0
 
 
 def walk_recording(
@@ -51,19 +54,17 @@ def walk_recording(
     by the single-stack unwinder, the batch walk's reference)."""
     arch = data.features.arch or ""
     layouts: dict[int, RegisterLayout | None] = {}
-    for stretch in data.read(chunk):
-        samples = stretch.samples
-        if not isinstance(samples, SampleChunk) or not len(samples):
-            for event in stretch.events:
+    for delivery in time_ordered(data.read(chunk)):
+        samples = delivery.samples
+        if samples is None or not len(samples):
+            for event in delivery.events:
                 spaces.apply(event)
             continue
         layout = _layout(layouts, arch, samples, data)
-        offsets = samples.file_offset
         parts: list[Walks] = []
         comms: list[str] = []
         walked = named = 0
-        for event in stretch.events:
-            cut = int(np.searchsorted(offsets, event.offset))
+        for event, cut in zip(delivery.events, delivery.cuts, strict=True):
             if cut > named:  # the names threads had before the event
                 comms += _comms(spaces, samples.tid[named:cut])
                 named = cut
@@ -75,7 +76,7 @@ def walk_recording(
         comms += _comms(spaces, samples.tid[named:end])
         if walked < end:
             parts.append(_walk(samples, layout, spaces, walked, end, max_frames, reference))
-        yield WalkedChunk(samples, joined(parts), comms)
+        yield WalkedChunk(samples, joined(parts), comms, delivery.read_to)
 
 
 def _layout(
