@@ -155,7 +155,8 @@ def profile_of_ips(path: Path) -> Profile:
         for stretch in data.read(scalar=True):
             records += [(event.time or 0, event.offset, event) for event in stretch.events]
             assert isinstance(stretch.samples, list | None)
-            records += [(sample.time, sample.file_offset, sample) for sample in stretch.samples or []]
+            samples = stretch.samples or []
+            records += [(sample.time, sample.file_offset, sample) for sample in samples]
         for _, _, record in sorted(records, key=lambda entry: (entry[0], entry[1])):
             if isinstance(record, LostEvent):
                 # perf report's "Total Lost Samples" counts LOST_SAMPLES records (session.c).
@@ -202,6 +203,75 @@ def _side_band(event: object, maps: dict[int, list[_Map]], comms: dict[int, str]
             comms[event.tid] = comms[event.ptid]
         if event.pid != event.ppid:  # a new process: it starts with its parent's maps
             maps[event.pid] = list(maps.get(event.ppid, []))
+
+
+# -- profiles of perf's own stacks -------------------------------------------------------------
+
+#: The fields asked of perf script for :func:`profile_of_perf_script`.
+SCRIPT_FIELDS = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
+_SCRIPT_HEAD = re.compile(
+    r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)/(?P<tid>-?\d+)\s+(?P<time>\d+)\.(?P<ns>\d{9}):"
+    r"\s+(?P<period>\d+)\s+(?P<event>\S+?):\s*$"
+)
+_SCRIPT_FRAME = re.compile(
+    r"^\s+(?P<address>[0-9a-f]+)\s(?P<symbol>.*?)(?:\+0x(?P<offset>[0-9a-f]+))?"
+    r"\s\((?P<module>[^()]*)\)$"
+)
+
+
+def profile_of_perf_script(text: str, source: str = "perf script") -> Profile:
+    """A profile of the stacks perf itself unwound: ``perf script -F`` :data:`SCRIPT_FIELDS`
+    ``--ns`` output (inlined functions on lines of their own, ``(inlined)`` for their
+    module).  User addresses are the ones perf prints (in their module)."""
+    profile = Profile(sources=[source])
+    head: re.Match[str] | None = None
+    frames: list[tuple[int, str, str | None, int, bool]] = []
+
+    def finish() -> None:
+        if head is None:
+            return
+        ids = []
+        module_of_inlined = UNKNOWN
+        for address, module, symbol, offset, inlined in reversed(frames):
+            if not inlined:
+                module_of_inlined = module
+            kernel = module.startswith("[kernel") or address >= 0xFFFF800000000000
+            ids.append(
+                profile.frame_id(
+                    FrameInfo(
+                        address, module_of_inlined if inlined else module, symbol, offset,
+                        module_address=None if kernel else address, kernel=kernel,
+                        inlined=inlined,
+                    )
+                )
+            )
+        name = head["event"]
+        unit = "nanoseconds" if name in ("cpu-clock", "task-clock") else "events"
+        profile.add(
+            profile.stack_id(ids[::-1]), pid=int(head["pid"]), tid=int(head["tid"]),
+            time=int(head["time"]) * 10**9 + int(head["ns"]), cpu=0,
+            period=int(head["period"]), comm=profile.comm_id(head["comm"]),
+            event=profile.event_id(name, unit),
+        )  # fmt: skip
+
+    for line in text.splitlines():
+        match = _SCRIPT_HEAD.match(line)
+        if match:
+            finish()
+            head, frames = match, []
+            continue
+        frame = _SCRIPT_FRAME.match(line)
+        if frame and head is not None:
+            symbol = frame["symbol"]
+            frames.append(
+                (
+                    int(frame["address"], 16), frame["module"],
+                    None if symbol == UNKNOWN else symbol, int(frame["offset"] or "0", 16),
+                    frame["module"] == "inlined",
+                )
+            )
+    finish()
+    return profile
 
 
 # -- made-up profiles --------------------------------------------------------------------------
@@ -275,7 +345,7 @@ def parse_top(text: str) -> list[list[ParsedRow]]:
                 ParsedRow(
                     tuple(match["percents"].split()), match["comm"].rstrip(),
                     match["dso"].rstrip(), match["symbol"],
-                )  # fmt: skip
+                )
             )
     return sections
 
@@ -286,12 +356,14 @@ def header_lines(text: str) -> list[str]:
 
 
 __all__ = [
+    "SCRIPT_FIELDS",
     "KernelSymbols",
     "ParsedRow",
     "header_lines",
     "kernel_symbols",
     "parse_top",
     "profile_of_ips",
+    "profile_of_perf_script",
     "synthetic_profile",
 ]
 

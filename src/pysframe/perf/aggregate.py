@@ -50,7 +50,7 @@ def group(
     if size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Groups(tuple(empty for _ in keys), empty, empty, empty)
-    order = np.lexsort(tuple(reversed(keys)))  # lexsort's last key is its primary one
+    order = _stable_order(keys)
     ordered = [key[order] for key in keys]
     starts_run = np.zeros(size, dtype=bool)
     starts_run[0] = True
@@ -64,6 +64,21 @@ def group(
     summed = np.add.reduceat(period[order].astype(np.int64), starts)
     # lexsort is stable: a run's first element is its group's earliest sample.
     return Groups(tuple(key[starts] for key in ordered), count, summed, order[starts])
+
+
+def _stable_order(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """The stable sorting order of the rows by ``keys``: one argsort of the keys packed into
+    one int64 when their ranges allow (much faster than a lexsort), else a lexsort."""
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    room = 1
+    for key in keys:
+        low, high = (int(key.min()), int(key.max())) if len(key) else (0, 0)
+        span = high - low + 1
+        room *= span
+        if room >= 1 << 62:
+            return np.lexsort(tuple(reversed(keys)))  # lexsort's last key is its primary one
+        packed = packed * span + (key - low)
+    return np.argsort(packed, kind="stable")
 
 
 def group_scalar(

@@ -91,17 +91,10 @@ class TopRow:
     period: int
     total_samples: int
     total_period: int
-
-    @property
-    def dso(self) -> str:
-        return module_short_name(self.module)
-
-    @property
-    def symbol_text(self) -> str:
-        """The Symbol column: ``[.] name``, ``[k] name``, ``[.] 0x00000000000012ab``."""
-        return _symbol_text(
-            _Entry(self.module, self.symbol, self.address, self.kernel, self.inlined)
-        )
+    #: The Shared Object column: the module's short name (:func:`module_short_name`).
+    dso: str
+    #: The Symbol column: ``[.] name``, ``[k] name``, ``[.] 0x00000000000012ab``.
+    symbol_text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +126,8 @@ def top_table(profile: Profile, *, children: bool = False) -> list[TopSection]:
     )  # fmt: skip
     no_frame = entry_ids.setdefault(_NO_FRAME, len(entry_ids))
     entries = list(entry_ids)
+    dsos = [module_short_name(entry.module) for entry in entries]
+    symbol_texts = [_symbol_text(entry) for entry in entries]
     flat = FlatStacks.of(profile)
     own = innermost_real_frames(profile, flat)
     own_entry = np.where(own >= 0, frame_entry[np.maximum(own, 0)], no_frame)
@@ -145,20 +140,21 @@ def top_table(profile: Profile, *, children: bool = False) -> list[TopSection]:
     sections = []
     for event_id, (name, unit) in enumerate(profile.events):
         in_event = event == event_id
-        rows: dict[tuple[int, int], list[int]] = {}
+        rows: dict[tuple[int, int], tuple[int, int, int, int]] = {}
         for groups, at in ((selfs, 0),) + (((totals, 2),) if totals is not None else ()):
             chosen = np.flatnonzero(groups.keys[0] == event_id)
             for comm_id, entry_id, samples, summed in zip(
                 groups.keys[1][chosen].tolist(), groups.keys[2][chosen].tolist(),
                 groups.count[chosen].tolist(), groups.period[chosen].tolist(), strict=True,
             ):  # fmt: skip
-                row = rows.setdefault((comm_id, entry_id), [0, 0, 0, 0])
+                row = list(rows.get((comm_id, entry_id), (0, 0, 0, 0)))
                 row[at], row[at + 1] = samples, summed
+                rows[comm_id, entry_id] = (row[0], row[1], row[2], row[3])
         table = [
             TopRow(
                 profile.comms[comm_id], entries[entry_id].module, entries[entry_id].symbol,
                 entries[entry_id].address, entries[entry_id].kernel, entries[entry_id].inlined,
-                *values,
+                *values, dsos[entry_id], symbol_texts[entry_id],
             )
             for (comm_id, entry_id), values in rows.items()
         ]
@@ -418,16 +414,12 @@ def profile_document(profile: Profile) -> dict[str, object]:
     keys = [column(profile, name) for name in ("event", "comm", "pid", "tid", "stack")]
     groups = group(keys, column(profile, "period"))
     times = column(profile, "time")
-    samples = [
-        {
-            "event": event, "comm": comm, "pid": pid, "tid": tid, "stack": stack,
-            "count": count, "period": period,
-        }
-        for event, comm, pid, tid, stack, count, period in zip(
-            *(key.tolist() for key in groups.keys), groups.count.tolist(),
-            groups.period.tolist(), strict=True,
-        )
-    ]
+    names = ("event", "comm", "pid", "tid", "stack")
+    samples: dict[str, list[int]] = {
+        name: key.tolist() for name, key in zip(names, groups.keys, strict=True)
+    }
+    samples["count"] = groups.count.tolist()
+    samples["period"] = groups.period.tolist()
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -472,11 +464,12 @@ def write_json(profile: Profile, out: TextIO) -> None:
     ``frames`` (``{"address", "module", "symbol" (null: none), "offset", "module_address"
     (when known), "kernel", "inlined", "file", "line" (when known)}``); ``stacks`` (lists of
     frame indices, innermost first); ``samples``: the samples aggregated by (event, comm,
-    pid, tid, stack), each ``{"event", "comm", "pid", "tid", "stack", "count", "period"}``
-    with indices into ``events``, ``comms`` and ``stacks``, ``count`` samples and their summed
-    ``period`` (in the event's unit), sorted by those keys.
+    pid, tid, stack), as columns of equal length: ``{"event", "comm", "pid", "tid", "stack",
+    "count", "period"}``, ``event``, ``comm`` and ``stack`` indices into ``events``, ``comms``
+    and ``stacks``, ``count`` samples and their summed ``period`` (in the event's unit); rows
+    sorted by (event, comm, pid, tid, stack).
     """
-    json.dump(profile_document(profile), out, separators=(",", ":"), ensure_ascii=False)
+    out.write(json.dumps(profile_document(profile), separators=(",", ":"), ensure_ascii=False))
     out.write("\n")
 
 
