@@ -221,11 +221,11 @@ def _locations(profile: Profile, message: Any, strings: _Strings) -> Callable[[i
             found = mapping_of[frame.module] = message.mapping.add(
                 id=len(mapping_of) + 1, filename=strings(frame.module),
                 build_id=strings(profile.build_ids.get(frame.module, "")),
-                memory_start=_address(frame), memory_limit=_address(frame) + 1,
+                memory_start=_address(frame), memory_limit=_limit(_address(frame)),
             )  # fmt: skip
         address = _address(frame)
         found.memory_start = min(found.memory_start, address)
-        found.memory_limit = max(found.memory_limit, address + 1)
+        found.memory_limit = max(found.memory_limit, _limit(address))
         return found
 
     def function(frame: FrameInfo) -> int:
@@ -258,6 +258,9 @@ def _locations(profile: Profile, message: Any, strings: _Strings) -> Callable[[i
             owner.has_line_numbers |= frame.line is not None
         return found
 
+    main = _main_frame(profile)
+    if main is not None:
+        mapping(main)  # pprof takes mapping[0] for the main binary
     # A location is a frame that is not an inlined function with the inlined ones just before
     # it (or what a stack ends with).  Most are one frame: their locations are made once per
     # frame, and only the others are made from their frames' tuple, once each.
@@ -288,6 +291,31 @@ def _locations(profile: Profile, message: Any, strings: _Strings) -> Callable[[i
         return found
 
     return of_stack
+
+
+def _limit(address: int) -> int:
+    """The end of a mapping holding ``address`` (a uint64: the last address holds itself)."""
+    return min(address + 1, (1 << 64) - 1)
+
+
+def _main_frame(profile: Profile) -> FrameInfo | None:
+    """A frame of the main binary: the module of most samples' outermost user frame."""
+    weights = np.bincount(column(profile, "stack"), minlength=len(profile.stacks))
+    votes: Counter[int] = Counter()
+    for stack, weight in enumerate(weights.tolist()):
+        if weight:
+            outermost = next(
+                (f for f in reversed(profile.stacks[stack]) if not profile.frames[f].kernel), None
+            )
+            if outermost is not None:
+                votes[outermost] += weight
+    by_module: Counter[str] = Counter()
+    example: dict[str, FrameInfo] = {}
+    for frame_id, weight in votes.items():
+        frame = profile.frames[frame_id]
+        by_module[frame.module] += weight
+        example.setdefault(frame.module, frame)
+    return example[by_module.most_common(1)[0][0]] if by_module else None
 
 
 def pprof_bytes(profile: Profile) -> bytes:
