@@ -24,7 +24,12 @@ from pysframe.elf.image import ElfImage
 from pysframe.errors import SFrameError
 from pysframe.perf import CommEvent, LostEvent, MmapEvent, PerfData, Sample, TaskEvent
 from pysframe.perf.profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
-from pysframe.unwind.symbolize import SymbolOptions, symbols_of_file
+from pysframe.unwind.symbolize import (
+    ModuleSymbols,
+    SymbolOptions,
+    symbols_of_file,
+    symbols_of_image,
+)
 
 #: PERF_RECORD_MISC_KERNEL (perf_event.h), the CPU mode of a kernel sample.
 MISC_KERNEL = 1
@@ -106,10 +111,32 @@ def _link_address(path: str, file_offset: int) -> int | None:
     return None
 
 
+@functools.cache
+def _vdso_symbols() -> ModuleSymbols | None:
+    """The symbols of this process's vDSO (the kernel's: every process maps the same one)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            line = next(line for line in maps if line.rstrip().endswith("[vdso]"))
+        start, end = (int(part, 16) for part in line.split()[0].split("-"))
+        with open("/proc/self/mem", "rb") as memory:
+            memory.seek(start)
+            image = memory.read(end - start)
+        with ElfImage.from_bytes("[vdso]", image) as elf:
+            return symbols_of_image(elf, search=False)
+    except (OSError, StopIteration, SFrameError):
+        return None
+
+
 def _user_frame(found: _Map | None, ip: int) -> FrameInfo:
     if found is None:
         return FrameInfo(ip, UNKNOWN, module_address=ip)
     module_address = ip - found.start + found.pgoff  # map__map_ip
+    if found.filename == "[vdso]":
+        symbols = _vdso_symbols()
+        named = symbols.find(module_address) if symbols is not None else None
+        if named is not None:
+            return FrameInfo(ip, "[vdso]", named[0], named[1], module_address=module_address)
+        return FrameInfo(ip, "[vdso]", module_address=module_address)
     link = _link_address(found.filename, module_address)
     if link is not None:
         named = symbols_of_file(found.filename).find(link)

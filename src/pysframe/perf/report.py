@@ -258,6 +258,8 @@ _KERNEL_MODULE = re.compile(r"^\[|vmlinux$")
 _JIT_MODULE = re.compile(r"/tmp/perf-\d+\.map|/jitted-\d+-\d+\.so")
 #: Its test for a Go method name ("net/http.(*Client).Do"), whose parentheses stay.
 _GO_METHOD = re.compile(r"\.\(.*\)\.")
+#: What any of its rules for names looks for: a parenthesis, a separator, a quote, "->".
+_TIDIED = re.compile(r"[(;\"']|->")
 #: What it removes from other names: from the first "(" that does not open
 #: "(anonymous namespace)".
 _ARGUMENTS = re.compile(r"\((?!anonymous namespace\)).*")
@@ -297,6 +299,10 @@ def fold_frame(frame: FrameInfo, options: FoldOptions, java: bool = False) -> st
     if raw.startswith("("):
         return None
     module = "inlined" if frame.inlined else frame.module
+    if not _TIDIED.search(raw) and not java and not (
+        options.annotate_kernel or options.annotate_jit or raw == UNKNOWN
+    ):
+        return raw  # nothing of the rules below applies
     names = []
     for index, piece in enumerate(_perl_split(raw, "->")):
         name = piece
@@ -347,9 +353,23 @@ def folded_stacks(
         keys.append(column(profile, "tid")[chosen])
     keys.append(column(profile, "stack")[chosen])
     groups = group(keys, np.zeros(len(chosen), dtype=np.int64))
-    frame_names: dict[tuple[int, bool], str | None] = {}
-    missing = "\0"  # no folded name has a NUL: perf script cannot print one
-    stack_names: dict[tuple[int, bool], str] = {}
+    # Each frame's name once (a process named "java" has its own, made when first needed),
+    # then each stack's text once: a join of the names, outermost first.
+    names: dict[bool, list[str | None]] = {}
+    stack_texts: dict[tuple[int, bool], str] = {}
+
+    def stack_text(stack: int, java: bool) -> str:
+        text = stack_texts.get((stack, java))
+        if text is None:
+            known = names.get(java)
+            if known is None:
+                known = names[java] = [fold_frame(f, options, java) for f in profile.frames]
+            parts = list(map(known.__getitem__, profile.stacks[stack][::-1]))
+            if None in parts:
+                parts = [part for part in parts if part is not None]
+            text = stack_texts[stack, java] = ";".join(parts)  # type: ignore[arg-type]
+        return text
+
     folded: dict[str, int] = {}
     for values in zip(*(key.tolist() for key in groups.keys), groups.count.tolist(), strict=True):
         comm, stack, count = profile.comms[values[0]], values[-2], values[-1]
@@ -359,19 +379,7 @@ def folded_stacks(
         elif options.pid:
             process = f"{comm}-{values[1]}"
         process = process.replace(" ", "_")
-        java = process == "java"
-        text = stack_names.get((stack, java))
-        if text is None:
-            parts = []
-            for frame_id in reversed(profile.stacks[stack]):
-                name = frame_names.get((frame_id, java), missing)
-                if name == missing:
-                    name = frame_names[frame_id, java] = fold_frame(
-                        profile.frames[frame_id], options, java
-                    )
-                if name is not None:
-                    parts.append(name)
-            text = stack_names[stack, java] = ";".join(parts)
+        text = stack_text(stack, process == "java")
         line = f"{process};{text}" if text else process
         folded[line] = folded.get(line, 0) + count
     return folded
