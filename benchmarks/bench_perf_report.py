@@ -62,13 +62,8 @@ def _writers() -> dict[str, Callable[[Profile], object]]:
 
 
 def cpu_seconds(action: Callable[[], object], runs: int) -> float:
-    """The median CPU time of ``action`` over ``runs`` runs."""
-    times = []
-    for _ in range(runs):
-        began = time.process_time()
-        action()
-        times.append(time.process_time() - began)
-    return statistics.median(times)
+    """The median CPU time of ``action`` over ``runs`` runs (after one untimed run)."""
+    return common.median_seconds(action, runs, clock=time.process_time)
 
 
 def main() -> int:

@@ -542,3 +542,13 @@ def test_merge_keeps_build_ids_and_lost_samples() -> None:
     first.merge(second)
     assert (len(first), first.build_ids, first.lost_samples) == (2, {APP: "ff"}, 4)
     assert [row.symbol for row in top_table(first)[0].rows] == ["leaf", "main"]
+
+
+def test_every_writer_takes_an_empty_profile() -> None:
+    empty = Profile()
+    assert text_of(write_folded, empty) == ""
+    assert json.loads(text_of(write_json, empty))["samples"]["count"] == []
+    assert speedscope_document(empty)["profiles"] == []
+    assert "<canvas" in text_of(write_flamegraph, empty)
+    assert list(decode_pprof(empty).sample) == []  # type: ignore[attr-defined]
+    assert len(filter_profile(empty, pids=[1], time_range="1,")) == 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -147,17 +147,11 @@ def _stacks_in_dsos(profile: Profile, dsos: set[str], dso_frames: DsoFrames) -> 
     return within
 
 
-def filter_profile_scalar(
-    profile: Profile,
-    *,
-    pids: Collection[int] | None = None,
-    tids: Collection[int] | None = None,
-    comms: Collection[str] | None = None,
-    dsos: Collection[str] | None = None,
-    time_range: str | TimeRange | Sequence[TimeRange] | None = None,
-    dso_frames: DsoFrames = "any",
-) -> Profile:
-    """:func:`filter_profile`, one sample at a time: the reference."""
+def filter_profile_scalar(profile: Profile, **filters: Any) -> Profile:
+    """:func:`filter_profile`, one sample at a time: the reference (the same keywords)."""
+    pids, tids, comms = filters.get("pids"), filters.get("tids"), filters.get("comms")
+    dsos, time_range = filters.get("dsos"), filters.get("time_range")
+    dso_frames = filters.get("dso_frames", "any")
     ranges = _ranges(time_range) if time_range is not None else None
 
     def passes(index: int) -> bool:

@@ -182,11 +182,15 @@ def write_flamegraph(
     tree = flame_tree(profile)
     used = sorted(set(profile.event))
     units = sorted({profile.events[at][1] for at in used})
+    # Periods are mostly multiples of one fixed period: written divided by their greatest
+    # common divisor (the page multiplies it back), they take a few digits each.
+    scale = int(np.gcd.reduce(tree.period)) if len(tree) else 1
     data = {
         "names": [list(entry) for entry in tree.names],
         "name": tree.name.tolist(),
         "children": tree.children.tolist(),
-        "period": tree.period.tolist(),
+        "scale": scale or 1,
+        "period": (tree.period // (scale or 1)).tolist(),
         "samples": tree.samples.tolist(),
         "unit": units[0] if len(units) == 1 else "events",
         "events": [profile.events[at][0] for at in used],

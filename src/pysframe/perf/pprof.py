@@ -262,9 +262,18 @@ def _locations(profile: Profile, message: Any, strings: _Strings) -> Callable[[i
     main = _main_frame(profile)
     if main is not None:
         mapping(main)  # pprof takes mapping[0] for the main binary
-    # A location is a frame that is not an inlined function with the inlined ones just before
-    # it (or what a stack ends with).  Most are one frame: their locations are made once per
-    # frame, and only the others are made from their frames' tuple, once each.
+    return _stack_locations(profile, location)
+
+
+def _stack_locations(
+    profile: Profile, location: Callable[[tuple[int, ...]], int]
+) -> Callable[[int], list[int]]:
+    """Every stack's location ids (innermost first), made with ``location`` (the location id
+    of a tuple of frame ids, made when new; cheap when known).
+
+    A location is a frame that is not an inlined function with the inlined ones just before
+    it at its address (or what a stack ends with).  Most are one frame: their locations are
+    made once per frame, and only the others once per run of frames, found with numpy."""
     inlined = np.fromiter((frame.inlined for frame in profile.frames), dtype=bool,
                           count=len(profile.frames))  # fmt: skip
     own_location = np.array(
@@ -289,12 +298,10 @@ def _locations(profile: Profile, message: Any, strings: _Strings) -> Callable[[i
     placed = own_location[flat.frames[closing]]
     others = np.flatnonzero((run_start < closing) | (placed == 0))
     frame_list = flat.frames.tolist()
-    made: list[int] = []
-    for begin, end in zip(run_start[others].tolist(), closing[others].tolist(), strict=True):
-        key = tuple(frame_list[begin : end + 1])
-        found = location_ids.get(key)
-        made.append(found if found is not None else location(key))
-    placed[others] = made
+    placed[others] = [
+        location(tuple(frame_list[begin : end + 1]))
+        for begin, end in zip(run_start[others].tolist(), closing[others].tolist(), strict=True)
+    ]
     bounds = np.searchsorted(closing, flat.offsets).tolist()
 
     def of_stack(stack: int) -> list[int]:
