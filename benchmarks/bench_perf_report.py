@@ -4,11 +4,12 @@ Two profiles:
 
 * a synthetic one (tests/perf_report_support.py ``synthetic_profile``: by default 100,000
   samples over 50,000 distinct stacks 4 to 60 frames deep): each writer's CPU time alone;
-* the stacks perf unwound of a DWARF recording of tests/data/perf/perfprog.c (the recording
-  bench_perf_read.py makes and caches), with ``perf script --no-inline`` on the same file as
-  the reference: each writer's CPU time as a share of perf script's.  The whole
-  ``pysframe perf report`` must take at most a fifth of perf script's CPU time, and the
-  unwinding most of that.
+* the stacks perf unwound of DWARF recordings: of tests/data/perf/perfprog.c (the recording
+  bench_perf_read.py makes and caches: shallow stacks) and of a Python workload (deep stacks,
+  many of them inlined functions), with ``perf script --no-inline`` on the same file as the
+  reference: each writer's CPU time beside perf script's.  The whole ``pysframe perf
+  report`` must take at most a fifth of perf script's CPU time, and the unwinding most of
+  that.
 
     python benchmarks/bench_perf_report.py [--quick] [--samples N] [--stacks N] [--runs N]
 """
@@ -19,6 +20,7 @@ import argparse
 import io
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -89,9 +91,44 @@ def main() -> int:
     if perf is None:
         print("perf is not installed: no recording")
         return 0
-    path = recording(perf, args.recorded or (2_000 if args.quick else 30_000), args.quick)
-    if path is None:
-        return 0
+    paths = [
+        recording(perf, args.recorded or (2_000 if args.quick else 30_000), args.quick),
+        python_recording(perf, args.quick),
+    ]
+    for path in paths:
+        if path is not None:
+            against_perf(perf, path, runs)
+    return 0
+
+
+#: The Python workload: json.dumps in a loop (deep interpreter stacks).
+WORKLOAD = (
+    "import json\nfor i in range({count}):\n    json.dumps({{'a': i, 'b': [i, str(i)]}})\n"
+)
+
+
+def python_recording(perf: str, quick: bool) -> Path | None:
+    """The cached recording of the Python workload (about 30,000 samples; 2,000 quick)."""
+    path = common.cache_dir() / f"python-dwarf-{'quick' if quick else 'full'}.data"
+    if path.exists():
+        return path
+    partial = path.with_suffix(".partial")
+    count = 20_000 if quick else 240_000
+    done = subprocess.run(
+        [perf, "record", "-q", "-e", "cpu-clock", "-c", "100000" if quick else "50000",
+         "--call-graph", "dwarf", "-o", str(partial), "--", sys.executable, "-c",
+         WORKLOAD.format(count=count)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode:
+        print(f"perf record cannot record here: {done.stderr.strip()[:200]}")
+        return None
+    partial.replace(path)
+    return path
+
+
+def against_perf(perf: str, path: Path, runs: int) -> None:
+    """Each writer on the stacks perf unwound of ``path``, beside perf script's CPU time."""
     _, text = measured([perf, "script", "-i", str(path), "-F", SCRIPT_FIELDS, "--ns"])
     stacks_of_perf = profile_of_perf_script(text, str(path))
     reference = statistics.median(
@@ -102,7 +139,6 @@ def main() -> int:
     for name, write in _writers().items():
         seconds = cpu_seconds(lambda write=write: write(stacks_of_perf), runs)  # type: ignore[misc]
         common.print_ratio(name, seconds, reference, "perf script --no-inline")
-    return 0
 
 
 if __name__ == "__main__":
