@@ -216,7 +216,8 @@ def write_top(profile: Profile, out: TextIO, *, children: bool = False) -> None:
     headers and dots, and the rows: percentages of the event's summed period (``%.2f%%``),
     the command, the module's short name, ``[.]``/``[k]`` and the symbol.  Column widths are
     perf's (hists__calc_col_len): the longest value or header, 22 for the symbol and 16 for
-    the module when a row has no symbol.
+    the module when a row has no symbol; but commands are written whole, where perf cuts them
+    to the longest name its threads had when it measured them (thread__comm_len).
     """
     out.write(f"#\n# Total Lost Samples: {profile.lost_samples}\n#\n")
     for section in top_table(profile, children=children):
