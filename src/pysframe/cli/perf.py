@@ -195,13 +195,15 @@ def _filtered(profile: Profile, args: argparse.Namespace) -> Profile:
 
     if not any((args.pid, args.tid, args.comm, args.dso, args.time)):
         return profile
-    from ..perf.report import filter_profile
+    from ..perf.filters import FilterError, filter_profile
 
-    chosen: Profile = filter_profile(
-        profile, pids=numbers(args.pid), tids=numbers(args.tid), comms=split(args.comm),
-        dsos=split(args.dso), time_range=args.time,
-    )  # fmt: skip
-    return chosen
+    try:
+        return filter_profile(
+            profile, pids=numbers(args.pid), tids=numbers(args.tid), comms=split(args.comm),
+            dsos=split(args.dso), time_range=args.time,
+        )  # fmt: skip
+    except FilterError as error:
+        raise UsageError(f"perf: {error.message}") from None
 
 
 def run_script(args: argparse.Namespace) -> int:
@@ -213,21 +215,24 @@ def run_script(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ..perf import report
+    from ..perf import flamegraph, report, speedscope
+
+    if args.format == "pprof":
+        if args.output is None and sys.stdout.isatty():
+            raise UsageError("perf report: pprof is binary: give -o OUT")
+        from ..perf.pprof import pprof_bytes  # checks that protobuf is there, before any reading
 
     profile, _stats = _read(args)
     profile = _filtered(profile, args)
     writers = {
         "top": lambda out: report.write_top(profile, out, children=args.children),
         "folded": lambda out: report.write_folded(profile, out),
-        "speedscope": lambda out: report.write_speedscope(profile, out),
-        "flamegraph": lambda out: report.write_flamegraph(profile, out),
+        "speedscope": lambda out: speedscope.write_speedscope(profile, out),
+        "flamegraph": lambda out: flamegraph.write_flamegraph(profile, out),
         "json": lambda out: report.write_json(profile, out),
     }
     if args.format == "pprof":
-        if args.output is None and sys.stdout.isatty():
-            raise UsageError("perf report: pprof is binary: give -o OUT")
-        _write_binary(args.output, report.pprof_bytes(profile))
+        _write_binary(args.output, pprof_bytes(profile))
         return 0
     _write_text(args.output, writers[args.format])
     return 0

@@ -28,6 +28,7 @@ from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel
 from .layout import MISC_CPUMODE_MASK, MISC_KERNEL
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
 from .profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
+from .records import LostEvent, SideBandEvent
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
 from .walk import MAX_FRAMES, STOPS, Stop
@@ -108,13 +109,21 @@ def profile_recording(
             profile.event_id(attr.name or f"event{number}", _unit(attr.name))
             for number, attr in enumerate(data.attrs)
         ]
+        def count_lost(event: SideBandEvent) -> None:
+            if isinstance(event, LostEvent) and event.id is None:  # LOST_SAMPLES
+                profile.lost_samples += event.lost
+
         for walked in walk_recording(data, spaces, chunk=options.chunk,
-                                     max_frames=options.max_frames):  # fmt: skip
+                                     max_frames=options.max_frames,
+                                     on_event=count_lost):  # fmt: skip
             _add_chunk(profile, stats, walked, namer, events)
             if on_chunk is not None:
                 header = data.header
                 end = header.data_offset + header.data_size if not header.pipe else 0
                 on_chunk(walked.read_to, end)
+        profile.build_ids = {
+            entry.filename: entry.build_id.hex() for entry in data.features.build_ids
+        }
         stats.problems += [str(problem) for problem in data.problems]
         stats.without_own_sframe = dict(finder.problems)
         stats.origins = {module.name: module.origin for module in spaces.modules}

@@ -12,7 +12,7 @@ are walked together across them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ import numpy as np
 from .data import DEFAULT_CHUNK, PerfData
 from .errors import PerfDataError
 from .order import time_ordered
+from .records import SideBandEvent
 from .registers import RegisterLayout, register_layout
 from .samples import SampleChunk
 from .spaces import AddressSpaces
@@ -49,16 +50,24 @@ def walk_recording(
     chunk: int = DEFAULT_CHUNK,
     max_frames: int = MAX_FRAMES,
     reference: bool = False,
+    on_event: Callable[[SideBandEvent], None] | None = None,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked (``reference``: one sample at a time
-    by the single-stack unwinder, the batch walk's reference)."""
+    by the single-stack unwinder, the batch walk's reference); ``on_event`` is shown every
+    side-band record as it is applied."""
+
+    def apply(event: SideBandEvent) -> None:
+        spaces.apply(event)
+        if on_event is not None:
+            on_event(event)
+
     arch = data.features.arch or ""
     layouts: dict[int, RegisterLayout | None] = {}
     for delivery in time_ordered(data.read(chunk)):
         samples = delivery.samples
         if samples is None or not len(samples):
             for event in delivery.events:
-                spaces.apply(event)
+                apply(event)
             continue
         layout = _layout(layouts, arch, samples, data)
         parts: list[Walks] = []
@@ -71,7 +80,7 @@ def walk_recording(
             if cut > walked and spaces.changes_lookups(event):
                 parts.append(_walk(samples, layout, spaces, walked, cut, max_frames, reference))
                 walked = cut
-            spaces.apply(event)
+            apply(event)
         end = len(samples)
         comms += _comms(spaces, samples.tid[named:end])
         if walked < end:

@@ -1,0 +1,168 @@
+"""What the writers of a profile count: samples grouped by their keys, stacks laid out flat.
+
+The writers never do Python work per sample: the per-sample columns of a
+:class:`~pysframe.perf.profile.Profile` become numpy arrays, samples are grouped by sorting
+(:func:`group`: the distinct key tuples, with each group's sample count and summed period),
+and what depends on a stack is computed once per distinct stack, on the stacks laid out flat
+(:class:`FlatStacks`).  Beside each bulk path is its scalar reference (``*_scalar``), which the
+tests hold equal.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .profile import Profile
+
+
+def column(profile: Profile, name: str) -> np.ndarray:
+    """The per-sample column ``name`` of ``profile`` as an int64 array."""
+    values = getattr(profile, name)
+    return np.fromiter(values, dtype=np.int64, count=len(values))
+
+
+@dataclass(frozen=True, slots=True)
+class Groups:
+    """Samples grouped by a tuple of keys: per group (in ascending key order), the key values,
+    the number of samples (or the summed sample weights given), the summed period and the
+    index of the group's first sample."""
+
+    keys: tuple[np.ndarray, ...]
+    count: np.ndarray
+    period: np.ndarray
+    first: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+
+def group(
+    keys: Sequence[np.ndarray], period: np.ndarray, samples: np.ndarray | None = None
+) -> Groups:
+    """Group the rows by ``keys`` (equal-length int arrays, the first the most significant):
+    one stable sort, then the runs of equal keys.  ``samples``: what each row counts for in
+    :attr:`Groups.count` (one sample when not given)."""
+    size = len(period)
+    if size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Groups(tuple(empty for _ in keys), empty, empty, empty)
+    order = _stable_order(keys)
+    ordered = [key[order] for key in keys]
+    starts_run = np.zeros(size, dtype=bool)
+    starts_run[0] = True
+    for key in ordered:
+        starts_run[1:] |= key[1:] != key[:-1]
+    starts = np.flatnonzero(starts_run)
+    if samples is None:
+        count = np.diff(np.append(starts, size))
+    else:
+        count = np.add.reduceat(samples[order].astype(np.int64), starts)
+    summed = np.add.reduceat(period[order].astype(np.int64), starts)
+    # lexsort is stable: a run's first element is its group's earliest sample.
+    return Groups(tuple(key[starts] for key in ordered), count, summed, order[starts])
+
+
+def _stable_order(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """The stable sorting order of the rows by ``keys``: one argsort of the keys packed into
+    one int64 when their ranges allow (much faster than a lexsort), else a lexsort."""
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    room = 1
+    for key in keys:
+        low, high = (int(key.min()), int(key.max())) if len(key) else (0, 0)
+        span = high - low + 1
+        room *= span
+        if room >= 1 << 62:
+            return np.lexsort(tuple(reversed(keys)))  # lexsort's last key is its primary one
+        packed = packed * span + (key - low)
+    return np.argsort(packed, kind="stable")
+
+
+def group_scalar(
+    keys: Sequence[Sequence[int]], period: Sequence[int], samples: Sequence[int] | None = None
+) -> Groups:
+    """:func:`group`, one row at a time with a dict: the reference."""
+    found: dict[tuple[int, ...], list[int]] = {}
+    for index, row in enumerate(zip(*keys, strict=True)):
+        entry = found.setdefault(tuple(int(value) for value in row), [0, 0, index])
+        entry[0] += 1 if samples is None else int(samples[index])
+        entry[1] += int(period[index])
+    rows = sorted(found)
+    return Groups(
+        tuple(np.array([row[at] for row in rows], dtype=np.int64) for at in range(len(keys))),
+        np.array([found[row][0] for row in rows], dtype=np.int64),
+        np.array([found[row][1] for row in rows], dtype=np.int64),
+        np.array([found[row][2] for row in rows], dtype=np.int64),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FlatStacks:
+    """Every distinct stack's frame ids end to end (innermost first, as stored): stack ``s`` is
+    ``frames[offsets[s]:offsets[s + 1]]``."""
+
+    frames: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, profile: Profile) -> FlatStacks:
+        lengths = np.fromiter(map(len, profile.stacks), dtype=np.int64, count=len(profile.stacks))
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        frames = np.fromiter(
+            itertools.chain.from_iterable(profile.stacks), dtype=np.int64, count=int(offsets[-1])
+        )
+        return cls(frames, offsets)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def expand(self, stacks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each of ``stacks`` (stack ids, repeats allowed), each of its frames: (the index
+        in ``stacks`` it belongs to, its depth from the innermost frame, its frame id)."""
+        lengths = self.lengths[stacks]
+        owner = np.repeat(np.arange(len(stacks), dtype=np.int64), lengths)
+        run_start = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        depth = np.arange(len(owner), dtype=np.int64) - run_start
+        return owner, depth, self.frames[np.repeat(self.offsets[:-1][stacks], lengths) + depth]
+
+
+def innermost_real_frames(profile: Profile, flat: FlatStacks) -> np.ndarray:
+    """Per stack, the id of its innermost frame that is not an inlined function (the frame
+    holding the sample's IP, which perf's self entries name), or -1 when it has none."""
+    inlined = np.fromiter((frame.inlined for frame in profile.frames), dtype=bool,
+                          count=len(profile.frames))  # fmt: skip
+    result = np.full(len(profile.stacks), -1, dtype=np.int64)
+    if len(flat.frames) == 0:
+        return result
+    position = np.arange(len(flat.frames), dtype=np.int64)
+    candidate = np.where(inlined[flat.frames], len(flat.frames), position)
+    nonempty = np.flatnonzero(flat.lengths > 0)
+    first = np.minimum.reduceat(candidate, flat.offsets[nonempty])
+    found = first < flat.offsets[nonempty + 1]
+    result[nonempty[found]] = flat.frames[first[found]]
+    return result
+
+
+def innermost_real_frames_scalar(profile: Profile) -> np.ndarray:
+    """:func:`innermost_real_frames`, one stack at a time: the reference."""
+    found = [
+        next((frame for frame in stack if not profile.frames[frame].inlined), -1)
+        for stack in profile.stacks
+    ]
+    return np.array(found, dtype=np.int64)
+
+
+__all__ = [
+    "FlatStacks",
+    "Groups",
+    "column",
+    "group",
+    "group_scalar",
+    "innermost_real_frames",
+    "innermost_real_frames_scalar",
+]
