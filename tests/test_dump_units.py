@@ -44,7 +44,7 @@ COLUMNS_MASK = "    STARTPC[m]      CFA       FP        RA           "
 
 
 def ctrl(reg: int, deref: bool = False) -> int:
-    """FLEX control word: regnum << 3 | deref << 1 | reg_p (VERSIONS.md V3)."""
+    """FLEX control word: regnum << 3 | deref << 1 | reg_p (docs/format.md, "FLEX FDEs")."""
     return reg << 3 | int(deref) << 1 | 1
 
 
