@@ -8,7 +8,6 @@ program, and each function has, at every offset, the rule GNU ld's program gives
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from pysframe.format.merge import merge_sections, split_sections
 from pysframe.tools.compact import compact_file, repair_file
 from pysframe.tools.validate import validate_elf
 
+from conftest import require, require_program
 from libsframe_ref import reference_tool
 
 MAIN = r"""
@@ -62,9 +62,9 @@ int main(int argc, char **) { std::printf("%d\n", use1(argc) + use2(argc)); retu
 def _tools() -> tuple[str, str]:
     gas = reference_tool("GAS")
     if not Path(gas).with_name("ld").exists():
-        pytest.skip("no GNU ld beside $GAS")
-    if shutil.which("ld.lld") is None or shutil.which("g++") is None:
-        pytest.skip("ld.lld (Debian package lld) and g++ are needed")
+        require("ld-2.47", "no GNU ld beside $GAS")
+    require_program("ld.lld", "lld")
+    require_program("g++")
     return gas, str(Path(gas).parent)
 
 
