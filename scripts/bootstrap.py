@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import urllib.request
 import venv
 from pathlib import Path
@@ -61,7 +62,10 @@ def _pip_wheel(folder: Path) -> Path:
         if f["packagetype"] == "bdist_wheel" and f["filename"].endswith("py3-none-any.whl")
     )
     print(f"bootstrap: fetching {wheel['filename']} from PyPI")
-    with urllib.request.urlopen(wheel["url"], timeout=120) as answer:
+    # The index may give the file's address relative to the JSON document (a mirror does).
+    with urllib.request.urlopen(
+        urllib.parse.urljoin(PIP_RELEASE, wheel["url"]), timeout=120
+    ) as answer:
         data = answer.read()
     if hashlib.sha256(data).hexdigest() != wheel["digests"]["sha256"]:
         raise SystemExit(f"bootstrap: {wheel['filename']} does not match its SHA-256 on PyPI")
@@ -80,7 +84,10 @@ def install_pip() -> None:
         subprocess.run([*command, "--quiet", "--disable-pip-version-check"], check=True)
         return
     with tempfile.TemporaryDirectory() as folder:
-        wheel = _pip_wheel(Path(folder))
+        try:
+            wheel = _pip_wheel(Path(folder))
+        except (OSError, ValueError, KeyError, StopIteration) as error:
+            raise SystemExit(f"bootstrap: cannot fetch pip from {PIP_RELEASE}: {error}") from None
         # A pip wheel runs from the wheel file itself (pip's documented bootstrap).
         subprocess.run([str(PYTHON), f"{wheel}/pip", "install", "--quiet", str(wheel)], check=True)
 
@@ -100,9 +107,13 @@ def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 (run by any python3 there is)
         print(f"bootstrap: pysframe needs Python 3.11 or later, not {sys.version.split()[0]}")
         return 1
-    make_environment()
-    install_pip()
-    install(["dev", *argv])
+    try:
+        make_environment()
+        install_pip()
+        install(["dev", *argv])
+    except subprocess.CalledProcessError as error:
+        print(f"bootstrap: {' '.join(map(str, error.cmd))} failed (exit {error.returncode})")
+        return 1
     return 0
 
 
