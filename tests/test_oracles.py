@@ -37,36 +37,36 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: bool) -
         monkeypatch.setenv("CI", "1")
     else:
         monkeypatch.delenv("CI", raising=False)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rsf")
 
 
-def test_outside_ci_a_missing_tool_skips(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("ci", "outcome", "summary_line"),
+    [
+        (False, "skipped", "SKIPPED*no frobnicator here"),
+        (True, "failed", "FAILED*CI needs frobnicator: no frobnicator here"),
+    ],
+)
+def test_a_missing_tool_skips_outside_ci_and_fails_under_ci(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    ci: bool,
+    outcome: str,
+    summary_line: str,
 ) -> None:
-    result = _run(pytester, monkeypatch, ci=False)
-    result.assert_outcomes(passed=1, skipped=3)
+    result = _run(pytester, monkeypatch, ci=ci)
+    result.assert_outcomes(passed=1, **{outcome: 3})
     result.stdout.fnmatch_lines(
         [
             "*missing tools*",
-            "skipped for want of frobnicator: 2 tests",
-            "skipped for want of no-such-package: 1 tests",
+            f"{outcome} for want of frobnicator: 2 tests",
+            f"{outcome} for want of no-such-package: 1 tests",
+            "*short test summary info*",
+            summary_line,
         ]
     )
-
-
-def test_under_ci_a_missing_tool_fails(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    result = _run(pytester, monkeypatch, ci=True)
-    result.assert_outcomes(passed=1, failed=3)
-    result.stdout.fnmatch_lines(
-        [
-            "*CI needs frobnicator: no frobnicator here*",
-            "failed for want of frobnicator: 2 tests",
-            "failed for want of no-such-package: 1 tests",
-        ]
-    )
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    expected = pytest.ExitCode.TESTS_FAILED if ci else pytest.ExitCode.OK
+    assert result.ret == expected
 
 
 def test_require_raises_the_outcome_with_its_tool(monkeypatch: pytest.MonkeyPatch) -> None:
