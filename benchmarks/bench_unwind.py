@@ -18,6 +18,11 @@ debug files found by build ID or debuglink, MiniDebugInfo), as the first ``stack
 process pays for them, and names looked up in libc's symbols in bulk (one numpy search for
 all PCs) and one at a time, with and without demangling.
 
+So are the trust checks a module's own SFrame section passes before it is used
+(:func:`pysframe.sources.trust.trust_problems`), on the program's own section, on libc's
+generated one and on a large one (``--large FILE``, default libLLVM-15's, generated), beside
+the time of one walk of the deep stack.
+
 usage: python benchmarks/bench_unwind.py [--quick] [--depth N] [--runs N]
 """
 
@@ -37,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pysframe.unwind import symbolize
 from pysframe.unwind.core import Unwinder
 from pysframe.unwind.demangle import demangle
-from pysframe.unwind.modules import Module, load_modules, process_mappings
+from pysframe.unwind.mappings import process_mappings
+from pysframe.unwind.modules import Module, load_modules
 from pysframe.unwind.ptrace import attach
 from pysframe.unwind.stack import report_lines_gdb, stack_of_process
 from stack_support import (
@@ -55,7 +61,7 @@ def median_rate(frames: int, seconds: list[float]) -> tuple[float, float]:
     return middle, frames / middle
 
 
-def bench(depth: int, runs: int, inner: int) -> int:
+def bench(depth: int, runs: int, inner: int, large: str | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             program = build_programs(Path(tmp))
@@ -91,6 +97,7 @@ def bench(depth: int, runs: int, inner: int) -> int:
                 lined = list(report_lines_gdb(stack_of_process(pid, max_frames=depth + 1000)))
                 with_lines.append(time.perf_counter() - start)
             main_frames = next(len(t.backtrace.frames) for t in report.threads if t.tid == pid)
+            trust = _trust_times(modules.modules, runs, large)
             gdb_times: list[float] = []
             gdb_frames = 0
             for _ in range(runs):
@@ -115,7 +122,44 @@ def bench(depth: int, runs: int, inner: int) -> int:
     print(f"ratio pysframe unwind / gdb:      {r_unwind / r_gdb:8.1f}x")
     print(f"ratio pysframe end to end / gdb:  {r_e2e / r_gdb:8.1f}x")
     bench_names(modules.modules, runs)
+    print(f"trust checks beside one walk of the deep stack ({t_unwind * 1e3:.2f} ms):")
+    for name, count, origin, seconds, problems in trust:
+        print(f"  {name}: {count:,} functions ({origin}), {seconds * 1e3:.2f} ms "
+              f"({seconds / t_unwind:.2f} walks), "
+              f"{'passes' if not problems else 'fails: ' + problems[0]}")
     return 0
+
+
+def _trust_times(
+    modules: list[Module], runs: int, large: str | None
+) -> list[tuple[str, int, str, float, list[str]]]:
+    """The trust checks' cost on the program's and libc's sections and a large one: (name,
+    functions, origin, median seconds, problems) each."""
+    from pysframe.elf.image import ElfImage
+    from pysframe.sources import generated_sframe, resolve_image
+    from pysframe.sources.trust import trust_problems
+
+    paths = [m.path for m in modules if m.path.startswith("/")]
+    chosen = [p for p in paths if p.endswith("stack_prog") or "/libc.so" in p]
+    if large and Path(large).exists():
+        chosen.append(large)
+    out = []
+    for path in chosen:
+        with ElfImage.open(path) as image:
+            try:
+                found = resolve_image(image, relocate=False)
+            except Exception:
+                found = generated_sframe(image, cached=True)
+            code = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & 1]
+        found.section.table  # noqa: B018  (read once, as the unwinder reads it anyway)
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            problems = trust_problems(found, code)
+            times.append(time.perf_counter() - start)
+        out.append((Path(path).name, len(found.section), str(found.origin),
+                    statistics.median(times), problems))  # fmt: skip
+    return out
 
 
 def bench_names(modules: list[Module], runs: int) -> None:
@@ -188,10 +232,14 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small and fast (CI)")
     parser.add_argument("--depth", type=int, help="recursion depth (default 2000, quick 1000)")
     parser.add_argument("--runs", type=int, help="runs (default 5, quick 3)")
+    parser.add_argument(
+        "--large", default="/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1",
+        help="a large file whose section the trust checks are timed on (quick: none)",
+    )  # fmt: skip
     args = parser.parse_args()
     depth = args.depth or (1000 if args.quick else 2000)
     runs = args.runs or (3 if args.quick else 5)
-    return bench(depth, runs, 2 if args.quick else 5)
+    return bench(depth, runs, 2 if args.quick else 5, None if args.quick else args.large)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.elf.image import ElfImage
-from pysframe.errors import ElfError, SFrameError
+from pysframe.errors import SFrameError
 from pysframe.input import InputError, open_input, read_input
 
 from conftest import CORPUS
@@ -48,7 +48,7 @@ def test_other_files_are_refused_at_open(tmp_path: Path, make: object, kind: str
     path = make(tmp_path)  # type: ignore[operator]
     with pytest.raises(InputError, match=f"^{path}: {kind}, not a regular file$"):
         open_input(path)
-    with pytest.raises(ElfError, match=f"^{path}: {kind}, not a regular file$"):
+    with pytest.raises(InputError, match=f"^{path}: {kind}, not a regular file$"):
         ElfImage.open(str(path))
     assert issubclass(InputError, SFrameError)
 

@@ -8,8 +8,17 @@ Files", gdb manual; gdb/symfile.c, gdb/build-id.c, gdb/minidebug.c).
   gdb's ``gnu_debuglink_crc32``): the name in the file's own directory, in its ``.debug/``
   subdirectory, then ``DIR/<the file's directory>/`` for each debug directory.  A file whose
   CRC differs is not used (gdb warns "the debug information found in ... does not match").
+  gdb reads the whole candidate for its CRC, whatever its size (``separate_debug_file_exists``,
+  ``gdb_bfd_crc``); here a candidate larger than :data:`MAX_DEBUGLINK_SIZE` is passed over
+  without reading it (a sparse file may claim any size, and its CRC would read it all).
 * MiniDebugInfo: ``.gnu_debugdata`` holds an XZ-compressed ELF file with a ``.symtab`` (Fedora
-  and others add it to stripped binaries); gdb reads it when the file has no ``.symtab``.
+  and others add it to stripped binaries); gdb reads it when the file has no ``.symtab``.  It
+  is decompressed within a bound, as compressed sections are
+  (:data:`pysframe.elf.image.MAX_EXPANSION` times its size plus 1 MiB, and never more than
+  :data:`MAX_MINIDEBUGINFO`): a symbol table of zeros compresses a thousandfold.
+
+Every candidate is opened as inputs are (:func:`pysframe.input.open_input`): a FIFO or a
+device in a debug directory, or named by an absolute debuglink, is passed over unread.
 """
 
 from __future__ import annotations
@@ -19,13 +28,17 @@ import os
 import zlib
 from dataclasses import dataclass, field
 
-from ..errors import ElfError
-from .image import ElfImage, is_elf_file
+from ..errors import ElfError, SFrameError
+from ..input import InputError, open_input
+from .image import MAX_EXPANSION, ElfImage, is_elf_file
 
 #: gdb's default ``debug-file-directory``.
 DEFAULT_DEBUG_DIRS: tuple[str, ...] = ("/usr/lib/debug",)
 #: MiniDebugInfo bigger than this once decompressed is not read (a bomb stays small).
 MAX_MINIDEBUGINFO = 256 << 20
+#: A debuglink candidate larger than this (2 GiB) is not read for its CRC (about a second a
+#: GiB): it is passed over, with the reason.
+MAX_DEBUGLINK_SIZE = 2 << 30
 
 
 @dataclass(slots=True)
@@ -44,12 +57,17 @@ def build_id_path(directory: str, build_id: bytes) -> str:
     return os.path.join(directory, ".build-id", text[:2], text[2:] + ".debug")
 
 
-def file_crc32(path: str) -> int:
-    """The CRC32 of a whole file, as ``.gnu_debuglink`` records it (zlib's CRC-32)."""
+def file_crc32(path: str, max_size: int | None = MAX_DEBUGLINK_SIZE) -> int:
+    """The CRC32 of a whole file, as ``.gnu_debuglink`` records it (zlib's CRC-32); InputError
+    when the file is not a regular file or is larger than ``max_size`` bytes.  Read a MiB at
+    a time (faster than mapping it: a sparse file's holes fault in page by page)."""
     crc = 0
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
+    with open_input(path, max_size=max_size) as file:
+        try:
+            while chunk := file.read(1 << 20):
+                crc = zlib.crc32(chunk, crc)
+        except OSError as error:
+            raise InputError(error.strerror or str(error), path=path) from None
     return crc
 
 
@@ -66,7 +84,7 @@ def _build_id_of(path: str) -> bytes | None:
     try:
         with ElfImage.open(path) as image:
             return image.build_id()
-    except ElfError:
+    except SFrameError:
         return None
 
 
@@ -97,8 +115,8 @@ def find_debug_file(
                 continue
             try:
                 found = file_crc32(candidate)
-            except OSError as error:
-                search.rejected.append(f"{candidate}: {error.strerror or error}")
+            except InputError as error:
+                search.rejected.append(str(error))
                 continue
             if found != crc:
                 search.rejected.append(
@@ -117,22 +135,27 @@ def minidebuginfo(image: ElfImage) -> bytes | None:
     if section is None:
         return None
     packed = section.data()
+    limit = min(MAX_MINIDEBUGINFO, MAX_EXPANSION * len(packed) + (1 << 20))
     decompressor = lzma.LZMADecompressor()
+    path, name = image.path, ".gnu_debugdata"
     try:
-        data = decompressor.decompress(packed, max_length=MAX_MINIDEBUGINFO)
+        data = decompressor.decompress(packed, max_length=limit)
     except lzma.LZMAError as error:
-        raise ElfError(f"{image.path}: .gnu_debugdata is not XZ data ({error})") from None
+        raise ElfError(f"not XZ data ({error})", path=path, section=name) from None
     if not decompressor.eof:
         if decompressor.needs_input:
-            raise ElfError(f"{image.path}: .gnu_debugdata is truncated")
+            raise ElfError("truncated XZ data", path=path, section=name)
         raise ElfError(
-            f"{image.path}: .gnu_debugdata is more than {MAX_MINIDEBUGINFO} bytes decompressed"
+            f"more than {limit} bytes once decompressed from {len(packed)}: not read",
+            path=path,
+            section=name,
         )
     return data
 
 
 __all__ = [
     "DEFAULT_DEBUG_DIRS",
+    "MAX_DEBUGLINK_SIZE",
     "DebugFileSearch",
     "build_id_path",
     "debuglink_candidates",

@@ -11,19 +11,26 @@ each unit's ``DW_AT_low_pc``/``DW_AT_high_pc``/``DW_AT_ranges``), then
   the line of the line table; each inlined function was called from its ``DW_AT_call_file``
   and ``DW_AT_call_line``, which is where the function around it is.
 
-The DWARF is read with pyelftools (:meth:`pysframe.elf.image.ElfImage.dwarf`).  Malformed
-DWARF gives no source for the addresses it covers, never an exception.
+The DWARF is read with pyelftools (:meth:`pysframe.elf.image.ElfImage.dwarf`), the line
+programs by :mod:`pysframe.elf.line_program` (flat arrays, not an object per row), and the DIE
+trees by :class:`_Dies`, whose walks always move forward and stop, with a warning in
+``problems``, at a DIE they reach twice (a ``DW_AT_sibling`` pointing at its own DIE, back, or
+into another subtree).  Malformed DWARF gives no source for the addresses it covers, never an
+exception nor an endless walk.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SFrameError
+from ..errors import ElfError, SFrameError
 from .image import ElfImage
+from .line_program import LineProgramHeader, line_rows
 
 #: Names and files are bytes in pyelftools; they are decoded like file names.
 _TAGS_WITH_CODE = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine")
@@ -51,14 +58,21 @@ def _text(value: Any) -> str:
 
 
 class _Unit:
-    """One compilation unit: its line rows, sorted, and its DIEs."""
+    """One compilation unit: its line rows, sorted by address, and its DIEs, walked by
+    :class:`_Dies`."""
 
-    def __init__(self, dwarf: Any, unit: Any) -> None:
+    def __init__(self, dwarf: Any, unit: Any, dies: _Dies) -> None:
+        import numpy as np
+
         self.unit = unit
+        self.dies = dies
         self.top = unit.get_top_DIE()
-        self.rows: list[tuple[int, int, int, bool]] = []  # (address, file index, line, end)
-        self.files: list[str | None] = []
-        self._addresses: list[int] = []
+        #: Rows sorted by address (stable: within one address, the last row of the program
+        #: applies, as gdb keeps the last line of several at one address in a sequence).
+        self.addresses = np.zeros(0, dtype=np.uint64)
+        self.files = self.lines = np.zeros(0, dtype=np.int64)
+        self.ends = np.zeros(0, dtype=np.bool_)
+        self.file_names: list[str | None] = []
         #: Starts and (low, high, DIE) of the unit's functions, once looked for.
         self.functions: tuple[list[int], list[tuple[int, int, Any]]] | None = None
         #: The number of the first file: DWARF 5 numbers files from 0, earlier versions from 1.
@@ -68,56 +82,166 @@ class _Unit:
             return
         version = program.header.version
         directories = [_text(d) for d in program.header.get("include_directory", [])]
-        for entry in program.header.get("file_entry", []):
-            name = _text(entry.name)
-            directory = entry.dir_index
+        stream = program.stream
+        stream.seek(program.program_start_offset)
+        code = stream.read(max(0, program.program_end_offset - program.program_start_offset))
+        rows = line_rows(code, LineProgramHeader.of(program))
+        entries = [(entry.name, entry.dir_index) for entry in program.header.get("file_entry", [])]
+        for name_bytes, directory in [*entries, *rows.defined_files]:
+            name = _text(name_bytes)
             # DWARF 5 numbers directories from 0 (0: the compilation's, joined too); earlier
             # versions from 1, with 0 meaning the compilation directory, left out.  gdb's
             # file_file_name does the same.
             base = directory if version >= 5 else directory - 1
             if not os.path.isabs(name) and 0 <= base < len(directories):
                 name = os.path.join(directories[base], name)
-            self.files.append(name)
+            self.file_names.append(name)
         first = 0 if version >= 5 else 1
-        rows = []
-        for entry in program.get_entries():
-            state = entry.state
-            if state is None:
-                continue
-            rows.append((state.address, state.file - first, state.line, state.end_sequence))
-        # Stable: within one address, the last row is the one that applies (gdb keeps the
-        # last line of several at one address in a sequence).
-        rows.sort(key=lambda r: r[0])
-        self.rows = rows
-        self._addresses = [r[0] for r in rows]
+        order = np.argsort(rows.addresses, kind="stable")
+        self.addresses = rows.addresses[order]
+        self.files = rows.files[order].astype(np.int64) - first
+        self.lines = rows.lines[order]
+        self.ends = rows.ends[order]
+
+    def _row_at_or_below(self, address: int) -> int:
+        import numpy as np
+
+        return int(np.searchsorted(self.addresses, np.uint64(address), side="right")) - 1
 
     def line_at(self, address: int) -> tuple[str | None, int | None]:
-        if not self.rows:
+        index = self._row_at_or_below(address)
+        if index < 0 or self.ends[index]:
             return None, None
-        index = bisect.bisect_right(self._addresses, address) - 1
-        if index < 0 or self.rows[index][3]:
-            return None, None
-        _, file_index, line, _ = self.rows[index]
-        return self.file(file_index), line
+        return self.file(int(self.files[index])), int(self.lines[index])
 
     def file(self, index: int) -> str | None:
-        return self.files[index] if 0 <= index < len(self.files) else None
+        return self.file_names[index] if 0 <= index < len(self.file_names) else None
 
     def row_starts_at(self, address: int) -> bool:
-        index = bisect.bisect_left(self._addresses, address) if self.rows else 0
-        return index < len(self.rows) and self.rows[index][0] == address
+        index = self._row_at_or_below(address)
+        return index >= 0 and int(self.addresses[index]) == address
+
+
+class _Dies:
+    """The DIEs of one unit, walked so that no damage makes a walk endless (DWARF 5 2.3,
+    "Relationship of Debugging Information Entries"): a DIE's children follow it, each after
+    the previous one's subtree (which ``DW_AT_sibling`` may skip to) and up to a null entry.
+
+    A child list only moves forward: a ``DW_AT_sibling`` that points back, at the DIE itself
+    or out of the unit is not followed (the subtree is scanned for its end instead), and the
+    list ends at the unit's end.  A scan for a subtree's end records the end of every subtree
+    it passes, so no subtree is scanned twice.  A walk (:meth:`walk`) that reaches a DIE a
+    second time stops there; each such stop, and each pointer not followed, leaves one line
+    in ``problems``."""
+
+    def __init__(self, unit: Any, path: str, problems: list[str]) -> None:
+        self.unit = unit
+        self.path = path
+        self.problems = problems
+        self.end = unit.cu_offset + unit.size
+        self._children: dict[int, list[Any]] = {}
+        self._subtree_end: dict[int, int] = {}
+        #: Whether a walk of the unit's namespaces and classes has set their members' parents.
+        self.scopes_walked = False
+
+    def warn(self, message: str, offset: int) -> None:
+        line = str(ElfError(message, offset, path=self.path, section=".debug_info"))
+        if line not in self.problems:
+            self.problems.append(line)
+
+    def children(self, die: Any) -> list[Any]:
+        """The children of ``die`` (their parent set to it)."""
+        if not die.has_children:
+            return []
+        known = self._children.get(die.offset)
+        if known is not None:
+            return known
+        out: list[Any] = []
+        offset = die.offset + die.size
+        while offset < self.end:
+            child = self.unit.get_DIE_from_refaddr(offset)
+            child.set_parent(die)
+            if child.is_null():
+                break
+            out.append(child)
+            offset = self._next_sibling(child)
+        self._children[die.offset] = out
+        return out
+
+    def _next_sibling(self, child: Any) -> int:
+        after: int = child.offset + child.size
+        if not child.has_children:
+            return after
+        sibling = child.attributes.get("DW_AT_sibling")
+        if sibling is not None and sibling.form in _UNIT_REFERENCES:
+            target = self.unit.cu_offset + sibling.value
+            if after <= target <= self.end:
+                return int(target)
+            self.warn(f"DW_AT_sibling points to {target:#x}, not after the DIE", child.offset)
+        return self._scan_subtree(child)
+
+    def _scan_subtree(self, die: Any) -> int:
+        """Where the subtree of ``die`` (a DIE with children) ends: after the null entry that
+        closes it, found by reading the DIEs after it in order (each one's size moves
+        forward), through the ends already known."""
+        known = self._subtree_end.get(die.offset)
+        if known is not None:
+            return known
+        open_dies = [die.offset]
+        offset = die.offset + die.size
+        while open_dies and offset < self.end:
+            if offset in self._subtree_end:  # a subtree already scanned: skipped whole
+                offset = self._subtree_end[offset]
+                continue
+            entry = self.unit.get_DIE_from_refaddr(offset)
+            offset += entry.size
+            if entry.is_null():
+                self._subtree_end[open_dies.pop()] = offset
+            elif entry.has_children:
+                open_dies.append(entry.offset)
+        for unclosed in open_dies:  # the unit ended first
+            self._subtree_end[unclosed] = self.end
+        return self._subtree_end[die.offset]
+
+    def walk(self, roots: list[Any], descend: Callable[[Any], bool]) -> Iterator[Any]:
+        """``roots`` and, depth first, the children of each DIE for which ``descend`` is
+        true; a DIE reached a second time (a sibling pointer into another subtree) stops
+        that branch."""
+        seen: set[int] = set()
+        pending = list(reversed(roots))
+        while pending:
+            die = pending.pop()
+            if die.offset in seen:
+                self.warn("DIE reached twice: the walk stops there", die.offset)
+                continue
+            seen.add(die.offset)
+            yield die
+            if descend(die):
+                pending += reversed(self.children(die))
+
+
+#: The forms of a reference inside the unit (DWARF 5 7.5.5, class reference).
+_UNIT_REFERENCES = frozenset(
+    {"DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4", "DW_FORM_ref8", "DW_FORM_ref_udata"}
+)
 
 
 class SourceLines:
     """Source lines and inline chains of one ELF file's DWARF (a separate debug file, or the
-    file itself).  Keeps the file open: :meth:`close` it."""
+    file itself).  Keeps the file open: :meth:`close` it.  ``problems``: a line for each
+    damage met that cost some addresses their source (a DIE walk stopped, ...)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, problems: list[str] | None = None) -> None:
         self.path = path
+        self.problems: list[str] = [] if problems is None else problems
         self._image = ElfImage.open(path)
         self._dwarf: Any = None
         self._units: dict[int, _Unit | None] = {}
-        self._ranges: list[tuple[int, int, int]] | None = None  # (low, high, unit offset)
+        #: The DIE walkers of units read only for a DIE's parent (by unit offset).
+        self._walked: dict[int, _Dies] = {}
+        #: (low, high, unit offset) sorted, and the highest end up to each (for bisection).
+        self._ranges: list[tuple[int, int, int]] | None = None
+        self._reach: list[int] = []
         self._aranges: Any = None
         try:
             self._dwarf = self._image.dwarf()
@@ -169,17 +293,31 @@ class SourceLines:
         if offset is None:
             return None
         if offset not in self._units:
-            self._units[offset] = _Unit(self._dwarf, self._dwarf.get_CU_at(offset))
+            self._units[offset] = None  # a unit that fails to read is not read again
+            unit = self._dwarf.get_CU_at(offset)
+            self._units[offset] = _Unit(self._dwarf, unit, self._dies(unit))
         return self._units[offset]
 
+    def _dies(self, unit: Any) -> _Dies:
+        walked = self._walked.get(unit.cu_offset)
+        if walked is None:
+            walked = self._walked[unit.cu_offset] = _Dies(unit, self.path, self.problems)
+        return walked
+
     def _unit_by_ranges(self, address: int) -> int | None:
+        """The first unit (by its ranges' starts) whose ranges hold ``address``."""
         if self._ranges is None:
             self._ranges = []
             for unit in self._dwarf.iter_CUs():
                 for low, high in self._die_ranges(unit, unit.get_top_DIE()):
                     self._ranges.append((low, high, unit.cu_offset))
             self._ranges.sort()
-        for low, high, offset in self._ranges:
+            self._reach = list(itertools.accumulate((r[1] for r in self._ranges), max))
+        # The ranges that may hold it: from the first reaching past it to the last starting
+        # at or below it (one, unless ranges overlap).
+        first = bisect.bisect_right(self._reach, address)
+        last = bisect.bisect_right(self._ranges, (address, 1 << 64, 0))
+        for low, high, offset in self._ranges[first:last]:
             if low <= address < high:
                 return offset
         return None
@@ -218,13 +356,11 @@ class SourceLines:
         once per unit, in namespaces and classes too)."""
         if unit.functions is None:
             found: list[tuple[int, int, Any]] = []
-            pending = list(unit.top.iter_children())
-            while pending:
-                die = pending.pop()
+            dies = unit.dies
+            for die in dies.walk(dies.children(unit.top), _in_scope):
                 if die.tag == "DW_TAG_subprogram":
                     found += [(low, high, die) for low, high in self._die_ranges(unit.unit, die)]
-                elif die.tag in _SCOPES:
-                    pending += die.iter_children()
+            dies.scopes_walked = True
             found.sort(key=lambda entry: entry[0])
             unit.functions = ([entry[0] for entry in found], found)
         return unit.functions
@@ -239,8 +375,8 @@ class SourceLines:
             return []
         chain = [max(holding, key=lambda entry: entry[0])[2]]  # the innermost
         # Down through the inlined subroutines (and the lexical blocks around them) that hold
-        # the address.
-        children = list(chain[-1].iter_children())
+        # the address: each child list starts after its parent, so the descent moves forward.
+        children = list(unit.dies.children(chain[-1]))
         while children:
             die = children.pop(0)
             if die.tag in ("DW_TAG_inlined_subroutine", "DW_TAG_lexical_block") and self._holds(
@@ -248,9 +384,7 @@ class SourceLines:
             ):
                 if die.tag == "DW_TAG_inlined_subroutine":
                     chain.append(die)
-                children = list(die.iter_children())
-        if not chain:
-            return []
+                children = list(unit.dies.children(die))
         file, line = unit.line_at(address)
         language = unit.top.attributes.get("DW_AT_language")
         assembler = language is not None and language.value == _DW_LANG_MIPS_ASSEMBLER
@@ -275,7 +409,7 @@ class SourceLines:
         while die is not None and seen < 8:
             attributes = die.attributes
             if name is None and "DW_AT_name" in attributes:
-                name = _qualified(die, _text(attributes["DW_AT_name"].value))
+                name = self._qualified(die, _text(attributes["DW_AT_name"].value))
             for key in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
                 if mangled is None and key in attributes:
                     mangled = _text(attributes[key].value)
@@ -290,36 +424,53 @@ class SourceLines:
             seen += 1
         return name, mangled
 
+    def _qualified(self, die: Any, name: str) -> str:
+        """``name`` with the names of the namespaces and classes around ``die``, as gdb's
+        ``dwarf2_compute_name`` writes them; an unnamed class (a lambda's) ends the prefix, an
+        unnamed namespace is ``(anonymous namespace)``."""
+        parts = [name]
+        parent = self._parent(die)
+        depth = 0
+        while parent is not None and parent.tag in _SCOPES and depth < 32:
+            scope = parent.attributes.get("DW_AT_name")
+            if scope is None:
+                if parent.tag != "DW_TAG_namespace":
+                    break
+                parts.append("(anonymous namespace)")
+            else:
+                parts.append(_text(scope.value))
+            parent = self._parent(parent)
+            depth += 1
+        return "::".join(reversed(parts))
+
+    def _parent(self, die: Any) -> Any:
+        """The parent of ``die``, as a walk of its unit's scopes sets it (pyelftools' own
+        search for a parent follows DW_AT_sibling without a guard); None for a DIE that no
+        walk reaches.  ``_parent`` is where pyelftools keeps what ``set_parent`` set."""
+        if die._parent is None:
+            dies = self._dies(die.cu)
+            if not dies.scopes_walked:
+                dies.scopes_walked = True
+                for _ in dies.walk(dies.children(die.cu.get_top_DIE()), _in_scope):
+                    pass
+        return die._parent
+
 
 _SCOPES = ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type",
            "DW_TAG_union_type")
 
 
-def _qualified(die: Any, name: str) -> str:
-    """``name`` with the names of the namespaces and classes around ``die``, as gdb's
-    ``dwarf2_compute_name`` writes them; an unnamed class (a lambda's) ends the prefix, an
-    unnamed namespace is ``(anonymous namespace)``."""
-    parts = [name]
-    parent = die.get_parent()
-    depth = 0
-    while parent is not None and parent.tag in _SCOPES and depth < 32:
-        scope = parent.attributes.get("DW_AT_name")
-        if scope is None:
-            if parent.tag != "DW_TAG_namespace":
-                break
-            parts.append("(anonymous namespace)")
-        else:
-            parts.append(_text(scope.value))
-        parent = parent.get_parent()
-        depth += 1
-    return "::".join(reversed(parts))
+def _in_scope(die: Any) -> bool:
+    """Whether a walk for functions goes into ``die`` (a namespace or a class)."""
+    return die.tag in _SCOPES
 
 
-def source_lines(path: str) -> SourceLines | None:
+def source_lines(path: str, problems: list[str] | None = None) -> SourceLines | None:
     """The DWARF line and inline information of the ELF file at ``path``; None if it has no
-    ``.debug_info`` or cannot be read."""
+    ``.debug_info`` or cannot be read.  ``problems`` gets the damage met on the way
+    (:attr:`SourceLines.problems`)."""
     try:
-        lines = SourceLines(path)
+        lines = SourceLines(path, problems)
     except SFrameError:
         return None
     if not lines.available:

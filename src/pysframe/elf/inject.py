@@ -193,6 +193,7 @@ def _plan(
     # above every segment's memory, each page aligned, so that p_offset and p_vaddr agree
     # modulo the page size without writing out a .bss or padding the file up to its end.
     offset = _align(file_size, page)
+    _check_padding(offset - file_size, file_size, page)
     address = _align(end_address + _largest_dynamic_symbol(image), page)
     # The old entries, the new PT_LOAD, and PT_GNU_SFRAME unless an old one is reused.
     entry_size = phdr_struct(image.elfclass, image.big_endian).size
@@ -208,6 +209,7 @@ def _plan(
         )
         if not shift:
             raise _Unsafe(f"a loadable .sframe cannot be added safely: {reason}") from None
+        _check_padding(shift, file_size, page)
         offset = _align(file_size + shift, page)
         return InjectionPlan(
             offset,
@@ -231,6 +233,23 @@ def _plan(
         sframe_offset = _align(offset + moved.size, 8)
     sframe_address = _address_checked(image, address + (sframe_offset - offset))
     return InjectionPlan(offset, address, table_size, sframe_offset, sframe_address, page, moved)
+
+
+#: Zero bytes a layout may add to a file (alignment padding, a lowered first segment): this
+#: many, or as many as the file holds, whichever is more.  A 2 MiB page (the largest that
+#: linkers use, -z max-page-size) pads at most 2 MiB; a p_align of 2**30 asks a gigabyte.
+MAX_PADDING = 16 << 20
+
+
+def _check_padding(padding: int, file_size: int, page: int) -> None:
+    """ElfError (_Unsafe), before anything is allocated, when the layout adds more than
+    :data:`MAX_PADDING` bytes (or the file's size, if larger) to the file."""
+    allowed = max(MAX_PADDING, file_size)
+    if padding > allowed:
+        raise _Unsafe(
+            f"the PT_LOAD alignment {page:#x} would add {padding} bytes of padding to a file of "
+            f"{file_size} (at most {allowed}): layout refused"
+        )
 
 
 def _address_checked(image: ElfImage, address: int) -> int:

@@ -23,6 +23,7 @@ its entry.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import ElfError
 from .image import ElfImage, ElfSection
@@ -41,7 +42,10 @@ from .layout import (
     rela64_dtype,
     sym_dtype,
 )
-from .symbols import SymbolRecord, symbol_name
+from .symbols import SymbolRecord, symbol_names
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The sections that hold PLT entries (GNU ld; .plt.bnd is the MPX name of .plt.sec).
 PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got", ".plt.bnd")
@@ -101,7 +105,7 @@ def _x86_64_slot(entry: bytes, address: int) -> int | None:
     if entry[at : at + 2] != _JMP_RIP or len(entry) < at + 6:
         return None
     displacement = int.from_bytes(entry[at + 2 : at + 6], "little", signed=True)
-    return address + at + 6 + displacement
+    return _address(address + at + 6 + displacement)
 
 
 def _s390x_slot(entry: bytes, address: int) -> int | None:
@@ -109,7 +113,13 @@ def _s390x_slot(entry: bytes, address: int) -> int | None:
     stores registers first: none)."""
     if entry[:2] != _LARL_R1 or len(entry) < 6:
         return None
-    return address + 2 * int.from_bytes(entry[2:6], "big", signed=True)
+    return _address(address + 2 * int.from_bytes(entry[2:6], "big", signed=True))
+
+
+def _address(slot: int) -> int | None:
+    """``slot`` when it is an address (a displacement may point below 0 or past 2**64: such
+    an entry jumps through no slot)."""
+    return slot if 0 <= slot < 1 << 64 else None
 
 
 def _aarch64_symbols(image: ElfImage) -> list[SymbolRecord]:
@@ -160,12 +170,10 @@ def _relocation_names(
         entries = entries[np.isin(entries["offset"], np.array(sorted(slots), dtype=np.uint64))]
     if not len(entries):
         return {}
-    symbols = _dynamic_symbols(image, section.link, image.sections())
+    symbols = _dynamic_symbol_names(image, section.link, entries["info"] >> np.uint64(32))
     names: dict[int, str] = {}
-    for offset, info, addend in entries.tolist():
-        index = info >> 32
-        if index:
-            name = symbols(index)
+    for (offset, info, addend), name in zip(entries.tolist(), symbols, strict=True):
+        if info >> 32:
             names[offset] = f"{name}+{addend:#x}" if addend else name
         else:
             names[offset] = f"*ABS*+{addend:#x}"
@@ -184,22 +192,25 @@ def _dynamic_tags(image: ElfImage) -> set[int]:
     return set(np.frombuffer(data, dtype=entry, count=len(data) // entry.itemsize)["tag"].tolist())
 
 
-def _dynamic_symbols(
-    image: ElfImage, link: int, sections: list[ElfSection]
-) -> Callable[[int], str]:
-    """A function from a symbol index of the table at section ``link`` to its name (without
-    a version)."""
+def _dynamic_symbol_names(image: ElfImage, link: int, indexes: np.ndarray) -> list[str]:
+    """The names (without a version) of the symbols at ``indexes`` of the table at section
+    ``link``; empty for an index past its end (read in bulk: :func:`symbol_names`)."""
     import numpy as np
 
+    sections = image.sections()
     table = sections[link]
     if not 0 < table.link < len(sections):
-        raise ElfError(f"{image.path}: {table.name} links to no string table ({table.link})")
+        raise ElfError(
+            f"links to no string table ({table.link})", path=image.path, section=table.name
+        )
     dtype = sym_dtype(image.elfclass, image.big_endian)
     data = table.data()
     entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
     strings = sections[table.link].data()
-
-    def name(index: int) -> str:
-        return symbol_name(strings, int(entries[index]["name"])) if index < len(entries) else ""
-
-    return name
+    inside = indexes < len(entries)
+    offsets = np.full(len(indexes), len(strings), dtype=np.int64)  # past the end: ""
+    offsets[inside] = entries["name"][indexes[inside].astype(np.int64)]
+    try:
+        return symbol_names(strings, offsets, section=sections[table.link].name)
+    except ElfError as error:
+        raise error.at(path=image.path) from None

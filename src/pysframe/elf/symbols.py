@@ -55,17 +55,58 @@ class SymbolRecord:
     is_global: bool = True
 
 
+#: The names read from one string table may add up to this many times its size (plus 1 MiB):
+#: names share bytes only where one is the tail of another (a linker's suffix merging), so more
+#: means names laid over each other to multiply the table.
+MAX_NAME_BYTES_FACTOR = 4
+
+
 def symbol_name(strings: bytes, at: int) -> str:
     """The name at ``at`` in a string table, without its version (``@GLIBC_2.2.5``,
-    ``@@GLIBC_2.14``), as gdb records it; empty past the table's end."""
+    ``@@GLIBC_2.14``), as gdb records it; it ends at its NUL or at the table's end (BFD ends
+    a table without a final NUL there: ``bfd_elf_get_str_section``); empty past the table's
+    end.  The reference for :func:`symbol_names`."""
     end = strings.find(b"\0", at)
     raw = strings[at : end if end >= 0 else len(strings)]
     return raw.decode("utf-8", "replace").split("@", 1)[0]
 
 
-def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
+def symbol_names(
+    strings: bytes, offsets: Sequence[int] | np.ndarray, *, section: str | None = None
+) -> list[str]:
+    """:func:`symbol_name` of each offset, in bulk: the table's NULs are found once, so each
+    name costs its own bytes, never a search through the rest of the table.  ElfError when the
+    names add up to more than :data:`MAX_NAME_BYTES_FACTOR` times the table (plus 1 MiB):
+    names laid over each other, each running to a far NUL or to the table's end."""
+    import numpy as np
+
+    starts = np.asarray(offsets, dtype=np.int64)
+    size = len(strings)
+    nuls = np.flatnonzero(np.frombuffer(strings, dtype=np.uint8) == 0)
+    following = np.searchsorted(nuls, np.minimum(starts, size))
+    ends = np.append(nuls, size)[following]
+    lengths = np.maximum(ends - starts, 0)
+    limit = MAX_NAME_BYTES_FACTOR * size + (1 << 20)
+    total = int(lengths.sum())
+    if total > limit:
+        raise ElfError(
+            f"{len(starts)} names of {total} bytes in all from a {size}-byte string table "
+            f"(more than {limit}): names laid over each other, not read",
+            section=section,
+        )
+    return [
+        strings[start:end].decode("utf-8", "replace").split("@", 1)[0] if end > start else ""
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+
+
+def read_function_symbols(
+    image: ElfImage, table: str, layout: dict[int, int] | None = None
+) -> list[SymbolRecord]:
     """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); empty
-    if the file has no such table.  ElfError when the table or its strings are unreadable."""
+    if the file has no such table.  ``layout`` (a relocatable object's sections laid out,
+    :func:`pysframe.elf.relocation.object_layout`) adds to each symbol's value the address of
+    the section it is defined in.  ElfError when the table or its strings are unreadable."""
     import numpy as np
 
     section = image.section(table)
@@ -73,7 +114,9 @@ def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
         return []
     sections = image.sections()
     if not 0 < section.link < len(sections):
-        raise ElfError(f"{image.path}: {table} links to no string table ({section.link})")
+        raise ElfError(
+            f"links to no string table ({section.link})", path=image.path, section=table
+        )
     dtype = sym_dtype(image.elfclass, image.big_endian)
     data = section.data()
     entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
@@ -84,20 +127,37 @@ def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
     if not len(chosen):
         return []
     strings = sections[section.link].data()
-    records = []
+    name_offsets = chosen["name"]
+    past = name_offsets >= len(strings)
+    if past.any():
+        name_at = int(name_offsets[past][0])
+        raise ElfError(
+            f"a symbol name at {name_at:#x} is past the end of its {len(strings)}-byte string "
+            "table",
+            path=image.path,
+            section=table,
+        )
+    try:
+        names = symbol_names(strings, name_offsets, section=table)
+    except ElfError as error:
+        raise error.at(path=image.path) from None
     binds = (chosen["info"] >> 4).tolist()
     kinds = (chosen["info"] & 0xF).tolist()
-    for name_at, value, size, bind, kind in zip(
-        chosen["name"].tolist(), chosen["value"].tolist(), chosen["size"].tolist(), binds, kinds,
-        strict=True,
-    ):
-        if name_at >= len(strings):
-            raise ElfError(f"{image.path}: {table}: a symbol name at {name_at:#x} is past the "
-                           f"end of its {len(strings)}-byte string table")
-        name = symbol_name(strings, name_at)
-        if name:
-            records.append(SymbolRecord(value, size, name, bind != STB_LOCAL and kind == STT_FUNC))
-    return records
+    values = chosen["value"].tolist()
+    if layout is not None:
+        sections_of = chosen["shndx"].tolist()
+        # Addresses wrap at 2**64 as the file's own would (a layout past a damaged size).
+        values = [
+            (v + layout.get(i, 0)) & 0xFFFF_FFFF_FFFF_FFFF
+            for v, i in zip(values, sections_of, strict=True)
+        ]
+    return [
+        SymbolRecord(value, size, name, bind != STB_LOCAL and kind == STT_FUNC)
+        for name, value, size, bind, kind in zip(
+            names, values, chosen["size"].tolist(), binds, kinds, strict=True
+        )
+        if name
+    ]
 
 
 class FunctionSymbols:
@@ -268,4 +328,11 @@ def find_in_objfiles(
     return list(zip(best_table.tolist(), best_index.tolist(), strict=True))
 
 
-__all__ = ["FunctionSymbols", "SymbolRecord", "find_in_objfiles", "read_function_symbols"]
+__all__ = [
+    "FunctionSymbols",
+    "SymbolRecord",
+    "find_in_objfiles",
+    "read_function_symbols",
+    "symbol_name",
+    "symbol_names",
+]

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import os
 import struct
+from typing import BinaryIO
 
 from ..elf.image import ElfImage, ElfSegment, iter_notes
 from ..elf.layout import (
@@ -53,7 +55,7 @@ from .loadmap import (
     va_bits_for,
     va_bits_from_pac_mask,
 )
-from .modules import AT_SYSINFO_EHDR, Mapping, auxv_entries
+from .mappings import AT_SYSINFO_EHDR, Mapping, auxv_entries
 from .ptrace import ThreadState, registers_from_gregs, s390x_fpr_registers
 
 NT_PRSTATUS = 1
@@ -78,7 +80,10 @@ class CoreFile:
 
     def __init__(self, path: str, exe: str | None = None, sysroot: str | None = None) -> None:
         self.path = path
-        self._file_fds: dict[str, int | None] = {}
+        #: Lines to warn with (``FILE: why``): NT_FILE or link_map names that leave the sysroot.
+        self.warnings: list[str] = []
+        self._files: dict[str, BinaryIO | None] = {}
+        self._by_start: list[Mapping] | None = None
         self._image = self._open(path)
         try:
             self.size = self._image.file_size
@@ -101,6 +106,7 @@ class CoreFile:
                     self._override_exe(exe)
                 if sysroot is not None:
                     self._apply_sysroot(sysroot, exe)
+            self._by_start = _disjoint(self.mappings)
         except BaseException:
             self.close()
             raise
@@ -112,15 +118,15 @@ class CoreFile:
         try:
             file = open_input(path)  # the image closes it
         except InputError as error:
-            raise CoreFileError(str(error)) from None
+            raise CoreFileError(error.message, path=error.path or path) from None
         try:
             if file.read(4) != ELF_MAGIC:
-                raise CoreFileError(f"{path}: not an ELF file")
+                raise CoreFileError("not an ELF file", path=path)
             file.seek(0)
             return ElfImage(path, file)
         except ElfError as error:
             file.close()
-            raise CoreFileError(str(error)) from None
+            raise CoreFileError(error.message, error.offset, path=error.path or path) from None
         except BaseException:
             file.close()
             raise
@@ -128,32 +134,33 @@ class CoreFile:
     def _check_present(self, offset: int, size: int, what: str) -> None:
         if offset + size > self.size:
             raise CoreFileError(
-                f"{self.path}: core file truncated: {what} needs bytes {offset:#x}-"
-                f"{offset + size:#x}, the file has {self.size:#x}"
+                f"core file truncated: {what} needs bytes {offset:#x}-{offset + size:#x}, "
+                f"the file has {self.size:#x}",
+                path=self.path,
             )
 
     def _read_headers(self) -> None:
         image, header = self._image, self._image.header
         if image.elfclass != 64:
-            raise CoreFileError(f"{self.path}: only 64-bit core files are supported")
+            raise CoreFileError("only 64-bit core files are supported", path=self.path)
         self.big_endian = image.big_endian
         self._order = byte_order(self.big_endian)
         if image.e_type != ET_CORE:
-            raise CoreFileError(f"{self.path}: not a core file (ELF type {image.e_type})")
+            raise CoreFileError(f"not a core file (ELF type {image.e_type})", path=self.path)
         abi = image.abi
         if abi is None:
-            raise CoreFileError(f"{self.path}: unsupported machine {image.machine}")
+            raise CoreFileError(f"unsupported machine {image.machine}", path=self.path)
         self.abi = abi
         entry_size = phdr_struct(64, self.big_endian).size
         if header.phentsize != entry_size or header.phnum == 0:
             raise CoreFileError(
-                f"{self.path}: bad program header table ({header.phnum} x {header.phentsize})"
+                f"bad program header table ({header.phnum} x {header.phentsize})", path=self.path
             )
         self._check_present(header.phoff, entry_size * header.phnum, "the program header table")
         try:
             segments = image.segments()
         except ElfError as error:
-            raise CoreFileError(str(error)) from None
+            raise CoreFileError(error.message, error.offset, path=self.path) from None
         self.segments: list[ElfSegment] = sorted(
             (s for s in segments if s.type == PT_LOAD), key=lambda segment: segment.vaddr
         )
@@ -161,15 +168,16 @@ class CoreFile:
         needed = max((s.offset + s.filesz for s in self.segments if s.filesz), default=0)
         if needed > self.size:
             raise CoreFileError(
-                f"{self.path}: core file truncated: its segments need {needed:#x} bytes, "
-                f"the file has {self.size:#x}"
+                f"core file truncated: its segments need {needed:#x} bytes, the file has "
+                f"{self.size:#x}",
+                path=self.path,
             )
 
     def _read_notes(self) -> None:
         for segment in self._notes:
             if segment.filesz > _MAX_NOTES:
                 raise CoreFileError(
-                    f"{self.path}: note segment of {segment.filesz} bytes is too big"
+                    f"note segment of {segment.filesz} bytes is too big", path=self.path
                 )
             self._check_present(segment.offset, segment.filesz, "the notes")
             data = self._image.segment_data(segment)
@@ -188,31 +196,38 @@ class CoreFile:
                     elif n_type == NT_PRFPREG and self.abi is Abi.S390X_ENDIAN_BIG:
                         self._add_s390x_fprs(desc)
             except ElfError as error:
-                raise CoreFileError(f"{self.path}: {error}") from None
+                raise CoreFileError(error.message, error.offset, path=self.path) from None
         if not self.threads:
-            raise CoreFileError(f"{self.path}: no thread (NT_PRSTATUS) in the core file")
+            raise CoreFileError("no thread (NT_PRSTATUS) in the core file", path=self.path)
 
     def _add_thread(self, desc: bytes) -> None:
         if len(desc) < _PR_REG_OFFSET:
-            raise CoreFileError(f"{self.path}: NT_PRSTATUS note of {len(desc)} bytes is too short")
+            raise CoreFileError(
+                f"NT_PRSTATUS note of {len(desc)} bytes is too short", path=self.path
+            )
         (pid,) = struct.unpack_from(self._order + "i", desc, _PR_PID_OFFSET)
-        registers = registers_from_gregs(self.abi, desc[_PR_REG_OFFSET:])
+        try:
+            registers = registers_from_gregs(self.abi, desc[_PR_REG_OFFSET:])
+        except UnwindError as error:
+            raise CoreFileError(
+                f"NT_PRSTATUS note of {len(desc)} bytes: {error.message}", path=self.path
+            ) from None
         self.threads.append(ThreadState(pid, registers))
 
     def _add_files(self, desc: bytes) -> None:
         header = struct.Struct(self._order + _NT_FILE_HEADER)
         entry = struct.Struct(self._order + _NT_FILE_ENTRY)
         if len(desc) < header.size:
-            raise CoreFileError(f"{self.path}: NT_FILE note is too short")
+            raise CoreFileError("NT_FILE note is too short", path=self.path)
         count, page_size = header.unpack_from(desc, 0)
         names_at = header.size + entry.size * count
         if names_at > len(desc):
             raise CoreFileError(
-                f"{self.path}: NT_FILE note lists {count} files in {len(desc)} bytes"
+                f"NT_FILE note lists {count} files in {len(desc)} bytes", path=self.path
             )
         names = desc[names_at:].split(b"\0")
         if len(names) < count:
-            raise CoreFileError(f"{self.path}: NT_FILE note has fewer names than mappings")
+            raise CoreFileError("NT_FILE note has fewer names than mappings", path=self.path)
         for index in range(count):
             start, end, page_offset = entry.unpack_from(desc, header.size + entry.size * index)
             path = os.fsdecode(names[index])
@@ -252,36 +267,42 @@ class CoreFile:
         """No NT_FILE: place ``exe`` and find the shared objects in the core's memory."""
         if exe is None:
             raise CoreFileError(
-                f"{self.path}: the core file does not list its mapped files (no NT_FILE note): "
-                "name its executable with --exe"
+                "the core file does not list its mapped files (no NT_FILE note): "
+                "name its executable with --exe",
+                path=self.path,
             )
         try:
             layout = ElfLayout.read(exe)
         except SFrameError as error:
-            raise CoreFileError(str(error)) from None
+            raise CoreFileError(error.message, error.offset, path=error.path or exe) from None
         regions = tuple(Region(s.vaddr, s.vaddr + s.memsz, s.flags) for s in self.segments)
         space = AddressSpace(
             self.path, self.abi, self.read_memory, self.read_dumped, self.auxv, regions
         )
         bias = place_executable(space, layout)
         self.mappings = layout.mappings(bias, space.page_size)
-        self.mappings += shared_object_mappings(space, layout, bias, sysroot)
+        self.mappings += shared_object_mappings(space, layout, bias, sysroot, self.warnings)
 
     def _apply_sysroot(self, sysroot: str, exe: str | None) -> None:
         """NT_FILE paths are the dumping machine's: look for each under ``sysroot`` first."""
-        moved = []
+        found: dict[str, str] = {}  # each path looked for once, however many mappings it has
         for mapping in self.mappings:
             path = mapping.path
-            if path != exe:
-                path = next((p for p in lookup_paths(path, sysroot) if os.path.exists(p)), path)
-            moved.append(dataclasses.replace(mapping, path=path))
-        self.mappings = moved
+            if path != exe and path not in found:
+                found[path] = next(
+                    (p for p in lookup_paths(path, sysroot, self.warnings) if os.path.exists(p)),
+                    path,
+                )
+        self.mappings = [
+            dataclasses.replace(mapping, path=found.get(mapping.path, mapping.path))
+            for mapping in self.mappings
+        ]
 
     def _override_exe(self, exe: str) -> None:
         """Map the main executable's NT_FILE entries to ``exe``."""
         old = self.executable
         if old is None:
-            raise CoreFileError(f"{self.path}: cannot tell which mapping is the executable")
+            raise CoreFileError("cannot tell which mapping is the executable", path=self.path)
         self.mappings = [
             Mapping(m.start, m.end, m.file_offset, exe if m.path == old else m.path)
             for m in self.mappings
@@ -335,28 +356,41 @@ class CoreFile:
         return self._read_mapped_file(address, size)
 
     def _read_mapped_file(self, address: int, size: int) -> bytes:
-        for mapping in self.mappings:
-            if mapping.start <= address < mapping.end:
-                fd = self._file(mapping.path)
-                if fd is None:
-                    return b""
-                count = min(size, mapping.end - address)
-                return os.pread(fd, count, mapping.file_offset + address - mapping.start)
-        return b""
+        mapping = self._mapping_at(address)
+        if mapping is None:
+            return b""
+        file = self._file(mapping.path)
+        if file is None:
+            return b""
+        count = min(size, mapping.end - address)
+        return os.pread(file.fileno(), count, mapping.file_offset + address - mapping.start)
 
-    def _file(self, path: str) -> int | None:
-        if path not in self._file_fds:
+    def _mapping_at(self, address: int) -> Mapping | None:
+        """The first mapping (in NT_FILE order) holding ``address``: by bisection when the
+        mappings do not overlap (as the kernel writes them), else one by one."""
+        if self._by_start is None:
+            return next((m for m in self.mappings if m.start <= address < m.end), None)
+        index = bisect.bisect_right(self._by_start, address, key=lambda m: m.start) - 1
+        if index >= 0 and address < self._by_start[index].end:
+            return self._by_start[index]
+        return None
+
+    def _file(self, path: str) -> BinaryIO | None:
+        """The mapped file at ``path``, opened once as every input is
+        (:func:`pysframe.input.open_input`: a FIFO or a device is not read); None when it
+        cannot be."""
+        if path not in self._files:
             try:
-                self._file_fds[path] = os.open(path, os.O_RDONLY)
-            except OSError:
-                self._file_fds[path] = None
-        return self._file_fds[path]
+                self._files[path] = open_input(path)
+            except InputError:
+                self._files[path] = None
+        return self._files[path]
 
     def close(self) -> None:
-        for fd in self._file_fds.values():
-            if fd is not None:
-                os.close(fd)
-        self._file_fds.clear()
+        for file in self._files.values():
+            if file is not None:
+                file.close()
+        self._files.clear()
         self._image.close()
 
     def __enter__(self) -> CoreFile:
@@ -364,6 +398,15 @@ class CoreFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _disjoint(mappings: list[Mapping]) -> list[Mapping] | None:
+    """``mappings`` sorted by start when no two overlap (then the first holding an address is
+    the only one), else None."""
+    ordered = sorted(mappings, key=lambda m: m.start)
+    if any(first.end > second.start for first, second in itertools.pairwise(ordered)):
+        return None
+    return ordered
 
 
 __all__ = ["CoreFile", "CoreFileError"]

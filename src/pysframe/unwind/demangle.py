@@ -11,12 +11,38 @@
 
 A name that does not demangle, or a demangler that is not installed, leaves the name as it is:
 a stack trace never fails for want of a demangler.
+
+Demangled names are bounded in length and time.  A name's back-references (``S_``, ``T_``,
+Rust's ``B…_``) each repeat an earlier part of it, so a few hundred bytes may demangle to
+hundreds of MB (each reference doubling the last): ``__cxa_demangle`` cannot be stopped once
+called, nor told a size.  So:
+
+* :func:`length_bound` gives, in one pass over the name, a length the demangled name cannot
+  exceed (every literal byte writes at most :data:`_BYTE_LENGTH` characters, every reference
+  at most all that came before it, every pack expansion repeats what follows as many times as
+  what came before); a name whose bound is at most :data:`IN_PROCESS_BOUND` is demangled here
+  (nearly all: the bound of 95% of libLLVM's 45,000 names is under it);
+* any other name is demangled by a worker process under a memory limit and a time limit
+  (:data:`WORKER_MEMORY`, :data:`WORKER_SECONDS`); a name it cannot finish within them stays
+  mangled;
+* a demangled name longer than :data:`MAX_DEMANGLED` characters stays mangled.
+
+A name left mangled for its size or time says so (:func:`demangle_checked`), for a warning.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import re
-from collections.abc import Callable
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 _RUST_LEGACY_HASH = re.compile(r"::h[0-9a-f]{16}$")
@@ -52,15 +78,142 @@ def _load() -> None:
         _rust = None
 
 
+#: A demangled name longer than this many characters stays mangled.
+MAX_DEMANGLED = 1 << 16
+#: Names whose :func:`length_bound` is at most this are demangled in this process (1 Mi
+#: characters: tens of milliseconds at most).
+IN_PROCESS_BOUND = 1 << 20
+#: The worker's limits, for one name: seconds, and bytes of address space.
+WORKER_SECONDS = 0.5
+WORKER_MEMORY = 512 << 20
+#: After this many names that exhausted the worker's limits, the others it would get stay
+#: mangled at once (a file full of them costs seconds, not minutes).
+WORKER_FAILURES = 4
+#: The most characters one byte of a mangled name writes that is not a reference: the
+#: verbose ``Ss`` (``std::basic_string<char, std::char_traits<char>, std::allocator<char> >``,
+#: 71 for 2), ``TA`` (``template parameter object for ``, 30 for 2), ``y`` (``unsigned long
+#: long``) and the like, with the ``, `` and ``::`` around them.
+_BYTE_LENGTH = 36
+#: Back-references (substitutions ``S[seq-id]_``, template parameters ``T[n]_``, lambda
+#: template parameters ``TL[n]_[n]_``; Rust v0 ``B[base-62]_``), pack expansions (``Dp``,
+#: ``sp``), and conversion operators (``cv``, whose template parameters may refer forward).
+_ITANIUM_EXPANDING = re.compile(r"S[0-9A-Z]*_|TL[0-9]*_[0-9]*_|T[0-9]*_|Dp|sp|cv")
+_RUST_EXPANDING = re.compile(r"B[0-9a-zA-Z]*_")
+
+
+def length_bound(name: str, limit: int = IN_PROCESS_BOUND) -> int | None:
+    """A length the demangling of ``name`` cannot exceed, or None when it may exceed
+    ``limit`` (or is not bounded this way: a conversion operator).  Linear in the name; every
+    reference counts, even a byte sequence of an identifier that reads like one."""
+    expanding = _RUST_EXPANDING if name.startswith("_R") else _ITANIUM_EXPANDING
+    tokens = expanding.findall(name, 2)
+    if not any(t in ("cv", "Dp", "sp") for t in tokens):
+        # Most names: each reference at most doubles what came before.
+        quick = _BYTE_LENGTH * len(name) << len(tokens)
+        if quick <= limit:
+            return quick
+    bound, repeat, at = 0, 1, 2
+    for match in expanding.finditer(name, 2):
+        bound += repeat * _BYTE_LENGTH * (match.start() - at)
+        token, at = match.group(), match.end()
+        if token == "cv":
+            return None
+        if token in ("Dp", "sp"):
+            repeat *= max(bound, 1)  # what follows, once for each element of the pack
+            bound += repeat * _BYTE_LENGTH * 2
+        else:
+            bound += repeat * bound  # all that came before, at most
+        if bound > limit:
+            return None
+    bound += repeat * _BYTE_LENGTH * (len(name) - at)
+    return bound if bound <= limit else None
+
+
+#: Why each name left mangled for its size or time was (see :func:`demangle_checked`).
+_LEFT_MANGLED: dict[str, str] = {}
+#: Answers of the worker for names :func:`demangle_many` sent it, taken by :func:`demangle`.
+_FROM_WORKER: dict[str, str | _Refused] = {}
+
+
 @lru_cache(maxsize=1 << 16)
 def demangle(name: str) -> str:
-    """``name`` demangled, or ``name`` itself when it is not a mangled C++ or Rust name or no
-    demangler for it is installed."""
+    """``name`` demangled, or ``name`` itself when it is not a mangled C++ or Rust name, no
+    demangler for it is installed, or its demangled name is too long or too slow to make
+    (:func:`demangle_checked` says why)."""
     if not name.startswith(("_Z", "_R")):
         return name
     base, at, suffix = name.partition("@")  # a PLT entry's NAME@plt: NAME demangled, as gdb
     if at:
-        return demangle(base) + at + suffix
+        text = demangle(base)
+        if base in _LEFT_MANGLED:
+            _LEFT_MANGLED[name] = _LEFT_MANGLED[base]
+        return text + at + suffix
+    if not _loaded:
+        _load()
+    answer = _FROM_WORKER.pop(name, None)  # sent by demangle_many
+    if answer is None and length_bound(name) is not None:
+        text = demangle_unbounded(name)
+    else:
+        answer = answer or _WORKER.demangle([name])[name]
+        if isinstance(answer, _Refused):
+            _LEFT_MANGLED[name] = answer.why
+            return name
+        text = answer
+    if len(text) > MAX_DEMANGLED:
+        _LEFT_MANGLED[name] = (
+            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
+        )
+        return name
+    return text
+
+
+def demangle_many(names: Iterable[str]) -> list[str]:
+    """:func:`demangle` of each name; the names that go to the worker process go together
+    (one exchange for many names, not one each)."""
+    names = list(names)
+    if not _loaded:
+        _load()
+    bases = {name.partition("@")[0] for name in names if name.startswith(("_Z", "_R"))}
+    bounded = {base for base in bases if length_bound(base) is not None}
+    needing = [b for b in bases if b not in bounded and b not in _LEFT_MANGLED]
+    if needing:
+        _FROM_WORKER.update(_WORKER.demangle(needing))
+    try:
+        return [
+            demangle(name) if name not in bounded else _bounded(name) for name in names
+        ]
+    finally:
+        for base in needing:  # those demangle() had already: not kept
+            _FROM_WORKER.pop(base, None)
+
+
+@lru_cache(maxsize=1 << 16)
+def _bounded(name: str) -> str:
+    """:func:`demangle` of a name whose :func:`length_bound` is known to hold (a plain name
+    with no ``@`` suffix), without computing it again."""
+    text = demangle_unbounded(name)
+    if len(text) > MAX_DEMANGLED:
+        _LEFT_MANGLED[name] = (
+            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
+        )
+        return name
+    return text
+
+
+def demangle_checked(name: str) -> tuple[str, str | None]:
+    """(:func:`demangle` of ``name``, and when it stayed mangled for its size or time, a line
+    to warn with saying so; else None)."""
+    text = demangle(name)
+    why = _LEFT_MANGLED.get(name) if text == name else None
+    if why is None:
+        return text, None
+    shown = name if len(name) <= 80 else f"{name[:80]}..."
+    return text, f"{shown}: left mangled ({why})"
+
+
+def demangle_unbounded(name: str) -> str:
+    """``name`` demangled by the demanglers themselves, with no bound (see the module's
+    text): for names :func:`length_bound` has bounded, and for the worker process."""
     if not _loaded:
         _load()
     try:
@@ -118,4 +271,178 @@ def demangler_available() -> bool:
     return _cxx is not None
 
 
-__all__ = ["bare_name", "demangle", "demangler_available"]
+# ---------------------------------------------------------------------------------------------
+# The worker process: names not bounded by length_bound are demangled there, under limits.
+# Frames: a u32 length then UTF-8 bytes; the answer's first byte says what it is.
+
+_FRAME = struct.Struct("<I")
+_DONE, _TOO_LONG = 0, 1
+#: Names sent at once: at most this many bytes, so that the writes never wait on the worker
+#: (a pipe holds 64 KiB).
+_BATCH_BYTES = 32 << 10
+
+
+class _Refused:
+    """A name the worker did not demangle, and why."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class _Worker:
+    """The worker process, started on the first name that needs it and again after one it
+    could not finish (killed at its limits); given up after :data:`WORKER_FAILURES`."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self.failures = 0
+
+    def demangle(self, names: list[str]) -> dict[str, str | _Refused]:
+        """Each name demangled, or why not.  Names go in batches that fit a pipe's buffer
+        (the worker answers each as it goes); a name the worker dies on, or does not answer
+        in time, is refused, and the batch goes on in a new worker."""
+        out: dict[str, str | _Refused] = {}
+        queue = list(dict.fromkeys(names))
+        while queue:
+            if self.failures >= WORKER_FAILURES:
+                for name in queue:
+                    out[name] = _Refused(f"{WORKER_FAILURES} names already took more than "
+                                         "the demangler's limits")
+                return out
+            batch: list[str] = []
+            size = 0
+            while queue and (not batch or size + len(queue[0]) * 4 < _BATCH_BYTES):
+                batch.append(queue.pop(0))
+                size += len(batch[-1]) * 4
+            answered = self._run(batch, out)
+            if answered < len(batch):
+                self._stop()
+                self.failures += 1
+                out[batch[answered]] = _Refused(
+                    f"its demangling takes more than {WORKER_SECONDS} s or "
+                    f"{WORKER_MEMORY >> 20} MiB"
+                )
+                queue[:0] = batch[answered + 1 :]
+        return out
+
+    def _run(self, batch: list[str], out: dict[str, str | _Refused]) -> int:
+        """Send ``batch`` and read the answers into ``out``; how many came."""
+        try:
+            process = self._started()
+            assert process.stdin is not None and process.stdout is not None
+            frames = b""
+            for name in batch:
+                data = name.encode("utf-8", "surrogateescape")
+                frames += _FRAME.pack(len(data)) + data
+            process.stdin.write(frames)
+            process.stdin.flush()
+            for index, name in enumerate(batch):
+                answer = _read_frame(process.stdout, WORKER_SECONDS + 2)
+                if answer is None:
+                    return index
+                if answer[0] == _TOO_LONG:
+                    out[name] = _Refused(
+                        f"its demangled name is longer than {MAX_DEMANGLED} characters"
+                    )
+                else:
+                    out[name] = answer[1:].decode("utf-8", "surrogateescape")
+        except (OSError, ValueError):
+            return sum(1 for name in batch if name in out)
+        return len(batch)
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            package = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+            environment = dict(os.environ)
+            environment["PYTHONPATH"] = os.pathsep.join(
+                p for p in (package, environment.get("PYTHONPATH")) if p
+            )
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", "from pysframe.unwind.demangle import serve; serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment,
+            )
+        return self._process
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def close(self) -> None:
+        """End the worker (at exit): its input closed, it returns."""
+        if self._process is not None:
+            with contextlib.suppress(OSError, ValueError):
+                assert self._process.stdin is not None
+                self._process.stdin.close()
+            try:
+                self._process.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                self._stop()
+            self._process = None
+
+
+def _read_frame(stream: object, seconds: float) -> bytes | None:
+    """One frame from the worker within ``seconds``; None if it does not come (the worker
+    died at its limits, or hangs)."""
+    fd = stream.fileno()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + seconds
+    data = b""
+    need = _FRAME.size
+    size: int | None = None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, need - len(data))
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) == need:
+            if size is not None:
+                return data
+            (size,) = _FRAME.unpack(data)
+            data, need = b"", size
+            if not need:
+                return b""
+
+
+def serve() -> None:
+    """The worker's loop: limits itself (address space, and a timer per name whose signal
+    ends the process), then demangles each name it is sent."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while header := source.read(_FRAME.size):
+        (size,) = _FRAME.unpack(header)
+        name = source.read(size).decode("utf-8", "surrogateescape")
+        signal.setitimer(signal.ITIMER_REAL, WORKER_SECONDS)
+        try:
+            text = demangle_unbounded(name)
+        except MemoryError:
+            text = name + "\0"  # too long (no demangled name holds a NUL)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if len(text) > MAX_DEMANGLED or "\0" in text:
+            answer = bytes([_TOO_LONG])
+        else:
+            answer = bytes([_DONE]) + text.encode("utf-8", "surrogateescape")
+        sink.write(_FRAME.pack(len(answer)) + answer)
+        sink.flush()
+
+
+_WORKER = _Worker()
+atexit.register(_WORKER.close)
+
+__all__ = [
+    "IN_PROCESS_BOUND",
+    "MAX_DEMANGLED",
+    "bare_name",
+    "demangle",
+    "demangle_checked",
+    "demangle_many",
+    "demangle_unbounded",
+    "demangler_available",
+    "length_bound",
+]

@@ -24,11 +24,13 @@ For address spaces that do not list their mapped files: core files without an NT
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..elf.image import ElfImage, ElfSegment, iter_notes
+from ..elf.image import ElfImage, ElfSegment, is_elf_file, iter_notes
 from ..elf.layout import (
     AT_BASE,
     AT_ENTRY,
@@ -37,7 +39,6 @@ from ..elf.layout import (
     DT_DEBUG,
     DT_NULL,
     EHDR_SIZE,
-    ELF_MAGIC,
     ET_EXEC,
     NT_GNU_BUILD_ID,
     PF_X,
@@ -54,8 +55,9 @@ from ..elf.layout import (
 )
 from ..errors import SFrameError, UnwindError
 from ..format.constants import Abi
+from ..input import InputError, sysroot_path
 from .core import ReadMemory
-from .modules import Mapping
+from .mappings import Mapping
 
 #: Bytes of a dynamic section read from memory, link_map entries followed, bytes of a path.
 _MAX_DYNAMIC = 1 << 16
@@ -185,10 +187,10 @@ def place_executable(space: AddressSpace, layout: ElfLayout) -> int:
     if layout.abi is not space.abi:
         machine = layout.abi.name if layout.abi else "another machine"
         raise ExecutableMismatchError(
-            f"{layout.path}: is for {machine}, not for {space.abi.name} like {space.name}"
+            f"is for {machine}, not for {space.abi.name} like {space.name}", path=layout.path
         )
     if not layout.loads:
-        raise ExecutableMismatchError(f"{layout.path}: has no loadable segment")
+        raise ExecutableMismatchError("has no loadable segment", path=layout.path)
     entry = space.auxv.get(AT_ENTRY)
     phdr = space.auxv.get(AT_PHDR)
     if entry is not None:
@@ -206,27 +208,53 @@ def place_executable(space: AddressSpace, layout: ElfLayout) -> int:
     else:
         candidates = _pie_candidates(space, layout)
         why = "no placement fits the loaded segments"
+    regions = None if space.regions is None else _Regions(space.regions)
     for bias in candidates:
         if (layout.e_type == ET_EXEC and bias != 0) or bias % space.page_size:
             continue
-        problem = _misfit(space, layout, bias)
+        problem = _misfit(space, layout, bias, regions)
         if problem is None:
             return bias
         why = problem
-    raise ExecutableMismatchError(f"{layout.path}: is not the executable of {space.name}: {why}")
+    raise ExecutableMismatchError(
+        f"is not the executable of {space.name}: {why}", path=layout.path
+    )
 
 
 def _pie_candidates(space: AddressSpace, layout: ElfLayout) -> list[int]:
     first = min(layout.loads, key=lambda s: s.vaddr)
     base = first.vaddr & -space.page_size
-    return [region.start - base for region in space.regions or () if region.start >= base]
+    starts = (region.start - base for region in space.regions or () if region.start >= base)
+    return list(dict.fromkeys(starts))
 
 
-def _misfit(space: AddressSpace, layout: ElfLayout, bias: int) -> str | None:
-    """Why ``layout`` does not fit ``space`` at ``bias`` (None: it fits)."""
+class _Regions:
+    """A space's regions by start, searched by bisection: the regions that may overlap a
+    range begin at the first whose end, or an earlier one's, reaches past its start."""
+
+    def __init__(self, regions: tuple[Region, ...]) -> None:
+        self.regions = sorted(regions, key=lambda r: r.start)
+        self._reach = list(itertools.accumulate((r.end for r in self.regions), max))
+
+    def overlapping(self, start: int, end: int) -> Iterator[Region]:
+        """The regions that overlap [start, end), by start."""
+        for index in range(bisect.bisect_right(self._reach, start), len(self.regions)):
+            region = self.regions[index]
+            if region.start >= end:
+                return
+            if region.end > start:
+                yield region
+
+
+def _misfit(
+    space: AddressSpace, layout: ElfLayout, bias: int, regions: _Regions | None = None
+) -> str | None:
+    """Why ``layout`` does not fit ``space`` at ``bias`` (None: it fits).  ``regions``: the
+    space's regions, sorted once for every bias tried."""
     if space.regions is not None:
+        regions = regions or _Regions(space.regions)
         for segment in layout.loads:
-            problem = _segment_misfit(space.regions, segment, bias, space.page_size)
+            problem = _segment_misfit(regions, segment, bias, space.page_size)
             if problem is not None:
                 return problem
     checks = []
@@ -250,15 +278,13 @@ def _misfit(space: AddressSpace, layout: ElfLayout, bias: int) -> str | None:
 
 
 def _segment_misfit(
-    regions: tuple[Region, ...], segment: ElfSegment, bias: int, page: int
+    regions: _Regions, segment: ElfSegment, bias: int, page: int
 ) -> str | None:
     start = (segment.vaddr + bias) & -page
     end = -(-(segment.vaddr + bias + segment.memsz) // page) * page
     perms = _perms(segment.flags)
     covered = start
-    for region in sorted(regions, key=lambda r: r.start):
-        if region.end <= start or region.start >= end:
-            continue
+    for region in regions.overlapping(start, end):
         if region.start > covered:
             break
         if bool(region.flags & PF_X) != bool(segment.flags & PF_X):
@@ -400,12 +426,17 @@ def _read_string(space: AddressSpace, address: int) -> str:
 
 
 def shared_object_mappings(
-    space: AddressSpace, exe: ElfLayout, exe_bias: int, sysroot: str | None = None
+    space: AddressSpace,
+    exe: ElfLayout,
+    exe_bias: int,
+    sysroot: str | None = None,
+    warnings: list[str] | None = None,
 ) -> list[Mapping]:
     """Mappings of the shared objects the dynamic linker loaded (or of the interpreter alone,
     before it has listed them).  A library whose file cannot be found is mapped under the
     path looked at, from its load bias to its dynamic section, so that frames in it are shown
-    unresolved rather than lost."""
+    unresolved rather than lost.  ``warnings`` gets a line for each name that leaves the
+    sysroot (:func:`lookup_paths`)."""
     objects = linked_objects(space, exe, exe_bias)
     if not objects and exe.interpreter and space.auxv.get(AT_BASE):
         objects = [LinkedObject(space.auxv[AT_BASE], exe.interpreter, 0)]
@@ -413,17 +444,28 @@ def shared_object_mappings(
     else:
         interpreter_base = False
     mappings: list[Mapping] = []
+    # Each file is read once, however many entries name it (the list is the process's).
+    layouts: dict[str, ElfLayout | None] = {}
     for linked in objects:
-        mappings.extend(_object_mappings(space, linked, sysroot, interpreter_base))
+        mappings.extend(
+            _object_mappings(space, linked, sysroot, interpreter_base, layouts, warnings)
+        )
     return mappings
 
 
 def _object_mappings(
-    space: AddressSpace, linked: LinkedObject, sysroot: str | None, at_base: bool
+    space: AddressSpace,
+    linked: LinkedObject,
+    sysroot: str | None,
+    at_base: bool,
+    layouts: dict[str, ElfLayout | None],
+    warnings: list[str] | None,
 ) -> list[Mapping]:
-    candidates = list(dict.fromkeys(lookup_paths(linked.name, sysroot)))
+    candidates = list(dict.fromkeys(lookup_paths(linked.name, sysroot, warnings)))
     for path in candidates:
-        layout = _layout(path, space.abi)
+        if path not in layouts:
+            layouts[path] = _layout(path, space.abi)
+        layout = layouts[path]
         if layout is None:
             continue
         bias = linked.bias
@@ -443,21 +485,30 @@ def _object_mappings(
     return [Mapping(linked.bias, linked.dynamic, 0, candidates[0])]
 
 
-def lookup_paths(name: str, sysroot: str | None) -> list[str]:
-    """Where a file a program loaded as ``name`` is looked for: under ``sysroot`` first."""
+def lookup_paths(
+    name: str, sysroot: str | None, warnings: list[str] | None = None
+) -> list[str]:
+    """Where a file a program loaded as ``name`` is looked for: under ``sysroot`` first
+    (:func:`pysframe.input.sysroot_path`: a name that leaves the sysroot, by ``..`` or a
+    symbolic link, is not looked for there, and ``warnings`` gets a line saying so)."""
     paths = []
     if sysroot:
-        paths.append(os.path.join(sysroot, name.lstrip("/")))
+        try:
+            paths.append(sysroot_path(sysroot, name))
+        except InputError as error:
+            if warnings is not None and str(error) not in warnings:
+                warnings.append(str(error))
     if os.path.isabs(name) or not sysroot:
         paths.append(name)
     return paths
 
 
 def _layout(path: str, abi: Abi) -> ElfLayout | None:
+    """The layout of the ELF file at ``path`` when it is one for ``abi``; None when it is
+    missing, not a regular file (:func:`pysframe.elf.image.is_elf_file`), or not ELF."""
+    if not is_elf_file(path):
+        return None
     try:
-        with open(path, "rb") as file:
-            if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
-                return None
         layout = ElfLayout.read(path)
     except (OSError, SFrameError):
         return None

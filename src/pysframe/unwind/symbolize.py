@@ -33,7 +33,7 @@ from ..elf.symbols import (
     read_function_symbols,
 )
 from ..errors import SFrameError
-from .demangle import bare_name, demangle
+from .demangle import bare_name, demangle_checked, demangle_many
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,7 +51,9 @@ class ModuleSymbols:
     #: ".gnu_debugdata".
     sources: list[str] = field(default_factory=list)
     debug_file: str | None = None
-    #: Debug files passed over, and data that could not be read, with the reason.
+    #: Debug files passed over, and data that could not be read or was read only in part
+    #: (symbol tables, MiniDebugInfo, DWARF walks that stopped), with the reason: one line
+    #: each, ``FILE: [SECTION: ]why``, to warn with.
     problems: list[str] = field(default_factory=list)
     #: The file's allocated sections, (start, end) in address order; empty when its section
     #: headers are stripped.  gdb names no PC outside them, and a PC only with a symbol of its
@@ -87,7 +89,7 @@ class ModuleSymbols:
             self._lines = None
             for candidate in (self.debug_file, self.path):
                 if candidate is not None:
-                    self._lines = source_lines(candidate)
+                    self._lines = source_lines(candidate, self.problems)
                     if self._lines is not None:
                         break
         return self._lines if isinstance(self._lines, SourceLines) else None
@@ -125,11 +127,13 @@ class ModuleSymbols:
         for table in self.tables:
             found = table.by_name(name)
             if not found:
+                names = table.names
+                mangled = [i for i, n in enumerate(names) if n.startswith(("_Z", "_R"))]
+                texts = demangle_many(names[i] for i in mangled)
                 found = [
                     table.symbol(index)
-                    for index, mangled in enumerate(table.names)
-                    if mangled.startswith(("_Z", "_R"))
-                    and name in (text := demangle(mangled), bare_name(text))
+                    for index, text in zip(mangled, texts, strict=True)
+                    if name in (text, bare_name(text))
                 ]
             if found:
                 return found
@@ -250,13 +254,20 @@ def symbols_of_file(
 @dataclass(frozen=True, slots=True)
 class SymbolOptions:
     """How frames are named: the debug directories searched, and whether names are
-    demangled."""
+    demangled.  ``warnings``: a line for each name :meth:`name` left mangled for its size or
+    time (:func:`pysframe.unwind.demangle.demangle_checked`), to warn with."""
 
     debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS
     demangle: bool = True
+    warnings: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def name(self, mangled: str) -> str:
-        return demangle(mangled) if self.demangle else mangled
+        if not self.demangle:
+            return mangled
+        text, why = demangle_checked(mangled)
+        if why is not None and why not in self.warnings:
+            self.warnings.append(why)
+        return text
 
 
 __all__ = [

@@ -1,0 +1,246 @@
+"""Costs linear in every count an input controls: each count is doubled twice, and the time and
+the memory (peak of Python's allocations, numpy's included) of reading it must not grow more
+than about twice each time (a ratio under 3, for noise; a quadratic cost gives 4).
+
+Counts: a core's PT_LOAD segments (the executable placed among them, no NT_FILE), its NT_FILE
+mappings, the dynamic linker's link_map entries, function symbols, DWARF line rows (special
+opcodes, and DW_LNS_copy decoded one by one) and DIEs.  Sizes are small: the sweep takes
+seconds.
+"""
+
+from __future__ import annotations
+
+import gc
+import struct
+import time
+import tracemalloc
+from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pysframe.elf.dwarf_lines import source_lines
+from pysframe.elf.image import ElfImage
+from pysframe.elf.symbols import FunctionSymbols, read_function_symbols
+from pysframe.unwind.corefile import CoreFile
+from pysframe.unwind.loadmap import (
+    AddressSpace,
+    ElfLayout,
+    ExecutableMismatchError,
+    shared_object_mappings,
+)
+from test_hostile_inputs import (
+    ABBREVS,
+    TEXT,
+    debug_info,
+    dwarf_program,
+    function_die,
+    line_program,
+)
+from test_loadmap import AUXV, DT_DEBUG, PT_LOAD, PT_NOTE, R, X, note, program, prstatus
+from test_symbolize import STB_GLOBAL, info, write
+
+from elf_build import Sec, Seg, build_elf
+
+NT_FILE = 0x46494C45
+
+
+def _seconds(run: Callable[[], object]) -> float:
+    """The best of three runs, each after a collection and without the cyclic collector (its
+    passes land on one run or another: noise, not the cost being measured)."""
+    best = float("inf")
+    for _ in range(3):
+        gc.collect()
+        gc.disable()
+        try:
+            started = time.perf_counter()
+            run()
+            best = min(best, time.perf_counter() - started)
+        finally:
+            gc.enable()
+    return best
+
+
+def _peak(run: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def sweep(make: Callable[[int], Callable[[], object]], sizes: list[int]) -> None:
+    """``make(n)`` gives the run for count ``n``; each doubling of ``n`` may not cost more
+    than three times the time and the memory of the one before."""
+    runs = [make(n) for n in sizes]
+    seconds = [_seconds(run) for run in runs]
+    peaks = [_peak(run) for run in runs]
+    for (small, large), (n_small, n_large) in zip(pairwise(seconds), pairwise(sizes),
+                                                  strict=True):
+        assert large / small < 3, f"time {small:.3f} s for {n_small}, {large:.3f} s for {n_large}"
+    for (small, large), (n_small, n_large) in zip(pairwise(peaks), pairwise(sizes), strict=True):
+        assert large / small < 3, f"memory {small} for {n_small}, {large} for {n_large}"
+
+
+# -- cores ---------------------------------------------------------------------------------------
+
+
+def _core(path: Path, notes: bytes, loads: list[tuple[int, int, int]]) -> Path:
+    """A core (ELF64 AArch64 ET_CORE) with ``notes`` and a PT_LOAD (not dumped) per (address,
+    size, flags)."""
+    segments = [Seg(PT_NOTE, ".notes", flags=0)]
+    segments += [Seg(PT_LOAD, flags=flags, extra={"vaddr": address, "memsz": size})
+                 for address, size, flags in loads]
+    path.write_bytes(build_elf([Sec(".notes", 7, notes, align=4)], machine=183, e_type=4,
+                               segments=segments, strip_section_headers=True))
+    return path
+
+
+def test_core_pt_loads(tmp_path: Path) -> None:
+    """A core without NT_FILE nor AT_ENTRY: a position-independent executable is tried at
+    each of its PT_LOADs (read-only: none fits its code)."""
+    exe = str(program(tmp_path / "pie", base=0, e_type=3))
+    notes = note(b"CORE", 1, prstatus(1, [0] * 34)) + note(b"CORE", 6, AUXV[16:])
+
+    def make(count: int) -> Callable[[], object]:
+        loads = [(0x10000000 + 0x2000 * i, 0x1000, R) for i in range(count)]
+        core = str(_core(tmp_path / f"core{count}", notes, loads))
+
+        def run() -> None:
+            with pytest.raises(ExecutableMismatchError):
+                CoreFile(core, exe)
+
+        return run
+
+    sweep(make, [1000, 2000, 4000])
+
+
+def test_core_nt_file_mappings(tmp_path: Path) -> None:
+    """NT_FILE mappings of one file, every one read through (the core holds none of them)."""
+    backing = write(tmp_path / "backing", bytes(range(256)) * 16)
+
+    def make(count: int) -> Callable[[], object]:
+        starts = [0x10000000 + 0x2000 * i for i in range(count)]
+        nt_file = struct.pack("<QQ", count, 4096)
+        nt_file += b"".join(struct.pack("<QQQ", s, s + 0x1000, 0) for s in starts)
+        nt_file += (str(backing).encode() + b"\0") * count
+        notes = note(b"CORE", 1, prstatus(1, [0] * 34)) + note(b"CORE", NT_FILE, nt_file)
+        loads = [(s, 0x1000, R | X) for s in starts]
+        core = str(_core(tmp_path / f"core{count}", notes, loads))
+
+        def run() -> None:
+            with CoreFile(core) as opened:
+                for start in starts:
+                    assert opened.read_memory(start + 1, 2) == b"\x01\x02"
+
+        return run
+
+    sweep(make, [1000, 2000, 4000])
+
+
+def test_link_map_entries(tmp_path: Path) -> None:
+    """link_map entries naming files that do not exist (each looked for, and mapped as
+    missing)."""
+    exe = ElfLayout.read(str(program(tmp_path / "prog", interp=True)))
+    dynamic = struct.pack("<qQqQqQ", 1, 5, DT_DEBUG, 0x420000, 0, 0).ljust(0x40, b"\0")
+
+    def make(count: int) -> Callable[[], object]:
+        chain = bytearray()
+        names = bytearray()
+        for index in range(count):
+            following = 0x1000000 + 40 * (index + 1) if index + 1 < count else 0
+            name_at = 0x2000000 + len(names)
+            base = 0x5500000000 + 0x100000 * index
+            chain += struct.pack("<QQQQQ", base, name_at, base + 0x800, following, 0)
+            names += f"/missing/lib{index}.so\0".encode()
+        r_debug = struct.pack("<i4xQQi4xQ", 1, 0x1000000, 0, 0, 0)
+        blocks = [(0x410800, dynamic), (0x420000, r_debug), (0x1000000, bytes(chain)),
+                  (0x2000000, bytes(names) + bytes(4096))]
+
+        def memory(address: int, size: int) -> bytes:
+            for start, data in blocks:
+                if start <= address and address + size <= start + len(data):
+                    return data[address - start : address - start + size]
+            raise OSError(f"nothing at {address:#x}")
+
+        from pysframe.format.constants import Abi
+
+        space = AddressSpace("core", Abi.AARCH64_ENDIAN_LITTLE, memory, memory, {9: 0x400100})
+
+        def run() -> None:
+            assert len(shared_object_mappings(space, exe, 0)) == count
+
+        return run
+
+    sweep(make, [1000, 2000, 4000])
+
+
+# -- symbols and DWARF ---------------------------------------------------------------------------
+
+
+def test_function_symbols(tmp_path: Path) -> None:
+    def make(count: int) -> Callable[[], object]:
+        strings = bytearray(b"\0")
+        table = bytearray(24)
+        for index in range(count):
+            table += struct.pack("<IBBHQQ", len(strings), info(STB_GLOBAL), 0, 1,
+                                 TEXT + 16 * index, 16)
+            strings += f"function_{index}\0".encode()
+        path = str(write(tmp_path / f"symbols{count}", build_elf([
+            Sec(".text", 1, b"\xc3" * 16, flags=6, addr=TEXT),
+            Sec(".symtab", 2, bytes(table), link=3, entsize=24),
+            Sec(".strtab", 3, bytes(strings), align=1),
+        ], e_type=3)))
+
+        def run() -> None:
+            with ElfImage.open(path) as image:
+                table = FunctionSymbols(read_function_symbols(image, ".symtab"))
+            assert table.find(TEXT + 16 * (count - 1) + 3) == (f"function_{count - 1}", 3)
+
+        return run
+
+    sweep(make, [5_000, 10_000, 20_000])
+
+
+@pytest.mark.parametrize(("opcode", "sizes"), [
+    (32, [500_000, 1_000_000, 2_000_000]),  # special opcodes: in bulk
+    (1, [20_000, 40_000, 80_000]),  # DW_LNS_copy: one by one
+])
+def test_line_rows(tmp_path: Path, opcode: int, sizes: list[int]) -> None:
+    def make(count: int) -> Callable[[], object]:
+        path = str(write(tmp_path / f"lines{count}", build_elf([
+            Sec(".text", 1, b"\xc3" * 0x400, flags=6, addr=TEXT),
+            Sec(".debug_info", 1, debug_info(function_die("f", TEXT, 1 << 21)), align=1),
+            Sec(".debug_abbrev", 1, ABBREVS, align=1),
+            Sec(".debug_line", 1, line_program(count, opcode), align=1),
+        ], e_type=2)))
+
+        def run() -> None:
+            lines: Any = source_lines(path)
+            # A special opcode 32 moves one byte on before its row; DW_LNS_copy does not.
+            assert lines.starts_line(TEXT + count if opcode == 32 else TEXT)
+            lines.close()
+
+        return run
+
+    sweep(make, sizes)
+
+
+def test_dies(tmp_path: Path) -> None:
+    def make(count: int) -> Callable[[], object]:
+        dies = b"".join(function_die(f"f{i}", TEXT + 16 * i, 16) for i in range(count))
+        path = str(dwarf_program(tmp_path, dies, name=f"dies{count}"))
+
+        def run() -> None:
+            lines: Any = source_lines(path)
+            assert [f.function for f in lines.frames(TEXT + 16 * (count - 1))] == [
+                f"f{count - 1}"
+            ]
+            lines.close()
+
+        return run
+
+    sweep(make, [1000, 2000, 4000])
