@@ -38,6 +38,18 @@ class Arch:
     def sysroot(self) -> str:
         return f"/usr/{self.triplet}"
 
+    @property
+    def libc_dev(self) -> str:
+        """The Debian package of the C library's headers and static libraries for the arch."""
+        return {"aarch64": "libc6-dev-arm64-cross", "s390x": "libc6-dev-s390x-cross"}[self.name]
+
+    def check_libc_dev(self) -> None:
+        """Raise Unavailable unless the cross compiler has C library headers to build with."""
+        if not Path(self.sysroot, "include", "stdio.h").exists():
+            raise Unavailable(
+                self.libc_dev, f"{self.libc_dev} is not installed: no {self.sysroot}/include"
+            )
+
 
 ARCHES = {
     "aarch64": Arch("aarch64", "aarch64-linux-gnu", "qemu-aarch64", "PATH_AARCH64"),
@@ -89,6 +101,7 @@ def binutils_247(arch: Arch) -> Path:
         value = match.group(1) if match else None
     if not value or not (Path(value) / f"{arch.triplet}-as").exists():
         raise Unavailable(
+            f"binutils-2.47 {arch.triplet}",
             f"binutils 2.47 for {arch.triplet} is not built (${arch.binutils_variable}, "
             f"{REFERENCE_ENV}): SFrame from gas needs it"
         )
@@ -99,9 +112,13 @@ def check_tools(variant: Variant) -> None:
     arch = variant.target
     for tool in (f"{arch.triplet}-gcc", arch.qemu, GDB):
         if shutil.which(tool) is None:
-            raise Unavailable(f"{tool} is not installed")
+            raise Unavailable(tool, f"{tool} is not installed")
+    arch.check_libc_dev()
     if variant.dynamic and not Path(arch.sysroot, "lib").is_dir():
-        raise Unavailable(f"the {arch.triplet} libraries are not installed in {arch.sysroot}")
+        raise Unavailable(
+            f"{arch.triplet} libraries",
+            f"the {arch.triplet} libraries are not installed in {arch.sysroot}",
+        )
 
 
 def build(variant: Variant, out: Path) -> Path:
@@ -129,7 +146,9 @@ def build(variant: Variant, out: Path) -> Path:
         capture_output=True, text=True, check=False, timeout=120,
     )
     if result.returncode:
-        raise Unavailable(f"cannot compile {variant}: {result.stderr.strip()[:300]}")
+        raise Unavailable(
+            f"{arch.triplet}-gcc", f"cannot compile {variant}: {result.stderr.strip()[:300]}"
+        )
     return program
 
 
@@ -149,7 +168,9 @@ def run_to_core(variant: Variant, program: Path, workdir: Path) -> Path:
     )
     cores = sorted(workdir.glob(f"qemu_{program.name}_*.core"))
     if not cores:
-        raise Unavailable(f"{variant.target.qemu} wrote no core file for {program.name}")
+        raise Unavailable(
+            variant.target.qemu, f"{variant.target.qemu} wrote no core file for {program.name}"
+        )
     return cores[-1]
 
 

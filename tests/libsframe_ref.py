@@ -14,7 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
+from conftest import in_ci, require
 
 #: MAX_DATAWORD_BYTES: SFRAME_FRE_DATAWORD_4B (2) * 2 * MAX_NUM_DATAWORDS (6).
 _DATAWORD_BYTES = 24
@@ -31,15 +31,28 @@ class FrameRowEntry(ctypes.Structure):
 
 
 def reference_tool(variable: str) -> str:
-    """The binutils 2.47 tool or library ``$variable`` names; skip the test without it."""
+    """The binutils 2.47 tool or library ``$variable`` names; without it the test stops for
+    want of "VARIABLE-2.47" (conftest.require: a skip, a failure under CI)."""
+    __tracebackhide__ = True  # a skip or failure points at the test
+    tool = f"{variable.lower()}-2.47"
     path = os.environ.get(variable)
     if not path or not Path(path).exists():
-        pytest.skip(f"${variable} does not name a binutils 2.47 {variable.lower()}")
+        require(tool, f"${variable} does not name a binutils 2.47 {variable.lower()}")
     if variable != "LIBSFRAME":
         done = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
         if "2.47" not in done.stdout.splitlines()[0] if done.stdout else True:
-            pytest.skip(f"${variable} ({path}) is not binutils 2.47")
+            require(tool, f"${variable} ({path}) is not binutils 2.47")
     return path
+
+
+def reference_tool_if_present(variable: str) -> str | None:
+    """:func:`reference_tool` for tests that fall back to a weaker check without it: None when
+    it is missing, except under CI, where a missing reference fails the test."""
+    __tracebackhide__ = True  # a skip or failure points at the test
+    if in_ci():
+        return reference_tool(variable)
+    path = os.environ.get(variable)
+    return path if path and Path(path).exists() else None
 
 
 class LibSframe:
@@ -129,5 +142,6 @@ class Decoder:
 
 
 def libsframe() -> LibSframe:
-    """libsframe 2.47 (``$LIBSFRAME``); skip the test without it."""
+    """libsframe 2.47 (``$LIBSFRAME``); :func:`reference_tool` says what happens without it."""
+    __tracebackhide__ = True  # a skip or failure points at the test
     return LibSframe(reference_tool("LIBSFRAME"))

@@ -2,8 +2,9 @@
 
 * :class:`PerfFile` writes small perf.data files field by field (file or pipe mode, either
   byte order), after perf.data-file-format.txt and perf_event.h, for the unit tests.
-* :func:`check_perf` raises :class:`Unavailable` (the tests skip with its message) where perf
-  is missing or may not open events; :func:`record` records a program.
+* :func:`check_perf` raises :class:`Unavailable` (tool "perf": the tests stop through
+  conftest.unavailable, a skip outside CI and a failure under CI) where perf is missing or may
+  not open events (conftest.perf_problem); :func:`record` records a program.
 * :func:`parse_dump` reads ``perf script -D`` (every record perf decoded, with its file offset),
   :func:`parse_script` ``perf script -F pid,tid,time,ip,period,cpu --ns -G``,
   :func:`parse_header` ``perf report --header-only -I``: the golden references.
@@ -11,7 +12,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import struct
@@ -19,6 +19,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from stack_support import Unavailable
+
+from conftest import perf_problem
 
 DATA = Path(__file__).parent / "data" / "perf"
 PERF = shutil.which("perf") or "/usr/bin/perf"
@@ -45,44 +49,24 @@ FEAT_BUILD_ID, FEAT_HOSTNAME, FEAT_OSRELEASE, FEAT_VERSION, FEAT_ARCH, FEAT_NRCP
 FEAT_CMDLINE, FEAT_EVENT_DESC = 11, 12
 
 
-class Unavailable(Exception):
-    """perf, or the permission to open perf events, is missing (the message says which)."""
-
-
-@functools.cache
-def _perf_problem() -> str | None:
-    if not Path(PERF).exists():
-        return "perf is not installed"
-    try:
-        done = subprocess.run(
-            [PERF, "record", "-q", "-e", "cpu-clock", "-o", "/dev/null", "--", "true"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"perf cannot run: {error}"
-    if done.returncode:
-        return f"perf record cannot open events here: {done.stderr.strip()[:200]}"
-    return None
-
-
 def check_perf() -> None:
     """Raise Unavailable unless perf is here and may record a child process."""
-    problem = _perf_problem()
+    problem = perf_problem()
     if problem:
-        raise Unavailable(problem)
+        raise Unavailable("perf", problem)
 
 
 def build_program(out: Path, name: str) -> Path:
     """Compile ``tests/data/perf/NAME.c`` (-O2 -pthread) into ``out``."""
     if shutil.which("gcc") is None:
-        raise Unavailable("gcc is not installed")
+        raise Unavailable("gcc", "gcc is not installed")
     program = out / name
     done = subprocess.run(
         ["gcc", "-O2", "-pthread", "-o", str(program), str(DATA / f"{name}.c")],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode:
-        raise Unavailable(f"cannot compile {name}.c: {done.stderr.strip()[:200]}")
+        raise Unavailable("gcc", f"cannot compile {name}.c: {done.stderr.strip()[:200]}")
     return program
 
 
@@ -104,7 +88,8 @@ def record(
             command, stdout=sink, stderr=subprocess.PIPE, timeout=120, check=False
         )
     if done.returncode:
-        raise Unavailable(f"perf record failed: {done.stderr.decode(errors='replace')[:300]}")
+        message = f"perf record failed: {done.stderr.decode(errors='replace')[:300]}"
+        raise Unavailable("perf", message)
     return out
 
 

@@ -22,13 +22,18 @@ GdbFrame = int | None
 
 
 class Unavailable(Exception):
-    """A tool or permission the live tests need is missing (the message says which)."""
+    """A tool or permission the live tests need is missing: ``tool`` names it (as the tests'
+    summary counts it, conftest.require), the message says what happened."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        super().__init__(message)
+        self.tool = tool
 
 
 def build_programs(out: Path) -> Path:
     """Compile the shared library and the program (-O2, no frame pointers, SFrame by gas)."""
     if shutil.which("gcc") is None:
-        raise Unavailable("gcc is not installed")
+        raise Unavailable("gcc", "gcc is not installed")
     flags = ["-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
     commands = [
         ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libstacklib.so"),
@@ -39,7 +44,8 @@ def build_programs(out: Path) -> Path:
     for command in commands:
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode:
-            raise Unavailable(f"cannot compile the test program: {result.stderr.strip()[:200]}")
+            message = f"cannot compile the test program: {result.stderr.strip()[:200]}"
+            raise Unavailable("gcc", message)
     return out / "stack_prog"
 
 
@@ -47,7 +53,7 @@ def check_ptrace() -> None:
     """Raise Unavailable unless this process may ptrace its children."""
     scope = Path("/proc/sys/kernel/yama/ptrace_scope")
     if scope.exists() and scope.read_text().strip() == "3":
-        raise Unavailable("ptrace is disabled (kernel.yama.ptrace_scope = 3)")
+        raise Unavailable("ptrace", "ptrace is disabled (kernel.yama.ptrace_scope = 3)")
     from pysframe.errors import SFrameError
     from pysframe.unwind.ptrace import attach
 
@@ -56,7 +62,7 @@ def check_ptrace() -> None:
         with attach(child.pid) as process:
             process.snapshot()
     except SFrameError as error:
-        raise Unavailable(f"cannot ptrace a child process: {error}") from None
+        raise Unavailable("ptrace", f"cannot ptrace a child process: {error}") from None
     finally:
         child.kill()
         child.wait()
@@ -121,7 +127,7 @@ _SCRIPT_LINE = re.compile(r"^(THREAD|FRAME) (\S+)$")
 
 def gdb_command(*args: str) -> list[str]:
     if shutil.which("gdb") is None:
-        raise Unavailable("gdb is not installed")
+        raise Unavailable("gdb", "gdb is not installed")
     return [
         "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
         "-ex", "set backtrace past-main on", "-ex", "set backtrace limit 100000",
@@ -137,7 +143,7 @@ def gdb_backtraces(*args: str, gdb: str = "gdb") -> dict[int, list[GdbFrame]]:
     ``gdb``: the debugger to run (gdb-multiarch for other architectures).
     """
     if shutil.which(gdb) is None:
-        raise Unavailable(f"{gdb} is not installed")
+        raise Unavailable(gdb, f"{gdb} is not installed")
     command = [
         gdb, "-nx", "-batch", "-ex", "set debuginfod enabled off",
         "-ex", "set backtrace past-main on", "-ex", "set backtrace limit 100000",
@@ -145,7 +151,7 @@ def gdb_backtraces(*args: str, gdb: str = "gdb") -> dict[int, list[GdbFrame]]:
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     if "Python scripting is not supported" in result.stderr:
-        raise Unavailable("gdb has no Python support")
+        raise Unavailable("gdb", "gdb has no Python support")
     traces: dict[int, list[GdbFrame]] = {}
     current: list[GdbFrame] = []
     for line in result.stdout.splitlines():
@@ -178,7 +184,7 @@ def gdb_named_frames(*args: str) -> dict[int, list[NamedFrame | None]]:
     ``gdb_names.py``; ``args`` say what gdb debugs (``-p PID``, a program and its core) and
     may set its ``debug-file-directory``."""
     if shutil.which("gdb") is None:
-        raise Unavailable("gdb is not installed")
+        raise Unavailable("gdb", "gdb is not installed")
     command = [
         "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
         "-ex", "set backtrace past-main on", "-ex", "set backtrace limit 100000",
@@ -186,7 +192,7 @@ def gdb_named_frames(*args: str) -> dict[int, list[NamedFrame | None]]:
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     if "Python scripting is not supported" in result.stderr:
-        raise Unavailable("gdb has no Python support")
+        raise Unavailable("gdb", "gdb has no Python support")
     traces: dict[int, list[NamedFrame | None]] = {}
     current: list[NamedFrame | None] = []
     for line in result.stdout.splitlines():
@@ -210,7 +216,7 @@ GdbSourceFrame = tuple[str, str | None, str | None, int | None]
 def gdb_source_frames(*args: str) -> dict[int, list[GdbSourceFrame]]:
     """Every thread's frames, inlined ones included, with gdb's names and source lines."""
     if shutil.which("gdb") is None:
-        raise Unavailable("gdb is not installed")
+        raise Unavailable("gdb", "gdb is not installed")
     command = [
         "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
         "-ex", "set backtrace past-main on", *args, "-x", str(GDB_LINES_SCRIPT),

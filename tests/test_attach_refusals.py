@@ -4,7 +4,6 @@ a zombie, a kernel thread, and a process another tracer holds."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
+
+from conftest import require, require_program
 
 
 def _kernel_thread() -> int | None:
@@ -28,7 +29,7 @@ def _kernel_thread() -> int | None:
 def test_kernel_thread(capsys: pytest.CaptureFixture[str]) -> None:
     pid = _kernel_thread()
     if pid is None:
-        pytest.skip("no kernel thread visible in this PID namespace")
+        require("kernel threads", "no kernel thread visible in this PID namespace")
     assert main(["stack", str(pid)]) == 1
     err = capsys.readouterr().err
     reason = "is a kernel thread: it has no user-space stack to unwind"
@@ -56,8 +57,7 @@ def test_zombie(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_process_traced_by_another(capsys: pytest.CaptureFixture[str]) -> None:
-    if shutil.which("gdb") is None:
-        pytest.skip("no gdb to hold the process")
+    require_program("gdb")
     sleeper = subprocess.Popen(["sleep", "60"])
     holder = subprocess.Popen(
         ["gdb", "-q", "-batch", "-p", str(sleeper.pid), "-ex", "shell sleep 20"],
@@ -69,7 +69,7 @@ def test_process_traced_by_another(capsys: pytest.CaptureFixture[str]) -> None:
         deadline = time.monotonic() + 15
         while "TracerPid:\t0" in status.read_text():
             if time.monotonic() > deadline:
-                pytest.skip("gdb did not attach (ptrace not permitted here?)")
+                require("ptrace", "gdb did not attach (ptrace not permitted here?)")
             time.sleep(0.05)
         assert main(["stack", str(sleeper.pid)]) == 1
         err = capsys.readouterr().err

@@ -4,9 +4,7 @@ the file (checked against objdump 2.47 when the reference build is present)."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,6 +12,9 @@ import pytest
 
 from pysframe.cli import main
 from pysframe.cli.report import GENERATE_HINT
+
+from conftest import require_program
+from libsframe_ref import reference_tool_if_present
 
 SOURCE = r"""
 #include <stdio.h>
@@ -24,8 +25,7 @@ int main(void) { printf("%d\n", fib(20)); return 0; }
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    require_program("gcc")
     work = tmp_path_factory.mktemp("sources")
     (work / "fib.c").write_text(SOURCE)
     subprocess.run(["gcc", "-O1", "-o", str(work / "fib"), str(work / "fib.c")], check=True)
@@ -68,8 +68,8 @@ def test_bare_section_dumps_as_the_injected_one(
     code, bare_text, err = _run(["dump", str(bare), "--address", hex(address)], capsys)
     assert code == 0 and err == ""
     assert bare_text.startswith(f"\n{bare}:     file format sframe\n\n")
-    reference = os.environ.get("OBJDUMP")
-    if reference and Path(reference).exists():
+    reference = reference_tool_if_present("OBJDUMP")
+    if reference is not None:
         expected = subprocess.run(
             [reference, "--sframe", str(injected)], capture_output=True, text=True, check=True
         ).stdout

@@ -30,7 +30,7 @@ from pysframe.tools.stats import file_stats
 from pysframe.tools.validate import validate_elf
 
 from compact_support import assert_same_rules, every_pc
-from conftest import CORPUS
+from conftest import CORPUS, require, require_program
 from libsframe_ref import libsframe, reference_tool
 
 _SHAPES = "\n".join(
@@ -57,10 +57,7 @@ int main(int argc, char **argv) {{
 
 
 def _gcc() -> str:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed")
-    return gcc
+    return require_program("gcc")
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +94,7 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(params=["generated", "gnu-ld"])
 def program(request: pytest.FixtureRequest, programs: dict[str, Path]) -> Path:
     if request.param not in programs:
-        pytest.skip("$GAS does not name a binutils 2.47 as with ld beside it")
+        require("gas-2.47", "$GAS does not name a binutils 2.47 as with ld beside it")
     return programs[request.param]
 
 

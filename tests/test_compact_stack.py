@@ -21,6 +21,8 @@ from pysframe.tools.compact import compact_file
 from pysframe.unwind.stack import StackReport, stack_of_process
 from stack_support import Unavailable, build_programs, check_ptrace, run_program, wait_stopped
 
+from conftest import unavailable
+
 DEPTH, THREADS = 9, 2
 Frames = list[tuple[str | None, str | None, int | None, str, bool, bool]]
 
@@ -50,7 +52,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
         original = build_programs(tmp_path_factory.mktemp("original"))
         check_ptrace()
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     library = original.with_name("libstacklib.so")
     compacted = tmp_path_factory.mktemp("compacted")
     for path in (original, library):

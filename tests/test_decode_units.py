@@ -1,7 +1,7 @@
 """Unit tests on hand-built sections: every version, ABI, FRE type, word size and rule kind.
 
 Each byte string is assembled field by field; the comment beside a field names it as the
-specification does (V2 spec 2.2-2.4, VERSIONS.md for errata 1 and V3).
+specification does (V2 spec 2.2-2.4; docs/format.md, "Errata 1" and "V3 FDE").
 """
 
 from __future__ import annotations

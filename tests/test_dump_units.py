@@ -35,6 +35,7 @@ from pysframe.tools.dump import (
 )
 from pysframe.tools.dump_json import section_json
 
+from conftest import require
 from elf_build import RawFunction, Sec, build_elf, fre_info, sframe_bytes
 
 AMD64, AARCH64_BE, AARCH64_LE, S390X = 3, 1, 2, 4
@@ -44,7 +45,7 @@ COLUMNS_MASK = "    STARTPC[m]      CFA       FP        RA           "
 
 
 def ctrl(reg: int, deref: bool = False) -> int:
-    """FLEX control word: regnum << 3 | deref << 1 | reg_p (VERSIONS.md V3)."""
+    """FLEX control word: regnum << 3 | deref << 1 | reg_p (docs/format.md, "FLEX FDEs")."""
     return reg << 3 | int(deref) << 1 | 1
 
 
@@ -383,7 +384,7 @@ def _readelf_2_40() -> str | None:
 def test_v1_cases_match_real_readelf_2_40(name: str, tmp_path: Path) -> None:
     readelf = _readelf_2_40()
     if readelf is None:
-        pytest.skip("needs GNU readelf 2.40 (readelf --sframe reads V1)")
+        require("readelf-2.40", "needs GNU readelf 2.40 (readelf --sframe reads V1)")
     data = V1_CASES[name][0]
     machine = 62 if name == "amd64" else 183
     path = tmp_path / f"{name}.o"

@@ -14,6 +14,8 @@ from pysframe.elf.image import ElfImage
 from pysframe.sources import load_sframe
 from pysframe.tools.info import section_info
 
+from conftest import require
+
 #: The machine's C library: hand-written assembly with CFI gas refuses, and __restore_rt, a
 #: signal frame whose FDE gas keeps without rows.
 LIBC = Path("/lib/x86_64-linux-gnu/libc.so.6")
@@ -23,7 +25,7 @@ def test_report_agrees_with_the_section_and_info(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if not LIBC.exists():
-        pytest.skip(f"{LIBC} is not on this machine")
+        require("libc6", f"{LIBC} is not on this machine")
     out = tmp_path / "libc.so.6"
     assert main(["generate", str(LIBC), "--inject", "--report", "-o", str(out)]) == 0
     report = capsys.readouterr().out

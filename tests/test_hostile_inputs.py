@@ -58,6 +58,7 @@ from test_symbolize import (
     write,
 )
 
+from conftest import require_module
 from elf_build import Sec, build_elf
 
 NT_FILE = 0x46494C45
@@ -543,7 +544,7 @@ def doubling_name(levels: int) -> str:
 
 
 def test_doubling_mangled_name_stays_mangled() -> None:
-    pytest.importorskip("cxxfilt")
+    require_module("cxxfilt")
     from pysframe.unwind.demangle import demangle, demangle_checked, length_bound
     from pysframe.unwind.symbolize import SymbolOptions
 
@@ -570,7 +571,7 @@ def test_doubling_mangled_name_stays_mangled() -> None:
 
 def test_lookup_of_a_doubling_name_in_a_file(tmp_path: Path) -> None:
     """``lookup FILE PC`` on a function whose name is the doubling one: one line, at once."""
-    pytest.importorskip("cxxfilt")
+    require_module("cxxfilt")
     path = write(tmp_path / "prog", build_elf(symbol_sections([
         (doubling_name(25), info(STB_GLOBAL), TEXT, 0x20)]), e_type=3))
     symbols = symbols_of_file(str(path), ())
@@ -622,7 +623,7 @@ def test_core_nt_file_paths_leaving_the_sysroot(tmp_path: Path) -> None:
 def test_names_demangled_together_equal_one_by_one() -> None:
     """demangle_many (the worker's names sent together) against demangle, name by name: C++
     names whose bound sends them to the worker, one too long to finish, a PLT name, a C name."""
-    pytest.importorskip("cxxfilt")
+    require_module("cxxfilt")
     from pysframe.unwind import demangle as module
 
     names = [doubling_name(levels) for levels in (3, 8, 10, 12, 25)]

@@ -15,6 +15,8 @@ from pysframe.elf.symbols import read_function_symbols
 from pysframe.generate import generate_from_elf
 from pysframe.sources import load_sframe
 
+from conftest import require, require_program
+
 SOURCE = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +28,11 @@ int main(int argc, char **argv) {
 }
 """
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    require_program("gcc")
     folder = tmp_path_factory.mktemp("inject")
     (folder / "fib.c").write_text(SOURCE)
     exe = folder / "fib"
@@ -45,7 +45,6 @@ def _run(path: Path) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
-@needs_gcc
 def test_injected_v3_runs_and_decodes(program: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = program.with_name("fib.sframe3")
     assert main(["generate", str(program), "--inject", "-o", str(out), "--report"]) == 0
@@ -75,13 +74,11 @@ def test_injected_v3_runs_and_decodes(program: Path, capsys: pytest.CaptureFixtu
     assert dumped.count("func idx [") == len(section) > 0
 
 
-@needs_gcc
 def test_injected_v1_is_read_by_readelf(program: Path) -> None:
     out = program.with_name("fib.sframe1")
     assert main(["generate", str(program), "--inject", "-o", str(out), "--version", "1"]) == 0
     assert _run(out) == _run(program)
-    if shutil.which("readelf") is None:
-        pytest.skip("readelf is not installed")
+    require_program("readelf", "binutils")
     text = subprocess.run(
         ["readelf", "--sframe", str(out)], capture_output=True, text=True, check=True
     ).stdout
@@ -93,7 +90,6 @@ def test_injected_v1_is_read_by_readelf(program: Path) -> None:
         assert f"pc = {function.start:#x}, size = {function.size} bytes" in text
 
 
-@needs_gcc
 def test_write_section_file(program: Path) -> None:
     out = program.with_name("fib.sframe")
     assert main(["generate", str(program), "-o", str(out), "--version", "2"]) == 0
@@ -127,13 +123,13 @@ def test_generate_for_an_object_warns_that_it_cannot_be_linked(
     assert capsys.readouterr().err == ""
 
 
-@needs_gcc
 def test_replace_the_files_own_section(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A program linked with SFrame (gas --gsframe, ld's PT_GNU_SFRAME) gets its section
     replaced: one PT_GNU_SFRAME and one .sframe header, pointing at the new section; the
     program runs as before; GNU readelf reads the replacement."""
+    require_program("gcc")
     (tmp_path / "fib.c").write_text(SOURCE)
     exe = tmp_path / "fib"
     subprocess.run(
@@ -141,7 +137,7 @@ def test_replace_the_files_own_section(
     )
     with ElfImage.open(str(exe)) as image:
         if image.segment(0x6474E554) is None:
-            pytest.skip("this toolchain does not link SFrame sections")
+            require("ld --gsframe", "this toolchain does not link SFrame sections")
         old = load_sframe(image)
         old_address = image.find_sframe().address  # type: ignore[union-attr]
     out = tmp_path / "fib.replaced"

@@ -3,7 +3,6 @@ payloads left where they are, the program unchanged otherwise."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +10,8 @@ import pytest
 
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
+
+from conftest import require_program
 
 #: 256 MiB of .bss; prints a byte of it and its own file's size.
 PROGRAM = r"""
@@ -29,8 +30,7 @@ PAYLOAD = b"PAYLOAD-0123456789"
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.skip("no gcc")
+    require_program("gcc")
     work = tmp_path_factory.mktemp("bss")
     (work / "big.c").write_text(PROGRAM)
     subprocess.run(["gcc", "-O2", "-o", str(work / "big"), str(work / "big.c")], check=True)

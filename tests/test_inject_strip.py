@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from cross_support import ARCHES
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import new_section_address, plan_injection
@@ -32,8 +33,11 @@ from pysframe.elf.layout import (
     dyn64_struct,
 )
 from pysframe.errors import ElfError
+from stack_support import Unavailable
 
+from conftest import require, require_program, unavailable
 from elf_build import Sec, Seg, build_elf
+from libsframe_ref import reference_tool_if_present
 
 #: Dynamic tags (gABI; DT_GNU_HASH from GNU's include/elf/common.h).
 DT_STRTAB, DT_SYMTAB, DT_GNU_HASH = 5, 6, 0x6FFFFEF5
@@ -68,8 +72,10 @@ int scaled(int);
 int main(void) { printf("%d\n", scaled(13)); return 0; }
 """
 
-if shutil.which("gcc") is None:
-    pytest.skip("gcc is not installed", allow_module_level=True)
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_gcc() -> None:
+    require_program("gcc")
 
 
 @dataclass(frozen=True)
@@ -177,25 +183,35 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
     return built
 
 
-def _tools() -> dict[str, Callable[[Path, Path], list[str]]]:
-    tools: dict[str, Callable[[Path, Path], list[str]]] = {}
-    for label, folder in (("2.40", None), ("2.47", _reference_bin())):
-        if label == "2.47" and folder is None:
-            continue
-        strip = str(folder / "strip") if folder else "strip"
-        objcopy = str(folder / "objcopy") if folder else "objcopy"
-        tools[f"strip {label}"] = lambda i, o, s=strip: [s, "-o", str(o), str(i)]
-        tools[f"strip -g {label}"] = lambda i, o, s=strip: [s, "-g", "-o", str(o), str(i)]
-        tools[f"objcopy {label}"] = lambda i, o, c=objcopy: [c, str(i), str(o)]
-    if shutil.which("eu-strip"):
-        tools["eu-strip"] = lambda i, o: ["eu-strip", "-o", str(o), str(i)]
-        tools["eu-strip -g"] = lambda i, o: ["eu-strip", "-g", "-o", str(o), str(i)]
-    return tools
+#: The strip and objcopy runs each file goes through.
+TOOLS = (
+    "strip 2.40", "strip -g 2.40", "objcopy 2.40", "strip 2.47", "strip -g 2.47", "objcopy 2.47",
+    "eu-strip", "eu-strip -g",
+)  # fmt: skip
+
+
+def _tool_command(tool: str, given: Path, out: Path) -> list[str]:
+    """The command line of ``tool`` writing ``given`` stripped (or copied) to ``out``; the test
+    stops (conftest.require) when the tool is not there."""
+    program, *options = tool.split()
+    if program == "eu-strip":
+        return [require_program("eu-strip", "elfutils"), *options, "-o", str(out), str(given)]
+    release = options.pop()
+    if release == "2.47":
+        folder = _reference_bin()
+        if folder is None:
+            require("binutils-2.47", f"{program} of binutils 2.47 ($OBJDUMP's directory)")
+        path = str(folder / program)
+    else:
+        path = require_program(program, "binutils")
+    if program == "objcopy":
+        return [path, str(given), str(out)]
+    return [path, *options, "-o", str(out), str(given)]
 
 
 def _sframe_text(path: Path) -> str:
-    objdump = os.environ.get("OBJDUMP")
-    if objdump and Path(objdump).exists():
+    objdump = reference_tool_if_present("OBJDUMP")
+    if objdump is not None:
         text = subprocess.run(
             [objdump, "--sframe", str(path)], capture_output=True, text=True, check=True
         ).stdout
@@ -224,9 +240,23 @@ CASE_NAMES = [
     "libapt-pkg (C++, run by apt-config)",
     "own .sframe, --replace",
 ]
+#: What the cases not every machine can build need (their tool, for conftest.require).
+CASE_NEEDS = {
+    "pie linked by lld": "ld.lld",
+    "/usr/bin/ls": "coreutils",
+    "libapt-pkg (C++, run by apt-config)": "apt",
+    "own .sframe, --replace": "binutils-2.47",
+}
 
 
-@pytest.mark.parametrize("tool", sorted(_tools()))
+def _case(cases: dict[str, Case], name: str) -> Case:
+    """The case ``name``; the test stops (conftest.require) when this machine cannot make it."""
+    if name not in cases:
+        require(CASE_NEEDS.get(name, name), f"{name}: not available on this machine")
+    return cases[name]
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_injected_file_survives(
     cases: dict[str, Case],
@@ -235,17 +265,15 @@ def test_injected_file_survives(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if name not in cases:
-        pytest.skip(f"{name}: not available on this machine (ld.lld, ls, apt or binutils 2.47)")
-    case = cases[name]
-    injected = tmp_path / "injected"
+    case = _case(cases, name)
+    injected, processed = tmp_path / "injected", tmp_path / "processed"
+    command = _tool_command(tool, injected, processed)
     args = ["generate", str(case.path), "--inject", "-o", str(injected)]
     assert main(args + (["--replace"] if case.replace else [])) == 0
     capsys.readouterr()
     expected = case.run(case.path)
     assert case.run(injected) == expected
-    processed = tmp_path / "processed"
-    subprocess.run(_tools()[tool](injected, processed), check=True, capture_output=True)
+    subprocess.run(command, check=True, capture_output=True)
     assert case.run(processed) == expected
     assert _sframe_text(processed) == _sframe_text(injected)
     assert _check_errors(processed, capsys) == ""
@@ -349,11 +377,8 @@ def test_injected_file_adds_no_elflint_error(
 ) -> None:
     """eu-elflint finds nothing in the injected file that it did not find in the original
     (besides the SFrame types it does not know)."""
-    if shutil.which("eu-elflint") is None:
-        pytest.skip("eu-elflint (elfutils) is not installed")
-    if name not in cases:
-        pytest.skip(f"{name}: not available on this machine")
-    case = cases[name]
+    require_program("eu-elflint", "elfutils")
+    case = _case(cases, name)
     injected = tmp_path / "injected"
     args = ["generate", str(case.path), "--inject", "-o", str(injected)]
     assert main(args + (["--replace"] if case.replace else [])) == 0
@@ -370,9 +395,12 @@ def test_lowered_aarch64_static_program_survives(tool: str, tmp_path: Path) -> N
     program headers through __ehdr_start, the old first address: the original headers stay
     there, in a section that strip and objcopy keep."""
     needed = ["aarch64-linux-gnu-gcc", "qemu-aarch64", tool.split()[0]]
-    missing = [name for name in needed if shutil.which(name) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed")
+    for name in needed:
+        require_program(name)
+    try:
+        ARCHES["aarch64"].check_libc_dev()
+    except Unavailable as why:
+        unavailable(why)
     program = tmp_path / "hello"
     (tmp_path / "hello.c").write_text(HELLO)
     subprocess.run(

@@ -32,6 +32,8 @@ from pysframe.generate.expression import CFA_BASE, evaluate, reads_pc
 from pysframe.generate.interpret import CHUNK, CfiTable, fde_rows, interpret_cfi
 from pysframe.generate.ops import decode_instructions
 
+from conftest import require
+
 CORPUS = Path(__file__).parent / "data" / "corpus"
 AMD64 = CfiAbi.of(Abi.AMD64_ENDIAN_LITTLE)
 AARCH64 = CfiAbi.of(Abi.AARCH64_ENDIAN_LITTLE)
@@ -242,7 +244,7 @@ def test_bulk_rows_equal_per_program_rows_on_the_corpus(
 def test_bulk_rows_on_a_large_library() -> None:
     library = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
     if not library.exists():
-        pytest.skip(f"{library} is not on this machine")
+        require("libstdc++6", f"{library} is not on this machine")
     with ElfImage.open(str(library)) as image:
         sec = image.section(".eh_frame")
         assert sec is not None and image.abi is not None

@@ -12,6 +12,8 @@ from pysframe.cli import main
 from pysframe.tools.parallel import map_files
 from pysframe.tools.stats import collect
 
+from conftest import require_module
+
 CORPUS = Path(__file__).parent / "data" / "corpus"
 FILES = [str(p) for p in sorted(CORPUS.glob("x86_64/v3/*")) if p.suffix != ".txt"]
 
@@ -24,9 +26,7 @@ def test_results_come_back_in_the_order_of_the_files() -> None:
 
 
 def test_stats_on_a_dask_cluster(capsys: pytest.CaptureFixture[str]) -> None:
-    distributed = pytest.importorskip(
-        "distributed", reason="Dask is not installed (pysframe[dask])"
-    )
+    distributed = require_module("distributed", "dask", "Dask is not installed (pysframe[dask])")
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
     ) as cluster:

@@ -8,8 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
+from conftest import unavailable
 from perf_support import Unavailable, check_perf
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_perf_read.py"
@@ -19,7 +18,7 @@ def test_perf_read_benchmark_runs_quick(tmp_path: Path) -> None:
     try:
         check_perf()
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(tmp_path))
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, env=env,

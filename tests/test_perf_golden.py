@@ -24,6 +24,7 @@ import pytest
 from pysframe.perf import CommEvent, MmapEvent, PerfData, PerfDataError, SampleChunk, TaskEvent
 from pysframe.perf.registers import register_layout
 
+from conftest import unavailable
 from perf_support import (
     DATA,
     PERF,
@@ -234,14 +235,14 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         return build_program(tmp_path_factory.mktemp("perfprog"), "perfprog")
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
 
 
 def live(out: Path, program: Path, *, pipe: bool = False, **kwargs: object) -> Path:
     try:
         return record(out, [str(program), "0.6"], pipe=pipe, **kwargs)  # type: ignore[arg-type]
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
 
 
 @pytest.mark.parametrize("pipe", [False, True], ids=["file", "pipe"])

@@ -28,6 +28,7 @@ from pysframe.perf.session import walk_recording
 from pysframe.perf.spaces import AddressSpaces
 from pysframe.perf.walk import Stop, Walks
 
+from conftest import unavailable
 from perf_support import PERF, Unavailable, check_perf
 
 DATA = Path(__file__).parent / "data" / "perf"
@@ -37,7 +38,7 @@ Frame = tuple[int, str]
 
 def _build(out: Path) -> Path:
     if shutil.which("gcc") is None:
-        raise Unavailable("gcc is not installed")
+        raise Unavailable("gcc", "gcc is not installed")
     flags = ["-O2", "-fomit-frame-pointer"]
     for command in (
         ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libprofiled.so"),
@@ -47,7 +48,7 @@ def _build(out: Path) -> Path:
     ):  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
-            raise Unavailable(f"cannot build the program: {done.stderr[:200]}")
+            raise Unavailable("gcc", f"cannot build the program: {done.stderr[:200]}")
     return out / "profiled"
 
 
@@ -60,7 +61,7 @@ def _record(program: Path, out: Path, stack: int, seconds: float) -> Path:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     if done.returncode:
-        raise Unavailable(f"perf record failed: {done.stderr[:200]}")
+        raise Unavailable("perf", f"perf record failed: {done.stderr[:200]}")
     return data
 
 
@@ -71,7 +72,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
         program = _build(out)
         return {size: _record(program, out, size, 0.6) for size in (8192, 1024)}
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
 
 
 def _walks(path: Path, reference: bool) -> Iterator[Walks]:

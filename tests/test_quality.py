@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from conftest import require_module, require_program
 
 ROOT = Path(__file__).parent.parent
 
@@ -16,13 +15,12 @@ def _run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
 def test_ruff_is_clean() -> None:
-    result = _run("ruff", "check", "src", "tests", "benchmarks")
+    result = _run(require_program("ruff"), "check", "src", "tests", "benchmarks")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_mypy_is_clean() -> None:
-    pytest.importorskip("mypy")
+    require_module("mypy")
     result = _run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr

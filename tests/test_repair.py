@@ -15,7 +15,6 @@ every version GNU as writes:
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from pysframe.sources import load_sframe
 from pysframe.tools.compact import compact_file, repair_file
 from pysframe.tools.validate import validate_elf
 
+from conftest import require, require_program
 from libsframe_ref import reference_tool
 
 MAIN = r"""
@@ -70,9 +70,9 @@ int main(int argc, char **) { std::printf("%d\n", use1(argc) + use2(argc)); retu
 def _tools() -> tuple[str, str]:
     gas = reference_tool("GAS")
     if not Path(gas).with_name("ld").exists():
-        pytest.skip("no GNU ld beside $GAS")
-    if shutil.which("ld.lld") is None or shutil.which("g++") is None:
-        pytest.skip("ld.lld (Debian package lld) and g++ are needed")
+        require("ld-2.47", "no GNU ld beside $GAS")
+    require_program("ld.lld", "lld")
+    require_program("g++")
     return gas, str(Path(gas).parent)
 
 
@@ -108,11 +108,11 @@ def _link(
 
 def _system_objects(folder: Path, sources: dict[str, str]) -> list[str]:
     """The sources compiled by the system's gcc, assembled by its gas 2.40 (SFrame V1)."""
-    if shutil.which("ld.lld") is None or shutil.which("g++") is None:
-        pytest.skip("ld.lld (Debian package lld) and g++ are needed")
+    require_program("ld.lld", "lld")
+    require_program("g++")
     version = subprocess.run(["as", "--version"], capture_output=True, text=True).stdout
     if "2.40" not in version.splitlines()[0]:
-        pytest.skip("the system's gas is not 2.40 (it writes SFrame V1)")
+        require("gas-2.40", "the system's gas is not 2.40 (it writes SFrame V1)")
     objects = []
     for name, text in sources.items():
         source = folder / name
@@ -299,8 +299,8 @@ V2 = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v2"
 @pytest.mark.parametrize("name", ["frames", "app"])
 def test_v2_repaired_as_gnu_ld_merges(name: str, tmp_path: Path) -> None:
     # The corpus' V2 programs were linked by GNU ld 2.44 from these objects alone.
-    if shutil.which("ld.lld") is None or shutil.which("g++") is None:
-        pytest.skip("ld.lld (Debian package lld) and g++ are needed")
+    require_program("ld.lld", "lld")
+    require_program("g++")
     lld = tmp_path / f"{name}-lld"
     subprocess.run(["g++", "-fuse-ld=lld", "-o", str(lld), str(V2 / f"{name}.o")], check=True)
     repaired = tmp_path / name

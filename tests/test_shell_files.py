@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from conftest import require_module, require_program
 
 SHARE = Path(__file__).resolve().parents[1] / "share"
 
@@ -18,8 +17,8 @@ def _without_date(text: str) -> list[str]:
 
 
 def test_the_committed_files_match_the_parser() -> None:
-    pytest.importorskip("shtab", reason="shtab (a development dependency) is not installed")
-    pytest.importorskip("argparse_manpage", reason="argparse-manpage is not installed")
+    require_module("shtab", reason="shtab (a development dependency) is not installed")
+    require_module("argparse_manpage", "argparse-manpage")
     from pysframe.cli.shell_files import FILES, generated
 
     stale = "share/ is out of date: run python -m pysframe.cli.shell_files"
@@ -42,9 +41,21 @@ def test_every_command_and_some_options_are_there() -> None:
         assert option in bash
 
 
+def test_the_name_line_says_what_the_command_does() -> None:
+    """man-db's lexgrog (what whatis and apropos read) finds the NAME line's description."""
+    page = SHARE / "man/man1/pysframe.1"
+    lines = page.read_text().splitlines()
+    assert lines[lines.index(".SH NAME") + 1].startswith("pysframe \\- read, write, ")
+    done = subprocess.run(
+        [require_program("lexgrog", "man-db"), str(page)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith('"pysframe - read, write, generate and use SFrame '
+                                        'stack-trace sections"')
+
+
 def test_bash_loads_the_completion() -> None:
-    if shutil.which("bash") is None:
-        pytest.skip("no bash")
+    require_program("bash")
     script = SHARE / "bash-completion/completions/pysframe"
     done = subprocess.run(
         ["bash", "-c", f"source {script} && complete -p pysframe"],

@@ -37,6 +37,8 @@ from cross_support import (
 )
 from stack_support import GdbFrame, Unavailable
 
+from conftest import unavailable
+
 VARIANTS = [
     *(
         Variant(arch, linkage, gas)
@@ -70,7 +72,7 @@ class Builds:
                 self._made[key] = why
         made = self._made[key]
         if isinstance(made, Unavailable):
-            pytest.skip(str(made))
+            unavailable(made)
         return made  # type: ignore[return-value]
 
     def workdir(self, variant: Variant) -> Path:

@@ -18,6 +18,8 @@ from pysframe.unwind.modules import load_modules
 from pysframe.unwind.stack import StackReport, stack_of_process
 from stack_support import Running, Unavailable, build_programs, check_ptrace, run_program
 
+from conftest import require, unavailable
+
 DEPTH, THREADS = 4, 1
 
 
@@ -27,7 +29,7 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = build_programs(tmp_path_factory.mktemp("deleted"))
         check_ptrace()
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     return path
 
 
@@ -53,7 +55,7 @@ def changed(program: Path, tmp_path: Path) -> Iterator[tuple[Running, StackRepor
     copy = directory / program.name
     with run_program(copy, DEPTH, THREADS) as running:
         if not map_files_readable(running.pid):
-            pytest.skip("/proc/PID/map_files cannot be read here (CAP_SYS_ADMIN is needed)")
+            require("CAP_SYS_ADMIN", "/proc/PID/map_files cannot be read here")
         before = stack_of_process(running.pid)
         (directory / "libstacklib.so").unlink()
         replacement = directory / "replacement"
@@ -89,7 +91,7 @@ def test_deleted_and_replaced_files_are_read_through_map_files(
 def test_a_path_naming_another_inode_is_read_through_map_files() -> None:
     """A mapping whose path now holds another file (another inode than the one mapped)."""
     if not map_files_readable(os.getpid()):
-        pytest.skip("/proc/PID/map_files cannot be read here (CAP_SYS_ADMIN is needed)")
+        require("CAP_SYS_ADMIN", "/proc/PID/map_files cannot be read here")
     mine = [m for m in process_mappings(os.getpid()) if m.path == os.path.realpath(sys.executable)]
     other = shutil.which("true") or "/bin/true"
     assert mine and os.stat(other).st_ino != mine[0].inode

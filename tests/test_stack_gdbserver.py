@@ -4,7 +4,6 @@ found through r_debug, the vDSO through the auxiliary vector.  Skips without gdb
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -21,18 +20,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 from cross_support import free_port, listening
 from stack_support import Unavailable, build_programs, check_ptrace, gdb_backtraces, run_program
 
+from conftest import require, require_program, unavailable
+
 DEPTH, THREADS = 8, 2
 
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("gdbserver") is None:
-        pytest.skip("gdbserver is not installed")
+    require_program("gdbserver")
     try:
         path = build_programs(tmp_path_factory.mktemp("gdbserver"))
         check_ptrace()
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     return path
 
 
@@ -47,7 +47,7 @@ def gdbserver_attached(pid: int) -> Iterator[str]:
         deadline = time.monotonic() + 20
         while not listening(port):
             if server.poll() is not None or time.monotonic() > deadline:
-                pytest.skip("gdbserver did not start listening")
+                require("gdbserver", "gdbserver did not start listening")
             time.sleep(0.01)
         yield f"127.0.0.1:{port}"
     finally:

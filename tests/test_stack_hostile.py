@@ -11,11 +11,9 @@ import sys
 import zlib
 from pathlib import Path
 
-import pytest
-
 from stack_support import Unavailable, check_ptrace
 
-from conftest import CORPUS
+from conftest import CORPUS, unavailable
 
 APP = CORPUS / "x86_64/v3/app"
 HOLDER = """
@@ -59,7 +57,7 @@ def test_stack_of_a_process_mapping_crafted_files(tmp_path: Path) -> None:
     try:
         check_ptrace()
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, *map(str, _crafted(tmp_path))], stdout=subprocess.PIPE
     )

@@ -43,6 +43,8 @@ from stack_support import (
     run_program,
 )
 
+from conftest import require, require_program, unavailable
+
 HAVE_GENERATOR = importlib.util.find_spec("pysframe.generate") is not None
 NEEDS_GENERATOR = pytest.mark.skipif(
     not HAVE_GENERATOR,
@@ -57,9 +59,9 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = build_programs(tmp_path_factory.mktemp("stack"))
         check_ptrace()
         if shutil.which("gdb") is None:
-            raise Unavailable("gdb is not installed")
+            raise Unavailable("gdb", "gdb is not installed")
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     return path
 
 
@@ -80,8 +82,7 @@ def live(stopped: Running) -> tuple[StackReport, dict[int, list[GdbFrame]]]:
 
 @pytest.fixture(scope="module")
 def core(stopped: Running, program: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("gcore") is None:
-        pytest.skip("gcore is not installed")
+    require_program("gcore", "gdb")
     prefix = tmp_path_factory.mktemp("core") / "core"
     subprocess.run(
         ["gcore", "-o", str(prefix), str(stopped.pid)], capture_output=True, check=False,
@@ -89,7 +90,7 @@ def core(stopped: Running, program: Path, tmp_path_factory: pytest.TempPathFacto
     )
     path = Path(f"{prefix}.{stopped.pid}")
     if not path.exists():
-        pytest.skip("gcore did not write a core file")
+        require("gdb", "gcore did not write a core file")
     return path
 
 
@@ -249,7 +250,7 @@ def test_truncated_core(core: Path, tmp_path: Path) -> None:
 
 def test_no_permission_to_attach(stopped: Running) -> None:
     if os.geteuid() != 0:
-        pytest.skip("needs root to drop privileges in a child")
+        require("root", "needs root to drop privileges in a child")
     code = (
         "import os, sys\n"
         "from pysframe.cli import build_parser, main\n"

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import json
-import shutil
 import struct
 import subprocess
 import sys
@@ -17,6 +15,8 @@ import pytest
 from pysframe.cli import main
 from pysframe.tools.files import find_elf_files
 from pysframe.tools.stats import FileStats, collect, file_stats, total
+
+from conftest import require_module, require_program
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 ELF_FILES = sorted(
@@ -108,9 +108,9 @@ def readelf_sizes(path: Path) -> dict[str, int]:
     return sizes
 
 
-@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf not installed")
 @pytest.mark.parametrize("path", ELF_FILES, ids=lambda p: str(p.relative_to(CORPUS)))
 def test_sizes_match_readelf(path: Path) -> None:
+    require_program("readelf", "binutils")
     sizes = readelf_sizes(path)
     stats = file_stats(path, generate=False)
     assert stats.eh_frame == sizes.get(".eh_frame", 0)
@@ -219,8 +219,8 @@ def test_cli_plot_without_matplotlib(
     assert err == "pysframe: stats: --plot needs matplotlib: pip install 'pysframe[plot]'\n"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="no matplotlib")
 def test_cli_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    require_module("matplotlib", reason="matplotlib is not installed (pysframe[plot])")
     png = tmp_path / "stats.png"
     status, _, _ = run_cli(["--plot", str(png), "-j", "1", *map(str, ELF_FILES[:4])], capsys)
     assert status == 0
@@ -228,9 +228,7 @@ def test_cli_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_file_without_sframe(tmp_path: Path) -> None:
-    objcopy = shutil.which("objcopy")
-    if objcopy is None:
-        pytest.skip("objcopy not installed")
+    objcopy = require_program("objcopy", "binutils")
     stripped = tmp_path / "app"
     source = CORPUS / "x86_64" / "v1" / "app"
     subprocess.run([objcopy, "--remove-section=.sframe", str(source), str(stripped)], check=True)

@@ -23,6 +23,7 @@ from pysframe.unwind import demangle as demangle_module
 from pysframe.unwind.demangle import demangle
 from pysframe.unwind.symbolize import ModuleSymbols, SymbolOptions, symbols_of_file
 
+from conftest import require, require_module, require_program
 from elf_build import Sec, build_elf
 
 STT_FUNC, STT_OBJECT, STB_LOCAL, STB_GLOBAL, STB_WEAK = 2, 1, 0, 1, 2
@@ -253,7 +254,7 @@ def test_unreadable_and_hostile_files_have_no_symbols(tmp_path: Path) -> None:
 
 
 def test_demangle_cxx_and_rust() -> None:
-    pytest.importorskip("cxxfilt")
+    require_module("cxxfilt")
     assert demangle("_ZN6shapes3BoxIiE11spin_insideEi") == "shapes::Box<int>::spin_inside(int)"
     assert demangle("_ZZ4mainENKUlvE_clEv") == "main::{lambda()#1}::operator()() const"
     assert demangle("_ZN4core3ptr13drop_in_place17h1234567890abcdefE") == (
@@ -330,11 +331,9 @@ def _gdb_info_symbol(gdb: str, program: Path, pcs: list[int]) -> list[str | None
 def _static_program(tmp_path: Path) -> Path:
     """A static x86-64 program: its PLT jumps through IRELATIVE slots, which gdb leaves
     unnamed (BFD names PLT entries from dynamic relocations only)."""
-    import shutil
     import subprocess
 
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    require_program("gcc")
     source = tmp_path / "static.c"
     source.write_text(
         "#include <string.h>\n#include <stdio.h>\n"
@@ -360,11 +359,9 @@ def test_pcs_named_as_gdb_at_section_edges_and_plt_entries(name: str, tmp_path: 
     ``_fini+0x5f5b2ff``), none from a symbol of another section, and ``NAME@plt`` (BFD's
     synthetic symbols) for the entries that jump through a GOT slot, on x86-64 (lazy, IBT,
     non-PIE and static PLTs), AArch64 and s390x."""
-    import shutil
 
     gdb = "gdb" if name.startswith(("x86_64", "static")) else "gdb-multiarch"
-    if shutil.which(gdb) is None:
-        pytest.skip(f"{gdb} is not installed")
+    require_program(gdb)
     corpus = Path(__file__).parent / "data" / "corpus"
     program = _static_program(tmp_path) if name == "static" else corpus / name
     with ElfImage.open(str(program)) as image:
@@ -394,13 +391,13 @@ def test_demangled_as_cxxfilt_on_libstdcxx() -> None:
     """Every C++ function name of libstdc++'s dynamic symbol table demangles to binutils'
     c++filt text (gdb's too: both demangle verbosely, ``std::basic_string<char, ...>``
     where the C++ runtime says ``std::string``)."""
-    import shutil
     import subprocess
 
-    pytest.importorskip("cxxfilt")
+    require_module("cxxfilt")
     library = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
-    if shutil.which("c++filt") is None or not library.exists():
-        pytest.skip("needs binutils' c++filt and libstdc++")
+    require_program("c++filt", "binutils")
+    if not library.exists():
+        require("libstdc++6", f"{library} is not on this machine")
     with ElfImage.open(str(library)) as image:
         records = read_function_symbols(image, ".dynsym")
     names = sorted({r.name for r in records if r.name.startswith("_Z")})

@@ -40,13 +40,15 @@ from stack_support import (
     run_program,
 )
 
+from conftest import require, require_program, unavailable
+
 LIBC_NAMES = ("start_thread", "clone3", "__libc_start_call_main")
 
 
 def run(*command: str, cwd: Path | None = None) -> None:
     result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd)
     if result.returncode:
-        raise Unavailable(f"{command[0]} failed: {result.stderr.strip()[:200]}")
+        raise Unavailable(command[0], f"{command[0]} failed: {result.stderr.strip()[:200]}")
 
 
 def build(out: Path) -> dict[str, Path]:
@@ -55,7 +57,7 @@ def build(out: Path) -> dict[str, Path]:
     its debug file in a build-ID tree under ``out/debug`` (no debuglink)."""
     for tool in ("g++", "objcopy", "strip"):
         if shutil.which(tool) is None:
-            raise Unavailable(f"{tool} is not installed")
+            raise Unavailable(tool, f"{tool} is not installed")
     full = out / "cxx_full"
     run("g++", "-O2", "-g", "-pthread", "-o", str(full), str(SOURCES / "cxx_prog.cc"))
     programs = {}
@@ -89,9 +91,9 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         built = build(tmp_path_factory.mktemp("cxx"))
         check_ptrace()
         if shutil.which("gdb") is None:
-            raise Unavailable("gdb is not installed")
+            raise Unavailable("gdb", "gdb is not installed")
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     return built
 
 
@@ -180,7 +182,7 @@ def test_libc_frames_named_from_libc6_dbg(
     named: tuple[str, StackReport, dict[int, list[NamedFrame | None]]],
 ) -> None:
     if libc_debug_file() is None:
-        pytest.skip("libc's separate debug file (Debian's libc6-dbg) is not installed")
+        require("libc6-dbg", "libc's separate debug file (Debian's libc6-dbg) is not installed")
     _, report, gdb = named
     ours = {f.symbol for t in report.threads for f in t.backtrace.frames}
     theirs = {f.bt_name for frames in gdb.values() for f in frames if f is not None}
@@ -223,8 +225,7 @@ def test_lookup_by_demangled_and_mangled_names(
 ) -> None:
     """``lookup`` takes C++ names as they print (with or without the parameter list) or
     mangled, names the function of each PC, and finds the names in the separate debug file."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
+    require_program("g++")
     program = tmp_path / "cxx_prog"
     try:
         run("g++", "-O2", "-g", "-pthread", "-Wa,--gsframe", "-o", str(program),
@@ -233,7 +234,7 @@ def test_lookup_by_demangled_and_mangled_names(
         run("strip", "--strip-all", "cxx_prog", cwd=tmp_path)
         run("objcopy", "--add-gnu-debuglink=cxx_prog.debug", "cxx_prog", cwd=tmp_path)
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     spin = "shapes::Box<int>::spin_inside(int)"
     assert cli_main(["lookup", str(program), f"{spin}+4", "recurse<1>", "main"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -327,10 +328,9 @@ def test_format_gdb_names_libc_aliases_as_gdb(tmp_path: Path) -> None:
     """A process asleep in libc: ``--format gdb`` names libc's functions as gdb's ``bt`` does
     from libc6-dbg's DWARF, where a C function's linkage name is glibc's internal alias
     (``__GI___clock_nanosleep``, not DW_AT_name's ``__clock_nanosleep``)."""
-    if shutil.which("gdb") is None:
-        pytest.skip("gdb is not installed")
+    require_program("gdb")
     if libc_debug_file() is None:
-        pytest.skip("libc's separate debug file (Debian's libc6-dbg) is not installed")
+        require("libc6-dbg", "libc's separate debug file (Debian's libc6-dbg) is not installed")
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
         stopped = False
@@ -362,6 +362,6 @@ def test_format_gdb_names_libc_aliases_as_gdb(tmp_path: Path) -> None:
         if line.startswith("#")
     ]
     if not theirs:
-        pytest.skip("gdb could not attach (ptrace_scope?)")
+        require("ptrace", "gdb could not attach (ptrace_scope?)")
     assert ours[: len(theirs)] == theirs
     assert any(name.startswith("__GI_") for name in theirs)

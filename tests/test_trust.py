@@ -40,6 +40,7 @@ from stack_support import (
     run_program,
 )
 
+from conftest import require_program, unavailable
 from elf_build import RawFunction, fre_info, sframe_bytes
 
 DEPTH, THREADS = 6, 2
@@ -49,7 +50,7 @@ def _build_with_lld(out: Path) -> Path:
     """The stack test program and its library, -O2 without frame pointers, SFrame by the
     machine's gas (--gsframe), linked by lld."""
     if shutil.which("gcc") is None or shutil.which("ld.lld") is None:
-        raise Unavailable("gcc or ld.lld is not installed")
+        raise Unavailable("lld", "gcc or ld.lld is not installed")
     flags = ["-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-fuse-ld=lld"]
     commands = [
         ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libstacklib.so"),
@@ -60,7 +61,7 @@ def _build_with_lld(out: Path) -> Path:
     for command in commands:
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode:
-            raise Unavailable(f"cannot build with lld: {result.stderr.strip()[:200]}")
+            raise Unavailable("lld", f"cannot build with lld: {result.stderr.strip()[:200]}")
     return out / "stack_prog"
 
 
@@ -70,9 +71,9 @@ def lld_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
         program = _build_with_lld(tmp_path_factory.mktemp("lld"))
         check_ptrace()
         if shutil.which("gdb") is None:
-            raise Unavailable("gdb is not installed")
+            raise Unavailable("gdb", "gdb is not installed")
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     return program
 
 
@@ -134,8 +135,7 @@ def test_own_uses_the_section_as_asked(stopped: Running) -> None:
 
 
 def test_damaged_section_is_not_used(tmp_path: Path) -> None:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    require_program("gcc")
     source = tmp_path / "prog.c"
     source.write_text(
         "int f(int x) { return x * 3; }\nint g(int x) { return f(x) + 1; }\n"

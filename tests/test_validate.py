@@ -1,6 +1,6 @@
 """Validator rules: one section per rule that breaks exactly that rule, and the clean corpus.
 
-Sections are assembled field by field (V2 spec 2.2-2.4, VERSIONS.md for V3); the comment
+Sections are assembled field by field (V2 spec 2.2-2.4; docs/format.md for V3); the comment
 beside each field names it.  The base section is a clean V3 AMD64 section with two functions.
 """
 

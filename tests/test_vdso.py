@@ -30,6 +30,8 @@ from pysframe.unwind.vdso import VDSO_NAME
 sys.path.insert(0, str(Path(__file__).parent))
 from stack_support import SOURCES, Unavailable, check_ptrace, gdb_backtraces, wait_stopped
 
+from conftest import require, require_program, unavailable
+
 AT_ENTRY = 9
 
 
@@ -88,7 +90,7 @@ def own_memory(address: int, size: int) -> bytes:
 def test_this_process_vdso_is_a_module_with_symbols_and_sframe() -> None:
     address = process_vdso_address(os.getpid())
     if address is None:
-        pytest.skip("this process has no vDSO")
+        require("vdso", "this process has no vDSO")
     module = vdso_module(address, own_memory)
     assert module is not None and module.path == VDSO_NAME and module.start == address
     maps = Path("/proc/self/maps").read_text().splitlines()
@@ -117,12 +119,11 @@ STOPS_IN_VDSO = 4
 @pytest.fixture(scope="module")
 def clock_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for tool in ("gcc", "gdb"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
+        require_program(tool)
     try:
         check_ptrace()
     except Unavailable as why:
-        pytest.skip(str(why))
+        unavailable(why)
     out = tmp_path_factory.mktemp("vdso") / "clock_loop"
     subprocess.run(
         ["gcc", "-O2", "-fomit-frame-pointer", "-o", str(out), str(SOURCES / "clock_loop.c")],
@@ -136,7 +137,7 @@ def vdso_range(pid: int) -> tuple[int, int]:
         if line.endswith("[vdso]"):
             low, high = line.split()[0].split("-")
             return int(low, 16), int(high, 16)
-    pytest.skip("the test program has no vDSO")
+    require("vdso", "the test program has no vDSO")
 
 
 def test_stacks_stopped_in_the_vdso_match_gdb(clock_program: Path, tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ from pysframe.tools.verify_report import (
 )
 from pysframe.tools.verify_rules import GAS_2_40_ESCAPE, REASONS, REPRESENTABLE
 
+from conftest import require, require_module, require_program
+
 DATA = Path(__file__).parent / "data"
 CORPUS = DATA / "corpus"
 CORPUS_FILES = sorted(
@@ -304,8 +306,7 @@ def test_damage_past_the_first_thousands_of_functions(tmp_path: Path) -> None:
     """A program of 9,000 functions (more than verify_compare.FDE_CHUNK, whose points are
     found together) with SFrame generated and injected: clean, and a CFA offset changed in its
     last function is reported there and only there."""
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    require_program("gcc")
     count = 9_000
     source = tmp_path / "many.c"
     source.write_text(
@@ -353,9 +354,10 @@ def test_libbfd_built_with_gas_2_47_verifies_clean() -> None:
     if library is None and os.environ.get("PYSFRAME_BUILD_LIBBFD"):
         library = libbfd_gsframe.build()
     if library is None:
-        pytest.skip(
+        require(
+            "libbfd-gsframe",
             "no libbfd built with GNU as 2.47 --gsframe: python tests/libbfd_gsframe.py builds "
-            "it (about 5 minutes), or PYSFRAME_BUILD_LIBBFD=1 here"
+            "it (about 5 minutes), or PYSFRAME_BUILD_LIBBFD=1 here",
         )
     report = verify_file(library)
     assert report.sframe_version == 3 and report.origin == "section"
@@ -409,8 +411,7 @@ def test_machine_without_an_sframe_abi(tmp_path: Path, capsys: pytest.CaptureFix
     assert row["status"] == "no-sframe"
 
 def test_cli_file_without_sframe(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    if shutil.which("objcopy") is None:
-        pytest.skip("objcopy is not installed")
+    require_program("objcopy", "binutils")
     target = tmp_path / "no-sframe"
     subprocess.run(["objcopy", "--remove-section=.sframe", str(FRAMES), str(target)], check=True)
     assert main(["verify", str(target)]) == 1
@@ -501,9 +502,7 @@ def test_process_pool_gives_the_same_reports(tmp_path: Path) -> None:
 
 
 def test_dask_cluster_gives_the_same_reports(capsys: pytest.CaptureFixture[str]) -> None:
-    distributed = pytest.importorskip(
-        "distributed", reason="Dask is not installed (pysframe[dask])"
-    )
+    distributed = require_module("distributed", "dask", "Dask is not installed (pysframe[dask])")
     paths = [str(p) for p in CORPUS_FILES[:6]] + [str(DATA / "verify" / "gas-cfi-bugs.o")]
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
@@ -516,7 +515,7 @@ def test_dask_cluster_gives_the_same_reports(capsys: pytest.CaptureFixture[str])
 
 
 def test_dask_scheduler_that_does_not_answer() -> None:
-    pytest.importorskip("distributed", reason="Dask is not installed (pysframe[dask])")
+    require_module("distributed", "dask", "Dask is not installed (pysframe[dask])")
     with pytest.raises(
         SFrameError, match=r"cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9"
     ):
@@ -532,8 +531,9 @@ def test_debug_frame_when_there_is_no_eh_frame(tmp_path: Path) -> None:
 
     env = Path.home() / ".cache" / "sframe-ref" / "binutils-2.47" / "bin" / "as"
     gas = os.environ.get("GAS") or (str(env) if env.exists() else None)
-    if gas is None or shutil.which("gcc") is None:
-        pytest.skip("needs gcc and GNU as 2.47 ($GAS or ~/.cache/sframe-ref)")
+    require_program("gcc")
+    if gas is None:
+        require("gas-2.47", "needs GNU as 2.47 ($GAS or ~/.cache/sframe-ref)")
     source = CORPUS / "src" / "frames.c"
     assembly = tmp_path / "frames.s"
     subprocess.run(

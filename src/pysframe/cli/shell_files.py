@@ -23,14 +23,19 @@ FILES = {
 
 
 def man_page() -> str:
-    """The manual page (roff), from every sub-command's parser."""
+    """The manual page (roff), from every sub-command's parser.  Its NAME line is the command's
+    name and the parser's description as man-pages(7) asks for it: ``pysframe \\- read, write,
+    ...`` (lower case, no full stop), which whatis and apropos show."""
     from argparse_manpage.manpage import Manpage  # type: ignore[import-untyped]
 
     from .. import __version__
 
-    page = Manpage(build_parser())
+    parser = build_parser()
+    page = Manpage(parser)
     page.source = f"pysframe {__version__}"
     page.manual = "pysframe manual"
+    summary = (parser.description or "").strip().rstrip(".")
+    page.description = summary[:1].lower() + summary[1:]
     return str(page)
 
 

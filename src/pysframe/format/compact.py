@@ -3,9 +3,9 @@
 What the format allows, and :func:`compact_section` does (each can be turned off, so that its
 gain can be measured on its own; see :class:`CompactOptions`):
 
-* **shared blocks**: ``sfde_func_start_fre_off`` is only an offset (V2 spec 2.3,
-  VERSIONS.md V3), so the FDEs of functions whose FRE blocks are byte for byte the same (in
-  V3, attribute record included) name one copy;
+* **shared blocks**: ``sfde_func_start_fre_off`` is only an offset (V2 spec 2.3;
+  docs/format.md, "V2 FDE" and "V3 FDE"), so the FDEs of functions whose FRE blocks are byte
+  for byte the same (in V3, attribute record included) name one copy;
 * **shared prefixes** (V1, V2): the FRE count lives in the FDE, so a function whose FREs are
   the first FREs of another function's block, read with the same FRE type, names that block;
 * **narrow start addresses**: each function gets the smallest FRE type (V2 spec 2.3.3) that

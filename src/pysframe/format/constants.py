@@ -2,8 +2,8 @@
 enumerations (versions, flags, ABIs, FRE/PC/FDE types...), DWARF register numbers and ABI
 defaults.  Record layouts, their sizes and bit fields are :mod:`pysframe.format.layout`'s.
 
-Sections cited: V1 spec (sframe-spec-v1), V2 spec 2.x (sframe-spec-v2), and the
-later changes (errata 1, V3) summarised in VERSIONS.md of the project's spec notes.
+Sections cited: V1 spec (sframe-spec-v1), V2 spec 2.x (sframe-spec-v2), and for the later
+changes (errata 1 and 2, V3) the headings of docs/format.md, the project's notes on the format.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ PT_GNU_SFRAME = 0x6474E554
 
 
 class Version(IntEnum):
-    """sfp_version (V2 spec 2.1.2, VERSIONS.md V3)."""
+    """sfp_version (V2 spec 2.1.2; docs/format.md, "Versions and producers")."""
 
     V1 = 1
     V2 = 2
@@ -85,7 +85,7 @@ class PcType(IntEnum):
 
 
 class FdeType(IntEnum):
-    """V3 info2 bits 0-4: how an FRE's data words are read (VERSIONS.md V3)."""
+    """V3 info2 bits 0-4: how an FRE's data words are read (docs/format.md, "V3 FDE")."""
 
     DEFAULT = 0
     FLEX = 1
@@ -125,7 +125,8 @@ S390X_SP_VAL_OFFSET = -160
 
 
 class DwarfReg:
-    """DWARF register numbers of the SP, FP and RA per ABI (VERSIONS.md)."""
+    """DWARF register numbers of the SP, FP and RA per ABI (docs/format.md, "DWARF register
+    numbers")."""
 
     SP: dict[Abi, int] = {
         Abi.AMD64_ENDIAN_LITTLE: 7,

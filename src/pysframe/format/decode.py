@@ -332,7 +332,7 @@ def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
 def _read_v3_attributes(
     data: Buffer, header: Header, fre_offset: IntArray
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """Gather each function's 5-byte attribute record (VERSIONS.md V3)."""
+    """Gather each function's 5-byte attribute record (docs/format.md, "V3 FDE")."""
     limit = header.fre_len - V3_ATTR_SIZE
     if len(fre_offset) and int(fre_offset.max()) > limit:
         index = int(np.flatnonzero(fre_offset > limit)[0])

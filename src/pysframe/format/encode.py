@@ -11,12 +11,13 @@ Two entries, one writer:
   assembling them.  Choosing those bytes (smallest FRE type and word size, FLEX or DEFAULT) is
   the builder's job.
 
-Shared FRE blocks.  ``sfde_func_start_fre_off`` is only an offset (V2 spec 2.3, VERSIONS.md V3):
-several FDEs may name one FRE block, and both entries take ``fre_block_of``, the block each
-function's FDE names.  In V3 the block starts with the attribute record, so the functions that
-share one have the same FRE count, info, info2 and rep size; in V1 and V2 the FRE count is the
-FDE's own, and a function may use the first FREs of a longer block (its FREs are a prefix of
-the block's).  ``sfh_num_fres`` counts every FDE's FREs, shared or not, as GNU ld counts them.
+Shared FRE blocks.  ``sfde_func_start_fre_off`` is only an offset (V2 spec 2.3; docs/format.md,
+"V2 FDE" and "V3 FDE"): several FDEs may name one FRE block, and both entries take
+``fre_block_of``, the block each function's FDE names.  In V3 the block starts with the
+attribute record, so the functions that share one have the same FRE count, info, info2 and rep
+size; in V1 and V2 the FRE count is the FDE's own, and a function may use the first FREs of a
+longer block (its FREs are a prefix of the block's).  ``sfh_num_fres`` counts every FDE's
+FREs, shared or not, as GNU ld counts them.
 :mod:`pysframe.format.compact` decides what to share.
 
 Every layout (header, FDE per version, V3 attribute record, FRE fields) comes from

@@ -12,10 +12,11 @@ and field names; sizes, offsets and numpy dtypes are derived from that one decla
 * V2 FDE, 20 bytes: the V1 fields, then u8 rep_size, u16 padding (V2 spec 2.3).
 * V3 FDE index entry, 16 bytes: i64 start, u32 size, u32 fre_off; at fre_off in the FRE
   sub-section a 5-byte attribute record: u16 num_fres, u8 info, u8 info2, u8 rep_size
-  (VERSIONS.md V3).
+  (docs/format.md, "V3 FDE").
 * FRE (V2 spec 2.4): start address of 1, 2 or 4 bytes (the FDE's FRE type), u8 info, then
   ``word_count`` signed data words of 1, 2 or 4 bytes.
-* FLEX control word (VERSIONS.md V3): ``(dwarf_regnum << 3) | (deref << 1) | reg_p``.
+* FLEX control word (docs/format.md, "FLEX FDEs"): ``(dwarf_regnum << 3) | (deref << 1) |
+  reg_p``.
 
 The bit-field accessors take an ``int`` or a numpy int64 array alike.
 """
@@ -99,7 +100,7 @@ def header_struct(big_endian: bool) -> struct.Struct:
     return struct.Struct(byte_order(big_endian) + HEADER_FIELDS)
 
 
-# -- FDEs (V1 spec, V2 spec 2.3, VERSIONS.md V3) -------------------------------------------------
+# -- FDEs (V1 spec, V2 spec 2.3; docs/format.md, "V3 FDE") --------------------------------------
 
 #: Struct codes of an FDE per version (V3: the index entry only).
 FDE_FIELDS: dict[Version, str] = {Version.V1: "iIIIB", Version.V2: "iIIIBBH", Version.V3: "qII"}
@@ -265,7 +266,7 @@ def word_mask(word_size: int) -> int:
     return (1 << (8 * word_size)) - 1
 
 
-# -- FLEX control words (VERSIONS.md V3) ---------------------------------------------------------
+# -- FLEX control words (docs/format.md, "FLEX FDEs") -------------------------------------------
 
 
 def flex_reg(control: int) -> int:

@@ -1,7 +1,7 @@
 """Finding the function and the row that apply at a PC, with libsframe's semantics.
 
 * FDE: the function with start <= pc < start + size; binary search when the section is
-  SORTED, a first-match scan when it is not (VERSIONS.md "Lookups").
+  SORTED, a first-match scan when it is not (docs/format.md, "Lookups").
 * FRE (PCINC): the row whose [start, next start) holds pc - function start.
 * FRE (PCMASK, V2/V3): the same test on (pc - function start) % rep_size.
 * FRE (PCMASK, V1): the low four bits of pc against those of the row's first and last

@@ -1,14 +1,17 @@
 """What an FRE's data words mean, per ABI, version and FDE type, in both directions.
 
-DEFAULT FDEs (V2 spec 2.4, VERSIONS.md V3): ``CFA [RA] [FP]`` where the RA word is present
-only when the header has no fixed RA offset (AMD64 has -8).  s390x stores the CFA offset as
-``(offset - 160) / 8`` (errata 1); in V2 an s390x FP/RA word with its low bit set names the
-register holding the value (``word >> 1``); an s390x RA word of 0 is padding.
+DEFAULT FDEs (V2 spec 2.4; docs/format.md, "DEFAULT rows"): ``CFA [RA] [FP]`` where the RA word
+is present only when the header has no fixed RA offset (AMD64 has -8).  s390x stores the CFA
+offset as ``(offset - 160) / 8``; in V2 an s390x FP/RA word with its low bit set names the
+register holding the value (``word >> 1``); an s390x RA word of 0 is padding (docs/format.md,
+"s390x").
 
-FLEX FDEs (V3): (control, offset) pairs for CFA, then RA (or one 0 padding word when only FP
-follows), then FP; ``control = (dwarf_regnum << 3) | (deref << 1) | reg_p``.
+FLEX FDEs (docs/format.md, "FLEX FDEs"): (control, offset) pairs for CFA, then RA (or one 0
+padding word when only FP follows), then FP; ``control = (dwarf_regnum << 3) | (deref << 1) |
+reg_p``.
 
-No words at all: the return address is undefined (outermost frame).
+No words at all: the return address is undefined (outermost frame; docs/format.md,
+"RA undefined").
 
 The bit fields of info bytes and control words are read and composed by
 :mod:`pysframe.format.layout`; this module owns what the words mean.
@@ -308,7 +311,7 @@ def _encode_flex(ctx: RowContext, cfa: CfaRule, fp: RegRule, ra: RegRule) -> tup
 
 
 def flex_control_positions(count: int) -> tuple[int, ...]:
-    """Which of a FLEX row's ``count`` words are control words (VERSIONS.md V3)."""
+    """Which of a FLEX row's ``count`` words are control words (docs/format.md, "FLEX FDEs")."""
     return {2: (0,), 4: (0, 2), 5: (0, 3), 6: (0, 2, 4)}.get(count, (0,) if count else ())
 
 

@@ -9,13 +9,14 @@ first); rows and FRE blocks are :mod:`pysframe.format.validate_rows`'s.  Reading
 and segments to check against from an ELF file, and validating raw bytes end to end, is
 :mod:`pysframe.tools.validate`'s.
 
-Profiles.  By default the rules are those of the format itself (V1 spec, V2 spec 2.x,
-VERSIONS.md for errata 1 and V3), so every section GNU as and ld write passes, whatever its
-version.  ``kernel=True`` adds what the Linux kernel's SFrame unwinder (kernel/unwind/sframe.c,
-``sframe_read_header`` and ``sframe_validate_section``) requires on top: version 3, the
-FDE_SORTED and FDE_FUNC_START_PCREL flags, no auxiliary header, at least one FDE and one FRE,
-the FRE sub-section after the FDE index, control-word register numbers below 32 and a
-PT_GNU_SFRAME segment (errata 1) locating the section.
+Profiles.  By default the rules are those of the format itself (V1 spec, V2 spec 2.x;
+docs/format.md, "Errata 1", "Errata 2" and "V3 changes"), so every section GNU as and ld write
+passes, whatever its version.  ``kernel=True`` adds what the Linux kernel's SFrame unwinder
+(kernel/unwind/sframe.c, ``sframe_read_header`` and ``sframe_validate_section``) requires on
+top: version 3, the FDE_SORTED and FDE_FUNC_START_PCREL flags, no auxiliary header, at least
+one FDE and one FRE, the FRE sub-section after the FDE index, control-word register numbers
+below 32 and a PT_GNU_SFRAME segment (docs/format.md, "ELF section and segment") locating the
+section.
 
 Gaps.  Address gaps between consecutive functions are normal: every file GNU ld links has
 them (alignment padding, start-up code without CFI), and the kernel and libsframe answer a PC
@@ -394,7 +395,8 @@ def _reserved_bits(section: SFrameSection, index: int, info: int) -> list[Findin
     h, t = section.header, section.table
     findings = []
     # V1/V2 info: bits 0-3 FRE type, 4 PC type, 5 pauth key, 6-7 unused (V2 spec 2.3.1).
-    # V3 info: bit 6 unused, bit 7 signal frame; info2 bits 5-7 unused (VERSIONS.md V3).
+    # V3 info: bit 6 unused, bit 7 signal frame; info2 bits 5-7 unused (docs/format.md,
+    # "FDE info byte" and "V3 FDE").
     unused = FDE_INFO_UNUSED[h.version]
     if info & unused:
         findings.append(

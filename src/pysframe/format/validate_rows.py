@@ -252,7 +252,8 @@ def _check_default_words(
     section: SFrameSection, index: int, number: int, pos: int, count: int
 ) -> list[Finding]:
     """DEFAULT FDE: CFA, then an RA word unless the header fixes RA, then an FP word unless
-    the header fixes FP (V2 spec 2.4, VERSIONS.md V3); zero words: RA undefined."""
+    the header fixes FP (V2 spec 2.4; docs/format.md, "DEFAULT rows"); zero words: RA undefined
+    (docs/format.md, "RA undefined")."""
     h = section.header
     most = 1 + (0 if h.cfa_fixed_ra_offset else 1) + (0 if h.cfa_fixed_fp_offset else 1)
     if count > most:

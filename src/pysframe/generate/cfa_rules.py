@@ -154,7 +154,8 @@ NO_RULES = Rules(CfaKind.NONE, -1, 0, *_SAME, *_SAME, NOT_SIGNED)
 
 @dataclass(frozen=True, slots=True)
 class CfiAbi:
-    """The registers the rules are about, for one ABI (VERSIONS.md: DWARF register numbers)."""
+    """The registers the rules are about, for one ABI (docs/format.md, "DWARF register
+    numbers")."""
 
     fp: int
     ra: int

@@ -10,7 +10,8 @@ The per-function translator makes one ``RowState[int]`` per row; the bulk path h
 
 :func:`encode_row` is the only encoder of a row's FRE info byte and data words (gas
 ``output_sframe_row_entry`` and ``sframe_get_fre_dataword_size``, SFrame V2 spec 2.4,
-VERSIONS.md V3 for FLEX rows), with the word sizes and info bits of :mod:`pysframe.format`.
+docs/format.md "FLEX FDEs" for FLEX rows), with the word sizes and info bits of
+:mod:`pysframe.format`.
 The per-function path and the bulk path both encode each distinct row with it.
 :class:`FunctionEncoder` writes a function's FREs: the start address field of the FDE's FRE
 type (libsframe ``sframe_calc_fre_type``: the smallest that holds the function size), then the
@@ -225,7 +226,8 @@ def encode_row(state: RowState[int], flex: bool, params: AbiParams, big_endian: 
 
 
 def _control(reg: int, deref: int, reg_p: bool) -> int:
-    """A FLEX control word: ``(dwarf_regnum << 3) | (deref << 1) | reg_p`` (VERSIONS.md V3)."""
+    """A FLEX control word: ``(dwarf_regnum << 3) | (deref << 1) | reg_p`` (docs/format.md,
+    "FLEX FDEs")."""
     return ((reg if reg_p else 0) << 3) | (int(deref) << 1) | int(reg_p)
 
 

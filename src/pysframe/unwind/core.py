@@ -5,7 +5,7 @@ callable and a ``find_module(pc) -> ModuleInfo | None`` callable giving the SFra
 (already rebased by the module's load bias) and symbolizer of the code at a PC.
 Output: a :class:`Backtrace`, the frames from the innermost outwards and why the walk stopped.
 
-Rules (VERSIONS.md, V2 spec 2.4, V3 FLEX):
+Rules (V2 spec 2.4; docs/format.md, "DEFAULT rows", "FLEX FDEs", "RA undefined" and "s390x"):
 
 * CFA = register + offset, or the word at register + offset (FLEX deref).  s390x offsets come
   decoded from the core library.
