@@ -39,6 +39,7 @@ from pysframe.perf.profile import Profile
 from pysframe.perf.report import TopRow, folded_stacks, module_short_name, top_table, write_top
 from pysframe.perf.speedscope import write_speedscope
 
+from conftest import require, require_module, unavailable
 from perf_support import Unavailable, build_program, perf_output, record
 
 NODE_TOOLS = Path(__file__).parent / "node"
@@ -57,10 +58,6 @@ WORKLOAD = (
 NAMING_TOLERANCE = 0.05
 
 
-def _skip(problem: str) -> None:
-    pytest.skip(problem)
-
-
 @pytest.fixture(scope="module", params=["python", "threads"])
 def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A DWARF call-graph recording: of a Python workload, or of perfprog's threads and
@@ -76,7 +73,7 @@ def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             options=("-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf,4096"),
         )  # fmt: skip
     except Unavailable as error:
-        pytest.skip(str(error))
+        unavailable(error)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +168,7 @@ def test_folded_stacks_match_perfs_stackcollapse(recording: Path, perf_stacks: P
 def _go_pprof(*arguments: str) -> str:
     go = shutil.which("go")
     if go is None:
-        _skip("go is not installed (apt-get install golang-go): go tool pprof cannot read pprof")
+        require("go", "go is not installed (apt-get install golang-go): no go tool pprof")
     done = subprocess.run(
         [go, "tool", "pprof", *arguments], capture_output=True, text=True, timeout=300,
         check=False, env={**os.environ, "PPROF_TMPDIR": os.environ.get("TMPDIR", "/tmp")},
@@ -187,7 +184,7 @@ def _pprof_name(row: TopRow) -> str:
 
 
 def test_pprof_top_matches_the_top_table(recording: Path, tmp_path: Path) -> None:
-    pytest.importorskip("google.protobuf")
+    require_module("google.protobuf", "protobuf")
     profile = profile_of_ips(recording)
     path = tmp_path / "profile.pb.gz"
     write_pprof(profile, path)
@@ -210,7 +207,7 @@ def test_pprof_top_matches_the_top_table(recording: Path, tmp_path: Path) -> Non
 
 
 def test_pprof_traces_are_the_profiles_stacks(perf_stacks: Profile, tmp_path: Path) -> None:
-    pytest.importorskip("google.protobuf")
+    require_module("google.protobuf", "protobuf")
     path = tmp_path / "profile.pb.gz"
     write_pprof(perf_stacks, path)
     text = _go_pprof("-traces", "-unit=ns", "-symbolize=none", str(path))
@@ -252,9 +249,9 @@ def test_pprof_traces_are_the_profiles_stacks(perf_stacks: Profile, tmp_path: Pa
 
 
 def test_speedscope_of_a_recording_is_valid(perf_stacks: Profile) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema")
     if not SPEEDSCOPE_SCHEMA.exists():
-        _skip("speedscope's published schema is not installed (npm ci --prefix tests/node)")
+        require("speedscope", "speedscope's schema is not installed (npm ci --prefix tests/node)")
     profile = perf_stacks.take(range(min(len(perf_stacks), 1500)))  # the validator is slow
     out = io.StringIO()
     write_speedscope(profile, out)
@@ -271,11 +268,11 @@ def _browser_check(page: Path, search: str) -> dict[str, object]:
     node = shutil.which("node")
     chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
     if node is None:
-        _skip("node is not installed: the flame graph cannot be driven in Chromium")
+        require("node", "node is not installed: the flame graph cannot be driven in Chromium")
     if not Path(chromium).exists():
-        _skip(f"Chromium is not installed at {chromium} (apt-get install chromium)")
+        require("chromium", f"Chromium is not installed at {chromium} (apt-get install chromium)")
     if not (NODE_TOOLS / "node_modules" / "playwright-core").exists():
-        _skip("playwright-core is not installed (npm ci --prefix tests/node)")
+        require("playwright-core", "playwright-core is not installed (npm ci --prefix tests/node)")
     done = subprocess.run(
         [node, str(NODE_TOOLS / "flamegraph_check.mjs"), str(page), search],
         capture_output=True, text=True, timeout=180, check=False,

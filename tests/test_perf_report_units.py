@@ -45,6 +45,8 @@ from pysframe.perf.report import (
 )
 from pysframe.perf.speedscope import speedscope_document, write_speedscope
 
+from conftest import require, require_module
+
 SPEEDSCOPE_SCHEMA = (
     Path(__file__).parent / "node" / "node_modules" / "speedscope" / "dist" / "release"
     / "file-format-schema.json"
@@ -346,9 +348,9 @@ def test_speedscope_events_name_their_profiles_and_units() -> None:
 
 
 def test_speedscope_is_valid_against_the_published_schema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema")
     if not SPEEDSCOPE_SCHEMA.exists():
-        pytest.skip("speedscope's schema is not installed (npm ci --prefix tests/node)")
+        require("speedscope", "speedscope's schema is not installed (npm ci --prefix tests/node)")
     schema = json.loads(SPEEDSCOPE_SCHEMA.read_text())
     profile = synthetic_profile(400, 60)
     jsonschema.validate(json.loads(text_of(write_speedscope, profile)), schema)
@@ -362,7 +364,7 @@ def test_speedscope_is_valid_against_the_published_schema() -> None:
 
 
 def decode_pprof(profile: Profile) -> object:
-    pytest.importorskip("google.protobuf")
+    require_module("google.protobuf", "protobuf")
     out = io.BytesIO()
     write_pprof(profile, out)
     message = profile_message_class()()
@@ -413,7 +415,7 @@ def test_pprof_samples_locations_and_inlined_lines() -> None:
 
 
 def test_pprof_to_a_path(tmp_path: Path) -> None:
-    pytest.importorskip("google.protobuf")
+    require_module("google.protobuf", "protobuf")
     path = tmp_path / "profile.pb.gz"
     write_pprof(make_profile([([MAIN], {})]), path)
     assert gzip.decompress(path.read_bytes())  # gzipped, not empty

@@ -112,7 +112,7 @@ def profile_message_class() -> Callable[[], Any]:
         from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     except ImportError as error:
         raise OutputError(
-            "writing pprof needs the protobuf package (pip install 'pysframe[pprof]')"
+            "writing pprof needs the protobuf package (pip install 'protobuf>=4.22')"
         ) from error
     types = descriptor_pb2.FieldDescriptorProto
     kinds = {
