@@ -47,19 +47,22 @@ from elf_build import Sec, Seg, build_elf
 NT_FILE = 0x46494C45
 
 
-def _seconds(run: Callable[[], object]) -> float:
-    """The best of three runs, each after a collection and without the cyclic collector (its
-    passes land on one run or another: noise, not the cost being measured)."""
-    best = float("inf")
-    for _ in range(3):
-        gc.collect()
-        gc.disable()
-        try:
-            started = time.perf_counter()
-            run()
-            best = min(best, time.perf_counter() - started)
-        finally:
-            gc.enable()
+def _seconds(runs: list[Callable[[], object]], rounds: int = 5) -> list[float]:
+    """The best CPU time of each run over ``rounds`` rounds, the runs taken in turn within a
+    round (a busy spell of the machine then lands on every size alike), each after a collection
+    and without the cyclic collector (its passes land on one run or another: noise, not the
+    cost being measured)."""
+    best = [float("inf")] * len(runs)
+    for _ in range(rounds):
+        for at, run in enumerate(runs):
+            gc.collect()
+            gc.disable()
+            try:
+                started = time.process_time()
+                run()
+                best[at] = min(best[at], time.process_time() - started)
+            finally:
+                gc.enable()
     return best
 
 
@@ -76,7 +79,7 @@ def sweep(make: Callable[[int], Callable[[], object]], sizes: list[int]) -> None
     """``make(n)`` gives the run for count ``n``; each doubling of ``n`` may not cost more
     than three times the time and the memory of the one before."""
     runs = [make(n) for n in sizes]
-    seconds = [_seconds(run) for run in runs]
+    seconds = _seconds(runs)
     peaks = [_peak(run) for run in runs]
     for (small, large), (n_small, n_large) in zip(pairwise(seconds), pairwise(sizes),
                                                   strict=True):
