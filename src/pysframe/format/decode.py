@@ -7,11 +7,9 @@ through FREs is :mod:`pysframe.format.walk`'s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ..errors import (
     BadMagicError,
@@ -40,19 +38,14 @@ from .layout import (
     fde_struct,
     fde_type_of,
     fre_min_length,
-    fre_word_size,
     header_struct,
     v3_attr_dtype,
     v3_attr_struct,
     word_mask,
 )
-from .model import CfaRule, FrameRow, Function, Header, RegRule
-from .rules import RowContext, decode_rules, row_context
-from .walk import walk_fres
-
-Buffer = bytes | bytearray | memoryview
-IntArray = npt.NDArray[np.int64]
-U64Array = npt.NDArray[np.uint64]
+from .model import FrameRow, Function, Header
+from .view import Buffer, FdeTable, IntArray, U64Array
+from .walk import read_rows
 
 _U64 = 1 << 64
 
@@ -277,26 +270,6 @@ def _fres_do_not_fit(
 # -- every function at once, as columns --------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FdeTable:
-    """The FDE sub-section as columns (one element per function, in stored order)."""
-
-    start_field: IntArray
-    start: U64Array
-    size: IntArray
-    fre_offset: IntArray
-    num_fres: IntArray
-    info: IntArray
-    info2: IntArray
-    rep_size: IntArray
-    padding: IntArray
-    #: Byte offset of each function's first FRE (after the V3 attribute record).
-    fre_data: IntArray
-
-    def __len__(self) -> int:
-        return len(self.start)
-
-
 def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
     """Read all FDEs at once (``start`` from :func:`read_starts`) and check every one, that
     their distinct FRE blocks fit in the FRE sub-section together, and that they count at most
@@ -429,49 +402,19 @@ def _distinct_block_bytes(fre_offset: IntArray, least: IntArray) -> int:
     return int(least[order][first].sum())
 
 
-#: Decoded rules per row context, keyed by (info, words).  Real sections repeat a few
-#: hundred distinct rows across hundreds of thousands of FREs, so decode_rows looks them up
-#: instead of decoding each again; the values are immutable and can be shared.  Bounded: each
-#: map is emptied when it reaches _RULES_CACHE_LIMIT entries.
-_RulesKey = tuple[int, tuple[int, ...]]
-_Rules = tuple[CfaRule | None, RegRule, RegRule]
-_RULES_CACHES: dict[RowContext, dict[_RulesKey, _Rules]] = {}
-_RULES_CACHE_LIMIT = 1 << 14
-
-
-def _rules_cache(ctx: RowContext) -> dict[_RulesKey, _Rules]:
-    cache = _RULES_CACHES.get(ctx)
-    if cache is None:
-        if len(_RULES_CACHES) >= 64:
-            _RULES_CACHES.clear()
-        cache = _RULES_CACHES[ctx] = {}
-    elif len(cache) >= _RULES_CACHE_LIMIT:
-        cache.clear()
-    return cache
-
-
 def decode_rows(data: Buffer, header: Header, function: Function) -> tuple[FrameRow, ...]:
     """Decode ``function``'s FREs (V2 spec 2.4), checking every bound; the first problem in
     FRE order is raised."""
-    walk = walk_fres(
+    start = function.start
+    rows = []
+    for start_offset, info, words, (cfa, fp, ra) in read_rows(
         data,
         header,
+        function.index,
         fde_fre_type(function.info),
         fre_data_position(header, function.fre_offset),
         function.num_fres,
-    )
-    ctx = row_context(header, function.info2)
-    known_rules = _rules_cache(ctx)
-    function_start = function.start
-    rows = []
-    for position, start_offset, info, words in walk.fres:
-        key = (info, words)
-        rules = known_rules.get(key)
-        if rules is None:
-            rules = known_rules[key] = decode_rules(ctx, info, words, fre_word_size(info), position)
-        cfa, fp, ra = rules
-        start_address = (function_start + start_offset) % _U64
-        rows.append(FrameRow(start_offset, start_address, info, words, cfa, fp, ra))
-    if walk.problem is not None:
-        raise walk.problem.error(function.index)
+        function.info2,
+    ):
+        rows.append(FrameRow(start_offset, (start + start_offset) % _U64, info, words, cfa, fp, ra))
     return tuple(rows)

@@ -24,7 +24,7 @@ from .constants import PcType, Version
 from .model import FrameRow, Function, RuleKind
 
 if TYPE_CHECKING:
-    from .decode import FdeTable, U64Array
+    from .view import FdeTable, U64Array
 
 _U64 = 1 << 64
 

@@ -21,7 +21,6 @@ import numpy as np
 
 from ..errors import EncodeError, InvalidFieldError, SFrameError
 from .constants import SFRAME_MAGIC, Flags, Version
-from .decode import Buffer
 from .encode import FdeColumns, SectionSpec, assemble_section
 from .layout import (
     FDE_SIZE,
@@ -32,6 +31,7 @@ from .layout import (
     fre_word_size_code,
 )
 from .section import SFrameSection
+from .view import Buffer
 from .walk import locate_fres
 
 

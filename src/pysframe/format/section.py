@@ -11,16 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .constants import Abi, Flags, Version
-from .decode import (
-    Buffer,
-    FdeTable,
-    U64Array,
-    decode_rows,
-    parse_header,
-    read_fde_table,
-    read_function,
-    read_starts,
-)
+from .decode import decode_rows, parse_header, read_fde_table, read_function, read_starts
 from .encode import SectionSpec, encode_section
 from .lookup import (
     BatchResult,
@@ -29,6 +20,7 @@ from .lookup import (
     last_function_starting_at_or_before,
 )
 from .model import FrameRow, Function, Header, LookupResult
+from .view import Buffer, FdeTable, U64Array
 
 if TYPE_CHECKING:
     from .findings import Finding
@@ -217,7 +209,7 @@ class SFrameSection(Sequence[Function]):
         from .rowtable import RowTable
 
         if self._row_table is None:
-            self._row_table = RowTable(self)
+            self._row_table = RowTable(self, self.lookup)
         addresses, outside = _addresses(pcs)
         result = self._row_table.find(addresses)
         if outside is not None and outside.any():
@@ -230,7 +222,7 @@ class SFrameSection(Sequence[Function]):
         from .rowtable import RowTable
 
         if self._row_table is None:
-            self._row_table = RowTable(self)
+            self._row_table = RowTable(self, self.lookup)
         return self._row_table.function_of_row, self._row_table.start_offset
 
     # -- validation ----------------------------------------------------------------------------
@@ -306,7 +298,9 @@ class SFrameSection(Sequence[Function]):
         from .convert import convert_section
 
         data = convert_section(
-            self,
+            self.header,
+            self.spec(),
+            list(self),
             Version(version),
             big_endian=big_endian,
             pcrel=pcrel,

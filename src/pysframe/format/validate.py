@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadMagicError, SFrameError, TruncatedError
 from .constants import KNOWN_FLAGS, Abi, FdeType, Flags, FreType, PcType, Version
-from .decode import Buffer, fde_position, probe
+from .decode import fde_position, probe
 from .findings import Finding, error, warning
 from .layout import (
     FDE_AT,
@@ -64,11 +64,11 @@ from .layout import (
 from .validate_rows import check_rows
 
 if TYPE_CHECKING:
-    from .section import SFrameSection
+    from .view import Buffer, SectionView
 
 
 def validate_section(
-    section: SFrameSection,
+    section: SectionView,
     *,
     text_ranges: Sequence[tuple[int, int]] | None = None,
     sframe_segment_address: int | None = None,
@@ -245,7 +245,7 @@ def _check_fde_fields(
 # Header
 
 
-def _check_header(section: SFrameSection, kernel: bool) -> list[Finding]:
+def _check_header(section: SectionView, kernel: bool) -> list[Finding]:
     h = section.header
     findings = []
     unknown = int(h.flags) & ~int(KNOWN_FLAGS[h.version])
@@ -298,7 +298,7 @@ def _check_header(section: SFrameSection, kernel: bool) -> list[Finding]:
     return findings
 
 
-def _check_kernel_header(section: SFrameSection) -> list[Finding]:
+def _check_kernel_header(section: SectionView) -> list[Finding]:
     h = section.header
     findings = []
     if h.version is not Version.V3:
@@ -344,7 +344,7 @@ def _check_kernel_header(section: SFrameSection) -> list[Finding]:
 # Functions (FDEs)
 
 
-def _info_offset(section: SFrameSection, index: int) -> int:
+def _info_offset(section: SectionView, index: int) -> int:
     """Where function ``index``'s info byte is (V3: in its attribute record)."""
     h = section.header
     if h.version is Version.V3:
@@ -360,7 +360,7 @@ _FDE_SIZE_FINDING_AT = FDE_AT[Version.V3]["size"]
 _REP_SIZE_FINDING_AT = FDE_AT[Version.V2]["rep_size"]
 
 
-def _check_functions(section: SFrameSection, kernel: bool, relocatable: bool) -> list[Finding]:
+def _check_functions(section: SectionView, kernel: bool, relocatable: bool) -> list[Finding]:
     h, t = section.header, section.table
     findings = []
     previous: int | None = None
@@ -390,7 +390,7 @@ def _check_functions(section: SFrameSection, kernel: bool, relocatable: bool) ->
     return findings
 
 
-def _reserved_bits(section: SFrameSection, index: int, info: int) -> list[Finding]:
+def _reserved_bits(section: SectionView, index: int, info: int) -> list[Finding]:
     h, t = section.header, section.table
     findings = []
     # V1/V2 info: bits 0-3 FRE type, 4 PC type, 5 pauth key, 6-7 unused (V2 spec 2.3.1).
@@ -428,7 +428,7 @@ def _reserved_bits(section: SFrameSection, index: int, info: int) -> list[Findin
 
 
 def _check_addresses(
-    section: SFrameSection,
+    section: SectionView,
     text_ranges: Sequence[tuple[int, int]] | None,
     address_gaps: bool,
 ) -> list[Finding]:
@@ -480,7 +480,7 @@ def _check_addresses(
 
 
 def _check_segment(
-    section: SFrameSection,
+    section: SectionView,
     segment_address: int | None,
     segment_size: int | None,
     kernel: bool,

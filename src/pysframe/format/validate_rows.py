@@ -31,7 +31,7 @@ from .layout import (
 from .walk import walk_fres
 
 if TYPE_CHECKING:
-    from .section import SFrameSection
+    from .view import SectionView
 
 #: Number of words a FLEX FRE may have (V3: CFA pair, [RA pair | padding], [FP pair]);
 #: libsframe also reads 3 (CFA pair and a padding word).
@@ -51,7 +51,7 @@ class _Block:
     fre_type: int
 
 
-def check_rows(section: SFrameSection, kernel: bool, foreign_endian: bool = False) -> list[Finding]:
+def check_rows(section: SectionView, kernel: bool, foreign_endian: bool = False) -> list[Finding]:
     """Every function's FREs, sfh_num_fres, and the FRE blocks (``section.table`` is read)."""
     h, t = section.header, section.table
     findings = []
@@ -78,7 +78,7 @@ def check_rows(section: SFrameSection, kernel: bool, foreign_endian: bool = Fals
 
 
 def _check_blocks(
-    section: SFrameSection, blocks: list[_Block], foreign_endian: bool
+    section: SectionView, blocks: list[_Block], foreign_endian: bool
 ) -> list[Finding]:
     """How the blocks fill the FRE sub-section.  Functions may share a block: their FDEs name
     the same offset (V3: so the same attribute record); before V3 a function may also use the
@@ -159,7 +159,7 @@ def _check_blocks(
 
 
 def _check_function_rows(
-    section: SFrameSection, index: int, kernel: bool
+    section: SectionView, index: int, kernel: bool
 ) -> tuple[int, list[Finding]]:
     """Check function ``index``'s FREs from the raw bytes; return (end offset, findings).
 
@@ -249,7 +249,7 @@ def _check_start(
 
 
 def _check_default_words(
-    section: SFrameSection, index: int, number: int, pos: int, count: int
+    section: SectionView, index: int, number: int, pos: int, count: int
 ) -> list[Finding]:
     """DEFAULT FDE: CFA, then an RA word unless the header fixes RA, then an FP word unless
     the header fixes FP (V2 spec 2.4, VERSIONS.md V3); zero words: RA undefined."""
