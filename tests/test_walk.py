@@ -31,7 +31,7 @@ def test_scalar_and_bulk_walks_agree_with_decoding(path: Path) -> None:
             section.header,
             function.fre_type,
             fre_data_position(section.header, function.fre_offset),
-            function.num_fres,
+            function.num_rows,
         )
         assert walk.problem is None
         rows = function.rows

@@ -44,7 +44,7 @@ from .layout import (
     word_mask,
 )
 from .model import FrameRow, Function, Header
-from .view import Buffer, FdeTable, IntArray, U64Array
+from .view import Buffer, FunctionTable, IntArray, U64Array
 from .walk import read_rows
 
 _U64 = 1 << 64
@@ -232,7 +232,7 @@ def read_function(
         size=size,
         start_field=start_field,
         fre_offset=fre_offset,
-        num_fres=num_fres,
+        num_rows=num_fres,
         info=info,
         info2=info2,
         rep_size=rep_size,
@@ -270,7 +270,7 @@ def _fres_do_not_fit(
 # -- every function at once, as columns --------------------------------------------------------
 
 
-def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
+def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FunctionTable:
     """Read all FDEs at once (``start`` from :func:`read_starts`) and check every one, that
     their distinct FRE blocks fit in the FRE sub-section together, and that they count at most
     :data:`MAX_ROWS_PER_BYTE` FREs per byte of the section."""
@@ -295,7 +295,7 @@ def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
             rep_size = np.zeros(count, dtype=np.int64)
             padding = np.zeros(count, dtype=np.int64)
     fre_data = fre_offset + fre_data_position(header, 0)
-    table = FdeTable(
+    table = FunctionTable(
         start_field, start, size, fre_offset, num_fres, info, info2, rep_size, padding, fre_data
     )
     _check_table(header, table, len(data))
@@ -340,7 +340,7 @@ def _read_v3_attributes(
     return num_fres, info, info2, rep_size
 
 
-def _check_table(header: Header, table: FdeTable, section_size: int) -> None:
+def _check_table(header: Header, table: FunctionTable, section_size: int) -> None:
     fre_type = fde_fre_type(table.info)
     bad = np.flatnonzero(fre_type > FreType.ADDR4)
     if bad.size:
@@ -354,13 +354,13 @@ def _check_table(header: Header, table: FdeTable, section_size: int) -> None:
     # Each FRE takes at least its start address and info byte (V2 spec 2.4).
     min_fre = fre_min_length(fre_type)
     fre_end = header.fre_end
-    fre_bytes = table.num_fres * min_fre
+    fre_bytes = table.num_rows * min_fre
     # One pass for the common case: fre_data + fre_bytes > fre_end also catches room < 0,
     # as fre_bytes >= 0; the error path finds the first bad function as before.
     if len(table) and int((fre_bytes + table.fre_data).max()) > fre_end:
         room = fre_end - table.fre_data
         i = int(np.flatnonzero((room < 0) | (fre_bytes > room))[0])
-        raise _fres_do_not_fit(header, i, int(table.num_fres[i]), int(table.fre_offset[i]))
+        raise _fres_do_not_fit(header, i, int(table.num_rows[i]), int(table.fre_offset[i]))
     # FDEs may share FRE blocks (sfde_func_start_fre_off is only an offset; pysframe compact
     # points functions with identical FREs at one copy), but blocks at different offsets do
     # not share bytes: together they fit in sfh_fre_len.  A block named with several FRE
@@ -376,7 +376,7 @@ def _check_table(header: Header, table: FdeTable, section_size: int) -> None:
     # Whole-section work (the batch lookup's row table, the dump, validation) reads every
     # FDE's FREs, shared or not.  Bound their number by the section's size, so that many
     # FDEs naming one large block cannot make that work quadratic in the input.
-    rows = int(table.num_fres.sum())
+    rows = int(table.num_rows.sum())
     if rows > MAX_ROWS_PER_BYTE * section_size:
         raise OutOfBoundsError(
             f"the {len(table)} functions have {rows} FREs, more than {MAX_ROWS_PER_BYTE} per "
@@ -413,7 +413,7 @@ def decode_rows(data: Buffer, header: Header, function: Function) -> tuple[Frame
         function.index,
         fde_fre_type(function.info),
         fre_data_position(header, function.fre_offset),
-        function.num_fres,
+        function.num_rows,
         function.info2,
     ):
         rows.append(FrameRow(start_offset, (start + start_offset) % _U64, info, words, cfa, fp, ra))

@@ -146,7 +146,7 @@ def merge_sections(
             (
                 table.start.view(np.int64),
                 table.size,
-                table.num_fres,
+                table.num_rows,
                 table.info,
                 table.info2,
                 table.rep_size,
@@ -202,7 +202,7 @@ def _fre_blocks(section: SFrameSection) -> list[bytes]:
     located = locate_fres(section)
     octets = np.frombuffer(section.data, dtype=np.uint8)
     last = located.row_base[1:] - 1
-    has_rows = table.num_fres > 0
+    has_rows = table.num_rows > 0
     at = np.maximum(last, 0)
     if len(located.position):
         info = octets[located.info_at[at[has_rows]]].astype(np.int64)

@@ -1,5 +1,5 @@
 """A flat, columnar table of every row of a section, for answering many PCs at once
-(:meth:`SFrameSection.find_fres`).
+(:meth:`SFrameSection.find_rows`).
 
 All FREs are read together by :func:`pysframe.format.walk.scan_rows`, which also groups them
 into their distinct forms (FDE type, info byte, words): real sections repeat a few hundred.
@@ -126,7 +126,7 @@ class RowTable:
             self.scalar_everything = bool(np.any(ends[:-1] > starts[1:]))
             self.order_starts = starts
         # Functions whose rows are not strictly increasing, and V1 PCMASK ones, use the scalar path.
-        function_of_row = np.repeat(np.arange(len(table)), table.num_fres)
+        function_of_row = np.repeat(np.arange(len(table)), table.num_rows)
         within = np.diff(self.start_offset) <= 0
         same_function = function_of_row[1:] == function_of_row[:-1]
         irregular = np.zeros(len(table), dtype=bool)
@@ -136,7 +136,7 @@ class RowTable:
         self.irregular = irregular
         # Each row's index within its function, and -1 past the end ("no row").
         within_function = np.arange(len(function_of_row)) - self.row_base[function_of_row]
-        largest_count = int(table.num_fres.max()) if len(table) else 0
+        largest_count = int(table.num_rows.max()) if len(table) else 0
         self.row_in_function_padded = np.append(within_function, -1).astype(
             _index_dtype(largest_count)
         )

@@ -63,7 +63,7 @@ def check_rows(section: SectionView, kernel: bool, foreign_endian: bool = False)
         blocks.append(
             _Block(index, int(t.fre_offset[index]), end - h.fre_start, fre_types[index])
         )
-    total = int(t.num_fres.sum())
+    total = int(t.num_rows.sum())
     if total != h.num_fres:
         findings.append(
             error(
@@ -170,7 +170,7 @@ def _check_function_rows(
     h, t = section.header, section.table
     info = int(t.info[index])
     fre_type = fde_fre_type(info)
-    walk = walk_fres(section.data, h, fre_type, int(t.fre_data[index]), int(t.num_fres[index]))
+    walk = walk_fres(section.data, h, fre_type, int(t.fre_data[index]), int(t.num_rows[index]))
     address_size = fre_address_size(fre_type)
     pc_mask = fde_pc_type(info) == PcType.MASK
     size, rep_size = int(t.size[index]), int(t.rep_size[index])

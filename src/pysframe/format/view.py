@@ -21,14 +21,16 @@ U64Array = npt.NDArray[np.uint64]
 
 
 @dataclass(frozen=True, slots=True)
-class FdeTable:
-    """The FDE sub-section as columns (one element per function, in stored order)."""
+class FunctionTable:
+    """The FDE sub-section as columns, one element per function in stored order: the fields
+    of :class:`~pysframe.format.model.Function`, and where each function's first FRE is."""
 
     start_field: IntArray
     start: U64Array
     size: IntArray
     fre_offset: IntArray
-    num_fres: IntArray
+    #: How many rows (FREs) each function has.
+    num_rows: IntArray
     info: IntArray
     info2: IntArray
     rep_size: IntArray
@@ -56,5 +58,5 @@ class SectionView(Protocol):
         """The address of the section's first byte."""
 
     @property
-    def table(self) -> FdeTable:
+    def table(self) -> FunctionTable:
         """Every FDE as columns, read and checked (the decoder's error if one is bad)."""

@@ -175,7 +175,7 @@ def _raise_first_walk_error(view: SectionView) -> None:
     types, first, counts = (
         fde_fre_type(table.info).tolist(),
         table.fre_data.tolist(),
-        table.num_fres.tolist(),
+        table.num_rows.tolist(),
     )
     for index, (fre_type, position, count) in enumerate(zip(types, first, counts, strict=True)):
         problem = walk_fres(view.data, header, fre_type, position, count).problem
@@ -189,7 +189,7 @@ def _raise_first_row_error(view: SectionView) -> None:
     columns = zip(
         fde_fre_type(table.info).tolist(),
         table.fre_data.tolist(),
-        table.num_fres.tolist(),
+        table.num_rows.tolist(),
         table.info2.tolist(),
         strict=True,
     )
@@ -245,10 +245,10 @@ def _locate(view: SectionView) -> FreLocations:
     table = view.table
     octets = np.frombuffer(view.data, dtype=np.uint8)
     row_base = np.zeros(len(table) + 1, dtype=np.int64)
-    np.cumsum(table.num_fres, out=row_base[1:])
+    np.cumsum(table.num_rows, out=row_base[1:])
     fre_type = fde_fre_type(table.info)  # 0-2, checked when the FDEs were read
-    order = np.argsort(-table.num_fres, kind="stable")
-    counts = table.num_fres[order]
+    order = np.argsort(-table.num_rows, kind="stable")
+    counts = table.num_rows[order]
     cursor = table.fre_data[order].astype(np.int64)
     info_offset = fre_address_size(fre_type[order])
     length_row = fre_type[order] * 256
@@ -267,7 +267,7 @@ def _locate(view: SectionView) -> FreLocations:
     # Each function's cursor only grows, so its last value shows whether any FRE ran over.
     if len(cursor) and int(cursor.max()) > view.header.fre_end:
         raise TruncatedError("an FRE runs past the FRE sub-section", None)
-    type_of_row = np.repeat(fre_type, table.num_fres)
+    type_of_row = np.repeat(fre_type, table.num_rows)
     return FreLocations(row_base, position, type_of_row, position + fre_address_size(type_of_row))
 
 
@@ -313,7 +313,7 @@ def _scan(view: SectionView) -> RowScan:
     # Room for reading whole 8-byte chunks of the longest FRE (61 bytes from its info byte).
     padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))
     start_offset = _start_offsets(padded, located, header.big_endian)
-    flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_fres)
+    flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows)
     form, first = _group(padded, info_at, tail, flex)
     position = located.position
     forms = tuple(

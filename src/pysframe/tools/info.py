@@ -100,7 +100,7 @@ def _summary(other: ResolvedSFrame, address: int) -> SectionInfo:
             cfa_fixed_fp_offset=h.cfa_fixed_fp_offset,
             cfa_fixed_ra_offset=h.cfa_fixed_ra_offset,
             functions=len(functions),
-            rows=sum(f.num_fres for f in functions),
+            rows=sum(f.num_rows for f in functions),
             flex_functions=sum(f.fde_type is FdeType.FLEX for f in functions),
             pcmask_functions=sum(f.pc_type is PcType.MASK for f in functions),
             signal_functions=sum(f.signal_frame for f in functions if h.version >= 3),
