@@ -22,14 +22,7 @@ import numpy as np
 from ..errors import EncodeError, InvalidFieldError, SFrameError
 from .constants import SFRAME_MAGIC, Flags, Version
 from .encode import FdeColumns, SectionSpec, assemble_section
-from .layout import (
-    FDE_SIZE,
-    HEADER_AT,
-    fde_fre_type,
-    fre_min_length,
-    fre_word_count,
-    fre_word_size_code,
-)
+from .layout import FDE_SIZE, HEADER_AT
 from .section import SFrameSection
 from .view import Buffer
 from .walk import locate_fres
@@ -198,24 +191,10 @@ def merge_sections(
 
 def _fre_blocks(section: SFrameSection) -> list[bytes]:
     """Each function's FREs as stored (without the V3 attribute record)."""
-    table = section.table
     located = locate_fres(section)
-    octets = np.frombuffer(section.data, dtype=np.uint8)
-    last = located.row_base[1:] - 1
-    has_rows = table.num_rows > 0
-    at = np.maximum(last, 0)
-    if len(located.position):
-        info = octets[located.info_at[at[has_rows]]].astype(np.int64)
-        # The last FRE's length (V2 spec 2.4): start address, info byte, data words.
-        length = fre_min_length(fde_fre_type(table.info[has_rows])) + (
-            fre_word_count(info) << fre_word_size_code(info)
-        )
-        ends = table.fre_data.copy()
-        ends[has_rows] = located.position[at[has_rows]] + length
-    else:
-        ends = table.fre_data.copy()
     data = bytes(section.data)
-    return [data[b:e] for b, e in zip(table.fre_data.tolist(), ends.tolist(), strict=True)]
+    begins, ends = section.table.fre_data.tolist(), located.end.tolist()
+    return [data[b:e] for b, e in zip(begins, ends, strict=True)]
 
 
 def with_pcrel_starts(data: Buffer) -> bytes:

@@ -216,10 +216,12 @@ _FRE_LENGTHS = _fre_lengths()
 
 @dataclass(frozen=True, slots=True)
 class FreLocations:
-    """Function i's FREs are ``row_base[i]:row_base[i + 1]``; per FRE its byte position, its
-    FRE type and where its info byte is."""
+    """Function i's FREs are ``row_base[i]:row_base[i + 1]`` and end at byte ``end[i]`` (its
+    first FRE's position when it has none); per FRE its byte position, its FRE type and where
+    its info byte is."""
 
     row_base: I64
+    end: I64
     position: I64
     fre_type: I64
     info_at: I64
@@ -267,8 +269,11 @@ def _locate(view: SectionView) -> FreLocations:
     # Each function's cursor only grows, so its last value shows whether any FRE ran over.
     if len(cursor) and int(cursor.max()) > view.header.fre_end:
         raise TruncatedError("an FRE runs past the FRE sub-section", None)
+    end = np.empty_like(cursor)
+    end[order] = cursor
     type_of_row = np.repeat(fre_type, table.num_rows)
-    return FreLocations(row_base, position, type_of_row, position + fre_address_size(type_of_row))
+    info_at = position + fre_address_size(type_of_row)
+    return FreLocations(row_base, end, position, type_of_row, info_at)
 
 
 # -- every row at once, grouped by form -----------------------------------------------------------
@@ -285,10 +290,11 @@ class RowForm:
 
 @dataclass(frozen=True, slots=True)
 class RowScan:
-    """Function i's rows are ``row_base[i]:row_base[i + 1]``; per row its raw start offset
-    and the index of its form in ``forms``."""
+    """Function i's rows are ``row_base[i]:row_base[i + 1]`` and end at byte ``end[i]``;
+    per row its raw start offset and the index of its form in ``forms``."""
 
     row_base: I64
+    end: I64
     start_offset: I64
     form: I64
     forms: tuple[RowForm, ...]
@@ -297,13 +303,23 @@ class RowScan:
 def scan_rows(view: SectionView) -> RowScan:
     """Read and check every FRE of the section, as decode_rows would one function at a time."""
     try:
-        return _scan(view)
+        return _scan(view, decode=True)
     except SFrameError:
         _raise_first_row_error(view)
         raise
 
 
-def _scan(view: SectionView) -> RowScan:
+def scan_stored_rows(view: SectionView) -> RowScan:
+    """Every FRE of the section as stored, each checked as :func:`walk_fres` checks it (the
+    same error); the forms' words are not decoded (validation checks them its own way)."""
+    try:
+        return _scan(view, decode=False)
+    except SFrameError:
+        _raise_first_walk_error(view)
+        raise
+
+
+def _scan(view: SectionView, decode: bool) -> RowScan:
     header, table = view.header, view.table
     located = _locate(view)
     octets = np.frombuffer(view.data, dtype=np.uint8)
@@ -317,9 +333,10 @@ def _scan(view: SectionView) -> RowScan:
     form, first = _group(padded, info_at, tail, flex)
     position = located.position
     forms = tuple(
-        _form(view, int(position[r]), int(info_at[r]), bool(flex[r])) for r in first.tolist()
+        _form(view, int(position[r]), int(info_at[r]), bool(flex[r]), decode)
+        for r in first.tolist()
     )
-    return RowScan(located.row_base, start_offset, form, forms)
+    return RowScan(located.row_base, located.end, start_offset, form, forms)
 
 
 def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool) -> I64:
@@ -379,14 +396,16 @@ def _group(
     return form.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
-def _form(view: SectionView, position: int, info_at: int, flex: bool) -> RowForm:
-    """Read the info byte and words of the FRE at ``position``; check them with decode_rules."""
+def _form(view: SectionView, position: int, info_at: int, flex: bool, decode: bool) -> RowForm:
+    """Read the info byte and words of the FRE at ``position``; with ``decode``, check them
+    with decode_rules."""
     header = view.header
     info = view.data[info_at]
     size_code, count = fre_word_size_code(info), fre_word_count(info)
     words: tuple[int, ...] = fre_words_struct(size_code, count, header.big_endian).unpack_from(
         view.data, info_at + FRE_INFO_SIZE
     )
-    info2 = int(FdeType.FLEX) if flex else 0
-    decode_rules(row_context(header, info2), info, words, fre_word_size(info), position)
+    if decode:
+        info2 = int(FdeType.FLEX) if flex else 0
+        decode_rules(row_context(header, info2), info, words, fre_word_size(info), position)
     return RowForm(flex, info, words)
