@@ -241,7 +241,7 @@ def _assemble(
     stored = _stored_starts(spec, fdes.start, HEADER_SIZE + len(spec.auxiliary_header), fde_size)
     fields = [_int_column(column) for column in fdes[1:]]
     _check_fields(spec, fdes, stored, fields)
-    size, num_fres, info, info2, rep_size, padding = fields
+    _, num_fres, info, info2, rep_size, _ = fields
     named = np.arange(count) if block_of is None else np.asarray(block_of, dtype=np.int64)
     owner = _check_sharing(spec, named, block_count, num_fres, info, info2, rep_size)
 
@@ -262,32 +262,11 @@ def _assemble(
         )
     ordered_blocks = blocks if order is None else [blocks[p] for p in order]
     if v3:
-        attributes = np.zeros(block_count, dtype=_record_dtype(V3_ATTR_FIELDS, spec.big_endian))
-        names = attributes.dtype.names or ()
-        first = owner[position]
-        for name, column in zip(names, (num_fres, info, info2, rep_size), strict=True):
-            attributes[name] = column[first]
-        raw = attributes.tobytes()
-        pieces = [b""] * (2 * block_count)
-        pieces[0::2] = [
-            raw[at : at + V3_ATTR_SIZE]
-            for at in range(0, V3_ATTR_SIZE * block_count, V3_ATTR_SIZE)
-        ]
-        pieces[1::2] = ordered_blocks
-        fre_blob = b"".join(pieces)
+        records = (num_fres, info, info2, rep_size)
+        fre_blob = _with_records(spec, ordered_blocks, [c[owner[position]] for c in records])
     else:
         fre_blob = b"".join(ordered_blocks)
-
-    table = np.zeros(count, dtype=fde_dtype(version, spec.big_endian))
-    table["start"] = stored
-    table["size"] = size
-    table["fre_off"] = fre_offset
-    if not v3:
-        table["num_fres"] = num_fres
-        table["info"] = info
-    if version is Version.V2:
-        table["rep_size"] = rep_size
-        table["padding"] = padding
+    table = _fde_records(spec, stored, fre_offset, fields)
     header = header_struct(spec.big_endian).pack(
         SFRAME_MAGIC,
         int(version),
@@ -302,7 +281,51 @@ def _assemble(
         0,
         fde_size * count,
     )
-    return b"".join((header, spec.auxiliary_header, table.tobytes(), fre_blob, spec.trailing))
+    return b"".join((header, spec.auxiliary_header, table, fre_blob, spec.trailing))
+
+
+def _with_records(
+    spec: SectionSpec, blocks: Sequence[bytes], columns: Sequence[npt.NDArray[np.int64]]
+) -> bytes:
+    """The V3 FRE sub-section: each block after its attribute record (VERSIONS.md V3), whose
+    num_fres, info, info2 and rep_size are ``columns`` (one element per block)."""
+    import numpy as np
+
+    count = len(blocks)
+    attributes = np.zeros(count, dtype=_record_dtype(V3_ATTR_FIELDS, spec.big_endian))
+    for name, column in zip(attributes.dtype.names or (), columns, strict=True):
+        attributes[name] = column
+    raw = attributes.tobytes()
+    pieces = [b""] * (2 * count)
+    size = V3_ATTR_SIZE
+    pieces[0::2] = [raw[at : at + size] for at in range(0, size * count, size)]
+    pieces[1::2] = blocks
+    return b"".join(pieces)
+
+
+def _fde_records(
+    spec: SectionSpec,
+    stored: npt.NDArray[np.int64],
+    fre_offset: npt.NDArray[np.int64],
+    fields: Sequence[npt.NDArray[np.int64]],
+) -> bytes:
+    """The FDE sub-section (V2 spec 2.3; V3 index entries): ``fields`` are the size, num_fres,
+    info, info2, rep_size and padding columns."""
+    import numpy as np
+
+    version = spec.version
+    size, num_fres, info, _, rep_size, padding = fields
+    table = np.zeros(len(stored), dtype=fde_dtype(version, spec.big_endian))
+    table["start"] = stored
+    table["size"] = size
+    table["fre_off"] = fre_offset
+    if version is not Version.V3:
+        table["num_fres"] = num_fres
+        table["info"] = info
+    if version is Version.V2:
+        table["rep_size"] = rep_size
+        table["padding"] = padding
+    return table.tobytes()
 
 
 def _check_sharing(

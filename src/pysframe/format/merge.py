@@ -115,41 +115,16 @@ def merge_sections(
     if not pieces:
         raise EncodeError("no SFrame section to merge")
     first = pieces[0].section.header
-    for number, piece in enumerate(pieces[1:], 2):
-        header = piece.section.header
-        for what, mine, theirs in (
-            ("version", header.version, first.version),
-            ("ABI", header.abi, first.abi),
-            ("CFA fixed FP offset", header.cfa_fixed_fp_offset, first.cfa_fixed_fp_offset),
-            ("CFA fixed RA offset", header.cfa_fixed_ra_offset, first.cfa_fixed_ra_offset),
-            ("auxiliary header", header.auxiliary_header, first.auxiliary_header),
-        ):
-            if mine != theirs:
-                raise EncodeError(
-                    f"SFrame section {number} differs from the first in its {what}: "
-                    "they cannot be merged"
-                )
-    columns: list[list[np.ndarray]] = [[] for _ in range(8)]
+    _check_alike(pieces)
     blocks: list[bytes] = []
+    columns: list[list[np.ndarray]] = [[] for _ in range(8)]
     for piece in pieces:
-        section = piece.section
-        table = section.table
-        for column, values in zip(
-            columns,
-            (
-                table.start.view(np.int64),
-                table.size,
-                table.num_rows,
-                table.info,
-                table.info2,
-                table.rep_size,
-                table.padding,
-                np.arange(len(table)) + len(blocks),
-            ),
-            strict=True,
-        ):
+        table = piece.section.table
+        own = (table.start.view(np.int64), table.size, table.num_rows, table.info, table.info2,
+               table.rep_size, table.padding, np.arange(len(table)) + len(blocks))  # fmt: skip
+        for column, values in zip(columns, own, strict=True):
             column.append(values)
-        blocks += _fre_blocks(section)
+        blocks += _fre_blocks(piece.section)
     start, size, num_fres, info, info2, rep_size, padding, block = (
         np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in columns
     )
@@ -187,6 +162,26 @@ def merge_sections(
         padding[order],
     )
     return assemble_section(spec, fdes, [blocks[int(b)] for b in block[order]]), dropped
+
+
+def _check_alike(pieces: list[Piece]) -> None:
+    """EncodeError unless every piece has the first's version, ABI, fixed offsets and
+    auxiliary header."""
+    first = pieces[0].section.header
+    for number, piece in enumerate(pieces[1:], 2):
+        header = piece.section.header
+        for what, mine, theirs in (
+            ("version", header.version, first.version),
+            ("ABI", header.abi, first.abi),
+            ("CFA fixed FP offset", header.cfa_fixed_fp_offset, first.cfa_fixed_fp_offset),
+            ("CFA fixed RA offset", header.cfa_fixed_ra_offset, first.cfa_fixed_ra_offset),
+            ("auxiliary header", header.auxiliary_header, first.auxiliary_header),
+        ):
+            if mine != theirs:
+                raise EncodeError(
+                    f"SFrame section {number} differs from the first in its {what}: "
+                    "they cannot be merged"
+                )
 
 
 def _fre_blocks(section: SFrameSection) -> list[bytes]:

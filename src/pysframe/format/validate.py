@@ -196,11 +196,9 @@ def _check_fde_fields(
     fre_len: int,
 ) -> list[Finding]:
     """FRE type, FDE type, attribute-record bounds and FRE counts of every function."""
-    findings = []
+    findings: list[Finding] = []
     fde_size = FDE_SIZE[version]
     unpack_fde = fde_struct(version, big_endian).unpack_from
-    unpack_record = v3_attr_struct(big_endian).unpack_from
-    fre_off_at = FDE_AT[version]["fre_off"]
     # Bytes each distinct block takes at least: blocks at different offsets do not share
     # bytes (functions naming one offset share its block; a V2 prefix counts once).
     needed: dict[int, int] = {}
@@ -208,35 +206,16 @@ def _check_fde_fields(
         at = fde_start + index * fde_size
         if version is Version.V3:
             _, _, fre_off = unpack_fde(data, at)
-            if fre_off + V3_ATTR_SIZE > fre_len:
-                findings.append(
-                    error(
-                        "attribute-bounds",
-                        f"attribute record at FRE offset {fre_off} runs past the {fre_len}-byte "
-                        "FRE sub-section",
-                        index,
-                        at + fre_off_at,
-                    )
-                )
+            fields = _attribute_record(data, big_endian, index, at, fre_off, fre_start, fre_len)
+            if isinstance(fields, Finding):
+                findings.append(fields)
                 continue
-            record = fre_start + fre_off
-            num_fres, info, info2, _ = unpack_record(data, record)
-            info_at = record + V3_ATTR_AT["info"]
-            if fde_type_of(info2) > FdeType.FLEX:
-                findings.append(
-                    error(
-                        "fde-type",
-                        f"invalid FDE type {fde_type_of(info2)}",
-                        index,
-                        record + V3_ATTR_AT["info2"],
-                    )
-                )
-            room = fre_len - fre_off - V3_ATTR_SIZE
+            num_fres, info, info_at, problem = fields
+            findings += problem
             record_size = V3_ATTR_SIZE
         else:
             _, _, fre_off, num_fres, info, *_ = unpack_fde(data, at)
             info_at = at + FDE_AT[version]["info"]
-            room = fre_len - fre_off
             record_size = 0
         if fde_fre_type(info) > FreType.ADDR4:
             findings.append(
@@ -245,6 +224,7 @@ def _check_fde_fields(
             continue
         least = num_fres * fre_min_length(fde_fre_type(info))  # V2 spec 2.4
         needed[fre_off] = max(needed.get(fre_off, 0), record_size + least)
+        room = fre_len - fre_off - record_size
         if least > room or room < 0:
             findings.append(
                 error(
@@ -266,6 +246,30 @@ def _check_fde_fields(
             )
         )
     return findings
+
+
+def _attribute_record(
+    data: Buffer, big_endian: bool, index: int, at: int, fre_off: int, fre_start: int,
+    fre_len: int,
+) -> Finding | tuple[int, int, int, list[Finding]]:
+    """V3 function ``index`` (FDE index entry at ``at``): its attribute record's num_fres,
+    info and where that is, and a finding if its FDE type is invalid; or the finding that the
+    record lies outside the FRE sub-section."""
+    if fre_off + V3_ATTR_SIZE > fre_len:
+        return error(
+            "attribute-bounds",
+            f"attribute record at FRE offset {fre_off} runs past the {fre_len}-byte FRE "
+            "sub-section",
+            index,
+            at + FDE_AT[Version.V3]["fre_off"],
+        )
+    record = fre_start + fre_off
+    num_fres, info, info2, _ = v3_attr_struct(big_endian).unpack_from(data, record)
+    problem = []
+    if fde_type_of(info2) > FdeType.FLEX:
+        message = f"invalid FDE type {fde_type_of(info2)}"
+        problem.append(error("fde-type", message, index, record + V3_ATTR_AT["info2"]))
+    return num_fres, info, record + V3_ATTR_AT["info"], problem
 
 
 # ---------------------------------------------------------------------------------------------
