@@ -67,7 +67,8 @@ def convert_section(
     except ConversionError:
         raise
     except EncodeError as error:
-        raise ConversionError(f"cannot convert to SFrame V{int(version)}: {error}") from None
+        message = f"cannot convert to SFrame V{int(version)}: {error.message}"
+        raise ConversionError(message, error.offset, function=error.function) from None
 
 
 def _where(function: Function) -> str:
@@ -146,9 +147,8 @@ def _convert_row(
     try:
         base, words = encode_rules(target, *rules)
     except EncodeError as error:
-        raise ConversionError(
-            f"{_where(function)}, row at {row.start_address:#x}: {error}"
-        ) from None
+        message = f"row at {row.start_address:#x}: {error.message}"
+        raise ConversionError(message, error.offset, function=function.index) from None
     flex = target.fde_type is FdeType.FLEX
     size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
     info = fre_info(base, len(words), size, row.mangled_ra)

@@ -243,27 +243,29 @@ def read_function(
 
 def _attribute_record_error(header: Header, index: int, fre_offset: int) -> OutOfBoundsError:
     return OutOfBoundsError(
-        f"function {index}: attribute record at FRE offset {fre_offset} runs "
-        f"past the {header.fre_len}-byte FRE sub-section",
+        f"attribute record at FRE offset {fre_offset} runs past the {header.fre_len}-byte FRE "
+        "sub-section",
         fde_position(header, index) + FDE_AT[Version.V3]["fre_off"],
+        function=index,
     )
 
 
 def _fre_type_error(index: int, fre_type: int) -> InvalidFieldError:
-    return InvalidFieldError(f"function {index}: invalid FRE type {fre_type}", None)
+    return InvalidFieldError(f"invalid FRE type {fre_type}", function=index)
 
 
 def _fde_type_error(index: int, info2: int) -> InvalidFieldError:
-    return InvalidFieldError(f"function {index}: invalid FDE type {fde_type_of(info2)}")
+    return InvalidFieldError(f"invalid FDE type {fde_type_of(info2)}", function=index)
 
 
 def _fres_do_not_fit(
     header: Header, index: int, num_fres: int, fre_offset: int
 ) -> OutOfBoundsError:
     return OutOfBoundsError(
-        f"function {index}: {num_fres} FREs at FRE offset {fre_offset} do not fit in the "
-        f"{header.fre_len}-byte FRE sub-section",
+        f"{num_fres} FREs at FRE offset {fre_offset} do not fit in the {header.fre_len}-byte "
+        "FRE sub-section",
         fde_position(header, index),
+        function=index,
     )
 
 

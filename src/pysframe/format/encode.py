@@ -126,8 +126,9 @@ def encode_section(
                 _row_key(r) for r in shared
             ]:
                 raise EncodeError(
-                    f"function {function.index}: its rows are not the first rows of the FRE "
-                    f"block it shares with function {owner.index}"
+                    f"its rows are not the first rows of the FRE block it shares with function "
+                    f"{owner.index}",
+                    function=function.index,
                 )
     columns = FdeColumns(
         [f.start for f in functions],
@@ -467,7 +468,9 @@ def _check_fields(
     if first is not None:
         index, message = first
         text = message(index)
-        raise EncodeError(f"function {index}{'' if text.startswith('at ') else ':'} {text}")
+        if text.startswith("at "):  # the start beyond its field: "function N at ADDRESS: ..."
+            raise EncodeError(f"function {index} {text}")
+        raise EncodeError(text, function=index)
 
 
 def _encode_block(
@@ -480,7 +483,7 @@ def _encode_block(
     (sections repeat a few hundred distinct rows many times)."""
     if spec.version is Version.V3 and len(rows) > 0xFFFF:
         raise EncodeError(
-            f"function {function.index}: {len(rows)} FREs exceed the V3 limit of 65535"
+            f"{len(rows)} FREs exceed the V3 limit of 65535", function=function.index
         )
     out = bytearray()
     fre_type = function.fre_type
@@ -488,8 +491,9 @@ def _encode_block(
     for number, row in enumerate(rows):
         if not 0 <= row.start_offset < fre_type.limit:
             raise EncodeError(
-                f"function {function.index}: FRE {number} start offset {row.start_offset} does "
-                f"not fit FRE type {fre_type.name}"
+                f"FRE {number} start offset {row.start_offset} does not fit FRE type "
+                f"{fre_type.name}",
+                function=function.index,
             )
         out += address.pack(row.start_offset)
         key = (row.info, row.words)
@@ -497,7 +501,7 @@ def _encode_block(
         if encoded is None:
             if not 0 <= row.info <= 0xFF:
                 raise EncodeError(
-                    f"function {function.index}: FRE {number} info {row.info} is not a byte"
+                    f"FRE {number} info {row.info} is not a byte", function=function.index
                 )
             encoded = row_bytes[key] = bytes([row.info]) + _encode_words(
                 spec, function, number, row
@@ -509,14 +513,14 @@ def _encode_block(
 def _encode_words(spec: SectionSpec, function: Function, number: int, row: FrameRow) -> bytes:
     if len(row.words) != row.word_count:
         raise EncodeError(
-            f"function {function.index}: FRE {number} info byte says {row.word_count} words, "
-            f"the row has {len(row.words)}"
+            f"FRE {number} info byte says {row.word_count} words, the row has {len(row.words)}",
+            function=function.index,
         )
     size = row.word_size
     try:
         return fre_words_struct(size, len(row.words), spec.big_endian).pack(*row.words)
     except StructError:
         raise EncodeError(
-            f"function {function.index}: FRE {number}: a word of {row.words} does not fit "
-            f"{size.size} bytes"
+            f"FRE {number}: a word of {row.words} does not fit {size.size} bytes",
+            function=function.index,
         ) from None

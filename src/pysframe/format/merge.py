@@ -52,10 +52,7 @@ def split_sections(data: Buffer, section_address: int = 0) -> list[Piece]:
         try:
             section = SFrameSection.from_bytes(memoryview(data)[at:], section_address + at)
         except SFrameError as error:
-            if pieces:
-                where = f"SFrame section {len(pieces) + 1} at byte {at:#x}: "
-                raise type(error)(where + error.message, error.offset) from None
-            raise
+            raise _in_piece(error, at) from None
         header = section.header
         end = at + max(
             header.size + header.fde_offset + header.num_fdes * FDE_SIZE[header.version],
@@ -119,12 +116,16 @@ def merge_sections(
     blocks: list[bytes] = []
     columns: list[list[np.ndarray]] = [[] for _ in range(8)]
     for piece in pieces:
-        table = piece.section.table
+        try:
+            table = piece.section.table
+            piece_blocks = _fre_blocks(piece.section)
+        except SFrameError as error:
+            raise _in_piece(error, piece.offset) from None
         own = (table.start.view(np.int64), table.size, table.num_rows, table.info, table.info2,
                table.rep_size, table.padding, np.arange(len(table)) + len(blocks))  # fmt: skip
         for column, values in zip(columns, own, strict=True):
             column.append(values)
-        blocks += _fre_blocks(piece.section)
+        blocks += piece_blocks
     start, size, num_fres, info, info2, rep_size, padding, block = (
         np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in columns
     )
@@ -162,6 +163,15 @@ def merge_sections(
         padding[order],
     )
     return assemble_section(spec, fdes, [blocks[int(b)] for b in block[order]]), dropped
+
+
+def _in_piece(error: SFrameError, at: int) -> SFrameError:
+    """``error`` about the piece at byte ``at``, its offset counted from the start of the
+    bytes searched, as the offsets of the section they are (its ``function`` stays the
+    piece's own function index)."""
+    if error.offset is not None:
+        error.offset += at
+    return error
 
 
 def _check_alike(pieces: list[Piece]) -> None:

@@ -96,7 +96,7 @@ def validate_section(
     try:
         section.table  # noqa: B018  (reads and checks every FDE, once)
     except SFrameError as problem:
-        return [error("decode", problem.message, None, problem.offset)]
+        return [error("decode", problem.description, None, problem.offset)]
     findings: list[Finding] = []
     findings += _check_header(section, kernel)
     findings += _check_functions(section, kernel, scalar)

@@ -84,7 +84,7 @@ class WalkProblem:
     def error(self, function: int) -> SFrameError:
         """The decoder's error for this problem in function ``function``."""
         kind = TruncatedError if self.truncated else InvalidFieldError
-        return kind(f"function {function}: {self.message}", self.offset)
+        return kind(self.message, self.offset, function=function)
 
 
 class FreWalk(NamedTuple):
