@@ -398,6 +398,8 @@ def _distinct_block_bytes(fre_offset: IntArray, least: IntArray) -> int:
     (the largest of the functions naming it)."""
     if not len(fre_offset):
         return 0
+    if bool(np.all(fre_offset[1:] > fre_offset[:-1])):  # the usual layout: every offset once
+        return int(least.sum())
     order = np.lexsort((-least, fre_offset))
     offsets = fre_offset[order]
     first = np.concatenate(([True], offsets[1:] != offsets[:-1]))
