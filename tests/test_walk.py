@@ -10,7 +10,7 @@ import pytest
 
 from pysframe import InvalidFieldError, SFrameError, SFrameSection, TruncatedError
 from pysframe.format.decode import fre_data_position
-from pysframe.format.walk import fre_infos, locate_fres, scan_rows, walk_fres
+from pysframe.format.walk import fre_ends, fre_infos, locate_fres, scan_rows, walk_fres
 from pysframe.tools.stats import word_size_counts
 from pysframe.tools.validate import validate_bytes
 from test_validate import F0, F1, Fn, v3
@@ -24,6 +24,7 @@ def test_scalar_and_bulk_walks_agree_with_decoding(path: Path) -> None:
     located = locate_fres(section)
     infos = fre_infos(section).tolist()
     scan = scan_rows(section)
+    ends = fre_ends(section, located).tolist()
     assert located.row_base.tolist() == scan.row_base.tolist()
     for function in section:
         walk = walk_fres(
@@ -33,7 +34,7 @@ def test_scalar_and_bulk_walks_agree_with_decoding(path: Path) -> None:
             fre_data_position(section.header, function.fre_offset),
             function.num_rows,
         )
-        assert walk.problem is None
+        assert walk.problem is None and walk.end == ends[function.index]
         rows = function.rows
         assert [fre[1:] for fre in walk.fres] == [(r.start_offset, r.info, r.words) for r in rows]
         first, end = located.row_base[function.index : function.index + 2].tolist()

@@ -25,7 +25,7 @@ from .encode import FdeColumns, SectionSpec, assemble_section
 from .layout import FDE_SIZE, HEADER_AT
 from .section import SFrameSection
 from .view import Buffer
-from .walk import locate_fres
+from .walk import fre_ends, locate_fres
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +196,9 @@ def _check_alike(pieces: list[Piece]) -> None:
 
 def _fre_blocks(section: SFrameSection) -> list[bytes]:
     """Each function's FREs as stored (without the V3 attribute record)."""
-    located = locate_fres(section)
+    ends = fre_ends(section, locate_fres(section)).tolist()
     data = bytes(section.data)
-    begins, ends = section.table.fre_data.tolist(), located.end.tolist()
+    begins = section.table.fre_data.tolist()
     return [data[b:e] for b, e in zip(begins, ends, strict=True)]
 
 

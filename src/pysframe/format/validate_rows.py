@@ -107,11 +107,11 @@ def _check_all_rows(
     ends = [section.header.fre_end] * count
     if not scalar:
         try:
-            scan = scan_stored_rows(section)
+            scan, end = scan_stored_rows(section)
         except SFrameError:
             pass  # an FRE runs past the sub-section: every function is walked on its own
         else:
-            ends = scan.end.tolist()
+            ends = end.tolist()
             suspects = np.flatnonzero(_suspects(section, scan, kernel)).tolist()
     findings: list[Finding] = []
     for index in suspects:

@@ -15,7 +15,8 @@ those checks and the layout:
   every function that has one, functions ordered by descending FRE count so that the ones
   still walking are a prefix; an FRE's length comes from a table indexed by FRE type and
   info.  On a problem the scalar walk runs over the functions in order, so that the error
-  raised is the one it finds first.  :func:`fre_infos` gives every FRE's info byte.
+  raised is the one it finds first.  :func:`fre_infos` gives every FRE's info byte,
+  :func:`fre_ends` where each function's FREs end.
 
 :func:`scan_rows` reads every row of a section in bulk for whole-section work (the dump, the
 batch lookup's row table): positions, start offsets, and the row *forms*: the FDE type (FLEX
@@ -23,6 +24,8 @@ or not) with the info byte and data-word bytes.  Real sections have a few hundre
 hundreds of thousands of rows; each form is checked once with :func:`decode_rules`.  On any
 problem every function's rows are decoded in order (:func:`read_rows`), so that the error
 raised is the one :func:`~pysframe.format.decode.decode_rows` raises first.
+:func:`scan_stored_rows` reads them the same way without decoding the forms, for validation,
+which checks the words its own way.
 
 The whole-section entry points take a :class:`~pysframe.format.view.SectionView` (bytes,
 header, FDE table), not the section type.
@@ -216,12 +219,10 @@ _FRE_LENGTHS = _fre_lengths()
 
 @dataclass(frozen=True, slots=True)
 class FreLocations:
-    """Function i's FREs are ``row_base[i]:row_base[i + 1]`` and end at byte ``end[i]`` (its
-    first FRE's position when it has none); per FRE its byte position, its FRE type and where
-    its info byte is."""
+    """Function i's FREs are ``row_base[i]:row_base[i + 1]``; per FRE its byte position, its
+    FRE type and where its info byte is."""
 
     row_base: I64
-    end: I64
     position: I64
     fre_type: I64
     info_at: I64
@@ -269,11 +270,21 @@ def _locate(view: SectionView) -> FreLocations:
     # Each function's cursor only grows, so its last value shows whether any FRE ran over.
     if len(cursor) and int(cursor.max()) > view.header.fre_end:
         raise TruncatedError("an FRE runs past the FRE sub-section", None)
-    end = np.empty_like(cursor)
-    end[order] = cursor
     type_of_row = np.repeat(fre_type, table.num_rows)
     info_at = position + fre_address_size(type_of_row)
-    return FreLocations(row_base, end, position, type_of_row, info_at)
+    return FreLocations(row_base, position, type_of_row, info_at)
+
+
+def fre_ends(view: SectionView, located: FreLocations) -> I64:
+    """The byte where each function's FREs end (where they would start, for a function
+    without any): its last FRE's position and length."""
+    table = view.table
+    end = table.fre_data.copy()
+    has_rows = table.num_rows > 0
+    last = located.row_base[1:][has_rows] - 1
+    info = np.frombuffer(view.data, dtype=np.uint8)[located.info_at[last]]
+    end[has_rows] = located.position[last] + _FRE_LENGTHS[located.fre_type[last] * 256 + info]
+    return end
 
 
 # -- every row at once, grouped by form -----------------------------------------------------------
@@ -290,11 +301,10 @@ class RowForm:
 
 @dataclass(frozen=True, slots=True)
 class RowScan:
-    """Function i's rows are ``row_base[i]:row_base[i + 1]`` and end at byte ``end[i]``;
-    per row its raw start offset and the index of its form in ``forms``."""
+    """Function i's rows are ``row_base[i]:row_base[i + 1]``; per row its raw start offset
+    and the index of its form in ``forms``."""
 
     row_base: I64
-    end: I64
     start_offset: I64
     form: I64
     forms: tuple[RowForm, ...]
@@ -303,23 +313,25 @@ class RowScan:
 def scan_rows(view: SectionView) -> RowScan:
     """Read and check every FRE of the section, as decode_rows would one function at a time."""
     try:
-        return _scan(view, decode=True)
+        return _scan(view, decode=True)[0]
     except SFrameError:
         _raise_first_row_error(view)
         raise
 
 
-def scan_stored_rows(view: SectionView) -> RowScan:
+def scan_stored_rows(view: SectionView) -> tuple[RowScan, I64]:
     """Every FRE of the section as stored, each checked as :func:`walk_fres` checks it (the
-    same error); the forms' words are not decoded (validation checks them its own way)."""
+    same error), and the byte where each function's FREs end; the forms' words are not
+    decoded (validation checks them its own way)."""
     try:
-        return _scan(view, decode=False)
+        scan, located = _scan(view, decode=False)
     except SFrameError:
         _raise_first_walk_error(view)
         raise
+    return scan, fre_ends(view, located)
 
 
-def _scan(view: SectionView, decode: bool) -> RowScan:
+def _scan(view: SectionView, decode: bool) -> tuple[RowScan, FreLocations]:
     header, table = view.header, view.table
     located = _locate(view)
     octets = np.frombuffer(view.data, dtype=np.uint8)
@@ -336,7 +348,7 @@ def _scan(view: SectionView, decode: bool) -> RowScan:
         _form(view, int(position[r]), int(info_at[r]), bool(flex[r]), decode)
         for r in first.tolist()
     )
-    return RowScan(located.row_base, located.end, start_offset, form, forms)
+    return RowScan(located.row_base, start_offset, form, forms), located
 
 
 def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool) -> I64:
