@@ -37,10 +37,11 @@ from .layout import (
     flex_reg_p,
     fre_address_size,
     fre_mangled_ra,
+    fre_word_count,
     fre_word_size,
     word_mask,
 )
-from .walk import RowScan, scan_stored_rows, walk_fres
+from .walk import StoredRows, scan_stored_rows, walk_fres
 
 if TYPE_CHECKING:
     from .model import Header
@@ -107,12 +108,12 @@ def _check_all_rows(
     ends = [section.header.fre_end] * count
     if not scalar:
         try:
-            scan, end = scan_stored_rows(section)
+            rows = scan_stored_rows(section)
         except SFrameError:
             pass  # an FRE runs past the sub-section: every function is walked on its own
         else:
-            ends = end.tolist()
-            suspects = np.flatnonzero(_suspects(section, scan, kernel)).tolist()
+            ends = rows.end.tolist()
+            suspects = np.flatnonzero(_suspects(section, rows, kernel)).tolist()
     findings: list[Finding] = []
     for index in suspects:
         ends[index], problems = _check_function_rows(section, index, kernel)
@@ -120,12 +121,12 @@ def _check_all_rows(
     return ends, findings
 
 
-def _suspects(section: SectionView, scan: RowScan, kernel: bool) -> npt.NDArray[np.bool_]:
+def _suspects(section: SectionView, rows: StoredRows, kernel: bool) -> npt.NDArray[np.bool_]:
     """Per function: whether a check of :func:`_check_function_rows` may fail on one of its
     rows (every function for which one does is marked)."""
     h, t = section.header, section.table
     function_of_row = np.repeat(np.arange(len(t)), t.num_rows)
-    start = scan.start_offset
+    start = rows.start_offset
     bad = np.zeros(len(start), dtype=bool)
     # fre-order: a start offset not after the one before it, in the same function.
     bad[1:] = (start[1:] <= start[:-1]) & (function_of_row[1:] == function_of_row[:-1])
@@ -133,12 +134,18 @@ def _suspects(section: SectionView, scan: RowScan, kernel: bool) -> npt.NDArray[
     masked = (fde_pc_type(t.info) == PcType.MASK)[function_of_row]
     rep_size, size = t.rep_size[function_of_row], t.size[function_of_row]
     bad |= np.where(masked, (rep_size > 0) & (start >= rep_size), start >= size)
-    # fre-words, flex-control, mangled-ra: the same for every row of a form.
-    bad_form = [
-        bool(_word_findings(h, kernel, form.flex, form.info, form.words, 0, 0, 0, 0))
-        for form in scan.forms
+    # fre-words, mangled-ra: what the info byte says (DEFAULT rows: the number of words);
+    # flex-control too for FLEX rows: the same for every row of a form.
+    bad_info = np.array(
+        [bool(_word_findings(h, kernel, False, i, (0,) * fre_word_count(i), 0, 0, 0, 0))
+         for i in range(256)]
+    )  # fmt: skip
+    bad_flex = [
+        bool(_word_findings(h, kernel, True, form.info, form.words, 0, 0, 0, 0))
+        for form in rows.flex_forms
     ]
-    bad |= np.array([*bad_form, False], dtype=bool)[scan.form]
+    flex = rows.flex_form >= 0
+    bad |= np.where(flex, np.array([*bad_flex, False])[rows.flex_form], bad_info[rows.info])
     suspect = np.zeros(len(t), dtype=bool)
     suspect[function_of_row[bad]] = True
     return suspect

@@ -24,8 +24,8 @@ or not) with the info byte and data-word bytes.  Real sections have a few hundre
 hundreds of thousands of rows; each form is checked once with :func:`decode_rules`.  On any
 problem every function's rows are decoded in order (:func:`read_rows`), so that the error
 raised is the one :func:`~pysframe.format.decode.decode_rows` raises first.
-:func:`scan_stored_rows` reads them the same way without decoding the forms, for validation,
-which checks the words its own way.
+:func:`scan_stored_rows` reads them the same way for validation, which checks the words its
+own way: only FLEX rows are grouped into forms, the others' checks depend on the info byte.
 
 The whole-section entry points take a :class:`~pysframe.format.view.SectionView` (bytes,
 header, FDE table), not the section type.
@@ -313,25 +313,59 @@ class RowScan:
 def scan_rows(view: SectionView) -> RowScan:
     """Read and check every FRE of the section, as decode_rows would one function at a time."""
     try:
-        return _scan(view, decode=True)[0]
+        return _scan(view)
     except SFrameError:
         _raise_first_row_error(view)
         raise
 
 
-def scan_stored_rows(view: SectionView) -> tuple[RowScan, I64]:
+@dataclass(frozen=True, slots=True)
+class StoredRows:
+    """Every FRE as stored: function i's are ``row_base[i]:row_base[i + 1]`` and end at byte
+    ``end[i]``; per FRE its raw start offset, its info byte, and for the FREs of FLEX
+    functions the index of their form in ``flex_forms`` (-1 for the others, whose meaning the
+    info byte alone gives)."""
+
+    row_base: I64
+    end: I64
+    start_offset: I64
+    info: I64
+    flex_form: I64
+    flex_forms: tuple[RowForm, ...]
+
+
+def scan_stored_rows(view: SectionView) -> StoredRows:
     """Every FRE of the section as stored, each checked as :func:`walk_fres` checks it (the
-    same error), and the byte where each function's FREs end; the forms' words are not
-    decoded (validation checks them its own way)."""
+    same error), for validation, which checks the words its own way: only FLEX rows, whose
+    words are control words, are grouped into forms."""
     try:
-        scan, located = _scan(view, decode=False)
+        located = _locate(view)
     except SFrameError:
         _raise_first_walk_error(view)
         raise
-    return scan, fre_ends(view, located)
+    table = view.table
+    octets = np.frombuffer(view.data, dtype=np.uint8)
+    padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))  # as in _scan
+    start_offset = _start_offsets(padded, located, view.header.big_endian)
+    info = octets[located.info_at].astype(np.int64)
+    flex = np.flatnonzero(np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows))
+    flex_form = np.full(len(info), -1, dtype=np.int64)
+    forms: tuple[RowForm, ...] = ()
+    if len(flex):
+        info_at = located.info_at[flex]
+        tail = located.position[flex] + _FRE_LENGTHS[located.fre_type[flex] * 256 + info[flex]]
+        form, first = _group(padded, info_at, tail - info_at, np.ones(len(flex), dtype=bool))
+        flex_form[flex] = form
+        position = located.position[flex]
+        forms = tuple(
+            _form(view, int(position[r]), int(info_at[r]), True, decode=False)
+            for r in first.tolist()
+        )
+    end = fre_ends(view, located)
+    return StoredRows(located.row_base, end, start_offset, info, flex_form, forms)
 
 
-def _scan(view: SectionView, decode: bool) -> tuple[RowScan, FreLocations]:
+def _scan(view: SectionView) -> RowScan:
     header, table = view.header, view.table
     located = _locate(view)
     octets = np.frombuffer(view.data, dtype=np.uint8)
@@ -345,10 +379,10 @@ def _scan(view: SectionView, decode: bool) -> tuple[RowScan, FreLocations]:
     form, first = _group(padded, info_at, tail, flex)
     position = located.position
     forms = tuple(
-        _form(view, int(position[r]), int(info_at[r]), bool(flex[r]), decode)
+        _form(view, int(position[r]), int(info_at[r]), bool(flex[r]), decode=True)
         for r in first.tolist()
     )
-    return RowScan(located.row_base, start_offset, form, forms), located
+    return RowScan(located.row_base, start_offset, form, forms)
 
 
 def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool) -> I64:
@@ -408,7 +442,9 @@ def _group(
     return form.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
-def _form(view: SectionView, position: int, info_at: int, flex: bool, decode: bool) -> RowForm:
+def _form(
+    view: SectionView, position: int, info_at: int, flex: bool, *, decode: bool
+) -> RowForm:
     """Read the info byte and words of the FRE at ``position``; with ``decode``, check them
     with decode_rules."""
     header = view.header
