@@ -179,10 +179,10 @@ def breakdown(section: SFrameSection) -> dict[str, int]:
     header, table = section.header, section.table
     scan = scan_rows(section)
     # Per offset, the function with the most FREs there.
-    order = np.lexsort((-table.num_fres, table.fre_offset))
+    order = np.lexsort((-table.num_rows, table.fre_offset))
     firsts = np.flatnonzero(np.diff(table.fre_offset[order], prepend=-1) != 0)
     kept = order[firsts]
-    counts = table.num_fres[kept]
+    counts = table.num_rows[kept]
     rows = np.repeat(scan.row_base[kept] - np.cumsum(counts) + counts, counts) + np.arange(
         int(counts.sum())
     )

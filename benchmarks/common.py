@@ -219,7 +219,7 @@ def relayout_v3(data: bytes, version: Version) -> bytes:
     fdes["start"] = starts
     fdes["size"] = table.size
     fdes["fre_off"] = table.fre_offset - 5 * np.arange(count)
-    fdes["num_fres"] = table.num_fres
+    fdes["num_fres"] = table.num_rows
     fdes["info"] = table.info & 0x3F
     if version is Version.V2:
         fdes["rep_size"] = table.rep_size

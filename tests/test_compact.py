@@ -112,7 +112,7 @@ def test_v2_shares_a_prefix_and_v3_does_not() -> None:
         after = SFrameSection.from_bytes(compacted.data)
         assert compacted.prefixes == expected
         assert (after.table.fre_offset[3] == after.table.fre_offset[0]) == bool(expected)
-        assert after.table.num_fres.tolist() == [3, 3, 1, 2]
+        assert after.table.num_rows.tolist() == [3, 3, 1, 2]
         assert_same_rules(section, after)
         assert not _errors(after, False)
 

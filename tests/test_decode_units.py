@@ -377,6 +377,6 @@ def test_rows_follow_the_function_they_are_asked_of() -> None:
     section = SFrameSection.from_bytes(v1_amd64(), 0x2000)
     function = section[0]
     assert len(function.rows) == 3
-    first_only = dataclasses.replace(function, num_fres=1)
+    first_only = dataclasses.replace(function, num_rows=1)
     assert [row.start_offset for row in first_only.rows] == [0]
     assert len(section[0].rows) == 3 and len(section.rows(0)) == 3 and len(function.rows) == 3

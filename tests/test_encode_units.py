@@ -34,7 +34,7 @@ def _columns(section: SFrameSection) -> FdeColumns:
     return FdeColumns(
         [f.start for f in functions],
         [f.size for f in functions],
-        [f.num_fres for f in functions],
+        [f.num_rows for f in functions],
         [f.info for f in functions],
         [f.info2 for f in functions],
         [f.rep_size for f in functions],

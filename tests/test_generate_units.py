@@ -277,7 +277,7 @@ def test_non_default_return_column_and_signal_frame() -> None:
     data = section((0x2000, 0x10, b"\x16\x10\x01\x9c"), cie_bytes=cie("zRS"))
     result = generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE)
     (function,) = result.section
-    assert function.signal_frame and function.num_fres == 0
+    assert function.signal_frame and function.num_rows == 0
     assert result.skipped and "0x16" in result.skipped[0].reason
 
 

@@ -45,10 +45,12 @@ def decode_everything(data: bytes) -> None:
 
 
 def expect(data: bytes, error: type[SFrameError], message: str, offset: int | None) -> None:
+    """``message``: the error's description, ``function N: `` first when it names the
+    function it concerns (its ``function`` field)."""
     with pytest.raises(error) as info:
         decode_everything(data)
     assert type(info.value) is error
-    assert info.value.message == message
+    assert info.value.description == message
     assert info.value.offset == offset
 
 
@@ -523,7 +525,7 @@ def test_open_and_lookup_read_only_the_function_they_need() -> None:
                  lambda: section.table, lambda: section.find_fres([F0.start])):
         with pytest.raises(InvalidFieldError) as info:
             read()
-        assert info.value.message == message
+        assert info.value.function == 1 and info.value.description == message
 
 
 def test_unsorted_flagged_sorted_fails_at_open() -> None:

@@ -25,7 +25,7 @@ from pysframe import Abi, CfaRule, SFrameSection, Version
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
 from pysframe.elf.symbols import read_function_symbols
-from pysframe.errors import EncodeError, InvalidFieldError, SFrameError
+from pysframe.errors import EncodeError, InvalidFieldError, SFrameError, UnsupportedVersionError
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.findings import Severity
 from pysframe.format.merge import merge_sections, split_sections
@@ -352,6 +352,19 @@ def test_split_refuses_bytes_that_are_no_section() -> None:
     data = _piece(0x1000) + b"\x01\x02"
     with pytest.raises(InvalidFieldError, match="neither zero padding nor the start"):
         split_sections(data)
+
+
+def test_a_bad_later_piece_is_located_in_the_bytes_searched() -> None:
+    """The error about the second piece is the decoder's, its offset counted from the start
+    of the whole section (here: the second piece's version byte)."""
+    first = _piece(0x2000)
+    at = len(first) + (-len(first) % 8)
+    data = bytearray(first + bytes(at - len(first)) + _piece(0x1000))
+    data[at + 2] = 9  # sfp_version
+    with pytest.raises(UnsupportedVersionError) as raised:
+        split_sections(bytes(data))
+    assert raised.value.message == "unsupported SFrame version 9"
+    assert raised.value.offset == at + 2
 
 
 def test_merge_refuses_pieces_of_other_abis() -> None:

@@ -109,7 +109,7 @@ def _function_at(functions: list[Function], start: int) -> int:
 
 
 def _with_rows(function: Function, rows: list[FrameRow]) -> Function:
-    return replace(function, _rows=tuple(rows), num_fres=len(rows))
+    return replace(function, _rows=tuple(rows), num_rows=len(rows))
 
 
 # The function damaged: frames' "small_frame" (four rows: sp+8, sp+48, sp+8 ...).

@@ -10,7 +10,7 @@ import pytest
 
 from pysframe import InvalidFieldError, SFrameError, SFrameSection, TruncatedError
 from pysframe.format.decode import fre_data_position
-from pysframe.format.walk import fre_infos, locate_fres, scan_rows, walk_fres
+from pysframe.format.walk import fre_ends, fre_infos, locate_fres, scan_rows, walk_fres
 from pysframe.tools.stats import word_size_counts
 from pysframe.tools.validate import validate_bytes
 from test_validate import F0, F1, Fn, v3
@@ -24,6 +24,7 @@ def test_scalar_and_bulk_walks_agree_with_decoding(path: Path) -> None:
     located = locate_fres(section)
     infos = fre_infos(section).tolist()
     scan = scan_rows(section)
+    ends = fre_ends(section, located).tolist()
     assert located.row_base.tolist() == scan.row_base.tolist()
     for function in section:
         walk = walk_fres(
@@ -31,9 +32,9 @@ def test_scalar_and_bulk_walks_agree_with_decoding(path: Path) -> None:
             section.header,
             function.fre_type,
             fre_data_position(section.header, function.fre_offset),
-            function.num_fres,
+            function.num_rows,
         )
-        assert walk.problem is None
+        assert walk.problem is None and walk.end == ends[function.index]
         rows = function.rows
         assert [fre[1:] for fre in walk.fres] == [(r.start_offset, r.info, r.words) for r in rows]
         first, end = located.row_base[function.index : function.index + 2].tolist()
@@ -51,7 +52,7 @@ def _error_of(action: object) -> SFrameError:
 
 
 def _same(a: SFrameError, b: SFrameError) -> bool:
-    return (type(a), a.message, a.offset) == (type(b), b.message, b.offset)
+    return (type(a), a.message, a.offset, a.function) == (type(b), b.message, b.offset, b.function)
 
 
 #: 0x63: one 1-byte word, data-word size code 3.
@@ -71,11 +72,11 @@ def test_a_walk_problem_is_reported_alike(functions: list[Fn], kind: type) -> No
     section = SFrameSection.from_bytes(v3(functions))
     bad = len(functions) - 1
     decoded = _error_of(lambda: section[bad].rows)
-    assert isinstance(decoded, kind) and decoded.message.startswith(f"function {bad}: ")
+    assert isinstance(decoded, kind) and decoded.function == bad
     for bulk in (locate_fres, fre_infos, scan_rows, word_size_counts):
         assert _same(_error_of(lambda bulk=bulk: bulk(section)), decoded), bulk.__name__
     (finding,) = [f for f in validate_bytes(v3(functions)) if f.offset == decoded.offset]
-    assert finding.function == bad and decoded.message.endswith(finding.message)
+    assert finding.function == bad and decoded.message == finding.message
     assert finding.rule == ("word-size" if kind is InvalidFieldError else "fre-bounds")
 
 

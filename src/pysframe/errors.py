@@ -6,12 +6,14 @@ An error carries its context as fields, not pasted into its text:
 * ``path``: the file it concerns (None when it concerns none, or it is not known yet);
 * ``section``: the section it concerns (``.sframe``, ``.eh_frame``...);
 * ``offset``: the byte offset of the problem from the start of that section (or of the file,
-  for errors about the file's own structure).
+  for errors about the file's own structure);
+* ``function``: the index of the function (FDE) of the section it concerns, when it concerns
+  one.
 
 ``str(error)`` puts them together the way every message of pysframe reads:
-``PATH: SECTION: MESSAGE (at byte offset 0xOFF)``.  A layer that knows more than the one that
-raised (the file being read, the section it came from) adds it with :meth:`SFrameError.at`,
-which keeps the error's class and offset:
+``PATH: SECTION: function N: MESSAGE (at byte offset 0xOFF)``.  A layer that knows more than
+the one that raised (the file being read, the section it came from) adds it with
+:meth:`SFrameError.at`, which keeps the error's class and offset:
 
 >>> error = TruncatedError("an FDE runs past the end", 0x40)
 >>> str(error)
@@ -20,6 +22,8 @@ which keeps the error's class and offset:
 'a.out: .sframe: an FDE runs past the end (at byte offset 0x40)'
 >>> error.at(path="other")  # the first to name the file wins
 TruncatedError('a.out: .sframe: an FDE runs past the end (at byte offset 0x40)')
+>>> str(InvalidFieldError("invalid FRE type 3", function=1))
+'function 1: invalid FRE type 3'
 
 The command line prints ``pysframe: `` followed by ``str(error)``, in one place
 (:mod:`pysframe.cli.report`).
@@ -40,12 +44,14 @@ class SFrameError(Exception):
         *,
         path: str | None = None,
         section: str | None = None,
+        function: int | None = None,
     ) -> None:
         super().__init__(message, offset)
         self.message = message
         self.offset = offset
         self.path = path
         self.section = section
+        self.function = function
 
     def at(self, *, path: str | None = None, section: str | None = None) -> Self:
         """This error, with ``path`` and ``section`` filled in where it names none yet (the
@@ -57,11 +63,18 @@ class SFrameError(Exception):
         return self
 
     @property
-    def detail(self) -> str:
-        """The message and the offset, without the path and the section."""
-        if self.offset is None:
+    def description(self) -> str:
+        """The message, after the function it concerns (if any)."""
+        if self.function is None:
             return self.message
-        return f"{self.message} (at byte offset {self.offset:#x})"
+        return f"function {self.function}: {self.message}"
+
+    @property
+    def detail(self) -> str:
+        """The description and the offset, without the path and the section."""
+        if self.offset is None:
+            return self.description
+        return f"{self.description} (at byte offset {self.offset:#x})"
 
     def __str__(self) -> str:
         return ": ".join(part for part in (self.path, self.section, self.detail) if part)

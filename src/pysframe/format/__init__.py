@@ -7,6 +7,8 @@
 * :mod:`~pysframe.format.rules`: what FRE data words mean, in both directions;
 * :mod:`~pysframe.format.walk`: stepping through FREs, one function or a whole section;
 * :mod:`~pysframe.format.decode`, :mod:`~pysframe.format.encode`: reading and writing sections;
+* :mod:`~pysframe.format.view`: what whole-section helpers read a section through (bytes,
+  header, the FDE table as columns), so that they need not import the section type;
 * :mod:`~pysframe.format.section`: ``SFrameSection``;
 * :mod:`~pysframe.format.lookup`, :mod:`~pysframe.format.rowtable`: scalar and batch lookups;
 * :mod:`~pysframe.format.builder`, :mod:`~pysframe.format.convert`: building sections in code,

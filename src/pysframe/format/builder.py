@@ -235,7 +235,7 @@ class SFrameBuilder:
             size=function.size,
             start_field=0,
             fre_offset=0,
-            num_fres=len(rows),
+            num_rows=len(rows),
             info=info,
             info2=int(fde_type) if self.version is Version.V3 else 0,
             rep_size=function.rep_size if self.version is not Version.V1 else 0,

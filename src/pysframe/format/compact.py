@@ -126,12 +126,12 @@ def compact_section(
     old_type = fde_fre_type(table.info)
     fre_type = _fre_types(scan, old_type) if options.narrow_addresses else old_type
     info = (table.info & _NOT_FRE_TYPE) | fre_type
-    blob, bounds = _fre_bytes(scan, table.num_fres, fre_type, forms, header.big_endian)
+    blob, bounds = _fre_bytes(scan, table.num_rows, fre_type, forms, header.big_endian)
     blocks = [blob[begin:end] for begin, end in bounds]
     columns = FdeColumns(
         table.start.view(np.int64),
         table.size,
-        table.num_fres,
+        table.num_rows,
         info,
         table.info2,
         table.rep_size,
@@ -344,7 +344,7 @@ def check_same_rows(before: SFrameSection, after: SFrameSection) -> None:
     fields = {
         "start": (a.start, b.start),
         "size": (a.size, b.size),
-        "FRE count": (a.num_fres, b.num_fres),
+        "FRE count": (a.num_rows, b.num_rows),
         "info": (a.info & _NOT_FRE_TYPE, b.info & _NOT_FRE_TYPE),
         "info2": (a.info2, b.info2),
         "rep size": (a.rep_size, b.rep_size),

@@ -12,15 +12,15 @@ functions without a rep_size (V1 has none; give ``pcmask_rep_size``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from ..errors import ConversionError, EncodeError
 from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
-from .encode import encode_section
+from .encode import SectionSpec, encode_section
 from .layout import FDE_INFO_MASK, fre_info
 from .lookup import find_row_index
-from .model import FrameRow, Function
+from .model import FrameRow, Function, Header
 from .rules import (
     RowContext,
     decode_rules,
@@ -31,20 +31,19 @@ from .rules import (
     word_size_for,
 )
 
-if TYPE_CHECKING:
-    from .section import SFrameSection
-
 
 def convert_section(
-    section: SFrameSection,
+    header: Header,
+    spec: SectionSpec,
+    functions: Sequence[Function],
     version: Version,
     *,
     big_endian: bool | None = None,
     pcrel: bool | None = None,
     pcmask_rep_size: int | None = None,
 ) -> bytes:
-    """The bytes of ``section`` converted to ``version``; raises ConversionError."""
-    header = section.header
+    """The bytes of the section of ``header`` and ``functions`` (written with ``spec``)
+    converted to ``version``; raises ConversionError."""
     if pcrel is None:
         pcrel = version is Version.V3 or (version is Version.V2 and header.pcrel)
     if pcrel and version is Version.V1:
@@ -53,22 +52,23 @@ def convert_section(
     if pcrel:
         flags |= Flags.FDE_FUNC_START_PCREL
     spec = replace(
-        section.spec(),
+        spec,
         version=version,
         flags=flags,
         big_endian=header.big_endian if big_endian is None else big_endian,
         trailing=b"",
     )
-    functions = [
-        _convert_function(section, function, version, pcmask_rep_size) for function in section
+    converted = [
+        _convert_function(header, function, version, pcmask_rep_size) for function in functions
     ]
-    order = sorted(range(len(functions)), key=lambda i: (section[i].fre_offset, i))
+    order = sorted(range(len(functions)), key=lambda i: (functions[i].fre_offset, i))
     try:
-        return encode_section(spec, functions, order)
+        return encode_section(spec, converted, order)
     except ConversionError:
         raise
     except EncodeError as error:
-        raise ConversionError(f"cannot convert to SFrame V{int(version)}: {error}") from None
+        message = f"cannot convert to SFrame V{int(version)}: {error.message}"
+        raise ConversionError(message, error.offset, function=error.function) from None
 
 
 def _where(function: Function) -> str:
@@ -76,14 +76,14 @@ def _where(function: Function) -> str:
 
 
 def _convert_function(
-    section: SFrameSection, function: Function, version: Version, pcmask_rep_size: int | None
+    header: Header, function: Function, version: Version, pcmask_rep_size: int | None
 ) -> Function:
     if function.fde_type is FdeType.FLEX and version is not Version.V3:
         raise ConversionError(f"{_where(function)} has a FLEX FDE, which V{int(version)} lacks")
     if function.signal_frame and version is not Version.V3:
         raise ConversionError(f"{_where(function)} is a signal frame, which V{int(version)} lacks")
     rep_size = 0 if version is Version.V1 else function.rep_size
-    needs_rep_size = version is not Version.V1 and section.version is Version.V1
+    needs_rep_size = version is not Version.V1 and header.version is Version.V1
     if function.pc_type is PcType.MASK and needs_rep_size:
         if pcmask_rep_size is None:
             raise ConversionError(
@@ -91,11 +91,11 @@ def _convert_function(
             )
         rep_size = pcmask_rep_size
     if function.pc_type is PcType.MASK and (version is Version.V1) != (
-        section.version is Version.V1
+        header.version is Version.V1
     ):
-        _check_pcmask_lookups(function, section.version, version, rep_size)
+        _check_pcmask_lookups(function, header.version, version, rep_size)
     info = function.info & FDE_INFO_MASK[version]
-    source = row_context(section.header, function.info2)
+    source = row_context(header, function.info2)
     target = replace(source, version=version)
     rows = tuple(_convert_row(function, row, source, target) for row in function.rows)
     return replace(
@@ -147,9 +147,8 @@ def _convert_row(
     try:
         base, words = encode_rules(target, *rules)
     except EncodeError as error:
-        raise ConversionError(
-            f"{_where(function)}, row at {row.start_address:#x}: {error}"
-        ) from None
+        message = f"row at {row.start_address:#x}: {error.message}"
+        raise ConversionError(message, error.offset, function=function.index) from None
     flex = target.fde_type is FdeType.FLEX
     size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
     info = fre_info(base, len(words), size, row.mangled_ra)

@@ -7,11 +7,9 @@ through FREs is :mod:`pysframe.format.walk`'s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ..errors import (
     BadMagicError,
@@ -40,19 +38,14 @@ from .layout import (
     fde_struct,
     fde_type_of,
     fre_min_length,
-    fre_word_size,
     header_struct,
     v3_attr_dtype,
     v3_attr_struct,
     word_mask,
 )
-from .model import CfaRule, FrameRow, Function, Header, RegRule
-from .rules import RowContext, decode_rules, row_context
-from .walk import walk_fres
-
-Buffer = bytes | bytearray | memoryview
-IntArray = npt.NDArray[np.int64]
-U64Array = npt.NDArray[np.uint64]
+from .model import FrameRow, Function, Header
+from .view import Buffer, FunctionTable, IntArray, U64Array
+from .walk import read_rows
 
 _U64 = 1 << 64
 
@@ -239,7 +232,7 @@ def read_function(
         size=size,
         start_field=start_field,
         fre_offset=fre_offset,
-        num_fres=num_fres,
+        num_rows=num_fres,
         info=info,
         info2=info2,
         rep_size=rep_size,
@@ -250,54 +243,36 @@ def read_function(
 
 def _attribute_record_error(header: Header, index: int, fre_offset: int) -> OutOfBoundsError:
     return OutOfBoundsError(
-        f"function {index}: attribute record at FRE offset {fre_offset} runs "
-        f"past the {header.fre_len}-byte FRE sub-section",
+        f"attribute record at FRE offset {fre_offset} runs past the {header.fre_len}-byte FRE "
+        "sub-section",
         fde_position(header, index) + FDE_AT[Version.V3]["fre_off"],
+        function=index,
     )
 
 
 def _fre_type_error(index: int, fre_type: int) -> InvalidFieldError:
-    return InvalidFieldError(f"function {index}: invalid FRE type {fre_type}", None)
+    return InvalidFieldError(f"invalid FRE type {fre_type}", function=index)
 
 
 def _fde_type_error(index: int, info2: int) -> InvalidFieldError:
-    return InvalidFieldError(f"function {index}: invalid FDE type {fde_type_of(info2)}")
+    return InvalidFieldError(f"invalid FDE type {fde_type_of(info2)}", function=index)
 
 
 def _fres_do_not_fit(
     header: Header, index: int, num_fres: int, fre_offset: int
 ) -> OutOfBoundsError:
     return OutOfBoundsError(
-        f"function {index}: {num_fres} FREs at FRE offset {fre_offset} do not fit in the "
-        f"{header.fre_len}-byte FRE sub-section",
+        f"{num_fres} FREs at FRE offset {fre_offset} do not fit in the {header.fre_len}-byte "
+        "FRE sub-section",
         fde_position(header, index),
+        function=index,
     )
 
 
 # -- every function at once, as columns --------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FdeTable:
-    """The FDE sub-section as columns (one element per function, in stored order)."""
-
-    start_field: IntArray
-    start: U64Array
-    size: IntArray
-    fre_offset: IntArray
-    num_fres: IntArray
-    info: IntArray
-    info2: IntArray
-    rep_size: IntArray
-    padding: IntArray
-    #: Byte offset of each function's first FRE (after the V3 attribute record).
-    fre_data: IntArray
-
-    def __len__(self) -> int:
-        return len(self.start)
-
-
-def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
+def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FunctionTable:
     """Read all FDEs at once (``start`` from :func:`read_starts`) and check every one, that
     their distinct FRE blocks fit in the FRE sub-section together, and that they count at most
     :data:`MAX_ROWS_PER_BYTE` FREs per byte of the section."""
@@ -322,7 +297,7 @@ def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FdeTable:
             rep_size = np.zeros(count, dtype=np.int64)
             padding = np.zeros(count, dtype=np.int64)
     fre_data = fre_offset + fre_data_position(header, 0)
-    table = FdeTable(
+    table = FunctionTable(
         start_field, start, size, fre_offset, num_fres, info, info2, rep_size, padding, fre_data
     )
     _check_table(header, table, len(data))
@@ -367,7 +342,7 @@ def _read_v3_attributes(
     return num_fres, info, info2, rep_size
 
 
-def _check_table(header: Header, table: FdeTable, section_size: int) -> None:
+def _check_table(header: Header, table: FunctionTable, section_size: int) -> None:
     fre_type = fde_fre_type(table.info)
     bad = np.flatnonzero(fre_type > FreType.ADDR4)
     if bad.size:
@@ -381,13 +356,13 @@ def _check_table(header: Header, table: FdeTable, section_size: int) -> None:
     # Each FRE takes at least its start address and info byte (V2 spec 2.4).
     min_fre = fre_min_length(fre_type)
     fre_end = header.fre_end
-    fre_bytes = table.num_fres * min_fre
+    fre_bytes = table.num_rows * min_fre
     # One pass for the common case: fre_data + fre_bytes > fre_end also catches room < 0,
     # as fre_bytes >= 0; the error path finds the first bad function as before.
     if len(table) and int((fre_bytes + table.fre_data).max()) > fre_end:
         room = fre_end - table.fre_data
         i = int(np.flatnonzero((room < 0) | (fre_bytes > room))[0])
-        raise _fres_do_not_fit(header, i, int(table.num_fres[i]), int(table.fre_offset[i]))
+        raise _fres_do_not_fit(header, i, int(table.num_rows[i]), int(table.fre_offset[i]))
     # FDEs may share FRE blocks (sfde_func_start_fre_off is only an offset; pysframe compact
     # points functions with identical FREs at one copy), but blocks at different offsets do
     # not share bytes: together they fit in sfh_fre_len.  A block named with several FRE
@@ -403,7 +378,7 @@ def _check_table(header: Header, table: FdeTable, section_size: int) -> None:
     # Whole-section work (the batch lookup's row table, the dump, validation) reads every
     # FDE's FREs, shared or not.  Bound their number by the section's size, so that many
     # FDEs naming one large block cannot make that work quadratic in the input.
-    rows = int(table.num_fres.sum())
+    rows = int(table.num_rows.sum())
     if rows > MAX_ROWS_PER_BYTE * section_size:
         raise OutOfBoundsError(
             f"the {len(table)} functions have {rows} FREs, more than {MAX_ROWS_PER_BYTE} per "
@@ -423,55 +398,27 @@ def _distinct_block_bytes(fre_offset: IntArray, least: IntArray) -> int:
     (the largest of the functions naming it)."""
     if not len(fre_offset):
         return 0
+    if bool(np.all(fre_offset[1:] > fre_offset[:-1])):  # the usual layout: every offset once
+        return int(least.sum())
     order = np.lexsort((-least, fre_offset))
     offsets = fre_offset[order]
     first = np.concatenate(([True], offsets[1:] != offsets[:-1]))
     return int(least[order][first].sum())
 
 
-#: Decoded rules per row context, keyed by (info, words).  Real sections repeat a few
-#: hundred distinct rows across hundreds of thousands of FREs, so decode_rows looks them up
-#: instead of decoding each again; the values are immutable and can be shared.  Bounded: each
-#: map is emptied when it reaches _RULES_CACHE_LIMIT entries.
-_RulesKey = tuple[int, tuple[int, ...]]
-_Rules = tuple[CfaRule | None, RegRule, RegRule]
-_RULES_CACHES: dict[RowContext, dict[_RulesKey, _Rules]] = {}
-_RULES_CACHE_LIMIT = 1 << 14
-
-
-def _rules_cache(ctx: RowContext) -> dict[_RulesKey, _Rules]:
-    cache = _RULES_CACHES.get(ctx)
-    if cache is None:
-        if len(_RULES_CACHES) >= 64:
-            _RULES_CACHES.clear()
-        cache = _RULES_CACHES[ctx] = {}
-    elif len(cache) >= _RULES_CACHE_LIMIT:
-        cache.clear()
-    return cache
-
-
 def decode_rows(data: Buffer, header: Header, function: Function) -> tuple[FrameRow, ...]:
     """Decode ``function``'s FREs (V2 spec 2.4), checking every bound; the first problem in
     FRE order is raised."""
-    walk = walk_fres(
+    start = function.start
+    rows = []
+    for start_offset, info, words, (cfa, fp, ra) in read_rows(
         data,
         header,
+        function.index,
         fde_fre_type(function.info),
         fre_data_position(header, function.fre_offset),
-        function.num_fres,
-    )
-    ctx = row_context(header, function.info2)
-    known_rules = _rules_cache(ctx)
-    function_start = function.start
-    rows = []
-    for position, start_offset, info, words in walk.fres:
-        key = (info, words)
-        rules = known_rules.get(key)
-        if rules is None:
-            rules = known_rules[key] = decode_rules(ctx, info, words, fre_word_size(info), position)
-        cfa, fp, ra = rules
-        start_address = (function_start + start_offset) % _U64
-        rows.append(FrameRow(start_offset, start_address, info, words, cfa, fp, ra))
-    if walk.problem is not None:
-        raise walk.problem.error(function.index)
+        function.num_rows,
+        function.info2,
+    ):
+        rows.append(FrameRow(start_offset, (start + start_offset) % _U64, info, words, cfa, fp, ra))
     return tuple(rows)

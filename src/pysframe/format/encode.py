@@ -127,8 +127,9 @@ def encode_section(
                 _row_key(r) for r in shared
             ]:
                 raise EncodeError(
-                    f"function {function.index}: its rows are not the first rows of the FRE "
-                    f"block it shares with function {owner.index}"
+                    f"its rows are not the first rows of the FRE block it shares with function "
+                    f"{owner.index}",
+                    function=function.index,
                 )
     columns = FdeColumns(
         [f.start for f in functions],
@@ -242,7 +243,7 @@ def _assemble(
     stored = _stored_starts(spec, fdes.start, HEADER_SIZE + len(spec.auxiliary_header), fde_size)
     fields = [_int_column(column) for column in fdes[1:]]
     _check_fields(spec, fdes, stored, fields)
-    size, num_fres, info, info2, rep_size, padding = fields
+    _, num_fres, info, info2, rep_size, _ = fields
     named = np.arange(count) if block_of is None else np.asarray(block_of, dtype=np.int64)
     owner = _check_sharing(spec, named, block_count, num_fres, info, info2, rep_size)
 
@@ -263,32 +264,11 @@ def _assemble(
         )
     ordered_blocks = blocks if order is None else [blocks[p] for p in order]
     if v3:
-        attributes = np.zeros(block_count, dtype=_record_dtype(V3_ATTR_FIELDS, spec.big_endian))
-        names = attributes.dtype.names or ()
-        first = owner[position]
-        for name, column in zip(names, (num_fres, info, info2, rep_size), strict=True):
-            attributes[name] = column[first]
-        raw = attributes.tobytes()
-        pieces = [b""] * (2 * block_count)
-        pieces[0::2] = [
-            raw[at : at + V3_ATTR_SIZE]
-            for at in range(0, V3_ATTR_SIZE * block_count, V3_ATTR_SIZE)
-        ]
-        pieces[1::2] = ordered_blocks
-        fre_blob = b"".join(pieces)
+        records = (num_fres, info, info2, rep_size)
+        fre_blob = _with_records(spec, ordered_blocks, [c[owner[position]] for c in records])
     else:
         fre_blob = b"".join(ordered_blocks)
-
-    table = np.zeros(count, dtype=fde_dtype(version, spec.big_endian))
-    table["start"] = stored
-    table["size"] = size
-    table["fre_off"] = fre_offset
-    if not v3:
-        table["num_fres"] = num_fres
-        table["info"] = info
-    if version is Version.V2:
-        table["rep_size"] = rep_size
-        table["padding"] = padding
+    table = _fde_records(spec, stored, fre_offset, fields)
     header = header_struct(spec.big_endian).pack(
         SFRAME_MAGIC,
         int(version),
@@ -303,7 +283,51 @@ def _assemble(
         0,
         fde_size * count,
     )
-    return b"".join((header, spec.auxiliary_header, table.tobytes(), fre_blob, spec.trailing))
+    return b"".join((header, spec.auxiliary_header, table, fre_blob, spec.trailing))
+
+
+def _with_records(
+    spec: SectionSpec, blocks: Sequence[bytes], columns: Sequence[npt.NDArray[np.int64]]
+) -> bytes:
+    """The V3 FRE sub-section: each block after its attribute record (docs/format.md, "V3 FDE"), whose
+    num_fres, info, info2 and rep_size are ``columns`` (one element per block)."""
+    import numpy as np
+
+    count = len(blocks)
+    attributes = np.zeros(count, dtype=_record_dtype(V3_ATTR_FIELDS, spec.big_endian))
+    for name, column in zip(attributes.dtype.names or (), columns, strict=True):
+        attributes[name] = column
+    raw = attributes.tobytes()
+    pieces = [b""] * (2 * count)
+    size = V3_ATTR_SIZE
+    pieces[0::2] = [raw[at : at + size] for at in range(0, size * count, size)]
+    pieces[1::2] = blocks
+    return b"".join(pieces)
+
+
+def _fde_records(
+    spec: SectionSpec,
+    stored: npt.NDArray[np.int64],
+    fre_offset: npt.NDArray[np.int64],
+    fields: Sequence[npt.NDArray[np.int64]],
+) -> bytes:
+    """The FDE sub-section (V2 spec 2.3; V3 index entries): ``fields`` are the size, num_fres,
+    info, info2, rep_size and padding columns."""
+    import numpy as np
+
+    version = spec.version
+    size, num_fres, info, _, rep_size, padding = fields
+    table = np.zeros(len(stored), dtype=fde_dtype(version, spec.big_endian))
+    table["start"] = stored
+    table["size"] = size
+    table["fre_off"] = fre_offset
+    if version is not Version.V3:
+        table["num_fres"] = num_fres
+        table["info"] = info
+    if version is Version.V2:
+        table["rep_size"] = rep_size
+        table["padding"] = padding
+    return table.tobytes()
 
 
 def _check_sharing(
@@ -445,7 +469,9 @@ def _check_fields(
     if first is not None:
         index, message = first
         text = message(index)
-        raise EncodeError(f"function {index}{'' if text.startswith('at ') else ':'} {text}")
+        if text.startswith("at "):  # the start beyond its field: "function N at ADDRESS: ..."
+            raise EncodeError(f"function {index} {text}")
+        raise EncodeError(text, function=index)
 
 
 def _encode_block(
@@ -458,7 +484,7 @@ def _encode_block(
     (sections repeat a few hundred distinct rows many times)."""
     if spec.version is Version.V3 and len(rows) > 0xFFFF:
         raise EncodeError(
-            f"function {function.index}: {len(rows)} FREs exceed the V3 limit of 65535"
+            f"{len(rows)} FREs exceed the V3 limit of 65535", function=function.index
         )
     out = bytearray()
     fre_type = function.fre_type
@@ -466,8 +492,9 @@ def _encode_block(
     for number, row in enumerate(rows):
         if not 0 <= row.start_offset < fre_type.limit:
             raise EncodeError(
-                f"function {function.index}: FRE {number} start offset {row.start_offset} does "
-                f"not fit FRE type {fre_type.name}"
+                f"FRE {number} start offset {row.start_offset} does not fit FRE type "
+                f"{fre_type.name}",
+                function=function.index,
             )
         out += address.pack(row.start_offset)
         key = (row.info, row.words)
@@ -475,7 +502,7 @@ def _encode_block(
         if encoded is None:
             if not 0 <= row.info <= 0xFF:
                 raise EncodeError(
-                    f"function {function.index}: FRE {number} info {row.info} is not a byte"
+                    f"FRE {number} info {row.info} is not a byte", function=function.index
                 )
             encoded = row_bytes[key] = bytes([row.info]) + _encode_words(
                 spec, function, number, row
@@ -487,14 +514,14 @@ def _encode_block(
 def _encode_words(spec: SectionSpec, function: Function, number: int, row: FrameRow) -> bytes:
     if len(row.words) != row.word_count:
         raise EncodeError(
-            f"function {function.index}: FRE {number} info byte says {row.word_count} words, "
-            f"the row has {len(row.words)}"
+            f"FRE {number} info byte says {row.word_count} words, the row has {len(row.words)}",
+            function=function.index,
         )
     size = row.word_size
     try:
         return fre_words_struct(size, len(row.words), spec.big_endian).pack(*row.words)
     except StructError:
         raise EncodeError(
-            f"function {function.index}: FRE {number}: a word of {row.words} does not fit "
-            f"{size.size} bytes"
+            f"FRE {number}: a word of {row.words} does not fit {size.size} bytes",
+            function=function.index,
         ) from None

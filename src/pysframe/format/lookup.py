@@ -7,8 +7,8 @@
 * FRE (PCMASK, V1): the low four bits of pc against those of the row's first and last
   address (libsframe 2.40; V1 spec 2.3.2 states it as ``PC & FRE_START_ADDR_AS_MASK``).
 
-``find_fres`` answers many PCs at once from a flat, columnar table of all rows, built on
-first use with numpy; the scalar path is the reference it is tested against.
+``find_rows`` (``find_fres``) answers many PCs at once from a flat, columnar table of all rows,
+built on first use with numpy; the scalar path is the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .constants import PcType, Version
 from .model import FrameRow, Function, RuleKind
 
 if TYPE_CHECKING:
-    from .decode import FdeTable, U64Array
+    from .view import FunctionTable, U64Array
 
 _U64 = 1 << 64
 
@@ -38,7 +38,7 @@ def last_function_starting_at_or_before(starts: U64Array, pc: int) -> int | None
     return index if index >= 0 else None
 
 
-def first_function_containing(table: FdeTable, pc: int) -> int | None:
+def first_function_containing(table: FunctionTable, pc: int) -> int | None:
     """Index of the first function with start <= pc < start + size, in stored order."""
     if not 0 <= pc < _U64 or len(table) == 0:
         return None
@@ -95,7 +95,7 @@ _MINUS_ONE_WHEN_MISSING = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
-    """Columnar answers of ``find_fres``: element i answers pcs[i].
+    """Columnar answers of ``find_rows``: element i answers pcs[i].
 
     ``function_index`` and ``row_index`` are -1 where no row applies; the rule columns are then
     zero.  ``*_kind`` hold codes of :class:`RuleKind` (see ``RULE_KINDS``); ``*_reg`` is -1 for

@@ -21,18 +21,11 @@ import numpy as np
 
 from ..errors import EncodeError, InvalidFieldError, SFrameError
 from .constants import SFRAME_MAGIC, Flags, Version
-from .decode import Buffer
 from .encode import FdeColumns, SectionSpec, assemble_section
-from .layout import (
-    FDE_SIZE,
-    HEADER_AT,
-    fde_fre_type,
-    fre_min_length,
-    fre_word_count,
-    fre_word_size_code,
-)
+from .layout import FDE_SIZE, HEADER_AT
 from .section import SFrameSection
-from .walk import locate_fres
+from .view import Buffer
+from .walk import fre_ends, locate_fres
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +52,7 @@ def split_sections(data: Buffer, section_address: int = 0) -> list[Piece]:
         try:
             section = SFrameSection.from_bytes(memoryview(data)[at:], section_address + at)
         except SFrameError as error:
-            if pieces:
-                where = f"SFrame section {len(pieces) + 1} at byte {at:#x}: "
-                raise type(error)(where + error.message, error.offset) from None
-            raise
+            raise _in_piece(error, at) from None
         header = section.header
         end = at + max(
             header.size + header.fde_offset + header.num_fdes * FDE_SIZE[header.version],
@@ -122,41 +112,20 @@ def merge_sections(
     if not pieces:
         raise EncodeError("no SFrame section to merge")
     first = pieces[0].section.header
-    for number, piece in enumerate(pieces[1:], 2):
-        header = piece.section.header
-        for what, mine, theirs in (
-            ("version", header.version, first.version),
-            ("ABI", header.abi, first.abi),
-            ("CFA fixed FP offset", header.cfa_fixed_fp_offset, first.cfa_fixed_fp_offset),
-            ("CFA fixed RA offset", header.cfa_fixed_ra_offset, first.cfa_fixed_ra_offset),
-            ("auxiliary header", header.auxiliary_header, first.auxiliary_header),
-        ):
-            if mine != theirs:
-                raise EncodeError(
-                    f"SFrame section {number} differs from the first in its {what}: "
-                    "they cannot be merged"
-                )
-    columns: list[list[np.ndarray]] = [[] for _ in range(8)]
+    _check_alike(pieces)
     blocks: list[bytes] = []
+    columns: list[list[np.ndarray]] = [[] for _ in range(8)]
     for piece in pieces:
-        section = piece.section
-        table = section.table
-        for column, values in zip(
-            columns,
-            (
-                table.start.view(np.int64),
-                table.size,
-                table.num_fres,
-                table.info,
-                table.info2,
-                table.rep_size,
-                table.padding,
-                np.arange(len(table)) + len(blocks),
-            ),
-            strict=True,
-        ):
+        try:
+            table = piece.section.table
+            piece_blocks = _fre_blocks(piece.section)
+        except SFrameError as error:
+            raise _in_piece(error, piece.offset) from None
+        own = (table.start.view(np.int64), table.size, table.num_rows, table.info, table.info2,
+               table.rep_size, table.padding, np.arange(len(table)) + len(blocks))  # fmt: skip
+        for column, values in zip(columns, own, strict=True):
             column.append(values)
-        blocks += _fre_blocks(section)
+        blocks += piece_blocks
     start, size, num_fres, info, info2, rep_size, padding, block = (
         np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in columns
     )
@@ -196,33 +165,48 @@ def merge_sections(
     return assemble_section(spec, fdes, [blocks[int(b)] for b in block[order]]), dropped
 
 
+def _in_piece(error: SFrameError, at: int) -> SFrameError:
+    """``error`` about the piece at byte ``at``, its offset counted from the start of the
+    bytes searched, as the offsets of the section they are (its ``function`` stays the
+    piece's own function index)."""
+    if error.offset is not None:
+        error.offset += at
+    return error
+
+
+def _check_alike(pieces: list[Piece]) -> None:
+    """EncodeError unless every piece has the first's version, ABI, fixed offsets and
+    auxiliary header."""
+    first = pieces[0].section.header
+    for number, piece in enumerate(pieces[1:], 2):
+        header = piece.section.header
+        for what, mine, theirs in (
+            ("version", header.version, first.version),
+            ("ABI", header.abi, first.abi),
+            ("CFA fixed FP offset", header.cfa_fixed_fp_offset, first.cfa_fixed_fp_offset),
+            ("CFA fixed RA offset", header.cfa_fixed_ra_offset, first.cfa_fixed_ra_offset),
+            ("auxiliary header", header.auxiliary_header, first.auxiliary_header),
+        ):
+            if mine != theirs:
+                raise EncodeError(
+                    f"SFrame section {number} differs from the first in its {what}: "
+                    "they cannot be merged"
+                )
+
+
 def _fre_blocks(section: SFrameSection) -> list[bytes]:
     """Each function's FREs as stored (without the V3 attribute record)."""
-    table = section.table
-    located = locate_fres(section)
-    octets = np.frombuffer(section.data, dtype=np.uint8)
-    last = located.row_base[1:] - 1
-    has_rows = table.num_fres > 0
-    at = np.maximum(last, 0)
-    if len(located.position):
-        info = octets[located.info_at[at[has_rows]]].astype(np.int64)
-        # The last FRE's length (V2 spec 2.4): start address, info byte, data words.
-        length = fre_min_length(fde_fre_type(table.info[has_rows])) + (
-            fre_word_count(info) << fre_word_size_code(info)
-        )
-        ends = table.fre_data.copy()
-        ends[has_rows] = located.position[at[has_rows]] + length
-    else:
-        ends = table.fre_data.copy()
+    ends = fre_ends(section, locate_fres(section)).tolist()
     data = bytes(section.data)
-    return [data[b:e] for b, e in zip(table.fre_data.tolist(), ends.tolist(), strict=True)]
+    begins = section.table.fre_data.tolist()
+    return [data[b:e] for b, e in zip(begins, ends, strict=True)]
 
 
 def with_pcrel_starts(data: Buffer) -> bytes:
     """``data`` (an SFrame section) with FDE_FUNC_START_PCREL set, so that its function starts
     read as relative to their own FDE fields.  GNU as writes every function start of an object
     that way (R_*_PC32: S + A - P) in every version, V1 and V2 included, which have no such
-    flag before V2 errata 1 (docs/format.md, "Function start addresses"); GNU ld reads them so,
+    flag before V2 errata 1 (docs/format.md, "Function start address"); GNU ld reads them so,
     and a linker that only concatenates the objects' sections (lld, mold) leaves them so."""
     at = HEADER_AT["flags"]
     patched = bytearray(data)

@@ -212,7 +212,8 @@ class Function:
     start_field: int
     #: sfde_func_start_fre_off: offset of the function's FREs (V3: of its attribute record).
     fre_offset: int
-    num_fres: int
+    #: How many rows (FREs) the function has: sfde_func_num_fres (V3: in the attribute record).
+    num_rows: int
     #: Raw sfde_func_info (V3: attribute-record info byte).
     info: int
     #: V3 attribute-record info2 byte (0 before V3).
@@ -260,7 +261,7 @@ class Function:
         return self._loader(self)
 
     def __len__(self) -> int:
-        return self.num_fres
+        return self.num_rows
 
     def __contains__(self, pc: object) -> bool:
         return isinstance(pc, int) and self.start <= pc < self.start + self.size
@@ -268,7 +269,7 @@ class Function:
 
 @dataclass(frozen=True, slots=True)
 class LookupResult:
-    """A function and the row that applies at a PC (``find_fre``)."""
+    """A function and the row that applies at a PC (:meth:`SFrameSection.lookup`)."""
 
     function: Function
     row: FrameRow

@@ -1,5 +1,5 @@
 """A flat, columnar table of every row of a section, for answering many PCs at once
-(:meth:`SFrameSection.find_fres`).
+(:meth:`SFrameSection.find_rows`).
 
 All FREs are read together by :func:`pysframe.format.walk.scan_rows`, which also groups them
 into their distinct forms (FDE type, info byte, words): real sections repeat a few hundred.
@@ -11,6 +11,7 @@ tables are answered by the scalar lookup, which defines the semantics.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -21,12 +22,12 @@ import numpy.typing as npt
 from .constants import FdeType, PcType, Version
 from .layout import fde_pc_type, fre_word_size
 from .lookup import RULE_KIND_CODES, BatchResult
-from .model import FrameRow
+from .model import FrameRow, LookupResult
 from .rules import decode_rules, row_context
 from .walk import RowForm, scan_rows
 
 if TYPE_CHECKING:
-    from .section import SFrameSection
+    from .view import SectionView
 
 I64 = npt.NDArray[np.int64]
 _KIND = RULE_KIND_CODES
@@ -87,10 +88,15 @@ class _Columns:
 
 
 class RowTable:
-    """Every row of a section as columns, plus what is needed to find rows by PC."""
+    """Every row of a section as columns, plus what is needed to find rows by PC.
 
-    def __init__(self, section: SFrameSection) -> None:
+    ``lookup`` is the section's scalar lookup, which answers the PCs the columns cannot."""
+
+    def __init__(
+        self, section: SectionView, lookup: Callable[[int], LookupResult | None]
+    ) -> None:
         self.section = section
+        self.lookup = lookup
         scan = scan_rows(section)
         self.row_base = scan.row_base
         self.start_offset = scan.start_offset
@@ -120,17 +126,17 @@ class RowTable:
             self.scalar_everything = bool(np.any(ends[:-1] > starts[1:]))
             self.order_starts = starts
         # Functions whose rows are not strictly increasing, and V1 PCMASK ones, use the scalar path.
-        function_of_row = np.repeat(np.arange(len(table)), table.num_fres)
+        function_of_row = np.repeat(np.arange(len(table)), table.num_rows)
         within = np.diff(self.start_offset) <= 0
         same_function = function_of_row[1:] == function_of_row[:-1]
         irregular = np.zeros(len(table), dtype=bool)
         irregular[function_of_row[1:][within & same_function]] = True
-        if section.version is Version.V1:
+        if section.header.version is Version.V1:
             irregular |= fde_pc_type(table.info) == PcType.MASK
         self.irregular = irregular
         # Each row's index within its function, and -1 past the end ("no row").
         within_function = np.arange(len(function_of_row)) - self.row_base[function_of_row]
-        largest_count = int(table.num_fres.max()) if len(table) else 0
+        largest_count = int(table.num_rows.max()) if len(table) else 0
         self.row_in_function_padded = np.append(within_function, -1).astype(
             _index_dtype(largest_count)
         )
@@ -275,7 +281,7 @@ class RowTable:
         if self.scalar_everything:
             scalar = np.arange(n)
         for at in scalar:
-            answer = section.lookup(int(pcs[at]))
+            answer = self.lookup(int(pcs[at]))
             function[at] = -1 if answer is None else answer.function.index
             row[at] = -1 if answer is None else answer.row_index
         return function, row
@@ -329,7 +335,7 @@ def _index_dtype(largest: int) -> np.dtype[np.signedinteger[Any]]:
     return np.dtype(np.int32) if largest < 1 << 31 else np.dtype(np.int64)
 
 
-def _form_columns(section: SFrameSection, forms: tuple[RowForm, ...]) -> _Columns:
+def _form_columns(section: SectionView, forms: tuple[RowForm, ...]) -> _Columns:
     """Rule columns of each distinct form, plus a last entry meaning "no row"."""
     columns = _Columns.empty(len(forms) + 1)
     for at, form in enumerate(forms):

@@ -77,9 +77,13 @@ def row_context(header: Header, info2: int) -> RowContext:
 # Decoding
 
 
+#: What decode_rules answers: (cfa, fp, ra).
+Rules = tuple[CfaRule | None, RegRule, RegRule]
+
+
 def decode_rules(
     ctx: RowContext, info: int, words: tuple[int, ...], word_size: int, offset: int | None = None
-) -> tuple[CfaRule | None, RegRule, RegRule]:
+) -> Rules:
     """Return (cfa, fp, ra) for an FRE with ``info`` and signed ``words``.
 
     ``offset`` is where the FRE is, for error messages.
@@ -89,6 +93,26 @@ def decode_rules(
     if ctx.fde_type is FdeType.FLEX:
         return _decode_flex(ctx, words, word_size, offset)
     return _decode_default(ctx, info, words)
+
+
+#: Decoded rules per row context, keyed by (info, words).  Real sections repeat a few hundred
+#: distinct rows across hundreds of thousands of FREs, so the decoder looks them up instead of
+#: decoding each again; the values are immutable and can be shared.  Bounded: each map is
+#: emptied when it reaches _RULES_CACHE_LIMIT entries.
+_RULES_CACHES: dict[RowContext, dict[tuple[int, tuple[int, ...]], Rules]] = {}
+_RULES_CACHE_LIMIT = 1 << 14
+
+
+def rules_cache(ctx: RowContext) -> dict[tuple[int, tuple[int, ...]], Rules]:
+    """The decoded rules of ``ctx`` known so far, by (info, words); callers add to it."""
+    cache = _RULES_CACHES.get(ctx)
+    if cache is None:
+        if len(_RULES_CACHES) >= 64:
+            _RULES_CACHES.clear()
+        cache = _RULES_CACHES[ctx] = {}
+    elif len(cache) >= _RULES_CACHE_LIMIT:
+        cache.clear()
+    return cache
 
 
 def _decode_cfa_offset(ctx: RowContext, stored: int) -> int:

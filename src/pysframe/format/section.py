@@ -11,16 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .constants import Abi, Flags, Version
-from .decode import (
-    Buffer,
-    FdeTable,
-    U64Array,
-    decode_rows,
-    parse_header,
-    read_fde_table,
-    read_function,
-    read_starts,
-)
+from .decode import decode_rows, parse_header, read_fde_table, read_function, read_starts
 from .encode import SectionSpec, encode_section
 from .lookup import (
     BatchResult,
@@ -29,6 +20,7 @@ from .lookup import (
     last_function_starting_at_or_before,
 )
 from .model import FrameRow, Function, Header, LookupResult
+from .view import Buffer, FunctionTable, U64Array
 
 if TYPE_CHECKING:
     from .findings import Finding
@@ -47,6 +39,23 @@ class SFrameSection(Sequence[Function]):
     operations read every FDE at once and check them all first.  Each function's rows are
     decoded when asked for.  ``section_address`` is the address of the section's first byte
     (its ELF ``sh_addr``), which absolute function addresses are computed from.
+
+    The section speaks of functions (FDEs) and their rows (FREs): :meth:`find_function`,
+    :meth:`find_row`, :meth:`find_rows`, and :meth:`lookup` for both at once.  ``find_fde``,
+    ``find_fre`` and ``find_fres`` are the same methods under libsframe's names.
+
+    >>> from pysframe import Abi, CfaRule, SFrameBuilder
+    >>> builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE)
+    >>> _ = builder.add_function(0x1000, 0x20).add_row(0, CfaRule(7, 8)).add_row(1, CfaRule(7, 16))
+    >>> section = SFrameSection.from_bytes(builder.to_bytes())
+    >>> len(section), section.num_rows
+    (1, 2)
+    >>> section.find_function(0x1004).start == 0x1000
+    True
+    >>> section.find_row(0x1004).cfa
+    CfaRule(reg=7, offset=16, deref=False)
+    >>> section.find_rows([0x1000, 0x2000]).row_index.tolist()
+    [0, -1]
     """
 
     __slots__ = (
@@ -70,7 +79,7 @@ class SFrameSection(Sequence[Function]):
         self.header: Header = parse_header(data)
         self._starts: U64Array = read_starts(data, self.header, section_address)
         self._sorted = self.header.sorted
-        self._table: FdeTable | None = None
+        self._table: FunctionTable | None = None
         self._function_cache: dict[int, Function] = {}
         self._row_table: RowTable | None = None
         self._row_cache: dict[tuple[int, ...], tuple[FrameRow, ...]] = {}
@@ -111,7 +120,7 @@ class SFrameSection(Sequence[Function]):
         return self._starts
 
     @property
-    def table(self) -> FdeTable:
+    def table(self) -> FunctionTable:
         """The FDE table as numpy columns (start addresses, sizes, ...), read and checked on
         first use."""
         if self._table is None:
@@ -140,7 +149,7 @@ class SFrameSection(Sequence[Function]):
         t = self.table
         columns = zip(
             t.start.tolist(), t.size.tolist(), t.start_field.tolist(), t.fre_offset.tolist(),
-            t.num_fres.tolist(), t.info.tolist(), t.info2.tolist(), t.rep_size.tolist(),
+            t.num_rows.tolist(), t.info.tolist(), t.info2.tolist(), t.rep_size.tolist(),
             t.padding.tolist(), strict=True,
         )
         for index, (start, size, field, fre_offset, num_fres, info, info2, rep, pad) in enumerate(
@@ -148,7 +157,7 @@ class SFrameSection(Sequence[Function]):
         ):
             yield Function(
                 index=index, start=start, size=size, start_field=field, fre_offset=fre_offset,
-                num_fres=num_fres, info=info, info2=info2, rep_size=rep, padding=pad,
+                num_rows=num_fres, info=info, info2=info2, rep_size=rep, padding=pad,
                 _loader=self._rows_of,
             )
 
@@ -170,7 +179,7 @@ class SFrameSection(Sequence[Function]):
     def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
         # Keyed by what the rows are decoded from, so that a Function changed with
         # dataclasses.replace never reads or leaves another's rows.
-        key = (function.index, function.start, function.fre_offset, function.num_fres,
+        key = (function.index, function.start, function.fre_offset, function.num_rows,
                function.info, function.info2)
         cached = self._row_cache.get(key)
         if cached is None:
@@ -182,11 +191,13 @@ class SFrameSection(Sequence[Function]):
 
     @property
     def num_rows(self) -> int:
-        return int(self.table.num_fres.sum())
+        """How many rows (FREs) the functions have together (the header's ``num_fres``
+        claims a number; this is the functions' own)."""
+        return int(self.table.num_rows.sum())
 
     # -- lookups -------------------------------------------------------------------------------
-    def find_fde(self, pc: int) -> Function | None:
-        """The function whose [start, start + size) holds ``pc``."""
+    def find_function(self, pc: int) -> Function | None:
+        """The function whose [start, start + size) holds ``pc``, or None."""
         if not self._sorted:
             index = first_function_containing(self.table, pc)
             return None if index is None else self._function(index)
@@ -197,8 +208,8 @@ class SFrameSection(Sequence[Function]):
         return function if pc - function.start < function.size else None
 
     def lookup(self, pc: int) -> LookupResult | None:
-        """The function and the row that apply at ``pc``."""
-        function = self.find_fde(pc)
+        """The function and the row that apply at ``pc``, or None."""
+        function = self.find_function(pc)
         if function is None:
             return None
         rows = function.rows
@@ -207,31 +218,37 @@ class SFrameSection(Sequence[Function]):
             return None
         return LookupResult(function, rows[row_index], row_index)
 
-    def find_fre(self, pc: int) -> FrameRow | None:
-        """The row (FRE) that applies at ``pc``, as libsframe's sframe_find_fre finds it."""
+    def find_row(self, pc: int) -> FrameRow | None:
+        """The row that applies at ``pc``, or None, as libsframe's sframe_find_fre finds it."""
         found = self.lookup(pc)
         return None if found is None else found.row
 
-    def find_fres(self, pcs: Sequence[int] | npt.ArrayLike) -> BatchResult:
-        """Answer many PCs at once; see :class:`pysframe.format.lookup.BatchResult`."""
-        from .rowtable import RowTable
-
-        if self._row_table is None:
-            self._row_table = RowTable(self)
+    def find_rows(self, pcs: Sequence[int] | npt.ArrayLike) -> BatchResult:
+        """Answer many PCs at once (element i of each column answers ``pcs[i]``); see
+        :class:`~pysframe.format.lookup.BatchResult`."""
         addresses, outside = _addresses(pcs)
-        result = self._row_table.find(addresses)
+        result = self._rows_table().find(addresses)
         if outside is not None and outside.any():
             result = result.not_found_at(outside)
         return result
 
-    def row_starts(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Every row's function index and start offset (``sfre_start_address``), in stored
-        order, from the batch index :meth:`find_fres` searches (built on first use)."""
+    #: libsframe's names (sframe_find_fde, sframe_find_fre), which the README's tour uses.
+    find_fde = find_function
+    find_fre = find_row
+    find_fres = find_rows
+
+    def _rows_table(self) -> RowTable:
         from .rowtable import RowTable
 
         if self._row_table is None:
-            self._row_table = RowTable(self)
-        return self._row_table.function_of_row, self._row_table.start_offset
+            self._row_table = RowTable(self, self.lookup)
+        return self._row_table
+
+    def row_starts(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Every row's function index and start offset (``sfre_start_address``), in stored
+        order, from the batch index :meth:`find_rows` searches (built on first use)."""
+        table = self._rows_table()
+        return table.function_of_row, table.start_offset
 
     # -- validation ----------------------------------------------------------------------------
     def validate(
@@ -285,7 +302,7 @@ class SFrameSection(Sequence[Function]):
         first: dict[int, int] = {}
         block_of = [
             first.setdefault(f.fre_offset, f.index)
-            if f.num_fres or self.version is Version.V3
+            if f.num_rows or self.version is Version.V3
             else f.index
             for f in functions
         ]
@@ -306,7 +323,9 @@ class SFrameSection(Sequence[Function]):
         from .convert import convert_section
 
         data = convert_section(
-            self,
+            self.header,
+            self.spec(),
+            list(self),
             Version(version),
             big_endian=big_endian,
             pcrel=pcrel,
@@ -331,8 +350,8 @@ def _addresses(
     pcs: Sequence[int] | npt.ArrayLike,
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_] | None]:
     """``pcs`` as uint64 addresses, and a mask of those that are no address (negative, or
-    2**64 and above), which :meth:`SFrameSection.find_fres` answers as not found, as
-    ``find_fre`` does; None when every PC is one."""
+    2**64 and above), which :meth:`SFrameSection.find_rows` answers as not found, as
+    ``find_row`` does; None when every PC is one."""
     if isinstance(pcs, np.ndarray):
         values = pcs
     else:

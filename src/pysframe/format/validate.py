@@ -32,13 +32,15 @@ GNU as never sets FDE_SORTED in an object file.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from ..errors import BadMagicError, SFrameError, TruncatedError
 from .constants import KNOWN_FLAGS, Abi, FdeType, Flags, FreType, PcType, Version
-from .decode import Buffer, fde_position, probe
+from .decode import fde_position, parse_header, probe, read_fde_table
 from .findings import Finding, error, warning
 from .layout import (
     FDE_AT,
@@ -65,11 +67,11 @@ from .layout import (
 from .validate_rows import check_rows
 
 if TYPE_CHECKING:
-    from .section import SFrameSection
+    from .view import Buffer, SectionView
 
 
 def validate_section(
-    section: SFrameSection,
+    section: SectionView,
     *,
     text_ranges: Sequence[tuple[int, int]] | None = None,
     sframe_segment_address: int | None = None,
@@ -78,6 +80,7 @@ def validate_section(
     relocatable: bool = False,
     address_gaps: bool = False,
     foreign_endian: bool = False,
+    scalar: bool = False,
 ) -> list[Finding]:
     """Check a decoded section; see :data:`~pysframe.format.findings.RULES`.
 
@@ -86,17 +89,21 @@ def validate_section(
     and p_memsz, compared with ``section.section_address`` and the section's size.
     ``foreign_endian``: also warn about what readers of the other byte order reject (shared
     FRE blocks).
+
+    The functions and rows are checked on numpy columns, and only those where a check fails
+    are looked at one by one, to word the findings.  ``scalar=True`` looks at every function
+    and row one by one: the reference the columns are tested against (the same findings).
     """
     try:
         section.table  # noqa: B018  (reads and checks every FDE, once)
     except SFrameError as problem:
-        return [error("decode", problem.message, None, problem.offset)]
+        return [error("decode", problem.description, None, problem.offset)]
     findings: list[Finding] = []
     findings += _check_header(section, kernel)
-    findings += _check_functions(section, kernel, relocatable)
+    findings += _check_functions(section, kernel, scalar)
     if not relocatable:
-        findings += _check_addresses(section, text_ranges, address_gaps)
-    findings += check_rows(section, kernel, foreign_endian)
+        findings += _check_addresses(section, text_ranges, address_gaps, scalar)
+    findings += check_rows(section, kernel, foreign_endian, scalar=scalar)
     findings += _check_segment(section, sframe_segment_address, sframe_segment_size, kernel)
     return findings
 
@@ -105,9 +112,14 @@ def validate_section(
 # Structure (what the decoder needs before it can build a section)
 
 
-def check_structure(data: Buffer) -> list[Finding]:
+def check_structure(data: Buffer, *, scalar: bool = False) -> list[Finding]:
     """Preamble, header and FDE checks the decoder would stop at, one finding each; empty when
-    a section can be opened and its FDE table read."""
+    a section can be opened and its FDE table read.
+
+    The FDEs are first read as the decoder reads them, all at once
+    (:func:`~pysframe.format.decode.read_fde_table`, which stops at the first problem); only
+    when that fails are they checked one by one, for every problem.  ``scalar=True`` checks
+    them one by one in any case (the reference)."""
     size = len(data)
     try:
         big_endian, version = probe(data)
@@ -157,7 +169,22 @@ def check_structure(data: Buffer) -> list[Finding]:
         )
     if findings:
         return findings
+    if not scalar and _fde_table_reads(data):
+        return []
     return _check_fde_fields(data, big_endian, version, num_fdes, fde_start, fre_start, fre_len)
+
+
+def _fde_table_reads(data: Buffer) -> bool:
+    """Whether the decoder reads every FDE without an error.  It checks, in bulk, what
+    :func:`_check_fde_fields` checks one FDE at a time (the FRE and FDE types, the attribute
+    records and FREs inside the FRE sub-section, blocks that do not overlap) and a bound of
+    its own (FREs per byte) that the checks here leave to the "decode" finding."""
+    try:
+        header = parse_header(data)
+        read_fde_table(data, header, np.zeros(header.num_fdes, dtype=np.uint64))
+    except SFrameError:
+        return False
+    return True
 
 
 def _check_fde_fields(
@@ -170,11 +197,9 @@ def _check_fde_fields(
     fre_len: int,
 ) -> list[Finding]:
     """FRE type, FDE type, attribute-record bounds and FRE counts of every function."""
-    findings = []
+    findings: list[Finding] = []
     fde_size = FDE_SIZE[version]
     unpack_fde = fde_struct(version, big_endian).unpack_from
-    unpack_record = v3_attr_struct(big_endian).unpack_from
-    fre_off_at = FDE_AT[version]["fre_off"]
     # Bytes each distinct block takes at least: blocks at different offsets do not share
     # bytes (functions naming one offset share its block; a V2 prefix counts once).
     needed: dict[int, int] = {}
@@ -182,35 +207,16 @@ def _check_fde_fields(
         at = fde_start + index * fde_size
         if version is Version.V3:
             _, _, fre_off = unpack_fde(data, at)
-            if fre_off + V3_ATTR_SIZE > fre_len:
-                findings.append(
-                    error(
-                        "attribute-bounds",
-                        f"attribute record at FRE offset {fre_off} runs past the {fre_len}-byte "
-                        "FRE sub-section",
-                        index,
-                        at + fre_off_at,
-                    )
-                )
+            fields = _attribute_record(data, big_endian, index, at, fre_off, fre_start, fre_len)
+            if isinstance(fields, Finding):
+                findings.append(fields)
                 continue
-            record = fre_start + fre_off
-            num_fres, info, info2, _ = unpack_record(data, record)
-            info_at = record + V3_ATTR_AT["info"]
-            if fde_type_of(info2) > FdeType.FLEX:
-                findings.append(
-                    error(
-                        "fde-type",
-                        f"invalid FDE type {fde_type_of(info2)}",
-                        index,
-                        record + V3_ATTR_AT["info2"],
-                    )
-                )
-            room = fre_len - fre_off - V3_ATTR_SIZE
+            num_fres, info, info_at, problem = fields
+            findings += problem
             record_size = V3_ATTR_SIZE
         else:
             _, _, fre_off, num_fres, info, *_ = unpack_fde(data, at)
             info_at = at + FDE_AT[version]["info"]
-            room = fre_len - fre_off
             record_size = 0
         if fde_fre_type(info) > FreType.ADDR4:
             findings.append(
@@ -219,6 +225,7 @@ def _check_fde_fields(
             continue
         least = num_fres * fre_min_length(fde_fre_type(info))  # V2 spec 2.4
         needed[fre_off] = max(needed.get(fre_off, 0), record_size + least)
+        room = fre_len - fre_off - record_size
         if least > room or room < 0:
             findings.append(
                 error(
@@ -242,11 +249,35 @@ def _check_fde_fields(
     return findings
 
 
+def _attribute_record(
+    data: Buffer, big_endian: bool, index: int, at: int, fre_off: int, fre_start: int,
+    fre_len: int,
+) -> Finding | tuple[int, int, int, list[Finding]]:
+    """V3 function ``index`` (FDE index entry at ``at``): its attribute record's num_fres,
+    info and where that is, and a finding if its FDE type is invalid; or the finding that the
+    record lies outside the FRE sub-section."""
+    if fre_off + V3_ATTR_SIZE > fre_len:
+        return error(
+            "attribute-bounds",
+            f"attribute record at FRE offset {fre_off} runs past the {fre_len}-byte FRE "
+            "sub-section",
+            index,
+            at + FDE_AT[Version.V3]["fre_off"],
+        )
+    record = fre_start + fre_off
+    num_fres, info, info2, _ = v3_attr_struct(big_endian).unpack_from(data, record)
+    problem = []
+    if fde_type_of(info2) > FdeType.FLEX:
+        message = f"invalid FDE type {fde_type_of(info2)}"
+        problem.append(error("fde-type", message, index, record + V3_ATTR_AT["info2"]))
+    return num_fres, info, record + V3_ATTR_AT["info"], problem
+
+
 # ---------------------------------------------------------------------------------------------
 # Header
 
 
-def _check_header(section: SFrameSection, kernel: bool) -> list[Finding]:
+def _check_header(section: SectionView, kernel: bool) -> list[Finding]:
     h = section.header
     findings = []
     unknown = int(h.flags) & ~int(KNOWN_FLAGS[h.version])
@@ -299,7 +330,7 @@ def _check_header(section: SFrameSection, kernel: bool) -> list[Finding]:
     return findings
 
 
-def _check_kernel_header(section: SFrameSection) -> list[Finding]:
+def _check_kernel_header(section: SectionView) -> list[Finding]:
     h = section.header
     findings = []
     if h.version is not Version.V3:
@@ -345,7 +376,7 @@ def _check_kernel_header(section: SFrameSection) -> list[Finding]:
 # Functions (FDEs)
 
 
-def _info_offset(section: SFrameSection, index: int) -> int:
+def _info_offset(section: SectionView, index: int) -> int:
     """Where function ``index``'s info byte is (V3: in its attribute record)."""
     h = section.header
     if h.version is Version.V3:
@@ -361,37 +392,63 @@ _FDE_SIZE_FINDING_AT = FDE_AT[Version.V3]["size"]
 _REP_SIZE_FINDING_AT = FDE_AT[Version.V2]["rep_size"]
 
 
-def _check_functions(section: SFrameSection, kernel: bool, relocatable: bool) -> list[Finding]:
-    h, t = section.header, section.table
+def _check_functions(section: SectionView, kernel: bool, scalar: bool) -> list[Finding]:
+    suspects: Iterable[int] = range(len(section.table))
+    if not scalar:
+        suspects = np.flatnonzero(_function_suspects(section, kernel)).tolist()
     findings = []
-    previous: int | None = None
-    for index in range(len(t)):
-        start, size = int(t.start[index]), int(t.size[index])
-        info, at = int(t.info[index]), fde_position(h, index)
-        if (h.sorted or kernel) and previous is not None and start <= previous:
-            what = "FDE_SORTED is set" if h.sorted else "the kernel needs sorted FDEs"
-            findings.append(
-                error(
-                    "fde-sorted",
-                    f"starts at {start:#x}, not after function {index - 1} at {previous:#x} "
-                    f"({what})",
-                    index,
-                    at,
-                )
-            )
-        previous = start
-        if size == 0:
-            message = "size 0: no PC ever matches it"
-            findings.append(warning("fde-size", message, index, at + _FDE_SIZE_FINDING_AT))
-        pc_mask = fde_pc_type(info) == PcType.MASK
-        if pc_mask and h.version is not Version.V1 and int(t.rep_size[index]) == 0:
-            message = "PCMASK function with repetition size 0"
-            findings.append(error("rep-size", message, index, at + _REP_SIZE_FINDING_AT))
-        findings += _reserved_bits(section, index, info)
+    for index in suspects:
+        findings += _check_function(section, index, kernel)
     return findings
 
 
-def _reserved_bits(section: SFrameSection, index: int, info: int) -> list[Finding]:
+def _function_suspects(section: SectionView, kernel: bool) -> npt.NDArray[np.bool_]:
+    """Per function: whether :func:`_check_function` finds something (the same tests on the
+    FDE table's columns)."""
+    h, t = section.header, section.table
+    suspect: npt.NDArray[np.bool_] = t.size == 0
+    if h.sorted or kernel:
+        suspect[1:] |= t.start[1:] <= t.start[:-1]
+    if h.version is not Version.V1:
+        suspect |= (fde_pc_type(t.info) == PcType.MASK) & (t.rep_size == 0)
+    suspect |= (t.info & FDE_INFO_UNUSED[h.version]) != 0
+    if h.version is Version.V3:
+        suspect |= (t.info2 & FDE_INFO2_UNUSED) != 0
+    if h.version is Version.V2:
+        suspect |= t.padding != 0
+    return suspect
+
+
+def _check_function(section: SectionView, index: int, kernel: bool) -> list[Finding]:
+    """Function ``index``'s FDE: in order after the one before it, its size, rep_size and
+    unused bits."""
+    h, t = section.header, section.table
+    start, size = int(t.start[index]), int(t.size[index])
+    info, at = int(t.info[index]), fde_position(h, index)
+    findings = []
+    if (h.sorted or kernel) and index > 0 and start <= (previous := int(t.start[index - 1])):
+        what = "FDE_SORTED is set" if h.sorted else "the kernel needs sorted FDEs"
+        findings.append(
+            error(
+                "fde-sorted",
+                f"starts at {start:#x}, not after function {index - 1} at {previous:#x} "
+                f"({what})",
+                index,
+                at,
+            )
+        )
+    if size == 0:
+        message = "size 0: no PC ever matches it"
+        findings.append(warning("fde-size", message, index, at + _FDE_SIZE_FINDING_AT))
+    pc_mask = fde_pc_type(info) == PcType.MASK
+    if pc_mask and h.version is not Version.V1 and int(t.rep_size[index]) == 0:
+        message = "PCMASK function with repetition size 0"
+        findings.append(error("rep-size", message, index, at + _REP_SIZE_FINDING_AT))
+    findings += _reserved_bits(section, index, info)
+    return findings
+
+
+def _reserved_bits(section: SectionView, index: int, info: int) -> list[Finding]:
     h, t = section.header, section.table
     findings = []
     # V1/V2 info: bits 0-3 FRE type, 4 PC type, 5 pauth key, 6-7 unused (V2 spec 2.3.1).
@@ -430,51 +487,85 @@ def _reserved_bits(section: SFrameSection, index: int, info: int) -> list[Findin
 
 
 def _check_addresses(
-    section: SFrameSection,
+    section: SectionView,
     text_ranges: Sequence[tuple[int, int]] | None,
     address_gaps: bool,
+    scalar: bool,
 ) -> list[Finding]:
     """Overlaps, optional gaps, and text ranges, over the functions in address order."""
-    h, t = section.header, section.table
-    order = sorted(range(len(t)), key=lambda i: (int(t.start[i]), i))
+    t = section.table
+    order = np.argsort(t.start, kind="stable")  # by start, then index
+    pairs = np.arange(max(len(order) - 1, 0))
+    if not scalar:
+        # Sorted, so the distance from one start to the next is exact in 64 bits.
+        step = t.start[order[1:]] - t.start[order[:-1]]
+        size = t.size[order[:-1]].astype(np.uint64)
+        near = (size > step) | (size < step) if address_gaps else size > step
+        pairs = np.flatnonzero(near)
+    order_list = order.tolist()
     findings = []
-    for before, after in itertools.pairwise(order):
-        end = int(t.start[before]) + int(t.size[before])
-        start = int(t.start[after])
-        if end > start:
-            findings.append(
-                error(
-                    "fde-overlap",
-                    f"[{start:#x}, {start + int(t.size[after]):#x}) overlaps function {before} "
-                    f"[{int(t.start[before]):#x}, {end:#x})",
-                    after,
-                    fde_position(h, after),
-                )
-            )
-        elif address_gaps and end < start:
-            findings.append(
-                warning(
-                    "fde-gap",
-                    f"{start - end} bytes [{end:#x}, {start:#x}) between function {before} and "
-                    "this one have no function",
-                    after,
-                    fde_position(h, after),
-                )
-            )
+    for pair in pairs.tolist():
+        finding = _neighbours(section, order_list[pair], order_list[pair + 1], address_gaps)
+        if finding is not None:
+            findings.append(finding)
     if text_ranges is not None:
-        for index in range(len(t)):
-            start = int(t.start[index])
-            end = start + int(t.size[index])
-            if not any(low <= start and end <= high for low, high in text_ranges):
-                findings.append(
-                    error(
-                        "fde-text",
-                        f"[{start:#x}, {end:#x}) is not inside an executable segment",
-                        index,
-                        fde_position(h, index),
-                    )
-                )
+        outside: Iterable[int] = range(len(t))
+        if not scalar and all(low >= 0 and high < 1 << 64 for low, high in text_ranges):
+            outside = np.flatnonzero(~_inside(section, text_ranges)).tolist()
+        for index in outside:
+            findings += _check_text(section, index, text_ranges)
     return findings
+
+
+def _neighbours(section: SectionView, before: int, after: int, gaps: bool) -> Finding | None:
+    """Function ``after`` overlaps ``before``, the one starting before it, or (with ``gaps``)
+    leaves a gap after it."""
+    h, t = section.header, section.table
+    end = int(t.start[before]) + int(t.size[before])
+    start = int(t.start[after])
+    if end > start:
+        return error(
+            "fde-overlap",
+            f"[{start:#x}, {start + int(t.size[after]):#x}) overlaps function {before} "
+            f"[{int(t.start[before]):#x}, {end:#x})",
+            after,
+            fde_position(h, after),
+        )
+    if gaps and end < start:
+        return warning(
+            "fde-gap",
+            f"{start - end} bytes [{end:#x}, {start:#x}) between function {before} and "
+            "this one have no function",
+            after,
+            fde_position(h, after),
+        )
+    return None
+
+
+def _inside(
+    section: SectionView, text_ranges: Sequence[tuple[int, int]]
+) -> npt.NDArray[np.bool_]:
+    """Per function: whether it lies in one of ``text_ranges`` (bounds below 2**64)."""
+    t = section.table
+    start, size = t.start, t.size.astype(np.uint64)
+    inside = np.zeros(len(t), dtype=bool)
+    for low, high in text_ranges:
+        within = (start >= np.uint64(low)) & (start <= np.uint64(high))
+        room = np.where(within, np.uint64(high) - start, np.uint64(0))
+        inside |= within & (size <= room)
+    return inside
+
+
+def _check_text(
+    section: SectionView, index: int, text_ranges: Sequence[tuple[int, int]]
+) -> list[Finding]:
+    t = section.table
+    start = int(t.start[index])
+    end = start + int(t.size[index])
+    if any(low <= start and end <= high for low, high in text_ranges):
+        return []
+    message = f"[{start:#x}, {end:#x}) is not inside an executable segment"
+    return [error("fde-text", message, index, fde_position(section.header, index))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,7 +573,7 @@ def _check_addresses(
 
 
 def _check_segment(
-    section: SFrameSection,
+    section: SectionView,
     segment_address: int | None,
     segment_size: int | None,
     kernel: bool,

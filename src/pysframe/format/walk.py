@@ -7,21 +7,28 @@ A walk checks, FRE after FRE: the start address and info byte lie in the sub-sec
 data-word size code is not 3, the data words lie in the sub-section.  Two entry points share
 those checks and the layout:
 
-* :func:`walk_fres`, scalar: one function's FREs as they are stored, for decoding its rows
-  (:func:`pysframe.format.decode.decode_rows`) and for validation.  A problem stops the walk
-  and is returned, so that each caller reports it its own way.
+* :func:`walk_fres`, scalar: one function's FREs as they are stored, for validation and for
+  :func:`read_rows`, which also decodes their rules (for
+  :func:`pysframe.format.decode.decode_rows`).  A problem stops the walk and is returned, so
+  that each caller reports it its own way.
 * :func:`locate_fres`, bulk: every FRE of a section at once.  Step j reads the j-th FRE of
   every function that has one, functions ordered by descending FRE count so that the ones
   still walking are a prefix; an FRE's length comes from a table indexed by FRE type and
   info.  On a problem the scalar walk runs over the functions in order, so that the error
-  raised is the one it finds first.  :func:`fre_infos` gives every FRE's info byte.
+  raised is the one it finds first.  :func:`fre_infos` gives every FRE's info byte,
+  :func:`fre_ends` where each function's FREs end.
 
 :func:`scan_rows` reads every row of a section in bulk for whole-section work (the dump, the
 batch lookup's row table): positions, start offsets, and the row *forms*: the FDE type (FLEX
 or not) with the info byte and data-word bytes.  Real sections have a few hundred forms for
 hundreds of thousands of rows; each form is checked once with :func:`decode_rules`.  On any
-problem every function's rows are decoded in order, so that the error raised is the one
-:func:`~pysframe.format.decode.decode_rows` raises first.
+problem every function's rows are decoded in order (:func:`read_rows`), so that the error
+raised is the one :func:`~pysframe.format.decode.decode_rows` raises first.
+:func:`scan_stored_rows` reads them the same way for validation, which checks the words its
+own way: only FLEX rows are grouped into forms, the others' checks depend on the info byte.
+
+The whole-section entry points take a :class:`~pysframe.format.view.SectionView` (bytes,
+header, FDE table), not the section type.
 """
 
 from __future__ import annotations
@@ -50,14 +57,13 @@ from .layout import (
     fre_words_struct,
     word_mask,
 )
-from .rules import decode_rules, row_context
+from .rules import Rules, decode_rules, row_context, rules_cache
 
 if TYPE_CHECKING:
     import struct
 
-    from .decode import Buffer
     from .model import Header
-    from .section import SFrameSection
+    from .view import Buffer, SectionView
 
 I64 = npt.NDArray[np.int64]
 
@@ -81,7 +87,7 @@ class WalkProblem:
     def error(self, function: int) -> SFrameError:
         """The decoder's error for this problem in function ``function``."""
         kind = TruncatedError if self.truncated else InvalidFieldError
-        return kind(f"function {function}: {self.message}", self.offset)
+        return kind(self.message, self.offset, function=function)
 
 
 class FreWalk(NamedTuple):
@@ -136,17 +142,62 @@ def walk_fres(data: Buffer, header: Header, fre_type: int, position: int, count:
     return FreWalk(fres, position, None)
 
 
-def _raise_first_walk_error(section: SFrameSection) -> None:
-    header, table = section.header, section.table
+#: One FRE decoded: its start offset, info byte, data words and (cfa, fp, ra) rules.
+DecodedFre = tuple[int, int, tuple[int, ...], Rules]
+
+
+def read_rows(
+    data: Buffer,
+    header: Header,
+    function: int,
+    fre_type: int,
+    position: int,
+    count: int,
+    info2: int,
+) -> list[DecodedFre]:
+    """Walk function ``function``'s ``count`` FREs from byte ``position`` on and decode their
+    rules (FDE type from ``info2``); raise the first problem in FRE order, as the decoder
+    reports it."""
+    walk = walk_fres(data, header, fre_type, position, count)
+    ctx = row_context(header, info2)
+    known = rules_cache(ctx)
+    decoded = []
+    for at, start_offset, info, words in walk.fres:
+        key = (info, words)
+        rules = known.get(key)
+        if rules is None:
+            rules = known[key] = decode_rules(ctx, info, words, fre_word_size(info), at)
+        decoded.append((start_offset, info, words, rules))
+    if walk.problem is not None:
+        raise walk.problem.error(function)
+    return decoded
+
+
+def _raise_first_walk_error(view: SectionView) -> None:
+    header, table = view.header, view.table
     types, first, counts = (
         fde_fre_type(table.info).tolist(),
         table.fre_data.tolist(),
-        table.num_fres.tolist(),
+        table.num_rows.tolist(),
     )
     for index, (fre_type, position, count) in enumerate(zip(types, first, counts, strict=True)):
-        problem = walk_fres(section.data, header, fre_type, position, count).problem
+        problem = walk_fres(view.data, header, fre_type, position, count).problem
         if problem is not None:
             raise problem.error(index)
+
+
+def _raise_first_row_error(view: SectionView) -> None:
+    """Decode every function's rows in order: the first problem is raised."""
+    header, table = view.header, view.table
+    columns = zip(
+        fde_fre_type(table.info).tolist(),
+        table.fre_data.tolist(),
+        table.num_rows.tolist(),
+        table.info2.tolist(),
+        strict=True,
+    )
+    for index, (fre_type, position, count, info2) in enumerate(columns):
+        read_rows(view.data, header, index, fre_type, position, count, info2)
 
 
 # -- every function at once -----------------------------------------------------------------------
@@ -177,30 +228,30 @@ class FreLocations:
     info_at: I64
 
 
-def locate_fres(section: SFrameSection) -> FreLocations:
+def locate_fres(view: SectionView) -> FreLocations:
     """Every FRE's position, each checked as :func:`walk_fres` checks it."""
     try:
-        return _locate(section)
+        return _locate(view)
     except SFrameError:
-        _raise_first_walk_error(section)
+        _raise_first_walk_error(view)
         raise
 
 
-def fre_infos(section: SFrameSection) -> I64:
-    """The info byte of every FRE of ``section``, functions in stored order."""
-    located = locate_fres(section)
-    octets = np.frombuffer(section.data, dtype=np.uint8)
+def fre_infos(view: SectionView) -> I64:
+    """The info byte of every FRE of the section, functions in stored order."""
+    located = locate_fres(view)
+    octets = np.frombuffer(view.data, dtype=np.uint8)
     return octets[located.info_at].astype(np.int64)
 
 
-def _locate(section: SFrameSection) -> FreLocations:
-    table = section.table
-    octets = np.frombuffer(section.data, dtype=np.uint8)
+def _locate(view: SectionView) -> FreLocations:
+    table = view.table
+    octets = np.frombuffer(view.data, dtype=np.uint8)
     row_base = np.zeros(len(table) + 1, dtype=np.int64)
-    np.cumsum(table.num_fres, out=row_base[1:])
+    np.cumsum(table.num_rows, out=row_base[1:])
     fre_type = fde_fre_type(table.info)  # 0-2, checked when the FDEs were read
-    order = np.argsort(-table.num_fres, kind="stable")
-    counts = table.num_fres[order]
+    order = np.argsort(-table.num_rows, kind="stable")
+    counts = table.num_rows[order]
     cursor = table.fre_data[order].astype(np.int64)
     info_offset = fre_address_size(fre_type[order])
     length_row = fre_type[order] * 256
@@ -217,10 +268,23 @@ def _locate(section: SFrameSection) -> FreLocations:
         position[base[:k] + step] = at
         cursor[:k] = following
     # Each function's cursor only grows, so its last value shows whether any FRE ran over.
-    if len(cursor) and int(cursor.max()) > section.header.fre_end:
+    if len(cursor) and int(cursor.max()) > view.header.fre_end:
         raise TruncatedError("an FRE runs past the FRE sub-section", None)
-    type_of_row = np.repeat(fre_type, table.num_fres)
-    return FreLocations(row_base, position, type_of_row, position + fre_address_size(type_of_row))
+    type_of_row = np.repeat(fre_type, table.num_rows)
+    info_at = position + fre_address_size(type_of_row)
+    return FreLocations(row_base, position, type_of_row, info_at)
+
+
+def fre_ends(view: SectionView, located: FreLocations) -> I64:
+    """The byte where each function's FREs end (where they would start, for a function
+    without any): its last FRE's position and length."""
+    table = view.table
+    end = table.fre_data.copy()
+    has_rows = table.num_rows > 0
+    last = located.row_base[1:][has_rows] - 1
+    info = np.frombuffer(view.data, dtype=np.uint8)[located.info_at[last]]
+    end[has_rows] = located.position[last] + _FRE_LENGTHS[located.fre_type[last] * 256 + info]
+    return end
 
 
 # -- every row at once, grouped by form -----------------------------------------------------------
@@ -246,31 +310,77 @@ class RowScan:
     forms: tuple[RowForm, ...]
 
 
-def scan_rows(section: SFrameSection) -> RowScan:
-    """Read and check every FRE of ``section``, as decode_rows would one function at a time."""
+def scan_rows(view: SectionView) -> RowScan:
+    """Read and check every FRE of the section, as decode_rows would one function at a time."""
     try:
-        return _scan(section)
+        return _scan(view)
     except SFrameError:
-        for function in section:  # the rows of each function, decoded and checked in order
-            function.rows  # noqa: B018
+        _raise_first_row_error(view)
         raise
 
 
-def _scan(section: SFrameSection) -> RowScan:
-    header, table = section.header, section.table
-    located = _locate(section)
-    octets = np.frombuffer(section.data, dtype=np.uint8)
+@dataclass(frozen=True, slots=True)
+class StoredRows:
+    """Every FRE as stored: function i's are ``row_base[i]:row_base[i + 1]`` and end at byte
+    ``end[i]``; per FRE its raw start offset, its info byte, and for the FREs of FLEX
+    functions the index of their form in ``flex_forms`` (-1 for the others, whose meaning the
+    info byte alone gives)."""
+
+    row_base: I64
+    end: I64
+    start_offset: I64
+    info: I64
+    flex_form: I64
+    flex_forms: tuple[RowForm, ...]
+
+
+def scan_stored_rows(view: SectionView) -> StoredRows:
+    """Every FRE of the section as stored, each checked as :func:`walk_fres` checks it (the
+    same error), for validation, which checks the words its own way: only FLEX rows, whose
+    words are control words, are grouped into forms."""
+    try:
+        located = _locate(view)
+    except SFrameError:
+        _raise_first_walk_error(view)
+        raise
+    table = view.table
+    octets = np.frombuffer(view.data, dtype=np.uint8)
+    padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))  # as in _scan
+    start_offset = _start_offsets(padded, located, view.header.big_endian)
+    info = octets[located.info_at].astype(np.int64)
+    flex = np.flatnonzero(np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows))
+    flex_form = np.full(len(info), -1, dtype=np.int64)
+    forms: tuple[RowForm, ...] = ()
+    if len(flex):
+        info_at = located.info_at[flex]
+        tail = located.position[flex] + _FRE_LENGTHS[located.fre_type[flex] * 256 + info[flex]]
+        form, first = _group(padded, info_at, tail - info_at, np.ones(len(flex), dtype=bool))
+        flex_form[flex] = form
+        position = located.position[flex]
+        forms = tuple(
+            _form(view, int(position[r]), int(info_at[r]), True, decode=False)
+            for r in first.tolist()
+        )
+    end = fre_ends(view, located)
+    return StoredRows(located.row_base, end, start_offset, info, flex_form, forms)
+
+
+def _scan(view: SectionView) -> RowScan:
+    header, table = view.header, view.table
+    located = _locate(view)
+    octets = np.frombuffer(view.data, dtype=np.uint8)
     # Every row at once (the walk checked that every FRE lies in the sub-section).
     info_at = located.info_at
     tail = located.position + _FRE_LENGTHS[located.fre_type * 256 + octets[info_at]] - info_at
     # Room for reading whole 8-byte chunks of the longest FRE (61 bytes from its info byte).
     padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))
     start_offset = _start_offsets(padded, located, header.big_endian)
-    flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_fres)
+    flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows)
     form, first = _group(padded, info_at, tail, flex)
     position = located.position
     forms = tuple(
-        _form(section, int(position[r]), int(info_at[r]), bool(flex[r])) for r in first.tolist()
+        _form(view, int(position[r]), int(info_at[r]), bool(flex[r]), decode=True)
+        for r in first.tolist()
     )
     return RowScan(located.row_base, start_offset, form, forms)
 
@@ -332,14 +442,18 @@ def _group(
     return form.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
-def _form(section: SFrameSection, position: int, info_at: int, flex: bool) -> RowForm:
-    """Read the info byte and words of the FRE at ``position``; check them with decode_rules."""
-    header = section.header
-    info = section.data[info_at]
+def _form(
+    view: SectionView, position: int, info_at: int, flex: bool, *, decode: bool
+) -> RowForm:
+    """Read the info byte and words of the FRE at ``position``; with ``decode``, check them
+    with decode_rules."""
+    header = view.header
+    info = view.data[info_at]
     size_code, count = fre_word_size_code(info), fre_word_count(info)
     words: tuple[int, ...] = fre_words_struct(size_code, count, header.big_endian).unpack_from(
-        section.data, info_at + FRE_INFO_SIZE
+        view.data, info_at + FRE_INFO_SIZE
     )
-    info2 = int(FdeType.FLEX) if flex else 0
-    decode_rules(row_context(header, info2), info, words, fre_word_size(info), position)
+    if decode:
+        info2 = int(FdeType.FLEX) if flex else 0
+        decode_rules(row_context(header, info2), info, words, fre_word_size(info), position)
     return RowForm(flex, info, words)

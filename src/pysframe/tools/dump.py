@@ -302,7 +302,7 @@ def _rows_text(
     A line is ``printf ("\n    %016"PRIx64"  %s", address, cells)``: a matrix of one line per
     row, the cells padded with NUL bytes to the longest, which are then dropped."""
     rows = slice(int(scan.row_base[first]), int(scan.row_base[end]))
-    num_fres = section.table.num_fres[first:end]
+    num_fres = section.table.num_rows[first:end]
     # PCMASK rows print their start offset alone, others the function's pc plus it.
     masked = fde_pc_type(info) == PcType.MASK
     base = np.repeat(np.where(masked, np.uint64(0), pcs), num_fres)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ..errors import SFrameError
 from ..format.constants import FdeType, Flags, PcType
+from ..format.layout import fde_pc_type, fde_signal_frame, fde_type_of
 from ..format.section import SFrameSection
 from ..sources import Origin, ResolvedSFrame, resolve_sframe
 
@@ -54,9 +57,28 @@ class SectionInfo:
 def covered_bytes(section: SFrameSection, relocatable: bool) -> int:
     """Bytes of code the functions of ``section`` cover: their ranges merged, or (relocatable
     objects, where every text section starts at 0) summed."""
-    ranges = sorted((f.start, f.end) for f in section if f.size > 0)
+    table = section.table
+    sized = table.size > 0
+    start, size = table.start[sized], table.size[sized].astype(np.uint64)
     if relocatable:
-        return sum(end - start for start, end in ranges)
+        return int(size.sum())
+    if bool(np.any(start > np.uint64(_U64_MAX) - size)):  # an end past 2**64: exact integers
+        begins, sizes = start.tolist(), size.tolist()
+        return _merged_length(sorted((b, b + n) for b, n in zip(begins, sizes, strict=True)))
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], start[order] + size[order]
+    # Each range adds what lies past the furthest end of the ranges starting before it.
+    reach = np.maximum.accumulate(end)
+    low = start.copy()
+    low[1:] = np.maximum(start[1:], reach[:-1])
+    return int(np.where(end > low, end - low, np.uint64(0)).sum())
+
+
+_U64_MAX = (1 << 64) - 1
+
+
+def _merged_length(ranges: list[tuple[int, int]]) -> int:
+    """Bytes the sorted [start, end) ``ranges`` cover together."""
     covered, reach = 0, None
     for start, end in ranges:
         if reach is None or start >= reach:
@@ -86,7 +108,7 @@ def section_info(
 def _summary(other: ResolvedSFrame, address: int) -> SectionInfo:
     sframe = other.section
     try:
-        functions = list(sframe)
+        table = sframe.table
         h = sframe.header
         return SectionInfo(
             file=other.path,
@@ -99,11 +121,13 @@ def _summary(other: ResolvedSFrame, address: int) -> SectionInfo:
             flags=[f.name or "" for f in Flags if f.value and h.flags & f],
             cfa_fixed_fp_offset=h.cfa_fixed_fp_offset,
             cfa_fixed_ra_offset=h.cfa_fixed_ra_offset,
-            functions=len(functions),
-            rows=sum(f.num_fres for f in functions),
-            flex_functions=sum(f.fde_type is FdeType.FLEX for f in functions),
-            pcmask_functions=sum(f.pc_type is PcType.MASK for f in functions),
-            signal_functions=sum(f.signal_frame for f in functions if h.version >= 3),
+            functions=len(table),
+            rows=sframe.num_rows,
+            flex_functions=int(np.count_nonzero(fde_type_of(table.info2) == FdeType.FLEX)),
+            pcmask_functions=int(np.count_nonzero(fde_pc_type(table.info) == PcType.MASK)),
+            signal_functions=(
+                int(np.count_nonzero(fde_signal_frame(table.info))) if h.version >= 3 else 0
+            ),
             covered_bytes=covered_bytes(sframe, other.relocatable),
             text_bytes=other.code_bytes,
             origin=str(other.origin),

@@ -248,7 +248,7 @@ def _with_distributions(result: FileStats, section: SFrameSection) -> FileStats:
     return replace(
         result,
         functions=len(section),
-        rows=int(table.num_fres.sum()),
+        rows=int(table.num_rows.sum()),
         fre_types=(int(fre_types[0]), int(fre_types[1]), int(fre_types[2])),
         word_sizes=words,
     )

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from ..errors import SFrameError, UnsortedError
 from ..format.constants import PT_GNU_SFRAME, Abi
-from ..format.decode import Buffer
 from ..format.findings import RULES as RULES
 from ..format.findings import Finding as Finding
 from ..format.findings import Severity as Severity
@@ -25,6 +24,7 @@ from ..format.merge import piece_offsets
 from ..format.section import SFrameSection
 from ..format.validate import check_structure
 from ..format.validate import validate_section as validate_section
+from ..format.view import Buffer
 
 if TYPE_CHECKING:
     from ..elf.image import ElfImage, ElfSegment

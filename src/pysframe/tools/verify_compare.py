@@ -425,7 +425,7 @@ def signal_frames_without_rows(section: SFrameSection) -> BoolArray:
     """Per SFrame function: a signal frame with no rows (what gas keeps when it cannot
     describe one)."""
     table = section.table
-    kept: BoolArray = (fde_signal_frame(table.info) != 0) & (table.num_fres == 0)
+    kept: BoolArray = (fde_signal_frame(table.info) != 0) & (table.num_rows == 0)
     return kept
 
 

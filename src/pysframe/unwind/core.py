@@ -280,8 +280,7 @@ class _Memory:
 class Unwinder:
     """Walks stacks for one address space; caches row lookups across walks.
 
-    >>> from pysframe.builder import SFrameBuilder
-    >>> from pysframe.model import CfaRule
+    >>> from pysframe import SFrameBuilder
     >>> b = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE)
     >>> _ = b.add_function(0x1000, 0x10).add_undefined_ra_row(0)
     >>> u = Unwinder(Abi.AMD64_ENDIAN_LITTLE, lambda pc: ModuleInfo("m", section=b.build()))

@@ -1,0 +1,99 @@
+"""Validation's bulk path (numpy columns, only the suspect functions looked at one by one)
+gives exactly the findings of its scalar reference (every function and row one by one), on
+the corpus sections and on thousands of mutations of them; and ``pysframe info``'s covered
+bytes are those of the ranges merged."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysframe import Abi, CfaRule, SFrameBuilder, SFrameError, SFrameSection, Version
+from pysframe.format.validate import check_structure, validate_section
+from pysframe.tools import fuzz
+from pysframe.tools.info import covered_bytes
+
+SEEDS_DIR = Path(__file__).parent / "data" / "fuzz-seeds"
+MUTATIONS = 1500
+
+#: Option sets: the format's rules, and everything on (text ranges around the seeds' code).
+PROFILES: list[dict[str, object]] = [
+    {},
+    {
+        "kernel": True,
+        "address_gaps": True,
+        "foreign_endian": True,
+        "text_ranges": [(0, 0x2000), (0x4000, 0x400000)],
+        "sframe_segment_address": 0,
+    },
+    {"relocatable": True},
+]
+
+
+def _compare(data: bytes, rules: Counter[str]) -> None:
+    structure = check_structure(data)
+    assert structure == check_structure(data, scalar=True)
+    if structure:
+        rules.update(f.rule for f in structure)
+        return
+    try:
+        section = SFrameSection.from_bytes(data)
+    except SFrameError:
+        return
+    for profile in PROFILES:
+        bulk = validate_section(section, **profile)  # type: ignore[arg-type]
+        assert bulk == validate_section(section, scalar=True, **profile)  # type: ignore[arg-type]
+        rules.update(f.rule for f in bulk)
+
+
+def test_bulk_and_scalar_validation_agree_on_the_seeds() -> None:
+    for data in fuzz.load_seeds(SEEDS_DIR):
+        _compare(data, Counter())
+
+
+def test_bulk_and_scalar_validation_agree_on_mutations() -> None:
+    seeds = fuzz.load_seeds(SEEDS_DIR)
+    rng = random.Random(20260525)
+    rules: Counter[str] = Counter()
+    for _ in range(MUTATIONS):
+        _compare(fuzz.mutate(rng.choice(seeds), rng, seeds), rules)
+    # The mutations reach the row and block checks the bulk path looks at (not vacuous).
+    for rule in ("fre-order", "fre-start", "fre-words", "fre-bounds", "fre-len", "fre-gap",
+                 "fre-block-overlap", "fde-sorted", "fde-overlap", "fde-gap", "fde-text",
+                 "reserved-bits", "fre-type", "fde-type", "attribute-bounds", "word-size",
+                 "flex-control", "mangled-ra", "num-fres"):
+        assert rules[rule] > 0, (rule, rules)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 0x300), st.integers(0, 0x40)), min_size=0, max_size=12
+    ),
+    st.booleans(),
+)
+def test_covered_bytes_are_the_ranges_merged(
+    functions: list[tuple[int, int]], relocatable: bool
+) -> None:
+    builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE, Version.V3, sort=False)
+    for start, size in functions:
+        builder.add_function(0x1000 + start, size).add_row(0, CfaRule(7, 8))
+    section = builder.build()
+    if relocatable:
+        expected = sum(size for _, size in functions)
+    else:
+        expected = len({pc for start, size in functions for pc in range(start, start + size)})
+    assert covered_bytes(section, relocatable) == expected
+
+
+def test_covered_bytes_past_the_top_of_the_address_space() -> None:
+    """A function whose end is past 2**64 counts its whole size, as Python integers do."""
+    builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE, Version.V3)
+    top = (1 << 64) - 0x10
+    builder.add_function(top - 0x40, 0x20).add_row(0, CfaRule(7, 8))
+    builder.add_function(top, 0x20).add_row(0, CfaRule(7, 8))
+    assert covered_bytes(builder.build(), False) == 0x40
