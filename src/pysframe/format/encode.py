@@ -289,8 +289,8 @@ def _assemble(
 def _with_records(
     spec: SectionSpec, blocks: Sequence[bytes], columns: Sequence[npt.NDArray[np.int64]]
 ) -> bytes:
-    """The V3 FRE sub-section: each block after its attribute record (docs/format.md, "V3 FDE"), whose
-    num_fres, info, info2 and rep_size are ``columns`` (one element per block)."""
+    """The V3 FRE sub-section: each block after its attribute record (docs/format.md, "V3
+    FDE"), whose num_fres, info, info2 and rep_size are ``columns`` (one element per block)."""
     import numpy as np
 
     count = len(blocks)
