@@ -10,7 +10,8 @@
 * :mod:`~pysframe.format.view`: what whole-section helpers read a section through (bytes,
   header, the FDE table as columns), so that they need not import the section type;
 * :mod:`~pysframe.format.section`: ``SFrameSection``;
-* :mod:`~pysframe.format.lookup`, :mod:`~pysframe.format.rowtable`: scalar and batch lookups;
+* :mod:`~pysframe.format.lookup`, :mod:`~pysframe.format.row_index`,
+  :mod:`~pysframe.format.rowtable`: scalar and batch lookups;
 * :mod:`~pysframe.format.builder`, :mod:`~pysframe.format.convert`: building sections in code,
   changing their version or byte order;
 * :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`,

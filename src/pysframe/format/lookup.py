@@ -7,7 +7,9 @@
 * FRE (PCMASK, V1): the low four bits of pc against those of the row's first and last
   address (libsframe 2.40; V1 spec 2.3.2 states it as ``PC & FRE_START_ADDR_AS_MASK``).
 
-``find_rows`` (``find_fres``) answers many PCs at once from a flat, columnar table of all rows,
+:func:`find_row_index` is the scan itself, the reference: ``SFrameSection.lookup`` gives its
+answers by binary search (:mod:`pysframe.format.row_index`).  ``find_rows`` (``find_fres``)
+answers many PCs at once from a flat, columnar table of all rows,
 built on first use with numpy; the scalar path is the reference it is tested against.
 """
 

@@ -11,15 +11,22 @@ import numpy as np
 import numpy.typing as npt
 
 from .constants import Abi, Flags, Version
-from .decode import decode_rows, parse_header, read_fde_table, read_function, read_starts
+from .decode import (
+    decode_rows,
+    fre_data_position,
+    parse_header,
+    read_fde_table,
+    read_function,
+    read_starts,
+)
 from .encode import SectionSpec, encode_section
 from .lookup import (
     BatchResult,
-    find_row_index,
     first_function_containing,
     last_function_starting_at_or_before,
 )
 from .model import FrameRow, Function, Header, LookupResult
+from .row_index import RowIndex, index_rows
 from .view import Buffer, FunctionTable, U64Array
 
 if TYPE_CHECKING:
@@ -37,8 +44,10 @@ class SFrameSection(Sequence[Function]):
     be in order when the section is flagged sorted).  A function reached by index or by a
     lookup is read and checked on its own; iteration, ``table`` and the batch and whole-section
     operations read every FDE at once and check them all first.  Each function's rows are
-    decoded when asked for.  ``section_address`` is the address of the section's first byte
-    (its ELF ``sh_addr``), which absolute function addresses are computed from.
+    decoded when asked for; a lookup steps through its function's FREs once (checking them as
+    decoding does) and finds the row by binary search, decoding only that row
+    (:mod:`pysframe.format.row_index`).  ``section_address`` is the address of the section's
+    first byte (its ELF ``sh_addr``), which absolute function addresses are computed from.
 
     The section speaks of functions (FDEs) and their rows (FREs): :meth:`find_function`,
     :meth:`find_row`, :meth:`find_rows`, and :meth:`lookup` for both at once.  ``find_fde``,
@@ -59,8 +68,8 @@ class SFrameSection(Sequence[Function]):
     """
 
     __slots__ = (
-        "_data", "_function_cache", "_pin", "_row_cache", "_row_table", "_sorted", "_starts",
-        "_table", "header", "section_address",
+        "_data", "_function_cache", "_index_cache", "_pin", "_row_cache", "_row_table", "_sorted",
+        "_starts", "_table", "header", "section_address",
     )
 
     #: Functions read, and their decoded rows, kept per section (the most recently used).
@@ -83,6 +92,7 @@ class SFrameSection(Sequence[Function]):
         self._function_cache: dict[int, Function] = {}
         self._row_table: RowTable | None = None
         self._row_cache: dict[tuple[int, ...], tuple[FrameRow, ...]] = {}
+        self._index_cache: dict[tuple[int, ...], RowIndex] = {}
 
     @classmethod
     def from_bytes(cls, data: Buffer, section_address: int = 0) -> SFrameSection:
@@ -177,10 +187,7 @@ class SFrameSection(Sequence[Function]):
         return self._rows_of(self[index])
 
     def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
-        # Keyed by what the rows are decoded from, so that a Function changed with
-        # dataclasses.replace never reads or leaves another's rows.
-        key = (function.index, function.start, function.fre_offset, function.num_rows,
-               function.info, function.info2)
+        key = _rows_key(function)
         cached = self._row_cache.get(key)
         if cached is None:
             cached = decode_rows(self._data, self.header, function)
@@ -188,6 +195,19 @@ class SFrameSection(Sequence[Function]):
                 self._row_cache.clear()
             self._row_cache[key] = cached
         return cached
+
+    def _row_index(self, function: Function) -> RowIndex:
+        """``function``'s rows as a lookup searches them, indexed on first use (a bounded
+        cache keeps them)."""
+        key = _rows_key(function)
+        index = self._index_cache.get(key)
+        if index is None:
+            first = fre_data_position(self.header, function.fre_offset)
+            index = index_rows(self._data, self.header, function, first)
+            if len(self._index_cache) >= self.ROW_CACHE_SIZE:
+                self._index_cache.clear()
+            self._index_cache[key] = index
+        return index
 
     @property
     def num_rows(self) -> int:
@@ -212,11 +232,11 @@ class SFrameSection(Sequence[Function]):
         function = self.find_function(pc)
         if function is None:
             return None
-        rows = function.rows
-        row_index = find_row_index(function, rows, self.version, pc)
+        index = self._row_index(function)
+        row_index = index.find(pc)
         if row_index is None:
             return None
-        return LookupResult(function, rows[row_index], row_index)
+        return LookupResult(function, index.row(row_index), row_index)
 
     def find_row(self, pc: int) -> FrameRow | None:
         """The row that applies at ``pc``, or None, as libsframe's sframe_find_fre finds it."""
@@ -338,6 +358,13 @@ class SFrameSection(Sequence[Function]):
             f"<SFrameSection V{int(self.version)} {self.abi.name} {len(self)} functions "
             f"at {self.section_address:#x}>"
         )
+
+
+def _rows_key(function: Function) -> tuple[int, ...]:
+    """What a function's rows are read from: a Function changed with dataclasses.replace
+    never reads or leaves another's rows."""
+    return (function.index, function.start, function.fre_offset, function.num_rows,
+            function.info, function.info2)
 
 
 def _with_rows(function: Function) -> Function:

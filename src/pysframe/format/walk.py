@@ -113,14 +113,17 @@ def _info_table(big_endian: bool) -> tuple[tuple[int, struct.Struct | None], ...
     return tuple(table)
 
 
-def walk_fres(data: Buffer, header: Header, fre_type: int, position: int, count: int) -> FreWalk:
-    """Read ``count`` FREs of FRE type ``fre_type`` from byte ``position`` on, each checked."""
+def walk_fres(
+    data: Buffer, header: Header, fre_type: int, position: int, count: int, first: int = 0
+) -> FreWalk:
+    """Read ``count`` FREs of FRE type ``fre_type`` from byte ``position`` on, each checked;
+    the first is FRE number ``first`` of its function (for the problem's message)."""
     address_size = fre_address_size(fre_type)
     unpack_address = fre_address_struct(fre_type, header.big_endian).unpack_from
     words_of = _info_table(header.big_endian)
     end = header.fre_end
     fres: list[RawFre] = []
-    for number in range(count):
+    for number in range(first, first + count):
         info_at = position + address_size
         if info_at + FRE_INFO_SIZE > end:
             message = f"FRE {number} runs past the FRE sub-section"
