@@ -7,9 +7,22 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from pysframe import InvalidFieldError, SFrameError, SFrameSection, TruncatedError
+from pysframe import (
+    Abi,
+    CfaRule,
+    InvalidFieldError,
+    RegRule,
+    SFrameError,
+    SFrameSection,
+    TruncatedError,
+    Version,
+)
+from pysframe.format.builder import SFrameBuilder
 from pysframe.format.decode import fre_data_position
+from pysframe.format.layout import HEADER_FRE_LEN_AT
 from pysframe.format.walk import fre_ends, fre_infos, locate_fres, scan_rows, walk_fres
 from pysframe.tools.stats import word_size_counts
 from pysframe.tools.validate import validate_bytes
@@ -88,3 +101,61 @@ def test_bulk_row_reading_raises_the_first_decoding_error() -> None:
     assert isinstance(first, InvalidFieldError) and "FLEX FRE with 1 data words" in first.message
     assert _same(_error_of(lambda: scan_rows(section)), first)
     assert _same(_error_of(lambda: locate_fres(section)), _error_of(lambda: section[1].rows))
+
+
+def _many_short_and_a_few_long(counts: list[int]) -> SFrameSection:
+    """Functions with ``counts`` rows each, in that order; the rows' CFA offsets vary so that
+    their data words take 1, 2 or 4 bytes and the FREs differ in length."""
+    builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE, Version.V2)
+    start = 0x10000
+    for number, count in enumerate(counts):
+        size = 4 * count + 4
+        function = builder.add_function(start, size)
+        for row in range(count):
+            offset = (8, 300, 70_000)[(row + number) % 3]
+            fp = RegRule.at_cfa(-16) if row % 2 else RegRule.untracked()
+            function.add_row(4 * row, CfaRule(7, offset), fp)
+        start += size
+    return builder.build()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 12), min_size=30, max_size=90),
+       st.lists(st.integers(50, 400), max_size=4))
+def test_bulk_walk_hands_the_last_functions_to_the_scalar_walk(
+    short: list[int], long: list[int]
+) -> None:
+    """Enough functions for the bulk walk to step them together, then a few long ones that it
+    finishes one at a time: every FRE where the checked walk finds it."""
+    section = _many_short_and_a_few_long(short + long)
+    located = locate_fres(section)
+    for function in section:
+        walk = walk_fres(section.data, section.header, function.fre_type,
+                         fre_data_position(section.header, function.fre_offset), len(function))
+        first, end = located.row_base[function.index : function.index + 2].tolist()
+        assert located.position[first:end].tolist() == [fre[0] for fre in walk.fres]
+
+
+@pytest.mark.parametrize("where", ["info", "words", "address"])
+def test_a_problem_in_a_function_walked_alone_is_reported_alike(where: str) -> None:
+    """The bulk walk hands the long last function to the scalar walk: a bad FRE there raises
+    what decoding that function raises."""
+    section = _many_short_and_a_few_long([2] * 40 + [300])
+    long = len(section) - 1
+    fres = walk_fres(section.data, section.header, section[long].fre_type,
+                     fre_data_position(section.header, section[long].fre_offset), 300).fres
+    data = bytearray(section.data)
+    if where == "info":  # FRE 250: data-word size code 3
+        position = fres[250][0] + section[long].fre_type.size
+        data[position] |= 0x60
+    else:  # the section ends inside the last FRE's data words, or its start address
+        cut = 1 if where == "words" else len(data) - fres[-1][0] - 1
+        at = HEADER_FRE_LEN_AT  # sfh_fre_len
+        fre_len = int.from_bytes(data[at : at + 4], "little") - cut
+        data[at : at + 4] = fre_len.to_bytes(4, "little")
+        data = data[:-cut]
+    damaged = SFrameSection.from_bytes(bytes(data))
+    decoded = _error_of(lambda: damaged[long].rows)
+    assert decoded.function == long
+    for bulk in (locate_fres, scan_rows):
+        assert _same(_error_of(lambda bulk=bulk: bulk(damaged)), decoded), bulk.__name__

@@ -14,7 +14,9 @@ those checks and the layout:
 * :func:`locate_fres`, bulk: every FRE of a section at once.  Step j reads the j-th FRE of
   every function that has one, functions ordered by descending FRE count so that the ones
   still walking are a prefix; an FRE's length comes from a table indexed by FRE type and
-  info.  On a problem the scalar walk runs over the functions in order, so that the error
+  info.  Once only a few functions are still walking, each finishes alone
+  (:func:`pysframe.format.row_index.step_fres`, the same table in a loop), so that a
+  function of millions of FREs does not cost a bulk step per FRE.  On a problem the scalar walk runs over the functions in order, so that the error
   raised is the one it finds first.  :func:`fre_infos` gives every FRE's info byte,
   :func:`fre_ends` where each function's FREs end.
 
@@ -33,6 +35,7 @@ header, FDE table), not the section type.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
@@ -57,6 +60,7 @@ from .layout import (
     fre_words_struct,
     word_mask,
 )
+from .row_index import step_fres
 from .rules import Rules, decode_rules, row_context, rules_cache
 
 if TYPE_CHECKING:
@@ -263,19 +267,50 @@ def _locate(view: SectionView) -> FreLocations:
     # Functions with more than `step` FREs: a prefix of `order`, of this many functions.
     walking = np.searchsorted(-counts, -np.arange(longest), side="left")
     position = np.empty(int(row_base[-1]), dtype=np.int64)
+    step = 0
     for step, k in enumerate(walking.tolist()):
+        if k <= _FEW_WALKING:
+            break
         at = cursor[:k]
         # mode="clip": a read past the end only happens for an FRE that fails the check below.
         info = octets.take(at + info_offset[:k], mode="clip")
         following = at + _FRE_LENGTHS[length_row[:k] + info]
         position[base[:k] + step] = at
         cursor[:k] = following
+    else:
+        step = longest
+    _finish_alone(view, fre_type[order], cursor, counts, base, position, step)
     # Each function's cursor only grows, so its last value shows whether any FRE ran over.
     if len(cursor) and int(cursor.max()) > view.header.fre_end:
         raise TruncatedError("an FRE runs past the FRE sub-section", None)
     type_of_row = np.repeat(fre_type, table.num_rows)
     info_at = position + fre_address_size(type_of_row)
     return FreLocations(row_base, position, type_of_row, info_at)
+
+
+#: When at most this many functions are still walking, each finishes on its own: a step of
+#: the bulk walk costs some microseconds whatever the number of functions it moves, a scalar
+#: step (:func:`pysframe.format.row_index.step_fres`) a fraction of one.  So every bulk step
+#: moves more than this many FREs, and a function of millions of FREs is walked in one loop.
+_FEW_WALKING = 32
+
+
+def _finish_alone(
+    view: SectionView, fre_type: I64, cursor: I64, counts: I64, base: I64, position: I64,
+    step: int,
+) -> None:
+    """Walk the FREs from ``step`` on of the functions that have more (a prefix of the
+    order), one function at a time; their ``cursor`` passes the FRE sub-section's end if one
+    runs past it."""
+    end = view.header.fre_end
+    for k in range(int(np.count_nonzero(counts > step))):
+        stepped = array("q")
+        remaining = int(counts[k]) - step
+        following = step_fres(view.data, int(fre_type[k]), int(cursor[k]), remaining, end,
+                              stepped, 0)
+        first = int(base[k]) + step
+        position[first : first + len(stepped)] = np.frombuffer(stepped, dtype=np.int64)
+        cursor[k] = following if len(stepped) == remaining else end + 1
 
 
 def fre_ends(view: SectionView, located: FreLocations) -> I64:
