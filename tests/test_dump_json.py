@@ -23,8 +23,14 @@ from pysframe.format.builder import SFrameBuilder
 from pysframe.format.constants import Abi, Version
 from pysframe.format.model import CfaRule, RegRule
 from pysframe.format.walk import scan_rows
+from pysframe.tools import dump, dump_json
 from pysframe.tools.dump import function_pc, function_rows
-from pysframe.tools.dump_json import function_json_lines, section_header_json, section_json
+from pysframe.tools.dump_json import (
+    function_json_lines,
+    function_json_pieces,
+    section_header_json,
+    section_json,
+)
 
 from conftest import CORPUS, corpus_files
 
@@ -188,3 +194,83 @@ def test_cli_json_bad_files_write_nothing_for_them(
     assert [d["file"] for d in json.loads(out)] == [FRAMES]
     status, out, err = _run(["dump", "--json", str(broken)], capsys)
     assert status == 1 and json.loads(out) == []
+
+
+def long_functions() -> SFrameSection:
+    """Functions of 0 to 23 rows, one of them PCMASK: with windows of 5 rows and 3 functions,
+    some functions are written in several windows and others several to a window."""
+    builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE, Version.V3)
+    saved_fp = RegRule.at_cfa(-16)
+    start = 0x1000
+    for count in (0, 1, 12, 2, 2, 2, 5, 6, 23, 2):
+        masked = count == 6
+        function = builder.add_function(start, 0x100, pc_type=int(masked), rep_size=16 * masked)
+        for row in range(count):
+            fp = saved_fp if row % 3 else RegRule.untracked()
+            function.add_row(row % 16 if masked else 2 * row, CfaRule(7, 8 + 8 * (row % 4)), fp)
+        start += 0x100
+    return builder.build()
+
+
+@pytest.fixture
+def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dump_json, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(dump, "CHUNK_FUNCTIONS", 3)
+
+
+def test_functions_cut_into_windows_of_rows_give_the_same_json(
+    small_windows: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    section = long_functions()
+    windows = list(dump.function_windows(scan_rows(section).row_base, 5))
+    assert (7, 8, True) in windows and (3, 5, False) in windows  # the cases are there
+    assert section_json(section) == model_json(section)
+    assert [json.loads(line) for line in function_json_lines(section)] == model_json(section)[
+        "functions"
+    ]
+    pieces = list(function_json_pieces(section))
+    assert max(len(piece) for _, piece in pieces) < 2_000
+    path = tmp_path / "section.sframe"
+    path.write_bytes(section.data)
+    status, out, _ = _run(["dump", "--jsonl", str(path)], capsys)
+    assert status == 0
+    lines = [json.loads(line) for line in out.splitlines()[1:]]
+    assert [line["function"] for line in lines] == model_json(section)["functions"]
+
+
+def test_windows_of_rows_change_no_byte(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same document and lines, byte for byte, whatever the windows."""
+    path = tmp_path / "section.sframe"
+    path.write_bytes(long_functions().data)
+    outputs = []
+    for rows, functions in ((1 << 16, 1 << 12), (5, 3), (1, 1)):
+        monkeypatch.setattr(dump_json, "CHUNK_ROWS", rows)
+        monkeypatch.setattr(dump, "CHUNK_FUNCTIONS", functions)
+        outputs.append([_run(["dump", option, str(path)], capsys)[1]
+                        for option in ("--json", "--jsonl")])
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_memory_does_not_grow_with_the_rows_of_one_function() -> None:
+    """One function of 100,000 rows: its JSON (25 MB) is written in pieces of a window of rows
+    each (4,096: 1 MB); beyond the bulk row arrays, streaming takes a small fraction of it."""
+    builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE, Version.V2)
+    function = builder.add_function(0x1000, 0x80000)
+    for row in range(100_000):
+        function.add_row(4 * row, CfaRule(7, 8 + 8 * (row % 4)))
+    section = builder.build()
+    section.table  # noqa: B018 (read before measuring, as both paths need it)
+    tracemalloc.start()
+    scan_rows(section)
+    _, rows_alone = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    total = 0
+    tracemalloc.start()
+    for _, piece in function_json_pieces(section):
+        total += len(piece)
+    _, streaming = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert total > 20_000_000
+    assert streaming - rows_alone < total / 10

@@ -27,13 +27,17 @@ import pytest
 
 from pysframe import SFrameSection
 from pysframe.errors import SFrameError
+from pysframe.tools import dump
 from pysframe.tools.dump import (
     function_pc,
+    function_text,
     header_text,
     row_cells,
+    section_chunks,
     section_text,
 )
 from pysframe.tools.dump_json import section_json
+from test_dump_json import long_functions
 
 from conftest import require
 from elf_build import RawFunction, Sec, build_elf, fre_info, sframe_bytes
@@ -394,3 +398,22 @@ def test_v1_cases_match_real_readelf_2_40(name: str, tmp_path: Path) -> None:
     from pysframe.tools.dump import readelf_text
 
     assert readelf_text(".sframe", SFrameSection.from_bytes(data)) == gnu.stdout
+
+
+# -- windows of rows ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rows", "functions"), [(5, 3), (1, 1), (1 << 16, 1 << 12)])
+def test_functions_cut_into_windows_of_rows_give_the_same_text(
+    monkeypatch: pytest.MonkeyPatch, rows: int, functions: int
+) -> None:
+    """The bulk text, functions a window of rows at a time, equals function_text's of each
+    function (the row model) whatever the windows; a PCMASK function among them."""
+    monkeypatch.setattr(dump, "CHUNK_ROWS", rows)
+    monkeypatch.setattr(dump, "CHUNK_FUNCTIONS", functions)
+    section = long_functions()
+    expected = header_text(section) + "\n  Function Index :\n"
+    expected += "".join(function_text(section, f) for f in section)
+    assert section_text(section) == expected
+    if rows == 5:  # pieces of a few rows each
+        assert max(map(len, section_chunks(section))) < 800

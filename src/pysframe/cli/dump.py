@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import NoSFrameError, NotSFrameDataError, SFrameError
@@ -162,13 +162,13 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
     """Write one file's JSON document (``--json``: an item of the list; ``--jsonl``: a line for
     the section, then one per function), streamed; False when the file could not be dumped (and
     nothing was written for it)."""
-    from ..tools.dump_json import function_json_lines, section_header_json, section_json_chunks
+    from ..tools.dump_json import function_json_pieces, section_header_json, section_json_chunks
 
     try:
         found = _resolve(path, args)
         with found.located():
             # Every FDE and FRE is checked here, before the first byte is written.
-            functions = function_json_lines(found.section) if args.jsonl else None
+            functions = function_json_pieces(found.section) if args.jsonl else None
             pieces = None if args.jsonl else section_json_chunks(found.section)
     except SFrameError as error:
         report_error(error, args)
@@ -183,7 +183,7 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
         header = {"record": "section", **about, "sframe": section_header_json(found.section)}
         out.write(json.dumps(header) + "\n")
         prefix = json.dumps({"record": "function", "file": path})[:-1] + ', "function": '
-        _write_batched(out, (prefix + line + "}\n" for line in functions))
+        _write_batched(out, _lines(functions, prefix))
         return True
     assert pieces is not None
     out.write(("[\n" if first else ",\n") + json.dumps(about)[:-1] + ', "sframe": ')
@@ -192,14 +192,33 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
     return True
 
 
-def _write_batched(out: TextIO, pieces: Iterable[str], batch: int = 1024) -> None:
-    """Write ``pieces`` a batch at a time (fewer calls when the stream is unbuffered)."""
+def _lines(functions: Iterable[tuple[bool, str]], prefix: str) -> Iterator[str]:
+    """A JSON Lines record per function, ``prefix`` then its object, from the pieces of
+    :func:`~pysframe.tools.dump_json.function_json_pieces`."""
+    first = True
+    for begins, piece in functions:
+        if begins:
+            yield prefix if first else "}\n" + prefix
+            first = False
+        yield piece
+    if not first:
+        yield "}\n"
+
+
+def _write_batched(
+    out: TextIO, pieces: Iterable[str], batch: int = 1024, size: int = 1 << 20
+) -> None:
+    """Write ``pieces`` a batch at a time (fewer calls when the stream is unbuffered): ``batch``
+    pieces, or fewer holding ``size`` characters."""
     held: list[str] = []
+    length = 0
     for piece in pieces:
         held.append(piece)
-        if len(held) == batch:
+        length += len(piece)
+        if len(held) == batch or length >= size:
             out.write("".join(held))
             held.clear()
+            length = 0
     out.write("".join(held))
 
 

@@ -16,9 +16,10 @@ those checks and the layout:
   still walking are a prefix; an FRE's length comes from a table indexed by FRE type and
   info.  Once only a few functions are still walking, each finishes alone
   (:func:`pysframe.format.row_index.step_fres`, the same table in a loop), so that a
-  function of millions of FREs does not cost a bulk step per FRE.  On a problem the scalar walk runs over the functions in order, so that the error
-  raised is the one it finds first.  :func:`fre_infos` gives every FRE's info byte,
-  :func:`fre_ends` where each function's FREs end.
+  function of millions of FREs does not cost a bulk step per FRE.  On a problem the scalar
+  walk runs over the functions in order, so that the error raised is the one it finds
+  first.  :func:`fre_infos` gives every FRE's info byte, :func:`fre_ends` where each
+  function's FREs end.
 
 :func:`scan_rows` reads every row of a section in bulk for whole-section work (the dump, the
 batch lookup's row table): positions, start offsets, and the row *forms*: the FDE type (FLEX

@@ -240,32 +240,86 @@ def _chunks(
     section: SFrameSection, scan: RowScan, forms: _FormCells, head: bytes
 ) -> Iterator[bytes]:
     yield head
-    count = len(section)
-    for first in range(0, count, _CHUNK_FUNCTIONS):
-        end = min(first + _CHUNK_FUNCTIONS, count)
-        yield _functions_text(section, scan, forms, first, end)
+    for first, end, long in function_windows(scan.row_base, CHUNK_ROWS):
+        if long:
+            yield from _long_function_text(section, scan, forms, first)
+        else:
+            yield _functions_text(section, scan, forms, first, end)
 
 
-_CHUNK_FUNCTIONS = 1 << 12
+#: Functions, and rows, turned into text at a time: what bounds the memory of a piece.
+CHUNK_FUNCTIONS = 1 << 12
+CHUNK_ROWS = 1 << 16
+
+
+def function_windows(
+    row_base: npt.NDArray[np.int64], rows: int
+) -> Iterator[tuple[int, int, bool]]:
+    """Consecutive ranges [first, end) of the functions (function i's rows are
+    ``row_base[i]:row_base[i + 1]``): at most CHUNK_FUNCTIONS functions with at most ``rows``
+    rows together, or one function alone with more (flagged True: its rows are to be taken
+    in :func:`row_windows`)."""
+    count = len(row_base) - 1
+    first = 0
+    while first < count:
+        end = min(first + CHUNK_FUNCTIONS, count)
+        if row_base[end] - row_base[first] > rows:
+            # The most functions whose rows fit, at least one.
+            fitting = int(np.searchsorted(row_base, row_base[first] + rows, side="right"))
+            end = max(fitting - 1, first + 1)
+        yield first, end, bool(row_base[end] - row_base[first] > rows)
+        first = end
+
+
+def row_windows(low: int, high: int, rows: int) -> Iterator[slice]:
+    """Rows ``low`` to ``high``, ``rows`` at a time."""
+    for begin in range(low, high, rows):
+        yield slice(begin, min(begin + rows, high))
+
+
+def _long_function_text(
+    section: SFrameSection, scan: RowScan, forms: _FormCells, index: int
+) -> Iterator[bytes]:
+    """The text of function ``index``, its rows CHUNK_ROWS at a time: what
+    :func:`_functions_text` makes of it, in pieces."""
+    text = _functions_text(section, scan, forms, index, index + 1, with_rows=False)
+    yield text[:-1]  # the function's line and the column header, without the final newline
+    low, high = int(scan.row_base[index]), int(scan.row_base[index + 1])
+    origin = function_pcs(section, index, index + 1)
+    if fde_pc_type(int(section.table.info[index])) == PcType.MASK:
+        origin[:] = 0
+    for rows in row_windows(low, high, CHUNK_ROWS):
+        base = np.repeat(origin, rows.stop - rows.start)
+        yield bytes(_rows_text(scan, rows, base, forms)[0])
+    yield b"\n"
 #: The bits of sfde_func_info a function's line shows after its size: PC type, pauth key and
 #: signal frame.
 _HEAD_BITS = fde_info(fre_type=0, pc_type=1, pauth_key=1, signal_frame=True)
 
 
 def _functions_text(
-    section: SFrameSection, scan: RowScan, forms: _FormCells, first: int, end: int
+    section: SFrameSection, scan: RowScan, forms: _FormCells, first: int, end: int,
+    *, with_rows: bool = True,
 ) -> bytes:
-    """The text of functions ``first`` to ``end`` (exclusive)."""
+    """The text of functions ``first`` to ``end`` (exclusive); without rows, as if they had
+    none."""
     table = section.table
     info = table.info[first:end]
     flex = fde_type_of(table.info2[first:end]) == FdeType.FLEX
     heads, head_of = np.unique((info & _HEAD_BITS) | (flex << 8), return_inverse=True)
     tails = [(_attributes(section, k, bool(k >> 8)) + _columns(k)).encode() for k in heads.tolist()]
     pcs = function_pcs(section, first, end)
-    rows, line_end = _rows_text(section, scan, pcs, info, first, end, forms)
-    row_end = line_end[scan.row_base[first : end + 1] - scan.row_base[first]].tolist()
-    sizes = (table.size[first:end] & 0xFFFFFFFF).astype(np.uint32).view(np.int32).tolist()
     count = end - first
+    if with_rows:
+        rows_of = slice(int(scan.row_base[first]), int(scan.row_base[end]))
+        # PCMASK rows print their start offset alone, others the function's pc plus it.
+        origin = np.where(fde_pc_type(info) == PcType.MASK, np.uint64(0), pcs)
+        base = np.repeat(origin, table.num_rows[first:end])
+        rows, line_end = _rows_text(scan, rows_of, base, forms)
+        row_end = line_end[scan.row_base[first : end + 1] - scan.row_base[first]].tolist()
+    else:
+        rows, row_end = memoryview(b""), [0] * (count + 1)
+    sizes = (table.size[first:end] & 0xFFFFFFFF).astype(np.uint32).view(np.int32).tolist()
     # One printf-style format of every function: line, attributes and columns, rows, newline.
     fields: list[object] = [None] * (5 * count)
     fields[0::5] = range(first, end)
@@ -289,23 +343,13 @@ def function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[np
 
 
 def _rows_text(
-    section: SFrameSection,
-    scan: RowScan,
-    pcs: npt.NDArray[np.uint64],
-    info: npt.NDArray[np.int64],
-    first: int,
-    end: int,
-    forms: _FormCells,
+    scan: RowScan, rows: slice, base: npt.NDArray[np.uint64], forms: _FormCells
 ) -> tuple[memoryview, npt.NDArray[np.int64]]:
-    """The row lines of functions ``first`` to ``end`` as one byte buffer, and where each ends.
+    """The lines of ``rows`` (of the whole scan) as one byte buffer, and where each ends; a
+    row's address is its ``base`` (its function's pc, 0 for PCMASK) plus its start offset.
 
     A line is ``printf ("\n    %016"PRIx64"  %s", address, cells)``: a matrix of one line per
     row, the cells padded with NUL bytes to the longest, which are then dropped."""
-    rows = slice(int(scan.row_base[first]), int(scan.row_base[end]))
-    num_fres = section.table.num_rows[first:end]
-    # PCMASK rows print their start offset alone, others the function's pc plus it.
-    masked = fde_pc_type(info) == PcType.MASK
-    base = np.repeat(np.where(masked, np.uint64(0), pcs), num_fres)
     addresses = base + scan.start_offset[rows].astype(np.uint64)
     if not len(addresses):
         return memoryview(b""), np.zeros(1, dtype=np.int64)
@@ -539,6 +583,7 @@ __all__ = [
     "function_pcs",
     "function_rows",
     "function_text",
+    "function_windows",
     "header_text",
     "objdump_file_header",
     "objdump_no_section",
@@ -547,6 +592,7 @@ __all__ = [
     "readelf_file_header",
     "readelf_text",
     "row_cells",
+    "row_windows",
     "section_chunks",
     "section_text",
 ]

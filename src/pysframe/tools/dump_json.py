@@ -35,11 +35,11 @@ from ..format.model import RegRule
 from ..format.rules import RowContext, decode_rules
 from ..format.section import SFrameSection
 from ..format.walk import RowForm, RowScan, scan_rows
-from .dump import form_cells, function_pcs
+from .dump import form_cells, function_pcs, function_windows, row_windows
 
 _U64 = 1 << 64
-#: Functions turned into text at a time: bounds the memory of a chunk.
-_CHUNK_FUNCTIONS = 1 << 12
+#: Rows turned into JSON at a time (some 250 bytes each): bounds the memory of a piece.
+CHUNK_ROWS = 1 << 12
 #: Compact separators, so that json uses its C encoder.
 _SEPARATORS = (", ", ": ")
 
@@ -79,15 +79,34 @@ def _section_pieces(section: SFrameSection, scan: RowScan) -> Iterator[str]:
     header = _dumps(section_header_json(section))
     yield header[:-1] + ', "functions": ['
     first = True
-    for piece in _function_pieces(section, scan):
-        yield piece if first else ", " + piece
+    for begins, piece in _function_pieces(section, scan):
+        yield ", " + piece if begins and not first else piece
         first = False
     yield "]}"
 
 
 def function_json_lines(section: SFrameSection) -> Iterator[str]:
     """One JSON object per function (no newline), in the order of the FDEs; every FRE is read
-    and checked when this is called."""
+    and checked when this is called.  Each object is one string, however many rows the
+    function has: :func:`function_json_pieces` gives them in pieces of bounded size."""
+    return _joined(_function_pieces(section, scan_rows(section)))
+
+
+def _joined(pieces: Iterator[tuple[bool, str]]) -> Iterator[str]:
+    held: list[str] = []
+    for begins, piece in pieces:
+        if begins and held:
+            yield "".join(held)
+            held.clear()
+        held.append(piece)
+    if held:
+        yield "".join(held)
+
+
+def function_json_pieces(section: SFrameSection) -> Iterator[tuple[bool, str]]:
+    """The objects of :func:`function_json_lines` in pieces, each flagged True when it begins
+    a function's object; a function's rows come CHUNK_ROWS at a time, so that no piece grows
+    with a function's rows.  Every FRE is read and checked when this is called."""
     return _function_pieces(section, scan_rows(section))
 
 
@@ -100,52 +119,77 @@ def section_json(section: SFrameSection) -> dict[str, Any]:
 # -- functions, a chunk at a time ---------------------------------------------------------------
 
 
-def _function_pieces(section: SFrameSection, scan: RowScan) -> Iterator[str]:
+def _function_pieces(section: SFrameSection, scan: RowScan) -> Iterator[tuple[bool, str]]:
     forms = [_form_json(section, form) for form in scan.forms]
-    table = section.table
     # The members from fre_type to pauth_key depend on the info and info2 bytes alone.
     kinds: dict[tuple[int, int], str] = {}
-    for first in range(0, len(section), _CHUNK_FUNCTIONS):
-        end = min(first + _CHUNK_FUNCTIONS, len(section))
-        columns = zip(
-            range(first, end),
-            function_pcs(section, first, end).tolist(),
-            table.start[first:end].tolist(),
-            table.size[first:end].tolist(),
-            table.start_field[first:end].tolist(),
-            table.info[first:end].tolist(),
-            table.info2[first:end].tolist(),
-            table.rep_size[first:end].tolist(),
-            pairwise(scan.row_base[first : end + 1].tolist()),
-            strict=True,
-        )
-        base = int(scan.row_base[first])
-        row_end = int(scan.row_base[end])
-        offsets = scan.start_offset[base:row_end].tolist()
-        row_forms = scan.form[base:row_end].tolist()
-        for index, pc, start, size, start_field, info, info2, rep_size, row_range in columns:
-            kind = kinds.get((info, info2))
-            if kind is None:
-                kind = kinds[info, info2] = _function_kind(section, info, info2)
-            low, high = row_range[0] - base, row_range[1] - base
-            # PCMASK rows show their start offset alone, others the function's pc plus it.
-            origin = 0 if fde_pc_type(info) == PcType.MASK else pc
-            rows = ", ".join(
-                [
-                    _ROW % ((origin + offset) % _U64, offset, forms[form])
-                    for offset, form in zip(offsets[low:high], row_forms[low:high], strict=True)
-                ]
-            )
-            yield _FUNCTION % (index, pc, start, size, start_field, kind, rep_size, rows)
+    for first, end, long in function_windows(scan.row_base, CHUNK_ROWS):
+        heads = _function_heads(section, first, end, kinds)
+        if long:
+            (origin, fields), = heads
+            yield True, _FUNCTION_HEAD % fields
+            low, high = scan.row_base[first : first + 2].tolist()
+            for rows in row_windows(low, high, CHUNK_ROWS):
+                text = _rows_json(scan, forms, origin, rows.start, rows.stop)
+                yield False, text if rows.start == low else ", " + text
+            yield False, "]}"
+            continue
+        for (origin, fields), (low, high) in zip(
+            heads, pairwise(scan.row_base[first : end + 1].tolist()), strict=True
+        ):
+            yield True, _FUNCTION % (*fields, _rows_json(scan, forms, origin, low, high))
+
+
+def _function_heads(
+    section: SFrameSection, first: int, end: int, kinds: dict[tuple[int, int], str]
+) -> list[tuple[int, tuple[object, ...]]]:
+    """For functions ``first`` to ``end``: the address their rows' start offsets are added
+    to, and the fields of :data:`_FUNCTION_HEAD`."""
+    table = section.table
+    columns = zip(
+        range(first, end),
+        function_pcs(section, first, end).tolist(),
+        table.start[first:end].tolist(),
+        table.size[first:end].tolist(),
+        table.start_field[first:end].tolist(),
+        table.info[first:end].tolist(),
+        table.info2[first:end].tolist(),
+        table.rep_size[first:end].tolist(),
+        strict=True,
+    )
+    heads: list[tuple[int, tuple[object, ...]]] = []
+    for index, pc, start, size, start_field, info, info2, rep_size in columns:
+        kind = kinds.get((info, info2))
+        if kind is None:
+            kind = kinds[info, info2] = _function_kind(section, info, info2)
+        # PCMASK rows show their start offset alone, others the function's pc plus it.
+        origin = 0 if fde_pc_type(info) == PcType.MASK else pc
+        heads.append((origin, (index, pc, start, size, start_field, kind, rep_size)))
+    return heads
+
+
+def _rows_json(scan: RowScan, forms: list[str], origin: int, low: int, high: int) -> str:
+    """Rows ``low`` to ``high`` of the scan, ``origin`` plus their start offsets their
+    addresses, separated by commas."""
+    offsets = scan.start_offset[low:high].tolist()
+    row_forms = scan.form[low:high].tolist()
+    return ", ".join(
+        [
+            _ROW % ((origin + offset) % _U64, offset, forms[form])
+            for offset, form in zip(offsets, row_forms, strict=True)
+        ]
+    )
 
 
 #: A row: its address and start offset, then its form's members (json.dumps' spelling).
 _ROW = '{"address": %d, "start_offset": %d, %s'
-#: A function: json.dumps' spelling of the keys in order, ``kind`` from _function_kind.
-_FUNCTION = (
+#: A function: json.dumps' spelling of the keys in order, ``kind`` from _function_kind; its
+#: rows, then ``]}``.
+_FUNCTION_HEAD = (
     '{"index": %d, "pc": %d, "start": %d, "size": %d, "start_field": %d, %s, '
-    '"rep_size": %d, "rows": [%s]}'
+    '"rep_size": %d, "rows": ['
 )
+_FUNCTION = _FUNCTION_HEAD + "%s]}"
 
 
 def _function_kind(section: SFrameSection, info: int, info2: int) -> str:
@@ -199,6 +243,7 @@ def _rule_json(rule: RegRule) -> dict[str, Any]:
 
 __all__ = [
     "function_json_lines",
+    "function_json_pieces",
     "section_header_json",
     "section_json",
     "section_json_chunks",
