@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,13 @@ from pysframe import (
     PcType,
     RegRule,
     RuleKind,
+    SFrameError,
     SFrameSection,
     Version,
     WordSize,
 )
 from pysframe.format.builder import SFrameBuilder, fre_type_for, row_spec
+from pysframe.format.convert import convert_section
 
 from conftest import CORPUS
 
@@ -241,3 +244,22 @@ def test_v1_pcmask_to_v2_with_another_rep_size_refuses() -> None:
     assert section.convert(Version.V2, pcmask_rep_size=16).find_fre(0x101b) is not None
     with pytest.raises(ConversionError, match="would match differently"):
         section.convert(Version.V2, pcmask_rep_size=8)
+
+
+@pytest.mark.parametrize("target", list(Version))
+def test_bulk_conversion_of_the_corpus_equals_one_function_at_a_time(target: Version) -> None:
+    """SFrameSection.convert (rows in bulk) against convert_section (one function and row at a
+    time, the reference): the same bytes, or the same error."""
+
+    def outcome(action: Callable[..., object], *arguments: object, **options: object) -> object:
+        try:
+            return action(*arguments, **options)
+        except SFrameError as error:
+            return type(error), error.message, error.offset, error.function
+
+    for _, section in _sections():
+        for rep_size in (None, 16):
+            bulk = outcome(section.convert, target, pcmask_rep_size=rep_size)
+            scalar = outcome(convert_section, section.header, section.spec(), list(section),
+                             target, pcmask_rep_size=rep_size)
+            assert (bulk.data if isinstance(bulk, SFrameSection) else bulk) == scalar

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from pysframe import Abi, CfaRule, RegRule, RuleKind, SFrameError, SFrameSection, Version
 from pysframe.format.builder import RowSpec, SFrameBuilder
 from pysframe.format.constants import DwarfReg
+from pysframe.format.convert import convert_section
 from pysframe.format.lookup import RULE_KINDS
 
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
@@ -245,3 +247,48 @@ def test_corrupted_valid_sections_raise_only_sframe_error(
         if data:
             data[position % len(data)] = value
     _exercise(bytes(data))
+
+
+def _outcome(action: Callable[[], object]) -> object:
+    """What ``action`` returns, or its error's type and fields."""
+    try:
+        return action()
+    except SFrameError as error:
+        return type(error), error.message, error.offset, error.function
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sections(),
+    st.sampled_from(list(Version)),
+    st.booleans(),
+    st.sampled_from([None, 8, 16]),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+)
+def test_bulk_conversion_equals_one_function_at_a_time(
+    case: tuple[SFrameBuilder, list[list[RowSpec]]],
+    version: Version,
+    big_endian: bool,
+    rep_size: int | None,
+    edits: list[tuple[int, int]],
+) -> None:
+    """SFrameSection.convert (rows in bulk, format.convert.convert_rows) gives the bytes, or
+    the error, of convert_section, the reference, on valid and damaged sections alike."""
+    data = bytearray(case[0].to_bytes())
+    for position, value in edits:
+        data[position % len(data)] = value
+    try:
+        SFrameSection.from_bytes(bytes(data))
+    except SFrameError:
+        return
+
+    def bulk() -> object:
+        section = SFrameSection.from_bytes(bytes(data))
+        return section.convert(version, big_endian=big_endian, pcmask_rep_size=rep_size).data
+
+    def scalar() -> object:
+        section = SFrameSection.from_bytes(bytes(data))
+        return convert_section(section.header, section.spec(), list(section), version,
+                               big_endian=big_endian, pcmask_rep_size=rep_size)
+
+    assert _outcome(bulk) == _outcome(scalar)

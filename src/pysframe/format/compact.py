@@ -28,7 +28,6 @@ readers is the caller's (:func:`safe_to_share` gives the usual answer).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -37,7 +36,7 @@ import numpy.typing as npt
 
 from ..errors import EncodeError
 from .constants import FdeType, FreType, Version, WordSize
-from .encode import FdeColumns, assemble_section
+from .encode import FdeColumns, assemble_section, encode_fre_blocks
 from .layout import (
     fde_fre_type,
     fre_base_reg,
@@ -126,8 +125,7 @@ def compact_section(
     old_type = fde_fre_type(table.info)
     fre_type = _fre_types(scan, old_type) if options.narrow_addresses else old_type
     info = (table.info & _NOT_FRE_TYPE) | fre_type
-    blob, bounds = _fre_bytes(scan, table.num_rows, fre_type, forms, header.big_endian)
-    blocks = [blob[begin:end] for begin, end in bounds]
+    blocks = encode_fre_blocks(scan, fre_type, forms, header.big_endian)
     columns = FdeColumns(
         table.start.view(np.int64),
         table.size,
@@ -234,36 +232,6 @@ def _fre_types(scan: RowScan, old_type: I64) -> I64:
     for fre_type in (FreType.ADDR2, FreType.ADDR1):
         fits[largest < fre_type.limit] = int(fre_type)
     return np.minimum(fits, old_type)
-
-
-def _fre_bytes(
-    scan: RowScan, num_fres: I64, fre_type: I64, forms: list[bytes], big_endian: bool
-) -> tuple[bytes, list[tuple[int, int]]]:
-    """Every function's FREs written one after the other, and each function's [begin, end).
-
-    Each FRE: its start offset in the function's FRE type, then its form's bytes."""
-    rows = len(scan.start_offset)
-    width = np.repeat(np.left_shift(1, fre_type), num_fres)
-    form_length = np.fromiter(map(len, forms), dtype=np.int64, count=len(forms))
-    form_at = np.cumsum(form_length) - form_length
-    length = width + form_length[scan.form] if rows else np.zeros(0, dtype=np.int64)
-    end = np.cumsum(length)
-    begin = end - length
-    total = int(end[-1]) if rows else 0
-    out = np.zeros(total, dtype=np.uint8)
-    start = scan.start_offset
-    for byte in range(4):  # the start address, byte by byte in the section's order
-        wide = np.flatnonzero(width > byte)
-        at = begin[wide] + (width[wide] - 1 - byte if big_endian else byte)
-        out[at] = (start[wide] >> (8 * byte)) & 0xFF
-    # Each row's form bytes after its start address.
-    copied = form_length[scan.form]
-    row = np.repeat(np.arange(rows), copied)
-    within = np.arange(int(copied.sum())) - np.repeat(np.cumsum(copied) - copied, copied)
-    source = np.frombuffer(b"".join(forms), dtype=np.uint8)
-    out[begin[row] + width[row] + within] = source[form_at[scan.form][row] + within]
-    edges = np.append(begin, total)[scan.row_base].tolist()
-    return out.tobytes(), list(itertools.pairwise(edges))
 
 
 # -- sharing ----------------------------------------------------------------------------------

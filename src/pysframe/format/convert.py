@@ -12,17 +12,40 @@ functions without a rep_size (V1 has none; give ``pcmask_rep_size``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from ..errors import ConversionError, EncodeError
+import numpy as np
+
+from ..errors import ConversionError, EncodeError, SFrameError
 from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
-from .encode import SectionSpec, encode_section
-from .layout import FDE_INFO_MASK, fre_info
+from .encode import (
+    FdeColumns,
+    SectionSpec,
+    assemble_section,
+    encode_fre_blocks,
+    encode_section,
+    v3_fre_count_error,
+)
+from .layout import (
+    FDE_INFO_MASK,
+    V3_MAX_FRES,
+    fde_fre_type,
+    fde_pc_type,
+    fde_signal_frame,
+    fde_type_of,
+    fre_info,
+    fre_mangled_ra,
+    fre_word_size,
+    fre_word_size_code,
+    fre_words_struct,
+)
 from .lookup import find_row_index
 from .model import FrameRow, Function, Header
 from .rules import (
     RowContext,
+    Rules,
     decode_rules,
     encode_rules,
     flex_control_positions,
@@ -30,6 +53,12 @@ from .rules import (
     stored_words,
     word_size_for,
 )
+from .walk import RowForm, RowScan, scan_rows
+
+if TYPE_CHECKING:
+    from .view import FunctionTable, SectionView
+
+_U64 = 1 << 64
 
 
 def convert_section(
@@ -43,21 +72,9 @@ def convert_section(
     pcmask_rep_size: int | None = None,
 ) -> bytes:
     """The bytes of the section of ``header`` and ``functions`` (written with ``spec``)
-    converted to ``version``; raises ConversionError."""
-    if pcrel is None:
-        pcrel = version is Version.V3 or (version is Version.V2 and header.pcrel)
-    if pcrel and version is Version.V1:
-        raise ConversionError("SFrame V1 has no FDE_FUNC_START_PCREL flag")
-    flags = header.flags & ~Flags.FDE_FUNC_START_PCREL & KNOWN_FLAGS[version]
-    if pcrel:
-        flags |= Flags.FDE_FUNC_START_PCREL
-    spec = replace(
-        spec,
-        version=version,
-        flags=flags,
-        big_endian=header.big_endian if big_endian is None else big_endian,
-        trailing=b"",
-    )
+    converted to ``version``; raises ConversionError.  One function and one row at a time:
+    the reference :func:`convert_rows` is tested against."""
+    spec = _target_spec(header, spec, version, big_endian, pcrel)
     converted = [
         _convert_function(header, function, version, pcmask_rep_size) for function in functions
     ]
@@ -67,8 +84,33 @@ def convert_section(
     except ConversionError:
         raise
     except EncodeError as error:
-        message = f"cannot convert to SFrame V{int(version)}: {error.message}"
-        raise ConversionError(message, error.offset, function=error.function) from None
+        raise _encode_failure(version, error) from None
+
+
+def _target_spec(
+    header: Header, spec: SectionSpec, version: Version, big_endian: bool | None,
+    pcrel: bool | None,
+) -> SectionSpec:
+    """The encoder settings of the converted section."""
+    if pcrel is None:
+        pcrel = version is Version.V3 or (version is Version.V2 and header.pcrel)
+    if pcrel and version is Version.V1:
+        raise ConversionError("SFrame V1 has no FDE_FUNC_START_PCREL flag")
+    flags = header.flags & ~Flags.FDE_FUNC_START_PCREL & KNOWN_FLAGS[version]
+    if pcrel:
+        flags |= Flags.FDE_FUNC_START_PCREL
+    return replace(
+        spec,
+        version=version,
+        flags=flags,
+        big_endian=header.big_endian if big_endian is None else big_endian,
+        trailing=b"",
+    )
+
+
+def _encode_failure(version: Version, error: EncodeError) -> ConversionError:
+    message = f"cannot convert to SFrame V{int(version)}: {error.message}"
+    return ConversionError(message, error.offset, function=error.function)
 
 
 def _where(function: Function) -> str:
@@ -78,6 +120,27 @@ def _where(function: Function) -> str:
 def _convert_function(
     header: Header, function: Function, version: Version, pcmask_rep_size: int | None
 ) -> Function:
+    rep_size = _check_function(header, function, version, pcmask_rep_size)
+    info = function.info & FDE_INFO_MASK[version]
+    source = row_context(header, function.info2)
+    target = replace(source, version=version)
+    rows = tuple(_convert_row(function, row, source, target) for row in function.rows)
+    return replace(
+        function,
+        info=info,
+        info2=function.info2 if version is Version.V3 else 0,
+        rep_size=rep_size,
+        padding=function.padding if version is Version.V2 else 0,
+        _rows=rows,
+        _loader=None,
+    )
+
+
+def _check_function(
+    header: Header, function: Function, version: Version, pcmask_rep_size: int | None
+) -> int:
+    """Raise ConversionError if ``version`` cannot hold the function, whatever its rows;
+    return its rep_size there."""
     if function.fde_type is FdeType.FLEX and version is not Version.V3:
         raise ConversionError(f"{_where(function)} has a FLEX FDE, which V{int(version)} lacks")
     if function.signal_frame and version is not Version.V3:
@@ -94,19 +157,7 @@ def _convert_function(
         header.version is Version.V1
     ):
         _check_pcmask_lookups(function, header.version, version, rep_size)
-    info = function.info & FDE_INFO_MASK[version]
-    source = row_context(header, function.info2)
-    target = replace(source, version=version)
-    rows = tuple(_convert_row(function, row, source, target) for row in function.rows)
-    return replace(
-        function,
-        info=info,
-        info2=function.info2 if version is Version.V3 else 0,
-        rep_size=rep_size,
-        padding=function.padding if version is Version.V2 else 0,
-        _rows=rows,
-        _loader=None,
-    )
+    return rep_size
 
 
 #: V1 PCMASK rows match the low four bits of the address (libsframe 2.40; see lookup).
@@ -141,15 +192,147 @@ def _row_name(index: int | None) -> str:
 def _convert_row(
     function: Function, row: FrameRow, source: RowContext, target: RowContext
 ) -> FrameRow:
-    rules = (row.cfa, row.fp, row.ra)
-    if source == target or decode_rules(target, row.info, row.words, row.word_size.size) == rules:
-        return row
     try:
-        base, words = encode_rules(target, *rules)
+        rules = (row.cfa, row.fp, row.ra)
+        info, words = _converted_form(source, target, row.info, row.words, rules)
     except EncodeError as error:
-        message = f"row at {row.start_address:#x}: {error.message}"
-        raise ConversionError(message, error.offset, function=function.index) from None
+        raise _row_failure(function.index, row.start_address, error) from None
+    return row if (info, words) == (row.info, row.words) else replace(row, info=info, words=words)
+
+
+def _row_failure(function: int, address: int, error: EncodeError) -> ConversionError:
+    message = f"row at {address:#x}: {error.message}"
+    return ConversionError(message, error.offset, function=function)
+
+
+def _converted_form(
+    source: RowContext, target: RowContext, info: int, words: tuple[int, ...], rules: Rules
+) -> tuple[int, tuple[int, ...]]:
+    """The info byte and words of a row in ``target`` with the ``rules`` it has in ``source``:
+    its own when they read the same there, else encoded again (EncodeError if they cannot)."""
+    if source == target or decode_rules(target, info, words, fre_word_size(info)) == rules:
+        return info, words
+    base, encoded = encode_rules(target, *rules)
     flex = target.fde_type is FdeType.FLEX
-    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
-    info = fre_info(base, len(words), size, row.mangled_ra)
-    return replace(row, info=info, words=stored_words(words, size))
+    size = word_size_for(encoded, flex_control_positions(len(encoded)) if flex else ())
+    mangled = bool(fre_mangled_ra(info))
+    return fre_info(base, len(encoded), size, mangled), stored_words(encoded, size)
+
+
+# -- every row at once ----------------------------------------------------------------------------
+
+
+def convert_rows(
+    view: SectionView,
+    spec: SectionSpec,
+    version: Version,
+    function_at: Callable[[int], Function],
+    *,
+    big_endian: bool | None = None,
+    pcrel: bool | None = None,
+    pcmask_rep_size: int | None = None,
+) -> bytes:
+    """:func:`convert_section` of every function of ``view`` (``function_at(i)`` reads
+    function i), the same bytes or the same error, with the rows read and written in bulk:
+    each distinct row form (:func:`~pysframe.format.walk.scan_rows`) converted once, the FREs
+    written at once (:func:`~pysframe.format.encode.encode_fre_blocks`).  A section whose
+    rows do not decode is converted one function at a time, for its first error."""
+    header, table = view.header, view.table
+    target_spec = _target_spec(header, spec, version, big_endian, pcrel)
+    try:
+        scan = scan_rows(view)
+    except SFrameError:
+        functions = [function_at(i) for i in range(len(table))]
+        convert_section(header, spec, functions, version, big_endian=big_endian, pcrel=pcrel,
+                        pcmask_rep_size=pcmask_rep_size)
+        raise AssertionError("a section whose rows do not decode converted") from None
+    forms, failures = _convert_forms(header, scan.forms, version, target_spec.big_endian)
+    _raise_first_failure(view, scan, failures, version, pcmask_rep_size, function_at)
+    if version is Version.V3 and len(table) and int(table.num_rows.max()) > V3_MAX_FRES:
+        index = int(np.flatnonzero(table.num_rows > V3_MAX_FRES)[0])
+        raise _encode_failure(version, v3_fre_count_error(int(table.num_rows[index]), index))
+    blocks = encode_fre_blocks(scan, fde_fre_type(table.info), forms, target_spec.big_endian)
+    order = np.lexsort((np.arange(len(table)), table.fre_offset)).tolist()
+    try:
+        return assemble_section(
+            target_spec, _converted_columns(header, table, version, pcmask_rep_size), blocks, order
+        )
+    except EncodeError as error:
+        raise _encode_failure(version, error) from None
+
+
+def _convert_forms(
+    header: Header, forms: Sequence[RowForm], version: Version, big_endian: bool
+) -> tuple[list[bytes], list[EncodeError | None]]:
+    """Each row form converted (info byte and data words, written in ``big_endian`` order),
+    and why it cannot be (None when it can)."""
+    written: list[bytes] = []
+    failures: list[EncodeError | None] = []
+    for form in forms:
+        source = row_context(header, int(FdeType.FLEX) if form.flex else 0)
+        target = replace(source, version=version)
+        rules = decode_rules(source, form.info, form.words, fre_word_size(form.info))
+        try:
+            info, words = _converted_form(source, target, form.info, form.words, rules)
+        except EncodeError as error:
+            written.append(b"")
+            failures.append(error)
+            continue
+        packed = fre_words_struct(fre_word_size_code(info), len(words), big_endian).pack(*words)
+        written.append(bytes([info]) + packed)
+        failures.append(None)
+    return written, failures
+
+
+def _raise_first_failure(
+    view: SectionView,
+    scan: RowScan,
+    failures: list[EncodeError | None],
+    version: Version,
+    pcmask_rep_size: int | None,
+    function_at: Callable[[int], Function],
+) -> None:
+    """Raise what :func:`convert_section` raises first: going through the functions in order,
+    what the target cannot hold of the function, else of its first row it cannot hold.  Only
+    the functions where one may fail are looked at."""
+    header, table = view.header, view.table
+    failing = np.array([failure is not None for failure in failures] + [False])
+    bad_rows = np.flatnonzero(failing[scan.form]) if len(scan.form) else np.zeros(0, np.int64)
+    function_of_bad = np.searchsorted(scan.row_base, bad_rows, side="right") - 1
+    functions, first = np.unique(function_of_bad, return_index=True)
+    first_bad_row = dict(zip(functions.tolist(), bad_rows[first].tolist(), strict=True))
+    crosses_v1 = (version is Version.V1) != (header.version is Version.V1)
+    suspects = np.zeros(len(table), dtype=bool)
+    if version is not Version.V3:
+        suspects |= (fde_type_of(table.info2) == FdeType.FLEX) | (fde_signal_frame(table.info) != 0)
+    if crosses_v1:
+        suspects |= fde_pc_type(table.info) == PcType.MASK
+    suspects[functions] = True
+    for index in np.flatnonzero(suspects).tolist():
+        function = function_at(index)
+        _check_function(header, function, version, pcmask_rep_size)
+        row = first_bad_row.get(index)
+        if row is not None:
+            failure = failures[int(scan.form[row])]
+            assert failure is not None
+            address = (function.start + int(scan.start_offset[row])) % _U64
+            raise _row_failure(index, address, failure)
+
+
+def _converted_columns(
+    header: Header, table: FunctionTable, version: Version, pcmask_rep_size: int | None
+) -> FdeColumns:
+    """The FDE fields of the converted functions (see :func:`_convert_function`)."""
+    zeros = np.zeros(len(table), dtype=np.int64)
+    rep_size = zeros if version is Version.V1 else table.rep_size.copy()
+    if version is not Version.V1 and header.version is Version.V1:
+        rep_size[fde_pc_type(table.info) == PcType.MASK] = pcmask_rep_size or 0
+    return FdeColumns(
+        table.start.view(np.int64),
+        table.size,
+        table.num_rows,
+        table.info & FDE_INFO_MASK[version],
+        table.info2 if version is Version.V3 else zeros,
+        rep_size,
+        table.padding if version is Version.V2 else zeros,
+    )

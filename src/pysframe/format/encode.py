@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from struct import error as StructError
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
@@ -40,6 +41,7 @@ from .layout import (
     HEADER_SIZE,
     V3_ATTR_FIELDS,
     V3_ATTR_SIZE,
+    V3_MAX_FRES,
     byte_order,
     fde_dtype,
     fde_fre_type,
@@ -52,6 +54,8 @@ from .model import FrameRow, Function
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from .walk import RowScan
 
 #: A column of FDE fields: a sequence of ints or a numpy integer array.
 Column: TypeAlias = "Sequence[int] | npt.NDArray[np.int64]"
@@ -142,6 +146,39 @@ def encode_section(
     )
     return _assemble(spec, columns, blocks, order, block_of)
 
+
+
+def encode_fre_blocks(
+    scan: RowScan, fre_type: npt.NDArray[np.int64], forms: Sequence[bytes], big_endian: bool
+) -> list[bytes]:
+    """Every function's FREs from a bulk read of rows (:class:`~pysframe.format.walk.RowScan`),
+    all at once: each FRE its start offset in the function's FRE type (``fre_type``, one per
+    function), then its form's bytes (``forms``: info byte and data words as written)."""
+    import numpy as np
+
+    rows = len(scan.start_offset)
+    width = np.repeat(np.left_shift(1, fre_type), np.diff(scan.row_base))
+    form_length = np.fromiter(map(len, forms), dtype=np.int64, count=len(forms))
+    form_at = np.cumsum(form_length) - form_length
+    length = width + form_length[scan.form] if rows else np.zeros(0, dtype=np.int64)
+    end = np.cumsum(length)
+    begin = end - length
+    total = int(end[-1]) if rows else 0
+    out = np.zeros(total, dtype=np.uint8)
+    start = scan.start_offset
+    for byte in range(4):  # the start address, byte by byte in the section's order
+        wide = np.flatnonzero(width > byte)
+        at = begin[wide] + (width[wide] - 1 - byte if big_endian else byte)
+        out[at] = (start[wide] >> (8 * byte)) & 0xFF
+    # Each row's form bytes after its start address.
+    copied = form_length[scan.form]
+    row = np.repeat(np.arange(rows), copied)
+    within = np.arange(int(copied.sum())) - np.repeat(np.cumsum(copied) - copied, copied)
+    source = np.frombuffer(b"".join(forms), dtype=np.uint8)
+    out[begin[row] + width[row] + within] = source[form_at[scan.form][row] + within]
+    edges = np.append(begin, total)[scan.row_base].tolist()
+    blob = out.tobytes()
+    return [blob[low:high] for low, high in pairwise(edges)]
 
 def _row_key(row: FrameRow) -> tuple[int, int, tuple[int, ...]]:
     return row.start_offset, row.info, row.words
@@ -482,10 +519,8 @@ def _encode_block(
 ) -> bytes:
     """A function's FREs; ``row_bytes`` keeps each distinct row's info byte and words encoded
     (sections repeat a few hundred distinct rows many times)."""
-    if spec.version is Version.V3 and len(rows) > 0xFFFF:
-        raise EncodeError(
-            f"{len(rows)} FREs exceed the V3 limit of 65535", function=function.index
-        )
+    if spec.version is Version.V3 and len(rows) > V3_MAX_FRES:
+        raise v3_fre_count_error(len(rows), function.index)
     out = bytearray()
     fre_type = function.fre_type
     address = fre_address_struct(fre_type, spec.big_endian)
@@ -509,6 +544,11 @@ def _encode_block(
             )
         out += encoded
     return bytes(out)
+
+
+def v3_fre_count_error(count: int, function: int) -> EncodeError:
+    """A V3 function cannot have ``count`` FREs (more than its attribute record counts)."""
+    return EncodeError(f"{count} FREs exceed the V3 limit of {V3_MAX_FRES}", function=function)
 
 
 def _encode_words(spec: SectionSpec, function: Function, number: int, row: FrameRow) -> bytes:

@@ -127,6 +127,8 @@ V3_ATTR_NAMES = ("num_fres", "info", "info2", "rep_size")
 #: Byte offset of each attribute-record field within the record.
 V3_ATTR_AT = _field_offsets(V3_ATTR_NAMES, V3_ATTR_FIELDS)
 V3_ATTR_SIZE = struct.calcsize("<" + V3_ATTR_FIELDS)
+#: Most FREs a V3 function has: its attribute record's num_fres (the record's first field).
+V3_MAX_FRES = (1 << (8 * struct.calcsize("<" + V3_ATTR_FIELDS[0]))) - 1
 
 
 @cache

@@ -339,14 +339,15 @@ class SFrameSection(Sequence[Function]):
         pcrel: bool | None = None,
         pcmask_rep_size: int | None = None,
     ) -> SFrameSection:
-        """This section in another version (or byte order); see :mod:`pysframe.format.convert`."""
-        from .convert import convert_section
+        """This section in another version (or byte order); see :mod:`pysframe.format.convert`
+        (its rows read and written in bulk)."""
+        from .convert import convert_rows
 
-        data = convert_section(
-            self.header,
+        data = convert_rows(
+            self,
             self.spec(),
-            list(self),
             Version(version),
+            self.__getitem__,
             big_endian=big_endian,
             pcrel=pcrel,
             pcmask_rep_size=pcmask_rep_size,
