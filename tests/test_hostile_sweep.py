@@ -4,8 +4,9 @@ than about twice each time (a ratio under 3, for noise; a quadratic cost gives 4
 
 Counts: a core's PT_LOAD segments (the executable placed among them, no NT_FILE), its NT_FILE
 mappings, the dynamic linker's link_map entries, function symbols, DWARF line rows (special
-opcodes, and DW_LNS_copy decoded one by one) and DIEs.  Sizes are small: the sweep takes
-seconds.
+opcodes, and DW_LNS_copy decoded one by one), DIEs, and the rows of one SFrame function
+(lookups of one PC and of many, the dumps, stats, compact and check).  Sizes are small: the
+sweep takes seconds.
 """
 
 from __future__ import annotations
@@ -14,16 +15,25 @@ import gc
 import struct
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import cache
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pysframe import Abi, CfaRule, RegRule, SFrameSection, Version
 from pysframe.elf.dwarf_lines import source_lines
 from pysframe.elf.image import ElfImage
 from pysframe.elf.symbols import FunctionSymbols, read_function_symbols
+from pysframe.format.builder import SFrameBuilder
+from pysframe.tools.compact import compact_file
+from pysframe.tools.dump import section_chunks
+from pysframe.tools.dump_json import function_json_pieces, section_json_chunks
+from pysframe.tools.info import section_info
+from pysframe.tools.stats import file_stats
+from pysframe.tools.validate import validate_elf
 from pysframe.unwind.corefile import CoreFile
 from pysframe.unwind.loadmap import (
     AddressSpace,
@@ -247,3 +257,124 @@ def test_dies(tmp_path: Path) -> None:
         return run
 
     sweep(make, [1000, 2000, 4000])
+
+
+# -- the rows of one function ----------------------------------------------------------------------
+
+
+@cache
+def _one_function(version: Version, rows: int) -> bytes:
+    """A section of one function with ``rows`` rows, 4 bytes apart, their rules taking turns:
+    CFA from SP at 8 or 16, from FP at 16 with FP saved at CFA-16 (2 data words)."""
+    builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE, version, section_address=SFRAME)
+    function = builder.add_function(TEXT, 4 * rows + 4)
+    saved = RegRule.at_cfa(-16)
+    for row in range(rows):
+        rule = row % 3
+        function.add_row(
+            4 * row, CfaRule(6 if rule == 2 else 7, 8 << (rule > 0)), saved if rule == 2 else None
+        )
+    return builder.to_bytes()
+
+
+#: Where the section is, past the function's code.
+SFRAME = 0x100000
+#: Rows of the one function (V3 counts at most 65,535 FREs per function).
+ROWS = [10_000, 20_000, 40_000]
+VERSIONS = pytest.mark.parametrize("version", [Version.V2, Version.V3])
+
+
+@VERSIONS
+def test_lookup_of_one_pc_among_the_rows_of_one_function(version: Version) -> None:
+    """The section opened and one PC looked up (``pysframe lookup PC``); a scan of the rows
+    for each PC shows in the next test, where the PCs are as many as the rows over 40."""
+
+    def make(count: int) -> Callable[[], object]:
+        data = _one_function(version, count)
+
+        def run() -> None:
+            found = SFrameSection.from_bytes(data, SFRAME).lookup(TEXT + 4 * (count // 2) + 1)
+            assert found is not None and found.row_index == count // 2
+
+        return run
+
+    sweep(make, ROWS)
+
+
+@VERSIONS
+def test_lookup_of_many_pcs_among_the_rows_of_one_function(version: Version) -> None:
+    """A PC every 40 rows, one at a time (``pysframe lookup --pcs``) and in a batch."""
+
+    def make(count: int) -> Callable[[], object]:
+        data = _one_function(version, count)
+        pcs = range(TEXT + 1, TEXT + 4 * count, 160)
+
+        def run() -> None:
+            section = SFrameSection.from_bytes(data, SFRAME)
+            rows = [found.row_index for pc in pcs if (found := section.lookup(pc)) is not None]
+            assert rows == list(range(0, count, 40))
+            batch = SFrameSection.from_bytes(data, SFRAME).find_rows(list(pcs))
+            assert batch.row_index.tolist() == rows
+
+        return run
+
+    sweep(make, ROWS)
+
+
+@VERSIONS
+@pytest.mark.parametrize("form", ["text", "json", "jsonl"])
+def test_dump_of_the_rows_of_one_function(version: Version, form: str) -> None:
+    """The dump's pieces, made and dropped as the command line writes them."""
+    dumps: dict[str, Callable[[SFrameSection], Iterator[str | bytes]]] = {
+        "text": section_chunks,
+        "json": section_json_chunks,
+        "jsonl": lambda section: (piece for _, piece in function_json_pieces(section)),
+    }
+
+    def make(count: int) -> Callable[[], object]:
+        data = _one_function(version, count)
+
+        def run() -> None:
+            pieces = dumps[form](SFrameSection.from_bytes(data, SFRAME))
+            assert sum(len(piece) for piece in pieces) > 50 * count
+
+        return run
+
+    sweep(make, ROWS)
+
+
+@VERSIONS
+@pytest.mark.parametrize("command", ["stats", "info", "compact", "check"])
+def test_whole_file_commands_on_the_rows_of_one_function(
+    tmp_path: Path, version: Version, command: str
+) -> None:
+    """stats (V2 and V3 sizes, the compacted size, word sizes), info, compact --dry-run,
+    check."""
+
+    def make(count: int) -> Callable[[], object]:
+        sframe = _one_function(version, count)
+        elf = build_elf(
+            [
+                Sec(".text", 1, b"\xc3" * (4 * count + 4), flags=6, addr=TEXT, align=16),
+                Sec(".sframe", 1, sframe, flags=2, addr=SFRAME),
+            ],
+            e_type=3,
+            segments=[Seg(1, ".sframe"), Seg(1, ".text", flags=5)],
+        )
+        path = str(write(tmp_path / f"rows{count}", elf))
+
+        def run() -> None:
+            if command == "stats":
+                assert file_stats(path).rows == count
+            elif command == "info":
+                assert section_info(path).rows == count
+            elif command == "compact":  # compact --dry-run
+                compacted = compact_file(path).compacted
+                assert compacted is not None and compacted.functions == 1
+            else:
+                with ElfImage.open(path) as image:
+                    assert validate_elf(image) == []
+
+        return run
+
+    sweep(make, ROWS)
