@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from elftools.elf.elffile import ELFFile
@@ -26,6 +28,7 @@ from pysframe import (
 )
 from pysframe.format.builder import SFrameBuilder, fre_type_for, row_spec
 from pysframe.format.convert import convert_section
+from pysframe.format.layout import V3_MAX_FRES
 
 from conftest import CORPUS
 
@@ -246,20 +249,157 @@ def test_v1_pcmask_to_v2_with_another_rep_size_refuses() -> None:
         section.convert(Version.V2, pcmask_rep_size=8)
 
 
-@pytest.mark.parametrize("target", list(Version))
-def test_bulk_conversion_of_the_corpus_equals_one_function_at_a_time(target: Version) -> None:
-    """SFrameSection.convert (rows in bulk) against convert_section (one function and row at a
-    time, the reference): the same bytes, or the same error."""
+def bulk_and_scalar(
+    section: SFrameSection, target: Version, **options: Any
+) -> tuple[object, object]:
+    """SFrameSection.convert (rows in bulk, format.convert.convert_rows) and convert_section
+    (one function and row at a time, the reference) of a fresh copy of ``section`` each: the
+    converted bytes, or the error's type and fields."""
 
-    def outcome(action: Callable[..., object], *arguments: object, **options: object) -> object:
+    def outcome(convert: Callable[[SFrameSection], bytes]) -> object:
         try:
-            return action(*arguments, **options)
+            return convert(SFrameSection.from_bytes(section.data, section.section_address))
         except SFrameError as error:
             return type(error), error.message, error.offset, error.function
 
+    def scalar(copy: SFrameSection) -> bytes:
+        return convert_section(copy.header, copy.spec(), list(copy), target, **options)
+
+    return outcome(lambda copy: bytes(copy.convert(target, **options).data)), outcome(scalar)
+
+
+@pytest.mark.parametrize("target", list(Version))
+def test_bulk_conversion_of_the_corpus_equals_one_function_at_a_time(target: Version) -> None:
+    """The same bytes, or the same error, on every section of the corpus."""
     for _, section in _sections():
         for rep_size in (None, 16):
-            bulk = outcome(section.convert, target, pcmask_rep_size=rep_size)
-            scalar = outcome(convert_section, section.header, section.spec(), list(section),
-                             target, pcmask_rep_size=rep_size)
-            assert (bulk.data if isinstance(bulk, SFrameSection) else bulk) == scalar
+            bulk, scalar = bulk_and_scalar(section, target, pcmask_rep_size=rep_size)
+            assert bulk == scalar
+
+
+def _mixed_functions() -> SFrameSection:
+    """V2, functions added out of address order: rows of the same form in several functions,
+    FP saved, RA undefined (no words), 1-, 2- and 4-byte words, a function without rows and
+    one of 2-byte row starts."""
+    builder = SFrameBuilder(AMD64, Version.V2)
+    builder.add_function(0x3000, 0x40).add_row(0, CfaRule(7, 8)).add_row(1, CfaRule(7, 16))
+    builder.add_function(0x1000, 0x20)
+    long = builder.add_function(0x2000, 0x400)
+    long.add_row(0, CfaRule(7, 8)).add_row(0x104, CfaRule(6, 16), RegRule.at_cfa(-16))
+    long.add_row(0x200, CfaRule(7, 0x1000)).add_row(0x300, CfaRule(7, 70_000))
+    builder.add_function(0x4000, 8).add_row(0, CfaRule(7, 8)).add_undefined_ra_row(4)
+    return builder.build()
+
+
+def _v1_pcmask() -> SFrameSection:
+    """V1, a PLT-like PCMASK function (rows at 0 and 11) after a plain one: V1 stores no
+    rep_size."""
+    builder = SFrameBuilder(AMD64, Version.V1)
+    builder.add_function(0x1000, 0x20).add_row(0, CfaRule(7, 8))
+    plt = builder.add_function(0x1030, 0x60, pc_type=PcType.MASK)
+    plt.add_row(0, CfaRule(7, 8)).add_row(11, CfaRule(7, 16))
+    return builder.build()
+
+
+def _v3_flex_then_signal_frame() -> SFrameSection:
+    """V3: a plain function, a FLEX one (CFA from r10, DRAP), a signal frame."""
+    builder = SFrameBuilder(AMD64, Version.V3)
+    builder.add_function(0x1000, 0x40).add_row(0, CfaRule(7, 8))
+    builder.add_function(0x2000, 0x40).add_row(0, CfaRule(7, 8)).add_row(4, CfaRule(10, 0))
+    builder.add_function(0x3000, 0x40, signal_frame=True).add_row(0, CfaRule(7, 8))
+    return builder.build()
+
+
+def _v3_pcmask_then_signal_frame() -> SFrameSection:
+    """V3: a plain function, a PCMASK one of 8-byte blocks with rows at 0 and 4 (at 8 into a
+    block V1 would match row 1, by the address's low four bits), a signal frame."""
+    builder = SFrameBuilder(AMD64, Version.V3)
+    builder.add_function(0x1000, 0x40).add_row(0, CfaRule(7, 8))
+    masked = builder.add_function(0x2000, 0x20, pc_type=PcType.MASK, rep_size=8)
+    masked.add_row(0, CfaRule(7, 8)).add_row(4, CfaRule(7, 16))
+    builder.add_function(0x3000, 0x40, signal_frame=True).add_row(0, CfaRule(7, 8))
+    return builder.build()
+
+
+def _s390x_registers_in_registers() -> SFrameSection:
+    """s390x V2: a plain function, then two whose second row keeps FP and RA in registers
+    (V2's low-bit form; V1 and V3 need a FLEX FDE for them)."""
+    builder = SFrameBuilder(Abi.S390X_ENDIAN_BIG, Version.V2)
+    builder.add_function(0x1000, 0x40).add_row(0, CfaRule(15, 160))
+    for start in (0x2000, 0x3000):
+        function = builder.add_function(start, 0x40).add_row(0, CfaRule(15, 160))
+        function.add_row(4, CfaRule(15, 168), RegRule.in_register(0), RegRule.in_register(1))
+    return builder.build()
+
+
+def _undecodable_row() -> SFrameSection:
+    """V2, two functions of two rows; the second row of the second function has the
+    data-word size code 3, which no version defines."""
+    builder = SFrameBuilder(AMD64, Version.V2)
+    builder.add_function(0x1000, 0x40).add_row(0, CfaRule(7, 8)).add_row(4, CfaRule(7, 16))
+    second = builder.add_function(0x2000, 0x40).add_row(0, CfaRule(7, 8))
+    second.add_row(4, CfaRule(6, 16), RegRule.at_cfa(-16))
+    data = bytearray(builder.to_bytes())
+    # FRE sub-section (ADDR1 FREs, 1-byte words): function 0's rows at 0 and 3 (start, info,
+    # one word), function 1's at 6 and 9 (start, info, two words): the info byte at 10.
+    info = len(data) - 13 + 10
+    assert data[info] == 0x04  # CFA from FP, 2 words of 1 byte
+    data[info] |= 0x60  # data-word size code 3
+    return SFrameSection.from_bytes(bytes(data))
+
+
+#: Each case and, converted to V1, V2, V3 (no pcmask_rep_size, byte order kept), what its
+#: error says (a pattern), or None when it converts.
+CONVERSION_CASES: dict[str, tuple[Callable[[], SFrameSection], tuple[str | None, ...]]] = {
+    "mixed functions": (_mixed_functions, (None, None, None)),
+    "V1 PCMASK": (_v1_pcmask, (None, "function 1 .* give pcmask_rep_size", "give pcmask_rep")),
+    "FLEX, signal frame": (
+        _v3_flex_then_signal_frame,
+        ("function 1 .* FLEX FDE", "function 1 .* FLEX FDE", None),
+    ),
+    "PCMASK, signal frame": (
+        _v3_pcmask_then_signal_frame,
+        ("function 1 .* would match differently", "function 2 .* signal frame", None),
+    ),
+    "s390x registers in registers": (
+        _s390x_registers_in_registers,
+        ("row at 0x2004: FP rule", None, "row at 0x2004: FP rule"),
+    ),
+    "undecodable row": (_undecodable_row, ("FRE 1 has invalid data-word size code 3",) * 3),
+}
+
+
+@pytest.mark.parametrize("case", list(CONVERSION_CASES))
+def test_bulk_conversion_of_hand_built_sections_equals_one_function_at_a_time(case: str) -> None:
+    """Every target, both byte orders, with and without (right and wrong) pcmask_rep_size:
+    the same bytes, or the same error (the first in function order); what is expected
+    without options is checked too, so that the cases are what they say."""
+    make, expected = CONVERSION_CASES[case]
+    section = make()
+    for target, error in zip(Version, expected, strict=True):
+        for big_endian in (None, not section.big_endian):
+            for rep_size in (None, 8, 16):
+                bulk, scalar = bulk_and_scalar(
+                    section, target, big_endian=big_endian, pcmask_rep_size=rep_size
+                )
+                assert bulk == scalar, (target, big_endian, rep_size)
+        bulk, _ = bulk_and_scalar(section, target)
+        if error is None:
+            assert isinstance(bulk, bytes), bulk
+        else:
+            assert isinstance(bulk, tuple) and issubclass(bulk[0], SFrameError), bulk
+            assert re.search(error, bulk[1]), bulk
+
+
+def test_bulk_conversion_refuses_more_rows_than_v3_counts_as_the_reference_does() -> None:
+    """A V2 function of 65,536 rows, one more than a V3 FDE counts: V1 and V2 take it, V3
+    refuses it, in bulk as one row at a time."""
+    builder = SFrameBuilder(AMD64, Version.V2)
+    function = builder.add_function(0x1000, 4 * V3_MAX_FRES + 8)
+    for row in range(V3_MAX_FRES + 1):
+        function.add_row(4 * row, CfaRule(7, 8 + 8 * (row % 2)))
+    section = builder.build()
+    for target in Version:
+        bulk, scalar = bulk_and_scalar(section, target)
+        assert bulk == scalar
+        assert isinstance(bulk, bytes) == (target is not Version.V3), bulk

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -12,8 +11,8 @@ from hypothesis import strategies as st
 from pysframe import Abi, CfaRule, RegRule, RuleKind, SFrameError, SFrameSection, Version
 from pysframe.format.builder import RowSpec, SFrameBuilder
 from pysframe.format.constants import DwarfReg
-from pysframe.format.convert import convert_section
 from pysframe.format.lookup import RULE_KINDS
+from test_builder_convert import bulk_and_scalar
 
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
 SMALL = st.integers(-300, 300)
@@ -249,14 +248,6 @@ def test_corrupted_valid_sections_raise_only_sframe_error(
     _exercise(bytes(data))
 
 
-def _outcome(action: Callable[[], object]) -> object:
-    """What ``action`` returns, or its error's type and fields."""
-    try:
-        return action()
-    except SFrameError as error:
-        return type(error), error.message, error.offset, error.function
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     sections(),
@@ -278,17 +269,10 @@ def test_bulk_conversion_equals_one_function_at_a_time(
     for position, value in edits:
         data[position % len(data)] = value
     try:
-        SFrameSection.from_bytes(bytes(data))
+        section = SFrameSection.from_bytes(bytes(data))
     except SFrameError:
         return
-
-    def bulk() -> object:
-        section = SFrameSection.from_bytes(bytes(data))
-        return section.convert(version, big_endian=big_endian, pcmask_rep_size=rep_size).data
-
-    def scalar() -> object:
-        section = SFrameSection.from_bytes(bytes(data))
-        return convert_section(section.header, section.spec(), list(section), version,
-                               big_endian=big_endian, pcmask_rep_size=rep_size)
-
-    assert _outcome(bulk) == _outcome(scalar)
+    bulk, scalar = bulk_and_scalar(
+        section, version, big_endian=big_endian, pcmask_rep_size=rep_size
+    )
+    assert bulk == scalar
