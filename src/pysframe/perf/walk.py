@@ -48,6 +48,7 @@ from ..unwind.core import (
     Unwinder,
 )
 from .registers import RegisterLayout
+from .samples import WordGather
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -175,7 +176,7 @@ class _Memory:
     (row ``i`` is sample ``select[i]``)."""
 
     def __init__(self, chunk: SampleChunk, select: Rows, sp0: Words) -> None:
-        self.bytes = np.frombuffer(chunk.buffer, dtype=np.uint8)
+        self.words = WordGather(chunk.buffer)
         self.base = chunk.stack_offset[select].astype(np.int64)
         self.size = chunk.stack_dyn_size[select].astype(np.uint64)
         self.sp0 = sp0
@@ -193,8 +194,7 @@ class _Memory:
         values = np.zeros(len(rows), dtype=np.uint64)
         if len(at):
             start = self.base[rows[at]] + offset[at].astype(np.int64)
-            gathered = self.bytes[start[:, None] + np.arange(8)]
-            values[at] = gathered.view(self.word).reshape(-1)
+            values[at] = self.words(start).view(self.word)
         return values, inside
 
     def mark(self, rows: Rows, end: Words) -> None:
