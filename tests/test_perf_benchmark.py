@@ -27,3 +27,22 @@ def test_perf_read_benchmark_runs_quick(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "CPU time, whole process" in done.stdout and "peak resident set" in done.stdout
+
+
+def test_perf_benchmark_runs_quick(tmp_path: Path) -> None:
+    """benchmarks/bench_perf.py: the three workloads recorded small, every command timed,
+    the walk rate and the agreement with perf script printed."""
+    try:
+        check_perf()
+    except Unavailable as why:
+        unavailable(why)
+    env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "bench_perf.py"), "--quick"], capture_output=True,
+        text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    for workload in ("c", "c++", "python"):
+        assert f"== {workload}: " in done.stdout
+    assert done.stdout.count("CPU ratio") == 6 and done.stdout.count("agreement over") == 3
