@@ -6,12 +6,14 @@ its build-ID cache (``DEBUG_DIR/[kernel.kallsyms]/BUILD-ID/kallsyms``), else thi
 ``/proc/kallsyms`` when its kernel's build ID (``/sys/kernel/notes``) is the recorded one.
 Without either, kernel frames stay unnamed.
 
-perf's rules (util/symbol.c): text symbols only (types ``t``, ``T``, ``w``, ``W``); a
-symbol's end is the next symbol's start (symbols__fixup_end); among the symbols of one
-address the one choose_best_symbol prefers is kept (symbols__fixup_duplicate): a non-weak one
-over a weak one, a global one over a local one, fewer leading underscores, then the longer
-name, and never a ``SyS`` syscall alias (arch__choose_best_symbol).  A module's symbols
-(``[name]`` after them) belong to the module's map, named ``[name]``.
+perf's rules (util/symbol.c __dso__load_kallsyms): text symbols only (types ``t``, ``T``,
+``w``, ``W``; ``W`` weak, upper case global, else local: kallsyms2elf_binding), each empty
+at first, in file order; then perf's fixups (:class:`pysframe.perf.symbols.SymbolSet`): an
+empty symbol ends where the next one starts, or on the page after it where the kernel gives
+way to a module or a module to the kernel (symbols__fixup_end), and of the symbols of one
+address the one choose_best_symbol prefers is kept (symbols__fixup_duplicate) -- the last
+one listed, the only one the first fixup left non-empty.  A module's symbols (``[name]``
+after them) belong to the module's map, named ``[name]``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..elf.layout import NT_GNU_BUILD_ID
 from ..errors import InputError, SFrameError
 from ..input import open_input, read_input
 from .profile import KERNEL_MODULE
+from .symbols import STB_GLOBAL, STB_LOCAL, STB_WEAK, SymbolSet
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -64,28 +67,6 @@ class KernelSymbols:
         return len(self.names)
 
 
-def _underscores(name: str) -> int:
-    return len(name) - len(name.lstrip("_"))
-
-
-def _better(a: tuple[str, str], b: tuple[str, str]) -> bool:
-    """Whether perf's choose_best_symbol keeps ``a`` (name, type letter) over ``b`` (all
-    kallsyms symbols of one address have the same, non-zero, extent)."""
-    name_a, kind_a = a
-    name_b, kind_b = b
-    weak_a, weak_b = kind_a in "wW", kind_b in "wW"
-    if weak_a != weak_b:
-        return weak_b
-    global_a, global_b = kind_a in "TW", kind_b in "TW"
-    if global_a != global_b:
-        return global_a
-    if _underscores(name_a) != _underscores(name_b):
-        return _underscores(name_a) < _underscores(name_b)
-    if len(name_a) != len(name_b):
-        return len(name_a) > len(name_b)
-    return not name_a.startswith(("SyS", "compat_SyS"))
-
-
 #: A kallsyms line of a text symbol: address, type, name, then the module in brackets.
 _TEXT_SYMBOL = re.compile(r"^([0-9a-fA-F]+) ([tTwW]) (\S+)(?:\s+\[(\S+)\])?\s*$", re.MULTILINE)
 
@@ -93,28 +74,19 @@ _TEXT_SYMBOL = re.compile(r"^([0-9a-fA-F]+) ([tTwW]) (\S+)(?:\s+\[(\S+)\])?\s*$"
 def parse_kallsyms(text: str) -> KernelSymbols:
     """The text symbols of a kallsyms file (``ADDRESS TYPE NAME [MODULE]`` lines)."""
     found = _TEXT_SYMBOL.findall(text)
-    if not found:
-        empty = np.zeros(0, dtype=np.uint64)
-        return KernelSymbols(empty, empty, [], [])
-    addresses = np.array([int(entry[0], 16) for entry in found], dtype=np.uint64)
-    order = np.argsort(addresses, kind="stable")
-    addresses = addresses[order]
-    first = np.append(True, addresses[1:] != addresses[:-1])
-    starts = addresses[first]
-    groups = np.flatnonzero(first)
-    picked = order[groups].tolist()
-    # Aliases of one address (a few per cent): perf's pick among them.
-    sizes = np.diff(np.append(groups, len(addresses)))
-    for group in np.flatnonzero(sizes > 1).tolist():
-        begin = int(groups[group])
-        for position in order[begin + 1 : begin + int(sizes[group])].tolist():
-            best = found[picked[group]]
-            if _better((found[position][2], found[position][1]), (best[2], best[1])):
-                picked[group] = position
-    names = [found[i][2] for i in picked]
-    modules = [f"[{found[i][3]}]" if found[i][3] else KERNEL_MODULE for i in picked]
-    ends = np.append(starts[1:], np.uint64((1 << 64) - 1))
-    return KernelSymbols(starts, ends, names, modules)
+    symbols = SymbolSet()
+    symbols.add(
+        np.array([int(entry[0], 16) for entry in found], dtype=np.uint64),
+        np.zeros(len(found), dtype=np.uint64),
+        [STB_WEAK if e[1] == "W" else STB_GLOBAL if e[1] == "T" else STB_LOCAL for e in found],
+        [entry[2] for entry in found],
+        named=True,
+        in_module=np.array([bool(entry[3]) for entry in found], dtype=bool),
+    )
+    symbols.fix(kallsyms=True)
+    table = symbols.table()
+    modules = [f"[{found[i][3]}]" if found[i][3] else KERNEL_MODULE for i in table.numbers]
+    return KernelSymbols(table.starts, table.ends, table.names, modules)
 
 
 def running_kernel_build_id() -> bytes | None:

@@ -124,7 +124,7 @@ class ModuleFinder:
         facts = self._read(found.path)
         if isinstance(facts, str):
             return Module(path, 0, None, build_id, reason=facts)
-        bias = load_bias(facts, [Mapping(start, end, pgoff, path)])
+        bias = load_bias(facts, [Mapping(start, end, pgoff, path)], code=True)
         if bias is None:
             return Module(path, 0, None, build_id, reason=f"{path} does not match its mapping")
         key = (path, build_id, bias)

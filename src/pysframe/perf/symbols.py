@@ -144,64 +144,89 @@ class SymbolSet:
 
     ``rename`` gives symbols' names from their stored names, in bulk (perf's demangling;
     none with ``--no-demangle``); it is asked only for the names that matter: those of
-    symbols that share an address, and those kept."""
+    symbols that share an address, and those kept.  ``in_module`` (kallsyms): whether each
+    symbol belongs to a kernel module, for the kernel/module boundary of
+    symbols__fixup_end."""
 
     def __init__(self, rename: Callable[[list[str]], list[str]] | None = None) -> None:
         self.rename = rename
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.bindings: list[int] = []
+        self.starts = np.zeros(0, dtype=np.uint64)
+        self.ends = np.zeros(0, dtype=np.uint64)
+        self.bindings = np.zeros(0, dtype=np.uint8)
+        self.in_module = np.zeros(0, dtype=bool)
+        self.alive = np.zeros(0, dtype=bool)
         self.stored: list[str] = []
-        self._names: dict[int, str] = {}
-        self.alive: list[bool] = []
+        self.names: list[str | None] = []
         #: Insertions (symbol number) and erasures (~number), in perf's order.
         self.operations: list[int] = []
 
-    def add(self, start: int, size: int, binding: int, name: str, *, named: bool = False) -> None:
-        """symbol__new and symbols__insert: ``end = start + size`` (``start`` if 0);
-        ``named``: ``name`` is already the symbol's name (not to be renamed)."""
-        start &= _MASK
-        number = len(self.starts)
-        self.starts.append(start)
-        self.ends.append((start + size) & _MASK if size else start)
-        self.bindings.append(binding)
-        self.stored.append(name)
-        if named or self.rename is None:
-            self._names[number] = name
-        self.alive.append(True)
-        self.operations.append(number)
-
     def __len__(self) -> int:
-        return len(self.starts)
+        return len(self.stored)
 
-    def name(self, number: int) -> str:
-        found = self._names.get(number)
-        if found is None:
-            assert self.rename is not None
-            found = self._names[number] = self.rename([self.stored[number]])[0]
-        return found
+    def add(
+        self,
+        starts: Sequence[int] | npt.NDArray[np.uint64],
+        sizes: Sequence[int] | npt.NDArray[np.uint64],
+        bindings: Sequence[int] | npt.NDArray[np.uint8],
+        names: list[str],
+        *,
+        named: bool = False,
+        in_module: npt.NDArray[np.bool_] | None = None,
+    ) -> None:
+        """symbol__new and symbols__insert of each symbol, in order: ``end = start + size``
+        (``start`` if 0).  ``named``: ``names`` are the symbols' names already (not to be
+        renamed)."""
+        first = len(self.stored)
+        starts = np.asarray(starts, dtype=np.uint64)
+        sizes = np.asarray(sizes, dtype=np.uint64)
+        self.starts = np.concatenate([self.starts, starts])
+        self.ends = np.concatenate([self.ends, starts + sizes])  # wraps at 2**64, as in C
+        self.bindings = np.concatenate([self.bindings, np.asarray(bindings, dtype=np.uint8)])
+        extra = np.zeros(len(starts), dtype=bool) if in_module is None else in_module
+        self.in_module = np.concatenate([self.in_module, extra])
+        self.alive = np.concatenate([self.alive, np.ones(len(starts), dtype=bool)])
+        self.stored += names
+        self.names += list(names) if named or self.rename is None else [None] * len(names)
+        self.operations += range(first, len(self.stored))
 
-    def in_order(self) -> list[int]:
-        """The living symbols in tree order: by start, then as inserted."""
-        alive = [i for i, living in enumerate(self.alive) if living]
-        return sorted(alive, key=self.starts.__getitem__)
+    def in_order(self) -> npt.NDArray[np.int64]:
+        """The living symbols' numbers in tree order: by start, then as inserted."""
+        alive = np.flatnonzero(self.alive)
+        return alive[np.argsort(self.starts[alive], kind="stable")]
 
-    def fix(self) -> None:
-        """symbols__fixup_end, then symbols__fixup_duplicate (util/symbol.c)."""
+    def fix(self, *, kallsyms: bool = False) -> None:
+        """symbols__fixup_end (``kallsyms``: an empty symbol last before a change between
+        kernel and module ends on the page after its end), then symbols__fixup_duplicate
+        (util/symbol.c)."""
         order = self.in_order()
-        starts, ends = self.starts, self.ends
-        for at, current in enumerate(order):
-            if ends[current] == starts[current]:
-                if at + 1 < len(order):
-                    ends[current] = starts[order[at + 1]]
-                else:  # the last: to the next page boundary after its start, plus a page
-                    ends[current] = (((starts[current] + 4095) & ~4095) + 4096) & _MASK
-        at = 0
-        while at < len(order):
-            best = order[at]
+        if not len(order):
+            return
+        starts, ends = self.starts[order], self.ends[order]
+        empty = ends == starts
+        fixed = ends.copy()
+        following = starts[1:]
+        if kallsyms:
+            module = self.in_module[order]
+            boundary = module[:-1] != module[1:]
+            page = (ends[:-1] + np.uint64(4096) + np.uint64(4095)) & ~np.uint64(4095)
+            following = np.where(boundary, page, following)
+        fixed[:-1] = np.where(empty[:-1], following, ends[:-1])
+        if empty[-1]:  # the last: to the next page boundary after its start, plus a page
+            fixed[-1] = ((starts[-1] + np.uint64(4095)) & ~np.uint64(4095)) + np.uint64(4096)
+        self.ends[order] = fixed
+        same = np.flatnonzero(starts[1:] == starts[:-1])
+        if not len(same):
+            return
+        # Groups of symbols at one address: choose_best_symbol folded over each.
+        shared = np.zeros(len(order), dtype=bool)
+        shared[same] = shared[same + 1] = True
+        self._name_all(order[shared].tolist())
+        first = np.flatnonzero(shared & ~np.append(False, starts[1:] == starts[:-1]))
+        for at in first.tolist():
+            best = int(order[at])
             at += 1
-            while at < len(order) and starts[order[at]] == starts[best]:
-                other = order[at]
+            while at < len(order) and starts[at] == starts[at - 1]:
+                other = int(order[at])
                 if choose_best_symbol(self.candidate(best), self.candidate(other)):
                     self._erase(other)
                 else:
@@ -209,9 +234,24 @@ class SymbolSet:
                     best = other
                 at += 1
 
+    def _name_all(self, numbers: list[int]) -> None:
+        """Give the symbols ``numbers`` their names (one call of ``rename`` for them all)."""
+        unnamed = [number for number in numbers if self.names[number] is None]
+        if unnamed:
+            assert self.rename is not None
+            renamed = self.rename([self.stored[number] for number in unnamed])
+            for number, name in zip(unnamed, renamed, strict=True):
+                self.names[number] = name
+
+    def name(self, number: int) -> str:
+        self._name_all([number])
+        found = self.names[number]
+        assert found is not None
+        return found
+
     def candidate(self, number: int) -> Candidate:
-        length = _signed((self.ends[number] - self.starts[number]) & _MASK)
-        return Candidate(length, self.bindings[number], self.name(number))
+        length = _signed(int(self.ends[number] - self.starts[number]))
+        return Candidate(length, int(self.bindings[number]), self.name(number))
 
     def _erase(self, number: int) -> None:
         self.alive[number] = False
@@ -220,18 +260,14 @@ class SymbolSet:
     def table(self) -> PerfSymbols:
         """The symbols kept, for lookups."""
         order = self.in_order()
-        unnamed = [i for i in order if i not in self._names]
-        if unnamed:
-            assert self.rename is not None
-            for number, name in zip(
-                unnamed, self.rename([self.stored[i] for i in unnamed]), strict=True
-            ):
-                self._names[number] = name
+        numbers = order.tolist()
+        self._name_all(numbers)
         return PerfSymbols(
-            np.array([self.starts[i] for i in order], dtype=np.uint64),
-            np.array([self.ends[i] for i in order], dtype=np.uint64),
-            [self._names[i] for i in order],
-            _Shape(self, order),
+            self.starts[order],
+            self.ends[order],
+            [self.names[number] or "" for number in numbers],
+            _Shape(self, numbers),
+            order,
         )
 
 
@@ -476,6 +512,7 @@ class _Shape:
     symbols: SymbolSet
     order: list[int]
     _tree: _RbTree | None = None
+    _ends: list[int] = field(default_factory=list)
     #: Table index of each symbol number.
     _index: dict[int, int] = field(default_factory=dict)
 
@@ -483,7 +520,8 @@ class _Shape:
         """The table index of the symbol perf's tree walk finds for ``address`` (-1: none)."""
         if self._tree is None:
             symbols = self.symbols
-            tree = _RbTree(symbols.starts, len(symbols.starts))
+            self._ends = symbols.ends.tolist()
+            tree = _RbTree(symbols.starts.tolist(), len(symbols))
             for operation in symbols.operations:
                 if operation >= 0:
                     tree.insert(operation)
@@ -491,7 +529,7 @@ class _Shape:
                     tree.erase(~operation)
             self._tree = tree
             self._index = {number: at for at, number in enumerate(self.order)}
-        found = self._tree.find(address, self.symbols.ends)
+        found = self._tree.find(address, self._ends)
         return self._index[found] if found >= 0 else -1
 
 
@@ -509,9 +547,12 @@ class PerfSymbols:
         ends: npt.NDArray[np.uint64],
         names: list[str],
         shape: _Shape | None = None,
+        numbers: npt.NDArray[np.int64] | None = None,
     ) -> None:
         self.starts, self.ends, self.names = starts, ends, names
         self._shape = shape
+        #: Each symbol's number in the order perf added them (its place in its table).
+        self.numbers = numbers if numbers is not None else np.arange(len(names))
         self._starts_list: list[int] = starts.tolist()
         self._ends_list: list[int] = ends.tolist()
         self._spans = _tangles(starts, ends)
@@ -769,67 +810,103 @@ def _load_pass(
 ) -> int | None:
     """One dso__load_sym_internal pass over ``entries``: the symbols it adds (in table order),
     how many; None when a kept symbol names a section the file lacks (perf stops there,
-    with what it added so far and no fixups)."""
+    with what it added before and no fixups)."""
     named = entries.name_offsets != 0
     defined = entries.shndx != SHN_UNDEF
     types = entries.types
     function = ((types == STT_FUNC) | (types == STT_GNU_IFUNC)) & named & defined
     data = (types == STT_OBJECT) & named & defined
     label = (
-        (types == STT_NOTYPE) & named & defined & (entries.shndx != SHN_ABS)
+        (types == STT_NOTYPE) & named & defined
         & (entries.visibility != STV_HIDDEN) & (entries.visibility != STV_INTERNAL)
     )  # fmt: skip
     kept = np.flatnonzero((function | data | label) & (entries.shndx != SHN_ABS))
+    names = entries.names(kept)
+    machine = syms.machine
+    if machine in (EM_ARM, EM_AARCH64):
+        mapping = np.array([_mapping_symbol(name) for name in names], dtype=bool)
+        kept = kept[~mapping]
+        names = [name for name, skip in zip(names, mapping.tolist(), strict=True) if not skip]
     if not len(kept):
         return 0
-    names = entries.names(kept)
-    sections = syms.sections()
-    runtime_sections = runtime.sections()
-    loads = [
-        segment
-        for segment in runtime.segments()
-        if segment.type == PT_LOAD and max(segment.memsz, segment.filesz)
-    ]
-    machine = syms.machine
-    added = 0
-    for index, name in zip(kept.tolist(), names, strict=True):
-        if machine in (EM_ARM, EM_AARCH64) and _mapping_symbol(name):
+    # The section of each symbol: its own, or the runtime file's where a debug file has
+    # only its header (SHT_NOBITS).
+    headers = _section_table(syms.sections())
+    runtime_headers = _section_table(runtime.sections())
+    shndx = entries.shndx[kept]
+    missing = shndx >= len(headers.alloc)
+    index = np.where(missing, 0, shndx)
+    alloc = headers.alloc[index] & ~missing
+    nobits = headers.nobits[index] & alloc
+    missing |= nobits & (shndx >= len(runtime_headers.alloc))
+    bad = np.flatnonzero(missing)
+    stop = int(bad[0]) if len(bad) else len(kept)
+    own = np.where(nobits, 0, index)
+    other = np.where(nobits & ~missing, index, 0)
+    address = np.where(nobits, runtime_headers.address[other], headers.address[own])
+    offset = np.where(nobits, runtime_headers.offset[other], headers.offset[own])
+    text_or_data = np.where(nobits, runtime_headers.text_or_data[other],
+                            headers.text_or_data[own])  # fmt: skip
+    keep = alloc & (~label[kept] | text_or_data)
+    keep[stop:] = False
+    values = entries.values[kept]
+    if machine == EM_ARM:  # a Thumb function's address has bit 0 set
+        thumb = (types[kept] == STT_FUNC) & (values & np.uint64(1) != 0)
+        values = values - thumb.astype(np.uint64)
+    values = values - _file_deltas(runtime, values, address - offset)
+    chosen = np.flatnonzero(keep)
+    symbols.add(
+        values[chosen], entries.sizes[kept][chosen], entries.binds[kept][chosen],
+        [names[i] for i in chosen.tolist()],
+    )  # fmt: skip
+    return None if len(bad) else len(chosen)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sections:
+    """Section headers as arrays, by index: SHF_ALLOC, SHT_NOBITS, address, offset, and
+    whether the name holds ``text`` or ``data`` (elf_sec__filter)."""
+
+    alloc: npt.NDArray[np.bool_]
+    nobits: npt.NDArray[np.bool_]
+    address: npt.NDArray[np.uint64]
+    offset: npt.NDArray[np.uint64]
+    text_or_data: npt.NDArray[np.bool_]
+
+
+def _section_table(sections: list[ElfSection]) -> _Sections:
+    return _Sections(
+        np.array([bool(s.flags & SHF_ALLOC) for s in sections], dtype=bool),
+        np.array([s.type == SHT_NOBITS for s in sections], dtype=bool),
+        np.array([s.address for s in sections], dtype=np.uint64),
+        np.array([s.offset for s in sections], dtype=np.uint64),
+        np.array([("text" in s.name or "data" in s.name) for s in sections], dtype=bool),
+    )
+
+
+def _file_deltas(
+    runtime: ElfImage, values: npt.NDArray[np.uint64], section_deltas: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.uint64]:
+    """What each value loses to become a file offset: ``p_vaddr - p_offset`` of the first
+    PT_LOAD of ``runtime`` holding it (elf_read_program_header), else its section's
+    ``sh_addr - sh_offset``."""
+    deltas = section_deltas.copy()
+    unset = np.ones(len(values), dtype=bool)
+    for segment in runtime.segments():
+        size = max(segment.memsz, segment.filesz)
+        if segment.type != PT_LOAD or not size:
             continue
-        shndx = int(entries.shndx[index])
-        if shndx >= len(sections):
-            return None
-        section: ElfSection = sections[shndx]
-        if not section.flags & SHF_ALLOC:
-            continue
-        if section.type == SHT_NOBITS:  # a debug file's: the runtime file's header
-            if shndx >= len(runtime_sections):
-                return None
-            section = runtime_sections[shndx]
-        if label[index] and "text" not in section.name and "data" not in section.name:
-            continue
-        value = int(entries.values[index])
-        if machine == EM_ARM and types[index] == STT_FUNC and value & 1:
-            value -= 1  # a Thumb function's address has bit 0 set
-        value -= _file_delta(loads, value, section)
-        symbols.add(value, int(entries.sizes[index]), int(entries.binds[index]), name)
-        added += 1
-    return added
+        low = np.uint64(segment.vaddr)
+        inside = unset & (values >= low) & (values - low < np.uint64(size))
+        deltas[inside] = np.uint64((segment.vaddr - segment.offset) & _MASK)
+        unset &= ~inside
+    return deltas
 
 
 def _mapping_symbol(name: str) -> bool:
     """An ARM or AArch64 mapping symbol: ``$a``, ``$d``, ``$t`` or ``$x``, alone or before
     a dot."""
     return len(name) >= 2 and name[0] == "$" and name[1] in "adtx" and name[2:3] in ("", ".")
-
-
-def _file_delta(loads: list, value: int, section: ElfSection) -> int:  # type: ignore[type-arg]
-    """What a symbol's value loses to become a file offset: ``p_vaddr - p_offset`` of the
-    first PT_LOAD holding it (elf_read_program_header), else ``sh_addr - sh_offset`` of its
-    section."""
-    for segment in loads:
-        if segment.vaddr <= value < segment.vaddr + max(segment.memsz, segment.filesz):
-            return int(segment.vaddr - segment.offset)
-    return section.address - section.offset
 
 
 #: PLT header and entry sizes perf knows by machine (dso__synthesize_plt_symbols); others:
@@ -867,13 +944,12 @@ def _add_plt(
     named_at = indexes[:count][np.maximum(picks, 0)].astype(np.int64)
     stored = entries.names(named_at)
     names = rename(stored) if rename is not None else stored
-    offset = plt.offset + header
-    for position, name in enumerate(names):
-        if picks[position] < 0:
-            name = ""
-        text = f"{name}@plt".encode()[:_PLT_NAME_BYTES].decode("utf-8", "ignore")
-        symbols.add(offset, size, STB_GLOBAL, text, named=True)
-        offset += size
+    texts = [
+        f"{name if picks[at] >= 0 else ''}@plt".encode()[:_PLT_NAME_BYTES].decode("utf-8", "ignore")
+        for at, name in enumerate(names)
+    ]
+    starts = plt.offset + header + size * np.arange(len(texts), dtype=np.uint64)
+    symbols.add(starts, [size] * len(texts), [STB_GLOBAL] * len(texts), texts, named=True)
 
 
 # -- a dso's table, found and read once --------------------------------------------------------

@@ -306,8 +306,8 @@ def demangle_like_perf(name: str) -> str | None:
     """``name`` as perf 6.1 demangles a symbol's name (util/symbol-elf.c demangle_sym:
     libiberty's ``cplus_demangle`` with ``DMGL_NO_OPTS``, then OCaml's names,
     util/demangle-ocaml.c), bounded as :func:`demangle` is; None where perf keeps the name
-    as it is (and where it is left mangled for its size or time: :func:`demangle_checked`
-    says why)."""
+    as it is (and where it is left mangled for its size or time: :func:`left_mangled` says
+    why)."""
     if _OCAML.match(name):
         # "caml" dropped, "__" -> ".", "$xx" -> the character of hex xx.
         return _OCAML_PART.sub(lambda m: chr(int(m[1], 16)) if m[1] else ".", name[4:])
@@ -317,14 +317,22 @@ def demangle_like_perf(name: str) -> str | None:
         _load()
     answer = _FROM_WORKER_PERF.pop(name, _NOT_SENT)
     if answer is _NOT_SENT and length_bound(name) is not None:
-        text = demangle_like_perf_unbounded(name)
-    else:
-        if answer is _NOT_SENT:
-            answer = _WORKER.demangle([name], perf=True)[name]
-        if isinstance(answer, _Refused):
-            _LEFT_MANGLED[name] = answer.why
-            return None
-        text = answer
+        return _perf_bounded(name)
+    if answer is _NOT_SENT:
+        answer = _WORKER.demangle([name], perf=True)[name]
+    if isinstance(answer, _Refused):
+        _LEFT_MANGLED[name] = answer.why
+        return None
+    return _perf_checked(name, answer)
+
+
+@lru_cache(maxsize=1 << 16)
+def _perf_bounded(name: str) -> str | None:
+    """:func:`demangle_like_perf` of a name whose :func:`length_bound` is known to hold."""
+    return _perf_checked(name, demangle_like_perf_unbounded(name))
+
+
+def _perf_checked(name: str, text: str | None) -> str | None:
     if text is not None and len(text) > MAX_DEMANGLED:
         _LEFT_MANGLED[name] = (
             f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
@@ -339,17 +347,16 @@ def demangle_like_perf_many(names: Iterable[str]) -> list[str | None]:
     names = list(names)
     if not _loaded:
         _load()
-    needing = [
-        name
-        for name in dict.fromkeys(names)
-        if name.startswith(_PERF_PREFIXES)
-        and name not in _LEFT_MANGLED
-        and length_bound(name) is None
-    ]
+    mangled = {name for name in names if name.startswith(_PERF_PREFIXES)}
+    bounded = {name for name in mangled if length_bound(name) is not None}
+    needing = [name for name in mangled - bounded if name not in _LEFT_MANGLED]
     if needing:
         _FROM_WORKER_PERF.update(_WORKER.demangle(needing, perf=True))
     try:
-        return [demangle_like_perf(name) for name in names]
+        return [
+            _perf_bounded(name) if name in bounded else demangle_like_perf(name)
+            for name in names
+        ]
     finally:
         for name in needing:
             _FROM_WORKER_PERF.pop(name, None)
