@@ -4,7 +4,9 @@ A symbol table (``SHT_SYMTAB`` ``.symtab``, ``SHT_DYNSYM`` ``.dynsym``) is an ar
 ``Elf64_Sym`` / ``Elf32_Sym`` entries; it is read here in one piece with numpy rather than
 entry by entry, and only the names of function symbols (``STT_FUNC``, ``STT_GNU_IFUNC``) are
 decoded from the linked string table.  Versioned names (``memcpy@@GLIBC_2.14``) lose their
-version, as gdb records them (``elf_symtab_read``).
+version, as gdb records them (``elf_symtab_read``).  :func:`read_symbol_entries` gives every
+entry of a table as arrays, names with their versions, for readers with rules of their own
+(perf's: :mod:`pysframe.perf.symbols`).
 
 :class:`FunctionSymbols` merges tables (a file's ``.symtab`` and ``.dynsym``, a separate debug
 file's ``.symtab``, MiniDebugInfo's) and answers "which function holds this address" with the
@@ -121,9 +123,7 @@ def _table_entries(image: ElfImage, table: str) -> tuple[np.ndarray, bytes] | No
         return None
     sections = image.sections()
     if not 0 < section.link < len(sections):
-        raise ElfError(
-            f"links to no string table ({section.link})", path=image.path, section=table
-        )
+        raise ElfError(f"links to no string table ({section.link})", path=image.path, section=table)
     dtype = sym_dtype(image.elfclass, image.big_endian)
     data = section.data()
     entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
@@ -252,7 +252,9 @@ class FunctionSymbols:
             seen = by_key.get(key)
             if seen is not None:
                 record = SymbolRecord(
-                    record.address, seen.size or record.size, record.name,
+                    record.address,
+                    seen.size or record.size,
+                    record.name,
                     seen.is_global or record.is_global,
                 )
             by_key[key] = record
@@ -311,8 +313,7 @@ class FunctionSymbols:
         sized_pick = np.where(sized[firsts], firsts, -1).astype(np.int64)
         zero_pick = np.where(sized[firsts], -1, firsts).astype(np.int64)
         for group in np.flatnonzero(lasts > firsts).tolist():
-            sized_pick[group], zero_pick[group] = self._pick(int(firsts[group]),
-                                                             int(lasts[group]))
+            sized_pick[group], zero_pick[group] = self._pick(int(firsts[group]), int(lasts[group]))
         return starts[firsts], np.maximum.accumulate(sized_pick), np.maximum.accumulate(zero_pick)
 
     def __len__(self) -> int:

@@ -3,7 +3,8 @@
 :func:`profile_recording` reads a perf.data file through (:mod:`pysframe.perf.session`):
 each sample's kernel frames are its recorded callchain's, named from kallsyms
 (:mod:`pysframe.perf.kernel`); its user frames are those its walk found
-(:mod:`pysframe.perf.walk`), named from each module's symbols.  Frames are printed as
+(:mod:`pysframe.perf.walk`), named as perf names them (:mod:`pysframe.perf.symbols`: its
+symbol files, its choice among aliases, its demangling).  Frames are printed as
 ``perf script`` prints them: kernel frames at their address, user frames at their address in
 the module's file (perf's map_ip), each return address one byte back (the call instruction,
 as perf's libdw walk reports it), with ``symbol+offset`` and the module.

@@ -224,9 +224,7 @@ def demangle_many(names: Iterable[str]) -> list[str]:
     if needing:
         _FROM_WORKER.update(_WORKER.demangle(needing))
     try:
-        return [
-            demangle(name) if name not in bounded else _bounded(name) for name in names
-        ]
+        return [demangle(name) if name not in bounded else _bounded(name) for name in names]
     finally:
         for base in needing:  # those demangle() had already: not kept
             _FROM_WORKER.pop(base, None)
@@ -295,6 +293,8 @@ _PERF_PREFIXES = ("_Z", "_R", "_GLOBAL_")
 #: OCaml names: ``caml`` then an upper-case letter (util/demangle-ocaml.c ocaml_is_mangled).
 _OCAML = re.compile(r"caml[A-Z]")
 _OCAML_PART = re.compile(r"__|\$([0-9a-fA-F]{2})")
+#: The end of a function's demangled name: its parameter list, then qualifiers.
+_FUNCTION_END = re.compile(r"\)(?: const| volatile| restrict| &&| &| noexcept)*$")
 #: Answers of the worker for names demangle_like_perf_many sent it.
 _FROM_WORKER_PERF: dict[str, Any] = {}
 #: What :data:`_FROM_WORKER_PERF` holds for a name it was not sent.
@@ -354,8 +354,7 @@ def demangle_like_perf_many(names: Iterable[str]) -> list[str | None]:
         _FROM_WORKER_PERF.update(_WORKER.demangle(needing, perf=True))
     try:
         return [
-            _perf_bounded(name) if name in bounded else demangle_like_perf(name)
-            for name in names
+            _perf_bounded(name) if name in bounded else demangle_like_perf(name) for name in names
         ]
     finally:
         for name in needing:
@@ -381,9 +380,17 @@ def demangle_like_perf_unbounded(name: str) -> str | None:
             return None
         if _RUST_LEGACY.match(base):
             return _RUST_LEGACY_HASH.sub("", text)
-        return text if base.startswith(("_ZT", "_ZGV")) else bare_name(text)
+        if base.startswith(("_ZT", "_ZGV", "_ZGT")):
+            return text
+        text = text.split(" [clone ", 1)[0]
+        # A function's name ends with its parameter list (and qualifiers); a variable's not.
+        return bare_name(text) if _FUNCTION_END.search(text) else text
     except Exception:  # the demanglers raise their own errors on names they do not read
         return None
+
+
+#: Operator names whose brackets are no brackets (``operator<<``, ``operator->``...).
+_OPERATOR = re.compile(r"operator(?:<=>|<<=|>>=|->\*|<<|>>|<=|>=|->|\(\)|<|>)")
 
 
 def bare_name(name: str) -> str:
@@ -391,23 +398,25 @@ def bare_name(name: str) -> str:
     return type, as gdb names a function from DWARF: ``int recurse<0>(Box<int>&)`` ->
     ``recurse<0>``, ``f(int) [clone .isra.0]`` -> ``f``."""
     name = name.split(" [clone ", 1)[0]
+    # Brackets are counted in a copy where operators' own are blanked out.
+    plain = _OPERATOR.sub(lambda m: "operator" + "#" * (len(m[0]) - 8), name)
     depth, end = 0, len(name)
-    for index in range(len(name) - 1, -1, -1):  # the parameter list: the last top-level (...)
-        if name[index] == ")":
+    for index in range(len(plain) - 1, -1, -1):  # the parameter list: the last top-level (...)
+        if plain[index] == ")":
             depth += 1
-        elif name[index] == "(":
+        elif plain[index] == "(":
             depth -= 1
             if depth == 0:
                 end = index
                 break
-    name = name[:end]
+    name, plain = name[:end], plain[:end]
     depth = 0
-    for index in range(len(name) - 1, -1, -1):  # a return type ends at the last top-level space
-        if name[index] in ">)":
+    for index in range(len(plain) - 1, -1, -1):  # a return type ends at the last top-level space
+        if plain[index] in ">)":
             depth += 1
-        elif name[index] in "<(":
+        elif plain[index] in "<(":
             depth -= 1
-        elif name[index] == " " and depth == 0 and not name[:index].endswith("operator"):
+        elif plain[index] == " " and depth == 0 and not plain[:index].endswith(("operator", "#")):
             return name[index + 1 :]
     return name
 
@@ -458,8 +467,9 @@ class _Worker:
         while queue:
             if self.failures >= WORKER_FAILURES:
                 for name in queue:
-                    out[name] = _Refused(f"{WORKER_FAILURES} names already took more than "
-                                         "the demangler's limits")
+                    out[name] = _Refused(
+                        f"{WORKER_FAILURES} names already took more than the demangler's limits"
+                    )
                 return out
             batch: list[str] = []
             size = 0
@@ -513,7 +523,9 @@ class _Worker:
             )
             self._process = subprocess.Popen(
                 [sys.executable, "-c", "from pysframe.unwind.demangle import serve; serve()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=environment,
             )
         return self._process
 
