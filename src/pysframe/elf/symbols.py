@@ -252,9 +252,7 @@ class FunctionSymbols:
             seen = by_key.get(key)
             if seen is not None:
                 record = SymbolRecord(
-                    record.address,
-                    seen.size or record.size,
-                    record.name,
+                    record.address, seen.size or record.size, record.name,
                     seen.is_global or record.is_global,
                 )
             by_key[key] = record
@@ -313,7 +311,8 @@ class FunctionSymbols:
         sized_pick = np.where(sized[firsts], firsts, -1).astype(np.int64)
         zero_pick = np.where(sized[firsts], -1, firsts).astype(np.int64)
         for group in np.flatnonzero(lasts > firsts).tolist():
-            sized_pick[group], zero_pick[group] = self._pick(int(firsts[group]), int(lasts[group]))
+            sized_pick[group], zero_pick[group] = self._pick(int(firsts[group]),
+                                                             int(lasts[group]))
         return starts[firsts], np.maximum.accumulate(sized_pick), np.maximum.accumulate(zero_pick)
 
     def __len__(self) -> int:

@@ -18,6 +18,10 @@ trust checks pass (:mod:`pysframe.sources.trust`), else SFrame generated from it
 the cache per build ID (:mod:`pysframe.sources.cache`).  The vDSO has no file: perf's cache
 holds it (``DEBUG_DIR/[vdso]/BUILD-ID/vdso``), else this machine's own vDSO is used when its
 build ID is the recorded one.
+
+A module's symbols are the ones perf reads for it (:meth:`ModuleFinder.perf_symbols`), from
+files perf chooses its own way (:mod:`pysframe.perf.symbols`), found once per name and build
+ID.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ..sources.trust import Policy
 from ..unwind.facts import ElfFacts, elf_facts, generated_for, sframe_for
 from ..unwind.mappings import Mapping
 from ..unwind.modules import load_bias
-from ..unwind.symbolize import ModuleSymbols, SymbolOptions
+from ..unwind.symbolize import SymbolOptions
 from .symbols import (
     PerfSymbols,
     SymbolSource,
@@ -142,15 +146,6 @@ class ModuleFinder:
                     why += ", and none could be generated from its CFI"
                 self.problems.setdefault(path, why)
         return module
-
-    def symbols(self, module: Module) -> ModuleSymbols | None:
-        """The module's symbols (read on first use), or None without a file."""
-        if module.facts is None:
-            return None
-        try:
-            return module.facts.symbols(self.symbol_options)
-        except SFrameError:
-            return None
 
     def perf_symbols(self, module: Module) -> PerfSymbols | None:
         """The module's symbols as perf reads them (:mod:`pysframe.perf.symbols`: its own

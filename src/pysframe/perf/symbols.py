@@ -280,23 +280,32 @@ _NIL = -1
 class _RbTree:
     """perf's rb_root of symbols, rebuilt by the insertions and erasures that built it (Linux
     lib/rbtree.c ``__rb_insert``, ``__rb_erase_augmented``, ``____rb_erase_color``: the same
-    rotations and recolourings, so the same shape)."""
+    rotations and recolourings, so the same shape).  ``child[0]`` and ``child[1]`` are the
+    left and right links: lib/rbtree.c's two mirror-image halves are one here, for a
+    direction ``side`` and its opposite."""
 
     def __init__(self, starts: Sequence[int], count: int) -> None:
         self.starts = starts
-        self.left = [_NIL] * count
-        self.right = [_NIL] * count
+        self.child = ([_NIL] * count, [_NIL] * count)
         self.parent = [_NIL] * count
         self.red = [False] * count
         self.root = _NIL
 
+    @property
+    def left(self) -> list[int]:
+        return self.child[0]
+
+    @property
+    def right(self) -> list[int]:
+        return self.child[1]
+
     def _change_child(self, old: int, new: int, parent: int) -> None:
         if parent == _NIL:
             self.root = new
-        elif self.left[parent] == old:
-            self.left[parent] = new
+        elif self.child[0][parent] == old:
+            self.child[0][parent] = new
         else:
-            self.right[parent] = new
+            self.child[1][parent] = new
 
     def _rotate_set_parents(self, old: int, new: int, red: bool) -> None:
         """``new`` takes ``old``'s place and colour; ``old`` becomes its child, coloured."""
@@ -308,78 +317,59 @@ class _RbTree:
     def insert(self, node: int) -> None:
         """__symbols__insert: down from the root, left while the start is below the node's,
         else right; then rb_insert_color."""
-        parent, link_left = _NIL, False
+        parent, side = _NIL, 0
         at = self.root
         start = self.starts[node]
         while at != _NIL:
             parent = at
-            link_left = start < self.starts[at]
-            at = self.left[at] if link_left else self.right[at]
+            side = 0 if start < self.starts[at] else 1
+            at = self.child[side][at]
         self.parent[node], self.red[node] = parent, True
-        self.left[node] = self.right[node] = _NIL
+        self.child[0][node] = self.child[1][node] = _NIL
         if parent == _NIL:
             self.root = node
-        elif link_left:
-            self.left[parent] = node
         else:
-            self.right[parent] = node
+            self.child[side][parent] = node
         self._insert_color(node)
 
     def _insert_color(self, node: int) -> None:
-        left, right, red = self.left, self.right, self.red
-        parent = self.parent[node]
+        red, parents = self.red, self.parent
+        parent = parents[node]
         while True:
             if parent == _NIL:
                 red[node] = False
                 return
             if not red[parent]:
                 return
-            grandparent = self.parent[parent]
-            if parent != right[grandparent]:  # parent is a left child
-                uncle = right[grandparent]
-                if uncle != _NIL and red[uncle]:
-                    red[uncle] = red[parent] = False
-                    node = grandparent
-                    parent = self.parent[node]
-                    red[node] = True
-                    continue
-                if node == right[parent]:  # left rotate at parent
-                    inner = left[node]
-                    right[parent], left[node] = inner, parent
-                    if inner != _NIL:
-                        self.parent[inner] = parent
-                    self.parent[parent], self.parent[node] = node, grandparent
-                    parent = node
-                inner = right[parent]  # right rotate at grandparent
-                left[grandparent], right[parent] = inner, grandparent
-                if inner != _NIL:
-                    self.parent[inner], red[inner] = grandparent, False
-                self._rotate_set_parents(grandparent, parent, True)
-                return
-            uncle = left[grandparent]  # parent is a right child: the mirror image
-            if uncle != _NIL and red[uncle]:
+            grandparent = parents[parent]
+            # side: where parent hangs from grandparent; the uncle hangs on the other side.
+            side = 0 if parent != self.child[1][grandparent] else 1
+            near, far = self.child[side], self.child[1 - side]
+            uncle = far[grandparent]
+            if uncle != _NIL and red[uncle]:  # case 1: colour flips, go up
                 red[uncle] = red[parent] = False
                 node = grandparent
-                parent = self.parent[node]
+                parent = parents[node]
                 red[node] = True
                 continue
-            if node == left[parent]:  # right rotate at parent
-                inner = right[node]
-                left[parent], right[node] = inner, parent
+            if node == far[parent]:  # case 2: rotate at parent, towards side
+                inner = near[node]
+                far[parent], near[node] = inner, parent
                 if inner != _NIL:
-                    self.parent[inner] = parent
-                self.parent[parent], self.parent[node] = node, grandparent
+                    parents[inner] = parent
+                parents[parent], parents[node] = node, grandparent
                 parent = node
-            inner = left[parent]  # left rotate at grandparent
-            right[grandparent], left[parent] = inner, grandparent
+            inner = far[parent]  # case 3: rotate at grandparent, away from side
+            near[grandparent], far[parent] = inner, grandparent
             if inner != _NIL:
-                self.parent[inner], red[inner] = grandparent, False
+                parents[inner], red[inner] = grandparent, False
             self._rotate_set_parents(grandparent, parent, True)
             return
 
     def erase(self, node: int) -> None:
         """rb_erase: a node with two children is replaced by its successor."""
-        left, right, red, parents = self.left, self.right, self.red, self.parent
+        left, right = self.child
+        red, parents = self.red, self.parent
         child, only_left = right[node], left[node]
         if only_left == _NIL:
             parent, node_red = parents[node], red[node]
@@ -422,52 +412,23 @@ class _RbTree:
 
     def _erase_color(self, parent: int) -> None:
         """____rb_erase_color: restore the black heights above an erased black leaf."""
-        left, right, red, parents = self.left, self.right, self.red, self.parent
+        red, parents = self.red, self.parent
         node = _NIL
         while True:
-            sibling = right[parent]
-            if node != sibling:  # node is the left child
-                if red[sibling]:  # case 1: left rotate at parent
-                    inner = left[sibling]
-                    right[parent], left[sibling] = inner, parent
-                    parents[inner], red[inner] = parent, False
-                    self._rotate_set_parents(parent, sibling, True)
-                    sibling = inner
-                outer = right[sibling]
-                if outer == _NIL or not red[outer]:
-                    inner = left[sibling]
-                    if inner == _NIL or not red[inner]:  # case 2: sibling colour flip
-                        parents[sibling], red[sibling] = parent, True
-                        if red[parent]:
-                            red[parent] = False
-                        else:
-                            node, parent = parent, parents[parent]
-                            if parent != _NIL:
-                                continue
-                        return
-                    outer = right[inner]  # case 3: right rotate at sibling
-                    left[sibling], right[inner], right[parent] = outer, sibling, inner
-                    if outer != _NIL:
-                        parents[outer], red[outer] = sibling, False
-                    outer, sibling = sibling, inner
-                inner = left[sibling]  # case 4: left rotate at parent, colour flips
-                right[parent], left[sibling] = inner, parent
-                parents[outer], red[outer] = sibling, False
-                if inner != _NIL:
-                    parents[inner] = parent
-                self._rotate_set_parents(parent, sibling, False)
-                return
-            sibling = left[parent]  # node is the right child: the mirror image
-            if red[sibling]:
-                inner = right[sibling]
-                left[parent], right[sibling] = inner, parent
+            # side: where node hangs from parent (0: left, also when the node is gone).
+            side = 0 if node != self.child[1][parent] else 1
+            near, far = self.child[side], self.child[1 - side]
+            sibling = far[parent]
+            if red[sibling]:  # case 1: rotate at parent, towards side
+                inner = near[sibling]
+                far[parent], near[sibling] = inner, parent
                 parents[inner], red[inner] = parent, False
                 self._rotate_set_parents(parent, sibling, True)
                 sibling = inner
-            outer = left[sibling]
+            outer = far[sibling]
             if outer == _NIL or not red[outer]:
-                inner = right[sibling]
-                if inner == _NIL or not red[inner]:
+                inner = near[sibling]
+                if inner == _NIL or not red[inner]:  # case 2: sibling colour flip
                     parents[sibling], red[sibling] = parent, True
                     if red[parent]:
                         red[parent] = False
@@ -476,13 +437,13 @@ class _RbTree:
                         if parent != _NIL:
                             continue
                     return
-                outer = left[inner]
-                right[sibling], left[inner], left[parent] = outer, sibling, inner
+                outer = far[inner]  # case 3: rotate at sibling, away from side
+                near[sibling], far[inner], far[parent] = outer, sibling, inner
                 if outer != _NIL:
                     parents[outer], red[outer] = sibling, False
                 outer, sibling = sibling, inner
-            inner = right[sibling]
-            left[parent], right[sibling] = inner, parent
+            inner = near[sibling]  # case 4: rotate at parent, towards side; colour flips
+            far[parent], near[sibling] = inner, parent
             parents[outer], red[outer] = sibling, False
             if inner != _NIL:
                 parents[inner] = parent
@@ -492,7 +453,7 @@ class _RbTree:
     def find(self, address: int, ends: Sequence[int]) -> int:
         """symbols__find: the symbol the walk down from the root stops at (-1: none)."""
         at = self.root
-        starts, left, right = self.starts, self.left, self.right
+        starts, (left, right) = self.starts, self.child
         while at != _NIL:
             start, end = starts[at], ends[at]
             if address < start:

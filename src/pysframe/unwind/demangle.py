@@ -224,7 +224,9 @@ def demangle_many(names: Iterable[str]) -> list[str]:
     if needing:
         _FROM_WORKER.update(_WORKER.demangle(needing))
     try:
-        return [demangle(name) if name not in bounded else _bounded(name) for name in names]
+        return [
+            demangle(name) if name not in bounded else _bounded(name) for name in names
+        ]
     finally:
         for base in needing:  # those demangle() had already: not kept
             _FROM_WORKER.pop(base, None)
@@ -467,9 +469,8 @@ class _Worker:
         while queue:
             if self.failures >= WORKER_FAILURES:
                 for name in queue:
-                    out[name] = _Refused(
-                        f"{WORKER_FAILURES} names already took more than the demangler's limits"
-                    )
+                    out[name] = _Refused(f"{WORKER_FAILURES} names already took more than "
+                                         "the demangler's limits")
                 return out
             batch: list[str] = []
             size = 0
@@ -523,9 +524,7 @@ class _Worker:
             )
             self._process = subprocess.Popen(
                 [sys.executable, "-c", "from pysframe.unwind.demangle import serve; serve()"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=environment,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment,
             )
         return self._process
 
