@@ -194,15 +194,14 @@ _KALLSYMS_LINES = st.one_of(
 @given(st.lists(_KALLSYMS_LINES, max_size=40), st.booleans())
 def test_kallsyms_bulk_parse_equals_line_parse(lines: list[str], final_newline: bool) -> None:
     """Any kallsyms text, well formed or not: the numpy parse and the line-by-line reference
-    give the same symbols, names and modules (perf's pick among aliases included)."""
-    from pysframe.perf.kernel import parse_kallsyms, parse_kallsyms_reference
+    give the same symbols, extents, names and modules (perf's pick among aliases included)."""
+    from pysframe.perf.kernel import parse_kallsyms
 
     text = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
-    bulk, reference = parse_kallsyms(text), parse_kallsyms_reference(text)
+    bulk, reference = parse_kallsyms(text), parse_kallsyms(text, reference=True)
     assert bulk.starts.tolist() == reference.starts.tolist()
-    assert [(bulk.name(i), bulk.module(i)) for i in range(len(bulk))] == [
-        (reference.name(i), reference.module(i)) for i in range(len(reference))
-    ]
+    assert bulk.ends.tolist() == reference.ends.tolist()
+    assert (bulk.names, bulk.modules) == (reference.names, reference.modules)
 
 
 #: A record of a recording whose order is checked: a sample or a COMM of some time (0: none,

@@ -556,6 +556,21 @@ class ElfImage:
                         return desc
         return None
 
+    def build_id_as_perf(self) -> bytes | None:
+        """The build ID as perf reads it (util/symbol-elf.c elf_read_build_id): the
+        NT_GNU_BUILD_ID note of the first section there is of ``.note.gnu.build-id``,
+        ``.notes`` and ``.note`` (the vDSO's), whatever its type."""
+        for name in (".note.gnu.build-id", ".notes", ".note"):
+            sec = self.section(name)
+            if sec is None:
+                continue
+            with suppress(ElfError):
+                for note_name, note_type, desc in iter_notes(sec.data(), self.big_endian):
+                    if note_name == b"GNU" and note_type == NT_GNU_BUILD_ID:
+                        return desc
+            return None
+        return None
+
     def debuglink(self) -> tuple[str, int] | None:
         """(file name, CRC32) of ``.gnu_debuglink``."""
         sec = self.section(".gnu_debuglink")

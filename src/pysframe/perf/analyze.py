@@ -3,7 +3,8 @@
 :func:`profile_recording` reads a perf.data file through (:mod:`pysframe.perf.session`):
 each sample's kernel frames are its recorded callchain's, named from kallsyms
 (:mod:`pysframe.perf.kernel`); its user frames are those its walk found
-(:mod:`pysframe.perf.walk`), named from each module's symbols.  Frames are printed as
+(:mod:`pysframe.perf.walk`), named as perf names them (:mod:`pysframe.perf.symbols`: its
+symbol files, its choice among aliases, its demangling).  Frames are printed as
 ``perf script`` prints them: kernel frames at their address, user frames at their address in
 the module's file (perf's map_ip), each return address one byte back (the call instruction,
 as perf's libdw walk reports it), with ``symbol+offset`` and the module.
@@ -125,6 +126,7 @@ def profile_recording(
             entry.filename: entry.build_id.hex() for entry in data.features.build_ids
         }
         stats.problems += [str(problem) for problem in data.problems]
+        stats.problems += finder.symbol_problems
         stats.without_own_sframe = dict(finder.problems)
         stats.origins = {module.name: module.origin for module in spaces.modules}
     return profile, stats
@@ -132,6 +134,19 @@ def profile_recording(
 
 def _unit(name: str | None) -> str:
     return "nanoseconds" if (name or "").split(":")[0] in _CLOCK_EVENTS else "events"
+
+
+_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class _AtEnd:
+    """A frame perf names with a symbol that does not hold it (an empty symbol at its
+    address): ``module``, ``symbol`` and the symbol's ``start``."""
+
+    module: str
+    symbol: str
+    start: int
 
 
 class _Namer:
@@ -152,6 +167,8 @@ class _Namer:
         #: With ``inline``: a user frame's id -> the ids of the functions inlined there,
         #: innermost first, then its own.
         self.expanded: dict[int, tuple[int, ...]] = {}
+        #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
+        self.at_end: dict[tuple[int, int], _AtEnd] = {}
 
     def user(
         self,
@@ -159,48 +176,92 @@ class _Namer:
         modules: npt.NDArray[np.int64],
         lookup: npt.NDArray[np.uint64],
         printed: npt.NDArray[np.uint64],
+        pids: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int64]:
-        """Frame ids of user frames: module ids, lookup PCs, printed addresses."""
+        """Frame ids of user frames: module ids, lookup PCs, printed addresses (perf's
+        map_ip) and the processes they are in."""
         keys = np.stack([modules.astype(np.uint64), printed]).T
         unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
         ids = np.empty(len(unique), dtype=np.int64)
         missing: dict[int, list[int]] = {}
+        at_end: list[int] = []
         for position, (module, address) in enumerate(unique.tolist()):
-            found = self.ids.get((int(np.int64(np.uint64(module))), int(address)))
-            if found is None:
-                missing.setdefault(int(np.int64(np.uint64(module))), []).append(position)
-            else:
+            key = (int(np.int64(np.uint64(module))), int(address))
+            found = self.ids.get(key)
+            if found is not None:
                 ids[position] = found
-        if missing:
-            first = np.zeros(len(unique), dtype=np.int64)
-            first[inverse.reshape(-1)[::-1]] = np.arange(len(inverse))[::-1]
-            for module_id, positions in missing.items():
-                at = first[positions]
-                named = self._user_names(module_id, lookup[at])
-                for position, name, pc in zip(positions, named, lookup[at].tolist(), strict=True):
-                    address = int(unique[position][1])
-                    frame = FrameInfo(address, name[0], name[1], name[2], address)
-                    ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
-                    if self.inline:
-                        self._inlined(profile, module_id, pc, frame, int(ids[position]))
-        return ids[inverse.reshape(-1)]
+            elif key in self.at_end:
+                at_end.append(position)
+            else:
+                missing.setdefault(key[0], []).append(position)
+        first = np.zeros(len(unique), dtype=np.int64)  # a frame of each distinct one
+        first[inverse[::-1]] = np.arange(len(inverse))[::-1]
+        for module_id, positions in missing.items():
+            addresses = [int(unique[position][1]) for position in positions]
+            named = self._user_names(module_id, addresses)
+            for position, address, name in zip(positions, addresses, named, strict=True):
+                if isinstance(name, _AtEnd):
+                    self.at_end[(module_id, address)] = name
+                    at_end.append(position)
+                    continue
+                frame = FrameInfo(address, name[0], name[1], name[2], address)
+                ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
+                if self.inline:
+                    pc = int(lookup[first[position]])
+                    self._inlined(profile, module_id, pc, frame, int(ids[position]))
+        out = ids[inverse]
+        if at_end:
+            self._name_at_end(profile, out, unique, inverse, at_end, lookup, pids)
+        return out
+
+    def _name_at_end(
+        self,
+        profile: Profile,
+        out: npt.NDArray[np.int64],
+        unique: npt.NDArray[np.uint64],
+        inverse: npt.NDArray[np.intp],
+        positions: list[int],
+        lookup: npt.NDArray[np.uint64],
+        pids: npt.NDArray[np.int64],
+    ) -> None:
+        """Frames at the end of their (empty) symbol: perf prints their offset from the
+        symbol's start less the map's start (util/symbol.c __symbol__fprintf_symname_offs),
+        so it depends on where the process mapped the module."""
+        for position in positions:
+            module_id, address = int(unique[position][0]), int(unique[position][1])
+            name = self.at_end[(module_id, address)]
+            for frame in np.flatnonzero(inverse == position).tolist():
+                pc = int(lookup[frame])
+                start = self.spaces.mapping_start(
+                    int(pids[frame]), pc, module_id, (address - pc) & _MASK
+                )
+                offset = (address - (start or 0) - name.start) & _MASK
+                info = FrameInfo(address, name.module, name.symbol, offset, address)
+                out[frame] = profile.frame_id(info)
 
     def _user_names(
-        self, module_id: int, lookup: npt.NDArray[np.uint64]
-    ) -> list[tuple[str, str | None, int]]:
+        self, module_id: int, addresses: list[int]
+    ) -> list[tuple[str, str | None, int] | _AtEnd]:
+        """(module, symbol, offset) of each address of a module (perf's map_ip), as perf
+        names it (:mod:`pysframe.perf.symbols`)."""
         if module_id < 0:
-            return [(UNKNOWN, None, 0)] * len(lookup)
+            return [(UNKNOWN, None, 0)] * len(addresses)
         module = self.spaces.modules[module_id]
-        symbols = self.finder.symbols(module)
+        symbols = self.finder.perf_symbols(module)
         if symbols is None:
-            return [(module.name, None, 0)] * len(lookup)
-        link = (lookup - np.uint64(module.bias & ((1 << 64) - 1))).astype(np.uint64)
-        out: list[tuple[str, str | None, int]] = []
-        for found in symbols.find_many(link):
-            if found is None:
+            return [(module.name, None, 0)] * len(addresses)
+        out: list[tuple[str, str | None, int] | _AtEnd] = []
+        found = symbols.find_many(np.array(addresses, dtype=np.uint64))
+        for address, index in zip(addresses, found.tolist(), strict=True):
+            if index < 0:
                 out.append((module.name, None, 0))
+                continue
+            start = symbols.start_of(index)
+            if address < int(symbols.ends[index]):
+                out.append((module.name, symbols.name_of(index), address - start))
             else:
-                out.append((module.name, self.symbols.name(found[0]), found[1]))
+                out.append(_AtEnd(module.name, symbols.name_of(index), start))
         return out
 
     def _inlined(
@@ -255,8 +316,8 @@ class _Namer:
                     assert self.kernel is not None
                     frame = FrameInfo(
                         address,
-                        self.kernel.module(number),
-                        self.kernel.name(number),
+                        self.kernel.modules[number],
+                        self.kernel.names[number],
                         address - int(self.kernel.starts[number]),
                         kernel=True,
                     )
@@ -273,7 +334,8 @@ def _add_chunk(
     # User frames: a return address is printed and looked up one byte back.
     lookup = walks.pc - np.where(walks.exact, np.uint64(0), np.uint64(1))
     printed = lookup + walks.delta  # perf's map_ip: pc - start + pgoff
-    user_ids = namer.user(profile, walks.module, lookup, printed)
+    pids = np.repeat(samples.pid.astype(np.int64), np.diff(walks.offsets))
+    user_ids = namer.user(profile, walks.module, lookup, printed, pids)
     chain = samples.callchain
     offsets = samples.callchain_offsets
     lost = namer.lost_return(profile)
@@ -286,7 +348,7 @@ def _add_chunk(
         if not frames and samples.misc[index] & MISC_CPUMODE_MASK != MISC_KERNEL:
             frames = namer.user(
                 profile, np.array([-1]), samples.ip[index : index + 1],
-                samples.ip[index : index + 1],
+                samples.ip[index : index + 1], samples.pid[index : index + 1].astype(np.int64),
             ).tolist()  # fmt: skip
         attr = int(samples.attr[index])
         profile.add(
