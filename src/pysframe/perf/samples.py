@@ -347,7 +347,7 @@ def take_samples(
         addr=column("addr"), id=column("id"), stream_id=column("stream_id"),
         cpu=column("cpu"), period=column("period"),
         callchain_offsets=np.concatenate([[0], np.cumsum(chain_lengths)]).astype(np.int64),
-        callchain=entries[_ranges(chain_starts, chain_lengths)], regs_mask=union,
+        callchain=entries[range_positions(chain_starts, chain_lengths)], regs_mask=union,
         regs_abi=column("regs_abi"), regs=regs, stack_offset=stack_offset,
         stack_size=column("stack_size"), stack_dyn_size=column("stack_dyn_size"),
         attr_regs_masks=max((chunk.attr_regs_masks for chunk in chunks), key=len),
@@ -376,12 +376,15 @@ def _copied_stacks(
     out = np.zeros(int(sizes.sum()), dtype=np.uint8)
     for number, chunk in enumerate(chunks):
         mine = np.flatnonzero(which == number)
-        source = _ranges(chunk.stack_offset[index[mine]], sizes[mine])
-        out[_ranges(starts[mine], sizes[mine])] = np.frombuffer(chunk.buffer, np.uint8)[source]
+        source = range_positions(chunk.stack_offset[index[mine]], sizes[mine])
+        stacks = np.frombuffer(chunk.buffer, np.uint8)
+        out[range_positions(starts[mine], sizes[mine])] = stacks[source]
     return out.tobytes(), starts
 
 
-def _ranges(starts: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def range_positions(
+    starts: npt.NDArray[Any], lengths: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     """The positions ``start, start + 1, ... start + length - 1`` of every range, one after
     the other."""
     lengths = lengths.astype(np.int64)
@@ -626,5 +629,5 @@ def _scalar_error(
 
 __all__ = [
     "ChunkResult", "Sample", "SampleChunk", "WordGather", "attr_of_sample", "decode_chunk",
-    "decode_sample", "take_samples",
+    "decode_sample", "range_positions", "take_samples",
 ]
