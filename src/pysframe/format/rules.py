@@ -17,6 +17,7 @@ The bit fields of info bytes and control words are read and composed by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import EncodeError, InvalidFieldError
 from .constants import (
@@ -334,3 +335,25 @@ def stored_words(words: tuple[int, ...], size: WordSize) -> tuple[int, ...]:
     """The words as a row holds them: signed integers of ``size`` (control words wrap)."""
     bits = 8 * size.size
     return tuple(w - (1 << bits) if w >= 1 << (bits - 1) else w for w in words)
+
+
+class EncodedRow(NamedTuple):
+    """A row as an FRE holds it after its start address: the sfre_info byte, the data-word
+    size, and the words as stored (signed integers of that size; control words wrap)."""
+
+    info: int
+    word_size: WordSize
+    words: tuple[int, ...]
+
+
+def encode_row(
+    ctx: RowContext, cfa: CfaRule | None, fp: RegRule, ra: RegRule, mangled_ra: bool = False
+) -> EncodedRow:
+    """The sfre_info byte, word size and stored words of a row with these rules (V2 spec 2.4.1,
+    VERSIONS.md V3): :func:`encode_rules`, the smallest word size that holds every word (gas
+    ``sframe_get_fre_dataword_size``; FLEX control words unsigned), then the info byte.  Raises
+    EncodeError when the rules have no encoding in ``ctx``."""
+    base, words = encode_rules(ctx, cfa, fp, ra)
+    flex = ctx.fde_type is FdeType.FLEX
+    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
+    return EncodedRow(fre_info(base, len(words), size, mangled_ra), size, stored_words(words, size))

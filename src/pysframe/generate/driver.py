@@ -10,7 +10,10 @@ PLT FDEs added (:mod:`pysframe.generate.plt`) and the section written by the one
 
 Beyond gas: signal frames whose rows cannot be represented are kept with no rows (as gas
 does); SFrame V1/V2 have no FLEX FDEs and no signal-frame bit, and cannot say that the RA is
-undefined, so such functions are left out of V1/V2 sections with the reason.
+undefined, so such functions are left out of V1/V2 sections with the reason.  A row the format
+cannot hold (an offset beyond 32 bits, an s390x RA saved at CFA+0, which reads as RA padding)
+leaves its function out with the format core's reason, where gas would write words that say
+something else.
 """
 
 from __future__ import annotations
@@ -304,7 +307,8 @@ def _make_function(
     version: Version,
     fre_type: FreType,
 ) -> GeneratedFunction | str:
-    """gas' end-of-function checks, then the encoded function (start 0: the caller sets it)."""
+    """gas' end-of-function checks, then the encoded function (start 0: the caller sets it), or
+    why the function is left out."""
     params = encoder.params
     finished = finish(result, size, params)
     if isinstance(finished, str):
@@ -317,14 +321,17 @@ def _make_function(
             return f"{_V3_ONLY}{int(version)} cannot mark signal frames"
         if finished.ra_undefined:
             return f"{_V3_ONLY}{int(version)} cannot say that the RA is undefined (outermost frame)"
-    return encoder.function(
-        0,
-        size,
-        finished,
-        signal=cie.signal_frame and v3,
-        b_key=cie.b_key and params.aarch64,
-        fre_type=fre_type,
-    )
+    try:
+        return encoder.function(
+            0,
+            size,
+            finished,
+            signal=cie.signal_frame and v3,
+            b_key=cie.b_key and params.aarch64,
+            fre_type=fre_type,
+        )
+    except EncodeError as error:  # rules the format cannot hold (an offset beyond 32 bits...)
+        return f"{NO_FDE}{error.detail}"
 
 
 def _cie_initial(data: bytes, cie: Cie, params: AbiParams, big_endian: bool) -> list[Op] | str:
