@@ -30,6 +30,8 @@ from pysframe.generate.cfi import Cie
 from pysframe.generate.expression import CFA_BASE, evaluate, reads_pc
 from pysframe.generate.interpret import CHUNK, CfiTable, fde_rows, interpret_cfi
 from pysframe.generate.ops import decode_instructions
+from pysframe.generate.rows import ABI_PARAMS, LOC_STACK, RowState, Translation
+from pysframe.generate.translator import translate_ops
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 AMD64 = CfiAbi.of(Abi.AMD64_ENDIAN_LITTLE)
@@ -180,6 +182,63 @@ def test_gas_restore_to_the_first_row() -> None:
     )
 
 
+#: AArch64 pieces of programs: advance 4, CFA offset 16 / 32, x29 (FP) at CFA-16 / CFA-32, x30
+#: (RA) at CFA-8, DW_CFA_restore of x29 and of x30.
+_RESTORE_PIECES = [b"\x41", b"\x0e\x10", b"\x0e\x20", b"\x9d\x02", b"\x9d\x04", b"\x9e\x01",
+                   b"\xdd", b"\xde"]  # fmt: skip
+
+
+def _fp_ra_at_each_row(code: bytes, quirks: Quirk) -> tuple[list[object], list[object]]:
+    """The FP and RA rules at every row start of an AArch64 function (CIE: CFA sp+0) running
+    ``code``, from the translator and from the DWARF interpreter read with ``quirks``."""
+    cie = _cie(code_alignment=4, ra=30)
+    cie_ops = decode_instructions(b"\x0c\x1f\x00", 0, 3, cie)
+    ops = decode_instructions(code, 0, len(code), cie)
+    translation = translate_ops(cie_ops + ops, ABI_PARAMS[Abi.AARCH64_ENDIAN_LITTLE])
+    assert isinstance(translation, Translation)
+    initial = interpret_program(cie_ops, AARCH64)
+    assert not isinstance(initial, str)
+    program = interpret_program(ops, AARCH64, initial.rows[0].rules, quirks=quirks)
+    assert not isinstance(program, str)
+    starts = sorted({b for b, _ in translation.rows} | {row.begin for row in program.rows})
+
+    def at(rows: list[tuple[int, object]], pc: int) -> object:
+        return [rule for begin, rule in rows if begin <= pc][-1]
+
+    def from_translator(state: RowState[int]) -> tuple[tuple[int, int], tuple[int, int]]:
+        fp = (RegKind.AT_CFA, state.fp_offset) if state.fp_loc == LOC_STACK else (RegKind.SAME, 0)
+        ra = (RegKind.AT_CFA, state.ra_offset) if state.ra_loc == LOC_STACK else (RegKind.SAME, 0)
+        return fp, ra
+
+    theirs = [(b, from_translator(state)) for b, state in translation.rows]
+    ours = [
+        (
+            row.begin,
+            ((row.rules.fp_kind, row.rules.fp_offset), (row.rules.ra_kind, row.rules.ra_offset)),
+        )
+        for row in program.rows
+    ]
+    return [at(theirs, pc) for pc in starts], [at(ours, pc) for pc in starts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_RESTORE_PIECES), max_size=16))
+def test_gas_restore_rule_is_the_translators(pieces: list[bytes]) -> None:
+    """Read with GNU as' .cfi_restore, the DWARF interpreter gives the FP and RA rules the
+    translator writes into SFrame rows, at every row (one rule: translator.restore_source)."""
+    translated, interpreted = _fp_ra_at_each_row(b"".join(pieces), Quirk.RESTORE_TO_FIRST_ROW)
+    assert translated == interpreted
+
+
+def test_gas_restore_rule_differs_from_dwarfs() -> None:
+    """The same program read with DWARF's DW_CFA_restore (the CIE's rule) differs, so the
+    property above tells the two rules apart: x29 saved before the first row, restored after."""
+    code = b"\x0e\x20\x9d\x04\x9e\x03\x41\xdd\x41"
+    translated, dwarf = _fp_ra_at_each_row(code, Quirk.NONE)
+    assert translated != dwarf
+    assert translated == _fp_ra_at_each_row(code, Quirk.RESTORE_TO_FIRST_ROW)[1]
+
+
 def test_expression_evaluation() -> None:
     plt = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
     assert reads_pc(plt, 16) and not reads_pc(plt, None)
@@ -315,6 +374,7 @@ def test_bulk_rows_across_chunks() -> None:
     assert len(bulk) == len(programs) and not bulk.problems
     last = bulk.rows_of(len(programs) - 1)
     assert last[1][1].cfa_offset == 16 + len(programs) - 1
+
 
 def test_no_rules_before_the_cie() -> None:
     assert NO_RULES.cfa_kind == CfaKind.NONE and NO_RULES.fp_kind == RegKind.SAME

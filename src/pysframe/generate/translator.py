@@ -34,8 +34,8 @@ rules to the common programs of a whole section at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from ..format.constants import (
     S390X_CFA_OFFSET_ADJUSTMENT,
@@ -230,16 +230,15 @@ def translate_ops(
             if not has_row:
                 continue
             if a == fp or (ra_tracking and a == ra):
-                # Back to the rule of the function's first row (the scratch row when none).
-                if rows:
-                    first = rows[0][1]
-                    if a == fp:
-                        row[FP_LOC] = first.fp_loc
-                        row[FP_OFFSET] = first.fp_offset
-                    else:
-                        row[RA_LOC] = first.ra_loc
-                        row[RA_OFFSET] = first.ra_offset
-                        row[RA_UNDEFINED] = first.ra_undefined
+                # gas copies the location and offset (and the RA's undefined bit) only.
+                source = restore_source(rows[0][1] if rows else None, row)
+                if a == fp:
+                    row[FP_LOC] = source[FP_LOC]
+                    row[FP_OFFSET] = source[FP_OFFSET]
+                else:
+                    row[RA_LOC] = source[RA_LOC]
+                    row[RA_OFFSET] = source[RA_OFFSET]
+                    row[RA_UNDEFINED] = source[RA_UNDEFINED]
                 dirty = True
         elif code == OP_REMEMBER:
             if not has_row:
@@ -273,6 +272,24 @@ def translate_ops(
     if undefined_seen:
         undefined_seen = any(state.ra_undefined for _begin, state in rows)
     return Translation(rows, flex, undefined_seen)
+
+
+#: A row of rules, looked up by field (a translator's row, a DWARF interpreter's Rules).
+RowT = TypeVar("RowT", bound=Sequence[Any])
+
+
+def restore_source(first_row: RowT | None, in_effect: RowT) -> RowT:
+    """The rules ``.cfi_restore`` (DW_CFA_restore) returns a register to, for GNU as 2.40 to
+    2.47 (gas/gen-sframe.c ``sframe_xlate_do_restore``): the function's first row's
+    (``xlate_ctx->first_fre``), not those of the CIE's initial instructions as DWARF says; before
+    a row is written, the rules in effect (PR gas/33170, ``cie_fre = cur_fre``), which leaves
+    the rule as it is.
+
+    The translator writes SFrame rows with it; the DWARF interpreter reads CFI with it for
+    ``Quirk.RESTORE_TO_FIRST_ROW`` (:mod:`pysframe.generate.cfa_rules`), so that ``verify``
+    notes the difference as GNU as' own.  Rows of either kind: the rules are looked up by field.
+    """
+    return in_effect if first_row is None else first_row
 
 
 # What _apply_other did to the scratch row.
@@ -435,4 +452,12 @@ def _breg_offset(expr: bytes, params: AbiParams) -> int | None:
     return value
 
 
-__all__ = ["NO_FDE", "StateTable", "finish", "row_problem", "translate", "translate_ops"]
+__all__ = [
+    "NO_FDE",
+    "StateTable",
+    "finish",
+    "restore_source",
+    "row_problem",
+    "translate",
+    "translate_ops",
+]
