@@ -35,7 +35,15 @@ from ..errors import EncodeError
 from ..format.constants import FreType, PcType
 from ..format.layout import FRE_ADDRESS_CODES, byte_order, fde_info, fre_address_size
 from .cfi import Cie, FdeSpan
+from .instructions_bulk import (
+    NOT_HANDLED,
+    advance_deltas,
+    instruction_positions,
+    operand_tables,
+)
 from .ops import (
+    HIGH_2_BITS,
+    LOW_6_BITS,
     DW_CFA_advance_loc,
     DW_CFA_advance_loc1,
     DW_CFA_advance_loc2,
@@ -71,9 +79,6 @@ _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 #: Row starts and function sizes are combined with the program number in one int64 key.
 _KEY_SHIFT = 33
-#: DW_CFA_advance_loc, DW_CFA_offset and DW_CFA_restore keep an operand in the low 6 bits.
-_HIGH_OPCODE = 0xC0
-_LOW_OPERAND = 0x40
 #: First sizes each FRE type cannot describe, but the last (libsframe sframe_calc_fre_type).
 _FRE_TYPE_LIMITS = np.array([fre_type.limit for fre_type in FreType][:-1], dtype=np.int64)
 
@@ -158,23 +163,26 @@ def row_at(rows: RowState[Column], index: int) -> RowState[int]:
     return RowState._make(column[index].item() for column in rows)
 
 
+#: The instructions this path handles; a program with another goes to the per-function path.
+_HANDLED = (
+    DW_CFA_nop,
+    DW_CFA_advance_loc,
+    DW_CFA_advance_loc1,
+    DW_CFA_advance_loc2,
+    DW_CFA_advance_loc4,
+    DW_CFA_def_cfa,
+    DW_CFA_def_cfa_register,
+    DW_CFA_def_cfa_offset,
+    DW_CFA_offset,
+)
+
+
 def _length_tables() -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
-    """Per opcode byte: the length of the handled instruction with one-byte operands (0 for
-    unhandled ones), and whether its operand is a ULEB128 that can be longer."""
-    length = np.zeros(256, dtype=np.int8)
-    length[DW_CFA_advance_loc : DW_CFA_advance_loc + _LOW_OPERAND] = 1
-    length[DW_CFA_offset : DW_CFA_offset + _LOW_OPERAND] = 2  # ULEB128 offset
-    length[DW_CFA_def_cfa_offset] = 2
-    length[DW_CFA_def_cfa] = 3
-    length[DW_CFA_def_cfa_register] = 2
-    length[DW_CFA_advance_loc1] = 2
-    length[DW_CFA_advance_loc2] = 3
-    length[DW_CFA_advance_loc4] = 5
-    length[DW_CFA_nop] = 1
-    uleb = np.zeros(256, dtype=bool)
-    uleb[DW_CFA_offset : DW_CFA_offset + _LOW_OPERAND] = True
-    uleb[DW_CFA_def_cfa_offset] = True
-    return length, uleb
+    """Per opcode byte: the length of the handled instruction with one-byte LEB128 operands (0
+    for unhandled ones), and whether it has one ULEB128 operand, which can be longer."""
+    lebs, fixed = operand_tables(_HANDLED)
+    length = np.where(lebs == NOT_HANDLED, 0, fixed + lebs).astype(np.int8)
+    return length, lebs == 1
 
 
 _LENGTH, _ULEB_OPERAND = _length_tables()
@@ -186,7 +194,8 @@ def instruction_lengths(buf: ByteArray) -> npt.NDArray[np.int8]:
     n = len(buf) - PAD
     op = buf[:n]
     lengths = _LENGTH[op]
-    # ULEB128 operands of 2-4 bytes; longer ones go to the general path.
+    # ULEB128 operands of 2-4 bytes; longer ones go to the general path (and so does a
+    # def_cfa_register whose register takes more than one byte, below).
     at = np.flatnonzero((buf[1 : n + 1] >= 0x80) & _ULEB_OPERAND[op])
     c2 = buf[at + 2] >= 0x80
     c3 = c2 & (buf[at + 3] >= 0x80)
@@ -199,46 +208,6 @@ def instruction_lengths(buf: ByteArray) -> npt.NDArray[np.int8]:
     at = np.flatnonzero(op == DW_CFA_def_cfa_register)
     lengths[at[buf[at + 1] >= 0x80]] = 0
     return lengths
-
-
-def instruction_positions(
-    lengths: npt.NDArray[np.int8], starts: IntArray, ends: IntArray, ok: BoolArray
-) -> tuple[IntArray, IntArray]:
-    """(position, program) of every instruction, grouped by program in program order (the
-    generator's and the verifier's bulk paths both walk their programs with it).
-
-    Walks all programs together, one instruction per step: at most as many steps as the
-    longest program has bytes.  A program with an unhandled or truncated instruction is marked
-    in ``ok``.  Programs must not overlap and must be in section order (FDE bodies are)."""
-    if len(starts) > 1 and not (starts[1:] >= ends[:-1]).all():
-        ok[:] = False  # overlapping programs (malformed CIE pointers): general path
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    cur = starts.copy()
-    prog = np.arange(len(starts), dtype=np.int32)
-    end = ends.copy()
-    is_start = np.zeros(len(lengths) + 1, dtype=bool)
-    program_at = np.empty(len(lengths) + 1, dtype=np.int32)
-    while True:
-        live = cur < end
-        if not live.all():
-            cur, prog, end = cur[live], prog[live], end[live]
-        if not len(cur):
-            break
-        step = lengths[cur]
-        nxt = cur + step
-        broken = (step <= 0) | (nxt > end)
-        if broken.any():
-            ok[prog[broken]] = False
-            keep = ~broken
-            cur, prog, end, nxt = cur[keep], prog[keep], end[keep], nxt[keep]
-        is_start[cur] = True
-        program_at[cur] = prog
-        cur = nxt
-    pos = np.flatnonzero(is_start)
-    prg = program_at[pos].astype(np.int64)
-    keep = ok[prg]
-    return pos[keep], prg[keep]
 
 
 def _segment_sums(mask: npt.NDArray[np.bool_], bounds: IntArray) -> IntArray:
@@ -275,24 +244,16 @@ def interpret(
     # Operands (DWARF 5 6.4.2): one-byte forms in bulk, the longer ones on their own.
     op = buf[pos]
     b1 = buf[pos + 1]
-    high = op & _HIGH_OPCODE
+    high = op & HIGH_2_BITS
     is_offset = high == DW_CFA_offset
     is_def_cfa = op == DW_CFA_def_cfa
     is_def_register = op == DW_CFA_def_cfa_register
     is_def_offset = op == DW_CFA_def_cfa_offset
     is_advance = high == DW_CFA_advance_loc
-    delta = np.where(is_advance, op & (_LOW_OPERAND - 1), 0).astype(np.int64)
-    wide = np.flatnonzero((op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4))
-    if len(wide):
-        is_advance[wide] = True
-        size = 1 << (op[wide].astype(np.int64) - DW_CFA_advance_loc1)
-        at = pos[wide] + 1
-        raw = np.zeros(len(wide), dtype=np.int64)
-        for k in range(4):
-            byte = np.where(k < size, buf[at + k], 0).astype(np.int64)
-            shift = np.where(big_endian, 8 * (size - 1 - k), 8 * k)
-            raw |= byte << np.maximum(shift, 0)
-        delta[wide] = raw
+    is_advance |= (op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4)
+    advances = np.flatnonzero(is_advance)
+    delta = np.zeros(n, dtype=np.int64)
+    delta[advances] = advance_deltas(buf, pos[advances], op[advances], big_endian)
     if (code_alignment != 1).any():
         delta *= code_alignment[prg]
     value = (b1 & 0x7F).astype(np.int64)
@@ -307,7 +268,7 @@ def interpret(
     value[at] *= data_alignment[prg[at]]
     at = np.flatnonzero(is_def_cfa)
     value[at] = buf[pos[at] + 2]
-    reg = np.where(is_offset, op & (_LOW_OPERAND - 1), b1).astype(np.int64)
+    reg = np.where(is_offset, op & LOW_6_BITS, b1).astype(np.int64)
 
     def per_op(initial: npt.NDArray[np.int64 | np.bool_]) -> npt.NDArray[np.int64 | np.bool_]:
         """A per-program start column for each instruction (one value when all agree)."""
@@ -759,7 +720,6 @@ __all__ = [
     "encode_rows",
     "function_rows",
     "instruction_lengths",
-    "instruction_positions",
     "interpret",
     "row_at",
     "translate_fdes",

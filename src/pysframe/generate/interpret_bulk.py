@@ -24,9 +24,10 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .bulk import instruction_positions
 from .cfa_rules import NOT_SIGNED, SIGNED, CfaKind, CfiAbi, RegKind, Rules
+from .instructions_bulk import NOT_HANDLED, advance_deltas, instruction_positions, operand_tables
 from .ops import (
+    LOW_6_BITS,
     DW_CFA_advance_loc,
     DW_CFA_advance_loc1,
     DW_CFA_advance_loc2,
@@ -58,8 +59,6 @@ BoolArray = npt.NDArray[np.bool_]
 PAD = 16
 #: LEB128 numbers of more bytes than this are left to the per-program interpreter.
 _MAX_LEB = 4
-#: The low six bits of advance_loc, offset and restore hold an operand (DWARF 5 7.24).
-_LOW = 0x3F
 
 
 class RuleColumns(NamedTuple):
@@ -106,52 +105,37 @@ class BulkRows(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------
-# Operand layouts
+# Instruction lengths
 
-
-_NO_OPERAND, _ONE_LEB, _TWO_LEBS = 1, 2, 3
-
-
-def _opcode_tables(aarch64: bool) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    """Per opcode byte: its operand layout (0: not handled, or one of the _* layouts), and the
-    length of instructions with fixed-size operands."""
-    layout = np.zeros(256, dtype=np.int8)
-    fixed = np.zeros(256, dtype=np.int8)
-    layout[DW_CFA_advance_loc : DW_CFA_advance_loc + _LOW + 1] = _NO_OPERAND
-    layout[DW_CFA_restore : DW_CFA_restore + _LOW + 1] = _NO_OPERAND
-    layout[DW_CFA_offset : DW_CFA_offset + _LOW + 1] = _ONE_LEB
-    layout[DW_CFA_nop] = _NO_OPERAND
-    for code, size in (
-        (DW_CFA_advance_loc1, 2),
-        (DW_CFA_advance_loc2, 3),
-        (DW_CFA_advance_loc4, 5),
-    ):
-        layout[code] = _NO_OPERAND
-        fixed[code] = size
-    for code in (
-        DW_CFA_def_cfa_register,
-        DW_CFA_def_cfa_offset,
-        DW_CFA_def_cfa_offset_sf,
-        DW_CFA_restore_extended,
-        DW_CFA_undefined,
-        DW_CFA_same_value,
-        DW_CFA_GNU_args_size,
-    ):
-        layout[code] = _ONE_LEB
-    for code in (
-        DW_CFA_def_cfa,
-        DW_CFA_def_cfa_sf,
-        DW_CFA_offset_extended,
-        DW_CFA_offset_extended_sf,
-        DW_CFA_register,
-        DW_CFA_val_offset,
-        DW_CFA_val_offset_sf,
-    ):
-        layout[code] = _TWO_LEBS
-    if aarch64:
-        layout[DW_CFA_GNU_window_save] = _NO_OPERAND  # DW_CFA_AARCH64_negate_ra_state
-    fixed[layout == _NO_OPERAND] = np.maximum(fixed[layout == _NO_OPERAND], 1)
-    return layout, fixed
+#: The instructions this path handles (and, on AArch64, DW_CFA_AARCH64_negate_ra_state); a
+#: program with another goes to the per-program interpreter.
+_HANDLED = (
+    DW_CFA_nop,
+    DW_CFA_advance_loc,
+    DW_CFA_advance_loc1,
+    DW_CFA_advance_loc2,
+    DW_CFA_advance_loc4,
+    DW_CFA_restore,
+    DW_CFA_offset,
+    DW_CFA_def_cfa_register,
+    DW_CFA_def_cfa_offset,
+    DW_CFA_def_cfa_offset_sf,
+    DW_CFA_restore_extended,
+    DW_CFA_undefined,
+    DW_CFA_same_value,
+    DW_CFA_GNU_args_size,
+    DW_CFA_def_cfa,
+    DW_CFA_def_cfa_sf,
+    DW_CFA_offset_extended,
+    DW_CFA_offset_extended_sf,
+    DW_CFA_register,
+    DW_CFA_val_offset,
+    DW_CFA_val_offset_sf,
+)
+_OPERAND_TABLES = {
+    False: operand_tables(_HANDLED),
+    True: operand_tables((*_HANDLED, DW_CFA_GNU_window_save)),
+}
 
 
 class _Lebs:
@@ -192,34 +176,35 @@ class _Lebs:
 
 def _instruction_lengths(
     buf: npt.NDArray[np.uint8], lebs: _Lebs, aarch64: bool
-) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    """Per byte: the length of the handled instruction that would start there (0: not
-    handled), and the opcode's layout."""
+) -> npt.NDArray[np.int8]:
+    """Per byte: the length of the handled instruction that would start there (0: not handled,
+    or a LEB128 operand longer than :data:`_MAX_LEB` bytes)."""
     count = len(buf) - PAD
-    layout_table, fixed_table = _opcode_tables(aarch64)
+    leb_table, fixed_table = _OPERAND_TABLES[aarch64]
     op = buf[:count]
-    layout = layout_table[op]
+    operands = leb_table[op]
     length = fixed_table[op]
+    length[operands == NOT_HANDLED] = 0
     first = lebs.length[1 : count + 1]
-    one = layout == _ONE_LEB
-    length[one] = np.where(first[one] > 0, 1 + first[one], 0)
-    at = np.flatnonzero(layout == _TWO_LEBS)
+    one = operands == 1
+    length[one] = np.where(first[one] > 0, length[one] + first[one], 0)
+    at = np.flatnonzero(operands == 2)
     first_at = lebs.length[at + 1]
     second_at = lebs.length[at + 1 + first_at]
-    length[at] = np.where((first_at > 0) & (second_at > 0), 1 + first_at + second_at, 0)
-    return length, layout
+    length[at] = np.where((first_at > 0) & (second_at > 0), length[at] + first_at + second_at, 0)
+    return length
 
 
 def _code_classes(cfi_abi: CfiAbi) -> npt.NDArray[np.int8]:
     """Per opcode byte, what the instruction does to the rows (the _C_* classes)."""
     table = np.zeros(256, dtype=np.int8)
-    table[DW_CFA_advance_loc : DW_CFA_advance_loc + _LOW + 1] = _C_ADVANCE
+    table[DW_CFA_advance_loc : DW_CFA_advance_loc + LOW_6_BITS + 1] = _C_ADVANCE
     table[[DW_CFA_advance_loc1, DW_CFA_advance_loc2, DW_CFA_advance_loc4]] = _C_ADVANCE
     table[[DW_CFA_def_cfa, DW_CFA_def_cfa_sf]] = _C_DEF_CFA
     table[DW_CFA_def_cfa_register] = _C_DEF_CFA_REGISTER
     table[[DW_CFA_def_cfa_offset, DW_CFA_def_cfa_offset_sf]] = _C_DEF_CFA_OFFSET
     for number in (cfi_abi.fp, cfi_abi.ra):
-        if number <= _LOW:
+        if number <= LOW_6_BITS:
             table[DW_CFA_offset | number] = _C_REGISTER
             table[DW_CFA_restore | number] = _C_REGISTER
     table[list(_EXTENDED)] = _C_EXTENDED
@@ -290,7 +275,7 @@ def interpret_programs(
     # Programs whose CIE leaves the CFA to an expression: per-program path.
     ok &= (initial.cfa_kind == CfaKind.NONE) | (initial.cfa_kind == CfaKind.REG)
     lebs = _Lebs(buf)
-    length, _layout = _instruction_lengths(buf, lebs, cfi_abi.aarch64)
+    length = _instruction_lengths(buf, lebs, cfi_abi.aarch64)
     pos, prg = instruction_positions(length, starts, ends, ok)
     n = len(pos)
     bounds = np.searchsorted(prg, np.arange(count + 1)).astype(np.int64)
@@ -300,18 +285,7 @@ def interpret_programs(
 
     # Advances (DWARF 5 6.4.2.1): where each program's location is before each of them.
     advances = np.flatnonzero(kind_of == _C_ADVANCE)
-    advance_op = op[advances].astype(np.int64)
-    delta = np.where(advance_op >= DW_CFA_advance_loc, advance_op & _LOW, 0)
-    wide = np.flatnonzero(advance_op < DW_CFA_advance_loc)
-    if len(wide):
-        size = 1 << (advance_op[wide] - DW_CFA_advance_loc1)
-        at = pos[advances[wide]] + 1
-        raw = np.zeros(len(wide), dtype=np.int64)
-        for k in range(4):
-            byte = np.where(k < size, buf[at + np.minimum(k, size - 1)], 0).astype(np.int64)
-            shift = 8 * (size - 1 - k) if big_endian else np.full(len(wide), 8 * k)
-            raw |= byte << np.maximum(shift, 0)
-        delta[wide] = raw
+    delta = advance_deltas(buf, pos[advances], op[advances], big_endian)
     advance_program = prg[advances]
     delta = delta * code_alignment[advance_program]
     reached = np.cumsum(delta)
@@ -437,9 +411,9 @@ def _rules_at(
     )
     for number, program_start, row_start in registers:
         mask = np.zeros(len(pos), dtype=bool)
-        if number <= _LOW:
+        if number <= LOW_6_BITS:
             low = np.flatnonzero(kind_of == _C_REGISTER)
-            mask[low[(op[low] & _LOW) == number]] = True
+            mask[low[(op[low] & LOW_6_BITS) == number]] = True
         mask[extended[named == number]] = True
         setters = _Setters(mask, bounds)
         rules = _register_rules(
@@ -469,7 +443,7 @@ def _register_rules(
     """(kind, register, offset) of the rule each of these instructions gives its register
     (DWARF 5 6.4.2.3); DW_CFA_restore gives the program's start rule."""
     code = op.astype(np.int64)
-    high = code & ~_LOW
+    high = code & ~LOW_6_BITS
     one_at = pos + 1
     second_at = one_at + lebs.length[one_at]
     factor = data_alignment[prg]
