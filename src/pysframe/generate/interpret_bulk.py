@@ -283,7 +283,50 @@ def interpret_programs(
     op = buf[pos]
     kind_of = _code_classes(cfi_abi)[op]
 
-    # Advances (DWARF 5 6.4.2.1): where each program's location is before each of them.
+    advances = _advances(buf, pos, prg, op, kind_of, code_alignment, count, big_endian)
+
+    # The rows: the state at each advance that moves, then after each program's last
+    # instruction; their instructions, and their programs.
+    last_op = np.maximum(bounds[1:] - 1, 0)
+    at = np.concatenate([advances.row_at, last_op])
+    at_program = np.concatenate([advances.row_program, np.arange(count, dtype=np.int64)])
+    real = np.concatenate([np.ones(len(advances.row_at), dtype=bool), has_ops])
+    at = np.where(real, at, 0)
+    start = RuleColumns._make(_per_row(column, at_program) for column in initial)
+    if n == 0:
+        columns = list(start)
+    else:
+        columns = _rules_at(
+            pos, prg, op, kind_of, bounds, at, at_program, real, start, initial, lebs,
+            data_alignment,
+            cfi_abi,
+        )  # fmt: skip
+    begins = np.concatenate([advances.begin, advances.end_loc])
+    return _in_program_order(advances.row_program, at_program, begins, columns, ok)
+
+
+class _Advances(NamedTuple):
+    """The rows the advances make (DWARF 5 6.4.2.1): each advance that moves ends a row."""
+
+    #: Per row ended by an advance: the advance, its program, and where the row starts.
+    row_at: IntArray
+    row_program: IntArray
+    begin: IntArray
+    #: Per program: where its last row starts (the location after its last advance).
+    end_loc: IntArray
+
+
+def _advances(
+    buf: npt.NDArray[np.uint8],
+    pos: IntArray,
+    prg: IntArray,
+    op: npt.NDArray[np.uint8],
+    kind_of: npt.NDArray[np.int8],
+    code_alignment: IntArray,
+    count: int,
+    big_endian: bool,
+) -> _Advances:
+    """Where each program's location is before each of its advances, and after the last."""
     advances = np.flatnonzero(kind_of == _C_ADVANCE)
     delta = advance_deltas(buf, pos[advances], op[advances], big_endian)
     advance_program = prg[advances]
@@ -296,45 +339,39 @@ def interpret_programs(
         safe = np.minimum(first_advance[:-1], len(advances) - 1)
         base = np.where(has_advance, (reached - delta)[safe], 0)
     moving = delta > 0
-    row_at = advances[moving]
-    row_program_moving = advance_program[moving]
-    begin_moving = (reached - delta)[moving] - base[row_program_moving]
+    row_program = advance_program[moving]
+    begin = (reached - delta)[moving] - base[row_program]
     end_loc = np.zeros(count, dtype=np.int64)
     if len(advances):
         last = np.maximum(first_advance[1:] - 1, 0)
         end_loc = np.where(has_advance, reached[last] - base, 0)
+    return _Advances(advances[moving], row_program, begin, end_loc)
 
-    # The rows: the state at each advance that moves, then after each program's last
-    # instruction; their instructions, and their programs.
-    last_op = np.maximum(bounds[1:] - 1, 0)
-    programs = np.arange(count, dtype=np.int64)
-    at = np.concatenate([row_at, last_op])
-    at_program = np.concatenate([row_program_moving, programs])
-    real = np.concatenate([np.ones(len(row_at), dtype=bool), has_ops])
-    at = np.where(real, at, 0)
-    start = RuleColumns._make(_per_row(column, at_program) for column in initial)
-    if n == 0:
-        columns = list(start)
-    else:
-        columns = _rules_at(
-            pos, prg, op, kind_of, bounds, at, at_program, real, start, initial, lebs,
-            data_alignment,
-            cfi_abi,
-        )  # fmt: skip
 
-    per_program = np.bincount(row_program_moving, minlength=count).astype(np.int64)
+def _in_program_order(
+    moving_program: IntArray,
+    at_program: IntArray,
+    begins: IntArray,
+    columns: list[IntArray],
+    ok: BoolArray,
+) -> BulkRows:
+    """The rows ended by advances (of programs ``moving_program``) and then one last row per
+    program, placed program by program, without the programs not ``ok``."""
+    count = len(ok)
+    moving = len(moving_program)
+    per_program = np.bincount(moving_program, minlength=count).astype(np.int64)
     before_program = np.cumsum(per_program) - per_program
-    total = len(row_at) + count
+    total = moving + count
     slot = np.concatenate(
         [
-            np.arange(len(row_at), dtype=np.int64) + row_program_moving,
-            before_program + per_program + programs,
+            np.arange(moving, dtype=np.int64) + moving_program,
+            before_program + per_program + np.arange(count, dtype=np.int64),
         ]
     )
     row_program = np.empty(total, dtype=np.int64)
     row_program[slot] = at_program
     row_begin = np.empty(total, dtype=np.int64)
-    row_begin[slot] = np.concatenate([begin_moving, end_loc])
+    row_begin[slot] = begins
     ordered = []
     for column in columns:
         out = np.empty(total, dtype=np.int64)
@@ -390,15 +427,7 @@ def _rules_at(
     )
     sets_offset = _Setters((kind_of == _C_DEF_CFA) | (kind_of == _C_DEF_CFA_OFFSET), bounds)
     where = sets_offset.at
-    code = op[where]
-    one_at = pos[where] + 1
-    second_at = one_at + lebs.length[one_at]
-    daf = data_alignment[prg[where]]
-    offset = lebs.unsigned(one_at)  # def_cfa_offset
-    if not (code == DW_CFA_def_cfa_offset).all():
-        offset = np.where(code == DW_CFA_def_cfa_offset_sf, lebs.signed(one_at) * daf, offset)
-        offset = np.where(code == DW_CFA_def_cfa, lebs.unsigned(second_at), offset)
-        offset = np.where(code == DW_CFA_def_cfa_sf, lebs.signed(second_at) * daf, offset)
+    offset = _cfa_offsets(op[where], pos[where] + 1, data_alignment[prg[where]], lebs)
     (cfa_offset,) = effective(sets_offset, (offset,), (start.cfa_offset,))
 
     # The FP and the RA (DWARF 5 6.4.2.3).
@@ -430,6 +459,22 @@ def _rules_at(
         mangled = np.where(real & ((seen & 1) == 1), flipped, start.mangled)
     out.append(mangled)
     return out
+
+
+def _cfa_offsets(
+    code: npt.NDArray[np.uint8], one_at: IntArray, data_alignment: IntArray, lebs: _Lebs
+) -> IntArray:
+    """The CFA offsets instructions ``code`` set (DWARF 5 6.4.2.2), their first operand at
+    ``one_at``: DW_CFA_def_cfa_offset's, DW_CFA_def_cfa's second operand, the _sf forms'
+    times the data alignment factor."""
+    second_at = one_at + lebs.length[one_at]
+    offset = lebs.unsigned(one_at)  # def_cfa_offset
+    if not (code == DW_CFA_def_cfa_offset).all():
+        daf = data_alignment
+        offset = np.where(code == DW_CFA_def_cfa_offset_sf, lebs.signed(one_at) * daf, offset)
+        offset = np.where(code == DW_CFA_def_cfa, lebs.unsigned(second_at), offset)
+        offset = np.where(code == DW_CFA_def_cfa_sf, lebs.signed(second_at) * daf, offset)
+    return offset
 
 
 def _register_rules(
