@@ -197,20 +197,40 @@ def _translate_fdes(
     *,
     bulk: bool,
 ) -> tuple[list[GeneratedFunction], list[SkippedFunction], int]:
-    """Translate every FDE; returns (functions, skipped, FDEs considered).
-
-    Functions often share their CFA program byte for byte, so translations are cached by
-    (CIE, instruction bytes) and encoded FREs by (CIE, bytes, FRE type).
-    """
-    params = encoder.params
-    out: list[GeneratedFunction] = []
+    """Translate every FDE (in bulk where :mod:`pysframe.generate.bulk` can, one by one
+    otherwise); returns (functions, skipped, FDEs considered)."""
     skipped: list[SkippedFunction] = []
-    cie_ops: dict[int, list[Op] | str] = {}
-    ops_cache: dict[tuple[int, bytes], Translation | str] = {}
-    states: StateTable = {}
-    fre_cache: dict[tuple[int, bytes, FreType], GeneratedFunction | str] = {}
-    big = encoder.big_endian
-    v3 = version is Version.V3
+    todo = _fdes_to_translate(spans, exclude, skipped)
+    considered = len(todo) + len(skipped)
+    out: list[GeneratedFunction] = []
+    one_by_one = _PerFunction(data, cies, encoder, version)
+    aarch64 = encoder.params.aarch64
+    done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
+    for span, made_in_bulk in zip(todo, done, strict=True):
+        if made_in_bulk is not None:
+            out.append(made_in_bulk)
+            continue
+        made = one_by_one.function(span)
+        if not isinstance(made, str):
+            out.append(made)
+            continue
+        cie_offset, start, size = span[:3]
+        cie = cies[cie_offset]
+        if cie.signal_frame and version is Version.V3 and not made.startswith(_V3_ONLY):
+            # gas keeps a signal frame's FDE, without rows, when its CFI fails.
+            b_key = cie.b_key and aarch64
+            out.append(encoder.function(start, size, None, signal=True, b_key=b_key))
+            skipped.append(SkippedFunction(start, size, made, kept_without_rows=True))
+            continue
+        skipped.append(SkippedFunction(start, size, made))
+    return out, skipped, considered
+
+
+def _fdes_to_translate(
+    spans: Sequence[FdeSpan], exclude: Sequence[tuple[int, int]], skipped: list[SkippedFunction]
+) -> list[FdeSpan]:
+    """The FDEs with code outside the ``exclude`` ranges (PLT sections, described otherwise);
+    those whose CFA program is far longer than their code go to ``skipped`` instead."""
     low_excluded = min((lo for lo, _ in exclude), default=0)
     high_excluded = max((hi for _, hi in exclude), default=0)
     todo = [
@@ -222,7 +242,6 @@ def _translate_fdes(
             and any(lo <= span[1] < hi for lo, hi in exclude)
         )
     ]
-    considered = len(todo)
     # A CFA program far longer than its function's code is malformed (a flood of rows or
     # operands); refused before it is decoded, so decoding stays bounded by the code's size.
     oversized = [s for s in todo if oversized_program(s) is not None]
@@ -232,52 +251,73 @@ def _translate_fdes(
         skipped.extend(
             SkippedFunction(s[1], s[2], f"{NO_FDE}{oversized_program(s)}") for s in oversized
         )
-    done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
-    for (cie_offset, start, size, ins_start, ins_end), made_in_bulk in zip(todo, done, strict=True):
-        if made_in_bulk is not None:
-            out.append(made_in_bulk)
-            continue
-        key = (cie_offset, data[ins_start:ins_end])
-        result = ops_cache.get(key)
-        cie = cies[cie_offset]
-        if result is None:
-            initial = cie_ops.get(cie_offset)
-            if initial is None:
-                initial = _cie_initial(data, cie, params, big)
-                cie_ops[cie_offset] = initial
-            if isinstance(initial, str):
-                result = initial
-            else:
-                try:
-                    body = decode_instructions(data, ins_start, ins_end, cie, big)
-                    result = translate_ops(initial + body, params, states)
-                except CfiError as error:
-                    result = f"{NO_FDE}unreadable CFI: {error}"
-            ops_cache[key] = result
-        if not isinstance(result, str):
-            fre_type = fre_type_for_size(size)
-            if result.rows and result.rows[-1][0] >= size:
-                made = _make_function(result, size, cie, encoder, version, fre_type)
-            else:
-                fkey = (cie_offset, key[1], fre_type)
-                cached = fre_cache.get(fkey)
-                if cached is None:
-                    cached = _make_function(result, size, cie, encoder, version, fre_type)
-                    fre_cache[fkey] = cached
-                made = cached
-            if isinstance(made, str):
-                result = made
-            else:
-                out.append(GeneratedFunction(start, size, *made[2:]))
-                continue
-        if cie.signal_frame and v3 and not result.startswith(_V3_ONLY):
-            # gas keeps a signal frame's FDE, without rows, when its CFI fails.
-            b_key = cie.b_key and params.aarch64
-            out.append(encoder.function(start, size, None, signal=True, b_key=b_key))
-            skipped.append(SkippedFunction(start, size, result, kept_without_rows=True))
-            continue
-        skipped.append(SkippedFunction(start, size, result))
-    return out, skipped, considered
+    return todo
+
+
+class _PerFunction:
+    """The per-function path: one FDE at a time through :func:`translate_ops`.
+
+    Functions often share their CFA program byte for byte, so translations are cached by
+    (CIE, instruction bytes) and encoded functions by (CIE, bytes, FRE type)."""
+
+    def __init__(
+        self, data: bytes, cies: dict[int, Cie], encoder: FunctionEncoder, version: Version
+    ) -> None:
+        self.data = data
+        self.cies = cies
+        self.encoder = encoder
+        self.version = version
+        self._cie_ops: dict[int, list[Op] | str] = {}
+        self._translations: dict[tuple[int, bytes], Translation | str] = {}
+        self._states: StateTable = {}
+        self._functions: dict[tuple[int, bytes, FreType], GeneratedFunction | str] = {}
+
+    def function(self, span: FdeSpan) -> GeneratedFunction | str:
+        """The function of one FDE, or why it is left out."""
+        cie_offset, start, size, ins_start, ins_end = span
+        program = self.data[ins_start:ins_end]
+        result = self._translation(cie_offset, program, ins_start, ins_end)
+        if isinstance(result, str):
+            return result
+        cie = self.cies[cie_offset]
+        fre_type = fre_type_for_size(size)
+        if result.rows and result.rows[-1][0] >= size:  # rows cut at the end: not shared
+            made = _make_function(result, size, cie, self.encoder, self.version, fre_type)
+        else:
+            key = (cie_offset, program, fre_type)
+            cached = self._functions.get(key)
+            if cached is None:
+                cached = _make_function(result, size, cie, self.encoder, self.version, fre_type)
+                self._functions[key] = cached
+            made = cached
+        if isinstance(made, str):
+            return made
+        return GeneratedFunction(start, size, *made[2:])
+
+    def _translation(
+        self, cie_offset: int, program: bytes, ins_start: int, ins_end: int
+    ) -> Translation | str:
+        key = (cie_offset, program)
+        result = self._translations.get(key)
+        if result is not None:
+            return result
+        cie = self.cies[cie_offset]
+        initial = self._cie_ops.get(cie_offset)
+        if initial is None:
+            initial = _cie_initial(self.data, cie, self.encoder.params, self.encoder.big_endian)
+            self._cie_ops[cie_offset] = initial
+        if isinstance(initial, str):
+            result = initial
+        else:
+            try:
+                body = decode_instructions(
+                    self.data, ins_start, ins_end, cie, self.encoder.big_endian
+                )
+                result = translate_ops(initial + body, self.encoder.params, self._states)
+            except CfiError as error:
+                result = f"{NO_FDE}unreadable CFI: {error}"
+        self._translations[key] = result
+        return result
 
 
 def skip_reasons(
@@ -359,9 +399,7 @@ def _result(
     total = sum(max(0, hi - lo) for lo, hi in text_ranges)
     top = (1 << 64) - 1  # a hostile file's function may end past the address space
     covered = _covered_bytes(
-        [(f.start, min(f.start + f.size, top)) for f in functions]
-        if text_ranges
-        else [],
+        [(f.start, min(f.start + f.size, top)) for f in functions] if text_ranges else [],
         text_ranges,
     )
     skipped.sort(key=lambda s: s.start)
@@ -462,7 +500,7 @@ def _generate_image(
 
     abi = image.abi
     if abi is None:
-        raise ElfError(f"{image.path}: SFrame defines no ABI for this machine")
+        raise ElfError("SFrame defines no ABI for this machine", path=image.path)
     encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
     if section_address is None:
         if image.is_relocatable:

@@ -47,15 +47,13 @@ def operand_tables(handled: Iterable[int]) -> tuple[npt.NDArray[np.int8], npt.ND
     lebs = np.full(256, NOT_HANDLED, dtype=np.int8)
     fixed = np.zeros(256, dtype=np.int8)
     for code in handled:
-        _name, operands = CFA_INSTRUCTIONS[code]
+        name, operands = CFA_INSTRUCTIONS[code]
         sizes = [operand.size for operand in operands if operand not in _LEB128]
         if None in sizes:
-            raise ValueError(f"{_name} has an operand of no fixed size")
-        opcodes = (
-            slice(code, code + LOW_6_BITS + 1) if code & HIGH_2_BITS else slice(code, code + 1)
-        )
-        lebs[opcodes] = sum(operand in _LEB128 for operand in operands)
-        fixed[opcodes] = 1 + sum(size or 0 for size in sizes)
+            raise ValueError(f"{name} has an operand of no fixed size")
+        last = code + LOW_6_BITS if code & HIGH_2_BITS else code
+        lebs[code : last + 1] = sum(operand in _LEB128 for operand in operands)
+        fixed[code : last + 1] = 1 + sum(size or 0 for size in sizes)
     return lebs, fixed
 
 
