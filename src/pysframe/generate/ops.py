@@ -167,6 +167,10 @@ Op = tuple[int, int, "int | bytes"]
 # Instructions (DWARF 5 6.4.2)
 
 
+# About 125 lines on purpose: one loop, one branch per opcode of CFA_INSTRUCTIONS, the cursor and
+# the factors in local variables.  It decodes every program the bulk paths leave; a call per
+# instruction would cost about 9% (measured on libLLVM-15: 163 ns a call, 1.8 us an
+# instruction).
 def decode_instructions(
     data: bytes, pos: int, end: int, cie: Cie, big_endian: bool = False
 ) -> list[Op]:
