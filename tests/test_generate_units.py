@@ -334,3 +334,14 @@ def test_a_function_beyond_the_size_field_is_an_encode_error() -> None:
     for bulk in (True, False):
         with pytest.raises(EncodeError, match="function 0: size 8589934592 out of range"):
             generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE, bulk=bulk)
+
+
+def test_the_package_names_each_of_its_modules_and_its_job() -> None:
+    """pysframe.generate's docstring lists every module of the package, with its job."""
+    import pkgutil
+
+    import pysframe.generate as package
+
+    doc = package.__doc__ or ""
+    for module in pkgutil.iter_modules(package.__path__):
+        assert f":mod:`~pysframe.generate.{module.name}`: " in doc, module.name

@@ -7,10 +7,9 @@ generation time would go there.  This module applies the same rules (GNU as 2.47
 gas/gen-sframe.c, as :mod:`pysframe.generate.translator` states them) to every distinct
 program of a section at once: the instructions become numpy columns, the register rules in
 effect after each instruction are carried forward with cumulative maxima, and the rows are the
-advances after a state change.  The rows are :class:`~pysframe.generate.rows.RowState` columns;
-each distinct row is checked (:func:`~pysframe.generate.translator.row_problem`) and encoded
-(:func:`~pysframe.generate.rows.encode_row`) once, by the code the per-function path uses, and
-the FREs of every FDE (SFrame V2 spec 2.4) are then written in one pass.
+advances after a state change.  The rows are :class:`~pysframe.generate.rows.RowState` columns,
+from which :mod:`pysframe.generate.fres_bulk` writes the FREs of every FDE in one pass, each
+distinct row checked and encoded once by the code the per-function path uses.
 
 It covers the instructions that make up almost every program: ``advance_loc`` (all sizes),
 ``def_cfa`` and ``def_cfa_register`` with the SP or FP and one-byte operands,
@@ -32,10 +31,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import EncodeError
 from ..format.constants import FreType, PcType
-from ..format.layout import FRE_ADDRESS_CODES, byte_order, fde_info, fre_address_size
+from ..format.layout import fde_info
 from .cfi import Cie, FdeSpan
+from .fres_bulk import RowBytes, encode_rows, fre_types_for_sizes, function_rows, write_fres
 from .instructions_bulk import (
     NOT_HANDLED,
     advance_deltas,
@@ -65,8 +64,8 @@ from .rows import (
     FunctionEncoder,
     GeneratedFunction,
     RowState,
+    row_at,
 )
-from .translator import row_problem
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -78,10 +77,6 @@ Column = npt.NDArray[Any]
 PAD = 8
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
-#: Row starts and function sizes are combined with the program number in one int64 key.
-_KEY_SHIFT = 33
-#: First sizes each FRE type cannot describe, but the last (libsframe sframe_calc_fre_type).
-_FRE_TYPE_LIMITS = np.array([fre_type.limit for fre_type in FreType][:-1], dtype=np.int64)
 
 
 class Start(NamedTuple):
@@ -157,11 +152,6 @@ def _full_state(tracked: _Tracked) -> RowState[Column]:
 
 def _take(state: RowState[Column], index: IntArray) -> RowState[Column]:
     return RowState._make(column[index] for column in state)
-
-
-def row_at(rows: RowState[Column], index: int) -> RowState[int]:
-    """One row of the columns, as the per-function translator holds it."""
-    return RowState._make(column[index].item() for column in rows)
 
 
 #: The instructions this path handles; a program with another goes to the per-function path.
@@ -509,118 +499,6 @@ def empty_start(count: int) -> Start:
     return Start(no, no.copy(), RowState._make(np.full(count, value) for value in EMPTY_STATE))
 
 
-class RowBytes(NamedTuple):
-    """The encoded form of every row (FRE info byte and data words), through its distinct row."""
-
-    #: Per row: the number of its distinct row.
-    code: IntArray
-    #: Per distinct row: its bytes (info byte, then words), zero-padded to the longest.
-    table: ByteArray
-    #: Per distinct row: how many bytes of ``table`` are its.
-    length: IntArray
-    #: Per distinct row: gas' end-of-function checks refuse it, or it cannot be encoded.
-    refused: BoolArray
-
-
-def encode_rows(rows: RowState[Column], encoder: FunctionEncoder) -> RowBytes:
-    """Check and encode each distinct row once, with the per-function path's code."""
-    representative, code = _distinct_rows(_tracked(rows))
-    encoded: list[bytes] = []
-    refused = np.zeros(len(representative), dtype=bool)
-    for number, index in enumerate(representative.tolist()):
-        state = row_at(rows, index)
-        try:
-            encoded.append(encoder.row(state, False))
-        except EncodeError:  # the per-function path raises it
-            encoded.append(b"")
-            refused[number] = True
-        else:
-            refused[number] = bool(row_problem(state, encoder.params))
-    width = max(map(len, encoded), default=1)
-    table = np.frombuffer(b"".join(raw.ljust(width, b"\0") for raw in encoded), dtype=np.uint8)
-    length = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    return RowBytes(code, table.reshape(len(encoded), width), length, refused)
-
-
-def _distinct_rows(columns: _Tracked) -> tuple[IntArray, IntArray]:
-    """(one row of each distinct value, the number of each row's distinct value)."""
-    count = len(columns.cfa_reg)
-    if not count:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    values = [np.asarray(column, dtype=np.int64) for column in columns]
-    # One int64 key per row when the value ranges allow (they nearly always do).
-    key = np.zeros(count, dtype=np.int64)
-    product = 1
-    for column in values:
-        low = int(column.min())
-        span = int(column.max()) - low + 1
-        product *= span
-        if product >= 1 << 62:
-            break
-        key = key * span + (column - low)
-    if product < 1 << 62:
-        _, code = np.unique(key, return_inverse=True)
-    else:
-        _, code = np.unique(np.stack(values, axis=1), axis=0, return_inverse=True)
-    code = code.ravel().astype(np.int64)
-    representative = np.zeros(int(code.max()) + 1, dtype=np.int64)
-    representative[code] = np.arange(count, dtype=np.int64)
-    return representative, code
-
-
-def function_rows(
-    row_program: IntArray, row_begin: IntArray, programs: IntArray, sizes: IntArray
-) -> tuple[IntArray, IntArray]:
-    """[first, end) row numbers of each function: its program's rows that start before its
-    end (gas drops rows at or past the end of the function)."""
-    key = (row_program << _KEY_SHIFT) | row_begin
-    first = np.searchsorted(key, programs << _KEY_SHIFT, side="left")
-    end = np.searchsorted(key, (programs << _KEY_SHIFT) | np.minimum(sizes, 1 << 32), side="left")
-    return first, end
-
-
-def write_fres(
-    row_begin: IntArray,
-    encoded: RowBytes,
-    first: IntArray,
-    end: IntArray,
-    fre_types: IntArray,
-    big_endian: bool,
-) -> tuple[bytes, IntArray]:
-    """The FREs of every function, one after the other, and where each function's start
-    (one more offset than functions): start address field (1, 2 or 4 bytes by FRE type),
-    then the row's encoded info byte and data words."""
-    counts = end - first
-    total = int(counts.sum())
-    function_of = np.repeat(np.arange(len(first)), counts)
-    before = np.cumsum(counts) - counts
-    row = np.repeat(first - before, counts) + np.arange(total, dtype=np.int64)
-    width = fre_address_size(fre_types[function_of])
-    code = encoded.code[row]
-    row_length = encoded.length[code]
-    # Each FRE in a slot: the widest start address field, then the longest encoded row.
-    address = np.dtype(byte_order(big_endian) + FRE_ADDRESS_CODES[FreType.ADDR4])
-    field = address.itemsize
-    slots = np.empty((total, field + encoded.table.shape[1]), dtype=np.uint8)
-    slots[:, :field] = row_begin[row].astype(address).view(np.uint8).reshape(total, field)
-    slots[:, field:] = encoded.table[code]
-    present = np.empty(slots.shape, dtype=bool)
-    k = np.arange(field)
-    # The address's low bytes: at the field's end in big-endian order.
-    if big_endian:
-        present[:, :field] = k[None, :] >= field - width[:, None]
-    else:
-        present[:, :field] = k[None, :] < width[:, None]
-    present[:, field:] = np.arange(encoded.table.shape[1])[None, :] < row_length[:, None]
-    data = slots[present].tobytes()
-    offsets = np.zeros(total + 1, dtype=np.int64)
-    np.cumsum(width + row_length, out=offsets[1:])
-    bounds = np.zeros(len(first) + 1, dtype=np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    return data, offsets[bounds]
-
-
 def tuple_columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     """The columns of equal-length tuples (faster than ``zip(*rows)`` for many rows)."""
     return [list(map(itemgetter(k), rows)) for k in range(width)]
@@ -786,7 +664,7 @@ def _translate_chunk(
     program = chunk.program[chosen]
     sizes = np.array(chunk.sizes, dtype=np.int64)[chosen]
     first, end = function_rows(found.row_program, found.row_begin, program, sizes)
-    encoded = encode_rows(found.rows, encoder)
+    encoded = encode_rows(found.rows, _tracked(found.rows), encoder)
     refused = np.zeros(len(encoded.code) + 1, dtype=np.int64)
     np.cumsum(encoded.refused[encoded.code], out=refused[1:])
     # gas' end-of-function checks refuse these: the per-function path says why.
@@ -814,9 +692,7 @@ def _write_functions(
     type by size, sfde_func_info, and the FREs."""
     program = chunk.program[chosen]
     sizes_list = [chunk.sizes[i] for i in chosen.tolist()]
-    fre_types = np.searchsorted(
-        _FRE_TYPE_LIMITS, np.array(sizes_list, dtype=np.int64), side="right"
-    ).astype(np.int64)
+    fre_types = fre_types_for_sizes(np.array(sizes_list, dtype=np.int64))
     counts = end - first
     # Functions with the same program, FRE type and row count have the same FREs: write
     # each such set once and share its bytes.
@@ -859,15 +735,11 @@ def _write_functions(
 __all__ = [
     "PAD",
     "Programs",
-    "RowBytes",
     "Start",
     "empty_start",
-    "encode_rows",
-    "function_rows",
     "instruction_lengths",
     "interpret",
     "row_at",
     "translate_fdes",
     "tuple_columns",
-    "write_fres",
 ]

@@ -20,7 +20,7 @@ encoded row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..format import rules
 from ..format.constants import (
@@ -83,6 +83,11 @@ EMPTY_STATE: RowState[int] = RowState(
     mangled_ra=False,
     ra_undefined=False,
 )
+
+
+def row_at(rows: RowState[Any], index: int) -> RowState[int]:
+    """One row of the columns, as the per-function translator holds it."""
+    return RowState._make(column[index].item() for column in rows)
 
 
 def sp_based_row(sp: int, cfa_offset: int) -> RowState[int]:
@@ -308,6 +313,7 @@ __all__ = [
     "Translation",
     "encode_row",
     "fre_type_for_size",
+    "row_at",
     "row_rules",
     "sp_based_row",
 ]
