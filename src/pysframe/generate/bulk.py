@@ -37,6 +37,10 @@ from .cfi import Cie, FdeSpan
 from .fres_bulk import RowBytes, encode_rows, fre_types_for_sizes, function_rows, write_fres
 from .instructions_bulk import (
     NOT_HANDLED,
+    BoolArray,
+    ByteArray,
+    Column,
+    IntArray,
     advance_deltas,
     instruction_positions,
     operand_tables,
@@ -66,12 +70,6 @@ from .rows import (
     RowState,
     row_at,
 )
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-ByteArray = npt.NDArray[np.uint8]
-#: A column of row fields: int64 (registers, offsets, locations) or bool (flags).
-Column = npt.NDArray[Any]
 
 #: Zero bytes after the section so operands can be read past a truncated last record.
 PAD = 8

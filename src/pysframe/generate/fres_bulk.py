@@ -11,22 +11,16 @@ written in one pass: start address field by FRE type, then the row's info byte a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
 from ..errors import EncodeError
 from ..format.constants import FreType
 from ..format.layout import FRE_ADDRESS_CODES, byte_order, fre_address_size
+from .instructions_bulk import BoolArray, ByteArray, Column, IntArray
 from .rows import FunctionEncoder, RowState, row_at
 from .translator import row_problem
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-ByteArray = npt.NDArray[np.uint8]
-#: A column of row fields: int64 (registers, offsets, locations) or bool (flags).
-Column = npt.NDArray[Any]
 
 #: Row starts and function sizes are combined with the program number in one int64 key.
 _KEY_SHIFT = 33

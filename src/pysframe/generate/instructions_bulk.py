@@ -15,6 +15,7 @@ From those the path computes the length of the instruction that would start at e
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,9 +29,12 @@ from .ops import (
     Operand,
 )
 
+#: The array types of the bulk paths.
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 ByteArray = npt.NDArray[np.uint8]
+#: A column of row fields: int64 (registers, offsets, locations) or bool (flags).
+Column = npt.NDArray[Any]
 
 #: The value of :func:`operand_tables`' LEB128 count for an instruction a path does not handle.
 NOT_HANDLED = -1
@@ -123,6 +127,10 @@ def advance_deltas(buf: ByteArray, pos: IntArray, op: ByteArray, big_endian: boo
 
 __all__ = [
     "NOT_HANDLED",
+    "BoolArray",
+    "ByteArray",
+    "Column",
+    "IntArray",
     "advance_deltas",
     "instruction_positions",
     "operand_tables",

@@ -34,10 +34,9 @@ from .cfa_rules import (
 )
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
 from .expression import evaluate
+from .instructions_bulk import IntArray
 from .interpret_bulk import PAD, BulkRows, RuleColumns, concatenate, interpret_programs
 from .ops import decode_instructions
-
-IntArray = npt.NDArray[np.int64]
 
 #: Row starts are combined with a program number in one int64 key.
 _KEY_SHIFT = 33

@@ -25,7 +25,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .cfa_rules import NOT_SIGNED, SIGNED, CfaKind, CfiAbi, RegKind, Rules
-from .instructions_bulk import NOT_HANDLED, advance_deltas, instruction_positions, operand_tables
+from .instructions_bulk import (
+    NOT_HANDLED,
+    BoolArray,
+    IntArray,
+    advance_deltas,
+    instruction_positions,
+    operand_tables,
+)
 from .ops import (
     LOW_6_BITS,
     DW_CFA_advance_loc,
@@ -51,9 +58,6 @@ from .ops import (
     DW_CFA_val_offset,
     DW_CFA_val_offset_sf,
 )
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 #: Zero bytes after the programs, so that operands are read past a truncated last program.
 PAD = 16
