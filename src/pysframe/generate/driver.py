@@ -578,15 +578,18 @@ def _translate_cfi(
         if sec is None or not sec.size or sec.type == SHT_NOBITS:
             continue
         data = image.section_contents(sec)
-        cies, spans = scan_fdes(
-            data,
-            sec.address,
-            big_endian=encoder.big_endian,
-            address_size=image.elfclass // 8,
-            cfi_format=cfi_format,
-            pointers=PointerContext(sec.address, ptr.text_base, ptr.data_base, ptr.read_memory),
-            bulk=bulk,
-        )
+        try:
+            cies, spans = scan_fdes(
+                data,
+                sec.address,
+                big_endian=encoder.big_endian,
+                address_size=image.elfclass // 8,
+                cfi_format=cfi_format,
+                pointers=PointerContext(sec.address, ptr.text_base, ptr.data_base, ptr.read_memory),
+                bulk=bulk,
+            )
+        except CfiError as error:
+            raise error.at(path=image.path, section=name) from None
         if covered_starts:
             spans = [f for f in spans if f[1] not in covered_starts]
         made, lost, count = _translate_fdes(data, cies, spans, encoder, version, exclude, bulk=bulk)
