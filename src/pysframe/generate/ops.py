@@ -5,8 +5,9 @@ operations (DWARF 5 6.4.2 "Call Frame Instructions").
 :func:`decode_instructions` turns a CFA program into a list of ``(op, a, b)`` tuples, one per
 DWARF instruction, operands unfactored; every encoding of one operation gives the same
 canonical op.  The translator (:mod:`pysframe.generate.translator`) reads these the way GNU as
-reads its ``.cfi_*`` directives (gas/gen-sframe.c ``sframe_do_cfi_insn``); the bulk path
-(:mod:`pysframe.generate.bulk`) reads the opcodes directly.
+reads its ``.cfi_*`` directives (gas/gen-sframe.c ``sframe_do_cfi_insn``).  The bulk paths
+(:mod:`pysframe.generate.bulk`, :mod:`pysframe.generate.interpret_bulk`) read the opcodes
+directly, with per-opcode tables made from :data:`CFA_INSTRUCTIONS`.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class Operand(Enum):
 
 _SIZES = {Operand.DATA1: 1, Operand.DATA2: 2, Operand.DATA4: 4, Operand.DATA8: 8}
 
-U, S = Operand.ULEB, Operand.SLEB
+U, S = Operand.ULEB, Operand.SLEB  # short names for the table below only
 
 #: Every DW_CFA instruction: its name and the operands after its opcode byte (DWARF 5 Table
 #: 7.29, GNU and AArch64 extensions).  DW_CFA_advance_loc, DW_CFA_offset and DW_CFA_restore
