@@ -1,4 +1,4 @@
-"""The rows the generator makes and their FRE bytes: one row type, one row encoder.
+"""The rows the generator makes (one row type) and the rules the format core encodes for them.
 
 A row is a :class:`RowState`, the rules of GNU as' ``struct sframe_row_entry``
 (gas/gen-sframe.c) without its addresses: the CFA (register, offset, dereferenced or not),
