@@ -58,7 +58,7 @@ from pysframe.format.layout import fde_fre_type, fre_word_count, fre_word_size_c
 from pysframe.format.walk import scan_rows
 from pysframe.generate import generate_from_elf
 from pysframe.tools.compact import compact_file
-from pysframe.tools.stats import find_elf_files
+from pysframe.tools.files import find_elf_files
 from pysframe.tools.validate import validate_elf
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "corpus"

@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pysframe.unwind import symbolize
 from pysframe.unwind.core import Unwinder
 from pysframe.unwind.demangle import demangle
-from pysframe.unwind.modules import Module, load_modules, process_mappings
+from pysframe.unwind.mappings import process_mappings
+from pysframe.unwind.modules import Module, load_modules
 from pysframe.unwind.ptrace import attach
 from pysframe.unwind.stack import report_lines_gdb, stack_of_process
 from stack_support import (

@@ -1,8 +1,9 @@
 """Processes that cannot be traced are refused with the reason, before ptrace's bare EPERM:
-a kernel thread, and a process another tracer holds."""
+a zombie, a kernel thread, and a process another tracer holds."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -32,6 +33,26 @@ def test_kernel_thread(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     reason = "is a kernel thread: it has no user-space stack to unwind"
     assert err == f"pysframe: process {pid} {reason}\n"
+
+
+def test_zombie(capsys: pytest.CaptureFixture[str]) -> None:
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        stat = Path(f"/proc/{child}/stat")
+        deadline = time.monotonic() + 10
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":  # state (proc(5))
+            assert time.monotonic() < deadline, "the child did not become a zombie"
+            time.sleep(0.01)
+        assert main(["stack", str(child)]) == 1
+        err = capsys.readouterr().err
+        assert err == (
+            f"pysframe: process {child} has exited (a zombie its parent has not yet waited "
+            "for): it has no stack to unwind\n"
+        )
+    finally:
+        os.waitpid(child, 0)
 
 
 def test_process_traced_by_another(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
+from pysframe.cli.report import GENERATE_HINT
 
 from conftest import CORPUS
 
@@ -141,7 +142,7 @@ def test_dump_no_sframe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     status, out, err = run(["dump", str(path)], capsys)
     assert status == 1
     assert out.endswith(":     file format elf64-x86-64\n\nNo .sframe section present\n\n")
-    assert err == f"pysframe: {path}: no .sframe section\n"
+    assert err == f"pysframe: {path}: no .sframe section ({GENERATE_HINT})\n"
 
 
 def test_dump_corrupt_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -241,7 +242,9 @@ def test_info_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         f"pysframe: {missing}: No such file or directory\n",
     )
     plain = _no_sframe(tmp_path)
-    assert run(["info", str(plain)], capsys) == (1, "", f"pysframe: {plain}: no .sframe section\n")
+    assert run(["info", str(plain)], capsys) == (
+        1, "", f"pysframe: {plain}: no .sframe section ({GENERATE_HINT})\n"
+    )
     status, out, err = run(["info", str(_corrupt_copy(tmp_path))], capsys)
     assert (status, out) == (1, "")
     assert "bad SFrame magic" in err and err.count("\n") == 1
@@ -315,6 +318,6 @@ def test_lookup_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     )
     plain = _no_sframe(tmp_path)
     status, _, err = run(["lookup", str(plain), "0x10"], capsys)
-    assert (status, err) == (1, f"pysframe: {plain}: no .sframe section\n")
+    assert (status, err) == (1, f"pysframe: {plain}: no .sframe section ({GENERATE_HINT})\n")
     status, _, err = run(["lookup", str(_corrupt_copy(tmp_path)), "0x10"], capsys)
     assert status == 1 and "bad SFrame magic" in err

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
+from pysframe.cli.report import GENERATE_HINT
 
 SOURCE = r"""
 #include <stdio.h>
@@ -102,12 +103,12 @@ def test_generate_option_shows_what_injection_writes(
 ) -> None:
     _, injected, _ = written
     code, out, err = _run(["dump", str(program)], capsys)
-    assert code == 1 and err == f"pysframe: {program}: no .sframe section\n"
+    assert code == 1 and err == f"pysframe: {program}: no .sframe section ({GENERATE_HINT})\n"
     code, out, err = _run(["dump", "--generate", str(program)], capsys)
     assert code == 0
     assert (
         err
-        == f"pysframe: warning: {program}: no .sframe section; showing one generated from its CFI\n"
+        == f"pysframe: warning: {program}: no .sframe section; using one generated from its CFI\n"
     )
     assert _body(out) == _body(_run(["dump", str(injected)], capsys)[1])
     code, out, _ = _run(["info", "--generate", str(program)], capsys)

@@ -19,7 +19,7 @@ CASES = [
     (["stack", "--sysroot", "/", "1"], "stack: --sysroot needs --core or --remote"),
     (["stats"], "stats: no ELF files given (name FILEs or --dir DIR)"),
     (["verify"], "verify: no ELF files given (name FILEs or --dir DIR)"),
-    (["check", "--address", "0x10", FRAMES], "check: --address goes with --raw"),
+    (["check", "--address", "0x10", FRAMES], "check: --address goes with bare sections (--raw)"),
     (["check", "--list-rules", FRAMES], "check: --list-rules takes no FILE"),
     (["dump", "--format", "readelf", "--json", FRAMES], "dump: --format frames the text dump"),
     (["stack", "--continue", "1"], "stack: --continue needs --remote"),

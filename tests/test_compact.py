@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from pysframe import Abi, CfaRule, RegRule, SFrameSection, Version
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
 from pysframe.errors import EncodeError
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.compact import (
@@ -30,6 +29,7 @@ from pysframe.format.compact import (
 from pysframe.format.constants import FdeType, FreType, PcType
 from pysframe.format.decode import MAX_ROWS_PER_BYTE
 from pysframe.format.findings import Severity
+from pysframe.sources import load_sframe
 from pysframe.tools.dump import section_text
 from test_validate import v3
 

@@ -20,11 +20,11 @@ import pytest
 from pysframe import SFrameSection, Version
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
 from pysframe.errors import ElfError
 from pysframe.format.constants import PT_GNU_SFRAME
 from pysframe.format.findings import Severity
 from pysframe.output import OutputError
+from pysframe.sources import load_sframe
 from pysframe.tools.compact import compact_file
 from pysframe.tools.stats import file_stats
 from pysframe.tools.validate import validate_elf

@@ -10,9 +10,11 @@ import pytest
 
 from pysframe.elf.image import ElfImage
 from pysframe.elf.layout import SHF_ALLOC, SHT_PROGBITS
-from pysframe.elf.sframe import find_sframe, load_sframe, require_sframe
+from pysframe.elf.relocation import relocated, relocations_for
+from pysframe.elf.sframe import find_sframe
 from pysframe.errors import ElfError
 from pysframe.format.constants import SHT_GNU_SFRAME, Version
+from pysframe.sources import load_sframe, locate_sframe
 
 from conftest import CORPUS
 from elf_build import RawFunction, Sec, build_elf, fre_info, sframe_bytes
@@ -72,11 +74,11 @@ def test_a_dump_reads_the_section_once(name: str) -> None:
 def test_v1_sections_are_not_relocated() -> None:
     """readelf 2.40 showed V1 objects' fields as stored; so does the loader."""
     with ElfImage.open(str(CORPUS / "x86_64/v1/frames.o")) as image:
-        found = require_sframe(image)
+        found = locate_sframe(image)
         assert found.version is Version.V1
-        assert image.relocations_for(found.section)
+        assert relocations_for(image, found.section)
         assert found.contents() == found.stored
-        assert image.relocated(found.section, found.stored) != found.stored
+        assert relocated(image, found.section, found.stored) != found.stored
 
 
 def _v3_section() -> bytes:
@@ -114,4 +116,4 @@ def test_no_section_names_the_file_and_the_section(tmp_path: Path) -> None:
         with pytest.raises(ElfError, match=rf"^{path}: no \.sframe section$"):
             load_sframe(image)
         with pytest.raises(ElfError, match=rf"^{path}: no \.sfrm section$"):
-            require_sframe(image, ".sfrm")
+            locate_sframe(image, ".sfrm")

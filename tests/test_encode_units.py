@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
 from pysframe.errors import EncodeError
 from pysframe.format.constants import Abi, Flags, Version
 from pysframe.format.encode import FdeColumns, SectionSpec, assemble_section
 from pysframe.format.layout import V3_ATTR_SIZE
 from pysframe.format.section import SFrameSection
+from pysframe.sources import load_sframe
 
 from conftest import corpus_files
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
 from pysframe.format.model import Function
 from pysframe.format.section import SFrameSection
 from pysframe.generate import generate_from_elf
+from pysframe.sources import load_sframe
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 V3_OBJECTS = sorted(CORPUS.glob("*/v3/*.o"))

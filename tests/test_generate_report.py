@@ -11,7 +11,7 @@ import pytest
 
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
+from pysframe.sources import load_sframe
 from pysframe.tools.info import section_info
 
 #: The machine's C library: hand-written assembly with CFI gas refuses, and __restore_rt, a

@@ -11,8 +11,9 @@ import pytest
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import inject_sframe, plan_injection
-from pysframe.elf.sframe import load_sframe
+from pysframe.elf.symbols import read_function_symbols
 from pysframe.generate import generate_from_elf
+from pysframe.sources import load_sframe
 
 SOURCE = r"""
 #include <stdio.h>
@@ -61,9 +62,9 @@ def test_injected_v3_runs_and_decodes(program: Path, capsys: pytest.CaptureFixtu
             for s in image.segments()
         )
         section = load_sframe(image)
-        symbols = {s.name: s for s in image.symbols()}
-    main_fn = section.find_fde(symbols["main"].value)
-    assert main_fn is not None and main_fn.start == symbols["main"].value
+        symbols = {s.name: s for s in read_function_symbols(image, ".symtab")}
+    main_fn = section.find_fde(symbols["main"].address)
+    assert main_fn is not None and main_fn.start == symbols["main"].address
     expected = generate_from_elf(str(program)).section
     assert [(f.start, f.size) for f in section] == [(f.start, f.size) for f in expected]
     # The injected section dumps like any other: one function line per FDE.
@@ -117,7 +118,7 @@ def test_generate_for_an_object_warns_that_it_cannot_be_linked(
     out = tmp_path / "frames.sframe"
     assert main(["generate", str(obj), "-o", str(out)]) == 0
     error = capsys.readouterr().err
-    assert error.startswith(f"pysframe: warning: {obj} is a relocatable object") and error.count(
+    assert error.startswith(f"pysframe: warning: {obj}: a relocatable object") and error.count(
         "\n"
     ) == 1
     assert out.stat().st_size > 0

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysframe.elf.image import ElfImage
+from pysframe.elf.relocation import relocated
 from pysframe.errors import CfiError
 from pysframe.format.constants import Abi
 from pysframe.generate import ops
@@ -272,7 +273,7 @@ def _corpus_cfi() -> list[tuple[str, bytes, int, Abi]]:
             sec = image.section(".eh_frame")
             if sec is None or image.abi is None:
                 continue
-            out.append((path.name, image.section_contents(sec), sec.address, image.abi))
+            out.append((path.name, relocated(image, sec, sec.data()), sec.address, image.abi))
     return out
 
 
@@ -309,7 +310,7 @@ def test_bulk_rows_on_a_large_library() -> None:
     with ElfImage.open(str(library)) as image:
         sec = image.section(".eh_frame")
         assert sec is not None and image.abi is not None
-        data = image.section_contents(sec)
+        data = relocated(image, sec, sec.data())
         _same_tables(
             interpret_cfi(data, sec.address, image.abi),
             interpret_cfi(data, sec.address, image.abi, bulk=False),

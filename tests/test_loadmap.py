@@ -25,7 +25,7 @@ from pysframe.unwind.loadmap import (
     va_bits_for,
     va_bits_from_pac_mask,
 )
-from pysframe.unwind.modules import Mapping
+from pysframe.unwind.mappings import Mapping
 
 sys.path.insert(0, str(Path(__file__).parent))
 from elf_build import Sec, Seg, build_elf

@@ -1,9 +1,16 @@
 """``pysframe repair``: SFrame sections that LLVM lld concatenated, merged into one.
 
-Objects are assembled by ``$GAS --gsframe`` (binutils 2.47) and linked twice: by Debian's lld
-(``ld.lld``, which concatenates the objects' .sframe sections) and by the GNU ld 2.47 beside
-``$GAS`` (which merges them).  After repair, objdump 2.47 reads every function of the lld
-program, and each function has, at every offset, the rule GNU ld's program gives it.
+Objects are assembled with ``--gsframe`` and linked twice: by Debian's lld (``ld.lld``, which
+concatenates the objects' .sframe sections and leaves their function starts as the objects'
+relocations made them) and by GNU ld of the same binutils (which merges them).  After repair,
+each function of the lld program has, at every offset, the rule GNU ld's program gives it, for
+every version GNU as writes:
+
+* V1 (no FDE_FUNC_START_PCREL): Debian's gas and ld 2.40;
+* V2 (no FDE_FUNC_START_PCREL): the corpus' objects from gas 2.44 and its programs linked by
+  ld 2.44 from them;
+* V3 (FDE_FUNC_START_PCREL): ``$GAS`` (binutils 2.47) and the ld beside it; objdump 2.47 then
+  reads every function of the repaired program.
 """
 
 from __future__ import annotations
@@ -18,11 +25,12 @@ import pytest
 from pysframe import Abi, CfaRule, SFrameSection, Version
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
+from pysframe.elf.symbols import read_function_symbols
 from pysframe.errors import EncodeError, InvalidFieldError, SFrameError
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.findings import Severity
 from pysframe.format.merge import merge_sections, split_sections
+from pysframe.sources import load_sframe
 from pysframe.tools.compact import compact_file, repair_file
 from pysframe.tools.validate import validate_elf
 
@@ -84,14 +92,39 @@ def _objects(folder: Path, sources: dict[str, str], gas: str) -> list[str]:
     return objects
 
 
-def _link(folder: Path, objects: list[str], bin_dir: str, cxx: bool = False) -> tuple[Path, Path]:
+def _link(
+    folder: Path, objects: list[str], bin_dir: str | None, cxx: bool = False
+) -> tuple[Path, Path]:
+    """The objects linked by lld and by GNU ld (the one in ``bin_dir``; None: the system's)."""
     driver = "g++" if cxx else "gcc"
     lld, gnu = folder / "prog-lld", folder / "prog-gnu"
     extra = ["-Wl,--noinhibit-exec"] if cxx else []  # lld errs on FDEs of discarded COMDATs
     subprocess.run([driver, "-fuse-ld=lld", *extra, "-o", str(lld), *objects],
                    check=True, capture_output=True)  # fmt: skip
-    subprocess.run([driver, f"-B{bin_dir}/", "-o", str(gnu), *objects], check=True)
+    gnu_ld = [f"-B{bin_dir}/"] if bin_dir else ["-fuse-ld=bfd"]
+    subprocess.run([driver, *gnu_ld, "-o", str(gnu), *objects], check=True)
     return lld, gnu
+
+
+def _system_objects(folder: Path, sources: dict[str, str]) -> list[str]:
+    """The sources compiled by the system's gcc, assembled by its gas 2.40 (SFrame V1)."""
+    if shutil.which("ld.lld") is None or shutil.which("g++") is None:
+        pytest.skip("ld.lld (Debian package lld) and g++ are needed")
+    version = subprocess.run(["as", "--version"], capture_output=True, text=True).stdout
+    if "2.40" not in version.splitlines()[0]:
+        pytest.skip("the system's gas is not 2.40 (it writes SFrame V1)")
+    objects = []
+    for name, text in sources.items():
+        source = folder / name
+        source.write_text(text)
+        if name.endswith(".h"):
+            continue
+        compiler = "g++" if name.endswith(".cpp") else "gcc"
+        target = source.with_suffix(".o")
+        subprocess.run([compiler, "-O1", "-Wa,--gsframe", "-c", "-o", str(target), str(source)],
+                       check=True)  # fmt: skip
+        objects.append(str(target))
+    return objects
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +143,20 @@ def cxx_programs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return _link(folder, objects, bin_dir, cxx=True)
 
 
+@pytest.fixture(scope="module")
+def v1_programs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("lld-v1")
+    objects = _system_objects(folder, {"main.c": MAIN, "helpers.c": HELPERS, "walk.c": WALK})
+    return _link(folder, objects, None)
+
+
+@pytest.fixture(scope="module")
+def v1_cxx_programs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("lld-v1-cxx")
+    objects = _system_objects(folder, {"acc.h": HEADER, "one.cpp": CXX_ONE, "two.cpp": CXX_TWO})
+    return _link(folder, objects, None, cxx=True)
+
+
 def _run(path: Path) -> tuple[int, str]:
     done = subprocess.run([str(path), "6"], capture_output=True, text=True, timeout=60)
     return done.returncode, done.stdout
@@ -125,7 +172,7 @@ def _objdump(path: Path) -> str:
 def _functions(path: Path) -> tuple[SFrameSection, dict[str, int]]:
     with ElfImage.open(str(path)) as image:
         section = load_sframe(image)
-        symbols = {s.name: s.value for s in image.symbols() if s.is_function and s.size}
+        symbols = {s.name: s.address for s in read_function_symbols(image, ".symtab") if s.size}
     return section, symbols
 
 
@@ -218,8 +265,61 @@ def test_compact_refuses_concatenated_sections(
         compact_file(str(lld), str(tmp_path / "x"))
     assert main(["compact", str(lld), "-o", str(tmp_path / "x")]) == 1
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and error.startswith(f"pysframe: {lld}: .sframe holds 3")
+    assert error.count("\n") == 1 and error.startswith(f"pysframe: {lld}: .sframe: holds 3")
     assert not (tmp_path / "x").exists()
+
+
+# -- V1 and V2: function starts without FDE_FUNC_START_PCREL ---------------------------------------
+
+
+def test_v1_repaired_as_gnu_ld_merges(v1_programs: tuple[Path, Path], tmp_path: Path) -> None:
+    lld, gnu = v1_programs
+    report = repair_file(str(lld), str(tmp_path / "prog"))
+    assert report.found is not None and report.found.startswith("3 SFrame sections back to back")
+    assert "(V1, AMD64_ENDIAN_LITTLE)" in report.found
+    assert _same_rules_as_gnu_ld(tmp_path / "prog", gnu) == 4
+    assert _run(tmp_path / "prog") == _run(gnu) == (5, "6 -6 21\n")
+    with ElfImage.open(str(tmp_path / "prog")) as image:
+        assert [f for f in validate_elf(image) if f.severity is Severity.ERROR] == []
+
+
+def test_v1_discarded_comdat_functions_are_dropped(
+    v1_cxx_programs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    lld, gnu = v1_cxx_programs
+    report = repair_file(str(lld), str(tmp_path / "prog"))
+    assert report.dropped == 1
+    assert _same_rules_as_gnu_ld(tmp_path / "prog", gnu) == 4
+    assert _run(tmp_path / "prog") == _run(gnu) == (6, "31\n")
+
+
+V2 = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v2"
+
+
+@pytest.mark.parametrize("name", ["frames", "app"])
+def test_v2_repaired_as_gnu_ld_merges(name: str, tmp_path: Path) -> None:
+    # The corpus' V2 programs were linked by GNU ld 2.44 from these objects alone.
+    if shutil.which("ld.lld") is None or shutil.which("g++") is None:
+        pytest.skip("ld.lld (Debian package lld) and g++ are needed")
+    lld = tmp_path / f"{name}-lld"
+    subprocess.run(["g++", "-fuse-ld=lld", "-o", str(lld), str(V2 / f"{name}.o")], check=True)
+    repaired = tmp_path / name
+    report = repair_file(str(lld), str(repaired))
+    assert report.found is not None and "(V2, AMD64_ENDIAN_LITTLE)" in report.found
+    compared = _same_rules_as_gnu_ld(repaired, V2 / name)
+    assert compared == len(load_sframe(str(repaired))) > 3
+
+
+def test_starts_that_fit_no_symbol_are_refused(
+    v1_programs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Without symbols, nothing tells which reading of a V1 piece's starts is right.
+    lld, _ = v1_programs
+    stripped = tmp_path / "stripped"
+    subprocess.run(["strip", "-o", str(stripped), str(lld)], check=True)
+    with pytest.raises(SFrameError, match=r"cannot place SFrame section 1 .* with certainty"):
+        repair_file(str(stripped), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
 
 
 # -- the format level, without tools --------------------------------------------------------------

@@ -132,7 +132,7 @@ def check_against_gdb(
     ]
     assert names.count("recurse") == DEPTH + 1
     exe = [m for m in report.modules.modules if m.path == str(program)]
-    assert len(exe) == 1 and exe[0].sframe_origin == ("sframe" if variant.gas else "generated")
+    assert len(exe) == 1 and exe[0].origin == ("section" if variant.gas else "generated")
     if variant.dynamic:
         sysroot = variant.target.sysroot
         assert any(

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.unwind.modules import load_modules, process_mappings
+from pysframe.sources.trust import Policy
+from pysframe.unwind.mappings import process_mappings
+from pysframe.unwind.modules import load_modules
 from pysframe.unwind.stack import StackReport, stack_of_process
 from stack_support import Running, Unavailable, build_programs, check_ptrace, run_program
 
@@ -81,7 +83,7 @@ def test_deleted_and_replaced_files_are_read_through_map_files(
         f.symbol == "spin_here" and (f.module or "").startswith(executable) for f in frames
     )
     modules = {m.path: m for m in after.modules.modules}
-    assert modules[f"{directory / 'libstacklib.so'} (deleted)"].sframe_origin == "sframe"
+    assert modules[f"{directory / 'libstacklib.so'} (deleted)"].origin == "section"
 
 
 def test_a_path_naming_another_inode_is_read_through_map_files() -> None:
@@ -92,12 +94,12 @@ def test_a_path_naming_another_inode_is_read_through_map_files() -> None:
     other = shutil.which("true") or "/bin/true"
     assert mine and os.stat(other).st_ino != mine[0].inode
     moved = [dataclasses.replace(m, path=other) for m in mine]
-    table = load_modules(moved, generate=False, pid=os.getpid())
+    table = load_modules(moved, policy=Policy.OWN, pid=os.getpid())
     module = table.modules[0]
     assert module.info.problem is None and module.path == other
     # Without the process to read from, the path's file is not the mapped one.
-    table = load_modules(moved, generate=False)
+    table = load_modules(moved, policy=Policy.OWN)
     assert table.modules[0].info.problem == f"{other} changed after it was mapped"
     # A map_files entry that is not the mapped inode is not used either.
     wrong = [dataclasses.replace(m, inode=(m.inode or 0) + 1) for m in moved]
-    assert load_modules(wrong, generate=False, pid=os.getpid()).modules[0].info.problem
+    assert load_modules(wrong, policy=Policy.OWN, pid=os.getpid()).modules[0].info.problem

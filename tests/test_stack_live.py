@@ -209,7 +209,7 @@ def test_cli_text_and_json(stopped: Running, capsys: pytest.CaptureFixture[str])
     assert cli_main(["stack", "--json", str(stopped.pid)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["pid"] == stopped.pid and len(data["threads"]) == THREADS + 2
-    assert {m["sframe"] for m in data["modules"] if m["path"].endswith("stack_prog")} == {"sframe"}
+    assert {m["origin"] for m in data["modules"] if m["path"].endswith("stack_prog")} == {"section"}
 
 
 def test_process_left_stopped_and_detached(stopped: Running) -> None:

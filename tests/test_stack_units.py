@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 
 from pysframe.elf.symbols import FunctionSymbols, SymbolRecord
+from pysframe.sources.trust import Policy
 from pysframe.unwind.core import Frame, FrameSource
-from pysframe.unwind.modules import Mapping, load_modules, parse_maps_line
+from pysframe.unwind.mappings import Mapping, parse_maps_line
+from pysframe.unwind.modules import load_modules
 from pysframe.unwind.stack import format_frame
 
 
@@ -39,7 +41,7 @@ def test_missing_and_deleted_files_are_kept_with_a_problem() -> None:
 def test_python_executable_module_has_symbols_and_bias() -> None:
     # The running interpreter is an ELF file mapped at some address: map it at 0x400000.
     exe = Path(sys.executable).resolve()
-    table = load_modules([Mapping(0x400000, 0x500000, 0, str(exe))], generate=False)
+    table = load_modules([Mapping(0x400000, 0x500000, 0, str(exe))], policy=Policy.OWN)
     assert len(table) == 1
     module = table.modules[0]
     assert module.info.problem is None

@@ -16,7 +16,7 @@ from elftools.elf.elffile import ELFFile
 
 from pysframe import SFrameSection, Version
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import load_sframe
+from pysframe.sources import load_sframe
 from pysframe.tools.validate import (
     RULES,
     Finding,
@@ -268,6 +268,18 @@ def test_fde_sorted_kernel_without_flag() -> None:
     assert validate_bytes(data) == []
     findings = validate_bytes(data, kernel=True, sframe_segment_address=0)
     assert rules(findings) == {"flags", "fde-sorted"}
+
+
+def test_concatenated() -> None:
+    # A second section after the first one's end and 4 bytes of zero padding, as lld leaves
+    # its inputs' sections: one error, at the second section's first byte.
+    first = v3()
+    second = v3([Fn(0x2000, 0x10, FRE_SP8, 1)])
+    finding = only(first + bytes(4) + second, "concatenated")
+    assert finding.offset == len(first) + 4
+    assert "SFrame section 2 of 2 starts at byte" in finding.message
+    # Zero padding alone after the end is no second section.
+    assert validate_bytes(first + bytes(8)) == []
 
 
 def test_fde_overlap() -> None:

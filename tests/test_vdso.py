@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from pysframe.format.model import RuleKind
-from pysframe.unwind.modules import (
+from pysframe.unwind.mappings import (
     AT_SYSINFO_EHDR,
-    VDSO_NAME,
     process_mappings,
     process_vdso_address,
     vdso_address,
-    vdso_module,
 )
+from pysframe.unwind.modules import vdso_module
 from pysframe.unwind.stack import stack_of_core, stack_of_process
+from pysframe.unwind.vdso import VDSO_NAME
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stack_support import SOURCES, Unavailable, check_ptrace, gdb_backtraces, wait_stopped
@@ -96,7 +96,7 @@ def test_this_process_vdso_is_a_module_with_symbols_and_sframe() -> None:
     low, high = (int(part, 16) for part in mapped[0].split("-"))
     assert low == module.start and module.end <= high
     section = module.info.section
-    assert section is not None and module.sframe_origin in {"generated", "sframe"}
+    assert section is not None and module.origin in {"generated", "section"}
     symbolize = module.info.symbolize
     assert symbolize is not None
     symbols = [f.start for f in section if symbolize(f.start) is not None]

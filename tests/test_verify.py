@@ -18,23 +18,25 @@ import pytest
 
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
-from pysframe.elf.sframe import find_sframe, load_sframe
+from pysframe.elf.sframe import find_sframe
+from pysframe.elf.symbols import read_function_symbols
 from pysframe.errors import SFrameError
 from pysframe.format.encode import encode_section
 from pysframe.format.model import FrameRow, Function
 from pysframe.format.section import SFrameSection
-from pysframe.tools.verify import (
+from pysframe.sources import load_sframe
+from pysframe.tools.verify import collect, verify_file
+from pysframe.tools.verify_report import (
     CONSISTENT,
     DISAGREEMENT,
     NO_SFRAME,
+    NOT_COMPARED,
     REJECTED,
     Difference,
     FileReport,
     Options,
-    collect,
     package_of,
     summarize,
-    verify_file,
 )
 from pysframe.tools.verify_rules import GAS_2_40_ESCAPE, REASONS, REPRESENTABLE
 
@@ -112,7 +114,7 @@ def _with_rows(function: Function, rows: list[FrameRow]) -> Function:
 def _victim() -> tuple[int, str, list[FrameRow]]:
     with ElfImage.open(str(FRAMES)) as image:
         section = load_sframe(image)
-        symbols = {s.value: s.name for s in image.symbols()}
+        symbols = {s.address: s.name for s in read_function_symbols(image, ".symtab")}
     for function in section:
         if len(function.rows) >= 3 and symbols.get(function.start):
             return function.start, symbols[function.start], list(function.rows)
@@ -319,7 +321,9 @@ def test_damage_past_the_first_thousands_of_functions(tmp_path: Path) -> None:
     clean = verify_file(injected)
     assert clean.status == CONSISTENT and clean.compared_functions > count
     with ElfImage.open(str(injected)) as image:
-        start = next(s.value for s in image.symbols() if s.name == f"f{count - 1}")
+        start = next(
+            s.address for s in read_function_symbols(image, ".symtab") if s.name == f"f{count - 1}"
+        )
         rows = list(next(f for f in load_sframe(image) if f.start == start).rows)
     assert len(rows) >= 3
 
@@ -354,7 +358,7 @@ def test_libbfd_built_with_gas_2_47_verifies_clean() -> None:
             "it (about 5 minutes), or PYSFRAME_BUILD_LIBBFD=1 here"
         )
     report = verify_file(library)
-    assert report.sframe_version == 3 and report.sframe_source == "section"
+    assert report.sframe_version == 3 and report.origin == "section"
     assert report.status == CONSISTENT and report.disagreement_count == 0
     assert report.compared_functions > 8_000 and report.compared_bytes > 3_000_000
     assert all(note.function == ".plt.got" for note in report.notes)
@@ -412,13 +416,13 @@ def test_cli_file_without_sframe(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert main(["verify", str(target)]) == 1
     err = capsys.readouterr().err
     assert err == (
-        f"pysframe: {target}: no .sframe section (--generate verifies SFrame generated from its "
+        f"pysframe: {target}: no .sframe section (--generate uses SFrame generated from its "
         "CFI)\n"
     )
     assert main(["verify", "--generate", str(target)]) == 0
     assert "SFrame V3 (generated)" in capsys.readouterr().out
     report = verify_file(target, Options(generate=True))
-    assert report.status == CONSISTENT and report.sframe_source == "generated"
+    assert report.status == CONSISTENT and report.origin == "generated"
     assert report.disagreement_count == 0
     # The generator describes every function, the PLT included (ld's CFA for .plt.got).
     assert report.without_sframe_count == 0 and report.note_count == 0
@@ -458,9 +462,10 @@ def test_cli_directory_table_csv_and_json(
     assert lines[0].split()[:3] == ["package", "files", "ok"]
     rows = {line.split()[0]: line.split() for line in lines[1 : lines.index("")]}
     assert [line.split()[0] for line in lines[1:4]] == [".", "pkg-a", "pkg-b"]
-    assert rows["TOTAL"][1:6] == ["5", "4", "0", "1", "0"]
-    assert rows["pkg-a"][1:6] == ["2", "2", "0", "0", "0"]
-    assert rows["pkg-b"][1:6] == ["2", "1", "0", "1", "0"]
+    # files, ok, noSF, none (nothing compared), bad, err
+    assert rows["TOTAL"][1:7] == ["5", "4", "0", "0", "1", "0"]
+    assert rows["pkg-a"][1:7] == ["2", "2", "0", "0", "0", "0"]
+    assert rows["pkg-b"][1:7] == ["2", "1", "0", "0", "1", "0"]
     assert f"{root / 'pkg-b' / 'bugs.o'}: disagreement" in out  # failing files in full
     assert main(["verify", "--dir", str(root), "-r", "--csv"]) == 1
     table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
@@ -543,6 +548,41 @@ def test_debug_frame_when_there_is_no_eh_frame(tmp_path: Path) -> None:
     assert report.cfi_sources == (".debug_frame",)
     assert report.status == CONSISTENT and report.compared_functions > 5
     assert report.disagreement_count == 0
+
+
+def test_without_section_headers_eh_frame_is_found_through_pt_gnu_eh_frame(
+    tmp_path: Path,
+) -> None:
+    # e_shoff, e_shnum and e_shstrndx zeroed (ELF64 header offsets 0x28, 0x3c, 0x3e): the file
+    # still loads, dump finds .sframe through PT_GNU_SFRAME and verify .eh_frame through
+    # PT_GNU_EH_FRAME.
+    data = bytearray(FRAMES.read_bytes())
+    data[0x28:0x30] = bytes(8)
+    data[0x3C:0x40] = bytes(4)
+    stripped = tmp_path / "frames"
+    stripped.write_bytes(bytes(data))
+    full, headerless = verify_file(FRAMES), verify_file(stripped)
+    assert full.status == CONSISTENT
+    assert headerless.cfi_sources == (".eh_frame",)
+    assert headerless.origin == "segment" and full.origin == "section"
+    for field in ("cfi_functions", "compared_functions", "compared_bytes"):
+        assert getattr(headerless, field) == getattr(full, field), field
+    assert headerless.text_bytes >= full.text_bytes  # the executable segments, padding too
+    # Without section names the linker's PLT sections are not known: GNU ld's known .plt.got
+    # difference, a note with the headers, is a disagreement at the same PCs without them.
+    assert [(n.start, n.end) for n in full.notes] == [
+        (d.start, d.end) for d in headerless.disagreements
+    ]
+    assert headerless.agreeing_bytes == full.agreeing_bytes
+
+
+def test_nothing_compared_is_not_consistent(tmp_path: Path) -> None:
+    # A section describing other code (every function moved past the CFI's): nothing compares.
+    target = tmp_path / "moved"
+    _damaged(FRAMES, target, lambda found: [replace(f, start=f.start + 0x100000) for f in found])
+    report = verify_file(target)
+    assert report.status == NOT_COMPARED and report.compared_functions == 0
+    assert report.failed
 
 
 def test_benchmark_runs_quick(tmp_path: Path) -> None:

@@ -70,8 +70,10 @@ class SFrameError(Exception):
         return f"{type(self).__name__}({str(self)!r})"
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Pickled whole (process pools, Dask): the fields travel with the class.
-        return (_rebuild, (type(self), self.message, self.offset, self.path, self.section))
+        # Pickled whole (process pools, Dask): the fields, and a subclass's own, travel with
+        # the class.
+        fields = (type(self), self.message, self.offset, self.path, self.section)
+        return (_rebuild, fields, dict(self.__dict__))
 
 
 def _rebuild(
@@ -125,7 +127,25 @@ class ElfError(SFrameError):
 
 class NoSFrameError(ElfError):
     """The file is a readable ELF file, but has no SFrame section (of the name asked for), or
-    the section it names holds no SFrame data."""
+    the section it names holds no SFrame data.  ``generable``: the file is of a machine SFrame
+    has an ABI for, so that a section generated from its CFI could stand in."""
+
+    def __init__(
+        self,
+        message: str,
+        offset: int | None = None,
+        *,
+        path: str | None = None,
+        section: str | None = None,
+        generable: bool = False,
+    ) -> None:
+        super().__init__(message, offset, path=path, section=section)
+        self.generable = generable
+
+
+class NotSFrameDataError(NoSFrameError):
+    """The section asked for is there, but is not SFrame data (objdump 2.47 reads a section of
+    type SHT_GNU_SFRAME, or SHT_PROGBITS named ``.sframe``)."""
 
 
 class CfiError(SFrameError):
@@ -155,6 +175,7 @@ __all__ = [
     "InputError",
     "InvalidFieldError",
     "NoSFrameError",
+    "NotSFrameDataError",
     "OutOfBoundsError",
     "OutputError",
     "SFrameError",

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import SFrameError
+from . import report
 from .usage import UsageError
 
 #: Sub-command modules, in the order ``--help`` lists them.
@@ -46,24 +47,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pysframe`` with ``argv``; the exit status: 0, 1 failure, 2 usage, 130 Ctrl-C.
 
-    Every error a command meets is one ``pysframe: ...`` line on stderr, here and only here."""
+    Every error that stops a command is one ``pysframe: ...`` line on stderr, written by
+    :mod:`pysframe.cli.report` (as are the errors of single files a command goes on after)."""
     try:
         return _main(argv)
     except KeyboardInterrupt:  # at any point, start-up included: no traceback
         return 130
     except UsageError as error:
-        sys.stdout.flush()
-        print(f"pysframe: {error}", file=sys.stderr)
+        report.line(str(error))
         return 2
     except MemoryError:
-        print("pysframe: out of memory", file=sys.stderr)
+        report.line("out of memory")
         return 1
     except Exception as error:  # a defect of pysframe: still one line, and how to report it
-        sys.stdout.flush()
-        print(
-            f"pysframe: internal error: {type(error).__name__}: {error} (please report this, "
-            "with the command and its input)",
-            file=sys.stderr,
+        report.line(
+            f"internal error: {type(error).__name__}: {error} (please report this, with the "
+            "command and its input)"
         )
         return 1
 
@@ -82,7 +81,7 @@ def _main(argv: Sequence[str] | None) -> int:
         status: int = args.func(args)
         sys.stdout.flush()
     except SFrameError as error:
-        print(f"pysframe: {_naming_the_file(args, error)}", file=sys.stderr)
+        report.report_error(error.at(path=_only_input(args, error)), args)
         return 1
     except BrokenPipeError:
         _quiet_broken_pipe()
@@ -93,22 +92,20 @@ def _main(argv: Sequence[str] | None) -> int:
         if error.errno == errno.EPIPE:
             _quiet_broken_pipe()
             return 0
-        name = f"'{error.filename}': " if error.filename else ""
-        print(f"pysframe: {name}{error.strerror or error}", file=sys.stderr)
+        name = f"{error.filename}: " if error.filename else ""
+        report.line(f"{name}{error.strerror or error}")
         return 1
     return status
 
 
-def _naming_the_file(args: argparse.Namespace, error: SFrameError) -> str:
-    """The message of ``error``, with the command's input file in front when it has one input
-    and the message names no file it was given (``pysframe: FILE: what``)."""
-    text = str(error)
+def _only_input(args: argparse.Namespace, error: SFrameError) -> str | None:
+    """The command's input file when it has exactly one (an error that names no file is about
+    it: ``pysframe: FILE: what``), else None."""
     given = getattr(args, "files", None)
     inputs = [args.file] if isinstance(getattr(args, "file", None), str) else list(given or [])
-    named = [*inputs, getattr(args, "output", None)]
-    if len(inputs) != 1 or any(p and text.startswith(f"{p}:") for p in named):
-        return text
-    return f"{inputs[0]}: {text}"
+    if len(inputs) != 1 or error.message.startswith(f"{inputs[0]}:"):
+        return None
+    return str(inputs[0])
 
 
 def _quiet_broken_pipe() -> None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
-from .usage import UsageError, parse_address
+from .options import add_source_options, check_source_options
+from .report import error_text, report_error, warn
+from .usage import UsageError
 
 if TYPE_CHECKING:
     from ..tools.validate import Finding
@@ -47,51 +48,42 @@ def register(subparsers: Any) -> None:
         help="also warn about what readers of the other byte order reject (shared FRE blocks)",
     )
     parser.add_argument("--errors-only", action="store_true", help="do not report warnings")
-    parser.add_argument("--section", default=None, help="section name (default .sframe)")
-    parser.add_argument(
-        "--raw", action="store_true", help="FILEs hold raw section bytes, not ELF files"
-    )
-    parser.add_argument(
-        "--address",
-        type=parse_address,
-        default=None,
-        help="section address for --raw (default 0)",
-    )
+    add_source_options(parser)
     parser.add_argument("--list-rules", action="store_true", help="list the rule ids and exit")
     parser.set_defaults(func=run)
 
 
 def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
-    """Findings for one file; SFrameError/OSError when it cannot be read."""
-    from ..input import read_input
-    from ..tools.validate import validate_bytes, validate_elf
-
-    if args.raw:
-        data = read_input(path)
-        return validate_bytes(
-            data,
-            args.address or 0,
-            kernel=args.kernel,
-            address_gaps=args.gaps,
-            foreign_endian=args.foreign_endian,
-        )
+    """Findings for one file (a bare section with ``--raw`` or the SFrame magic, else an ELF
+    file's section, or with ``--generate`` one generated for a file without); SFrameError when
+    it cannot be read."""
     from ..elf.image import ElfImage
+    from ..errors import NoSFrameError, NotSFrameDataError
+    from ..input import read_input
+    from ..sources import generated_sframe, is_bare_section
+    from ..tools.validate import validate_bytes, validate_elf, validate_generated
 
+    rules = {
+        "kernel": args.kernel, "address_gaps": args.gaps, "foreign_endian": args.foreign_endian
+    }
+    if args.raw or is_bare_section(path):
+        return validate_bytes(read_input(path), args.address or 0, **rules)
     with ElfImage.open(path) as image:
-        return validate_elf(
-            image,
-            args.section,
-            kernel=args.kernel,
-            address_gaps=args.gaps,
-            foreign_endian=args.foreign_endian,
-        )
+        try:
+            return validate_elf(image, args.section, **rules)
+        except NotSFrameDataError:
+            raise
+        except NoSFrameError:
+            if not args.generate:
+                raise
+        generated = generated_sframe(image)
+        warn(generated.note or "", path)
+        return validate_generated(generated, **rules)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..tools.validate import RULES, Severity
 
-    if args.address is not None and not args.raw:
-        raise UsageError("check: --address goes with --raw (an ELF file gives its own address)")
     if args.list_rules:
         if args.files:
             raise UsageError("check: --list-rules takes no FILE")
@@ -100,18 +92,18 @@ def run(args: argparse.Namespace) -> int:
         return CLEAN
     if not args.files:
         raise UsageError("check: no FILE given")
+    check_source_options(args, "check", args.files)
     status = CLEAN
     report: list[dict[str, Any]] = []
     for path in args.files:
         try:
             findings = check_file(path, args)
-        except (SFrameError, OSError) as error:
-            message = str(error) if isinstance(error, SFrameError) else _os_message(path, error)
-            if not message.startswith(path):
-                message = f"{path}: {message}"
+        except SFrameError as error:
+            error.at(path=path)
+            message = error_text(error, args)
             report.append({"file": path, "status": "unreadable", "error": message, "findings": []})
             if not args.json:
-                print(f"pysframe: {message}", file=sys.stderr)
+                report_error(error, args)
             status = max(status, UNREADABLE)
             continue
         if args.errors_only:
@@ -132,6 +124,3 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"status": status, "files": report}, indent=2))
     return status
 
-
-def _os_message(path: str, error: OSError) -> str:
-    return f"{path}: {error.strerror or error}"

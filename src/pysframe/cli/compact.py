@@ -11,26 +11,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ..tools import SHARE_CHOICES
+from .options import add_rewrite_options
 
 if TYPE_CHECKING:
     from ..tools.compact import CompactReport
-
-
-
-def add_output_options(parser: argparse.ArgumentParser) -> None:
-    """-o / --in-place / --dry-run (one is needed) and --share: what compact and repair take."""
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("-o", "--output", metavar="OUT", help="write the new file here")
-    where.add_argument("--in-place", action="store_true", help="rewrite FILE itself (atomically)")
-    where.add_argument("--dry-run", action="store_true", help="write nothing, only report")
-    parser.add_argument(
-        "--share",
-        choices=SHARE_CHOICES,
-        default="auto",
-        help="share identical FRE blocks between functions: auto (default) unless the section "
-        "is big-endian, whose readers on little-endian hosts reject shared blocks",
-    )
 
 
 def register(subparsers: Any) -> None:
@@ -42,7 +26,7 @@ def register(subparsers: Any) -> None:
         "start-address and data-word widths it allows.  Every PC keeps the same rules.",
     )
     parser.add_argument("file", metavar="FILE", help="ELF executable or shared object")
-    add_output_options(parser)
+    add_rewrite_options(parser)
     parser.set_defaults(func=run)
 
 

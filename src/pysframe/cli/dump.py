@@ -5,7 +5,7 @@ V1 sections print as ``readelf --sframe`` of binutils 2.40 (objdump 2.47 cannot 
 prints ``\\nFILE:     file format NAME\\n\\n`` and then the section, or ``No .sframe section
 present``; readelf prints nothing before a single file and ``\\nFile: FILE\\n`` before each of
 several.  Problems with one file are reported on stderr and the others are still dumped;
-the exit status is then 1.
+the exit status is then 1.  The section comes from :func:`pysframe.sources.resolve_sframe`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import SFrameError
-from .usage import UsageError, add_source_options
+from ..errors import NoSFrameError, NotSFrameDataError, SFrameError
+from .options import add_source_options, check_source_options
+from .report import report_error, warn
+from .usage import UsageError
 
 if TYPE_CHECKING:
-    from ..format.section import SFrameSection
-    from ..tools.source import OtherSection
+    from ..sources import ResolvedSFrame
 
 
 def register(subparsers: Any) -> None:
@@ -33,12 +34,7 @@ def register(subparsers: Any) -> None:
             "(binutils 2.47); V1 sections with the text of readelf --sframe (binutils 2.40)."
         ),
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="ELF files")
-    parser.add_argument(
-        "--section",
-        metavar="NAME",
-        help="section to dump (default: .sframe, found by name, section type or PT_GNU_SFRAME)",
-    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="ELF files (or bare sections)")
     parser.add_argument(
         "--format",
         choices=("objdump", "readelf"),
@@ -52,7 +48,7 @@ def register(subparsers: Any) -> None:
         help="in relocatable objects show the stored fields, without applying the section's "
         "relocations (as objdump 2.44 did)",
     )
-    add_source_options(parser, "show")
+    add_source_options(parser)
     formats = parser.add_mutually_exclusive_group()
     formats.add_argument(
         "--json", action="store_true", help="print the content as JSON (a list, one item a file)"
@@ -65,117 +61,89 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _error(message: str) -> None:
-    sys.stdout.flush()
-    print(f"pysframe: {message}", file=sys.stderr)
+def _resolve(path: str, args: argparse.Namespace) -> ResolvedSFrame:
+    from ..sources import resolve_sframe
+
+    found = resolve_sframe(
+        path,
+        section=args.section,
+        raw=args.raw,
+        address=args.address,
+        generate=args.generate,
+        relocate=args.relocate,
+    )
+    if found.note:
+        warn(found.note, path)
+    pieces = found.pieces
+    if pieces > 1:
+        warn(
+            f"{found.name} holds {pieces} SFrame sections back to back (a linker concatenated "
+            "them); showing the first (pysframe repair merges them)",
+            path,
+        )
+    return found
 
 
 def _dump_text(path: str, args: argparse.Namespace, several: bool) -> int:
     """Write one file's dump; return its exit status."""
-    from ..elf.image import ElfImage
-    from ..elf.sframe import DEFAULT_NAME, find_sframe
     from ..format.constants import Version
     from ..tools.dump import (
         contents_line,
         objdump_file_header,
-        objdump_no_section,
-        objdump_not_sframe,
         readelf_file_header,
         section_chunks,
     )
 
     out = sys.stdout
-    asked: str | None = args.section
-    shown = asked or DEFAULT_NAME
     try:
-        bare = _bare(path, args)
-        if bare is not None:
-            return _dump_other_text(bare, args, several)
-        image = ElfImage.open(path)
-    except SFrameError as error:
-        _error(_named(path, error))
+        found = _resolve(path, args)
+    except NoSFrameError as error:
+        _no_section_text(path, error, args, several)
+        report_error(error, args)
         return 1
-    with image:
-        found = None
-        try:
-            found = find_sframe(image, asked)
-            objdump_header = objdump_file_header(path, image.file_format)
-            if found is None and args.generate:
-                from ..tools.source import generated_note, generated_section
-
-                generated = generated_section(image)
-                _error(generated_note(path))
-                return _dump_other_text(generated, args, several)
-            if found is None or not found.is_sframe_data(asked):
-                if args.format != "readelf":
-                    out.write(objdump_header)
-                    missing = found is None
-                    out.write(objdump_no_section(shown) if missing else objdump_not_sframe(shown))
-                elif several:
-                    out.write(readelf_file_header(path))
-                what = "no" if found is None else "no SFrame data in the"
-                _error(f"{path}: {what} {shown} section")
-                return 1
-            readelf = args.format == "readelf" or (
-                args.format is None and found.version is Version.V1
-            )
-            prefix = (readelf_file_header(path) if several else "") if readelf else objdump_header
-            try:
-                sframe = found.decode(args.relocate)
-                body = section_chunks(sframe)  # checks the whole section first
-            except SFrameError:
-                out.write(prefix)
-                raise
-            out.write(prefix + contents_line(found.name))
-            _write_ascii(out, body)
-        except SFrameError as error:
-            _error(f"{path}: {found.name}: {error}" if found else f"{error}")
-            return 1
-    return 0
-
-
-def _named(path: str, error: SFrameError) -> str:
-    text = str(error)
-    return text if text.startswith(f"{path}:") else f"{path}: {text}"
-
-
-def _bare(path: str, args: argparse.Namespace) -> OtherSection | None:
-    """The bare section file ``path`` (``--raw``, or the SFrame magic), else None."""
-    from ..tools.source import bare_section, is_bare_section
-
-    if args.raw or is_bare_section(path):
-        return bare_section(path, args.address or 0)
-    return None
-
-
-def _dump_other_text(other: OtherSection, args: argparse.Namespace, several: bool) -> int:
-    """Write the dump of a bare or generated section, framed as an ELF file's."""
-    from ..format.constants import Version
-    from ..tools.dump import contents_line, objdump_file_header, readelf_file_header
-
-    out = sys.stdout
-    version = other.section.header.version
-    readelf = args.format == "readelf" or (args.format is None and version is Version.V1)
-    prefix = (
-        (readelf_file_header(other.path) if several else "")
-        if readelf
-        else objdump_file_header(other.path, other.file_format)
-    )
+    except SFrameError as error:
+        report_error(error, args)
+        return 1
+    readelf = args.format == "readelf" or (args.format is None and found.version is Version.V1)
+    if readelf:
+        prefix = readelf_file_header(path) if several else ""
+    else:
+        prefix = objdump_file_header(path, found.file_format)
     try:
-        body = _chunks(other.section)
+        with found.located():
+            body = section_chunks(found.section)  # decodes and checks the whole section first
     except SFrameError as error:
         out.write(prefix)
-        _error(f"{other.path}: {other.name}: {error}")
+        report_error(error, args)
         return 1
-    out.write(prefix + contents_line(other.name))
+    out.write(prefix + contents_line(found.name))
     _write_ascii(out, body)
     return 0
 
 
-def _chunks(section: SFrameSection) -> Iterable[bytes]:
-    from ..tools.dump import section_chunks
+def _no_section_text(
+    path: str, error: NoSFrameError, args: argparse.Namespace, several: bool
+) -> None:
+    """What objdump (readelf) prints on stdout for an ELF file without the section."""
+    from ..elf.image import ElfImage
+    from ..elf.sframe import DEFAULT_NAME
+    from ..tools.dump import (
+        objdump_file_header,
+        objdump_no_section,
+        objdump_not_sframe,
+        readelf_file_header,
+    )
 
-    return section_chunks(section)  # checks the whole section first
+    shown = args.section or DEFAULT_NAME
+    if args.format == "readelf":
+        if several:
+            sys.stdout.write(readelf_file_header(path))
+        return
+    with ElfImage.open(path) as image:
+        file_format = image.file_format
+    present = isinstance(error, NotSFrameDataError)
+    text = objdump_not_sframe(shown) if present else objdump_no_section(shown)
+    sys.stdout.write(objdump_file_header(path, file_format) + text)
 
 
 def _write_ascii(out: TextIO, chunks: Iterable[bytes]) -> None:
@@ -194,63 +162,25 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
     """Write one file's JSON document (``--json``: an item of the list; ``--jsonl``: a line for
     the section, then one per function), streamed; False when the file could not be dumped (and
     nothing was written for it)."""
-    from ..elf.image import ElfImage
-    from ..elf.sframe import DEFAULT_NAME, find_sframe
-    from ..tools.source import generated_note, generated_section
-
-    try:
-        bare = _bare(path, args)
-        if bare is not None:
-            return _write_json(out, first, args, bare.section, _about(bare))
-        with ElfImage.open(path) as image:
-            found = find_sframe(image, args.section)
-            if found is None and args.generate:
-                generated = generated_section(image)
-                _error(generated_note(path))
-                return _write_json(out, first, args, generated.section, _about(generated))
-            if found is None:
-                _error(f"{path}: no {args.section or DEFAULT_NAME} section")
-                return False
-            try:
-                section = found.decode(args.relocate)
-            except SFrameError as error:
-                _error(f"{path}: {found.name}: {error}")
-                return False
-            about = {"file": path, "file_format": image.file_format, "section": found.name}
-            return _write_json(out, first, args, section, about)
-    except SFrameError as error:
-        _error(_named(path, error))
-        return False
-
-
-def _about(other: OtherSection) -> dict[str, Any]:
-    return {
-        "file": other.path,
-        "file_format": other.file_format,
-        "section": other.name,
-        "origin": other.origin,
-    }
-
-
-def _write_json(
-    out: TextIO,
-    first: bool,
-    args: argparse.Namespace,
-    section: SFrameSection,
-    about: dict[str, Any],
-) -> bool:
     from ..tools.dump_json import function_json_lines, section_header_json, section_json_chunks
 
-    path = about["file"]
     try:
-        # Every FDE and FRE is checked here, before the first byte is written.
-        functions = function_json_lines(section) if args.jsonl else None
-        pieces = None if args.jsonl else section_json_chunks(section)
+        found = _resolve(path, args)
+        with found.located():
+            # Every FDE and FRE is checked here, before the first byte is written.
+            functions = function_json_lines(found.section) if args.jsonl else None
+            pieces = None if args.jsonl else section_json_chunks(found.section)
     except SFrameError as error:
-        _error(f"{path}: {about['section']}: {error}")
+        report_error(error, args)
         return False
+    about = {
+        "file": path,
+        "file_format": found.file_format,
+        "section": found.name,
+        "origin": str(found.origin),
+    }
     if functions is not None:
-        header = {"record": "section", **about, "sframe": section_header_json(section)}
+        header = {"record": "section", **about, "sframe": section_header_json(found.section)}
         out.write(json.dumps(header) + "\n")
         prefix = json.dumps({"record": "function", "file": path})[:-1] + ', "function": '
         _write_batched(out, (prefix + line + "}\n" for line in functions))
@@ -274,10 +204,7 @@ def _write_batched(out: TextIO, pieces: Iterable[str], batch: int = 1024) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tools.source import is_elf_file
-
-    if args.address is not None and not args.raw and any(is_elf_file(p) for p in args.files):
-        raise UsageError("dump: --address goes with bare sections (--raw)")
+    check_source_options(args, "dump", args.files)
     if args.format is not None and (args.json or args.jsonl):
         raise UsageError("dump: --format frames the text dump; JSON has one layout")
     status = 0

@@ -12,13 +12,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .report import note, warn
 from .usage import UsageError
 
 if TYPE_CHECKING:
-    from ..generate import GenerateResult
-
-if TYPE_CHECKING:
     from ..elf.inject import EncodableSection
+    from ..generate import GenerateResult
 
 
 def register(subparsers: Any) -> None:
@@ -28,8 +27,10 @@ def register(subparsers: Any) -> None:
         description="Translate the DWARF CFI of an ELF file to an SFrame section, with the "
         "rules GNU as 2.47 applies, and write the section or a copy of the file carrying it.",
     )
-    parser.add_argument("file", help="ELF executable, shared library or object")
-    parser.add_argument("-o", "--output", help="where to write the section (or the new file)")
+    parser.add_argument("file", metavar="FILE", help="ELF executable, shared library or object")
+    parser.add_argument(
+        "-o", "--output", metavar="OUT", help="where to write the section (or the new file)"
+    )
     parser.add_argument(
         "--version",
         type=int,
@@ -76,10 +77,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("generate: --inject needs -o NEWFILE")
     if args.replace and not args.inject:
         raise UsageError("generate: --replace goes with --inject")
-    from ..output import OutputError, same_file
+    from ..errors import OutputError
+    from ..output import same_file
 
     if args.output and same_file(args.output, args.file):
-        raise OutputError(f"{args.output}: is the input file; refusing to write over it")
+        raise OutputError("is the input file; refusing to write over it", path=args.output)
     result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
     written: EncodableSection = result
     if args.compact:
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
         written = compacted = CompactedGeneration(result)
         if compacted.note is not None:
-            print(f"pysframe: {args.file}: note: {compacted.note}", file=sys.stderr)
+            note(compacted.note, args.file)
     if args.output:
         if args.inject:
             from ..elf.inject import inject_file
@@ -111,11 +113,11 @@ def _warn_if_relocatable(path: str) -> None:
 
     with ElfImage.open(path) as image:
         if image.is_relocatable:
-            print(
-                f"pysframe: warning: {path} is a relocatable object: function starts are "
-                "addresses in its unlinked code sections, each at address 0, and no "
-                "relocations are written, so the section cannot be linked",
-                file=sys.stderr,
+            warn(
+                "a relocatable object: function starts are addresses in its unlinked code "
+                "sections, each at address 0, and no relocations are written, so the section "
+                "cannot be linked",
+                path,
             )
 
 

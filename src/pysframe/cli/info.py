@@ -9,7 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SFrameError
-from .usage import UsageError, add_source_options
+from .options import add_source_options, check_source_options
+from .report import report_error, warn
 
 if TYPE_CHECKING:
     from ..tools.info import SectionInfo
@@ -22,19 +23,16 @@ def register(subparsers: Any) -> None:
         description="Print version, ABI, flags, functions, rows, size and text coverage of the "
         "SFrame section of each FILE.",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="ELF files")
-    parser.add_argument("--section", metavar="NAME", help="section to read (default: .sframe)")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="ELF files (or bare sections)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    add_source_options(parser, "summarise")
+    add_source_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..tools.info import info_text, section_info
-    from ..tools.source import generated_note, is_elf_file
 
-    if args.address is not None and not args.raw and any(is_elf_file(p) for p in args.files):
-        raise UsageError("info: --address goes with bare sections (--raw)")
+    check_source_options(args, "info", args.files)
     status = 0
     found: list[SectionInfo] = []
     for number, path in enumerate(args.files):
@@ -43,13 +41,12 @@ def run(args: argparse.Namespace) -> int:
                 path, args.section, raw=args.raw, address=args.address, generate=args.generate
             )
         except SFrameError as error:
-            sys.stdout.flush()
-            print(f"pysframe: {error}", file=sys.stderr)
+            report_error(error, args)
             status = 1
             continue
         found.append(info)
-        if info.origin == "generated":
-            print(f"pysframe: {generated_note(path)}", file=sys.stderr)
+        if info.note:
+            warn(info.note, path)
         if not args.json:
             sys.stdout.write(("\n" if number else "") + info_text(info))
     if args.json:

@@ -2,13 +2,16 @@
 
 PCs are addresses as the section shows them (``pysframe dump``), in hex (``0x...``) or decimal,
 or a function symbol of the file with an optional offset (``main``, ``main+0x10``; C++ and Rust
-names mangled or demangled).  Each result names the function symbol holding the PC, as ``stack``
-names frames (separate debug files included).  The lookup follows libsframe's
-``sframe_find_fre``.  Exit status 1 if any PC has no row.
+names mangled or demangled), given on the command line or, any number of them, in a file
+(``--pcs FILE``, ``-`` for standard input; words separated by white space).  Each result names
+the function symbol holding the PC, as ``stack`` names frames (separate debug files included).
+The lookup follows libsframe's ``sframe_find_fre``.  A PC that names no symbol of the file
+gets an error line and the others are still looked up; the exit status is 1 if any PC could
+not be resolved or has no row.
 
 FILE may also be a bare section file (``--raw``, or recognised by the SFrame magic; at
 ``--address``), which has no symbols, and ``--generate`` uses a section generated from the
-file's CFI when it has none (:mod:`pysframe.tools.source`).
+file's CFI when it has none (:func:`pysframe.sources.resolve_sframe`).
 """
 
 from __future__ import annotations
@@ -16,15 +19,29 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from ..errors import SFrameError
-from .symbol_args import add_symbol_options, symbol_options
-from .usage import UsageError, add_source_options, parse_address
+from ..errors import InputError, SFrameError
+from .options import (
+    add_source_options,
+    add_symbol_options,
+    check_source_options,
+    parse_address,
+    symbol_options,
+)
+from .report import report_error, warn
+from .usage import UsageError
+
+if TYPE_CHECKING:
+    from ..unwind.symbolize import ModuleSymbols
+
+#: A location: an address, or (symbol name, offset).
+Location = int | tuple[str, int]
 
 
-def parse_location(text: str) -> int | tuple[str, int]:
-    """An address (:func:`~pysframe.cli.usage.parse_address`: anything that starts with a
+def parse_location(text: str) -> Location:
+    """An address (:func:`~pysframe.cli.options.parse_address`: anything that starts with a
     digit or a sign), or a symbol name with an optional ``+OFFSET`` (hex or decimal):
     (name, offset)."""
     if not text or text[0].isdigit() or text[0] in "+-":
@@ -46,94 +63,106 @@ def register(subparsers: Any) -> None:
     parser.add_argument("file", metavar="FILE", help="ELF file (or a bare SFrame section)")
     parser.add_argument(
         "pcs",
-        nargs="+",
+        nargs="*",
         metavar="PC",
         type=parse_location,
         help="addresses, or function symbols with an optional +OFFSET",
     )
-    parser.add_argument("--section", metavar="NAME", help="section to read (default: .sframe)")
+    parser.add_argument(
+        "--pcs",
+        dest="pcs_file",
+        metavar="PCFILE",
+        help="read more PCs from PCFILE (- for standard input), separated by white space",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    add_source_options(parser, "use")
+    add_source_options(parser)
     add_symbol_options(parser)
     parser.set_defaults(func=run)
 
 
+def _pcs_from_file(name: str) -> Iterator[Location]:
+    """The locations listed in ``name`` (``-``: standard input)."""
+    from ..input import read_input
+
+    text = sys.stdin.read() if name == "-" else read_input(name).decode("utf-8", "replace")
+    for word in text.split():
+        try:
+            yield parse_location(word)
+        except argparse.ArgumentTypeError as error:
+            raise InputError(str(error), path=name) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..elf.image import ElfImage
-    from ..elf.sframe import find_sframe, require_sframe
+    from ..sources import Origin, resolve_sframe
     from ..tools.lookup_text import result_json, result_text
-    from ..tools.source import (
-        bare_section,
-        generated_note,
-        generated_section,
-        is_bare_section,
-        is_elf_file,
-    )
     from ..unwind.symbolize import symbols_of_file
 
     path: str = args.file
+    check_source_options(args, "lookup", [path])
+    locations: list[Location] = list(args.pcs)
+    if args.pcs_file is not None:
+        locations += _pcs_from_file(args.pcs_file)
+    if not locations:
+        raise UsageError("lookup: no PC given (name PCs, or --pcs PCFILE)")
     options = symbol_options(args)
-    if args.address is not None and not args.raw and is_elf_file(path):
-        raise UsageError("lookup: --address goes with a bare section (--raw)")
+    found = resolve_sframe(
+        path, section=args.section, raw=args.raw, address=args.address, generate=args.generate
+    )
+    if found.note:
+        warn(found.note, path)
     symbols = None
-    if args.raw or is_bare_section(path):
-        name, section = ".sframe", bare_section(path, args.address or 0).section
-        pcs = [_address(path, None, location, "a bare section") for location in args.pcs]
-    else:
-        with ElfImage.open(path) as image:
-            # An object's symbols are offsets in their own sections, not the section's PCs.
-            if not image.is_relocatable:
-                symbols = symbols_of_file(path, options.debug_dirs)
-            why = "a relocatable object"
-            pcs = [_address(path, symbols, location, why) for location in args.pcs]
-            found = find_sframe(image, args.section)
-            if found is None and args.generate:
-                print(f"pysframe: {generated_note(path)}", file=sys.stderr)
-                name, section = ".sframe", generated_section(image).section
-            else:
-                found = require_sframe(image, args.section)
-                name = found.name
-                try:
-                    section = found.decode()
-                except SFrameError as error:
-                    raise SFrameError(f"{path}: {name}: {error}") from None
-    try:
-        results = [(pc, section.lookup(pc)) for pc in pcs]
-    except SFrameError as error:
-        raise SFrameError(f"{path}: {name}: {error}") from None
+    # An object's symbols are offsets in their own sections, not the section's PCs.
+    if found.origin is not Origin.BARE and not found.relocatable:
+        symbols = symbols_of_file(path, options.debug_dirs)
+    why = "a bare section" if found.origin is Origin.BARE else "a relocatable object"
+    status = 0
+    pcs: list[int] = []
+    for location in locations:
+        try:
+            pcs.append(_address(path, symbols, location, why))
+        except SFrameError as error:
+            report_error(error, args)
+            status = 1
+    with found.located():
+        results = [(pc, found.section.lookup(pc)) for pc in pcs]
     names = symbols.find_many(pcs) if symbols is not None else [None] * len(pcs)
     named = [None if n is None else (options.name(n[0]), n[1]) for n in names]
+    pairs = zip(results, named, strict=True)
     if args.json:
-        pairs = zip(results, named, strict=True)
-        answers = [result_json(section, pc, r, function) for (pc, r), function in pairs]
+        answers = [result_json(found.section, pc, r, function) for (pc, r), function in pairs]
         json.dump(answers, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        for (pc, r), function in zip(results, named, strict=True):
-            sys.stdout.write(result_text(section, pc, r, function) + "\n")
-    return 0 if all(r is not None for _, r in results) else 1
+        out = sys.stdout
+        for (pc, r), function in pairs:
+            out.write(result_text(found.section, pc, r, function) + "\n")
+    if any(r is None for _, r in results):
+        status = 1
+    return status
 
 
-def _address(path: str, symbols: Any, location: int | tuple[str, int], why: str) -> int:
+def _address(path: str, symbols: ModuleSymbols | None, location: Location, why: str) -> int:
     """The address ``location`` names; ``why`` says why a file has no symbols to look in."""
+    from ..errors import ElfError
+
     if isinstance(location, int):
         return location
     name, offset = location
     if symbols is None:
-        raise SFrameError(f"{path}: {why}: give addresses, not symbols ({name})")
+        raise ElfError(f"{why}: give addresses, not symbols ({name})", path=path)
     found = symbols.by_name(name)
     if not found:
-        raise SFrameError(f"{path}: no function symbol {name}")
+        raise ElfError(f"no function symbol {name}", path=path)
     starts = sorted({s.address for s in found})
     if len(starts) > 1:
-        raise SFrameError(
-            f"{path}: {len(starts)} functions are called {name} (at "
-            + ", ".join(f"{s:#x}" for s in starts)
-            + "): give an address"
+        listed = ", ".join(f"{s:#x}" for s in starts)
+        raise ElfError(
+            f"{len(starts)} functions are called {name} (at {listed}): give an address",
+            path=path,
         )
     symbol = found[0]
     if offset and symbol.size and offset >= symbol.size:
-        raise SFrameError(
-            f"{path}: {name}+{offset:#x} is past the end of {name} ({symbol.size:#x} bytes)"
+        raise ElfError(
+            f"{name}+{offset:#x} is past the end of {name} ({symbol.size:#x} bytes)", path=path
         )
     return int(starts[0] + offset)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .compact import add_output_options, print_report
+from .compact import print_report
+from .options import add_rewrite_options
 
 
 def register(subparsers: Any) -> None:
@@ -23,7 +24,7 @@ def register(subparsers: Any) -> None:
         "merge them into one sorted section, compact it, and write it back in place.",
     )
     parser.add_argument("file", metavar="FILE", help="ELF executable or shared object")
-    add_output_options(parser)
+    add_rewrite_options(parser)
     parser.add_argument(
         "--no-compact", action="store_true", help="write the merged section without compacting it"
     )

@@ -11,8 +11,10 @@ from typing import Any
 
 from ..errors import UnwindError
 from ..unwind import DEFAULT_MAX_FRAMES
-from .symbol_args import add_symbol_options, symbol_options
-from .usage import UsageError, positive_int
+from ..unwind.rsp import EXCHANGE_TIMEOUT, TIME_LIMIT
+from .options import add_symbol_options, positive_int, symbol_options
+from .report import warn
+from .usage import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -23,7 +25,9 @@ def register(subparsers: Any) -> None:
         ".eh_frame for modules without .sframe), like eu-stack.",
     )
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("pid", nargs="?", type=int, help="process to attach to (ptrace)")
+    target.add_argument(
+        "pid", nargs="?", type=int, metavar="PID", help="process to attach to (ptrace)"
+    )
     target.add_argument("--core", metavar="CORE", help="core file to read instead of a process")
     target.add_argument(
         "--remote", metavar="HOST:PORT", type=_remote_address,
@@ -40,6 +44,12 @@ def register(subparsers: Any) -> None:
         "remote programs of another machine",
     )
     parser.add_argument(
+        "--time-limit", type=_seconds, default=None, metavar="SECONDS",
+        help="with --remote: seconds the whole exchange with the stub may take (default "
+        f"{TIME_LIMIT:g}; 0: no limit; each exchange also has {EXCHANGE_TIMEOUT:g} s at most); "
+        "a slow link to a program with thousands of threads may need more",
+    )
+    parser.add_argument(
         "--continue", dest="resume", action="store_true",
         help="with --remote: let the program run to its next stop (a signal, a breakpoint) first",
     )
@@ -49,8 +59,16 @@ def register(subparsers: Any) -> None:
         help=f"at most N frames per thread (default {DEFAULT_MAX_FRAMES})",
     )
     parser.add_argument(
-        "--no-generate", action="store_true",
-        help="do not generate SFrame from .eh_frame for modules without .sframe",
+        "--sframe", choices=("auto", "own", "generated"), default="auto",
+        help="which SFrame unwinds each module: auto (default) its own .sframe when it passes "
+        "the checks (sorted, not overlapping, inside the module's code, not several sections "
+        "back to back), else SFrame generated from its .eh_frame, with a warning; own: its "
+        "own .sframe as it is, and none generated; generated: SFrame generated from its "
+        ".eh_frame",
+    )
+    parser.add_argument(
+        "--no-generate", dest="sframe", action="store_const", const="own",
+        help="the same as --sframe own",
     )
     parser.add_argument(
         "--lines", action="store_true",
@@ -65,6 +83,16 @@ def register(subparsers: Any) -> None:
     )
     add_symbol_options(parser)
     parser.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
 
 
 def _remote_address(text: str) -> str:
@@ -92,24 +120,29 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("stack: --sysroot needs --core or --remote")
     if args.resume and not args.remote:
         raise UsageError("stack: --continue needs --remote")
-    generate = not args.no_generate
+    if args.time_limit is not None and not args.remote:
+        raise UsageError("stack: --time-limit needs --remote")
+    from ..sources.trust import Policy
+
+    policy = Policy(args.sframe)
     symbols = symbol_options(args)
     if args.remote:
         report = stack_of_remote(
             args.remote, args.exe, sysroot=args.sysroot, resume=args.resume,
-            max_frames=args.max_frames, generate=generate, symbols=symbols,
+            time_limit=TIME_LIMIT if args.time_limit is None else args.time_limit or None,
+            max_frames=args.max_frames, policy=policy, symbols=symbols,
         )
     elif args.core:
         report = stack_of_core(
             args.core, args.exe, sysroot=args.sysroot, max_frames=args.max_frames,
-            generate=generate, symbols=symbols,
+            policy=policy, symbols=symbols,
         )
     else:
         report = stack_of_process(
-            args.pid, max_frames=args.max_frames, generate=generate, symbols=symbols
+            args.pid, max_frames=args.max_frames, policy=policy, symbols=symbols
         )
     for warning in module_warnings(report):
-        print(f"pysframe: warning: {warning}", file=sys.stderr)
+        warn(warning)
     if args.json:
         json.dump(report_json(report, lines=args.lines), sys.stdout, indent=1)
         sys.stdout.write("\n")

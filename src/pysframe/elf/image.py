@@ -1,9 +1,10 @@
 """ELF files: headers, sections, segments, symbols, relocations and notes, read with pyelftools.
 
-:class:`ElfImage` is how pysframe reads an ELF file; :mod:`pysframe.elf.layout` declares the
-layouts it writes or parses by hand, :mod:`pysframe.elf.relocation` applies an object's
-relocations (:meth:`ElfImage.relocated`), and :mod:`pysframe.elf.sframe` finds and loads the
-SFrame section.  Every failure raises :class:`pysframe.errors.ElfError` naming the file.
+:class:`ElfImage` is how pysframe reads an ELF file: its headers, sections, segments and
+notes.  :mod:`pysframe.elf.layout` declares the layouts it writes or parses by hand,
+:mod:`pysframe.elf.relocation` reads and applies an object's relocations,
+:mod:`pysframe.elf.symbols` reads symbol tables, and :mod:`pysframe.elf.sframe` finds and loads
+the SFrame section.  Every failure raises :class:`pysframe.errors.ElfError` naming the file.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import io
 import os
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, BinaryIO
 
@@ -22,12 +23,10 @@ from elftools.common.exceptions import ELFError as _PyElfError
 from elftools.construct import ConstructError as _ConstructError
 from elftools.elf import enums as _enums
 from elftools.elf.elffile import ELFFile
-from elftools.elf.relocation import RelocationSection
-from elftools.elf.sections import SymbolTableSection
 
 from ..errors import ElfError, SFrameError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
-from ..input import InputError, open_input
+from ..input import open_input
 from .layout import (
     EHDR_SIZE,
     ELF_MAGIC,
@@ -52,16 +51,8 @@ from .layout import (
     SHF_ALLOC,
     SHF_COMPRESSED,
     SHF_EXECINSTR,
-    SHN_LORESERVE,
-    SHN_UNDEF,
-    SHT_DYNSYM,
     SHT_NOBITS,
     SHT_NOTE,
-    SHT_REL,
-    SHT_RELA,
-    SHT_SYMTAB,
-    STT_FUNC,
-    STT_GNU_IFUNC,
     ElfHeader,
     byte_order,
     note_padded,
@@ -70,7 +61,6 @@ from .layout import (
     shdr_struct,
     unpack_chdr,
 )
-from .relocation import Relocation, apply_relocations
 
 #: Name -> number for the enums pyelftools turns into strings (it keeps unknown values as ints).
 _SH_TYPES: dict[str, int] = {}
@@ -94,13 +84,6 @@ for _table in (
     _P_TYPES.update({k: v for k, v in _table.items() if isinstance(v, int)})
 _E_TYPES: dict[str, int] = {k: v for k, v in _enums.ENUM_E_TYPE.items() if isinstance(v, int)}
 _MACHINES: dict[str, int] = {k: v for k, v in _enums.ENUM_E_MACHINE.items() if isinstance(v, int)}
-_SHNDX: dict[str, int] = {k: v for k, v in _enums.ENUM_ST_SHNDX.items() if isinstance(v, int)}
-_ST_TYPES: dict[str, int] = {
-    k: v for k, v in _enums.ENUM_ST_INFO_TYPE.items() if isinstance(v, int)
-}
-_ST_BINDS: dict[str, int] = {
-    k: v for k, v in _enums.ENUM_ST_INFO_BIND.items() if isinstance(v, int)
-}
 
 
 def _number(value: object, names: dict[str, int]) -> int:
@@ -163,26 +146,6 @@ class ElfSegment:
         return phdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in PHDR_NAMES[bits]))
 
 
-@dataclass(frozen=True, slots=True)
-class ElfSymbol:
-    """A symbol table entry.  ``section_index`` is st_shndx (SHN_UNDEF 0, SHN_ABS 0xfff1)."""
-
-    name: str
-    value: int
-    size: int
-    type: int
-    bind: int
-    section_index: int
-
-    @property
-    def is_function(self) -> bool:
-        return self.type in (STT_FUNC, STT_GNU_IFUNC)
-
-    @property
-    def defined(self) -> bool:
-        return self.section_index != SHN_UNDEF
-
-
 #: What pyelftools and the file layer raise on malformed input.
 #: Decompressed sections may be this many times their compressed size (plus 1 MiB)...
 MAX_EXPANSION = 64
@@ -226,7 +189,7 @@ class ElfImage:
             bits = 64 if self._elf.elfclass == 64 else 32
             self.header: ElfHeader = ElfHeader.unpack(self.read(0, EHDR_SIZE[bits]))
         except (SFrameError, *_READ_ERRORS) as error:
-            raise ElfError(f"{path}: unreadable ELF file ({error})") from None
+            raise ElfError(f"unreadable ELF file ({error})", path=path) from None
         self.e_type: int = self.header.type
         self.machine: int = self.header.machine
         self._sections: list[ElfSection] | None = None
@@ -236,14 +199,11 @@ class ElfImage:
     @classmethod
     def open(cls, path: str) -> ElfImage:
         """Open ``path``; ElfError if it is missing, unreadable or not an ELF file."""
-        try:
-            file = open_input(path)  # closed by close()/__exit__
-        except InputError as error:
-            raise ElfError(str(error)) from None
+        file = open_input(path)  # closed by close()/__exit__
         try:
             magic = file.read(4)
             if magic != ELF_MAGIC:
-                raise ElfError(f"{path}: not an ELF file")
+                raise ElfError("not an ELF file", path=path)
             file.seek(0)
             return cls(path, file)
         except BaseException:
@@ -255,7 +215,7 @@ class ElfImage:
         """An ELF image held in memory (the vDSO read from a process, for one); ``name`` is
         what messages call it."""
         if data[:4] != ELF_MAGIC:
-            raise ElfError(f"{name}: not an ELF image")
+            raise ElfError("not an ELF file", path=name)
         return cls(name, io.BytesIO(data))
 
     def close(self) -> None:
@@ -347,18 +307,19 @@ class ElfImage:
             data = self._file.read(size)
         except (OSError, ValueError, OverflowError) as error:
             raise ElfError(
-                f"{self.path}: cannot read {size} bytes at {offset:#x}: {error}"
+                f"cannot read {size} bytes at file offset {offset:#x}: {error}", path=self.path
             ) from None
         if len(data) != size:
             raise ElfError(
-                f"{self.path}: {size} bytes at file offset {offset:#x} run past the end of the file"
+                f"{size} bytes at file offset {offset:#x} run past the end of the file",
+                path=self.path,
             )
         return data
 
     def check_range(self, what: str, offset: int, size: int) -> None:
         """ElfError unless ``size`` bytes at ``offset`` lie inside the file."""
         if offset < 0 or size < 0 or offset + size > self.file_size:
-            raise ElfError(f"{self.path}: {what} run past the end of the file")
+            raise ElfError(f"{what} run past the end of the file", path=self.path)
 
     def _check_table(self, kind: str, count: int, offset: int, entry_size: int) -> None:
         # gABI: e_phentsize and e_shentsize give each entry's size, at least the class's.
@@ -366,13 +327,15 @@ class ElfImage:
         smallest = layout(self.header.bits, self.big_endian).size
         if count and entry_size < smallest:
             raise ElfError(
-                f"{self.path}: unreadable {kind} headers (entries of {entry_size} bytes, "
-                f"fewer than the {smallest} of ELFCLASS{self.header.bits})"
+                f"unreadable {kind} headers (entries of {entry_size} bytes, fewer than the "
+                f"{smallest} of ELFCLASS{self.header.bits})",
+                path=self.path,
             )
         if count and offset + count * entry_size > self.file_size:
             raise ElfError(
-                f"{self.path}: unreadable {kind} headers ({count} of {entry_size} bytes at "
-                f"{offset:#x} run past the end of the file)"
+                f"unreadable {kind} headers ({count} headers of {entry_size} bytes at "
+                f"{offset:#x} run past the end of the file)",
+                path=self.path,
             )
 
     def code_bytes(self) -> int:
@@ -419,7 +382,7 @@ class ElfImage:
         except SFrameError:
             raise
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: unreadable section headers ({error})") from None
+            raise ElfError(f"unreadable section headers ({error})", path=self.path) from None
 
     def section(self, name: str) -> ElfSection | None:
         """The first section called ``name``."""
@@ -450,11 +413,15 @@ class ElfImage:
         try:
             data = self._elf.get_section(section.index).data()
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: cannot read section {section.name} ({error})") from None
+            raise ElfError(
+                f"cannot read it ({error})", path=self.path, section=section.name
+            ) from None
         if section.size and len(data) < section.size and not section.flags & SHF_COMPRESSED:
             raise ElfError(
-                f"{self.path}: section {section.name} ({section.size:#x} bytes at file offset "
-                f"{section.offset:#x}) runs past the end of the file"
+                f"{section.size:#x} bytes at file offset {section.offset:#x} run past the end of "
+                "the file",
+                path=self.path,
+                section=section.name,
             )
         return bytes(data)
 
@@ -466,23 +433,31 @@ class ElfImage:
         try:
             kind, size, header = unpack_chdr(stored, self.header.bits, self.big_endian)
         except ElfError as error:
-            raise ElfError(f"{self.path}: section {section.name}: {error}") from None
-        where = f"{self.path}: section {section.name}"
+            raise error.at(path=self.path, section=section.name) from None
+        path, name = self.path, section.name
         if kind != ELFCOMPRESS_ZLIB:
-            raise ElfError(f"{where}: compression type {kind} is not supported (only zlib)")
+            raise ElfError(
+                f"compression type {kind} is not supported (only zlib)", path=path, section=name
+            )
         limit = min(MAX_DECOMPRESSED, MAX_EXPANSION * len(stored) + (1 << 20))
         if size > limit:
             raise ElfError(
-                f"{where}: claims {size} bytes decompressed from {len(stored)}, more than the "
-                f"{limit} allowed"
+                f"claims {size} bytes decompressed from {len(stored)}, more than the {limit} "
+                "allowed",
+                path=path,
+                section=name,
             )
         inflater = zlib.decompressobj()
         try:
             data = inflater.decompress(stored[header:], size + 1)
         except zlib.error as error:
-            raise ElfError(f"{where}: bad zlib data ({error})") from None
+            raise ElfError(f"bad zlib data ({error})", path=path, section=name) from None
         if len(data) != size:
-            raise ElfError(f"{where}: decompresses to {len(data)} bytes, its header says {size}")
+            raise ElfError(
+                f"decompresses to {len(data)} bytes, its header says {size}",
+                path=path,
+                section=name,
+            )
         return data
 
     # -- segments ------------------------------------------------------------------------------
@@ -513,7 +488,7 @@ class ElfImage:
         except SFrameError:
             raise
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: unreadable program headers ({error})") from None
+            raise ElfError(f"unreadable program headers ({error})", path=self.path) from None
 
     def load_segments(self) -> list[ElfSegment]:
         return [seg for seg in self.segments() if seg.type == PT_LOAD]
@@ -553,139 +528,6 @@ class ElfImage:
             flags=SHF_ALLOC,
             _image=self,
         )
-
-    # -- relocations -----------------------------------------------------------------------------
-    def relocations_for(self, section: ElfSection) -> list[Relocation]:
-        """The REL/RELA entries that apply to ``section`` (those whose sh_info names it)."""
-        if section.index < 0:
-            return []
-        out: list[Relocation] = []
-        for rel in self.sections():
-            if rel.type not in (SHT_REL, SHT_RELA) or rel.info != section.index:
-                continue
-            out.extend(self._read_relocations(rel))
-        return out
-
-    def _read_relocations(self, rel: ElfSection) -> Iterator[Relocation]:
-        try:
-            rel_section = self._elf.get_section(rel.index)
-            if not isinstance(rel_section, RelocationSection):
-                return
-            symtab = self._elf.get_section(rel.link) if rel.link else None
-            table = symtab if isinstance(symtab, SymbolTableSection) else None
-            sections = self.sections()
-            for entry in rel_section.iter_relocations():
-                sym_index = int(entry["r_info_sym"])
-                value, name, defined_in = 0, "", 0
-                if sym_index and table is not None:
-                    sym = table.get_symbol(sym_index)
-                    name = sym.name
-                    shndx = _number(sym["st_shndx"], _SHNDX)
-                    value = int(sym["st_value"])
-                    if 0 < shndx < SHN_LORESERVE and shndx < len(sections):
-                        value += sections[shndx].address
-                        defined_in = shndx
-                yield Relocation(
-                    offset=int(entry["r_offset"]),
-                    type=int(entry["r_info_type"]),
-                    symbol_value=value,
-                    addend=int(entry["r_addend"]) if rel_section.is_RELA() else None,
-                    symbol_name=name,
-                    symbol_section=defined_in,
-                )
-        except SFrameError:
-            raise
-        except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: unreadable relocations in {rel.name} ({error})") from None
-
-    def relocated(self, section: ElfSection, data: bytes) -> bytes:
-        """``data``, the contents of ``section``, with the section's relocations applied when
-        the file is relocatable (unchanged otherwise, or when none apply)."""
-        if not self.is_relocatable:
-            return data
-        relocations = self.relocations_for(section)
-        if not relocations:
-            return data
-        try:
-            return apply_relocations(
-                data, relocations, self.machine, self.big_endian, section.address
-            )
-        except ElfError as error:
-            raise ElfError(f"{self.path}: {section.name}: {error}") from None
-
-    def object_layout(self) -> dict[int, int]:
-        """For a relocatable object: an address for each allocated section (by index), one
-        after the other in index order, each aligned as it asks, as a link would lay them out.
-        Code of different sections then has different addresses (every section of an object is
-        at address 0)."""
-        layout: dict[int, int] = {}
-        address = 0
-        for sec in self.sections():
-            if not sec.flags & SHF_ALLOC or sec.index <= 0:
-                continue
-            align = max(sec.addralign, 1)
-            address = (address + align - 1) // align * align
-            layout[sec.index] = address
-            address += max(sec.size, 1)
-        return layout
-
-    def relocated_at(self, section: ElfSection, data: bytes, layout: dict[int, int]) -> bytes:
-        """``data``, the contents of ``section`` of a relocatable object, relocated as if each
-        section were at its address in ``layout`` (:meth:`object_layout`)."""
-        relocations = [
-            replace(r, symbol_value=r.symbol_value + layout.get(r.symbol_section, 0))
-            for r in self.relocations_for(section)
-        ]
-        try:
-            return apply_relocations(
-                data, relocations, self.machine, self.big_endian, layout.get(section.index, 0)
-            )
-        except ElfError as error:
-            raise ElfError(f"{self.path}: {section.name}: {error}") from None
-
-    def section_contents(self, section: ElfSection, relocate: bool = True) -> bytes:
-        """Contents of ``section``; for relocatable objects with ``relocate``, relocated."""
-        data = section.data()
-        return self.relocated(section, data) if relocate else data
-
-    # -- symbols ----------------------------------------------------------------------------------
-    def all_symbols(self, table: str | None = None) -> list[ElfSymbol]:
-        """Entries of ``table`` (``.symtab`` or ``.dynsym``; default: .symtab, else .dynsym)."""
-        names: Sequence[str] = (table,) if table else (".symtab", ".dynsym")
-        for table_name in names:
-            sec = self.section(table_name)
-            if sec is None or sec.type not in (SHT_SYMTAB, SHT_DYNSYM):
-                continue
-            try:
-                symtab: Any = self._elf.get_section(sec.index)
-                return [
-                    ElfSymbol(
-                        name=sym.name,
-                        value=int(sym["st_value"]),
-                        size=int(sym["st_size"]),
-                        type=_number(sym["st_info"]["type"], _ST_TYPES),
-                        bind=_number(sym["st_info"]["bind"], _ST_BINDS),
-                        section_index=_number(sym["st_shndx"], _SHNDX),
-                    )
-                    for sym in symtab.iter_symbols()
-                ]
-            except SFrameError:
-                raise
-            except _READ_ERRORS as error:
-                raise ElfError(
-                    f"{self.path}: unreadable symbol table {table_name} ({error})"
-                ) from None
-        return []
-
-    def symbols(self) -> list[ElfSymbol]:
-        """Defined, named function symbols sorted by (value, name); .symtab, else .dynsym."""
-        for table_name in (".symtab", ".dynsym"):
-            found = [
-                s for s in self.all_symbols(table_name) if s.is_function and s.defined and s.name
-            ]
-            if found:
-                return sorted(found, key=lambda s: (s.value, s.name))
-        return []
 
     # -- notes ------------------------------------------------------------------------------------
     def notes(self) -> Iterator[tuple[bytes, int, bytes]]:
@@ -734,7 +576,7 @@ class ElfImage:
         try:
             return self._elf.get_dwarf_info(relocate_dwarf_sections=self.is_relocatable)
         except _READ_ERRORS as error:
-            raise ElfError(f"{self.path}: unreadable DWARF ({error})") from None
+            raise ElfError(f"unreadable DWARF ({error})", path=self.path) from None
 
     def interpreter(self) -> str | None:
         seg = self.segment(PT_INTERP)
@@ -766,7 +608,6 @@ __all__ = [
     "ElfImage",
     "ElfSection",
     "ElfSegment",
-    "ElfSymbol",
     "is_elf_file",
     "iter_notes",
 ]

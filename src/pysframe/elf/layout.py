@@ -288,11 +288,28 @@ def sym_dtype(bits: int, big_endian: bool) -> Any:
 
 #: Struct codes of an Elf64_Rela: r_offset, r_info (symbol << 32 | type), r_addend.
 RELA64_FIELDS = "QQq"
+#: Struct codes of Elf32_Rel / Elf32_Rela and Elf64_Rel / Elf64_Rela per class, with and
+#: without the addend: r_offset, r_info, [r_addend].  r_info is ``symbol << 8 | type`` in
+#: ELFCLASS32 and ``symbol << 32 | type`` in ELFCLASS64 (:data:`R_INFO_SHIFT`).
+RELOCATION_FIELDS: dict[tuple[int, bool], str] = {
+    (32, False): "II",
+    (32, True): "IIi",
+    (64, False): "QQ",
+    (64, True): RELA64_FIELDS,
+}
+R_INFO_SHIFT: dict[int, int] = {32: 8, 64: 32}
+
+
+def relocation_dtype(bits: int, big_endian: bool, addend: bool) -> Any:
+    """The numpy dtype of a REL (``addend`` False) or RELA entry of class ``bits``:
+    ``offset``, ``info`` and, for RELA, ``addend``."""
+    names = ("offset", "info", "addend") if addend else ("offset", "info")
+    return _dtype(RELOCATION_FIELDS[bits, addend], names, big_endian)
 
 
 def rela64_dtype(big_endian: bool) -> Any:
     """The numpy dtype of an Elf64_Rela: ``offset``, ``info``, ``addend``."""
-    return _dtype(RELA64_FIELDS, ("offset", "info", "addend"), big_endian)
+    return relocation_dtype(64, big_endian, addend=True)
 
 
 def dyn64_dtype(big_endian: bool) -> Any:
@@ -304,7 +321,7 @@ def _dtype(fields: str, names: tuple[str, ...], big_endian: bool) -> Any:
     """A numpy dtype from struct codes: fields ``f0``.., titled ``names``."""
     import numpy as np
 
-    codes = {"I": "u4", "B": "u1", "H": "u2", "Q": "u8", "q": "i8"}
+    codes = {"I": "u4", "i": "i4", "B": "u1", "H": "u2", "Q": "u8", "q": "i8"}
     order = ">" if big_endian else "<"
     pairs = enumerate(zip(fields, names, strict=True))
     return np.dtype([((name, f"f{i}"), order + codes[code]) for i, (code, name) in pairs])

@@ -1,16 +1,48 @@
-"""Relocations of a relocatable object's section, applied the way bfd's simple relocation
-(``bfd_perform_relocation``) applies them in objdump 2.47: every section of an object sits at
-address 0, so S is the symbol's value and P the field's offset (plus the section address).
+"""Relocations of a relocatable object's section, read and applied the way bfd's simple
+relocation (``bfd_perform_relocation``) applies them in objdump 2.47: every section of an
+object sits at address 0, so S is the symbol's value and P the field's offset (plus the section
+address).
+
+* :func:`relocations_for` reads the REL/RELA entries that apply to a section (gABI
+  "Relocation": the relocation sections whose ``sh_info`` names it), each entry's symbol
+  resolved in the symbol table its ``sh_link`` names -- in bulk, with the layouts of
+  :mod:`pysframe.elf.layout`;
+* :func:`relocated` gives a section's contents as objdump 2.47 shows them (relocations applied
+  with every section at 0);
+* :func:`object_layout` and :func:`relocated_at` lay an object's sections out one after the
+  other, as a link would, so that code of different sections has different addresses
+  (``pysframe verify`` compares an object's SFrame with its CFI so).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..errors import ElfError
-from .layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, byte_order
+from .layout import (
+    EM_386,
+    EM_AARCH64,
+    EM_S390,
+    EM_X86_64,
+    R_INFO_SHIFT,
+    SHF_ALLOC,
+    SHN_LORESERVE,
+    SHT_DYNSYM,
+    SHT_REL,
+    SHT_RELA,
+    SHT_SYMTAB,
+    byte_order,
+    relocation_dtype,
+    sym_dtype,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .image import ElfImage, ElfSection
 
 #: (machine, relocation type) -> (field size in bytes, PC-relative).  Type 0 (NONE) is skipped.
 #: Sources: the psABIs of x86-64 (R_X86_64_*), i386, AArch64 (R_AARCH64_*) and s390x (R_390_*).
@@ -70,12 +102,14 @@ def apply_relocations(
         if kind is None:
             raise ElfError(
                 f"relocation type {reloc.type} (machine {machine}) at offset {reloc.offset:#x} "
-                "is not supported"
+                "is not supported",
+                reloc.offset,
             )
         size, pcrel = kind
         if reloc.offset < 0 or reloc.offset + size > len(out):
             raise ElfError(
-                f"relocation at offset {reloc.offset:#x} runs past the section end ({len(out):#x})"
+                f"relocation at offset {reloc.offset:#x} runs past the section end ({len(out):#x})",
+                reloc.offset,
             )
         fmt = order + ("q" if size == 8 else "i")
         addend = reloc.addend
@@ -89,4 +123,134 @@ def apply_relocations(
     return bytes(out)
 
 
-__all__ = ["RELOCATION_KINDS", "Relocation", "apply_relocations"]
+def relocations_for(image: ElfImage, section: ElfSection) -> list[Relocation]:
+    """The REL/RELA entries of ``image`` that apply to ``section`` (those of the relocation
+    sections whose sh_info names it), with their symbols' values (plus, for a symbol defined in
+    a section, that section's address) and names."""
+    if section.index < 0:
+        return []
+    sections = image.sections()
+    out: list[Relocation] = []
+    for rel in sections:
+        if rel.type in (SHT_REL, SHT_RELA) and rel.info == section.index:
+            out.extend(_read_relocations(image, rel, sections))
+    return out
+
+
+def _read_relocations(
+    image: ElfImage, rel: ElfSection, sections: list[ElfSection]
+) -> list[Relocation]:
+    import numpy as np
+
+    bits, big_endian = image.elfclass, image.big_endian
+    dtype = relocation_dtype(bits, big_endian, addend=rel.type == SHT_RELA)
+    data = rel.data()
+    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    info = entries["info"].astype(np.uint64)
+    shift = np.uint64(R_INFO_SHIFT[bits])
+    symbol_index = (info >> shift).tolist()
+    types = (info & np.uint64((1 << R_INFO_SHIFT[bits]) - 1)).tolist()
+    addends = entries["addend"].tolist() if rel.type == SHT_RELA else [None] * len(entries)
+    symbols, names = _symbol_table(image, rel, sections)
+    out = []
+    for offset, index, kind, addend in zip(
+        entries["offset"].tolist(), symbol_index, types, addends, strict=True
+    ):
+        value, name, defined_in = 0, "", 0
+        if index and symbols is not None:
+            if index >= len(symbols):
+                raise ElfError(
+                    f"{rel.name}: relocation at {offset:#x} names symbol {index}, past the end "
+                    f"of its {len(symbols)}-entry table",
+                    path=image.path,
+                )
+            entry = symbols[index]
+            shndx = int(entry["shndx"])
+            value = int(entry["value"])
+            name = names(int(entry["name"]))
+            if 0 < shndx < SHN_LORESERVE and shndx < len(sections):
+                value += sections[shndx].address
+                defined_in = shndx
+        out.append(Relocation(offset, kind, value, addend, name, defined_in))
+    return out
+
+
+def _symbol_table(
+    image: ElfImage, rel: ElfSection, sections: list[ElfSection]
+) -> tuple[np.ndarray | None, Callable[[int], str]]:
+    """The symbol entries of the table ``rel`` links to (None without one) and a function
+    giving a symbol's name from its string offset."""
+    import numpy as np
+
+    from .symbols import symbol_name
+
+    if not 0 < rel.link < len(sections) or sections[rel.link].type not in (SHT_SYMTAB, SHT_DYNSYM):
+        return None, lambda _at: ""
+    table = sections[rel.link]
+    dtype = sym_dtype(image.elfclass, image.big_endian)
+    data = table.data()
+    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    strings_at = table.link
+    strings = sections[strings_at].data() if 0 < strings_at < len(sections) else b""
+    return entries, lambda at: symbol_name(strings, at)
+
+
+def relocated(image: ElfImage, section: ElfSection, data: bytes) -> bytes:
+    """``data``, the contents of ``section``, with the section's relocations applied when the
+    file is relocatable (unchanged otherwise, or when none apply)."""
+    if not image.is_relocatable:
+        return data
+    relocations = relocations_for(image, section)
+    if not relocations:
+        return data
+    try:
+        return apply_relocations(
+            data, relocations, image.machine, image.big_endian, section.address
+        )
+    except ElfError as error:
+        raise error.at(path=image.path, section=section.name) from None
+
+
+def object_layout(image: ElfImage) -> dict[int, int]:
+    """For a relocatable object: an address for each allocated section (by index), one after
+    the other in index order, each aligned as it asks, as a link would lay them out.  Code of
+    different sections then has different addresses (every section of an object is at
+    address 0)."""
+    layout: dict[int, int] = {}
+    address = 0
+    for sec in image.sections():
+        if not sec.flags & SHF_ALLOC or sec.index <= 0:
+            continue
+        align = max(sec.addralign, 1)
+        address = (address + align - 1) // align * align
+        layout[sec.index] = address
+        address += max(sec.size, 1)
+    return layout
+
+
+def relocated_at(
+    image: ElfImage, section: ElfSection, data: bytes, layout: dict[int, int]
+) -> bytes:
+    """``data``, the contents of ``section`` of a relocatable object, relocated as if each
+    section were at its address in ``layout`` (:func:`object_layout`)."""
+    relocations = [
+        replace(r, symbol_value=r.symbol_value + layout.get(r.symbol_section, 0))
+        for r in relocations_for(image, section)
+    ]
+    try:
+        return apply_relocations(
+            data, relocations, image.machine, image.big_endian, layout.get(section.index, 0)
+        )
+    except ElfError as error:
+        raise error.at(path=image.path, section=section.name) from None
+
+
+__all__ = [
+    "RELOCATION_KINDS",
+    "Relocation",
+    "apply_relocations",
+    "object_layout",
+    "relocated",
+    "relocated_at",
+    "relocations_for",
+]

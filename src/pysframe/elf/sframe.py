@@ -1,7 +1,7 @@
 """A file's SFrame section: which section it is, its bytes, and how they are loaded.
 
-Every command that reads a file's SFrame section (dump, info, lookup, stats, stack, fuzz seed
-extraction) finds and loads it here, the way the GNU tools do:
+:mod:`pysframe.sources` (the one way commands and the unwinder get a file's SFrame section)
+finds and loads an ELF file's own section here, the way the GNU tools do:
 
 * which section: :meth:`ElfImage.find_sframe <pysframe.elf.image.ElfImage.find_sframe>` -- by
   name (``.sframe`` unless told otherwise), else by type ``SHT_GNU_SFRAME`` (errata 1), else
@@ -18,11 +18,11 @@ The section's bytes are read from the file once, however often they are asked fo
 
 from __future__ import annotations
 
-from ..errors import ElfError
 from ..format.constants import SHT_GNU_SFRAME, Version
 from ..format.section import SFrameSection
 from .image import ElfImage, ElfSection
 from .layout import SHT_PROGBITS
+from .relocation import relocated
 
 #: The section name the tools look for when given none.
 DEFAULT_NAME = ".sframe"
@@ -71,7 +71,7 @@ class ElfSFrame:
         section is V1."""
         if not relocate or not self.image.is_relocatable or self.version is Version.V1:
             return self.stored
-        return self.image.relocated(self.section, self.stored)
+        return relocated(self.image, self.section, self.stored)
 
     def decode(self, relocate: bool = True) -> SFrameSection:
         """The decoded section (see :meth:`contents`); FormatError if it is malformed."""
@@ -84,18 +84,4 @@ def find_sframe(image: ElfImage, name: str | None = None) -> ElfSFrame | None:
     return None if section is None else ElfSFrame(image, section)
 
 
-def require_sframe(image: ElfImage, name: str | None = None) -> ElfSFrame:
-    """:func:`find_sframe`, or ElfError ``FILE: no NAME section``."""
-    found = find_sframe(image, name)
-    if found is None:
-        raise ElfError(f"{image.path}: no {name or DEFAULT_NAME} section")
-    return found
-
-
-def load_sframe(image: ElfImage, name: str | None = None, relocate: bool = True) -> SFrameSection:
-    """The decoded SFrame section of ``image``: ElfError if it has none, FormatError if it is
-    malformed."""
-    return require_sframe(image, name).decode(relocate)
-
-
-__all__ = ["DEFAULT_NAME", "ElfSFrame", "find_sframe", "load_sframe", "require_sframe"]
+__all__ = ["DEFAULT_NAME", "ElfSFrame", "find_sframe"]

@@ -63,9 +63,13 @@ def symbol_name(strings: bytes, at: int) -> str:
     return raw.decode("utf-8", "replace").split("@", 1)[0]
 
 
-def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
+def read_function_symbols(
+    image: ElfImage, table: str, layout: dict[int, int] | None = None
+) -> list[SymbolRecord]:
     """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); empty
-    if the file has no such table.  ElfError when the table or its strings are unreadable."""
+    if the file has no such table.  ``layout`` (a relocatable object's sections laid out,
+    :func:`pysframe.elf.relocation.object_layout`) adds to each symbol's value the address of
+    the section it is defined in.  ElfError when the table or its strings are unreadable."""
     import numpy as np
 
     section = image.section(table)
@@ -87,9 +91,16 @@ def read_function_symbols(image: ElfImage, table: str) -> list[SymbolRecord]:
     records = []
     binds = (chosen["info"] >> 4).tolist()
     kinds = (chosen["info"] & 0xF).tolist()
+    values = chosen["value"].tolist()
+    if layout is not None:
+        sections_of = chosen["shndx"].tolist()
+        # Addresses wrap at 2**64 as the file's own would (a layout past a damaged size).
+        values = [
+            (v + layout.get(i, 0)) & 0xFFFF_FFFF_FFFF_FFFF
+            for v, i in zip(values, sections_of, strict=True)
+        ]
     for name_at, value, size, bind, kind in zip(
-        chosen["name"].tolist(), chosen["value"].tolist(), chosen["size"].tolist(), binds, kinds,
-        strict=True,
+        chosen["name"].tolist(), values, chosen["size"].tolist(), binds, kinds, strict=True
     ):
         if name_at >= len(strings):
             raise ElfError(f"{image.path}: {table}: a symbol name at {name_at:#x} is past the "

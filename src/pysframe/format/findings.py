@@ -81,6 +81,9 @@ RULES: dict[str, str] = {
     "type)",
     "fre-block-shared": "(opt-in, warning) no function uses another's FRE block (readers of the "
     "other byte order reject shared blocks)",
+    "concatenated": "the section holds one SFrame section: nothing but zero padding follows its "
+    "end (a linker that does not know the format leaves its inputs' sections back to back, of "
+    "which readers see the first only; pysframe repair merges them)",
     "elf-segment": "the section's address and size match PT_GNU_SFRAME (kernel: it exists)",
     "load-overlap": "no two PT_LOAD segments share an address (the later mapping would "
     "replace the earlier one's pages)",

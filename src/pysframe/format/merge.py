@@ -25,6 +25,7 @@ from .decode import Buffer
 from .encode import FdeColumns, SectionSpec, assemble_section
 from .layout import (
     FDE_SIZE,
+    HEADER_AT,
     fde_fre_type,
     fre_min_length,
     fre_word_count,
@@ -78,6 +79,31 @@ def split_sections(data: Buffer, section_address: int = 0) -> list[Piece]:
                 at,
             )
     return pieces
+
+
+def piece_offsets(data: Buffer) -> list[int]:
+    """Where each SFrame section of ``data`` starts, for sections back to back as
+    :func:`split_sections` finds them, reading their headers only: ``[0]`` for one section;
+    more when a linker concatenated its inputs' sections.  The search stops at the first
+    piece that cannot be read (and never raises: a malformed first piece gives ``[0]``)."""
+    offsets = [0]
+    size = len(data)
+    magic = SFRAME_MAGIC.to_bytes(2, "little"), SFRAME_MAGIC.to_bytes(2, "big")
+    at = 0
+    while True:
+        try:
+            header = SFrameSection.from_bytes(memoryview(data)[at:]).header
+        except SFrameError:
+            return offsets
+        at += max(
+            header.size + header.fde_offset + header.num_fdes * FDE_SIZE[header.version],
+            header.fre_end,
+        )
+        while at < size and data[at] == 0:
+            at += 1
+        if at >= size or bytes(data[at : at + 2]) not in magic:
+            return offsets
+        offsets.append(at)
 
 
 def merge_sections(
@@ -192,6 +218,19 @@ def _fre_blocks(section: SFrameSection) -> list[bytes]:
     return [data[b:e] for b, e in zip(table.fre_data.tolist(), ends.tolist(), strict=True)]
 
 
+def with_pcrel_starts(data: Buffer) -> bytes:
+    """``data`` (an SFrame section) with FDE_FUNC_START_PCREL set, so that its function starts
+    read as relative to their own FDE fields.  GNU as writes every function start of an object
+    that way (R_*_PC32: S + A - P) in every version, V1 and V2 included, which have no such
+    flag before V2 errata 1 (docs/format.md, "Function start addresses"); GNU ld reads them so,
+    and a linker that only concatenates the objects' sections (lld, mold) leaves them so."""
+    at = HEADER_AT["flags"]
+    patched = bytearray(data)
+    if len(patched) > at and patched[HEADER_AT["version"]] < Version.V3:
+        patched[at] |= Flags.FDE_FUNC_START_PCREL
+    return bytes(patched)
+
+
 def describe(pieces: list[Piece]) -> str:
     """What was found, in words: how many sections, their version, ABI and functions."""
     header = pieces[0].section.header
@@ -206,4 +245,11 @@ def describe(pieces: list[Piece]) -> str:
     return f"{what} (V{int(header.version)}, {header.abi.name}), {functions} functions, {sorting}"
 
 
-__all__ = ["Piece", "describe", "merge_sections", "split_sections"]
+__all__ = [
+    "Piece",
+    "describe",
+    "merge_sections",
+    "piece_offsets",
+    "split_sections",
+    "with_pcrel_starts",
+]

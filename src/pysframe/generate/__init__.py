@@ -3,6 +3,8 @@ the CFI read with DWARF's own semantics to check a section against (``pysframe v
 
 Modules, each with one job:
 
+* :mod:`~pysframe.generate.locate`: where a file's ``.eh_frame`` is (its section header, or
+  ``PT_GNU_EH_FRAME`` when the section headers are stripped);
 * :mod:`~pysframe.generate.cfi`: the CIEs and FDEs of ``.eh_frame`` / ``.debug_frame``;
 * :mod:`~pysframe.generate.ops`: the DW_CFA instructions and their operands, declared once, and
   their decoding to canonical operations;

@@ -564,6 +564,7 @@ def _translate_cfi(
 ) -> tuple[list[GeneratedFunction], list[SkippedFunction], int]:
     """The functions of ``.eh_frame``, then those of ``.debug_frame`` it does not describe."""
     from ..elf.layout import SHT_NOBITS
+    from ..elf.relocation import relocated
 
     functions: list[GeneratedFunction] = []
     skipped: list[SkippedFunction] = []
@@ -577,7 +578,7 @@ def _translate_cfi(
         sec = image.section(name)
         if sec is None or not sec.size or sec.type == SHT_NOBITS:
             continue
-        data = image.section_contents(sec)
+        data = relocated(image, sec, sec.data())
         try:
             cies, spans = scan_fdes(
                 data,

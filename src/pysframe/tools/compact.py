@@ -22,15 +22,17 @@ from dataclasses import dataclass, replace
 from ..elf.image import ElfImage, ElfSection
 from ..elf.layout import PF_X
 from ..elf.rewrite import rewrite_sframe
-from ..elf.sframe import ElfSFrame, require_sframe
-from ..errors import ElfError, SFrameError
+from ..elf.sframe import ElfSFrame
+from ..elf.symbols import SymbolRecord, read_function_symbols
+from ..errors import ElfError, NoSFrameError, SFrameError
 from ..format.compact import Compacted, CompactOptions, compact_section, safe_to_share
-from ..format.constants import PT_GNU_SFRAME
-from ..format.merge import Piece, describe, merge_sections, split_sections
+from ..format.constants import PT_GNU_SFRAME, Flags
+from ..format.merge import Piece, describe, merge_sections, split_sections, with_pcrel_starts
 from ..format.section import SFrameSection
 from ..generate import GenerateResult
 from ..input import read_input
 from ..output import write_file
+from ..sources import locate_sframe
 from . import SHARE_CHOICES
 
 _BIG_ENDIAN_NOTE = (
@@ -127,6 +129,8 @@ class _Loaded:
     header: ElfSection
     segment: bool
     text_ranges: list[tuple[int, int]]
+    #: The start addresses of the file's function symbols (empty: it has none).
+    symbol_starts: frozenset[int] = frozenset()
 
 
 def _load(path: str) -> _Loaded:
@@ -134,17 +138,27 @@ def _load(path: str) -> _Loaded:
     with ElfImage.from_bytes(path, data) as image:
         if image.is_relocatable:
             raise ElfError(
-                f"{path}: a relocatable object: its linker lays its FREs out again (compact "
-                "and repair take executables and shared objects)"
+                "a relocatable object: its linker lays its FREs out again (compact and repair "
+                "take executables and shared objects)",
+                path=path,
             )
-        found = require_sframe(image)
+        found = locate_sframe(image)
         found.stored  # noqa: B018  (read while the image is open)
         segments = image.segments()
         segment = any(
             s.type == PT_GNU_SFRAME and s.offset == found.section.offset for s in segments
         )
         text = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
-    return _Loaded(data, found, found.section, segment, text)
+        starts = frozenset(s.address for s in _function_symbols(image))
+    return _Loaded(data, found, found.section, segment, text, starts)
+
+
+def _function_symbols(image: ElfImage) -> list[SymbolRecord]:
+    """The file's function symbols (.symtab, else .dynsym); none when they cannot be read."""
+    try:
+        return read_function_symbols(image, ".symtab") or read_function_symbols(image, ".dynsym")
+    except SFrameError:
+        return []
 
 
 def _write(
@@ -169,8 +183,62 @@ def _pieces(path: str, name: str, stored: bytes, address: int) -> list[Piece]:
     (an empty or SHT_NOBITS section)."""
     pieces = split_sections(stored, address)
     if not pieces:
-        raise SFrameError(f"{path}: {name} holds no SFrame data ({len(stored)} bytes)")
+        raise NoSFrameError(
+            f"holds no SFrame data ({len(stored)} bytes)", path=path, section=name
+        )
     return pieces
+
+
+def _placed(path: str, number: int, piece: Piece, loaded: _Loaded) -> Piece:
+    """``piece`` (the ``number``-th section of the file's) with its function starts read the
+    way its producer wrote them.
+
+    With FDE_FUNC_START_PCREL (V2 errata 1, V3) they are relative to their own fields.
+    Without it (V1, V2 before the errata), an object's section from GNU as holds them
+    relative to their own fields all the same (R_*_PC32), where a linked section holds them
+    relative to the section's start; a linker that concatenated objects' sections left the
+    first kind, but nothing in the bytes says which.  Both readings are tried: the one whose
+    functions inside the code all start where function symbols start is taken.  When both or
+    neither do (no symbols to tell them apart), the piece cannot be placed with certainty and
+    the repair is refused with the reason."""
+    section = piece.section
+    if section.header.flags & Flags.FDE_FUNC_START_PCREL:
+        return piece
+    begin = piece.offset
+    stored = loaded.found.stored[begin : piece.end]
+    as_field = SFrameSection.from_bytes(with_pcrel_starts(stored), section.section_address)
+    readings = {"to their own fields": as_field, "to the section's start": section}
+    fits = [why for why, reading in readings.items() if _starts_at_symbols(reading, loaded)]
+    if len(fits) == 1:
+        return Piece(piece.offset, piece.end, readings[fits[0]])
+    where = f"SFrame section {number} (V{int(section.version)}, without FDE_FUNC_START_PCREL)"
+    if not loaded.symbol_starts:
+        why = "the file has no function symbols to tell which reading of its starts is right"
+    elif fits:
+        why = "its function starts fit the file's symbols read both ways"
+    else:
+        why = (
+            "its function starts fit the file's symbols neither relative to their own fields "
+            "nor to the section's start"
+        )
+    raise SFrameError(f"cannot place {where} with certainty: {why}", path=path)
+
+
+def _starts_at_symbols(section: SFrameSection, loaded: _Loaded) -> bool:
+    """Whether some functions of ``section`` lie in the file's code and every one there starts
+    where a function symbol starts."""
+    import numpy as np
+
+    table = section.table
+    starts = table.start.astype(np.uint64)
+    ends = starts + table.size.astype(np.uint64)
+    inside = np.zeros(len(starts), dtype=bool)
+    for low, high in loaded.text_ranges:
+        inside |= (starts >= low) & (ends <= high)
+    if not inside.any() or not loaded.symbol_starts:
+        return False
+    known = np.fromiter(loaded.symbol_starts, dtype=np.uint64, count=len(loaded.symbol_starts))
+    return bool(np.isin(starts[inside], known).all())
 
 
 def compact_file(
@@ -192,7 +260,9 @@ def compact_file(
     pieces = _pieces(path, loaded.header.name, stored, address)
     if len(pieces) > 1:
         raise SFrameError(
-            f"{path}: {loaded.header.name} holds {describe(pieces)}: pysframe repair merges them"
+            f"holds {describe(pieces)}: pysframe repair merges them",
+            path=path,
+            section=loaded.header.name,
         )
     section = pieces[0].section
     compacted, note = compact(section, share, options)
@@ -251,6 +321,7 @@ def repair_file(
             loaded.segment, (path if in_place else output) if written else None,
             tuple(notes), found,
         )  # fmt: skip
+    pieces = [_placed(path, number, piece, loaded) for number, piece in enumerate(pieces, 1)]
     merged_bytes, dropped = merge_sections(pieces, address, loaded.text_ranges)
     merged = SFrameSection.from_bytes(merged_bytes, address)
     compacted: Compacted | None = None

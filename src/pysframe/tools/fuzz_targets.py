@@ -26,6 +26,7 @@ from typing import Literal
 from ..elf.image import ElfImage, is_elf_file
 from ..elf.layout import EHDR_SIZE, EI_CLASS, EI_DATA, ELFCLASS64, ELFDATA2MSB
 from ..elf.sframe import ElfSFrame, find_sframe
+from ..elf.symbols import read_function_symbols
 from ..errors import SFrameError
 from ..format.constants import Abi
 from ..format.section import SFrameSection
@@ -59,7 +60,8 @@ def exercise_elf(data: bytes) -> None:
             image.segments,
             lambda: list(image.notes()),
             image.build_id,
-            image.symbols,
+            lambda: read_function_symbols(image, ".symtab"),
+            lambda: read_function_symbols(image, ".dynsym"),
             image.code_bytes,
         ):
             _quietly(step)

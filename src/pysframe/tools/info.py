@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..elf.image import ElfImage
-from ..elf.sframe import find_sframe, require_sframe
 from ..errors import SFrameError
 from ..format.constants import FdeType, Flags, PcType
 from ..format.section import SFrameSection
-from .source import OtherSection, bare_section, generated_section, is_bare_section
+from ..sources import Origin, ResolvedSFrame, resolve_sframe
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +33,14 @@ class SectionInfo:
     covered_bytes: int
     #: Bytes of executable code (:meth:`pysframe.elf.image.ElfImage.code_bytes`).
     text_bytes: int
-    #: Where the section came from: "section" (the file's own), "bare" (a bare section file)
-    #: or "generated" (from the file's CFI).
+    #: Where the section came from (:class:`pysframe.sources.Origin`): "section" or "segment"
+    #: (the file's own), "bare" (a bare section file) or "generated" (from the file's CFI).
     origin: str = "section"
+    #: SFrame sections the file's section holds back to back (more than 1: a linker that does
+    #: not know the format concatenated them; readers see the first only).
+    pieces: int = 1
+    #: Why the section is not the file's own, for a warning line; else None.
+    note: str | None = None
 
     @property
     def coverage(self) -> float | None:
@@ -73,35 +76,14 @@ def section_info(
     address: int | None = None,
     generate: bool = False,
 ) -> SectionInfo:
-    """Summarise the SFrame section of ``path`` (ElfError / FormatError on failure): an ELF
-    file's own, a bare section file (``raw``, or the SFrame magic; at ``address``), or one
-    generated from the file's CFI when it has none (``generate``; see
-    :mod:`pysframe.tools.source`)."""
-    if raw or is_bare_section(path):
-        return _summary(bare_section(path, address or 0), address or 0)
-    with ElfImage.open(path) as image:
-        found = find_sframe(image, name)
-        if found is None and generate:
-            generated = generated_section(image)
-            return _summary(generated, generated.section.section_address)
-        found = require_sframe(image, name)
-        try:
-            sframe = found.decode()
-        except SFrameError as error:
-            raise SFrameError(f"{path}: {found.name}: {error}") from None
-        other = OtherSection(
-            path,
-            found.name,
-            image.file_format,
-            sframe,
-            image.code_bytes(),
-            image.is_relocatable,
-            "section",
-        )
-        return _summary(other, found.address)
+    """Summarise the SFrame section of ``path`` as :func:`pysframe.sources.resolve_sframe`
+    finds it: an ELF file's own, a bare section file (``raw``, or the SFrame magic; at
+    ``address``), or one generated from the file's CFI when it has none (``generate``)."""
+    found = resolve_sframe(path, section=name, raw=raw, address=address, generate=generate)
+    return replace(_summary(found, found.address), pieces=found.pieces, note=found.note)
 
 
-def _summary(other: OtherSection, address: int) -> SectionInfo:
+def _summary(other: ResolvedSFrame, address: int) -> SectionInfo:
     sframe = other.section
     try:
         functions = list(sframe)
@@ -124,10 +106,16 @@ def _summary(other: OtherSection, address: int) -> SectionInfo:
             signal_functions=sum(f.signal_frame for f in functions if h.version >= 3),
             covered_bytes=covered_bytes(sframe, other.relocatable),
             text_bytes=other.code_bytes,
-            origin=other.origin,
+            origin=str(other.origin),
         )
     except SFrameError as error:
-        raise SFrameError(f"{other.path}: {other.name}: {error}") from None
+        raise error.at(path=other.path, section=other.error_section) from None
+
+
+def _pieces(info: SectionInfo) -> str:
+    if info.pieces == 1:
+        return ""
+    return f" holding {info.pieces} SFrame sections back to back (readers see the first only)"
 
 
 def info_text(info: SectionInfo) -> str:
@@ -135,14 +123,18 @@ def info_text(info: SectionInfo) -> str:
     coverage = f"{info.covered_bytes} of {info.text_bytes} bytes of executable code" + (
         f" ({100 * info.coverage:.1f}%)" if info.coverage is not None else ""
     )
-    if info.origin == "bare":
+    if info.origin == Origin.BARE:
         coverage = f"{info.covered_bytes} bytes (a bare section: no code to compare with)"
     fixed = f"FP {info.cfa_fixed_fp_offset}, RA {info.cfa_fixed_ra_offset}"
-    origin = {"generated": " (generated from the file's CFI)", "bare": " (bare section file)"}
+    origin: dict[str, str] = {
+        Origin.GENERATED: " (generated from the file's CFI)",
+        Origin.BARE: " (bare section file)",
+        Origin.SEGMENT: " (found through PT_GNU_SFRAME)",
+    }
     lines = [
         f"file:           {info.file} ({info.file_format})",
         f"section:        {info.section}{origin.get(info.origin, '')} at {info.address:#x}, "
-        f"{info.size} bytes",
+        f"{info.size} bytes{_pieces(info)}",
         f"version:        {info.version}",
         f"abi:            {info.abi}",
         f"flags:          {', '.join(info.flags) or 'NONE'}",

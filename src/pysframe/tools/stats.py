@@ -15,26 +15,26 @@ Relocations of a relocatable object's .sframe are not applied: no figure here de
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..elf.image import ElfImage, is_elf_file
-from ..elf.layout import ELF_MAGIC
-from ..elf.sframe import find_sframe
-from ..errors import ElfError, SFrameError
+from ..elf.image import ElfImage
+from ..errors import NoSFrameError, SFrameError
 from ..format.constants import FreType, Version
 from ..format.layout import fde_fre_type, fre_word_count, fre_word_size_code
 from ..format.section import SFrameSection
 from ..format.walk import fre_infos
-from ..input import open_input
+from ..sources import ResolvedSFrame, resolve_image
 from .compact import compact
 from .parallel import map_files
+
+if TYPE_CHECKING:
+    from ..generate import GenerateResult
 
 #: Rep size given to PCMASK functions when a V1 section (which stores none) is converted:
 #: the 16-byte PLT entries of x86-64, the only producer of V1 PCMASK FDEs (V1 spec 2.3.2).
@@ -55,8 +55,9 @@ class FileStats:
     #: The file's own .sframe section (0 when it has none) and its version.
     sframe: int = 0
     sframe_version: int | None = None
-    #: "section" (the file's .sframe), "generated" (from .eh_frame) or "none".
-    source: str = "none"
+    #: Where the SFrame figures come from (:class:`pysframe.sources.Origin`): "section" or
+    #: "segment" (the file's own), "generated" (from its CFI), or "none".
+    origin: str = "none"
     sframe_v2: int | None = None
     sframe_v3: int | None = None
     #: The V3 section compacted.
@@ -130,10 +131,11 @@ def _rounded(value: float | None) -> float | None:
 
 
 # -- one file ------------------------------------------------------------------------------------
-def file_stats(path: str | os.PathLike[str], *, generate: bool = True) -> FileStats:
-    """The statistics of one ELF file; raises SFrameError (ElfError...) or OSError."""
+def file_stats(path: str | os.PathLike[str], *, generate: bool = False) -> FileStats:
+    """The statistics of one ELF file (with ``generate``, of SFrame generated from its CFI
+    when it has no section of its own); raises SFrameError when it cannot be read."""
     name = os.fspath(path)
-    with open_input(name) as stream, _elf_image(name, stream) as image:
+    with ElfImage.open(name) as image:
         eh_frame, eh_frame_hdr = image.section(".eh_frame"), image.section(".eh_frame_hdr")
         result = FileStats(
             path=name,
@@ -142,30 +144,27 @@ def file_stats(path: str | os.PathLike[str], *, generate: bool = True) -> FileSt
             eh_frame_hdr=eh_frame_hdr.size if eh_frame_hdr else 0,
             text_bytes=image.code_bytes(),
         )
-        found = find_sframe(image)
-        if found is not None and found.is_sframe_data():
+        try:
             # As stored: no figure depends on the relocations of an object's section.
-            return _from_section(result, found.stored, found.address)
-    if generate and eh_frame is not None:
-        return _from_generator(result, name)
-    return result
+            found = resolve_image(image, generate=generate and eh_frame is not None, relocate=False)
+        except NoSFrameError:
+            return result
+        except SFrameError as error:
+            if not generate:
+                raise
+            return replace(result, notes=(f"cannot generate SFrame: {error.detail}",))
+        if found.generation is not None:
+            return _from_generation(result, image, found.generation)
+        return _from_section(result, found)
 
 
-def _elf_image(name: str, stream: BinaryIO) -> ElfImage:
-    """The ELF image in ``stream``; ElfError "not a readable ELF file" if it is none."""
-    if stream.read(len(ELF_MAGIC)) != ELF_MAGIC:
-        raise ElfError(f"{name}: not an ELF file")
-    stream.seek(0)
-    return ElfImage(name, stream)
-
-
-def _from_section(result: FileStats, data: bytes, address: int) -> FileStats:
-    section = SFrameSection.from_bytes(data, address)
+def _from_section(result: FileStats, found: ResolvedSFrame) -> FileStats:
+    section, data = found.section, found.stored
     result = replace(
         result,
         sframe=len(data),
         sframe_version=int(section.version),
-        source="section",
+        origin=str(found.origin),
         covered_bytes=min(int(section.table.size.sum()), result.text_bytes),
     )
     notes: list[str] = []
@@ -205,24 +204,21 @@ def _compacted_size(section: SFrameSection | None, notes: list[str]) -> int | No
         return None
 
 
-def _from_generator(result: FileStats, path: str) -> FileStats:
-    """Generate V3 from .eh_frame once and encode the same functions as V2; if V2 cannot hold
-    them (FLEX FDEs, signal frames), generate V2 on its own and say so."""
-    from .. import generate
+def _from_generation(result: FileStats, image: ElfImage, primary: GenerateResult) -> FileStats:
+    """Figures of the V3 section generated from the file's CFI, with the same functions
+    encoded as V2; if V2 cannot hold them (FLEX FDEs, signal frames), V2 generated on its own,
+    and a note says so."""
+    from ..generate import generate_from_elf
 
-    try:
-        primary = generate.generate_from_elf(path, version=Version.V3)
-    except SFrameError as error:
-        return replace(result, notes=(f"cannot generate SFrame: {error}",))
     notes: list[str] = []
     v2_size: int | None
     try:
         v2_size = len(primary.encode(primary.section_address, Version.V2))
     except SFrameError:
         try:
-            v2 = generate.generate_from_elf(path, version=Version.V2)
+            v2 = generate_from_elf(image, version=Version.V2)
         except SFrameError as error:
-            notes.append(f"no V2: {error}")
+            notes.append(f"no V2: {error.detail}")
             v2_size = None
         else:
             v2_size = len(v2.data)
@@ -232,7 +228,7 @@ def _from_generator(result: FileStats, path: str) -> FileStats:
             )
     result = replace(
         result,
-        source="generated",
+        origin="generated",
         sframe_v2=v2_size,
         sframe_v3=len(primary.data),
         sframe_v3_compact=_compacted_size(primary.section, notes),
@@ -270,81 +266,26 @@ def word_size_counts(section: SFrameSection) -> tuple[int, int, int, int]:
     return (int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]))
 
 
-def file_stats_or_error(path: str, generate: bool = True) -> FileStats:
+def file_stats_or_error(path: str, generate: bool = False) -> FileStats:
     """:func:`file_stats`, with a failure recorded in ``error`` instead of raised."""
     try:
         return file_stats(path, generate=generate)
     except SFrameError as error:
-        return FileStats(path=path, error=str(error))
-    except OSError as error:
-        return FileStats(path=path, error=error.strerror or str(error))
-
-
-# -- many files ----------------------------------------------------------------------------------
-def find_elf_files(directory: str | os.PathLike[str], recursive: bool) -> list[str]:
-    """Regular ELF files in ``directory`` (symbolic links and repeated inodes skipped), sorted."""
-    found: list[str] = []
-    seen: set[tuple[int, int]] = set()
-    for path in _files(Path(directory), recursive):
-        try:
-            info = path.lstat()
-        except OSError:
-            continue
-        key = (info.st_dev, info.st_ino)
-        if key in seen or not path.is_file() or path.is_symlink():
-            continue
-        seen.add(key)
-        if is_elf_file(path):
-            found.append(str(path))
-    return sorted(found)
-
-
-def _files(top: Path, recursive: bool) -> Iterator[Path]:
-    if not top.is_dir():
-        raise ElfError(f"{top}: not a directory")
-    if not recursive:
-        yield from sorted(top.iterdir())
-        return
-    for root, dirs, names in os.walk(top):
-        dirs.sort()
-        for name in sorted(names):
-            yield Path(root) / name
+        return FileStats(path=path, error=str(error.at(path=path)))
 
 
 def collect(
     paths: Sequence[str],
     *,
     jobs: int = 1,
-    generate: bool = True,
+    generate: bool = False,
     on_done: Callable[[int, FileStats], None] | None = None,
     dask: str | None = None,
 ) -> list[FileStats]:
     """Statistics of every path, in the order given, using ``jobs`` processes, or the Dask
     cluster whose scheduler is at ``dask`` (:func:`pysframe.tools.parallel.map_files`)."""
-    if dask is not None:
-        task = partial(file_stats_or_error, generate=generate)
-        return map_files(task, paths, dask=dask, on_done=on_done)
-    results: list[FileStats | None] = [None] * len(paths)
-    done = 0
-    if jobs <= 1 or len(paths) <= 1:
-        for index, path in enumerate(paths):
-            results[index] = file_stats_or_error(path, generate)
-            done += 1
-            if on_done:
-                on_done(done, results[index])  # type: ignore[arg-type]
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            futures = {
-                pool.submit(file_stats_or_error, path, generate): index
-                for index, path in enumerate(paths)
-            }
-            for future in as_completed(futures):
-                stats = future.result()
-                results[futures[future]] = stats
-                done += 1
-                if on_done:
-                    on_done(done, stats)
-    return [r for r in results if r is not None]
+    task = partial(file_stats_or_error, generate=generate)
+    return map_files(task, paths, jobs=jobs, dask=dask, on_done=on_done)
 
 
 def total(results: Iterable[FileStats]) -> FileStats:
@@ -360,7 +301,7 @@ def total(results: Iterable[FileStats]) -> FileStats:
         eh_frame=sum(r.eh_frame for r in ok),
         eh_frame_hdr=sum(r.eh_frame_hdr for r in ok),
         sframe=sum(r.sframe for r in ok),
-        source=f"{len(ok)} file{'' if len(ok) == 1 else 's'}",
+        origin=f"{len(ok)} file{'' if len(ok) == 1 else 's'}",
         sframe_v2=known(r.sframe_v2 for r in ok),
         sframe_v3=known(r.sframe_v3 for r in ok),
         sframe_v3_compact=known(r.sframe_v3_compact for r in ok),
@@ -422,7 +363,7 @@ def plot_stats(results: Sequence[FileStats], summary: FileStats, path: str) -> N
     sizes.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     sizes.set_ylabel("KiB")
     ratio = summary.ratio(3)
-    note = f"; all {summary.source}: V3/.eh_frame = {ratio:.2f}" if ratio is not None else ""
+    note = f"; all {summary.origin}: V3/.eh_frame = {ratio:.2f}" if ratio is not None else ""
     sizes.set_title(f"Section sizes (largest {len(shown)} files{note})")
     sizes.legend()
     types = figure.add_subplot(grid[1, 0])
@@ -454,7 +395,6 @@ __all__ = [
     "collect",
     "file_stats",
     "file_stats_or_error",
-    "find_elf_files",
     "plot_stats",
     "total",
     "word_size_counts",

@@ -16,7 +16,7 @@ def stats_json(results: Sequence[FileStats], summary: FileStats) -> dict[str, An
 CSV_FIELDS = (
     "path",
     "machine",
-    "source",
+    "origin",
     "eh_frame",
     "eh_frame_hdr",
     "sframe",

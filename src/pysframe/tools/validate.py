@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import ElfError, SFrameError, UnsortedError
+from ..errors import SFrameError, UnsortedError
 from ..format.constants import PT_GNU_SFRAME, Abi
 from ..format.decode import Buffer
 from ..format.findings import RULES as RULES
@@ -21,12 +21,14 @@ from ..format.findings import Finding as Finding
 from ..format.findings import Severity as Severity
 from ..format.findings import error
 from ..format.layout import HEADER_AT
+from ..format.merge import piece_offsets
 from ..format.section import SFrameSection
 from ..format.validate import check_structure
 from ..format.validate import validate_section as validate_section
 
 if TYPE_CHECKING:
     from ..elf.image import ElfImage, ElfSegment
+    from ..sources import ResolvedSFrame
 
 
 def validate_bytes(
@@ -53,13 +55,14 @@ def validate_bytes(
         findings = check_structure(data)
         if findings:
             return findings
+    pieces = _concatenated(data)
     try:
         section = SFrameSection(data, section_address)
     except UnsortedError as problem:
         return [error("fde-sorted", problem.message, None, problem.offset)]
     except SFrameError as problem:
         return [error("decode", problem.message, None, problem.offset)]
-    return validate_section(
+    return pieces + validate_section(
         section,
         kernel=kernel,
         text_ranges=text_ranges,
@@ -69,6 +72,24 @@ def validate_bytes(
         address_gaps=address_gaps,
         foreign_endian=foreign_endian,
     )
+
+
+def _concatenated(data: Buffer) -> list[Finding]:
+    """An error for each SFrame section found after the first one's end
+    (:func:`pysframe.format.merge.piece_offsets`): the bytes a linker concatenated."""
+    offsets = piece_offsets(data)
+    count = len(offsets)
+    return [
+        error(
+            "concatenated",
+            f"SFrame section {number} of {count} starts at byte {offset:#x}, after the first "
+            "one's end: a linker concatenated its inputs' sections, and readers see the first "
+            "only (pysframe repair merges them)",
+            None,
+            offset,
+        )
+        for number, offset in enumerate(offsets[1:], 2)
+    ]
 
 
 #: Program header flag: executable segment (System V gABI).
@@ -87,13 +108,14 @@ def validate_elf(
 
     Functions must lie in executable PT_LOAD segments; PT_GNU_SFRAME must locate the section,
     which must lie in a PT_LOAD segment; the section's ABI must match the ELF machine.
-    Relocatable objects get their .sframe relocations applied and no address checks.
-    Raises ElfError when the file has no SFrame section or cannot be read.
+    Relocatable objects get their .sframe relocations applied as objdump applies them (V1 as
+    stored) and no address checks.  Raises NoSFrameError when the file has no SFrame section,
+    ElfError when it cannot be read.
     """
-    found = image.find_sframe(name)
-    if found is None:
-        raise ElfError(f"{image.path}: no {name or '.sframe'} section")
-    data = image.section_contents(found, relocate=True)
+    from ..sources import locate_sframe
+
+    found = locate_sframe(image, name)
+    data = found.contents(relocate=True)
     relocatable = image.is_relocatable
     text_ranges: list[tuple[int, int]] | None = None
     segment_address = segment_size = None
@@ -143,6 +165,25 @@ def validate_elf(
     return findings
 
 
+def validate_generated(
+    generated: ResolvedSFrame,
+    *,
+    kernel: bool = False,
+    address_gaps: bool = False,
+    foreign_endian: bool = False,
+) -> list[Finding]:
+    """Validate a section generated for a file without one (at the address and with the size
+    ``generate --inject`` would give its PT_GNU_SFRAME)."""
+    return validate_section(
+        generated.section,
+        kernel=kernel,
+        sframe_segment_address=generated.address,
+        sframe_segment_size=len(generated.stored),
+        address_gaps=address_gaps,
+        foreign_endian=foreign_endian,
+    )
+
+
 def _overlapping_loads(loads: list[ElfSegment]) -> list[Finding]:
     """An error for each pair of PT_LOAD segments whose memory ranges intersect (the loader
     maps them in order: the later one's pages replace the earlier one's)."""
@@ -167,5 +208,6 @@ __all__ = [
     "Severity",
     "validate_bytes",
     "validate_elf",
+    "validate_generated",
     "validate_section",
 ]

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .verify import FileReport, Summary
+from .verify_report import FileReport, Summary
 
 #: CSV columns: one row per file.
 CSV_FIELDS = (
-    "path", "status", "abi", "sframe_source", "sframe_version", "cfi_sources", "text_bytes",
+    "path", "status", "abi", "origin", "sframe_version", "cfi_sources", "text_bytes",
     "cfi_functions", "cfi_bytes", "sframe_functions", "sframe_bytes", "compared_functions",
     "compared_bytes", "agreeing_bytes", "noted_bytes", "disagreeing_bytes", "disagreement_count",
     "note_count", "without_sframe_count", "without_sframe_bytes", "without_cfi_count",
@@ -35,7 +35,7 @@ def report_text(report: FileReport, limit: int = 20) -> str:
         return "\n".join(lines) + "\n"
     version = f"V{report.sframe_version}" if report.sframe_version else "-"
     sources = ", ".join(report.cfi_sources) or "none"
-    lines.append(f"  SFrame {version} ({report.sframe_source}), {report.abi}; CFI from {sources}")
+    lines.append(f"  SFrame {version} ({report.origin}), {report.abi}; CFI from {sources}")
     lines.append(
         f"  functions: {report.compared_functions:,} of {report.cfi_functions:,} CFI functions "
         f"compared ({_percent(report.compared_functions, report.cfi_functions)}); "
@@ -110,7 +110,8 @@ def _more(lines: list[str], count: int, limit: int, listed: int) -> None:
 
 
 _COLUMNS = (
-    ("package", "<"), ("files", ">"), ("ok", ">"), ("noSF", ">"), ("bad", ">"), ("err", ">"),
+    ("package", "<"), ("files", ">"), ("ok", ">"), ("noSF", ">"), ("none", ">"), ("bad", ">"),
+    ("err", ">"),
     ("CFI fns", ">"), ("compared", ">"), ("no SFrame", ">"), ("no CFI", ">"),
     ("compared B", ">"), ("agree", ">"), ("noted B", ">"), ("disagree B", ">"),
     ("disagreements", ">"), ("notes", ">"),
@@ -122,8 +123,9 @@ def _row(summary: Summary) -> list[str]:
     return [
         summary.name,
         f"{summary.files:,}",
-        f"{statuses['consistent'] + statuses['no-cfi']:,}",
+        f"{statuses['consistent']:,}",
         f"{statuses['no-sframe']:,}",
+        f"{statuses['no-cfi'] + statuses['not-compared']:,}",
         f"{statuses['disagreement'] + statuses['rejected']:,}",
         f"{statuses['error']:,}",
         f"{summary.cfi_functions:,}",
@@ -141,7 +143,8 @@ def _row(summary: Summary) -> list[str]:
 
 def summary_table(groups: Sequence[Summary], total: Summary) -> str:
     """One row per package directory and a total row; ``ok`` counts consistent files,
-    ``noSF`` files without SFrame, ``bad`` files that disagree (or the kernel rejects)."""
+    ``noSF`` files without SFrame, ``none`` files where nothing could be compared (no CFI, or
+    no CFI function with SFrame), ``bad`` files that disagree (or the kernel rejects)."""
     rows = [[name for name, _align in _COLUMNS]] + [_row(g) for g in groups] + [_row(total)]
     widths = [max(len(row[k]) for row in rows) for k in range(len(_COLUMNS))]
     out = []

@@ -14,7 +14,9 @@ Rules (VERSIONS.md, V2 spec 2.4, V3 FLEX):
   first frame (and in a frame restored from a signal context), so register-based rules anywhere
   else end the walk with a reason.  A mangled (PAC-signed) AArch64 RA is stripped to the
   virtual-address size.  RA undefined (an FRE without words) is the outermost frame.
-* FP: untracked means unchanged; saved at CFA/reg + offset, or held in a register.
+* FP: untracked means unchanged; saved at CFA/reg + offset, or held in a register.  A saved
+  FP that cannot be read is unknown from there on, as libdw and gdb leave such a register
+  unset; only a frame whose rules need it stops.
 * The caller's SP is the CFA (s390x: CFA - 160).
 * A frame that no SFrame row covers is unwound by the frame-pointer chain (AMD64, AArch64),
   which the caller frame says in its ``source``.
@@ -461,7 +463,14 @@ class Unwinder:
                 raise _Stop(StopKind.OUTERMOST, "outermost frame (return address undefined)")
             if row.mangled_ra:
                 ra &= (1 << self.va_bits) - 1
-            fp = self._recover(memory, state, cfa, row.fp, arch.fp, "frame pointer")
+            try:
+                fp = self._recover(memory, state, cfa, row.fp, arch.fp, "frame pointer")
+            except _Stop as stop:
+                if stop.kind is not StopKind.UNREADABLE:
+                    raise
+                # A saved FP that cannot be read is unknown, not the end of the walk (as
+                # libdw and gdb leave such a register unset): a frame that needs it stops.
+                fp = None
         except _Stop as stop:
             stop.cfa = cfa
             raise

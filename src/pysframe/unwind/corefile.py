@@ -53,7 +53,7 @@ from .loadmap import (
     va_bits_for,
     va_bits_from_pac_mask,
 )
-from .modules import AT_SYSINFO_EHDR, Mapping, auxv_entries
+from .mappings import AT_SYSINFO_EHDR, Mapping, auxv_entries
 from .ptrace import ThreadState, registers_from_gregs, s390x_fpr_registers
 
 NT_PRSTATUS = 1

@@ -55,7 +55,7 @@ from ..elf.layout import (
 from ..errors import SFrameError, UnwindError
 from ..format.constants import Abi
 from .core import ReadMemory
-from .modules import Mapping
+from .mappings import Mapping
 
 #: Bytes of a dynamic section read from memory, link_map entries followed, bytes of a path.
 _MAX_DYNAMIC = 1 << 16

@@ -272,14 +272,21 @@ _PF_KTHREAD = 0x00200000
 
 def _untraceable(pid: int) -> str | None:
     """Why ``pid`` cannot be traced, when /proc says so before ptrace would only say EPERM:
-    a kernel thread (no user-space stack), or a process another tracer holds (a process has
-    one tracer at a time, proc(5) "TracerPid")."""
+    a zombie (it has exited and holds no address space: proc(5) state Z) or a dead process
+    (X), a kernel thread (no user-space stack), or a process another tracer holds (a process
+    has one tracer at a time, proc(5) "TracerPid")."""
     try:
         stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         status = Path(f"/proc/{pid}/status").read_text()
     except (OSError, IndexError):
         return None  # ptrace itself will say what is wrong
     # After "pid (comm)": state is field 3 and flags field 9 (proc(5)).
+    state = stat_fields[0] if stat_fields else ""
+    if state in ("Z", "X"):
+        return (
+            f"process {pid} has exited (a zombie its parent has not yet waited for): it has "
+            "no stack to unwind"
+        )
     if len(stat_fields) > 6 and int(stat_fields[6]) & _PF_KTHREAD:
         return f"process {pid} is a kernel thread: it has no user-space stack to unwind"
     tracer = next(

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..elf.layout import AT_ENTRY
-from ..errors import SFrameError, UnwindError
+from ..errors import UnwindError
+from ..sources.trust import Policy
 from . import DEFAULT_MAX_FRAMES
 from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
 from .corefile import CoreFile
@@ -37,15 +38,11 @@ from .loadmap import (
     va_bits_for,
     va_bits_from_pac_mask,
 )
-from .modules import (
-    AT_SYSINFO_EHDR,
-    ModuleTable,
-    load_modules,
-    process_mappings,
-    process_vdso_address,
-)
+from .mappings import AT_SYSINFO_EHDR, process_mappings, process_vdso_address
+from .modules import ModuleTable, load_modules
 from .ptrace import ThreadState, attach
 from .remote import RemoteTarget
+from .rsp import TIME_LIMIT
 from .symbolize import SourceFrame, SymbolOptions
 
 _DEFAULT_SYMBOLS = SymbolOptions()
@@ -71,7 +68,7 @@ def stack_of_process(
     pid: int,
     *,
     max_frames: int = DEFAULT_MAX_FRAMES,
-    generate: bool = True,
+    policy: Policy = Policy.AUTO,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
     """Stop every thread of ``pid``, unwind them all, detach.  ``symbols``: how frames are
@@ -83,14 +80,14 @@ def stack_of_process(
     except PermissionError:
         raise UnwindError(f"no permission to read the mappings of process {pid}") from None
     # Generating SFrame for the modules happens before the threads are stopped.
-    modules = load_modules(mappings, generate=generate, symbols=symbols, pid=pid)
+    modules = load_modules(mappings, policy=policy, symbols=symbols, pid=pid)
     with attach(pid) as process:
         now = process_mappings(pid)
         vdso = process_vdso_address(pid)
         if now != mappings or vdso is not None:
             # Files already read are cached: this reads the vDSO and compares build IDs.
             modules = load_modules(
-                now, process.read_memory, generate=generate, vdso=vdso, symbols=symbols, pid=pid
+                now, process.read_memory, policy=policy, vdso=vdso, symbols=symbols, pid=pid
             )
         unwinder = Unwinder(process.abi, modules, max_frames=max_frames)
         threads = tuple(
@@ -106,7 +103,7 @@ def stack_of_core(
     *,
     sysroot: str | None = None,
     max_frames: int = DEFAULT_MAX_FRAMES,
-    generate: bool = True,
+    policy: Policy = Policy.AUTO,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
 ) -> StackReport:
     """Unwind every thread recorded in a core file; ``sysroot`` holds the files of the machine
@@ -114,10 +111,10 @@ def stack_of_core(
     one the core holds for its executable, the report warns, and frames in it are marked."""
     if exe is not None and not os.path.isfile(exe):
         why = "not a file" if os.path.exists(exe) else "No such file or directory"
-        raise UnwindError(f"{exe}: {why}")
+        raise UnwindError(why, path=exe)
     with CoreFile(path, exe, sysroot) as core:
         modules = load_modules(
-            core.mappings, core.read_memory, generate=generate, vdso=core.vdso_address,
+            core.mappings, core.read_memory, policy=policy, vdso=core.vdso_address,
             symbols=symbols,
         )
         warnings: tuple[str, ...] = ()
@@ -147,10 +144,7 @@ def _executable_mismatch(core: CoreFile, exe: str | None) -> str | None:
     if not starts:
         return None
     dumped = build_id_in_memory(core.read_dumped, min(starts))
-    try:
-        own = ElfLayout.read(exe).build_id
-    except SFrameError as error:
-        raise UnwindError(str(error)) from None
+    own = ElfLayout.read(exe).build_id
     if dumped is None or own is None or dumped == own:
         return None
     return (
@@ -166,19 +160,22 @@ def stack_of_remote(
     sysroot: str | None = None,
     resume: bool = False,
     max_frames: int = DEFAULT_MAX_FRAMES,
-    generate: bool = True,
+    policy: Policy = Policy.AUTO,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+    time_limit: float | None = TIME_LIMIT,
 ) -> StackReport:
     """Unwind every thread of a program stopped under a GDB remote stub at ``HOST:PORT``
     (after letting it run to its next stop, with ``resume``), then detach.  ``exe``: the
-    program's executable (default: the path the stub gives, under ``sysroot``)."""
-    with RemoteTarget.connect(address) as target:
+    program's executable (default: the path the stub gives, under ``sysroot``).
+    ``time_limit``: seconds the whole exchange with the stub may take (None: no limit;
+    :mod:`pysframe.unwind.rsp`), counted again once a resumed program stops."""
+    with RemoteTarget.connect(address, time_limit=time_limit) as target:
         if resume:
             target.resume()
         layout = _remote_executable(target, exe, sysroot)
         abi = layout.abi
         if abi is None:
-            raise UnwindError(f"{layout.path}: not an executable for a machine SFrame supports")
+            raise UnwindError("not an executable for a machine SFrame supports", path=layout.path)
         auxv = target.auxv(abi.big_endian)
         reported = None if AT_ENTRY in auxv else target.text_offset()
         space = AddressSpace(
@@ -188,7 +185,7 @@ def stack_of_remote(
         mappings = layout.mappings(bias, space.page_size)
         mappings += shared_object_mappings(space, layout, bias, sysroot)
         modules = load_modules(
-            mappings, target.read_memory, generate=generate, vdso=auxv.get(AT_SYSINFO_EHDR),
+            mappings, target.read_memory, policy=policy, vdso=auxv.get(AT_SYSINFO_EHDR),
             symbols=symbols,
         )
         remote_threads = target.threads()
@@ -211,13 +208,11 @@ def _remote_executable(target: RemoteTarget, exe: str | None, sysroot: str | Non
         named = target.exec_file()
         if named is None:
             raise UnwindError(
-                f"{target.name}: the stub does not say which program it runs: name it with --exe"
+                "the stub does not say which program it runs: name it with --exe",
+                path=target.name,
             )
         exe = next((p for p in lookup_paths(named, sysroot) if os.path.exists(p)), named)
-    try:
-        return ElfLayout.read(exe)
-    except SFrameError as error:
-        raise UnwindError(str(error)) from None
+    return ElfLayout.read(exe)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,12 +338,11 @@ def module_warnings(report: StackReport) -> list[str]:
     frame-pointer chain, marked."""
     used = {frame.module for thread in report.threads for frame in thread.backtrace.frames}
     lines = list(report.warnings)
-    lines += [
-        f"{module.path}: {module.info.problem}"
-        for module in report.modules.modules
-        if module.info.problem and module.path in used and f"{module.path}: {module.info.problem}"
-        not in lines
-    ]
+    for module in report.modules.modules:
+        for why in (module.reason, module.info.problem):
+            line = f"{module.path}: {why}"
+            if why and module.path in used and line not in lines:
+                lines.append(line)
     return lines
 
 
@@ -386,7 +380,8 @@ def report_json(report: StackReport, *, lines: bool = False) -> dict[str, Any]:
                 "start": module.start,
                 "end": module.end,
                 "bias": module.bias,
-                "sframe": module.sframe_origin,
+                "origin": module.origin,
+                "reason": module.reason,
                 "problem": module.info.problem,
             }
             for module in report.modules.modules

@@ -1,0 +1,73 @@
+"""perf.data as ``perf record`` writes it: a bulk, chunked reader.
+
+Following the kernel's ``tools/perf/Documentation/perf.data-file-format.txt`` and
+``include/uapi/linux/perf_event.h``; both byte orders (the magic tells), file mode and pipe
+mode (``perf record -o -``).
+
+Opening::
+
+    with PerfData.open("perf.data") as data:      # a file: memory-mapped; "-": standard input
+        data.header            # FileHeader: byte order, pipe or file mode, sections
+        data.features          # Features: hostname, os_release, version, arch, nrcpus_*,
+                               #   cpudesc, cpuid, total_mem, cmdline, build_ids, sample_time...
+        data.attrs             # [EventAttr]: type, config, sample_type, sample_regs_user,
+                               #   sample_stack_user, sample_id_all, ids, name (EVENT_DESC)
+
+Reading (each call is one pass over the data in file order; a stream can be read once):
+
+* ``data.samples(chunk=4096)`` yields :class:`SampleChunk` objects: numpy columns (``attr``,
+  ``misc``, ``pid``, ``tid``, ``time``, ``ip``, ``period``, ``cpu``, ``addr``, ``id``...),
+  callchains as ``callchain_offsets`` + ``callchain`` (ragged), user registers as ``regs``
+  (n, registers) with ``regs_abi`` beside, user stack copies as ``stack_offset`` /
+  ``stack_size`` / ``stack_dyn_size`` into ``chunk.buffer`` (the file's map: no copy);
+  ``chunk.stack(i)`` is sample ``i``'s used stack bytes, ``chunk.sample(i)`` the sample as one
+  :class:`Sample`.
+* ``data.events()`` yields the side-band records: :class:`MmapEvent` (MMAP and MMAP2: prot,
+  flags, pgoff, build ID or maj/min/ino), :class:`CommEvent`, :class:`TaskEvent` (FORK,
+  EXIT), :class:`LostEvent` (LOST, LOST_SAMPLES), each with ``offset`` and ``time``.
+* ``data.read(chunk)`` yields :class:`Stretch` objects: the events and the sample chunk of
+  one stretch of the file, to process the two in file order.
+* ``data.sample_records()`` yields one :class:`Sample` at a time from the scalar reference
+  decoder, which the tests hold equal to the bulk one.
+
+``pysframe.perf.registers.register_layout(arch, mask)`` maps a chunk's register columns to
+the DWARF numbers and :class:`~pysframe.unwind.core.Registers` of the unwinder (x86-64,
+AArch64, s390x).
+
+Records this reader does not need are stepped over by their size.  Compressed files
+(``perf record -z``) are not supported: PerfDataError says so at the first compressed record
+(``features.compressed`` tells before).  Their records are pieces of one zstd stream whose
+records may straddle two pieces (util/session.c perf_session__process_compressed_event), so
+that reading them would need a zstd decompressor the project does not depend on, and the
+stack copies could no longer be views into the file; ``perf inject`` keeps them compressed.
+
+Errors: :class:`PerfDataError` (a FormatError) with ``path`` and ``offset``; a file cut short
+is read up to its last whole record and the cut noted in ``data.problems`` (once).
+"""
+
+from __future__ import annotations
+
+from .data import DEFAULT_CHUNK, PerfData, Stretch
+from .errors import PerfDataError
+from .header import BuildId, EventAttr, Features, FileHeader
+from .records import CommEvent, LostEvent, MmapEvent, SampleId, SideBandEvent, TaskEvent
+from .samples import Sample, SampleChunk
+
+__all__ = [
+    "DEFAULT_CHUNK",
+    "BuildId",
+    "CommEvent",
+    "EventAttr",
+    "Features",
+    "FileHeader",
+    "LostEvent",
+    "MmapEvent",
+    "PerfData",
+    "PerfDataError",
+    "Sample",
+    "SampleChunk",
+    "SampleId",
+    "SideBandEvent",
+    "Stretch",
+    "TaskEvent",
+]

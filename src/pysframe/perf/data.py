@@ -1,0 +1,551 @@
+"""The perf.data reader: a file through a memory map, or a pipe-mode stream in blocks.
+
+Reading is one pass down the data section: each record's header (u32 type, u16 misc, u16
+size) says what it is and where the next one starts.  Samples are gathered by offset and
+decoded together a chunk at a time (samples.py); side-band records (records.py) are decoded as
+they come; records perf writes for itself (from type 64) update the attributes and features
+(header.py); every other record is stepped over by its size, never looked into.
+HEADER_TRACING_DATA and AUXTRACE records are followed by a payload their size does not count,
+which is stepped over too (perf's util/session.c perf_session__process_user_event).
+
+Memory does not grow with the file: a file is read through a memory map whose pages behind
+the chunk being read are given back to the kernel (MADV_DONTNEED: they are read again from the
+file if a chunk kept from before touches them); a stream is read in blocks, one chunk never
+spanning two.  A chunk keeps the map or its block alive while it is referenced.
+
+Bad input: a record size under 8 bytes, a record that runs past the end of a data section the
+file holds whole, a corrupt sample or side-band record, a compressed record: PerfDataError
+with the path and the record's offset (the samples before it are delivered first).  A file or
+stream cut short (perf killed, a copy truncated) is read up to the last whole record, and the
+cut is noted once in ``problems``, as is a header whose data size is 0 (perf record did not
+finish).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import IO, Any, Literal
+
+from ..input import open_input
+from . import layout
+from .attrs import AttrTable
+from .errors import PerfDataError
+from .header import (
+    EventAttr,
+    Features,
+    FileHeader,
+    decode_attr,
+    decode_build_id,
+    decode_feature,
+    header_kind,
+    name_attrs,
+    read_attr_section,
+    read_feature_sections,
+    read_file_header,
+    read_u64s,
+)
+from .layout import RecordType
+from .records import SIDE_BAND_TYPES, SideBandEvent, decode_side_band
+from .samples import Sample, SampleChunk, attr_of_sample, decode_chunk, decode_sample
+
+#: Samples per chunk unless told otherwise.
+DEFAULT_CHUNK = 4096
+#: Bytes a stream is read by.
+STREAM_BLOCK = 8 << 20
+#: A stretch of a file ends after this many bytes even if it has fewer samples than a chunk.
+MAX_STRETCH_BYTES = 64 << 20
+_PAGE = mmap.PAGESIZE
+
+Mode = Literal["bulk", "scalar", "events"]
+
+
+@dataclass(eq=False)
+class Stretch:
+    """The records of one stretch of the data, in file order: the side-band ``events`` and the
+    ``samples`` (a :class:`SampleChunk`; a list of :class:`Sample` from :meth:`PerfData.read`
+    with ``scalar=True``).  ``start`` and ``end`` are file offsets; every event's and
+    sample's file offset lies between them, so that a consumer can merge the two lists back
+    in file order."""
+
+    start: int
+    end: int
+    events: list[SideBandEvent] = field(default_factory=list)
+    samples: SampleChunk | list[Sample] | None = None
+
+
+@dataclass(frozen=True)
+class _Window:
+    """Bytes of the data at hand: ``buffer[0]`` is at file offset ``base``, valid up to file
+    offset ``end``; ``final``: nothing comes after ``end``."""
+
+    buffer: Any
+    base: int
+    end: int
+    final: bool
+
+
+class _MappedSource:
+    """A file's data section through its memory map: one window, all of it.  The window's
+    buffer is a memoryview of the map, which the chunks keep: the map stays valid while they
+    live, even after :meth:`PerfData.close`."""
+
+    def __init__(self, mapped: mmap.mmap, end: int) -> None:
+        self.mapped = mapped
+        self.window = _Window(memoryview(mapped), 0, end, True)
+        self.released = 0
+
+    def ensure(self, keep: int, end: int) -> _Window:
+        return self.window
+
+    def release(self, before: int) -> None:
+        """Give back the pages of the map before ``before`` (a hint: they are read again from
+        the file if touched)."""
+        start = self.released - self.released % _PAGE
+        stop = before - before % _PAGE
+        if stop > start:
+            try:
+                self.mapped.madvise(mmap.MADV_DONTNEED, start, stop - start)
+            except (OSError, ValueError):  # only a hint
+                return
+            self.released = stop
+
+
+class _StreamSource:
+    """A pipe-mode stream read in blocks: each window is a new bytes object, so that chunks
+    keep the window they index alive and valid."""
+
+    def __init__(self, stream: IO[bytes], start: int) -> None:
+        self.stream = stream
+        self.data = b""
+        self.base = start
+        self.eof = False
+
+    def ensure(self, keep: int, end: int) -> _Window:
+        """A window holding the bytes from ``keep`` to ``end`` (fewer at the stream's end)."""
+        have_end = self.base + len(self.data)
+        if keep >= have_end:
+            self._discard(keep - have_end)
+            parts: list[bytes] = []
+        else:
+            parts = [self.data[keep - self.base :]]
+        have = sum(len(part) for part in parts)
+        want = max(end - keep, STREAM_BLOCK)
+        while have < want and not self.eof:
+            block = self._read(want - have)
+            parts.append(block)
+            have += len(block)
+        self.data = b"".join(parts)
+        self.base = keep
+        return _Window(self.data, keep, keep + len(self.data), self.eof)
+
+    def _read(self, size: int) -> bytes:
+        try:
+            block = self.stream.read(size)
+        except OSError as error:
+            raise PerfDataError(error.strerror or str(error)) from None
+        if not block:
+            self.eof = True
+        return block or b""
+
+    def _discard(self, count: int) -> None:
+        while count > 0 and not self.eof:
+            count -= len(self._read(min(count, STREAM_BLOCK)))
+
+    def release(self, before: int) -> None:
+        return
+
+
+class PerfData:
+    """A perf.data file or stream (see the package's documentation).
+
+    ``header``: byte order, pipe or file mode, where the sections lie.  ``attrs``: the event
+    attributes (:class:`EventAttr`), index = a sample's ``attr``.  ``features``: the feature
+    sections.  ``problems``: what was read past (a file cut short...), as PerfDataError
+    instances, each to be reported once as a warning.  ``record_counts`` (record type ->
+    count) and ``unknown_id_samples`` describe the last pass over the data.
+    """
+
+    def __init__(self, path: str, header: FileHeader) -> None:
+        self.path = path
+        self.header = header
+        self.attrs: list[EventAttr] = []
+        self.features = Features()
+        self.problems: list[PerfDataError] = []
+        self.record_counts: Counter[int] = Counter()
+        self.unknown_id_samples = 0
+        self._table = AttrTable([])
+        self._file: IO[bytes] | None = None
+        self._map: mmap.mmap | None = None
+        self._stream: _StreamSource | None = None
+        self._data_start = header.size
+        self._data_end = 0
+        #: Offset of the last user record whose effect (attribute, feature...) is applied.
+        self._applied = -1
+        self._read_once = False
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> PerfData:
+        """The perf.data file at ``path`` (file or pipe format, read through a memory map), or
+        standard input for ``-`` (pipe format)."""
+        name = os.fspath(path)
+        if name == "-":
+            return cls.from_stream(sys.stdin.buffer, "-")
+        stream = open_input(name)
+        try:
+            return cls._from_file(stream, name)
+        except PerfDataError as error:
+            stream.close()
+            raise error.at(path=name) from None
+        except BaseException:
+            stream.close()
+            raise
+
+    @classmethod
+    def from_stream(cls, stream: IO[bytes], path: str = "-") -> PerfData:
+        """A pipe-format stream (standard input), read once, in blocks."""
+        try:
+            big_endian, size = header_kind(stream.read(layout.PIPE_HEADER.size) or b"")
+            if size != layout.PIPE_HEADER.size:
+                raise PerfDataError(
+                    "a perf.data file in file mode cannot be read as a stream: give its path", 0
+                )
+            header = FileHeader(big_endian, True, size)
+            data = cls(path, header)
+            data._stream = _StreamSource(stream, header.size)
+            data._data_end = -1
+            data._read_prologue(data._stream)
+            data._named()
+        except OSError as error:
+            raise PerfDataError(error.strerror or str(error), path=path) from None
+        except PerfDataError as error:
+            raise error.at(path=path) from None
+        return data
+
+    @classmethod
+    def _from_file(cls, stream: IO[bytes], path: str) -> PerfData:
+        size = os.fstat(stream.fileno()).st_size
+        if size < layout.PIPE_HEADER.size:
+            raise PerfDataError("not a perf.data file: too short" if size else "empty file")
+        mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+        header = read_file_header(mapped[: layout.FILE_HEADER.size])
+        data = cls(path, header)
+        data._file, data._map = stream, mapped
+        if header.pipe:
+            data._data_end = size
+            data._read_prologue(_MappedSource(mapped, size))
+            return data._named()
+        data._data_start = header.data_offset
+        data._data_end = header.data_offset + header.data_size
+        if header.data_offset < header.size or header.data_offset > size:
+            raise PerfDataError("the data section lies outside the file", 40)
+        data.attrs = read_attr_section(mapped, header, size)
+        if header.data_size == 0:
+            # perf record killed before it wrote the header back (perf warns the same way).
+            data.problems.append(PerfDataError(
+                "the header gives the data section a size of 0 (perf record did not finish?): "
+                "reading to the end of the file", 48,
+            ))  # fmt: skip
+            data._data_end = size
+        elif data._data_end <= size:
+            data.features = read_feature_sections(mapped, header, size, data.problems)
+            name_attrs(data.attrs, data.features)
+        else:  # cut short: reading it says so once, at the cut
+            data._data_end = size
+        data._table = AttrTable(data.attrs)
+        return data._named()
+
+    def _named(self) -> PerfData:
+        """This reader, its problems given its path."""
+        for problem in self.problems:
+            problem.at(path=self.path)
+        return self
+
+    def close(self) -> None:
+        if self._map is not None:
+            with contextlib.suppress(BufferError):  # chunks still view it: it goes with them
+                self._map.close()
+            self._map = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> PerfData:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def big_endian(self) -> bool:
+        return self.header.big_endian
+
+    # -- reading the records --------------------------------------------------------------------
+
+    def read(self, chunk: int = DEFAULT_CHUNK, *, scalar: bool = False) -> Iterator[Stretch]:
+        """The records in file order, a stretch at a time: side-band events and up to
+        ``chunk`` samples per stretch.  ``scalar``: samples decoded one record at a time
+        (the reference path; a list of :class:`Sample` per stretch)."""
+        return self._walk(chunk, "scalar" if scalar else "bulk")
+
+    def samples(self, chunk: int = DEFAULT_CHUNK) -> Iterator[SampleChunk]:
+        """The samples, ``chunk`` at most at a time, in file order."""
+        for stretch in self._walk(chunk, "bulk"):
+            if isinstance(stretch.samples, SampleChunk) and len(stretch.samples):
+                yield stretch.samples
+
+    def sample_records(self) -> Iterator[Sample]:
+        """The samples one at a time, decoded by the scalar reference decoder."""
+        for stretch in self._walk(DEFAULT_CHUNK, "scalar"):
+            if isinstance(stretch.samples, list):
+                yield from stretch.samples
+
+    def events(self) -> Iterator[SideBandEvent]:
+        """The side-band events (MMAP, MMAP2, COMM, FORK, EXIT, LOST, LOST_SAMPLES) in file
+        order; samples are stepped over without being decoded."""
+        for stretch in self._walk(DEFAULT_CHUNK, "events"):
+            yield from stretch.events
+
+    def _source(self) -> _MappedSource | _StreamSource:
+        if self._stream is not None:
+            if self._read_once:
+                raise PerfDataError("a stream can be read once", path=self.path)
+            self._read_once = True
+            return self._stream
+        if self._map is None:
+            raise PerfDataError("the file is closed", path=self.path)
+        return _MappedSource(self._map, self._data_end)
+
+    def _walk(self, chunk: int, mode: Mode) -> Iterator[Stretch]:
+        """One pass over the data.  Errors come with the path, after the records before them
+        were delivered."""
+        if chunk < 1:
+            raise ValueError("chunk must be at least 1")
+        self.record_counts = Counter()
+        self.unknown_id_samples = 0
+        try:
+            yield from self._pass(self._source(), chunk, mode)
+        except PerfDataError as error:
+            raise error.at(path=self.path) from None
+
+    def _pass(
+        self, source: _MappedSource | _StreamSource, chunk: int, mode: Mode
+    ) -> Iterator[Stretch]:
+        """The loop down the record headers (about 90 lines: it is the one place that knows
+        where the records are, and the path every record of the file takes, kept free of calls
+        it does not need).  Samples are collected by offset and decoded at each flush; a flush
+        happens when a stretch holds ``chunk`` samples or events or MAX_STRETCH_BYTES, when the
+        window of a stream moves, before an attribute is added, and at the end."""
+        big_endian = self.big_endian
+        unpack = layout.RECORD_HEADER.struct(big_endian).unpack_from
+        header_size = layout.RECORD_HEADER.size
+        position = self._data_start
+        window = source.ensure(position, position + header_size)
+        buffer, base, end = window.buffer, window.base, window.end
+        stretch = Stretch(position, position)
+        offsets: list[int] = []
+        scalar: list[Sample] = []
+        counts = self.record_counts
+        side_band, user_start = SIDE_BAND_TYPES, layout.USER_TYPE_START
+        budget, limit = chunk, position + MAX_STRETCH_BYTES
+
+        def flush() -> Iterator[Stretch]:
+            nonlocal stretch, offsets, scalar, budget, limit
+            done, stretch = stretch, Stretch(position, position)
+            done.end = position
+            pending = (offsets, scalar)
+            offsets, scalar = [], []
+            budget, limit = chunk, position + MAX_STRETCH_BYTES
+            error = None
+            if mode == "bulk":
+                result = decode_chunk(buffer, pending[0], self._table, big_endian, base)
+                done.samples, error = result.chunk, result.error
+                self.unknown_id_samples += result.unknown_ids
+            elif mode == "scalar":
+                done.samples = pending[1]
+            if done.events or done.samples:
+                yield done
+            if error is not None:
+                raise error
+            source.release(position)
+
+        try:
+            while True:
+                if budget <= 0 or position > limit:
+                    yield from flush()
+                if position + header_size <= end:
+                    kind, misc, size = unpack(buffer, position - base)
+                    if size < header_size:
+                        raise PerfDataError(
+                            f"{layout.record_type_name(kind)} record of size {size}", position
+                        )
+                    whole = position + size <= end
+                else:
+                    size, whole = None, False
+                if not whole:  # the window ends within this record
+                    if window.final:
+                        self._note_end(position, end, size)
+                        break
+                    yield from flush()
+                    window = source.ensure(position, position + (size or header_size))
+                    buffer, base, end = window.buffer, window.base, window.end
+                    continue
+                counts[kind] += 1
+                extra = 0
+                if kind == 9:  # PERF_RECORD_SAMPLE
+                    budget -= 1
+                    if mode == "bulk":
+                        offsets.append(position - base)
+                    elif mode == "scalar":
+                        self._scalar_sample(window, position - base, size, scalar)
+                elif kind in side_band:
+                    budget -= 1
+                    stretch.events.append(decode_side_band(
+                        buffer, position - base, kind, misc, size, self._table, big_endian,
+                        position,
+                    ))  # fmt: skip
+                elif kind >= user_start:
+                    if kind == RecordType.HEADER_ATTR and position > self._applied:
+                        yield from flush()
+                        self._apply_user_record(window, position, kind, misc, size)
+                        self._table = AttrTable(self.attrs)
+                    else:
+                        extra = self._apply_user_record(window, position, kind, misc, size)
+                position += size + extra
+            yield from flush()
+        except PerfDataError:
+            yield from flush()  # the records before the error (an earlier error wins)
+            raise
+
+    def _scalar_sample(self, window: _Window, at: int, size: int, out: list[Sample]) -> None:
+        attr = attr_of_sample(window.buffer, at, size, self._table, self.big_endian, window.base)
+        if attr is None:
+            self.unknown_id_samples += 1
+            return
+        out.append(decode_sample(
+            window.buffer, at, size, attr, self._table.formats[attr], self.big_endian,
+            window.base,
+        ))  # fmt: skip
+
+    def _note_end(self, position: int, end: int, size: int | None) -> None:
+        """The data ended at ``end`` with the next record at ``position`` (``size`` bytes, None
+        when its header is not whole): fine at the end of the data section; a cut, noted once,
+        in a stream or a file whose header says the data goes on (or does not say where it
+        ends); an error when a record or its payload runs past the end of a data section the
+        file holds whole."""
+        declared = self._data_end_declared()
+        cut = self.header.pipe or self.header.data_size == 0 or declared > end
+        if position == end and not declared > end:
+            return
+        if position > end:
+            what = "the payload of the record before this offset"
+        elif position == end:
+            what = f"the data section, said to end at {declared:#x},"
+        else:
+            what = f"a record of {size} bytes" if size is not None else "a record header"
+        if not cut:
+            raise PerfDataError(f"{what} runs past the end of the data section", position)
+        source = "stream" if self._stream is not None else "file"
+        problem = PerfDataError(
+            f"the data is cut short: {what} at this offset runs past the end of the {source}; "
+            "the records before it were read", position, path=self.path,
+        )  # fmt: skip
+        if all(str(problem) != str(known) for known in self.problems):  # once, whatever the passes
+            self.problems.append(problem)
+
+    def _data_end_declared(self) -> int:
+        """Where the header says the data ends (file mode), else where it does."""
+        if self.header.pipe or self.header.data_size == 0:
+            return self._data_end
+        return self.header.data_offset + self.header.data_size
+
+    # -- records perf writes for itself ---------------------------------------------------------
+
+    def _read_prologue(self, source: _MappedSource | _StreamSource) -> None:
+        """Pipe mode: apply the attributes, features and names perf writes before the first
+        sample (they come before FINISHED_INIT, or the first FINISHED_ROUND in older perf),
+        keeping the bytes for the pass that reads the records."""
+        unpack = layout.RECORD_HEADER.struct(self.big_endian).unpack_from
+        position = self._data_start
+        while True:
+            window = source.ensure(self._data_start, position + layout.RECORD_HEADER.size)
+            if position + layout.RECORD_HEADER.size > window.end:
+                break
+            kind, misc, size = unpack(window.buffer, position - window.base)
+            if size < layout.RECORD_HEADER.size:
+                break  # the pass over the records reports it
+            window = source.ensure(self._data_start, position + size)
+            if position + size > window.end or kind in _PROLOGUE_ENDS:
+                break
+            extra = 0
+            if kind >= layout.USER_TYPE_START:
+                extra = self._apply_user_record(window, position, kind, misc, size)
+            position += size + extra
+        self._table = AttrTable(self.attrs)
+
+    def _apply_user_record(
+        self, window: _Window, position: int, kind: int, misc: int, size: int
+    ) -> int:
+        """Apply a record of type 64 and up; the bytes of payload that follow it."""
+        buffer, at, big_endian = window.buffer, position - window.base, self.big_endian
+        if kind == RecordType.HEADER_TRACING_DATA and size >= 12:
+            (length,) = layout.U32.struct(big_endian).unpack_from(buffer, at + 8)
+            return int(-(-length // 8) * 8)
+        if kind == RecordType.AUXTRACE and size >= 16:
+            return int(layout.U64.struct(big_endian).unpack_from(buffer, at + 8)[0])
+        if kind in (RecordType.COMPRESSED, RecordType.COMPRESSED2):
+            raise PerfDataError(
+                "compressed records (perf record -z) are not supported: record without -z",
+                position,
+            )
+        if position <= self._applied or kind not in _APPLIED_TYPES:
+            return 0
+        self._applied = position
+        body = at + layout.RECORD_HEADER.size
+        end = at + size
+        if kind == RecordType.HEADER_ATTR:
+            attr = decode_attr(buffer, body, end, big_endian, len(self.attrs), position + 8)
+            ids = read_u64s(buffer, body + attr.size, (end - body - attr.size) // 8, big_endian)
+            self.attrs.append(replace(attr, ids=ids))
+            name_attrs(self.attrs, self.features)
+        elif kind == RecordType.HEADER_FEATURE and size >= 16:
+            (feature,) = layout.U64.struct(big_endian).unpack_from(buffer, body)
+            try:
+                decode_feature(self.features, feature, buffer, body + 8, end, big_endian)
+            except PerfDataError as error:
+                where = position if error.offset is None else error.offset + window.base
+                self.problems.append(PerfDataError(
+                    f"feature {feature}: {error.message}", where, path=self.path
+                ))
+            name_attrs(self.attrs, self.features)
+        elif kind == RecordType.EVENT_UPDATE and size >= 24:
+            update, ident = layout.EVENT_UPDATE.struct(big_endian).unpack_from(buffer, body)
+            if update == layout.EVENT_UPDATE_NAME:
+                name = bytes(buffer[body + 16 : end]).split(b"\0", 1)[0].decode(errors="replace")
+                self.attrs = [
+                    replace(attr, name=name) if ident in attr.ids else attr for attr in self.attrs
+                ]
+        elif kind == RecordType.HEADER_BUILD_ID:
+            if size < layout.RECORD_HEADER.size + layout.BUILD_ID.size:
+                raise PerfDataError("HEADER_BUILD_ID record too short", position)
+            self.features.build_ids.append(decode_build_id(buffer, at, size, misc, big_endian))
+            self.features.present.add(layout.Feature.BUILD_ID)
+        return 0
+
+
+#: Records that end the pipe-mode prologue.
+_PROLOGUE_ENDS = frozenset(
+    {RecordType.SAMPLE, RecordType.FINISHED_INIT, RecordType.FINISHED_ROUND}
+)
+#: User records that change what is known of the recording (applied once).
+_APPLIED_TYPES = frozenset({
+    RecordType.HEADER_ATTR, RecordType.HEADER_FEATURE, RecordType.EVENT_UPDATE,
+    RecordType.HEADER_BUILD_ID,
+})  # fmt: skip

@@ -1,0 +1,215 @@
+"""The modules of a recording, found as perf finds them, with the SFrame each is unwound with.
+
+A mapping in a recording (MMAP/MMAP2) names a file by its path as the recording machine saw it.
+The file read for it is, in perf's order (util/dso.c, dso__read_binary_type_filename):
+
+1. the build-ID cache: ``DEBUG_DIR/.build-id/XX/REST/elf`` (``perf record`` and ``perf
+   buildid-cache`` copy each module there; ``DEBUG_DIR`` is ``~/.debug`` unless told);
+2. the path under ``--symfs DIR``, when given;
+3. the path itself.
+
+The build ID the recording holds for the mapping (MMAP2 with a build ID, else the recording's
+build-ID feature) must be the file's: a file with another build ID is passed over (it is not
+the one that ran), and a module without a file that fits is kept, without SFrame, with the
+reason.  Every file is opened through the one bounded input path (:mod:`pysframe.input`).
+
+Each file's SFrame is the unwinder's (:mod:`pysframe.unwind.facts`): its own section where the
+trust checks pass (:mod:`pysframe.sources.trust`), else SFrame generated from its CFI, kept in
+the cache per build ID (:mod:`pysframe.sources.cache`).  The vDSO has no file: perf's cache
+holds it (``DEBUG_DIR/[vdso]/BUILD-ID/vdso``), else this machine's own vDSO is used when its
+build ID is the recorded one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import SFrameError
+from ..format.section import SFrameSection
+from ..sources.trust import Policy
+from ..unwind.facts import ElfFacts, elf_facts, generated_for, sframe_for
+from ..unwind.mappings import Mapping
+from ..unwind.modules import load_bias
+from ..unwind.symbolize import ModuleSymbols, SymbolOptions
+
+#: perf's build-ID cache, unless told otherwise (perf's buildid.dir).
+DEFAULT_DEBUG_DIR = "~/.debug"
+#: Names of mappings that are no file.
+VDSO = "[vdso]"
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleFile:
+    """The file read for a module (None: none fits), and why none did."""
+
+    path: str | None
+    build_id: bytes | None
+    problem: str | None = None
+
+
+@dataclass(slots=True)
+class Module:
+    """A module as mapped in one process: its facts at a load bias, and the SFrame chosen."""
+
+    #: The name perf prints (the recorded path, or ``[vdso]``).
+    name: str
+    bias: int
+    facts: ElfFacts | None
+    section: SFrameSection | None = None
+    #: Where its SFrame came from (:class:`pysframe.sources.Origin`), or none / invalid.
+    origin: str = "none"
+    #: Why it has no SFrame, or why its own section is not used.
+    reason: str | None = None
+    #: SFrame generated from its CFI, for PCs its own section leaves out (read when needed).
+    with_fallback: bool = False
+    _fallback: SFrameSection | bool | None = field(default=False, repr=False)
+
+    def fallback(self) -> SFrameSection | None:
+        """SFrame generated from the module's CFI beside its own section, or None."""
+        if self._fallback is False:
+            self._fallback = None
+            if self.with_fallback and self.facts is not None:
+                self._fallback = generated_for(self.facts, self.bias)
+        return self._fallback if isinstance(self._fallback, SFrameSection) else None
+
+
+class ModuleFinder:
+    """Finds and reads the files of a recording's modules, once per (path, build ID)."""
+
+    def __init__(
+        self,
+        *,
+        build_ids: dict[str, bytes] | None = None,
+        debug_dir: str | None = DEFAULT_DEBUG_DIR,
+        symfs: str | None = None,
+        policy: Policy = Policy.AUTO,
+        symbols: SymbolOptions | None = None,
+    ) -> None:
+        self.build_ids = build_ids or {}
+        self.debug_dir = Path(debug_dir).expanduser() if debug_dir else None
+        self.symfs = symfs
+        self.policy = policy
+        self.symbol_options = symbols or SymbolOptions()
+        self._files: dict[tuple[str, bytes | None], ModuleFile] = {}
+        self._facts: dict[str, ElfFacts | str] = {}
+        self._modules: dict[tuple[str, bytes | None, int], Module] = {}
+        #: Modules that had no SFrame of their own, and why not, for the statistics.
+        self.problems: dict[str, str] = {}
+
+    def module(
+        self, path: str, start: int, end: int, pgoff: int, build_id: bytes | None
+    ) -> Module | None:
+        """The module for the mapping ``[start, end)`` of ``path`` from file offset ``pgoff``;
+        None when the mapping is no ELF file (data, anonymous memory)."""
+        build_id = build_id or self.build_ids.get(path)
+        found = self.file(path, build_id)
+        if found.path is None:
+            return Module(path, 0, None, reason=found.problem)
+        facts = self._read(found.path)
+        if isinstance(facts, str):
+            return Module(path, 0, None, reason=facts)
+        bias = load_bias(facts, [Mapping(start, end, pgoff, path)])
+        if bias is None:
+            return Module(path, 0, None, reason=f"{path} does not match its mapping")
+        key = (path, build_id, bias)
+        module = self._modules.get(key)
+        if module is None:
+            chosen = sframe_for(facts, bias, self.policy)
+            module = Module(
+                path, bias, facts, chosen.section, chosen.origin, chosen.reason,
+                chosen.with_fallback,
+            )  # fmt: skip
+            self._modules[key] = module
+            if chosen.origin not in ("section", "segment"):
+                self.problems.setdefault(path, chosen.reason or f"no .sframe ({chosen.origin})")
+        return module
+
+    def symbols(self, module: Module) -> ModuleSymbols | None:
+        """The module's symbols (read on first use), or None without a file."""
+        if module.facts is None:
+            return None
+        try:
+            return module.facts.symbols(self.symbol_options)
+        except SFrameError:
+            return None
+
+    # -- finding files ----------------------------------------------------------------------------
+    def file(self, path: str, build_id: bytes | None) -> ModuleFile:
+        """The file to read for ``path`` with ``build_id`` (see the module's docstring)."""
+        key = (path, build_id)
+        if key not in self._files:
+            self._files[key] = self._find(path, build_id)
+        return self._files[key]
+
+    def _find(self, path: str, build_id: bytes | None) -> ModuleFile:
+        candidates: list[str] = []
+        if build_id and self.debug_dir is not None:
+            hexed = build_id.hex()
+            if path == VDSO:
+                candidates.append(str(self.debug_dir / VDSO / hexed / "vdso"))
+            candidates.append(str(self.debug_dir / ".build-id" / hexed[:2] / hexed[2:] / "elf"))
+        if path == VDSO:
+            own = _own_vdso()
+            if own is not None:
+                candidates.append(own)
+        elif path.startswith("/"):
+            if self.symfs:
+                candidates.append(os.path.join(self.symfs, path.lstrip("/")))
+            candidates.append(path)
+        wrong: list[str] = []
+        for candidate in candidates:
+            facts = self._read(candidate)
+            if isinstance(facts, str):
+                continue
+            if build_id and facts.build_id and facts.build_id != build_id:
+                wrong.append(candidate)
+                continue
+            return ModuleFile(candidate, facts.build_id)
+        if wrong:
+            want = build_id.hex() if build_id else "?"
+            why = f"{wrong[0]} is not the file recorded (build ID {want})"
+            return ModuleFile(None, build_id, why)
+        return ModuleFile(None, build_id, f"{path}: no file found")
+
+    def _read(self, path: str) -> ElfFacts | str:
+        """The facts of the ELF file at ``path``, or why it cannot be read."""
+        if path not in self._facts:
+            try:
+                facts = _vdso_facts(path) if path.startswith(_OWN_VDSO_PREFIX) else elf_facts(path)
+            except (OSError, SFrameError) as error:
+                self._facts[path] = f"{path}: {getattr(error, 'strerror', None) or error}"
+            else:
+                self._facts[path] = facts if facts is not None else f"{path}: not an ELF file"
+        return self._facts[path]
+
+
+#: The name this process's own vDSO image goes by among the candidates.
+_OWN_VDSO_PREFIX = "/proc/self/[vdso]"
+
+
+def _own_vdso() -> str | None:
+    """This machine's vDSO, read from this process (a stand-in for a recording made on the
+    same kernel: its build ID is then the recorded one)."""
+    return _OWN_VDSO_PREFIX if os.path.exists("/proc/self/auxv") else None
+
+
+def _vdso_facts(_name: str) -> ElfFacts | None:
+    from ..unwind.mappings import process_vdso_address
+    from ..unwind.vdso import vdso_facts
+
+    address = process_vdso_address(os.getpid())
+    if address is None:
+        return None
+
+    def read(at: int, size: int) -> bytes:
+        with open("/proc/self/mem", "rb") as memory:
+            memory.seek(at)
+            return memory.read(size)
+
+    found = vdso_facts(address, read)
+    return None if found is None else found[0]
+
+
+__all__ = ["DEFAULT_DEBUG_DIR", "VDSO", "Module", "ModuleFile", "ModuleFinder"]

@@ -1,0 +1,190 @@
+"""A profile: samples, each with its stack of named frames, as the writers take it.
+
+The batch unwinder (:mod:`pysframe.perf.unwind`) turns a recording's samples into a
+:class:`Profile`; the writers (:mod:`pysframe.perf.report`) turn a profile into what profiler
+users open: a top table, folded stacks, speedscope, pprof, a flame graph, JSON.  Several
+recordings merge into one profile (:meth:`Profile.merge`).
+
+Frames are interned (:class:`FrameInfo`, one per distinct (module, address)) and stacks too
+(one tuple of frame ids per distinct stack, innermost frame first, kernel frames before user
+frames, as ``perf script`` prints them).  Samples are columns of equal length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+#: The module name perf gives kernel frames.
+KERNEL_MODULE = "[kernel.kallsyms]"
+#: What perf prints for a frame without a symbol or a module.
+UNKNOWN = "[unknown]"
+
+
+@dataclass(frozen=True, slots=True)
+class FrameInfo:
+    """One location: ``address`` in ``module`` (a path, ``[kernel.kallsyms]``, ``[vdso]``, or
+    ``[unknown]``), named ``symbol`` (None: no symbol) at ``offset`` from its start.
+
+    ``address`` is the address as the process saw it (for user frames) or the kernel address;
+    ``module_address`` is the same address in the module's file (what ``perf script`` prints
+    for user frames of position-independent modules)."""
+
+    address: int
+    module: str
+    symbol: str | None = None
+    offset: int = 0
+    module_address: int | None = None
+    kernel: bool = False
+    #: An inlined function at the address (``perf script --inline``): not a frame of its own
+    #: on the stack, shown before the function it was inlined into.
+    inlined: bool = False
+    #: Source file and line, when asked for and known.
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The function's name, or perf's ``[unknown]``."""
+        return self.symbol if self.symbol is not None else UNKNOWN
+
+
+@dataclass(slots=True)
+class Profile:
+    """Samples with their stacks.
+
+    Per sample (columns of equal length): ``stack`` (an index into :attr:`stacks`), ``pid``,
+    ``tid``, ``time`` (ns), ``cpu``, ``period`` (the sample's weight in the event's unit),
+    ``comm`` (an index into :attr:`comms`) and ``event`` (an index into :attr:`events`).
+    """
+
+    frames: list[FrameInfo] = field(default_factory=list)
+    #: Each stack: frame ids, innermost first (kernel frames, then user frames).
+    stacks: list[tuple[int, ...]] = field(default_factory=list)
+    comms: list[str] = field(default_factory=list)
+    #: Event names (``cpu-clock``, ``cycles:u``...) and the unit of their period
+    #: (``nanoseconds`` for the software clocks, else ``events``).
+    events: list[tuple[str, str]] = field(default_factory=list)
+    stack: list[int] = field(default_factory=list)
+    pid: list[int] = field(default_factory=list)
+    tid: list[int] = field(default_factory=list)
+    time: list[int] = field(default_factory=list)
+    cpu: list[int] = field(default_factory=list)
+    period: list[int] = field(default_factory=list)
+    comm: list[int] = field(default_factory=list)
+    event: list[int] = field(default_factory=list)
+    #: Where the samples came from (the recordings' paths), for the writers' titles.
+    sources: list[str] = field(default_factory=list)
+    _frame_ids: dict[FrameInfo, int] = field(default_factory=dict, repr=False)
+    _stack_ids: dict[tuple[int, ...], int] = field(default_factory=dict, repr=False)
+    _comm_ids: dict[str, int] = field(default_factory=dict, repr=False)
+    _event_ids: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.stack)
+
+    # -- building -------------------------------------------------------------------------------
+    def frame_id(self, frame: FrameInfo) -> int:
+        """The id of ``frame``, added when new."""
+        found = self._frame_ids.get(frame)
+        if found is None:
+            found = self._frame_ids[frame] = len(self.frames)
+            self.frames.append(frame)
+        return found
+
+    def stack_id(self, frames: Sequence[int]) -> int:
+        """The id of the stack of frame ids ``frames`` (innermost first), added when new."""
+        key = tuple(frames)
+        found = self._stack_ids.get(key)
+        if found is None:
+            found = self._stack_ids[key] = len(self.stacks)
+            self.stacks.append(key)
+        return found
+
+    def comm_id(self, comm: str) -> int:
+        found = self._comm_ids.get(comm)
+        if found is None:
+            found = self._comm_ids[comm] = len(self.comms)
+            self.comms.append(comm)
+        return found
+
+    def event_id(self, name: str, unit: str) -> int:
+        key = (name, unit)
+        found = self._event_ids.get(key)
+        if found is None:
+            found = self._event_ids[key] = len(self.events)
+            self.events.append(key)
+        return found
+
+    def add(
+        self,
+        stack: int,
+        *,
+        pid: int,
+        tid: int,
+        time: int,
+        cpu: int,
+        period: int,
+        comm: int,
+        event: int,
+    ) -> None:
+        """Add one sample (ids from :meth:`stack_id`, :meth:`comm_id`, :meth:`event_id`)."""
+        self.stack.append(stack)
+        self.pid.append(pid)
+        self.tid.append(tid)
+        self.time.append(time)
+        self.cpu.append(cpu)
+        self.period.append(period)
+        self.comm.append(comm)
+        self.event.append(event)
+
+    def merge(self, other: Profile) -> None:
+        """Add every sample of ``other`` (another recording) to this profile."""
+        frame_map = [self.frame_id(frame) for frame in other.frames]
+        stack_map = [self.stack_id([frame_map[f] for f in stack]) for stack in other.stacks]
+        comm_map = [self.comm_id(comm) for comm in other.comms]
+        event_map = [self.event_id(name, unit) for name, unit in other.events]
+        for index in range(len(other)):
+            self.add(
+                stack_map[other.stack[index]],
+                pid=other.pid[index],
+                tid=other.tid[index],
+                time=other.time[index],
+                cpu=other.cpu[index],
+                period=other.period[index],
+                comm=comm_map[other.comm[index]],
+                event=event_map[other.event[index]],
+            )
+        self.sources += other.sources
+
+    # -- reading --------------------------------------------------------------------------------
+    def stack_frames(self, stack: int) -> list[FrameInfo]:
+        """The frames of stack ``stack``, innermost first."""
+        return [self.frames[f] for f in self.stacks[stack]]
+
+    def samples(self) -> Iterator[int]:
+        return iter(range(len(self)))
+
+    def where(self, keep: Iterable[bool]) -> Profile:
+        """A profile of the samples ``keep`` selects (the same frames, stacks and names)."""
+        chosen = Profile(
+            self.frames, self.stacks, self.comms, self.events, sources=list(self.sources)
+        )
+        chosen._frame_ids, chosen._stack_ids = self._frame_ids, self._stack_ids
+        chosen._comm_ids, chosen._event_ids = self._comm_ids, self._event_ids
+        for index, wanted in enumerate(keep):
+            if wanted:
+                chosen.add(
+                    self.stack[index],
+                    pid=self.pid[index],
+                    tid=self.tid[index],
+                    time=self.time[index],
+                    cpu=self.cpu[index],
+                    period=self.period[index],
+                    comm=self.comm[index],
+                    event=self.event[index],
+                )
+        return chosen
+
+
+__all__ = ["KERNEL_MODULE", "UNKNOWN", "FrameInfo", "Profile"]

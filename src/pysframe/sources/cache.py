@@ -1,0 +1,98 @@
+"""SFrame generated from a file's CFI, kept on disk per build ID, so that a second ``stack`` or
+``perf report`` of the same programs generates nothing.
+
+Each entry is a bare section file (as ``generate -o`` writes it; ``pysframe dump --raw
+--address ADDRESS`` shows it): ``DIR/BUILD-ID.ADDRESS.sframe``, ADDRESS being the section
+address it was encoded for (hex).  ``DIR`` is ``$PYSFRAME_CACHE_DIR`` when set (empty: no
+cache), else ``$XDG_CACHE_HOME/pysframe`` or ``~/.cache/pysframe``, then a folder named after
+the generator's own code (a digest of the ``format`` and ``generate`` packages' sources): a
+pysframe whose generator writes other bytes never reads an older one's entries.
+
+The cache is a convenience, never a source of truth: an entry is read through the one bounded
+input path, decoded and checked before use, and anything wrong with it (unreadable, too large,
+malformed) makes it count as absent; writing is atomic (:func:`pysframe.output.write_file`)
+and a failed write is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import cache
+from pathlib import Path
+
+from ..errors import SFrameError
+from ..input import open_input
+from ..output import write_file
+
+#: The environment variable naming the cache's directory (empty: no cache).
+CACHE_ENVIRONMENT = "PYSFRAME_CACHE_DIR"
+#: An entry larger than this is not read (libLLVM's generated section is 6 MB).
+MAX_ENTRY = 256 << 20
+
+
+@cache
+def generator_digest() -> str:
+    """A digest of the code that generates and encodes SFrame (the ``generate`` and
+    ``format`` packages' sources), naming the cache's folder."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for package in ("format", "generate"):
+        for source in sorted((root / package).glob("*.py")):
+            digest.update(source.name.encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_directory() -> Path | None:
+    """Where entries are kept (None: caching is off)."""
+    chosen = os.environ.get(CACHE_ENVIRONMENT)
+    if chosen is not None:
+        base = Path(chosen) if chosen else None
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = (Path(xdg) if xdg else Path.home() / ".cache") / "pysframe"
+    return None if base is None else base / f"generated-{generator_digest()}"
+
+
+def cached_generation(build_id: bytes) -> tuple[bytes, int] | None:
+    """The generated section kept for ``build_id`` and its address, or None."""
+    directory = cache_directory()
+    if directory is None or not build_id:
+        return None
+    try:
+        names = sorted(directory.glob(f"{build_id.hex()}.*.sframe"))
+    except OSError:
+        return None
+    for path in names:
+        try:
+            address = int(path.name.split(".")[1], 16)
+            with open_input(path) as stream:
+                if os.fstat(stream.fileno()).st_size > MAX_ENTRY:
+                    continue
+                return stream.read(), address
+        except (ValueError, IndexError, OSError, SFrameError):
+            continue
+    return None
+
+
+def keep_generation(build_id: bytes, data: bytes, address: int) -> None:
+    """Keep a generated section for ``build_id`` (best effort: a failure is ignored)."""
+    directory = cache_directory()
+    if directory is None or not build_id or len(data) > MAX_ENTRY:
+        return
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_file(str(directory / f"{build_id.hex()}.{address:x}.sframe"), data)
+    except (OSError, SFrameError):
+        return
+
+
+__all__ = [
+    "CACHE_ENVIRONMENT",
+    "MAX_ENTRY",
+    "cache_directory",
+    "cached_generation",
+    "generator_digest",
+    "keep_generation",
+]
