@@ -168,10 +168,13 @@ _HANDLED = (
 
 def _length_tables() -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
     """Per opcode byte: the length of the handled instruction with one-byte LEB128 operands (0
-    for unhandled ones), and whether it has one ULEB128 operand, which can be longer."""
+    for unhandled ones), and whether it has an offset, one ULEB128 operand that can be longer
+    (DW_CFA_offset, DW_CFA_def_cfa_offset; registers are read as one byte)."""
     lebs, fixed = operand_tables(_HANDLED)
     length = np.where(lebs == NOT_HANDLED, 0, fixed + lebs).astype(np.int8)
-    return length, lebs == 1
+    uleb_offset = lebs == 1
+    uleb_offset[DW_CFA_def_cfa_register] = False
+    return length, uleb_offset
 
 
 _LENGTH, _ULEB_OPERAND = _length_tables()
@@ -183,8 +186,7 @@ def instruction_lengths(buf: ByteArray) -> npt.NDArray[np.int8]:
     n = len(buf) - PAD
     op = buf[:n]
     lengths = _LENGTH[op]
-    # ULEB128 operands of 2-4 bytes; longer ones go to the general path (and so does a
-    # def_cfa_register whose register takes more than one byte, below).
+    # ULEB128 offsets of 2-4 bytes; longer ones go to the general path.
     at = np.flatnonzero((buf[1 : n + 1] >= 0x80) & _ULEB_OPERAND[op])
     c2 = buf[at + 2] >= 0x80
     c3 = c2 & (buf[at + 3] >= 0x80)

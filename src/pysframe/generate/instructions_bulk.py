@@ -44,7 +44,8 @@ def operand_tables(handled: Iterable[int]) -> tuple[npt.NDArray[np.int8], npt.ND
     """Per opcode byte, for the instructions ``handled`` (by opcode; DW_CFA_advance_loc,
     DW_CFA_offset and DW_CFA_restore stand for all 64 opcodes with their operand in the low six
     bits): how many LEB128 operands follow the opcode (:data:`NOT_HANDLED` for the others), and
-    how many bytes the instruction has besides them (the opcode and fixed-size operands).
+    how many bytes the instruction has besides them (the opcode and fixed-size operands; 0 for
+    the others).
 
     Instructions whose operands are neither LEB128 numbers nor fixed-size (blocks, addresses)
     cannot be handled this way."""

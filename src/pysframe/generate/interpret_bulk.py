@@ -26,7 +26,6 @@ import numpy.typing as npt
 
 from .cfa_rules import NOT_SIGNED, SIGNED, CfaKind, CfiAbi, RegKind, Rules
 from .instructions_bulk import (
-    NOT_HANDLED,
     BoolArray,
     IntArray,
     advance_deltas,
@@ -187,8 +186,7 @@ def _instruction_lengths(
     leb_table, fixed_table = _OPERAND_TABLES[aarch64]
     op = buf[:count]
     operands = leb_table[op]
-    length = fixed_table[op]
-    length[operands == NOT_HANDLED] = 0
+    length = fixed_table[op]  # 0 for the instructions not handled
     first = lebs.length[1 : count + 1]
     one = operands == 1
     length[one] = np.where(first[one] > 0, length[one] + first[one], 0)
