@@ -21,7 +21,6 @@ handled: the caller translates those one by one, so the output is the same byte 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise, repeat
@@ -285,9 +284,7 @@ def _decode(
     is_def_offset = op == DW_CFA_def_cfa_offset
     is_advance = high == DW_CFA_advance_loc
     is_advance |= (op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4)
-    advances = np.flatnonzero(is_advance)
-    delta = np.zeros(len(pos), dtype=np.int64)
-    delta[advances] = advance_deltas(buf, pos[advances], op[advances], big_endian)
+    delta = advance_deltas(buf, pos, op, big_endian)
     if (code_alignment != 1).any():
         delta *= code_alignment[prg]
     value = (b1 & 0x7F).astype(np.int64)
@@ -669,12 +666,18 @@ def _translate_chunk(
     np.cumsum(encoded.refused[encoded.code], out=refused[1:])
     # gas' end-of-function checks refuse these: the per-function path says why.
     good = (refused[end] == refused[first]) & (end - first <= MAX_FRES)
-    chosen = chosen[good]
-    made = _write_functions(
-        context, chunk, chosen, found.row_begin, encoded, first[good], end[good], encoder
+    _write_functions(
+        context,
+        chunk,
+        chosen[good],
+        sizes[good],
+        found.row_begin,
+        encoded,
+        first[good],
+        end[good],
+        encoder,
+        done,
     )
-    for i, function in zip(chosen.tolist(), made, strict=True):
-        done[chunk.picked[i]] = function
     return done
 
 
@@ -682,17 +685,19 @@ def _write_functions(
     context: _Context,
     chunk: _ChunkPrograms,
     chosen: IntArray,
+    sizes: IntArray,
     row_begin: IntArray,
     encoded: RowBytes,
     first: IntArray,
     end: IntArray,
     encoder: FunctionEncoder,
-) -> Iterator[GeneratedFunction]:
-    """The functions ``chosen`` of the chunk (their rows are ``[first, end)``), written: FRE
-    type by size, sfde_func_info, and the FREs."""
+    done: list[GeneratedFunction | None],
+) -> None:
+    """The functions ``chosen`` of the chunk (of ``sizes``, their rows ``[first, end)``),
+    written into ``done`` at their places in the chunk: FRE type by size, sfde_func_info, and
+    the FREs."""
     program = chunk.program[chosen]
-    sizes_list = [chunk.sizes[i] for i in chosen.tolist()]
-    fre_types = fre_types_for_sizes(np.array(sizes_list, dtype=np.int64))
+    fre_types = fre_types_for_sizes(sizes)
     counts = end - first
     # Functions with the same program, FRE type and row count have the same FREs: write
     # each such set once and share its bytes.
@@ -714,10 +719,12 @@ def _write_functions(
         cie_b_key = np.array([int(cies[c].b_key) for c in context.usable], dtype=np.int64)
         b_key = cie_b_key[chunk.cie[chosen]]
     info = info_of[fre_types, b_key]
-    starts = [chunk.starts[i] for i in chosen.tolist()]
+    chosen_list = chosen.tolist()
+    starts = [chunk.starts[i] for i in chosen_list]
+    sizes_list = [chunk.sizes[i] for i in chosen_list]
     blobs = [shared[k] for k in same_as.ravel().tolist()]
     zeros = repeat(0)
-    return map(
+    made = map(
         partial(tuple.__new__, GeneratedFunction),
         zip(
             starts,
@@ -730,6 +737,9 @@ def _write_functions(
             repeat(False),
         ),
     )
+    picked = chunk.picked
+    for i, function in zip(chosen_list, made, strict=True):
+        done[picked[i]] = function
 
 
 __all__ = [

@@ -26,6 +26,7 @@ from .ops import (
     LOW_6_BITS,
     DW_CFA_advance_loc,
     DW_CFA_advance_loc1,
+    DW_CFA_advance_loc4,
     Operand,
 )
 
@@ -107,15 +108,15 @@ def instruction_positions(
 
 
 def advance_deltas(buf: ByteArray, pos: IntArray, op: ByteArray, big_endian: bool) -> IntArray:
-    """The deltas of the advance instructions at ``pos`` (opcodes ``op``; DWARF 5 6.4.2.1), not
-    yet times the code alignment factor: DW_CFA_advance_loc's low six bits, and the 1, 2 or 4
-    bytes of DW_CFA_advance_loc1/2/4 in the section's byte order (``buf`` is padded past its
-    last program)."""
-    code = op.astype(np.int64)
-    delta = code & LOW_6_BITS
-    wide = np.flatnonzero(code < DW_CFA_advance_loc)
+    """Per instruction at ``pos`` (opcodes ``op``): an advance's delta (DWARF 5 6.4.2.1), not
+    yet times the code alignment factor, and 0 for the other instructions.  DW_CFA_advance_loc
+    keeps it in its low six bits, DW_CFA_advance_loc1/2/4 in 1, 2 or 4 bytes in the section's
+    byte order (``buf`` is padded past its last program)."""
+    delta = np.where((op & HIGH_2_BITS) == DW_CFA_advance_loc, op & LOW_6_BITS, 0)
+    delta = delta.astype(np.int64)
+    wide = np.flatnonzero((op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4))
     if len(wide):
-        size = 1 << (code[wide] - DW_CFA_advance_loc1)
+        size = 1 << (op[wide].astype(np.int64) - DW_CFA_advance_loc1)
         at = pos[wide] + 1
         raw = np.zeros(len(wide), dtype=np.int64)
         for k in range(4):
