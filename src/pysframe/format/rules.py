@@ -16,6 +16,7 @@ The bit fields of info bytes and control words are read and composed by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -308,24 +309,43 @@ def _encode_flex(ctx: RowContext, cfa: CfaRule, fp: RegRule, ra: RegRule) -> tup
     return tuple(words)
 
 
+_FLEX_CONTROL_POSITIONS = {2: (0,), 4: (0, 2), 5: (0, 3), 6: (0, 2, 4)}
+
+
 def flex_control_positions(count: int) -> tuple[int, ...]:
     """Which of a FLEX row's ``count`` words are control words (VERSIONS.md V3)."""
-    return {2: (0,), 4: (0, 2), 5: (0, 3), 6: (0, 2, 4)}.get(count, (0,) if count else ())
+    return _FLEX_CONTROL_POSITIONS.get(count, (0,) if count else ())
+
+
+#: Per data-word size, smallest first: (size, smallest signed word, one past the largest signed
+#: word, one past the largest unsigned word).
+_WORD_RANGES = tuple(
+    (size, -(1 << (8 * size.size - 1)), 1 << (8 * size.size - 1), 1 << (8 * size.size))
+    for size in WordSize
+)
 
 
 def word_size_for(words: tuple[int, ...], unsigned: tuple[int, ...] = ()) -> WordSize:
-    """Smallest data-word size holding every word, as GNU as chooses it.
+    """Smallest data-word size holding every word.
 
     Offsets must fit as signed integers; the words at positions ``unsigned`` (FLEX control
-    words) as unsigned ones (gas' sframe_get_fre_dataword_size).
+    words) as unsigned ones (gas' sframe_get_fre_dataword_size, which looks at the CFA offset,
+    the offsets of an FP or RA saved on the stack and the control words; the other words, cut
+    to its size in gas, are held here too).
     """
-    for size in WordSize:
-        bits = 8 * size.size
-        if all(
-            (0 <= word < (1 << bits))
-            if position in unsigned
-            else (-(1 << (bits - 1)) <= word < (1 << (bits - 1)))
-            for position, word in enumerate(words)
+    offsets: Sequence[int] = words
+    control_low = control_high = 0
+    if unsigned:
+        controls = [words[k] for k in unsigned if k < len(words)]
+        offsets = [word for k, word in enumerate(words) if k not in unsigned]
+        control_low, control_high = min(controls, default=0), max(controls, default=0)
+    low, high = min(offsets, default=0), max(offsets, default=0)
+    for size, smallest, signed_end, unsigned_end in _WORD_RANGES:
+        if (
+            smallest <= low
+            and high < signed_end
+            and control_low >= 0
+            and control_high < unsigned_end
         ):
             return size
     raise EncodeError(f"data words {words} do not fit 32 bits")
