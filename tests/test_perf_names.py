@@ -41,14 +41,14 @@ from hypothesis import strategies as st
 from pysframe.elf.image import ElfImage
 from pysframe.perf.kernel import parse_kallsyms
 from pysframe.perf.modules import ModuleFinder
-from pysframe.perf.symbols import (
+from pysframe.perf.symbols import candidate_files
+from pysframe.perf.symtab import (
     STB_GLOBAL,
     STB_LOCAL,
     STB_WEAK,
     Candidate,
     SymbolSet,
     _RbTree,
-    candidate_files,
     choose_best_symbol,
 )
 from pysframe.unwind import demangle as demangle_module

@@ -31,7 +31,7 @@ from ..elf.layout import NT_GNU_BUILD_ID
 from ..errors import InputError, SFrameError
 from ..input import open_input, read_input
 from .profile import KERNEL_MODULE
-from .symbols import STB_GLOBAL, STB_LOCAL, STB_WEAK, SymbolSet
+from .symtab import STB_GLOBAL, STB_LOCAL, STB_WEAK, SymbolSet
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -39,13 +39,13 @@ from ..unwind.mappings import Mapping
 from ..unwind.modules import load_bias
 from ..unwind.symbolize import ModuleSymbols, SymbolOptions
 from .symbols import (
-    PerfSymbols,
     SymbolSource,
     candidate_files,
     choose_files,
     dso_symbols,
     join_symfs,
 )
+from .symtab import PerfSymbols
 
 #: perf's build-ID cache, unless told otherwise (perf's buildid.dir).
 DEFAULT_DEBUG_DIR = "~/.debug"
