@@ -122,7 +122,7 @@ class ElfSection:
 
     def pack(self, bits: int, big_endian: bool) -> bytes:
         """The section header as the file stores it (class ``bits``, byte order)."""
-        return shdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in SHDR_NAMES))
+        return _packed(shdr_struct(bits, big_endian), "section header", self, SHDR_NAMES, bits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +143,29 @@ class ElfSegment:
 
     def pack(self, bits: int, big_endian: bool) -> bytes:
         """The program header as the file stores it (class ``bits``, byte order)."""
-        return phdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in PHDR_NAMES[bits]))
+        layout = phdr_struct(bits, big_endian)
+        return _packed(layout, "program header", self, PHDR_NAMES[bits], bits)
+
+
+def _packed(
+    layout: struct.Struct,
+    what: str,
+    header: ElfSection | ElfSegment,
+    names: tuple[str, ...],
+    bits: int,
+) -> bytes:
+    """``header``'s fields ``names`` packed by ``layout``; ElfError naming the field when one
+    does not fit it (an address moved past the end of the ELF class's address space)."""
+    values = [getattr(header, name) for name in names]
+    try:
+        return layout.pack(*values)
+    except struct.error:
+        for name, value, code in zip(names, values, layout.format.lstrip("<>"), strict=True):
+            if not 0 <= value < 1 << (8 * struct.calcsize(code)):
+                raise ElfError(
+                    f"the {what}'s {name} {value:#x} does not fit an ELFCLASS{bits} field"
+                ) from None
+        raise
 
 
 #: What pyelftools and the file layer raise on malformed input.
