@@ -381,6 +381,11 @@ class ElfImage:
             self._sections = list(self._read_sections())
         return list(self._sections)
 
+    def has_section_headers(self) -> bool:
+        """Whether the file has section headers: more than the null entry (gABI, "Sections":
+        index 0 is reserved, so a table of one entry describes no section)."""
+        return len(self.sections()) > 1
+
     def _read_sections(self) -> Iterator[ElfSection]:
         try:
             count = self._elf.num_sections()
@@ -538,7 +543,7 @@ class ElfImage:
         found = self.section(".sframe") or self.section_by_type(SHT_GNU_SFRAME)
         if found is not None:
             return found
-        if self.sections():
+        if self.has_section_headers():
             return None
         seg = self.segment(PT_GNU_SFRAME)
         if seg is None:
@@ -568,7 +573,7 @@ class ElfImage:
         sec = self.section(".note.gnu.build-id")
         if sec is not None and sec.type == SHT_NOTE:
             sources.append(sec.data())
-        elif not self.sections():
+        elif not self.has_section_headers():
             sources.extend(self.segment_data(s) for s in self.segments() if s.type == PT_NOTE)
         for data in sources:
             # A note running past its section ends the search (junk after the build ID).
