@@ -300,10 +300,13 @@ def _lowering_for_table(
     table_end = header.phoff + header.phnum * header.phentsize
     if first.offset or table_end > first.filesz:
         return 0
-    contents = [
-        s.offset for s in _section_headers(image)[1:] if s.type != SHT_NOBITS and s.size
-    ] + [s.offset for s in image.segments() if s.filesz and s.type not in (PT_LOAD, PT_PHDR)]
+    headers = _section_headers(image)
+    contents = [s.offset for s in headers[1:] if s.type != SHT_NOBITS and s.size] + [
+        s.offset for s in image.segments() if s.filesz and s.type not in (PT_LOAD, PT_PHDR)
+    ]
     first_content = min([c for c in contents if c >= table_end] or [first.filesz])
+    if len(headers) <= 1:  # no section headers: what no program header describes may follow
+        first_content = table_end
     shift = _align(max(0, header.phoff + table_size - first_content), page)
     return shift if 0 < shift <= first.vaddr else 0
 
@@ -356,13 +359,27 @@ def _room_for_table(
     shdr_end = header.shoff + header.shnum * header.shentsize
     if header.shnum and header.shoff < new_end and old_end < shdr_end:
         raise _NoRoom("the program header table cannot grow: the section header table follows it")
-    sections = [s for s in _section_headers(image)[1:] if s.type != SHT_NOBITS and s.size]
-    in_way = [s for s in sections if s.offset < new_end and old_end < s.offset + s.size]
+    headers = _section_headers(image)
+    if len(headers) <= 1:
+        # Stripped section headers (or the null entry only): what follows the table (.gnu.hash,
+        # .dynsym, ...: no program header describes them) is not known, so nothing may grow
+        # over it.
+        raise _NoRoom("the program header table cannot grow: no section headers tell what "
+                      "follows it")  # fmt: skip
+    sections = [s for s in headers[1:] if s.type != SHT_NOBITS and s.size]
+    # What the table would grow over: sections, and the contents of segments (PT_INTERP,
+    # PT_NOTE, ...) whether or not a section describes them.
+    contents = [(s.offset, s.offset + s.size) for s in sections] + [
+        (s.offset, s.offset + s.filesz)
+        for s in segments
+        if s.type not in (PT_LOAD, PT_PHDR) and s.filesz
+    ]
+    in_way = [(low, high) for low, high in contents if low < new_end and old_end < high]
     if not in_way:
         return None
-    start, end = min(s.offset for s in in_way), max(s.offset + s.size for s in in_way)
+    start, end = min(low for low, _ in in_way), max(high for _, high in in_way)
     if start < old_end:
-        raise _NoRoom("a section overlaps the program header table")
+        raise _NoRoom("a section or segment overlaps the program header table")
     # The block is every section inside [start, end), grown until no section straddles its
     # end, nor a note or interpreter segment (which moves whole, with all it describes).
     movable_segments = [
