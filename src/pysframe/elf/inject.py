@@ -445,7 +445,7 @@ def new_section_address(image: ElfImage) -> int:
         # Not injectable: the section describes the file all the same, at the first page
         # above its segments (where a new segment would go).
         loads = image.load_segments()
-        return _align(max(s.vaddr + s.memsz for s in loads), 0x1000)
+        return _address_checked(image, _align(max(s.vaddr + s.memsz for s in loads), 0x1000))
 
 
 def inject_sframe(
