@@ -536,6 +536,15 @@ def _inject(
     out += sframe
 
     if moved is not None:
+        # Symbols are patched where they are: a table running past the end of the file would
+        # reach into the bytes appended to it (the moved block, the SFrame data).
+        for section in headers:
+            if (
+                section.type in (SHT_SYMTAB, SHT_DYNSYM)
+                and not section.flags & SHF_COMPRESSED
+                and section.offset + section.size > len(data)
+            ):
+                raise ElfError("runs past the end of the file", section=section.name)
         for index in moved.sections:
             old = headers[index]
             headers[index] = dataclasses.replace(
