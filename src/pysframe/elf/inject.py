@@ -605,6 +605,12 @@ def _inject(
     if added and names_known:
         names_hdr = headers[header.shstrndx]
         names = bytes(out[names_hdr.offset : names_hdr.offset + names_hdr.size])
+        if any(h.name_offset >= len(names) for h in headers):
+            # A name appended at an sh_name past the table's end would become that section's.
+            raise ElfError(
+                f"the section-name table ({len(names)} bytes) does not hold every section's "
+                "name: a name added to it would rename a section"
+            )
         for section in added:
             headers.append(dataclasses.replace(section, name_offset=len(names)))
             names += section.name.encode() + b"\0"
