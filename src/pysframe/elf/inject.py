@@ -624,7 +624,8 @@ def _inject(
             out += section.pack(bits, big_endian)
         shnum = len(headers)
     else:
-        shoff, shnum = header.shoff + (plan.file_shift if header.shnum else 0), header.shnum
+        # The table moves with the bytes after it; e_shoff 0 says there is none (gABI).
+        shoff, shnum = header.shoff + (plan.file_shift if header.shoff else 0), header.shnum
     new_header = dataclasses.replace(header, shoff=shoff, phnum=len(table), shnum=shnum)
     out[: len(new_header.pack())] = new_header.pack()
     return out
