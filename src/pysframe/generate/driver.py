@@ -551,7 +551,34 @@ def _generate_image(
             made = s390x_plt_functions(*s390x_plt, encoder)
             functions += made
             considered += len(made)
+        if not image.is_relocatable:
+            functions, outside = _inside_code(functions, image)
+            skipped += outside
         return _result(functions, skipped, considered, abi, version, section_address, text_ranges)
+
+
+def _inside_code(
+    functions: list[GeneratedFunction], image: ElfImage
+) -> tuple[list[GeneratedFunction], list[SkippedFunction]]:
+    """The functions that lie inside an executable segment, and the others as skipped: an FDE
+    of a damaged ``.eh_frame`` (a wrong section address or pointer) describes code that is not
+    there, and a reader that checks (the Linux kernel; the fde-text rule) refuses a whole
+    section for one such function.  A file without an executable segment keeps them all."""
+    from ..elf.layout import PF_X
+
+    code = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
+    if not code:
+        return functions, []
+    inside: list[GeneratedFunction] = []
+    outside: list[SkippedFunction] = []
+    for function in functions:
+        start, end = function.start, function.start + function.size
+        if any(low <= start and end <= high for low, high in code):
+            inside.append(function)
+        else:
+            reason = f"{NO_FDE}[{start:#x}, {end:#x}) is outside every executable segment"
+            outside.append(SkippedFunction(function.start, function.size, reason))
+    return inside, outside
 
 
 def _translate_cfi(
