@@ -41,7 +41,7 @@ from pysframe.elf.inject import new_section_address
 from test_damaged_sweep import _damaged
 from test_repair import HELPERS, MAIN, WALK, _link, _system_objects
 
-from conftest import CORPUS
+from conftest import CORPUS, require
 
 #: Every writer, FILE the input and OUT the output (its name ends in .sframe for a bare section).
 WRITERS = {
@@ -252,7 +252,7 @@ def compiled(factory: pytest.TempPathFactory, name: str, *options: str) -> Path:
     """tests/test_repair.py's program, built by gcc with ``options``: without SFrame (gcc 12
     and gas 2.40 write none unless asked)."""
     if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+        require("gcc", "gcc is not installed")
     folder = factory.mktemp(name)
     (folder / "all.c").write_text(MAIN + HELPERS + WALK)
     program = folder / name
@@ -401,7 +401,7 @@ def test_output_to_a_full_device(program: Path, capsys: pytest.CaptureFixture[st
     # /dev/full: every write fails with ENOSPC.  The bare section is small enough to wait in
     # the write buffer, so closing the file fails again: the error still names the output.
     if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full")
+        require("/dev/full", "no /dev/full")
     for name in TO_OUTPUT:
         code = main(writer_argv(name, program, "/dev/full"))
         err = capsys.readouterr().err
@@ -457,11 +457,11 @@ def mount_namespace() -> list[str]:
     """unshare(1) giving a command a mount namespace of its own, where it may mount (as root,
     or as a user mapped to root in a user namespace); skip when neither is allowed."""
     if shutil.which("unshare") is None:
-        pytest.skip("no unshare(1)")
+        require("unshare", "no unshare(1) (util-linux)")
     for command in (["unshare", "--mount"], ["unshare", "--mount", "--map-root-user"]):
         if subprocess.run([*command, "true"], capture_output=True, check=False).returncode == 0:
             return command
-    pytest.skip("no mount namespace may be made here")
+    require("mount namespaces", "no mount namespace may be made here (root or user namespaces)")
 
 
 def unwritable_runs(
