@@ -38,12 +38,17 @@ def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
     return header + "".join(frames) + "\n"
 
 
-def script_text(profile: Profile) -> Iterator[str]:
-    """The text of every sample, in time order, a sample at a time."""
+def script_text(profile: Profile, batch: int = 4096) -> Iterator[str]:
+    """The text of every sample, in time order, ``batch`` samples at a time: each distinct
+    frame and stack is formatted once, each header from a template per (command, event)
+    (the same text as :func:`sample_lines`: ``%5d.%06d`` is ``%12s`` of the time stamp)."""
+    import numpy as np
+
     lines: dict[int, str] = {}
     stacks: dict[int, str] = {}
-    for index in sorted(range(len(profile)), key=profile.time.__getitem__):
-        stack = profile.stack[index]
+    templates: dict[tuple[int, int], str] = {}
+
+    def stack_text(stack: int) -> str:
         text = stacks.get(stack)
         if text is None:
             parts = []
@@ -52,19 +57,35 @@ def script_text(profile: Profile) -> Iterator[str]:
                 if line is None:
                     line = lines[frame_id] = frame_line(profile.frames[frame_id])
                 parts.append(line)
-            text = stacks[stack] = "".join(parts)
-        yield sample_lines(profile, index, [text])
+            text = stacks[stack] = "".join(parts) + "\n"
+        return text
+
+    def template(comm: int, event: int) -> str:
+        key = (comm, event)
+        found = templates.get(key)
+        if found is None:
+            name = profile.comms[comm].replace("%", "%%")
+            kind = profile.events[event][0].replace("%", "%%")
+            found = templates[key] = f"{name} %5d %5d.%06d: %10d {kind}: \n"
+        return found
+
+    times = np.array(profile.time, dtype=np.uint64)
+    order = np.argsort(times, kind="stable")
+    for start in range(0, len(order), batch):
+        chosen = order[start : start + batch].tolist()
+        yield "".join([
+            template(profile.comm[i], profile.event[i])
+            % (profile.tid[i], profile.time[i] // 1_000_000_000,
+               profile.time[i] % 1_000_000_000 // 1000, profile.period[i])
+            + stack_text(profile.stack[i])
+            for i in chosen
+        ])  # fmt: skip
 
 
 def write_script(profile: Profile, out: TextIO) -> None:
     """Write the profile as ``perf script --no-inline`` text, in batches."""
-    batch: list[str] = []
     for piece in script_text(profile):
-        batch.append(piece)
-        if len(batch) >= 1024:
-            out.write("".join(batch))
-            batch.clear()
-    out.write("".join(batch))
+        out.write(piece)
 
 
 __all__ = ["frame_line", "sample_lines", "script_text", "write_script"]
