@@ -108,7 +108,7 @@ def run(
     terminal shows them."""
     return subprocess.run(
         list(command), cwd=cwd, env=environment(), input=stdin, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, check=False, timeout=1800,
+        stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=1800,
     )  # fmt: skip
 
 
@@ -187,6 +187,17 @@ def section_damaged(work: Path) -> None:
     for program in PROGRAMS:
         figure(f"damaged copies of {program.relative_to(ROOT)}", sum(1 for _ in _damaged(program)))
     figure("sub-commands run on each", len(COMMANDS))
+    # The README's error example: the FRE sub-section's length (header byte 16) made 15.
+    from pysframe.elf.image import ElfImage
+
+    source = CORPUS / "x86_64" / "v3" / "frames"
+    data = bytearray(source.read_bytes())
+    with ElfImage.open(str(source)) as image:
+        found = image.section(".sframe")
+        assert found is not None
+        data[found.offset + 16] = 0x0F
+    (work / "damaged").write_bytes(data)
+    transcript(pysframe("info", "damaged"), work)
 
 
 def section_demangle(work: Path) -> None:
@@ -326,15 +337,33 @@ def section_libbfd(work: Path) -> None:
     transcript(pysframe("verify", str(LIBBFD)), work)
 
 
+def fresh_bench_cache(section: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``section`` run with benchmarks/common.py's input cache in the work folder, so that the
+    sections it generates are this pysframe's (the cache is keyed by the library alone)."""
+
+    def run_section(work: Path) -> None:
+        before = os.environ.get("PYSFRAME_BENCH_CACHE")
+        os.environ["PYSFRAME_BENCH_CACHE"] = str(work / "bench-cache")
+        try:
+            section(work)
+        finally:
+            if before is None:
+                del os.environ["PYSFRAME_BENCH_CACHE"]
+            else:
+                os.environ["PYSFRAME_BENCH_CACHE"] = before
+
+    return run_section
+
+
+@fresh_bench_cache
 def section_compact(work: Path) -> None:
-    """The compaction table (each trick alone over the directory, libbfd and libLLVM-15) and
-    the checks of the compacted files (benchmarks/bench_compact.py's, with its --check)."""
-    os.environ["PYSFRAME_BENCH_CACHE"] = str(work / "bench-cache")  # generated afresh
+    """The compaction table's directory column: each trick alone over the files of
+    /usr/lib/x86_64-linux-gnu (their V3 generated afresh), as benchmarks/bench_compact.py
+    measures it."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_compact
-    import common
 
-    from pysframe import SFrameSection, Version, load_sframe
+    from pysframe import SFrameSection
     from pysframe.format.compact import compact_section
     from pysframe.tools.files import find_elf_files
 
@@ -362,6 +391,23 @@ def section_compact(work: Path) -> None:
     figure("FDE index share of the compacted size", share(index, total.compacted, 0))
     for name, gain in alone.items():
         figure(f"  {name} alone", share(gain, total.sframe))
+
+
+@fresh_bench_cache
+def section_compact_check(work: Path) -> None:
+    """The compaction table's libbfd and libLLVM-15 columns, and the checks of the compacted
+    files: objdump 2.47's text, libsframe 2.47's lookups, every PC's rules, the kernel's rules
+    (bench_compact.py --check; OBJDUMP and LIBSFRAME from ~/.cache/sframe-ref/env.sh)."""
+    for variable in ("OBJDUMP", "LIBSFRAME"):
+        if not os.environ.get(variable):
+            raise Missing(f"${variable} (source ~/.cache/sframe-ref/env.sh)")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_compact
+    import common
+
+    from pysframe import SFrameSection, Version, load_sframe
+    from pysframe.format.compact import compact_section
+
     inputs: list[tuple[str, SFrameSection, Path]] = []
     if LIBBFD.exists():
         inputs.append(("libbfd-gsframe.so (its own .sframe)", load_sframe(str(LIBBFD)), LIBBFD))
@@ -426,10 +472,12 @@ def section_perf(work: Path, picture: Path | None) -> None:
     transcript(["gcc", *flags, "-pthread", "-o", "profiled", str(data / "profiled.c"), "-L.",
                 "-lprofiled", "-Wl,-rpath,$ORIGIN"], folder)  # fmt: skip
     record = ["perf", "record", "-e", "cpu-clock", "--call-graph", "dwarf"]
-    transcript([*record, "./profiled", "2"], folder)
-    ours = run(pysframe("perf", "script"), folder).stdout
-    theirs = subprocess.run(["perf", "script", "--no-inline"], cwd=folder, capture_output=True,
-                            text=True, check=False).stdout  # fmt: skip
+    transcript([*record, "-o", "perf.data", "./profiled", "2"], folder)
+    ours, theirs = (
+        subprocess.run(command, cwd=folder, env=environment(), capture_output=True, text=True,
+                       errors="replace", check=False).stdout
+        for command in (pysframe("perf", "script"), ["perf", "script", "--no-inline"])
+    )  # fmt: skip
     ours_lines, theirs_lines = ours.splitlines(), theirs.splitlines()
     differing = sum(a != b for a, b in zip(ours_lines, theirs_lines, strict=False))
     differing += abs(len(ours_lines) - len(theirs_lines))
@@ -439,7 +487,7 @@ def section_perf(work: Path, picture: Path | None) -> None:
     transcript(pysframe("perf", "report"), folder, keep=lambda lines: lines[:18])
     top = subprocess.run(
         ["perf", "report", "--stdio", "--no-children", "--sort", "comm,dso,sym", "-g", "none"],
-        cwd=folder, capture_output=True, text=True, check=False,
+        cwd=folder, capture_output=True, text=True, errors="replace", check=False,
     ).stdout  # fmt: skip
     mine = run(pysframe("perf", "report"), folder).stdout
 
@@ -633,6 +681,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "verify": section_verify,
     "libbfd": section_libbfd,
     "compact": section_compact,
+    "compact-check": section_compact_check,
     "cross": section_cross,
     "agreement": section_agreement,
 }
