@@ -36,6 +36,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import common
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 CORPUS = TESTS / "data" / "corpus"
@@ -133,16 +135,8 @@ def transcript(
 def timed(command: Sequence[str], cwd: Path | None = None) -> tuple[str, float, float]:
     """Output, wall seconds and peak resident MB (the kernel's account of the process and the
     processes it waited for: wait4) of ``command``."""
-    began = time.perf_counter()
-    process = subprocess.Popen(
-        list(command), cwd=cwd, env=environment(), stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    output = process.stdout.read()
-    _, _status, usage = os.wait4(process.pid, 0)
-    process.stdout.close()
-    return output, time.perf_counter() - began, usage.ru_maxrss / 1024
+    run = common.run_process(list(command), env=environment(), cwd=cwd, output=True, check=False)
+    return run.output, run.wall, run.peak_bytes / 2**20
 
 
 def heading(name: str) -> None:
