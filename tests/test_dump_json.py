@@ -248,8 +248,9 @@ def test_windows_of_rows_change_no_byte(
     for rows, functions in ((1 << 16, 1 << 12), (5, 3), (1, 1)):
         monkeypatch.setattr(dump_json, "CHUNK_ROWS", rows)
         monkeypatch.setattr(dump, "CHUNK_FUNCTIONS", functions)
-        outputs.append([_run(["dump", option, str(path)], capsys)[1]
-                        for option in ("--json", "--jsonl")])
+        outputs.append(
+            [_run(["dump", option, str(path)], capsys)[1] for option in ("--json", "--jsonl")]
+        )
     assert outputs[0] == outputs[1] == outputs[2]
 
 

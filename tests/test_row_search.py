@@ -39,13 +39,28 @@ def functions(draw: st.DrawFn) -> tuple[Version, Function]:
     fre_type = FreType.ADDR1 if max(offsets, default=0) < 0x100 else FreType.ADDR2
     start = 0x1000 + draw(st.integers(0, 31))  # V1 PCMASK rows match the address's low bits
     rows = tuple(
-        FrameRow(offset, start + offset, ONE_WORD, (8 + n % 50,), CfaRule(6, 8 + n % 50),
-                 RegRule.untracked(), RegRule.untracked())
+        FrameRow(
+            offset,
+            start + offset,
+            ONE_WORD,
+            (8 + n % 50,),
+            CfaRule(6, 8 + n % 50),
+            RegRule.untracked(),
+            RegRule.untracked(),
+        )
         for n, offset in enumerate(offsets)
     )
     function = Function(
-        index=0, start=start, size=size, start_field=0, fre_offset=0, num_rows=len(rows),
-        info=fde_info(fre_type, pc_type, 0), info2=0, rep_size=rep_size, _rows=rows,
+        index=0,
+        start=start,
+        size=size,
+        start_field=0,
+        fre_offset=0,
+        num_rows=len(rows),
+        info=fde_info(fre_type, pc_type, 0),
+        info2=0,
+        rep_size=rep_size,
+        _rows=rows,
     )
     return version, function
 
@@ -138,11 +153,24 @@ def test_rows_in_order_and_not(
     fre_type: FreType, offsets: list[int], size: int, expected: list[int | None]
 ) -> None:
     start = 0x2000
-    rows = tuple(FrameRow(o, start + o, ONE_WORD, (8,), CfaRule(6, 8), RegRule.untracked(),
-                          RegRule.untracked()) for o in offsets)
-    function = Function(index=0, start=start, size=size, start_field=0, fre_offset=0,
-                        num_rows=len(rows), info=fde_info(fre_type, 0, 0), info2=0,
-                        rep_size=0, _rows=rows)
+    rows = tuple(
+        FrameRow(
+            o, start + o, ONE_WORD, (8,), CfaRule(6, 8), RegRule.untracked(), RegRule.untracked()
+        )
+        for o in offsets
+    )
+    function = Function(
+        index=0,
+        start=start,
+        size=size,
+        start_field=0,
+        fre_offset=0,
+        num_rows=len(rows),
+        info=fde_info(fre_type, 0, 0),
+        info2=0,
+        rep_size=0,
+        _rows=rows,
+    )
     section = _section(Version.V2, function)
     found = [section.lookup(start + offset) for offset in range(size)]
     assert [None if f is None else f.row_index for f in found] == expected

@@ -120,8 +120,10 @@ def _many_short_and_a_few_long(counts: list[int]) -> SFrameSection:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.integers(0, 12), min_size=30, max_size=90),
-       st.lists(st.integers(50, 400), max_size=4))
+@given(
+    st.lists(st.integers(0, 12), min_size=30, max_size=90),
+    st.lists(st.integers(50, 400), max_size=4),
+)
 def test_bulk_walk_hands_the_last_functions_to_the_scalar_walk(
     short: list[int], long: list[int]
 ) -> None:
@@ -130,8 +132,13 @@ def test_bulk_walk_hands_the_last_functions_to_the_scalar_walk(
     section = _many_short_and_a_few_long(short + long)
     located = locate_fres(section)
     for function in section:
-        walk = walk_fres(section.data, section.header, function.fre_type,
-                         fre_data_position(section.header, function.fre_offset), len(function))
+        walk = walk_fres(
+            section.data,
+            section.header,
+            function.fre_type,
+            fre_data_position(section.header, function.fre_offset),
+            len(function),
+        )
         first, end = located.row_base[function.index : function.index + 2].tolist()
         assert located.position[first:end].tolist() == [fre[0] for fre in walk.fres]
 
@@ -142,8 +149,13 @@ def test_a_problem_in_a_function_walked_alone_is_reported_alike(where: str) -> N
     what decoding that function raises."""
     section = _many_short_and_a_few_long([2] * 40 + [300])
     long = len(section) - 1
-    fres = walk_fres(section.data, section.header, section[long].fre_type,
-                     fre_data_position(section.header, section[long].fre_offset), 300).fres
+    fres = walk_fres(
+        section.data,
+        section.header,
+        section[long].fre_type,
+        fre_data_position(section.header, section[long].fre_offset),
+        300,
+    ).fres
     data = bytearray(section.data)
     if where == "info":  # FRE 250: data-word size code 3
         position = fres[250][0] + section[long].fre_type.size

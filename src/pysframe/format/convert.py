@@ -88,7 +88,10 @@ def convert_section(
 
 
 def _target_spec(
-    header: Header, spec: SectionSpec, version: Version, big_endian: bool | None,
+    header: Header,
+    spec: SectionSpec,
+    version: Version,
+    big_endian: bool | None,
     pcrel: bool | None,
 ) -> SectionSpec:
     """The encoder settings of the converted section."""
@@ -243,8 +246,15 @@ def convert_rows(
         scan = scan_rows(view)
     except SFrameError:
         functions = [function_at(i) for i in range(len(table))]
-        convert_section(header, spec, functions, version, big_endian=big_endian, pcrel=pcrel,
-                        pcmask_rep_size=pcmask_rep_size)
+        convert_section(
+            header,
+            spec,
+            functions,
+            version,
+            big_endian=big_endian,
+            pcrel=pcrel,
+            pcmask_rep_size=pcmask_rep_size,
+        )
         raise AssertionError("a section whose rows do not decode converted") from None
     forms, failures = _convert_forms(header, scan.forms, version, target_spec.big_endian)
     _raise_first_failure(view, scan, failures, version, pcmask_rep_size, function_at)

@@ -147,7 +147,6 @@ def encode_section(
     return _assemble(spec, columns, blocks, order, block_of)
 
 
-
 def encode_fre_blocks(
     scan: RowScan, fre_type: npt.NDArray[np.int64], forms: Sequence[bytes], big_endian: bool
 ) -> list[bytes]:
@@ -179,6 +178,7 @@ def encode_fre_blocks(
     edges = np.append(begin, total)[scan.row_base].tolist()
     blob = out.tobytes()
     return [blob[low:high] for low, high in pairwise(edges)]
+
 
 def _row_key(row: FrameRow) -> tuple[int, int, tuple[int, ...]]:
     return row.start_offset, row.info, row.words

@@ -101,13 +101,27 @@ class RowIndex:
     Build with :func:`index_rows`."""
 
     __slots__ = (
-        "_data", "_decoded", "_first_by_nibble", "_header", "_painted", "_running_max",
-        "first", "function", "increasing", "positions", "starts",
+        "_data",
+        "_decoded",
+        "_first_by_nibble",
+        "_header",
+        "_painted",
+        "_running_max",
+        "first",
+        "function",
+        "increasing",
+        "positions",
+        "starts",
     )
 
     def __init__(
-        self, data: Buffer, header: Header, function: Function, first: int,
-        positions: array[int], starts: array[int],
+        self,
+        data: Buffer,
+        header: Header,
+        function: Function,
+        first: int,
+        positions: array[int],
+        starts: array[int],
     ) -> None:
         self._data = data
         self._header = header
@@ -257,7 +271,11 @@ def index_rows(data: Buffer, header: Header, function: Function, first: int) -> 
 
 
 def _raise_walk_error(
-    data: Buffer, header: Header, function: Function, first: int, positions: array[int],
+    data: Buffer,
+    header: Header,
+    function: Function,
+    first: int,
+    positions: array[int],
     following: int,
 ) -> None:
     """Raise what decoding the rows raises first when :func:`step_fres` did not walk them all
@@ -276,8 +294,13 @@ def _raise_walk_error(
 
 
 def _check_flex_rows(
-    data: Buffer, header: Header, function: Function, first: int, positions: array[int],
-    count: int, following: int,
+    data: Buffer,
+    header: Header,
+    function: Function,
+    first: int,
+    positions: array[int],
+    count: int,
+    following: int,
 ) -> None:
     """Decode each distinct form (info byte and data words) of the first ``count`` FREs of a
     FLEX function, and raise the error of the first FRE whose form fails, as decoding every
@@ -290,5 +313,10 @@ def _check_flex_rows(
     for body, number in first_of_form.items():  # in order of first use
         info = body[0]
         words = fre_words_struct(fre_word_size_code(info), fre_word_count(info), header.big_endian)
-        decode_rules(ctx, info, words.unpack_from(body, FRE_INFO_SIZE), fre_word_size(info),
-                     first + positions[number])
+        decode_rules(
+            ctx,
+            info,
+            words.unpack_from(body, FRE_INFO_SIZE),
+            fre_word_size(info),
+            first + positions[number],
+        )

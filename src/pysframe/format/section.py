@@ -68,8 +68,17 @@ class SFrameSection(Sequence[Function]):
     """
 
     __slots__ = (
-        "_data", "_function_cache", "_index_cache", "_pin", "_row_cache", "_row_table", "_sorted",
-        "_starts", "_table", "header", "section_address",
+        "_data",
+        "_function_cache",
+        "_index_cache",
+        "_pin",
+        "_row_cache",
+        "_row_table",
+        "_sorted",
+        "_starts",
+        "_table",
+        "header",
+        "section_address",
     )
 
     #: Functions read, and their decoded rows, kept per section (the most recently used).
@@ -364,8 +373,14 @@ class SFrameSection(Sequence[Function]):
 def _rows_key(function: Function) -> tuple[int, ...]:
     """What a function's rows are read from: a Function changed with dataclasses.replace
     never reads or leaves another's rows."""
-    return (function.index, function.start, function.fre_offset, function.num_rows,
-            function.info, function.info2)
+    return (
+        function.index,
+        function.start,
+        function.fre_offset,
+        function.num_rows,
+        function.info,
+        function.info2,
+    )
 
 
 def _with_rows(function: Function) -> Function:

@@ -297,7 +297,12 @@ _FEW_WALKING = 32
 
 
 def _finish_alone(
-    view: SectionView, fre_type: I64, cursor: I64, counts: I64, base: I64, position: I64,
+    view: SectionView,
+    fre_type: I64,
+    cursor: I64,
+    counts: I64,
+    base: I64,
+    position: I64,
     step: int,
 ) -> None:
     """Walk the FREs from ``step`` on of the functions that have more (a prefix of the
@@ -307,8 +312,9 @@ def _finish_alone(
     for k in range(int(np.count_nonzero(counts > step))):
         stepped = array("q")
         remaining = int(counts[k]) - step
-        following = step_fres(view.data, int(fre_type[k]), int(cursor[k]), remaining, end,
-                              stepped, 0)
+        following = step_fres(
+            view.data, int(fre_type[k]), int(cursor[k]), remaining, end, stepped, 0
+        )
         first = int(base[k]) + step
         position[first : first + len(stepped)] = np.frombuffer(stepped, dtype=np.int64)
         cursor[k] = following if len(stepped) == remaining else end + 1

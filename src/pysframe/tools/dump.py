@@ -252,9 +252,7 @@ CHUNK_FUNCTIONS = 1 << 12
 CHUNK_ROWS = 1 << 16
 
 
-def function_windows(
-    row_base: npt.NDArray[np.int64], rows: int
-) -> Iterator[tuple[int, int, bool]]:
+def function_windows(row_base: npt.NDArray[np.int64], rows: int) -> Iterator[tuple[int, int, bool]]:
     """Consecutive ranges [first, end) of the functions (function i's rows are
     ``row_base[i]:row_base[i + 1]``): at most CHUNK_FUNCTIONS functions with at most ``rows``
     rows together, or one function alone with more (flagged True: its rows are to be taken
@@ -292,14 +290,21 @@ def _long_function_text(
         base = np.repeat(origin, rows.stop - rows.start)
         yield bytes(_rows_text(scan, rows, base, forms)[0])
     yield b"\n"
+
+
 #: The bits of sfde_func_info a function's line shows after its size: PC type, pauth key and
 #: signal frame.
 _HEAD_BITS = fde_info(fre_type=0, pc_type=1, pauth_key=1, signal_frame=True)
 
 
 def _functions_text(
-    section: SFrameSection, scan: RowScan, forms: _FormCells, first: int, end: int,
-    *, with_rows: bool = True,
+    section: SFrameSection,
+    scan: RowScan,
+    forms: _FormCells,
+    first: int,
+    end: int,
+    *,
+    with_rows: bool = True,
 ) -> bytes:
     """The text of functions ``first`` to ``end`` (exclusive); without rows, as if they had
     none."""

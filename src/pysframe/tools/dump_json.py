@@ -126,7 +126,7 @@ def _function_pieces(section: SFrameSection, scan: RowScan) -> Iterator[tuple[bo
     for first, end, long in function_windows(scan.row_base, CHUNK_ROWS):
         heads = _function_heads(section, first, end, kinds)
         if long:
-            (origin, fields), = heads
+            ((origin, fields),) = heads
             yield True, _FUNCTION_HEAD % fields
             low, high = scan.row_base[first : first + 2].tolist()
             for rows in row_windows(low, high, CHUNK_ROWS):
