@@ -26,6 +26,37 @@ from test_properties import sections
 ONE_WORD = 0x02
 
 
+def _function(
+    start: int, size: int, offsets: list[int], cfa_offsets: list[int], info: int, rep_size: int
+) -> Function:
+    """Function 0 at ``start`` with a row at each of ``offsets`` (a DEFAULT FRE: CFA from FP
+    at its entry of ``cfa_offsets``, one 1-byte word), its FDE info byte ``info``."""
+    rows = tuple(
+        FrameRow(
+            offset,
+            start + offset,
+            ONE_WORD,
+            (cfa,),
+            CfaRule(6, cfa),
+            RegRule.untracked(),
+            RegRule.untracked(),
+        )
+        for offset, cfa in zip(offsets, cfa_offsets, strict=True)
+    )
+    return Function(
+        index=0,
+        start=start,
+        size=size,
+        start_field=0,
+        fre_offset=0,
+        num_rows=len(rows),
+        info=info,
+        info2=0,
+        rep_size=rep_size,
+        _rows=rows,
+    )
+
+
 @st.composite
 def functions(draw: st.DrawFn) -> tuple[Version, Function]:
     """One function with any start offsets: in order, repeated, out of order, past its end."""
@@ -38,29 +69,9 @@ def functions(draw: st.DrawFn) -> tuple[Version, Function]:
         offsets.sort()
     fre_type = FreType.ADDR1 if max(offsets, default=0) < 0x100 else FreType.ADDR2
     start = 0x1000 + draw(st.integers(0, 31))  # V1 PCMASK rows match the address's low bits
-    rows = tuple(
-        FrameRow(
-            offset,
-            start + offset,
-            ONE_WORD,
-            (8 + n % 50,),
-            CfaRule(6, 8 + n % 50),
-            RegRule.untracked(),
-            RegRule.untracked(),
-        )
-        for n, offset in enumerate(offsets)
-    )
-    function = Function(
-        index=0,
-        start=start,
-        size=size,
-        start_field=0,
-        fre_offset=0,
-        num_rows=len(rows),
-        info=fde_info(fre_type, pc_type, 0),
-        info2=0,
-        rep_size=rep_size,
-        _rows=rows,
+    cfa_offsets = [8 + n % 50 for n in range(len(offsets))]
+    function = _function(
+        start, size, offsets, cfa_offsets, fde_info(fre_type, pc_type, 0), rep_size
     )
     return version, function
 
@@ -153,24 +164,7 @@ def test_rows_in_order_and_not(
     fre_type: FreType, offsets: list[int], size: int, expected: list[int | None]
 ) -> None:
     start = 0x2000
-    rows = tuple(
-        FrameRow(
-            o, start + o, ONE_WORD, (8,), CfaRule(6, 8), RegRule.untracked(), RegRule.untracked()
-        )
-        for o in offsets
-    )
-    function = Function(
-        index=0,
-        start=start,
-        size=size,
-        start_field=0,
-        fre_offset=0,
-        num_rows=len(rows),
-        info=fde_info(fre_type, 0, 0),
-        info2=0,
-        rep_size=0,
-        _rows=rows,
-    )
+    function = _function(start, size, offsets, [8] * len(offsets), fde_info(fre_type, 0, 0), 0)
     section = _section(Version.V2, function)
     found = [section.lookup(start + offset) for offset in range(size)]
     assert [None if f is None else f.row_index for f in found] == expected

@@ -23,12 +23,19 @@ from pysframe import (
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.decode import fre_data_position
 from pysframe.format.layout import HEADER_FRE_LEN_AT
-from pysframe.format.walk import fre_ends, fre_infos, locate_fres, scan_rows, walk_fres
+from pysframe.format.walk import FreWalk, fre_ends, fre_infos, locate_fres, scan_rows, walk_fres
 from pysframe.tools.stats import word_size_counts
 from pysframe.tools.validate import validate_bytes
 from test_validate import F0, F1, Fn, v3
 
 SEEDS = sorted((Path(__file__).parent / "data" / "fuzz-seeds").glob("*.sframe"))
+
+
+def _walk(section: SFrameSection, index: int) -> FreWalk:
+    """The checked scalar walk of every FRE of function ``index``."""
+    function = section[index]
+    position = fre_data_position(section.header, function.fre_offset)
+    return walk_fres(section.data, section.header, function.fre_type, position, function.num_rows)
 
 
 @pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.stem)
@@ -40,13 +47,7 @@ def test_scalar_and_bulk_walks_agree_with_decoding(path: Path) -> None:
     ends = fre_ends(section, located).tolist()
     assert located.row_base.tolist() == scan.row_base.tolist()
     for function in section:
-        walk = walk_fres(
-            section.data,
-            section.header,
-            function.fre_type,
-            fre_data_position(section.header, function.fre_offset),
-            function.num_rows,
-        )
+        walk = _walk(section, function.index)
         assert walk.problem is None and walk.end == ends[function.index]
         rows = function.rows
         assert [fre[1:] for fre in walk.fres] == [(r.start_offset, r.info, r.words) for r in rows]
@@ -132,13 +133,7 @@ def test_bulk_walk_hands_the_last_functions_to_the_scalar_walk(
     section = _many_short_and_a_few_long(short + long)
     located = locate_fres(section)
     for function in section:
-        walk = walk_fres(
-            section.data,
-            section.header,
-            function.fre_type,
-            fre_data_position(section.header, function.fre_offset),
-            len(function),
-        )
+        walk = _walk(section, function.index)
         first, end = located.row_base[function.index : function.index + 2].tolist()
         assert located.position[first:end].tolist() == [fre[0] for fre in walk.fres]
 
@@ -149,13 +144,7 @@ def test_a_problem_in_a_function_walked_alone_is_reported_alike(where: str) -> N
     what decoding that function raises."""
     section = _many_short_and_a_few_long([2] * 40 + [300])
     long = len(section) - 1
-    fres = walk_fres(
-        section.data,
-        section.header,
-        section[long].fre_type,
-        fre_data_position(section.header, section[long].fre_offset),
-        300,
-    ).fres
+    fres = _walk(section, long).fres
     data = bytearray(section.data)
     if where == "info":  # FRE 250: data-word size code 3
         position = fres[250][0] + section[long].fre_type.size
