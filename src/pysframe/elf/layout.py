@@ -49,6 +49,9 @@ SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = (
     0x6FFFFFFF,
 )
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
+#: e_shstrndx when the index is in section 0's sh_link; e_phnum when the count is in its
+#: sh_info (gABI; x86-64 psABI 4.1.2 for PN_XNUM).
+SHN_XINDEX, PN_XNUM = 0xFFFF, 0xFFFF
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x1, 0x2, 0x4, 0x800
 SHF_TLS = 0x400
 #: ch_type of a compressed section's header (gABI "Compressed Sections").
