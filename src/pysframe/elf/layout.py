@@ -280,6 +280,12 @@ SYM_NAMES: dict[int, tuple[str, ...]] = {
 }
 
 
+@cache
+def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
+    """A symbol of class ``bits``, fields in :data:`SYM_NAMES` order."""
+    return struct.Struct(byte_order(big_endian) + SYM_FIELDS[bits])
+
+
 def sym_dtype(bits: int, big_endian: bool) -> Any:
     """The numpy dtype of a symbol: fields ``f0``.. in :data:`SYM_FIELDS` order, titled with
     :data:`SYM_NAMES` (``entries["value"]`` is ``entries["f4"]`` in a 64-bit table); numpy is
@@ -301,6 +307,12 @@ RELOCATION_FIELDS: dict[tuple[int, bool], str] = {
     (64, True): RELA64_FIELDS,
 }
 R_INFO_SHIFT: dict[int, int] = {32: 8, 64: 32}
+
+
+@cache
+def rela64_struct(big_endian: bool) -> struct.Struct:
+    """An Elf64_Rela: r_offset, r_info, r_addend."""
+    return struct.Struct(byte_order(big_endian) + RELA64_FIELDS)
 
 
 def relocation_dtype(bits: int, big_endian: bool, addend: bool) -> Any:

@@ -25,18 +25,20 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ElfError
-from .image import ElfImage
 from .layout import (
     SHN_UNDEF,
     SHT_DYNSYM,
     SHT_SYMTAB,
     STT_FUNC,
     STT_GNU_IFUNC,
+    SYM_NAMES,
     sym_dtype,
+    sym_struct,
 )
+from .reader import ElfReader, ElfSection
 
 if TYPE_CHECKING:
     import numpy as np
@@ -95,13 +97,18 @@ def symbol_names(
             section=section,
         )
     return [
-        strings[start:end].decode("utf-8", "replace").split("@", 1)[0] if end > start else ""
+        name_between(strings, start, end)
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
     ]
 
 
+def name_between(strings: bytes, start: int, end: int) -> str:
+    """The name stored in ``strings[start:end]``, without its version; empty if none."""
+    return strings[start:end].decode("utf-8", "replace").split("@", 1)[0] if end > start else ""
+
+
 def read_function_symbols(
-    image: ElfImage, table: str, layout: dict[int, int] | None = None
+    image: ElfReader, table: str, layout: dict[int, int] | None = None
 ) -> list[SymbolRecord]:
     """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); empty
     if the file has no such table.  ``layout`` (a relocatable object's sections laid out,
@@ -109,14 +116,10 @@ def read_function_symbols(
     the section it is defined in.  ElfError when the table or its strings are unreadable."""
     import numpy as np
 
-    section = image.section(table)
-    if section is None or section.type not in (SHT_SYMTAB, SHT_DYNSYM):
+    found = _symbol_table(image, table)
+    if found is None:
         return []
-    sections = image.sections()
-    if not 0 < section.link < len(sections):
-        raise ElfError(
-            f"links to no string table ({section.link})", path=image.path, section=table
-        )
+    section, strings_section = found
     dtype = sym_dtype(image.elfclass, image.big_endian)
     data = section.data()
     entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
@@ -126,7 +129,7 @@ def read_function_symbols(
     chosen = entries[keep]
     if not len(chosen):
         return []
-    strings = sections[section.link].data()
+    strings = strings_section.data()
     name_offsets = chosen["name"]
     past = name_offsets >= len(strings)
     if past.any():
@@ -160,6 +163,150 @@ def read_function_symbols(
     ]
 
 
+def _symbol_table(image: ElfReader, table: str) -> tuple[ElfSection, ElfSection] | None:
+    """The symbol table ``table`` and the string table it links to; None if the file has no
+    such table, ElfError when it links to no section."""
+    section = image.section(table)
+    if section is None or section.type not in (SHT_SYMTAB, SHT_DYNSYM):
+        return None
+    sections = image.sections()
+    if not 0 < section.link < len(sections):
+        raise ElfError(
+            f"links to no string table ({section.link})", path=image.path, section=table
+        )
+    return section, sections[section.link]
+
+
+def name_ends(strings: bytes, offsets: Sequence[int], *, section: str | None = None) -> list[int]:
+    """Where each name at ``offsets`` in a string table ends (its NUL, or the table's end),
+    without numpy: the scalar reference of the bound :func:`symbol_names` keeps.  Each search
+    stops once the names found so far would pass the bound, so that the work stays linear in
+    the table however the names lie; ElfError past the bound, as :func:`symbol_names`."""
+    size = len(strings)
+    limit = MAX_NAME_BYTES_FACTOR * size + (1 << 20)
+    total = 0
+    ends = []
+    for start in offsets:
+        start = min(start, size)
+        stop = min(size, start + limit - total + 1)
+        end = strings.find(b"\0", start, stop)
+        if end < 0:
+            end = stop
+        total += end - start
+        if total > limit:
+            raise ElfError(
+                f"{len(offsets)} names of more than {limit} bytes in all from a {size}-byte "
+                "string table: names laid over each other, not read",
+                section=section,
+            )
+        ends.append(end)
+    return ends
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionEntries:
+    """The defined, named function symbols of one table, as :func:`read_function_symbols`
+    chooses them, read with struct: names are decoded when asked for (a symbol whose name is
+    empty once its version is cut off is no symbol, as there)."""
+
+    addresses: list[int]
+    sizes: list[int]
+    is_global: list[bool]
+    name_starts: list[int]
+    name_ends: list[int]
+    strings: bytes
+
+    def __len__(self) -> int:
+        return len(self.addresses)
+
+    def name(self, index: int) -> str:
+        return name_between(self.strings, self.name_starts[index], self.name_ends[index])
+
+
+def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | None:
+    """The scalar reference of :func:`read_function_symbols` (without ``layout``): the same
+    symbols, the same ElfErrors (their messages may differ), names left undecoded; None when
+    the file has no such table or it holds no function."""
+    found = _symbol_table(image, table)
+    if found is None:
+        return None
+    section, strings_section = found
+    bits = image.elfclass
+    entry = sym_struct(bits, image.big_endian)
+    at = {name: SYM_NAMES[bits].index(name) for name in ("name", "info", "shndx", "value")}
+    name_at, info_at, shndx_at, value_at = at["name"], at["info"], at["shndx"], at["value"]
+    size_at = SYM_NAMES[bits].index("size")
+    data = section.data()
+    chosen = [
+        fields
+        for fields in entry.iter_unpack(memoryview(data)[: len(data) - len(data) % entry.size])
+        if fields[info_at] & 0xF in (STT_FUNC, STT_GNU_IFUNC)
+        and fields[shndx_at] != SHN_UNDEF
+        and fields[name_at]
+    ]
+    if not chosen:
+        return None
+    strings = strings_section.data()
+    starts = [fields[name_at] for fields in chosen]
+    infos = [fields[info_at] for fields in chosen]
+    past = next((start for start in starts if start >= len(strings)), None)
+    if past is not None:
+        raise ElfError(
+            f"a symbol name at {past:#x} is past the end of its {len(strings)}-byte string "
+            "table",
+            path=image.path,
+            section=table,
+        )
+    try:
+        ends = name_ends(strings, starts, section=table)
+    except ElfError as error:
+        raise error.at(path=image.path) from None
+    return FunctionEntries(
+        [fields[value_at] for fields in chosen],
+        [fields[size_at] for fields in chosen],
+        [info >> 4 != STB_LOCAL and info & 0xF == STT_FUNC for info in infos],
+        starts,
+        ends,
+        strings,
+    )
+
+
+def _merged(seen: SymbolRecord | None, record: SymbolRecord) -> SymbolRecord:
+    """``record`` merged with the symbol of the same address and name ``seen`` before it
+    (.symtab and .dynsym both have it): one symbol, global if either is, with the size that is
+    not zero (``seen``'s first)."""
+    if seen is None:
+        return record
+    return SymbolRecord(
+        record.address, seen.size or record.size, record.name, seen.is_global or record.is_global
+    )
+
+
+def pick_in_group(
+    sizes: Sequence[int] | np.ndarray, is_global: Sequence[bool], first: int, last: int
+) -> tuple[int, int]:
+    """gdb's scan down through the symbols of one address, ``first`` to ``last`` (in the
+    order of address and name): the sized symbol it stops at, and the first zero-sized one it
+    passed (-1: none)."""
+    hi, zero = last, -1
+    while hi >= first:
+        if (
+            hi > first
+            and not is_global[hi]
+            and is_global[hi - 1]
+            and sizes[hi] == sizes[hi - 1]
+        ):
+            hi -= 1
+            continue
+        if sizes[hi] == 0:
+            if zero < 0:
+                zero = hi
+            hi -= 1
+            continue
+        return hi, zero
+    return -1, zero
+
+
 class FunctionSymbols:
     """Function symbols merged from one or more tables, searchable by address (one at a time
     or in bulk with numpy) and by name."""
@@ -172,13 +319,7 @@ class FunctionSymbols:
         by_key: dict[tuple[int, str], SymbolRecord] = {}
         for record in records:
             key = (record.address, record.name)
-            seen = by_key.get(key)
-            if seen is not None:
-                record = SymbolRecord(
-                    record.address, seen.size or record.size, record.name,
-                    seen.is_global or record.is_global,
-                )
-            by_key[key] = record
+            by_key[key] = _merged(by_key.get(key), record)
         merged = [by_key[key] for key in sorted(by_key)]
         self._names = [m.name for m in merged]
         self._starts = np.fromiter((m.address for m in merged), dtype=np.uint64, count=len(merged))
@@ -194,26 +335,7 @@ class FunctionSymbols:
         self._size_list: list[int] = self._sizes.tolist()
 
     def _pick(self, first: int, last: int) -> tuple[int, int]:
-        """gdb's scan down through the symbols of one address, ``first`` to ``last``: the
-        sized symbol it stops at, and the first zero-sized one it passed (-1: none)."""
-        sizes, is_global = self._sizes, self._global
-        hi, zero = last, -1
-        while hi >= first:
-            if (
-                hi > first
-                and not is_global[hi]
-                and is_global[hi - 1]
-                and sizes[hi] == sizes[hi - 1]
-            ):
-                hi -= 1
-                continue
-            if sizes[hi] == 0:
-                if zero < 0:
-                    zero = hi
-                hi -= 1
-                continue
-            return hi, zero
-        return -1, zero
+        return pick_in_group(self._sizes, self._global, first, last)
 
     def _group(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per distinct address: its start, and the symbols gdb's scan from there finds: the
@@ -303,6 +425,104 @@ class FunctionSymbols:
         return list(self._names)
 
 
+class SymbolTable(Protocol):
+    """What naming one address needs of a table of function symbols (FunctionSymbols, or
+    LazyFunctionSymbols): the index of the symbol naming it, and that symbol's start and name."""
+
+    def find_index(self, address: int) -> int: ...
+
+    def start_of(self, index: int) -> int: ...
+
+    def name_of(self, index: int) -> str: ...
+
+
+class LazyFunctionSymbols:
+    """Function symbols merged from tables as :class:`FunctionSymbols` merges them, searched
+    one address at a time without numpy, decoding only the names of the symbols at the
+    addresses a search passes: the scalar reference of :meth:`FunctionSymbols.find_index`
+    (tests/test_symbols_scalar.py holds them equal), for callers that name a few PCs.
+
+    ``tables``: FunctionEntries (:func:`read_function_entries`) and records (the PLT's), in
+    the order FunctionSymbols would be given their records.  A search walks down from the PC
+    through the addresses that have symbols, as gdb's scan does, until a sized symbol: the
+    symbols of each address are merged and ordered by name when first passed."""
+
+    def __init__(self, tables: Sequence[FunctionEntries | Sequence[SymbolRecord]]) -> None:
+        self._tables = list(tables)
+        self._first: list[int] = []  # the index of each table's first symbol
+        addresses: list[int] = []
+        for table in self._tables:
+            self._first.append(len(addresses))
+            if isinstance(table, FunctionEntries):
+                addresses += table.addresses
+            else:
+                addresses += [record.address for record in table]
+        self._order = sorted(range(len(addresses)), key=addresses.__getitem__)
+        self._sorted = [addresses[i] for i in self._order]
+        #: Per address passed: where its merged symbols start in ``_records``, and its picks.
+        self._groups: dict[int, tuple[int, int, int]] = {}
+        self._records: list[SymbolRecord] = []
+
+    def _symbol(self, index: int) -> SymbolRecord:
+        at = bisect.bisect_right(self._first, index) - 1
+        table, local = self._tables[at], index - self._first[at]
+        if isinstance(table, FunctionEntries):
+            return SymbolRecord(
+                table.addresses[local], table.sizes[local], table.name(local),
+                table.is_global[local],
+            )  # fmt: skip
+        return table[local]
+
+    def _group(self, first: int, stop: int) -> tuple[int, int, int]:
+        """The symbols at the address of sorted positions [first, stop): merged (an empty
+        name is no symbol), ordered by name and kept; where they start in ``_records``, and
+        gdb's picks among them (-1: none), relative to that start."""
+        address = self._sorted[first]
+        known = self._groups.get(address)
+        if known is None:
+            by_name: dict[str, SymbolRecord] = {}
+            for index in self._order[first:stop]:
+                record = self._symbol(index)
+                if record.name:
+                    by_name[record.name] = _merged(by_name.get(record.name), record)
+            ordered = [by_name[name] for name in sorted(by_name)]
+            sized, zero = pick_in_group(
+                [r.size for r in ordered], [r.is_global for r in ordered], 0, len(ordered) - 1
+            )
+            known = self._groups[address] = (len(self._records), sized, zero)
+            self._records += ordered
+        return known
+
+    def find_index(self, address: int) -> int:
+        """The index of the symbol naming ``address`` (-1: none), as
+        :meth:`FunctionSymbols.find_index` picks it."""
+        position = bisect.bisect_right(self._sorted, address)
+        zero = -1
+        while position > 0:
+            first = bisect.bisect_left(self._sorted, self._sorted[position - 1], 0, position)
+            base, sized, zero_here = self._group(first, position)
+            if zero < 0 and zero_here >= 0:
+                zero = base + zero_here  # the nearest zero-sized symbol, above any sized one
+            if sized >= 0:
+                record = self._records[base + sized]
+                return base + sized if address < record.address + record.size else zero
+            position = first
+        return zero
+
+    def find(self, address: int) -> tuple[str, int] | None:
+        """(name, offset from its start) of the symbol naming ``address``, or None."""
+        index = self.find_index(address)
+        if index < 0:
+            return None
+        return self._records[index].name, address - self._records[index].address
+
+    def start_of(self, index: int) -> int:
+        return self._records[index].address
+
+    def name_of(self, index: int) -> str:
+        return self._records[index].name
+
+
 def find_in_objfiles(
     tables: Sequence[FunctionSymbols], addresses: Sequence[int] | np.ndarray
 ) -> list[tuple[int, int]]:
@@ -329,9 +549,16 @@ def find_in_objfiles(
 
 
 __all__ = [
+    "FunctionEntries",
     "FunctionSymbols",
+    "LazyFunctionSymbols",
     "SymbolRecord",
+    "SymbolTable",
     "find_in_objfiles",
+    "name_between",
+    "name_ends",
+    "pick_in_group",
+    "read_function_entries",
     "read_function_symbols",
     "symbol_name",
     "symbol_names",
