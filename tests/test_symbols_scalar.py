@@ -2,7 +2,7 @@
 
 * :func:`read_function_entries` to :func:`read_function_symbols` (the same symbols, the same
   refusals) on real files and damaged copies;
-* :func:`name_ends` to :func:`symbol_names`' bound;
+* :func:`check_name_bytes` and :func:`name_end` to :func:`symbol_names` (names and bound);
 * ``plt_symbols(scalar=True)`` to ``plt_symbols()``;
 * :class:`LazyFunctionSymbols` to :class:`FunctionSymbols` (gdb's choice among aliases,
   zero-sized symbols, the same symbol in two tables), on real files and on random tables.
@@ -25,8 +25,9 @@ from pysframe.elf.symbols import (
     FunctionSymbols,
     LazyFunctionSymbols,
     SymbolRecord,
+    check_name_bytes,
     name_between,
-    name_ends,
+    name_end,
     read_function_entries,
     read_function_symbols,
     symbol_names,
@@ -114,8 +115,8 @@ def _strings_and_offsets() -> st.SearchStrategy[tuple[bytes, list[int]]]:
 @settings(max_examples=300, deadline=None)
 def test_names_alike(case: tuple[bytes, list[int]]) -> None:
     strings, offsets = case
-    ends = name_ends(strings, offsets)
-    names = [name_between(strings, start, end) for start, end in zip(offsets, ends, strict=True)]
+    check_name_bytes(strings, offsets)
+    names = [name_between(strings, start, name_end(strings, start)) for start in offsets]
     assert names == symbol_names(strings, offsets)
 
 
@@ -125,7 +126,9 @@ def test_names_laid_over_each_other_are_refused_alike() -> None:
     with pytest.raises(ElfError):
         symbol_names(strings, offsets)
     with pytest.raises(ElfError):
-        name_ends(strings, offsets)
+        check_name_bytes(strings, offsets)
+    check_name_bytes(strings, offsets[:1000])  # 1,000,000 bytes: within the bound
+    symbol_names(strings, offsets[:1000])
 
 
 # -- finding the symbol that names an address ------------------------------------------------

@@ -280,6 +280,16 @@ SYM_NAMES: dict[int, tuple[str, ...]] = {
 }
 
 
+#: Byte offset of each field of a symbol, per class.
+SYM_AT: dict[int, dict[str, int]] = {
+    bits: {
+        name: struct.calcsize("<" + SYM_FIELDS[bits][:index])
+        for index, name in enumerate(SYM_NAMES[bits])
+    }
+    for bits in (32, 64)
+}
+
+
 @cache
 def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
     """A symbol of class ``bits``, fields in :data:`SYM_NAMES` order."""

@@ -47,7 +47,7 @@ from .layout import (
     sym_struct,
 )
 from .reader import ElfReader, ElfSection
-from .symbols import SymbolRecord, name_between, name_ends, symbol_names
+from .symbols import SymbolRecord, check_name_bytes, name_between, name_end, symbol_names
 
 if TYPE_CHECKING:
     import numpy as np
@@ -269,7 +269,7 @@ def _dynamic_symbol_names(image: ElfReader, link: int, indexes: np.ndarray) -> l
 
 def _dynamic_symbol_names_scalar(image: ElfReader, link: int, indexes: Sequence[int]) -> list[str]:
     """:func:`_dynamic_symbol_names` without numpy (names bounded by
-    :func:`~pysframe.elf.symbols.name_ends`)."""
+    :func:`~pysframe.elf.symbols.check_name_bytes`)."""
     sections = image.sections()
     table = sections[link]
     if not 0 < table.link < len(sections):
@@ -286,7 +286,7 @@ def _dynamic_symbol_names_scalar(image: ElfReader, link: int, indexes: Sequence[
         for index in indexes
     ]  # past the end: ""
     try:
-        ends = name_ends(strings, offsets, section=sections[table.link].name)
+        check_name_bytes(strings, offsets, section=sections[table.link].name)
     except ElfError as error:
         raise error.at(path=image.path) from None
-    return [name_between(strings, start, end) for start, end in zip(offsets, ends, strict=True)]
+    return [name_between(strings, start, name_end(strings, start)) for start in offsets]

@@ -23,6 +23,7 @@ rules of gdb's ``lookup_minimal_symbol_by_pc_section`` (gdb/minsyms.c):
 from __future__ import annotations
 
 import bisect
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -34,6 +35,7 @@ from .layout import (
     SHT_SYMTAB,
     STT_FUNC,
     STT_GNU_IFUNC,
+    SYM_AT,
     SYM_NAMES,
     sym_dtype,
     sym_struct,
@@ -177,50 +179,87 @@ def _symbol_table(image: ElfReader, table: str) -> tuple[ElfSection, ElfSection]
     return section, sections[section.link]
 
 
-def name_ends(strings: bytes, offsets: Sequence[int], *, section: str | None = None) -> list[int]:
-    """Where each name at ``offsets`` in a string table ends (its NUL, or the table's end),
-    without numpy: the scalar reference of the bound :func:`symbol_names` keeps.  Each search
-    stops once the names found so far would pass the bound, so that the work stays linear in
-    the table however the names lie; ElfError past the bound, as :func:`symbol_names`."""
+def name_end(strings: bytes, start: int) -> int:
+    """Where the name at ``start`` in a string table ends: its NUL, or the table's end."""
+    end = strings.find(b"\0", start)
+    return end if end >= 0 else max(len(strings), start)
+
+
+def check_name_bytes(strings: bytes, offsets: Sequence[int], *, section: str | None = None) -> None:
+    """ElfError when the names at ``offsets`` add up to more bytes than :func:`symbol_names`
+    allows (its scalar reference, without numpy).  Cheap when every name is short enough that
+    no count of them could pass the bound; else each search stops once the names found so far
+    would pass it, so that the work stays linear in the table however the names lie."""
     size = len(strings)
     limit = MAX_NAME_BYTES_FACTOR * size + (1 << 20)
+    if len(offsets) * (max(map(len, strings.split(b"\0"))) + 1) <= limit:
+        return  # each name is at most the longest run between NULs
     total = 0
-    ends = []
     for start in offsets:
         start = min(start, size)
         stop = min(size, start + limit - total + 1)
         end = strings.find(b"\0", start, stop)
-        if end < 0:
-            end = stop
-        total += end - start
+        total += (end if end >= 0 else stop) - start
         if total > limit:
             raise ElfError(
                 f"{len(offsets)} names of more than {limit} bytes in all from a {size}-byte "
                 "string table: names laid over each other, not read",
                 section=section,
             )
-        ends.append(end)
-    return ends
 
 
 @dataclass(frozen=True, slots=True)
 class FunctionEntries:
     """The defined, named function symbols of one table, as :func:`read_function_symbols`
-    chooses them, read with struct: names are decoded when asked for (a symbol whose name is
+    chooses them, read without numpy: names are decoded when asked for (a symbol whose name is
     empty once its version is cut off is no symbol, as there)."""
 
     addresses: list[int]
     sizes: list[int]
     is_global: list[bool]
     name_starts: list[int]
-    name_ends: list[int]
     strings: bytes
 
     def __len__(self) -> int:
         return len(self.addresses)
 
     def name(self, index: int) -> str:
-        return name_between(self.strings, self.name_starts[index], self.name_ends[index])
+        start = self.name_starts[index]
+        return name_between(self.strings, start, name_end(self.strings, start))
+
+
+#: Per st_info byte: 1 for the symbol types kept (STT_FUNC, STT_GNU_IFUNC), else 0.
+_FUNCTION_TYPES = bytes(int(info & 0xF in (STT_FUNC, STT_GNU_IFUNC)) for info in range(256))
+
+
+def _function_symbols(image: ElfReader, data: bytes) -> list[tuple[int, int, int, int]]:
+    """(st_name, st_info, st_value, st_size) of the defined, named function symbols of a
+    symbol table's bytes.  In the machine's own byte order the columns are cut from the bytes
+    (ELFCLASS64: st_name at 0, st_info at 4, st_shndx at 6, st_value at 8, st_size at 16)."""
+    bits = image.elfclass
+    entry = sym_struct(bits, image.big_endian)
+    count = len(data) // entry.size
+    if bits == 64 and image.big_endian == (sys.byteorder == "big"):
+        at, size = SYM_AT[64], entry.size
+        kinds = data[: count * size].translate(_FUNCTION_TYPES)[at["info"] :: size]
+        words = memoryview(data)[: count * size]
+        names = words.cast("I")[at["name"] // 4 :: size // 4]
+        shndx = words.cast("H")[at["shndx"] // 2 :: size // 2]
+        wide, value, length = words.cast("Q"), at["value"] // 8, at["size"] // 8
+        return [
+            (names[i], data[i * size + at["info"]], wide[i * size // 8 + value],
+             wide[i * size // 8 + length])
+            for i in range(count)
+            if kinds[i] and shndx[i] != SHN_UNDEF and names[i]
+        ]
+    name, info, shndx_at, value_at, size_at = (
+        SYM_NAMES[bits].index(field) for field in ("name", "info", "shndx", "value", "size")
+    )
+    return [
+        (f[name], f[info], f[value_at], f[size_at])
+        for f in entry.iter_unpack(memoryview(data)[: count * entry.size])
+        if _FUNCTION_TYPES[f[info]] and f[shndx_at] != SHN_UNDEF and f[name]
+    ]
 
 
 def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | None:
@@ -231,26 +270,13 @@ def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | Non
     if found is None:
         return None
     section, strings_section = found
-    bits = image.elfclass
-    entry = sym_struct(bits, image.big_endian)
-    at = {name: SYM_NAMES[bits].index(name) for name in ("name", "info", "shndx", "value")}
-    name_at, info_at, shndx_at, value_at = at["name"], at["info"], at["shndx"], at["value"]
-    size_at = SYM_NAMES[bits].index("size")
-    data = section.data()
-    chosen = [
-        fields
-        for fields in entry.iter_unpack(memoryview(data)[: len(data) - len(data) % entry.size])
-        if fields[info_at] & 0xF in (STT_FUNC, STT_GNU_IFUNC)
-        and fields[shndx_at] != SHN_UNDEF
-        and fields[name_at]
-    ]
+    chosen = _function_symbols(image, section.data())
     if not chosen:
         return None
     strings = strings_section.data()
-    starts = [fields[name_at] for fields in chosen]
-    infos = [fields[info_at] for fields in chosen]
-    past = next((start for start in starts if start >= len(strings)), None)
-    if past is not None:
+    starts = [name for name, _, _, _ in chosen]
+    if max(starts) >= len(strings):
+        past = next(start for start in starts if start >= len(strings))
         raise ElfError(
             f"a symbol name at {past:#x} is past the end of its {len(strings)}-byte string "
             "table",
@@ -258,18 +284,16 @@ def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | Non
             section=table,
         )
     try:
-        ends = name_ends(strings, starts, section=table)
+        check_name_bytes(strings, starts, section=table)
     except ElfError as error:
         raise error.at(path=image.path) from None
     return FunctionEntries(
-        [fields[value_at] for fields in chosen],
-        [fields[size_at] for fields in chosen],
-        [info >> 4 != STB_LOCAL and info & 0xF == STT_FUNC for info in infos],
+        [value for _, _, value, _ in chosen],
+        [size for _, _, _, size in chosen],
+        [info >> 4 != STB_LOCAL and info & 0xF == STT_FUNC for _, info, _, _ in chosen],
         starts,
-        ends,
         strings,
     )
-
 
 def _merged(seen: SymbolRecord | None, record: SymbolRecord) -> SymbolRecord:
     """``record`` merged with the symbol of the same address and name ``seen`` before it
@@ -554,9 +578,10 @@ __all__ = [
     "LazyFunctionSymbols",
     "SymbolRecord",
     "SymbolTable",
+    "check_name_bytes",
     "find_in_objfiles",
     "name_between",
-    "name_ends",
+    "name_end",
     "pick_in_group",
     "read_function_entries",
     "read_function_symbols",
