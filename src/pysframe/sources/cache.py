@@ -1,9 +1,13 @@
 """SFrame generated from a file's CFI, kept on disk per build ID, so that a second ``stack`` or
-``perf report`` of the same programs generates nothing.
+``perf report`` of the same programs generates nothing; and what the checks found in a
+section, so that they need not run again on the same bytes.
 
 Each entry is a bare section file (as ``generate -o`` writes it; ``pysframe dump --raw
 --address ADDRESS`` shows it): ``DIR/BUILD-ID.ADDRESS.sframe``, ADDRESS being the section
-address it was encoded for (hex).  ``DIR`` is ``$PYSFRAME_CACHE_DIR`` when set (empty: no
+address it was encoded for (hex).  Beside it, ``DIR/BUILD-ID.ADDRESS.KIND`` holds a check's
+verdict on a section of that file at that address (:mod:`pysframe.sources.trust`): a JSON
+object whose ``digest`` names the bytes checked (with what else the check read), so that a
+verdict is used only for those bytes.  ``DIR`` is ``$PYSFRAME_CACHE_DIR`` when set (empty: no
 cache), else ``$XDG_CACHE_HOME/pysframe`` or ``~/.cache/pysframe``, then a folder named after
 the generator's own code (a digest of the ``format`` and ``generate`` packages' sources): a
 pysframe whose generator writes other bytes never reads an older one's entries.
@@ -17,9 +21,11 @@ and a failed write is ignored.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ..errors import SFrameError
 from ..input import open_input
@@ -29,6 +35,8 @@ from ..output import write_file
 CACHE_ENVIRONMENT = "PYSFRAME_CACHE_DIR"
 #: An entry larger than this is not read (libLLVM's generated section is 6 MB).
 MAX_ENTRY = 256 << 20
+#: A verdict larger than this is not read (a few lines of text).
+MAX_VERDICT = 1 << 20
 
 
 @cache
@@ -88,11 +96,51 @@ def keep_generation(build_id: bytes, data: bytes, address: int) -> None:
         return
 
 
+def _verdict_path(build_id: bytes, address: int, kind: str) -> Path | None:
+    directory = cache_directory()
+    if directory is None or not build_id:
+        return None
+    return directory / f"{build_id.hex()}.{address:x}.{kind}"
+
+
+def cached_verdict(build_id: bytes, address: int, kind: str, digest: str) -> dict[str, Any] | None:
+    """The verdict of check ``kind`` kept for the section at ``address`` of the file with
+    ``build_id``, when it was found for the bytes named by ``digest``; else None."""
+    path = _verdict_path(build_id, address, kind)
+    if path is None:
+        return None
+    try:
+        with open_input(path, max_size=MAX_VERDICT) as stream:
+            found = json.loads(stream.read())
+    except (OSError, ValueError, SFrameError):
+        return None
+    if not isinstance(found, dict) or found.get("digest") != digest:
+        return None
+    return found
+
+
+def keep_verdict(
+    build_id: bytes, address: int, kind: str, digest: str, verdict: dict[str, Any]
+) -> None:
+    """Keep the verdict of check ``kind`` on the bytes named by ``digest`` (best effort)."""
+    path = _verdict_path(build_id, address, kind)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(str(path), json.dumps({**verdict, "digest": digest}).encode())
+    except (OSError, SFrameError):
+        return
+
+
 __all__ = [
     "CACHE_ENVIRONMENT",
     "MAX_ENTRY",
+    "MAX_VERDICT",
     "cache_directory",
     "cached_generation",
+    "cached_verdict",
     "generator_digest",
     "keep_generation",
+    "keep_verdict",
 ]
