@@ -88,3 +88,32 @@ def test_minimal_elf_holds_the_section(common: object, tmp_path: Path) -> None:
         elf = ELFFile(stream)
         assert elf.get_section_by_name(".sframe").data() == data
         assert elf["e_machine"] == "EM_X86_64"
+
+
+def test_stack_benchmark_runs_quick(cache: Path) -> None:
+    """bench_stack.py: pysframe stack PID against eu-stack -p PID, with ratios."""
+    from stack_support import Unavailable, check_ptrace
+
+    from conftest import require_program, unavailable
+
+    require_program("eu-stack", "elfutils")
+    try:
+        check_ptrace()
+    except Unavailable as why:
+        unavailable(why)
+    env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(cache))
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_stack.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    out = done.stdout
+    assert "== Python's own start-up" in out and "== sleep" in out and "== python3" in out, out
+    ratios = [line for line in out.splitlines() if "pysframe/eu-stack CPU" in line]
+    assert len(ratios) >= 2, out
+    assert "(exit" not in out, out  # every run succeeded

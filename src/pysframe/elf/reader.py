@@ -27,6 +27,7 @@ opens it again with ElfImage when this reader raises.  The reference's refusals 
 from __future__ import annotations
 
 import io
+import operator
 import os
 import struct
 import zlib
@@ -135,6 +136,16 @@ class ElfSegment:
         """The program header as the file stores it (class ``bits``, byte order)."""
         return phdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in PHDR_NAMES[bits]))
 
+
+#: A section header's fields (SHDR_NAMES order) in the order of ElfSection's after its index
+#: and name.
+_SHDR_AS_SECTION = operator.itemgetter(
+    *(
+        SHDR_NAMES.index(name)
+        for name in ("type", "address", "offset", "size", "flags", "link", "info", "entsize",
+                     "name_offset", "addralign")
+    )
+)  # fmt: skip
 
 #: Decompressed sections may be this many times their compressed size (plus 1 MiB)...
 MAX_EXPANSION = 64
@@ -366,10 +377,12 @@ class ElfReader:
             names = self._name_table()
             for index in range(count):
                 fields = layout.unpack_from(table, index * header.shentsize)
-                values = dict(zip(SHDR_NAMES, fields, strict=True))
+                kind, address, offset, size, flags, link, info, entsize, at, align = (
+                    _SHDR_AS_SECTION(fields)
+                )
                 yield ElfSection(
-                    index=index, name=names(values.pop("name_offset")), **values,
-                    name_offset=fields[0], _image=self,
+                    index, names(at), kind, address, offset, size, flags, link, info, entsize,
+                    at, align, self,
                 )  # fmt: skip
         except SFrameError as error:
             raise ElfError(f"unreadable section headers ({error.detail})", path=self.path) from None

@@ -23,6 +23,8 @@ rules of gdb's ``lookup_minimal_symbol_by_pc_section`` (gdb/minsyms.c):
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -228,38 +230,50 @@ class FunctionEntries:
         return name_between(self.strings, start, name_end(self.strings, start))
 
 
-#: Per st_info byte: 1 for the symbol types kept (STT_FUNC, STT_GNU_IFUNC), else 0.
+#: Per st_info byte: 1 for the symbol types kept (STT_FUNC, STT_GNU_IFUNC), else 0...
 _FUNCTION_TYPES = bytes(int(info & 0xF in (STT_FUNC, STT_GNU_IFUNC)) for info in range(256))
+#: ... and 1 for a global or weak STT_FUNC (gdb's mst_text), else 0.
+_GLOBAL_FUNCTIONS = bytes(
+    int(info >> 4 != STB_LOCAL and info & 0xF == STT_FUNC) for info in range(256)
+)
 
 
-def _function_symbols(image: ElfReader, data: bytes) -> list[tuple[int, int, int, int]]:
-    """(st_name, st_info, st_value, st_size) of the defined, named function symbols of a
-    symbol table's bytes.  In the machine's own byte order the columns are cut from the bytes
-    (ELFCLASS64: st_name at 0, st_info at 4, st_shndx at 6, st_value at 8, st_size at 16)."""
+def _function_columns(
+    image: ElfReader, data: bytes
+) -> tuple[list[int], bytes, list[int], list[int]]:
+    """st_name, st_info, st_value and st_size of the defined, named function symbols of a
+    symbol table's bytes, as columns.  In the machine's own byte order the columns are cut
+    from the bytes (memoryview casts at the offsets of :data:`~pysframe.elf.layout.SYM_AT`)
+    and the symbols chosen without a step in Python per symbol."""
     bits = image.elfclass
     entry = sym_struct(bits, image.big_endian)
     count = len(data) // entry.size
+    size = entry.size
     if bits == 64 and image.big_endian == (sys.byteorder == "big"):
-        at, size = SYM_AT[64], entry.size
-        kinds = data[: count * size].translate(_FUNCTION_TYPES)[at["info"] :: size]
-        words = memoryview(data)[: count * size]
-        names = words.cast("I")[at["name"] // 4 :: size // 4]
-        shndx = words.cast("H")[at["shndx"] // 2 :: size // 2]
-        wide, value, length = words.cast("Q"), at["value"] // 8, at["size"] // 8
-        return [
-            (names[i], data[i * size + at["info"]], wide[i * size // 8 + value],
-             wide[i * size // 8 + length])
-            for i in range(count)
-            if kinds[i] and shndx[i] != SHN_UNDEF and names[i]
-        ]
-    name, info, shndx_at, value_at, size_at = (
-        SYM_NAMES[bits].index(field) for field in ("name", "info", "shndx", "value", "size")
+        at = SYM_AT[64]
+        table = memoryview(data)[: count * size]
+        names = table.cast("I")[at["name"] // 4 :: size // 4].tolist()
+        shndx = table.cast("H")[at["shndx"] // 2 :: size // 2].tolist()
+        infos = data[at["info"] : count * size : size]
+        wide = table.cast("Q")
+        values = wide[at["value"] // 8 :: size // 8].tolist()
+        sizes = wide[at["size"] // 8 :: size // 8].tolist()
+    else:
+        fields = list(zip(*entry.iter_unpack(memoryview(data)[: count * size]), strict=True))
+        if not fields:
+            return [], b"", [], []
+        column = {name: list(fields[i]) for i, name in enumerate(SYM_NAMES[bits])}
+        names, shndx, values, sizes = (column[k] for k in ("name", "shndx", "value", "size"))
+        infos = bytes(column["info"])
+    # Function type, defined (st_shndx not SHN_UNDEF, 0) and named (st_name not 0).
+    kept = map(operator.mul, map(operator.mul, infos.translate(_FUNCTION_TYPES), shndx), names)
+    picked = list(itertools.compress(range(count), kept))
+    return (
+        [names[i] for i in picked],
+        bytes([infos[i] for i in picked]),
+        [values[i] for i in picked],
+        [sizes[i] for i in picked],
     )
-    return [
-        (f[name], f[info], f[value_at], f[size_at])
-        for f in entry.iter_unpack(memoryview(data)[: count * entry.size])
-        if _FUNCTION_TYPES[f[info]] and f[shndx_at] != SHN_UNDEF and f[name]
-    ]
 
 
 def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | None:
@@ -270,11 +284,10 @@ def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | Non
     if found is None:
         return None
     section, strings_section = found
-    chosen = _function_symbols(image, section.data())
-    if not chosen:
+    starts, infos, addresses, sizes = _function_columns(image, section.data())
+    if not starts:
         return None
     strings = strings_section.data()
-    starts = [name for name, _, _, _ in chosen]
     if max(starts) >= len(strings):
         past = next(start for start in starts if start >= len(strings))
         raise ElfError(
@@ -287,13 +300,9 @@ def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | Non
         check_name_bytes(strings, starts, section=table)
     except ElfError as error:
         raise error.at(path=image.path) from None
-    return FunctionEntries(
-        [value for _, _, value, _ in chosen],
-        [size for _, _, _, size in chosen],
-        [info >> 4 != STB_LOCAL and info & 0xF == STT_FUNC for _, info, _, _ in chosen],
-        starts,
-        strings,
-    )
+    is_global = list(map(bool, infos.translate(_GLOBAL_FUNCTIONS)))
+    return FunctionEntries(addresses, sizes, is_global, starts, strings)
+
 
 def _merged(seen: SymbolRecord | None, record: SymbolRecord) -> SymbolRecord:
     """``record`` merged with the symbol of the same address and name ``seen`` before it

@@ -68,11 +68,12 @@ def cached_generation(build_id: bytes) -> tuple[bytes, int] | None:
     directory = cache_directory()
     if directory is None or not build_id:
         return None
+    prefix = f"{build_id.hex()}."
     try:
-        names = sorted(directory.glob(f"{build_id.hex()}.*.sframe"))
+        names = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
     except OSError:
         return None
-    for path in names:
+    for path in (directory / name for name in names if name.endswith(".sframe")):
         try:
             address = int(path.name.split(".")[1], 16)
             with open_input(path) as stream:

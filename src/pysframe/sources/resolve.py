@@ -312,11 +312,14 @@ def generated_sframe(image: ElfReader, *, cached: bool = False) -> ResolvedSFram
     except SFrameError as error:
         raise error.at(path=image.path) from None
     data = bytes(result.data)
+    found = _generated(image, data, result.section_address, note, result)
     if build_id:
         from .cache import keep_generation
+        from .trust import checked
 
         keep_generation(build_id, data, result.section_address)
-    return _generated(image, data, result.section_address, note, result)
+        checked(found, (), build_id, trust=False)  # its verdict kept: the next use reads it
+    return found
 
 
 def _generated(

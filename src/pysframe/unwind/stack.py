@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Any
 from ..elf.layout import AT_ENTRY
 from ..errors import InputError, UnwindError
 from ..sources.trust import Policy
-from . import DEFAULT_MAX_FRAMES
+from . import DEFAULT_MAX_FRAMES, TIME_LIMIT
 from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
 from .mappings import AT_SYSINFO_EHDR, process_mappings, process_vdso_address
 from .modules import ModuleTable, load_modules
 from .ptrace import ThreadState, attach
-from .rsp import TIME_LIMIT
 from .symbolize import SymbolOptions
 
 if TYPE_CHECKING:  # core files, remote stubs and gdb's layout import theirs when used
