@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from ..format.constants import SHT_GNU_SFRAME, Version
 from .layout import SHT_PROGBITS
 from .reader import ElfReader, ElfSection
-from .relocation import relocated
 
 if TYPE_CHECKING:
     from ..format.section import SFrameSection
@@ -75,6 +74,8 @@ class ElfSFrame:
         section is V1."""
         if not relocate or not self.image.is_relocatable or self.version is Version.V1:
             return self.stored
+        from .relocation import relocated
+
         return relocated(self.image, self.section, self.stored)
 
     def decode(self, relocate: bool = True) -> SFrameSection:

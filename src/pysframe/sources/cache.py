@@ -29,7 +29,6 @@ from typing import Any
 
 from ..errors import SFrameError
 from ..input import open_input
-from ..output import write_file
 
 #: The environment variable naming the cache's directory (empty: no cache).
 CACHE_ENVIRONMENT = "PYSFRAME_CACHE_DIR"
@@ -43,12 +42,14 @@ MAX_VERDICT = 1 << 20
 def generator_digest() -> str:
     """A digest of the code that generates and encodes SFrame (the ``generate`` and
     ``format`` packages' sources), naming the cache's folder."""
-    root = Path(__file__).resolve().parent.parent
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digest = hashlib.sha256()
     for package in ("format", "generate"):
-        for source in sorted((root / package).glob("*.py")):
-            digest.update(source.name.encode())
-            digest.update(source.read_bytes())
+        directory = os.path.join(root, package)
+        for name in sorted(n for n in os.listdir(directory) if n.endswith(".py")):
+            digest.update(name.encode())
+            with open(os.path.join(directory, name), "rb") as source:
+                digest.update(source.read())
     return digest.hexdigest()[:16]
 
 
@@ -90,6 +91,8 @@ def keep_generation(build_id: bytes, data: bytes, address: int) -> None:
     directory = cache_directory()
     if directory is None or not build_id or len(data) > MAX_ENTRY:
         return
+    from ..output import write_file
+
     try:
         directory.mkdir(parents=True, exist_ok=True)
         write_file(str(directory / f"{build_id.hex()}.{address:x}.sframe"), data)
@@ -124,6 +127,8 @@ def keep_verdict(
     build_id: bytes, address: int, kind: str, digest: str, verdict: dict[str, Any]
 ) -> None:
     """Keep the verdict of check ``kind`` on the bytes named by ``digest`` (best effort)."""
+    from ..output import write_file
+
     path = _verdict_path(build_id, address, kind)
     if path is None:
         return
