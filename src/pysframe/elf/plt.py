@@ -39,7 +39,6 @@ from .layout import (
     SHT_PROGBITS,
     SHT_RELA,
     SYM_NAMES,
-    dyn64_dtype,
     dyn64_struct,
     rela64_dtype,
     rela64_struct,
@@ -137,7 +136,7 @@ def _aarch64_symbols(image: ElfReader, scalar: bool) -> list[SymbolRecord]:
     relocations = image.section(".rela.plt")
     if plt is None or relocations is None or relocations not in _dynamic_relocation_sections(image):
         return []
-    tags = _dynamic_tags_scalar(image) if scalar else _dynamic_tags(image)
+    tags = _dynamic_tags(image)
     size = 24 if tags & {DT_AARCH64_BTI_PLT, DT_AARCH64_PAC_PLT} else 16
     relocation_names = _relocation_names_scalar if scalar else _relocation_names
     names = list(relocation_names(image, relocations).values())
@@ -221,19 +220,7 @@ def _entry_names(entries: Sequence[tuple[int, int, int]], symbols: Sequence[str]
 
 
 def _dynamic_tags(image: ElfReader) -> set[int]:
-    """The tags of the ``.dynamic`` section's entries."""
-    import numpy as np
-
-    dynamic = image.section(".dynamic")
-    if dynamic is None or dynamic.type != SHT_DYNAMIC:
-        return set()
-    entry = dyn64_dtype(image.big_endian)
-    data = dynamic.data()
-    return set(np.frombuffer(data, dtype=entry, count=len(data) // entry.itemsize)["tag"].tolist())
-
-
-def _dynamic_tags_scalar(image: ElfReader) -> set[int]:
-    """:func:`_dynamic_tags` without numpy."""
+    """The tags of the ``.dynamic`` section's entries (a few dozen: read with struct)."""
     dynamic = image.section(".dynamic")
     if dynamic is None or dynamic.type != SHT_DYNAMIC:
         return set()
@@ -247,46 +234,47 @@ def _dynamic_symbol_names(image: ElfReader, link: int, indexes: np.ndarray) -> l
     ``link``; empty for an index past its end (read in bulk: :func:`symbol_names`)."""
     import numpy as np
 
+    table, strings_section = _dynamic_tables(image, link)
+    dtype = sym_dtype(image.elfclass, image.big_endian)
+    data = table.data()
+    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    strings = strings_section.data()
+    inside = indexes < len(entries)
+    offsets = np.full(len(indexes), len(strings), dtype=np.int64)  # past the end: ""
+    offsets[inside] = entries["name"][indexes[inside].astype(np.int64)]
+    try:
+        return symbol_names(strings, offsets, section=strings_section.name)
+    except ElfError as error:
+        raise error.at(path=image.path) from None
+
+
+def _dynamic_tables(image: ElfReader, link: int) -> tuple[ElfSection, ElfSection]:
+    """The symbol table at section ``link`` and its string table; ElfError when it links to
+    no section."""
     sections = image.sections()
     table = sections[link]
     if not 0 < table.link < len(sections):
         raise ElfError(
             f"links to no string table ({table.link})", path=image.path, section=table.name
         )
-    dtype = sym_dtype(image.elfclass, image.big_endian)
-    data = table.data()
-    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    strings = sections[table.link].data()
-    inside = indexes < len(entries)
-    offsets = np.full(len(indexes), len(strings), dtype=np.int64)  # past the end: ""
-    offsets[inside] = entries["name"][indexes[inside].astype(np.int64)]
-    try:
-        return symbol_names(strings, offsets, section=sections[table.link].name)
-    except ElfError as error:
-        raise error.at(path=image.path) from None
-
+    return table, sections[table.link]
 
 
 def _dynamic_symbol_names_scalar(image: ElfReader, link: int, indexes: Sequence[int]) -> list[str]:
     """:func:`_dynamic_symbol_names` without numpy (names bounded by
     :func:`~pysframe.elf.symbols.check_name_bytes`)."""
-    sections = image.sections()
-    table = sections[link]
-    if not 0 < table.link < len(sections):
-        raise ElfError(
-            f"links to no string table ({table.link})", path=image.path, section=table.name
-        )
+    table, strings_section = _dynamic_tables(image, link)
     entry = sym_struct(image.elfclass, image.big_endian)
     name_at = SYM_NAMES[image.elfclass].index("name")
     data = table.data()
     count = len(data) // entry.size
-    strings = sections[table.link].data()
+    strings = strings_section.data()
     offsets = [
         entry.unpack_from(data, index * entry.size)[name_at] if index < count else len(strings)
         for index in indexes
     ]  # past the end: ""
     try:
-        check_name_bytes(strings, offsets, section=sections[table.link].name)
+        check_name_bytes(strings, offsets, section=strings_section.name)
     except ElfError as error:
         raise error.at(path=image.path) from None
     return [name_between(strings, start, name_end(strings, start)) for start in offsets]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .constants import PcType, Version
-from .model import FrameRow, Function, RuleKind
+from .model import FrameRow, Function, LookupResult, RuleKind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,6 +86,18 @@ def find_row_index(
 
 
 _V1_MASK = 0xF
+
+
+def lookup_in(function: Function | None, version: Version, pc: int) -> LookupResult | None:
+    """``function`` (the one holding ``pc``, or None) and its row that applies at ``pc``, or
+    None: what a section's ``lookup`` answers once it has found the function."""
+    if function is None:
+        return None
+    rows = function.rows
+    row_index = find_row_index(function, rows, version, pc)
+    if row_index is None:
+        return None
+    return LookupResult(function, rows[row_index], row_index)
 
 
 #: Codes of RuleKind in the batch result's ``*_kind`` arrays.

@@ -8,7 +8,7 @@ A lookup reads FDE start fields one at a time with struct -- a binary search in 
 flagged sorted, else the first function holding the PC in stored order (docs/format.md,
 "Lookups") -- then the function and its rows with the decoder's own functions
 (:func:`~pysframe.format.decode.read_function`, :func:`~pysframe.format.decode.decode_rows`)
-and the row with :func:`~pysframe.format.lookup.find_row_index`: the answers and the errors of
+and the row with :func:`~pysframe.format.lookup.lookup_in`: the answers and the errors of
 :meth:`SFrameSection.lookup <pysframe.format.section.SFrameSection.lookup>`, which
 tests/test_single_lookup.py holds it to.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .decode import decode_rows, fde_position, parse_header, read_function
 from .layout import FDE_SIZE, fde_start_struct, fde_struct
-from .lookup import find_row_index
+from .lookup import lookup_in
 from .model import FrameRow, Function, Header, LookupResult
 from .view import Buffer
 
@@ -121,14 +121,7 @@ class SectionLookup:
 
     def lookup(self, pc: int) -> LookupResult | None:
         """The function and the row that apply at ``pc``, or None."""
-        function = self.find_function(pc)
-        if function is None:
-            return None
-        rows = function.rows
-        row_index = find_row_index(function, rows, self.header.version, pc)
-        if row_index is None:
-            return None
-        return LookupResult(function, rows[row_index], row_index)
+        return lookup_in(self.find_function(pc), self.header.version, pc)
 
     def find_row(self, pc: int) -> FrameRow | None:
         """The row that applies at ``pc``, or None."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
 
 from ..elf.layout import ELF_MAGIC, PF_X
 from ..elf.reader import ElfReader, ElfSegment
@@ -188,12 +188,15 @@ def generate_for(facts: ElfFacts) -> ResolvedSFrame | None:
     return facts.generated if isinstance(facts.generated, ResolvedSFrame) else None
 
 
+_Section = TypeVar("_Section")
+
+
 @dataclass(frozen=True, slots=True)
-class ChosenSFrame:
+class Chosen(Generic[_Section]):
     """The SFrame a module is unwound with, per :class:`~pysframe.sources.trust.Policy`."""
 
     #: The section rebased for the module, or None (frames fall back to frame pointers).
-    section: SFrameSection | None
+    section: _Section | None
     #: Where it came from (:class:`~pysframe.sources.Origin`), or ``none`` / ``invalid``.
     origin: str
     #: Why the file's own section is not used, or used though it fails the checks; None when
@@ -203,14 +206,10 @@ class ChosenSFrame:
     with_fallback: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ChosenLookup:
-    """:class:`ChosenSFrame` for single-PC lookups."""
-
-    section: SectionLookup | None
-    origin: str
-    reason: str | None = None
-    with_fallback: bool = False
+#: The SFrame chosen as a decoded section (:func:`sframe_for`)...
+ChosenSFrame: TypeAlias = "Chosen[SFrameSection]"
+#: ... and for single-PC lookups (:func:`lookup_for`).
+ChosenLookup: TypeAlias = "Chosen[SectionLookup]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,11 +255,11 @@ def sframe_for(facts: ElfFacts, bias: int, policy: Policy = Policy.AUTO) -> Chos
     """The SFrame of the file rebased by ``bias``, chosen by ``policy`` (:func:`_choose`)."""
     choice = _choose(facts, policy)
     if choice.source is None:
-        return ChosenSFrame(None, choice.origin, choice.reason)
+        return Chosen(None, choice.origin, choice.reason)
     section = _rebased(facts, choice.source, bias)
     if section is None and choice.origin != Origin.GENERATED:
-        return ChosenSFrame(None, INVALID, choice.reason)
-    return ChosenSFrame(section, choice.origin, choice.reason, choice.with_fallback)
+        return Chosen(None, INVALID, choice.reason)
+    return Chosen(section, choice.origin, choice.reason, choice.with_fallback)
 
 
 def lookup_for(facts: ElfFacts, bias: int, policy: Policy = Policy.AUTO) -> ChosenLookup:
@@ -268,11 +267,11 @@ def lookup_for(facts: ElfFacts, bias: int, policy: Policy = Policy.AUTO) -> Chos
     kept (else the checks run first, with numpy)."""
     choice = _choose(facts, policy)
     if choice.source is None:
-        return ChosenLookup(None, choice.origin, choice.reason)
+        return Chosen(None, choice.origin, choice.reason)
     opens, section = _rebased_lookup(facts, choice.source, bias)
     if not opens and choice.origin != Origin.GENERATED:
-        return ChosenLookup(None, INVALID, choice.reason)
-    return ChosenLookup(section, choice.origin, choice.reason, choice.with_fallback)
+        return Chosen(None, INVALID, choice.reason)
+    return Chosen(section, choice.origin, choice.reason, choice.with_fallback)
 
 
 def generated_for(facts: ElfFacts, bias: int) -> SFrameSection | None:
@@ -343,6 +342,7 @@ def _open_lookup(facts: ElfFacts, found: ResolvedSFrame, bias: int) -> SectionLo
 __all__ = [
     "INVALID",
     "NO_SFRAME",
+    "Chosen",
     "ChosenLookup",
     "ChosenSFrame",
     "ElfFacts",

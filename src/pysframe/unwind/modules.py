@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING
 from ..errors import SFrameError
 from ..sources.trust import Policy
 from .core import ModuleInfo, ReadMemory
-from .facts import NO_SFRAME, ChosenLookup, ElfFacts, elf_facts, generated_lookup_for, lookup_for
+from .facts import (
+    NO_SFRAME,
+    Chosen,
+    ChosenLookup,
+    ElfFacts,
+    elf_facts,
+    generated_lookup_for,
+    lookup_for,
+)
 from .mappings import DELETED, Mapping, mapped_file
 from .symbolize import ModuleSymbols, SymbolOptions
 from .vdso import VDSO_NAME, vdso_facts
@@ -58,7 +66,7 @@ class ModuleSFrame:
     @classmethod
     def none(cls, origin: str = NO_SFRAME) -> ModuleSFrame:
         """A module without SFrame (no file, or one that cannot be used)."""
-        return cls(None, chosen=ChosenLookup(None, origin))
+        return cls(None, chosen=Chosen(None, origin))
 
     @property
     def chosen(self) -> ChosenLookup:
