@@ -8,7 +8,8 @@ the vDSO):
   PCs around every function -- once with the checks run, once with their verdicts taken from
   the cache;
 * the symbols read for a few addresses (``scalar``) name every address as the symbols read in
-  bulk do.
+  bulk do;
+* what the cache lacks is made before the threads are stopped, and nothing else.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from pysframe.sources import ResolvedSFrame
+from pysframe.sources.cache import CACHE_ENVIRONMENT
 from pysframe.sources.trust import Policy
 from pysframe.unwind import facts as facts_module
 from pysframe.unwind.facts import (
@@ -29,7 +32,7 @@ from pysframe.unwind.facts import (
     sframe_for,
 )
 from pysframe.unwind.mappings import process_mappings, process_vdso_address
-from pysframe.unwind.modules import ModuleSFrame, load_bias
+from pysframe.unwind.modules import ModuleSFrame, load_bias, load_modules, prepare_sframe
 from pysframe.unwind.symbolize import SymbolOptions
 from pysframe.unwind.vdso import vdso_facts
 from stack_support import Running, Unavailable, build_programs, check_ptrace, run_program
@@ -147,3 +150,32 @@ def test_every_module_names_alike(running: Running) -> None:
             assert lazy.find(address) == bulk.find(address), (name, hex(address))
             compared += 1
     assert compared > 1000
+
+
+def test_prepare_makes_what_the_cache_lacks_and_reads_nothing_else(
+    running: Running, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the threads are stopped, SFrame is generated for the modules that will be
+    unwound with it and whose SFrame the cache lacks; once the cache holds it, nothing is read
+    until a frame needs it."""
+    monkeypatch.setenv(CACHE_ENVIRONMENT, str(tmp_path / "cache"))
+    mappings = process_mappings(running.pid)
+
+    def generated() -> dict[str, object]:
+        facts_module._CACHE.clear()
+        prepare_sframe(load_modules(mappings, pid=running.pid))
+        found = {}
+        for path in {m.path for m in mappings}:
+            facts = elf_facts(path)
+            if facts is not None and facts.own is None:
+                found[Path(path).name] = facts.generated
+        return found
+
+    first = generated()
+    assert first and all(isinstance(g, ResolvedSFrame) for g in first.values()), first
+    monkeypatch.setattr("pysframe.generate.generate_from_elf", _refuse)
+    assert set(generated().values()) == {None}  # kept in the cache: not even read
+
+
+def _refuse(*_args: object, **_kwargs: object) -> object:
+    raise AssertionError("generated again")

@@ -86,6 +86,19 @@ def cached_generation(build_id: bytes) -> tuple[bytes, int] | None:
     return None
 
 
+def has_generation(build_id: bytes) -> bool:
+    """Whether the cache holds a generated section for ``build_id`` (not read: it may still
+    turn out unusable)."""
+    directory = cache_directory()
+    if directory is None or not build_id:
+        return False
+    prefix = f"{build_id.hex()}."
+    try:
+        return any(n.startswith(prefix) and n.endswith(".sframe") for n in os.listdir(directory))
+    except OSError:
+        return False
+
+
 def keep_generation(build_id: bytes, data: bytes, address: int) -> None:
     """Keep a generated section for ``build_id`` (best effort: a failure is ignored)."""
     directory = cache_directory()
@@ -147,6 +160,7 @@ __all__ = [
     "cached_generation",
     "cached_verdict",
     "generator_digest",
+    "has_generation",
     "keep_generation",
     "keep_verdict",
 ]

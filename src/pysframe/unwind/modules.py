@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import SFrameError
+from ..sources.cache import has_generation
 from ..sources.trust import Policy
 from .core import ModuleInfo, ReadMemory
 from .facts import (
@@ -33,6 +34,7 @@ from .facts import (
     ChosenLookup,
     ElfFacts,
     elf_facts,
+    generate_for,
     generated_lookup_for,
     lookup_for,
 )
@@ -84,6 +86,18 @@ class ModuleSFrame:
     def lookup(self, pc: int) -> LookupResult | None:
         section = self.chosen.section
         return None if section is None else section.lookup(pc)
+
+    def prepare(self) -> None:
+        """Make now what choosing will need that the cache does not hold: the checks'
+        verdict on the file's own section, SFrame generated from its CFI when it will be
+        unwound with it and the cache has none (see :func:`prepare_sframe`)."""
+        facts, policy = self._facts, self._policy
+        if facts is None or self._chosen is not None or policy is Policy.OWN:
+            return
+        if facts.own is not None and policy is Policy.AUTO and not facts.own_problems():
+            return  # its own section (SFrame generated beside it is made if a PC needs it)
+        if not facts.build_id or not has_generation(facts.build_id):
+            generate_for(facts)
 
     def fallback(self) -> SectionLookup | None:
         """SFrame generated from the module's CFI, when its own section is used and may leave
@@ -139,6 +153,15 @@ class ModuleTable:
 
     def __len__(self) -> int:
         return len(self.modules)
+
+
+def prepare_sframe(table: ModuleTable) -> None:
+    """Make, before a process is stopped, what choosing its modules' SFrame will need that the
+    cache does not hold yet (SFrame generated from their CFI, the checks' verdicts), so that
+    its threads stay stopped for the walk only; what the cache holds is read when a frame
+    first needs it."""
+    for module in table.modules:
+        module.sframe.prepare()
 
 
 def load_modules(
@@ -309,5 +332,6 @@ __all__ = [
     "load_bias",
     "load_modules",
     "module_from_facts",
+    "prepare_sframe",
     "vdso_module",
 ]

@@ -27,7 +27,7 @@ from ..sources.trust import Policy
 from . import DEFAULT_MAX_FRAMES, TIME_LIMIT
 from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
 from .mappings import AT_SYSINFO_EHDR, process_mappings, process_vdso_address
-from .modules import ModuleTable, load_modules
+from .modules import ModuleTable, load_modules, prepare_sframe
 from .ptrace import ThreadState, attach
 from .symbolize import SymbolOptions
 
@@ -77,6 +77,7 @@ def stack_of_process(
         ) from None
     # Generating SFrame for the modules happens before the threads are stopped.
     modules = load_modules(mappings, policy=policy, symbols=symbols, pid=pid)
+    prepare_sframe(modules)
     with attach(pid) as process:
         now = process_mappings(pid)
         vdso = process_vdso_address(pid)
