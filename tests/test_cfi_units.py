@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -193,6 +194,56 @@ ALL_OPS = [
 def test_every_cfa_op_decodes(raw: bytes, expected: tuple[int, int, object] | None) -> None:
     c = parse_cfi(section()).cies[0]
     assert decode_instructions(raw, 0, len(raw), c) == ([] if expected is None else [expected])
+
+
+def cfa_instruction(opcode: int, rng: random.Random, leb_bytes: int = 0) -> bytes:
+    """An instruction of ``opcode`` with random operands as ops.CFA_INSTRUCTIONS declares them:
+    LEB128 numbers of ``leb_bytes`` bytes (any of 1 to 3 when 0), constants, a block, an
+    8-byte address."""
+    _name, operands = ops.CFA_INSTRUCTIONS[opcode & ops.HIGH_2_BITS or opcode]
+    out = bytearray([opcode])
+    for operand in operands:
+        if operand in (ops.Operand.ULEB, ops.Operand.SLEB):
+            size = leb_bytes or rng.randint(1, 3)
+            low = 1 << (7 * (size - 1)) if size > 1 else 0
+            value = rng.randrange(low, 1 << (7 * size))
+            # A SLEB128 of this many bytes: the same groups of 7 bits, read as signed.
+            out += uleb(value) if operand is ops.Operand.ULEB else sleb_of_size(value, size)
+        elif operand is ops.Operand.BLOCK:
+            block = bytes(rng.randrange(256) for _ in range(rng.randint(0, 4)))
+            out += uleb(len(block)) + block
+        elif operand is ops.Operand.ADDRESS:
+            out += rng.randbytes(8)
+        else:
+            assert operand.size is not None
+            out += rng.randbytes(operand.size)
+    return bytes(out)
+
+
+def sleb_of_size(value: int, size: int) -> bytes:
+    """``size`` LEB128 bytes holding the 7-bit groups of ``value`` (a valid SLEB128)."""
+    groups = [(value >> (7 * k)) & 0x7F for k in range(size)]
+    return bytes(group | (0x80 if k < size - 1 else 0) for k, group in enumerate(groups))
+
+
+def test_the_decoder_reads_the_operands_the_table_declares() -> None:
+    """decode_instructions consumes exactly the operands ops.CFA_INSTRUCTIONS gives each
+    opcode (every opcode byte), and needs all of them; undeclared opcodes are refused."""
+    rng = random.Random(7)
+    c = parse_cfi(section()).cies[0]
+    for opcode in range(256):
+        if (opcode & ops.HIGH_2_BITS or opcode) not in ops.CFA_INSTRUCTIONS:
+            with pytest.raises(CfiError, match="unknown DW_CFA opcode"):
+                decode_instructions(bytes([opcode]), 0, 1, c)
+            continue
+        for _ in range(8):
+            raw = cfa_instruction(opcode, rng)
+            decoded = decode_instructions(raw + b"\x0a", 0, len(raw) + 1, c)
+            assert decoded[-1] == (ops.OP_REMEMBER, 0, 0)
+            assert len(decoded) == (1 if opcode == ops.DW_CFA_nop else 2)
+            if len(raw) > 1:
+                with pytest.raises(CfiError):
+                    decode_instructions(raw, 0, len(raw) - 1, c)
 
 
 def test_truncated_and_unknown_ops() -> None:

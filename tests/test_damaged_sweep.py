@@ -77,12 +77,14 @@ def _patched(data: bytes, offset: int, code: str, value: int) -> bytes:
 
 
 def _damaged(path: Path) -> Iterator[tuple[str, bytes]]:
+    """Damaged copies of the ELF file ``path``, with a label each (the damages of its SFrame
+    section only when it has one)."""
     data = path.read_bytes()
     with ElfImage.open(str(path)) as image:
         header = image.header
         sections = {s.name: s.index for s in image.sections()}
         sframe = image.section(".sframe")
-        assert sframe is not None
+    sframe_cuts = [] if sframe is None else [sframe.offset + at for at in (3, 40, sframe.size - 1)]
     for cut in sorted(
         {
             0,
@@ -92,9 +94,7 @@ def _damaged(path: Path) -> Iterator[tuple[str, bytes]]:
             header.phoff + 30,
             header.shoff + 10,
             header.shoff + 64 * 3 + 7,
-            sframe.offset + 3,
-            sframe.offset + 40,
-            sframe.offset + sframe.size - 1,
+            *sframe_cuts,
             len(data) - 1,
         }
     ):
@@ -118,6 +118,8 @@ def _damaged(path: Path) -> Iterator[tuple[str, bytes]]:
             for value in ODD_VALUES[code][1:]:
                 yield f"phdr {index} {name}={value:#x}", _patched(data, base + offset, code, value)
     # The section's own bytes: the magic and the header's counts.
+    if sframe is None:
+        return
     for at, byte in ((0, 0), (2, 9), (8, 0xFF), (12, 0xFF), (16, 0xFF)):
         out = bytearray(data)
         out[sframe.offset + at] = byte

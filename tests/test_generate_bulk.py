@@ -38,12 +38,13 @@ from pysframe.generate import (
     cfi,
     encode_functions,
     generate_from_eh_frame,
+    ops,
     translate_ops,
 )
 from pysframe.generate.ops import decode_instructions
 from pysframe.generate.rows import FunctionEncoder
 
-from test_cfi_units import sleb, uleb
+from test_cfi_units import cfa_instruction, sleb, uleb
 
 
 def record(order: str, body: bytes) -> bytes:
@@ -342,6 +343,39 @@ def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignor
         assert rows == translated.rows
         compared += 1
     assert compared > 100
+
+
+#: The instructions the generator's bulk path handles, as its documentation lists them.
+GENERATOR_BULK = {
+    *range(ops.DW_CFA_advance_loc, ops.DW_CFA_advance_loc + 64),
+    ops.DW_CFA_advance_loc1,
+    ops.DW_CFA_advance_loc2,
+    ops.DW_CFA_advance_loc4,
+    ops.DW_CFA_def_cfa,
+    ops.DW_CFA_def_cfa_register,
+    ops.DW_CFA_def_cfa_offset,
+    *range(ops.DW_CFA_offset, ops.DW_CFA_offset + 64),
+    ops.DW_CFA_nop,
+}
+
+
+def test_bulk_instruction_lengths_are_the_declared_ones() -> None:
+    """Per opcode byte, the generator's bulk path walks an instruction of the length the one
+    operand table (ops.CFA_INSTRUCTIONS) gives it, or leaves the opcode to the per-function
+    path; the ULEB128 offsets of DW_CFA_offset and DW_CFA_def_cfa_offset may take up to 4
+    bytes, other operands one."""
+    rng = random.Random(11)
+    for opcode in range(256):
+        if (opcode & ops.HIGH_2_BITS or opcode) not in ops.CFA_INSTRUCTIONS:
+            continue
+        _name, operands = ops.CFA_INSTRUCTIONS[opcode & ops.HIGH_2_BITS or opcode]
+        lebs = [ops.Operand.ULEB, ops.Operand.SLEB]
+        long_ok = opcode in (ops.DW_CFA_def_cfa_offset, *range(ops.DW_CFA_offset, 0xC0))
+        for leb_bytes in (1, 2, 3, 4, 5) if any(o in lebs for o in operands) else (1,):
+            raw = cfa_instruction(opcode, rng, leb_bytes)
+            buf = np.frombuffer(raw + bytes(bulk.PAD), dtype=np.uint8)
+            handled = opcode in GENERATOR_BULK and (leb_bytes == 1 or (long_ok and leb_bytes <= 4))
+            assert bulk.instruction_lengths(buf)[0] == (len(raw) if handled else 0), raw.hex()
 
 
 def test_bulk_generation_across_chunks() -> None:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
 from pysframe.errors import EncodeError
 from pysframe.format.constants import Abi, Version
 from pysframe.format.model import RuleKind
-from pysframe.generate import generate_from_eh_frame, ops, plt_functions, translate
+from pysframe.generate import (
+    generate_from_eh_frame,
+    generate_from_elf,
+    ops,
+    plt_functions,
+    translate,
+)
 from pysframe.generate.ops import Op
 from pysframe.generate.rows import (
     ABI_PARAMS,
@@ -334,3 +341,35 @@ def test_a_function_beyond_the_size_field_is_an_encode_error() -> None:
     for bulk in (True, False):
         with pytest.raises(EncodeError, match="function 0: size 8589934592 out of range"):
             generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE, bulk=bulk)
+
+
+def test_the_package_names_each_of_its_modules_and_its_job() -> None:
+    """pysframe.generate's docstring lists every module of the package, with its job."""
+    import pkgutil
+
+    import pysframe.generate as package
+
+    doc = package.__doc__ or ""
+    for module in pkgutil.iter_modules(package.__path__):
+        assert f":mod:`~pysframe.generate.{module.name}`: " in doc, module.name
+
+
+def test_an_unreadable_eh_frame_is_an_error_naming_file_and_section(tmp_path: Path) -> None:
+    """The CfiError of a damaged .eh_frame carries the file and the section as fields."""
+    from pysframe.elf.image import ElfImage
+    from pysframe.errors import CfiError
+
+    program = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3" / "app"
+    with ElfImage.open(str(program)) as image:
+        section = image.section(".eh_frame")
+        assert section is not None
+        at = section.offset
+    data = bytearray(program.read_bytes())
+    data[at : at + 4] = struct.pack("<I", 0xFFFFFF00)  # the first record's length: past the end
+    damaged = tmp_path / "damaged"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(CfiError) as raised:
+        generate_from_elf(str(damaged))
+    error = raised.value
+    assert (error.path, error.section, error.offset) == (str(damaged), ".eh_frame", 0)
+    assert error.message == "record of 4294967040 bytes runs past the section end"

@@ -3,6 +3,7 @@ bulk path against the per-program one on real sections and random programs."""
 
 from __future__ import annotations
 
+import random
 import struct
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from pysframe.elf.image import ElfImage
 from pysframe.elf.relocation import relocated
 from pysframe.errors import CfiError
 from pysframe.format.constants import Abi
+from pysframe.generate import ops
 from pysframe.generate.cfa_rules import (
     GAS_2_40,
     NO_RULES,
@@ -30,9 +32,13 @@ from pysframe.generate.cfa_rules import (
 from pysframe.generate.cfi import Cie
 from pysframe.generate.expression import CFA_BASE, evaluate, reads_pc
 from pysframe.generate.interpret import CHUNK, CfiTable, fde_rows, interpret_cfi
+from pysframe.generate.interpret_bulk import PAD, RuleColumns, interpret_programs
 from pysframe.generate.ops import decode_instructions
+from pysframe.generate.rows import ABI_PARAMS, LOC_STACK, RowState, Translation
+from pysframe.generate.translator import translate_ops
 
 from conftest import require
+from test_cfi_units import cfa_instruction
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 AMD64 = CfiAbi.of(Abi.AMD64_ENDIAN_LITTLE)
@@ -183,6 +189,63 @@ def test_gas_restore_to_the_first_row() -> None:
     )
 
 
+#: AArch64 pieces of programs: advance 4, CFA offset 16 / 32, x29 (FP) at CFA-16 / CFA-32, x30
+#: (RA) at CFA-8, DW_CFA_restore of x29 and of x30.
+_RESTORE_PIECES = [b"\x41", b"\x0e\x10", b"\x0e\x20", b"\x9d\x02", b"\x9d\x04", b"\x9e\x01",
+                   b"\xdd", b"\xde"]  # fmt: skip
+
+
+def _fp_ra_at_each_row(code: bytes, quirks: Quirk) -> tuple[list[object], list[object]]:
+    """The FP and RA rules at every row start of an AArch64 function (CIE: CFA sp+0) running
+    ``code``, from the translator and from the DWARF interpreter read with ``quirks``."""
+    cie = _cie(code_alignment=4, ra=30)
+    cie_ops = decode_instructions(b"\x0c\x1f\x00", 0, 3, cie)
+    ops = decode_instructions(code, 0, len(code), cie)
+    translation = translate_ops(cie_ops + ops, ABI_PARAMS[Abi.AARCH64_ENDIAN_LITTLE])
+    assert isinstance(translation, Translation)
+    initial = interpret_program(cie_ops, AARCH64)
+    assert not isinstance(initial, str)
+    program = interpret_program(ops, AARCH64, initial.rows[0].rules, quirks=quirks)
+    assert not isinstance(program, str)
+    starts = sorted({b for b, _ in translation.rows} | {row.begin for row in program.rows})
+
+    def at(rows: list[tuple[int, object]], pc: int) -> object:
+        return [rule for begin, rule in rows if begin <= pc][-1]
+
+    def from_translator(state: RowState[int]) -> tuple[tuple[int, int], tuple[int, int]]:
+        fp = (RegKind.AT_CFA, state.fp_offset) if state.fp_loc == LOC_STACK else (RegKind.SAME, 0)
+        ra = (RegKind.AT_CFA, state.ra_offset) if state.ra_loc == LOC_STACK else (RegKind.SAME, 0)
+        return fp, ra
+
+    theirs = [(b, from_translator(state)) for b, state in translation.rows]
+    ours = [
+        (
+            row.begin,
+            ((row.rules.fp_kind, row.rules.fp_offset), (row.rules.ra_kind, row.rules.ra_offset)),
+        )
+        for row in program.rows
+    ]
+    return [at(theirs, pc) for pc in starts], [at(ours, pc) for pc in starts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_RESTORE_PIECES), max_size=16))
+def test_gas_restore_rule_is_the_translators(pieces: list[bytes]) -> None:
+    """Read with GNU as' .cfi_restore, the DWARF interpreter gives the FP and RA rules the
+    translator writes into SFrame rows, at every row (one rule: translator.restore_source)."""
+    translated, interpreted = _fp_ra_at_each_row(b"".join(pieces), Quirk.RESTORE_TO_FIRST_ROW)
+    assert translated == interpreted
+
+
+def test_gas_restore_rule_differs_from_dwarfs() -> None:
+    """The same program read with DWARF's DW_CFA_restore (the CIE's rule) differs, so the
+    property above tells the two rules apart: x29 saved before the first row, restored after."""
+    code = b"\x0e\x20\x9d\x04\x9e\x03\x41\xdd\x41"
+    translated, dwarf = _fp_ra_at_each_row(code, Quirk.NONE)
+    assert translated != dwarf
+    assert translated == _fp_ra_at_each_row(code, Quirk.RESTORE_TO_FIRST_ROW)[1]
+
+
 def test_expression_evaluation() -> None:
     plt = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
     assert reads_pc(plt, 16) and not reads_pc(plt, None)
@@ -318,6 +381,71 @@ def test_bulk_rows_across_chunks() -> None:
     assert len(bulk) == len(programs) and not bulk.problems
     last = bulk.rows_of(len(programs) - 1)
     assert last[1][1].cfa_offset == 16 + len(programs) - 1
+
+
+#: The instructions the DWARF interpreter's bulk path handles, as its documentation lists them
+#: (and DW_CFA_AARCH64_negate_ra_state on AArch64), with LEB128 operands of up to 4 bytes.
+INTERPRETER_BULK = {
+    ops.DW_CFA_nop,
+    *range(ops.DW_CFA_advance_loc, 0x100),  # advance_loc, offset, restore: all 64 of each
+    ops.DW_CFA_advance_loc1,
+    ops.DW_CFA_advance_loc2,
+    ops.DW_CFA_advance_loc4,
+    ops.DW_CFA_def_cfa,
+    ops.DW_CFA_def_cfa_sf,
+    ops.DW_CFA_def_cfa_register,
+    ops.DW_CFA_def_cfa_offset,
+    ops.DW_CFA_def_cfa_offset_sf,
+    ops.DW_CFA_offset_extended,
+    ops.DW_CFA_offset_extended_sf,
+    ops.DW_CFA_val_offset,
+    ops.DW_CFA_val_offset_sf,
+    ops.DW_CFA_register,
+    ops.DW_CFA_restore_extended,
+    ops.DW_CFA_undefined,
+    ops.DW_CFA_same_value,
+    ops.DW_CFA_GNU_args_size,
+}
+
+
+@pytest.mark.parametrize("cfi_abi", [AMD64, AARCH64], ids=["amd64", "aarch64"])
+def test_bulk_instruction_lengths_are_the_declared_ones(cfi_abi: CfiAbi) -> None:
+    """Every opcode byte, in an instruction laid out as the one operand table
+    (ops.CFA_INSTRUCTIONS) declares it, then an advance and a CFA offset: the bulk path handles
+    exactly the instructions it lists, and walks them to the rows the per-program interpreter
+    gives (a wrong length would read an operand as the next instruction)."""
+    rng = random.Random(13)
+    cie = _cie()
+    handled = INTERPRETER_BULK | ({ops.DW_CFA_GNU_window_save} if cfi_abi.aarch64 else set())
+    programs, expected = [], []
+    for opcode in range(256):
+        if (opcode & ops.HIGH_2_BITS or opcode) in ops.CFA_INSTRUCTIONS:
+            for leb_bytes in (1, 2, 4, 5):
+                programs.append(cfa_instruction(opcode, rng, leb_bytes) + b"\x41\x0e\x10\x41")
+                operands = ops.CFA_INSTRUCTIONS[opcode & ops.HIGH_2_BITS or opcode][1]
+                has_leb = ops.Operand.ULEB in operands or ops.Operand.SLEB in operands
+                expected.append(opcode in handled and (leb_bytes < 5 or not has_leb))
+    lengths = np.array([len(program) for program in programs], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    buf = np.frombuffer(b"".join(programs) + bytes(PAD), dtype=np.uint8)
+    initial = RuleColumns.of([NO_RULES._replace(cfa_kind=CfaKind.REG, cfa_reg=SP, cfa_offset=8)])
+    count = len(programs)
+    found = interpret_programs(
+        buf, ends - lengths, ends, np.ones(count, dtype=np.int64),
+        np.full(count, -8, dtype=np.int64), initial.take(np.zeros(count, dtype=np.int64)),
+        cfi_abi, False,
+    )  # fmt: skip
+    assert found.ok.tolist() == expected
+    for number in np.flatnonzero(found.ok).tolist():
+        program = programs[number]
+        scalar = interpret_program(
+            decode_instructions(program, 0, len(program), cie), cfi_abi, initial.row(0)
+        )
+        assert not isinstance(scalar, str)
+        rows = np.flatnonzero(found.row_program == number).tolist()
+        bulk_rows = [(int(found.row_begin[k]), found.rules.row(k)) for k in rows]
+        assert bulk_rows == [(row.begin, row.rules) for row in scalar.rows], program.hex()
+
 
 def test_no_rules_before_the_cie() -> None:
     assert NO_RULES.cfa_kind == CfaKind.NONE and NO_RULES.fp_kind == RegKind.SAME

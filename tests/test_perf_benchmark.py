@@ -1,5 +1,5 @@
-"""benchmarks/bench_perf_read.py runs in --quick mode (its figures mean nothing then), so that
-it cannot rot unnoticed."""
+"""benchmarks/bench_perf_read.py and bench_perf_symbols.py run in --quick mode (their figures
+mean nothing then), so that they cannot rot unnoticed."""
 
 from __future__ import annotations
 
@@ -8,22 +8,47 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import unavailable
 from perf_support import Unavailable, check_perf
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_perf_read.py"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def test_perf_read_benchmark_runs_quick(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("script", "expected"), [
+    ("bench_perf_read.py", ("CPU time, whole process", "peak resident set")),
+    ("bench_perf_symbols.py", ("CPU time, the symbols alone",)),
+])  # fmt: skip
+def test_perf_benchmarks_run_quick(tmp_path: Path, script: str, expected: tuple[str, ...]) -> None:
     try:
         check_perf()
     except Unavailable as why:
         unavailable(why)
     env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(tmp_path))
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, env=env,
-        timeout=300, check=False,
+        [sys.executable, str(BENCHMARKS / script), "--quick"], capture_output=True, text=True,
+        env=env, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert "CPU time, whole process" in done.stdout and "peak resident set" in done.stdout
+    assert all(text in done.stdout for text in expected), done.stdout
+
+
+def test_perf_benchmark_runs_quick(tmp_path: Path) -> None:
+    """benchmarks/bench_perf.py: the three workloads recorded small, every command timed,
+    the walk rate and the agreement with perf script printed."""
+    try:
+        check_perf()
+    except Unavailable as why:
+        unavailable(why)
+    env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_perf.py"), "--quick"], capture_output=True,
+        text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    for workload in ("c", "c++", "python"):
+        assert f"== {workload}: " in done.stdout
+    assert done.stdout.count("CPU ratio") == 6 and done.stdout.count("agreement over") == 3

@@ -21,11 +21,20 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def _format_namespace() -> dict[str, object]:
-    """Every name defined at the top of a module of pysframe.format and pysframe.errors: the
-    names annotations may use (some only under TYPE_CHECKING in their own module)."""
+    """Every name defined at the top of a module of the packages the exports come from (and
+    pysframe.errors): the names annotations may use (some only under TYPE_CHECKING in their
+    own module)."""
+    import pysframe.elf
+    import pysframe.generate
+    import pysframe.sources
+    import pysframe.unwind
+
     names: dict[str, object] = {}
     modules = ["pysframe.errors"] + [
-        f"pysframe.format.{m.name}" for m in pkgutil.iter_modules(pysframe.format.__path__)
+        f"{package.__name__}.{m.name}"
+        for package in (pysframe.format, pysframe.elf, pysframe.sources, pysframe.generate,
+                        pysframe.unwind)
+        for m in pkgutil.iter_modules(package.__path__)
     ]
     for name in modules:
         module = importlib.import_module(name)
@@ -68,8 +77,9 @@ def _hints(owner: object, namespace: dict[str, object]) -> dict[str, object]:
 def _types_used_by(cls: type, namespace: dict[str, object]) -> set[type]:
     used: set[type] = set()
     for _, member in _members(cls):
-        for hint in _hints(member, namespace).values():
-            used.update(_classes_in(hint))
+        for parameter, hint in _hints(member, namespace).items():
+            if not parameter.startswith("_"):  # a private field's parameter is no API
+                used.update(_classes_in(hint))
     if dataclasses.is_dataclass(cls):
         hints = _hints(cls, namespace)
         for field in dataclasses.fields(cls):

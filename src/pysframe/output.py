@@ -17,6 +17,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from typing import BinaryIO
 
 from .errors import OutputError
 
@@ -84,11 +85,7 @@ def write_file(
     except OSError as error:  # no such directory, no permission: the error names the output
         raise OutputError(error.strerror or str(error), path=path) from None
     try:
-        with os.fdopen(descriptor, "wb") as out:
-            for chunk in data:  # the producer's own errors pass through as they are
-                _written(path, out.write, chunk)
-            _written(path, out.flush)
-            _written(path, os.fsync, out.fileno())
+        _write_all(path, os.fdopen(descriptor, "wb"), data, sync=True)
         _written(path, os.chmod, temporary, mode)
         _written(path, os.replace, temporary, target)
     except BaseException:
@@ -104,10 +101,27 @@ def _write_stream(path: str, data: Iterable[bytes | bytearray | memoryview]) -> 
         out = open(path, "wb")  # noqa: SIM115  (closed below; open errors name the output)
     except OSError as error:
         raise OutputError(error.strerror or str(error), path=path) from None
-    with out:
-        for chunk in data:
+    _write_all(path, out, data, sync=False)
+
+
+def _write_all(
+    path: str, out: BinaryIO, data: Iterable[bytes | bytearray | memoryview], *, sync: bool
+) -> None:
+    """Write ``data`` to ``out`` (the open output ``path``), flush it (``sync``: to the disk)
+    and close it.  After a failed write, closing flushes the buffer again and fails again
+    (ENOSPC, EFBIG): that second error is dropped, so that the first, which names the output,
+    is the one raised."""
+    try:
+        for chunk in data:  # the producer's own errors pass through as they are
             _written(path, out.write, chunk)
         _written(path, out.flush)
+        if sync:
+            _written(path, os.fsync, out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            out.close()
+        raise
+    _written(path, out.close)
 
 
 def _written(path: str, action: Callable[..., object], *args: object) -> None:

@@ -300,10 +300,13 @@ def _lowering_for_table(
     table_end = header.phoff + header.phnum * header.phentsize
     if first.offset or table_end > first.filesz:
         return 0
-    contents = [
-        s.offset for s in _section_headers(image)[1:] if s.type != SHT_NOBITS and s.size
-    ] + [s.offset for s in image.segments() if s.filesz and s.type not in (PT_LOAD, PT_PHDR)]
+    headers = _section_headers(image)
+    contents = [s.offset for s in headers[1:] if s.type != SHT_NOBITS and s.size] + [
+        s.offset for s in image.segments() if s.filesz and s.type not in (PT_LOAD, PT_PHDR)
+    ]
     first_content = min([c for c in contents if c >= table_end] or [first.filesz])
+    if len(headers) <= 1:  # no section headers: what no program header describes may follow
+        first_content = table_end
     shift = _align(max(0, header.phoff + table_size - first_content), page)
     return shift if 0 < shift <= first.vaddr else 0
 
@@ -356,13 +359,27 @@ def _room_for_table(
     shdr_end = header.shoff + header.shnum * header.shentsize
     if header.shnum and header.shoff < new_end and old_end < shdr_end:
         raise _NoRoom("the program header table cannot grow: the section header table follows it")
-    sections = [s for s in _section_headers(image)[1:] if s.type != SHT_NOBITS and s.size]
-    in_way = [s for s in sections if s.offset < new_end and old_end < s.offset + s.size]
+    headers = _section_headers(image)
+    if len(headers) <= 1:
+        # Stripped section headers (or the null entry only): what follows the table (.gnu.hash,
+        # .dynsym, ...: no program header describes them) is not known, so nothing may grow
+        # over it.
+        raise _NoRoom("the program header table cannot grow: no section headers tell what "
+                      "follows it")  # fmt: skip
+    sections = [s for s in headers[1:] if s.type != SHT_NOBITS and s.size]
+    # What the table would grow over: sections, and the contents of segments (PT_INTERP,
+    # PT_NOTE, ...) whether or not a section describes them.
+    contents = [(s.offset, s.offset + s.size) for s in sections] + [
+        (s.offset, s.offset + s.filesz)
+        for s in segments
+        if s.type not in (PT_LOAD, PT_PHDR) and s.filesz
+    ]
+    in_way = [(low, high) for low, high in contents if low < new_end and old_end < high]
     if not in_way:
         return None
-    start, end = min(s.offset for s in in_way), max(s.offset + s.size for s in in_way)
+    start, end = min(low for low, _ in in_way), max(high for _, high in in_way)
     if start < old_end:
-        raise _NoRoom("a section overlaps the program header table")
+        raise _NoRoom("a section or segment overlaps the program header table")
     # The block is every section inside [start, end), grown until no section straddles its
     # end, nor a note or interpreter segment (which moves whole, with all it describes).
     movable_segments = [
@@ -428,7 +445,7 @@ def new_section_address(image: ElfImage) -> int:
         # Not injectable: the section describes the file all the same, at the first page
         # above its segments (where a new segment would go).
         loads = image.load_segments()
-        return _align(max(s.vaddr + s.memsz for s in loads), 0x1000)
+        return _address_checked(image, _align(max(s.vaddr + s.memsz for s in loads), 0x1000))
 
 
 def inject_sframe(
@@ -519,6 +536,15 @@ def _inject(
     out += sframe
 
     if moved is not None:
+        # Symbols are patched where they are: a table running past the end of the file would
+        # reach into the bytes appended to it (the moved block, the SFrame data).
+        for section in headers:
+            if (
+                section.type in (SHT_SYMTAB, SHT_DYNSYM)
+                and not section.flags & SHF_COMPRESSED
+                and section.offset + section.size > len(data)
+            ):
+                raise ElfError("runs past the end of the file", section=section.name)
         for index in moved.sections:
             old = headers[index]
             headers[index] = dataclasses.replace(
@@ -579,6 +605,12 @@ def _inject(
     if added and names_known:
         names_hdr = headers[header.shstrndx]
         names = bytes(out[names_hdr.offset : names_hdr.offset + names_hdr.size])
+        if any(h.name_offset >= len(names) for h in headers):
+            # A name appended at an sh_name past the table's end would become that section's.
+            raise ElfError(
+                f"the section-name table ({len(names)} bytes) does not hold every section's "
+                "name: a name added to it would rename a section"
+            )
         for section in added:
             headers.append(dataclasses.replace(section, name_offset=len(names)))
             names += section.name.encode() + b"\0"
@@ -592,7 +624,8 @@ def _inject(
             out += section.pack(bits, big_endian)
         shnum = len(headers)
     else:
-        shoff, shnum = header.shoff + (plan.file_shift if header.shnum else 0), header.shnum
+        # The table moves with the bytes after it; e_shoff 0 says there is none (gABI).
+        shoff, shnum = header.shoff + (plan.file_shift if header.shoff else 0), header.shnum
     new_header = dataclasses.replace(header, shoff=shoff, phnum=len(table), shnum=shnum)
     out[: len(new_header.pack())] = new_header.pack()
     return out

@@ -113,7 +113,7 @@ class ElfSection:
 
     def pack(self, bits: int, big_endian: bool) -> bytes:
         """The section header as the file stores it (class ``bits``, byte order)."""
-        return shdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in SHDR_NAMES))
+        return _packed(shdr_struct(bits, big_endian), "section header", self, SHDR_NAMES, bits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +134,29 @@ class ElfSegment:
 
     def pack(self, bits: int, big_endian: bool) -> bytes:
         """The program header as the file stores it (class ``bits``, byte order)."""
-        return phdr_struct(bits, big_endian).pack(*(getattr(self, n) for n in PHDR_NAMES[bits]))
+        layout = phdr_struct(bits, big_endian)
+        return _packed(layout, "program header", self, PHDR_NAMES[bits], bits)
+
+
+def _packed(
+    layout: struct.Struct,
+    what: str,
+    header: ElfSection | ElfSegment,
+    names: tuple[str, ...],
+    bits: int,
+) -> bytes:
+    """``header``'s fields ``names`` packed by ``layout``; ElfError naming the field when one
+    does not fit it (an address moved past the end of the ELF class's address space)."""
+    values = [getattr(header, name) for name in names]
+    try:
+        return layout.pack(*values)
+    except struct.error:
+        for name, value, code in zip(names, values, layout.format.lstrip("<>"), strict=True):
+            if not 0 <= value < 1 << (8 * struct.calcsize(code)):
+                raise ElfError(
+                    f"the {what}'s {name} {value:#x} does not fit an ELFCLASS{bits} field"
+                ) from None
+        raise
 
 
 #: A section header's fields (SHDR_NAMES order) in the order of ElfSection's after its index
@@ -354,6 +376,11 @@ class ElfReader:
         if self._sections is None:
             self._sections = list(self._read_sections())
         return list(self._sections)
+
+    def has_section_headers(self) -> bool:
+        """Whether the file has section headers: more than the null entry (gABI, "Sections":
+        index 0 is reserved, so a table of one entry describes no section)."""
+        return len(self.sections()) > 1
 
     def _section_header(self, index: int) -> tuple[int, ...]:
         """The fields of section header ``index`` (SHDR_NAMES order), which must lie in the
@@ -579,7 +606,7 @@ class ElfReader:
         found = self.section(".sframe") or self.section_by_type(SHT_GNU_SFRAME)
         if found is not None:
             return found
-        if self.sections():
+        if self.has_section_headers():
             return None
         seg = self.segment(PT_GNU_SFRAME)
         if seg is None:
@@ -609,7 +636,7 @@ class ElfReader:
         sec = self.section(".note.gnu.build-id")
         if sec is not None and sec.type == SHT_NOTE:
             sources.append(sec.data())
-        elif not self.sections():
+        elif not self.has_section_headers():
             sources.extend(self.segment_data(s) for s in self.segments() if s.type == PT_NOTE)
         for data in sources:
             # A note running past its section ends the search (junk after the build ID).
@@ -617,6 +644,21 @@ class ElfReader:
                 for name, note_type, desc in iter_notes(data, self.big_endian):
                     if name == b"GNU" and note_type == NT_GNU_BUILD_ID:
                         return desc
+        return None
+
+    def build_id_as_perf(self) -> bytes | None:
+        """The build ID as perf reads it (util/symbol-elf.c elf_read_build_id): the
+        NT_GNU_BUILD_ID note of the first section there is of ``.note.gnu.build-id``,
+        ``.notes`` and ``.note`` (the vDSO's), whatever its type."""
+        for name in (".note.gnu.build-id", ".notes", ".note"):
+            sec = self.section(name)
+            if sec is None:
+                continue
+            with suppress(ElfError):
+                for note_name, note_type, desc in iter_notes(sec.data(), self.big_endian):
+                    if note_name == b"GNU" and note_type == NT_GNU_BUILD_ID:
+                        return desc
+            return None
         return None
 
     def debuglink(self) -> tuple[str, int] | None:

@@ -175,6 +175,19 @@ def _read_relocations(
     return out
 
 
+def relocation_symbols(image: ElfReader, rel: ElfSection) -> np.ndarray:
+    """The symbol index of each entry of the REL or RELA section ``rel``, in table order
+    (``r_info`` shifted by :data:`R_INFO_SHIFT`)."""
+    import numpy as np
+
+    bits = image.elfclass
+    dtype = relocation_dtype(bits, image.big_endian, addend=rel.type == SHT_RELA)
+    data = rel.data()
+    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    indexes: np.ndarray = entries["info"].astype(np.uint64) >> np.uint64(R_INFO_SHIFT[bits])
+    return indexes
+
+
 def _symbol_table(
     image: ElfReader, rel: ElfSection, sections: list[ElfSection]
 ) -> tuple[np.ndarray | None, Callable[[int], str]]:
@@ -252,5 +265,6 @@ __all__ = [
     "object_layout",
     "relocated",
     "relocated_at",
+    "relocation_symbols",
     "relocations_for",
 ]

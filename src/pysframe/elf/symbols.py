@@ -4,7 +4,9 @@ A symbol table (``SHT_SYMTAB`` ``.symtab``, ``SHT_DYNSYM`` ``.dynsym``) is an ar
 ``Elf64_Sym`` / ``Elf32_Sym`` entries; it is read here in one piece with numpy rather than
 entry by entry, and only the names of function symbols (``STT_FUNC``, ``STT_GNU_IFUNC``) are
 decoded from the linked string table.  Versioned names (``memcpy@@GLIBC_2.14``) lose their
-version, as gdb records them (``elf_symtab_read``).
+version, as gdb records them (``elf_symtab_read``).  :func:`read_symbol_entries` gives every
+entry of a table as arrays, names with their versions, for readers with rules of their own
+(perf's: :mod:`pysframe.perf.symbols`).
 
 :class:`FunctionSymbols` merges tables (a file's ``.symtab`` and ``.dynsym``, a separate debug
 file's ``.symtab``, MiniDebugInfo's) and answers "which function holds this address" with the
@@ -67,18 +69,23 @@ class SymbolRecord:
 MAX_NAME_BYTES_FACTOR = 4
 
 
-def symbol_name(strings: bytes, at: int) -> str:
+def symbol_name(strings: bytes, at: int, *, versions: bool = False) -> str:
     """The name at ``at`` in a string table, without its version (``@GLIBC_2.2.5``,
-    ``@@GLIBC_2.14``), as gdb records it; it ends at its NUL or at the table's end (BFD ends
-    a table without a final NUL there: ``bfd_elf_get_str_section``); empty past the table's
-    end.  The reference for :func:`symbol_names`."""
+    ``@@GLIBC_2.14``), as gdb records it, unless ``versions`` (as stored, as perf keeps it);
+    it ends at its NUL or at the table's end (BFD ends a table without a final NUL there:
+    ``bfd_elf_get_str_section``); empty past the table's end.  The reference for
+    :func:`symbol_names`."""
     end = strings.find(b"\0", at)
-    raw = strings[at : end if end >= 0 else len(strings)]
-    return raw.decode("utf-8", "replace").split("@", 1)[0]
+    raw = strings[at : end if end >= 0 else len(strings)].decode("utf-8", "replace")
+    return raw if versions else raw.split("@", 1)[0]
 
 
 def symbol_names(
-    strings: bytes, offsets: Sequence[int] | np.ndarray, *, section: str | None = None
+    strings: bytes,
+    offsets: Sequence[int] | np.ndarray,
+    *,
+    section: str | None = None,
+    versions: bool = False,
 ) -> list[str]:
     """:func:`symbol_name` of each offset, in bulk: the table's NULs are found once, so each
     name costs its own bytes, never a search through the rest of the table.  ElfError when the
@@ -100,6 +107,11 @@ def symbol_names(
             f"(more than {limit}): names laid over each other, not read",
             section=section,
         )
+    if versions:
+        return [
+            strings[start:end].decode("utf-8", "replace") if end > start else ""
+            for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+        ]
     return [
         name_between(strings, start, end)
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
@@ -111,6 +123,21 @@ def name_between(strings: bytes, start: int, end: int) -> str:
     return strings[start:end].decode("utf-8", "replace").split("@", 1)[0] if end > start else ""
 
 
+def _table_entries(image: ElfReader, table: str) -> tuple[np.ndarray, bytes] | None:
+    """The entries of ``table`` (:func:`_symbol_table`) read in one piece with numpy, and its
+    string table; None without one.  ElfError when either is unreadable."""
+    import numpy as np
+
+    found = _symbol_table(image, table)
+    if found is None:
+        return None
+    section, strings_section = found
+    dtype = sym_dtype(image.elfclass, image.big_endian)
+    data = section.data()
+    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    return entries, strings_section.data()
+
+
 def read_function_symbols(
     image: ElfReader, table: str, layout: dict[int, int] | None = None
 ) -> list[SymbolRecord]:
@@ -118,22 +145,16 @@ def read_function_symbols(
     if the file has no such table.  ``layout`` (a relocatable object's sections laid out,
     :func:`pysframe.elf.relocation.object_layout`) adds to each symbol's value the address of
     the section it is defined in.  ElfError when the table or its strings are unreadable."""
-    import numpy as np
-
-    found = _symbol_table(image, table)
+    found = _table_entries(image, table)
     if found is None:
         return []
-    section, strings_section = found
-    dtype = sym_dtype(image.elfclass, image.big_endian)
-    data = section.data()
-    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+    entries, strings = found
     kind = entries["info"] & 0xF
     keep = ((kind == STT_FUNC) | (kind == STT_GNU_IFUNC)) & (entries["shndx"] != SHN_UNDEF)
     keep &= entries["name"] != 0
     chosen = entries[keep]
     if not len(chosen):
         return []
-    strings = strings_section.data()
     name_offsets = chosen["name"]
     past = name_offsets >= len(strings)
     if past.any():
@@ -338,6 +359,63 @@ def pick_in_group(
             continue
         return hi, zero
     return -1, zero
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolEntries:
+    """Every entry of one symbol table, in table order, as arrays of the gABI ``Elf64_Sym`` /
+    ``Elf32_Sym`` fields (``st_info`` split into ``binds`` and ``types``, ``st_other`` cut to
+    its visibility); names are decoded on demand (:meth:`names`), versions kept."""
+
+    path: str
+    table: str
+    name_offsets: np.ndarray
+    values: np.ndarray
+    sizes: np.ndarray
+    binds: np.ndarray
+    types: np.ndarray
+    visibility: np.ndarray
+    shndx: np.ndarray
+    strings: bytes
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def names(self, indexes: np.ndarray) -> list[str]:
+        """The names of the entries at ``indexes`` as the table stores them
+        (``memcpy@@GLIBC_2.14``): each to its NUL; empty past the string table's end.
+        ElfError when they add up to too much (:func:`symbol_names`)."""
+        try:
+            return symbol_names(
+                self.strings, self.name_offsets[indexes], section=self.table, versions=True
+            )
+        except ElfError as error:
+            raise error.at(path=self.path) from None
+
+
+def read_symbol_entries(image: ElfReader, table: str) -> SymbolEntries | None:
+    """All the entries of ``table`` (``.symtab`` or ``.dynsym``), for readers that apply
+    rules of their own to them (perf's, :mod:`pysframe.perf.symbols`); None when the file
+    has no such table.  ElfError when the table or its strings are unreadable."""
+    import numpy as np
+
+    found = _table_entries(image, table)
+    if found is None:
+        return None
+    entries, strings = found
+    info = entries["info"].astype(np.uint8)
+    return SymbolEntries(
+        image.path,
+        table,
+        entries["name"].astype(np.int64),
+        entries["value"].astype(np.uint64),
+        entries["size"].astype(np.uint64),
+        info >> 4,
+        info & 0xF,
+        entries["other"].astype(np.uint8) & 0x3,
+        entries["shndx"].astype(np.int64),
+        strings,
+    )
 
 
 class FunctionSymbols:
@@ -585,6 +663,7 @@ __all__ = [
     "FunctionEntries",
     "FunctionSymbols",
     "LazyFunctionSymbols",
+    "SymbolEntries",
     "SymbolRecord",
     "SymbolTable",
     "check_name_bytes",
@@ -594,6 +673,7 @@ __all__ = [
     "pick_in_group",
     "read_function_entries",
     "read_function_symbols",
+    "read_symbol_entries",
     "symbol_name",
     "symbol_names",
 ]

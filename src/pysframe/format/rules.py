@@ -19,7 +19,9 @@ The bit fields of info bytes and control words are read and composed by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import EncodeError, InvalidFieldError
 from .constants import (
@@ -334,24 +336,43 @@ def _encode_flex(ctx: RowContext, cfa: CfaRule, fp: RegRule, ra: RegRule) -> tup
     return tuple(words)
 
 
+_FLEX_CONTROL_POSITIONS = {2: (0,), 4: (0, 2), 5: (0, 3), 6: (0, 2, 4)}
+
+
 def flex_control_positions(count: int) -> tuple[int, ...]:
     """Which of a FLEX row's ``count`` words are control words (docs/format.md, "FLEX FDEs")."""
-    return {2: (0,), 4: (0, 2), 5: (0, 3), 6: (0, 2, 4)}.get(count, (0,) if count else ())
+    return _FLEX_CONTROL_POSITIONS.get(count, (0,) if count else ())
+
+
+#: Per data-word size, smallest first: (size, smallest signed word, one past the largest signed
+#: word, one past the largest unsigned word).
+_WORD_RANGES = tuple(
+    (size, -(1 << (8 * size.size - 1)), 1 << (8 * size.size - 1), 1 << (8 * size.size))
+    for size in WordSize
+)
 
 
 def word_size_for(words: tuple[int, ...], unsigned: tuple[int, ...] = ()) -> WordSize:
-    """Smallest data-word size holding every word, as GNU as chooses it.
+    """Smallest data-word size holding every word.
 
     Offsets must fit as signed integers; the words at positions ``unsigned`` (FLEX control
-    words) as unsigned ones (gas' sframe_get_fre_dataword_size).
+    words) as unsigned ones (gas' sframe_get_fre_dataword_size, which looks at the CFA offset,
+    the offsets of an FP or RA saved on the stack and the control words; the other words, cut
+    to its size in gas, are held here too).
     """
-    for size in WordSize:
-        bits = 8 * size.size
-        if all(
-            (0 <= word < (1 << bits))
-            if position in unsigned
-            else (-(1 << (bits - 1)) <= word < (1 << (bits - 1)))
-            for position, word in enumerate(words)
+    offsets: Sequence[int] = words
+    control_low = control_high = 0
+    if unsigned:
+        controls = [words[k] for k in unsigned if k < len(words)]
+        offsets = [word for k, word in enumerate(words) if k not in unsigned]
+        control_low, control_high = min(controls, default=0), max(controls, default=0)
+    low, high = min(offsets, default=0), max(offsets, default=0)
+    for size, smallest, signed_end, unsigned_end in _WORD_RANGES:
+        if (
+            smallest <= low
+            and high < signed_end
+            and control_low >= 0
+            and control_high < unsigned_end
         ):
             return size
     raise EncodeError(f"data words {words} do not fit 32 bits")
@@ -361,3 +382,25 @@ def stored_words(words: tuple[int, ...], size: WordSize) -> tuple[int, ...]:
     """The words as a row holds them: signed integers of ``size`` (control words wrap)."""
     bits = 8 * size.size
     return tuple(w - (1 << bits) if w >= 1 << (bits - 1) else w for w in words)
+
+
+class EncodedRow(NamedTuple):
+    """A row as an FRE holds it after its start address: the sfre_info byte, the data-word
+    size, and the words as stored (signed integers of that size; control words wrap)."""
+
+    info: int
+    word_size: WordSize
+    words: tuple[int, ...]
+
+
+def encode_row(
+    ctx: RowContext, cfa: CfaRule | None, fp: RegRule, ra: RegRule, mangled_ra: bool = False
+) -> EncodedRow:
+    """The sfre_info byte, word size and stored words of a row with these rules (V2 spec 2.4.1,
+    docs/format.md, "FLEX FDEs"): :func:`encode_rules`, the smallest word size that holds
+    every word (gas ``sframe_get_fre_dataword_size``; FLEX control words unsigned), then the
+    info byte.  Raises EncodeError when the rules have no encoding in ``ctx``."""
+    base, words = encode_rules(ctx, cfa, fp, ra)
+    flex = ctx.fde_type is FdeType.FLEX
+    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
+    return EncodedRow(fre_info(base, len(words), size, mangled_ra), size, stored_words(words, size))

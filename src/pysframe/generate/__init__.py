@@ -1,15 +1,30 @@
-"""SFrame generated from DWARF CFI, with the rules GNU as 2.47 applies (gas/gen-sframe.c).
+"""SFrame generated from DWARF CFI, with the rules GNU as 2.47 applies (gas/gen-sframe.c), and
+the CFI read with DWARF's own semantics to check a section against (``pysframe verify``).
 
 Modules, each with one job:
 
+* :mod:`~pysframe.generate.locate`: where a file's ``.eh_frame`` is (its section header, or
+  ``PT_GNU_EH_FRAME`` when the section headers are stripped);
 * :mod:`~pysframe.generate.cfi`: the CIEs and FDEs of ``.eh_frame`` / ``.debug_frame``;
-* :mod:`~pysframe.generate.ops`: DW_CFA instructions decoded to canonical operations;
-* :mod:`~pysframe.generate.rows`: the row state, the ABI parameters and the FRE encoding of rows;
+* :mod:`~pysframe.generate.ops`: the DW_CFA instructions and their operands, declared once, and
+  their decoding to canonical operations;
+* :mod:`~pysframe.generate.expression`: DWARF expressions of frame rules, reduced to register
+  plus offset (per PC where they read it);
+* :mod:`~pysframe.generate.rows`: the row state, the ABI parameters, and the rules of a row that
+  the format core encodes to FRE bytes;
 * :mod:`~pysframe.generate.translator`: gas' translation rules, one function at a time;
-* :mod:`~pysframe.generate.bulk`: the same rules for the common programs of a whole section, with
+* :mod:`~pysframe.generate.instructions_bulk`: the instructions of many programs at once, with
+  numpy (per-opcode tables from the one operand table, the walk, advance operands);
+* :mod:`~pysframe.generate.bulk`: gas' rules for the common programs of a whole section, with
   numpy;
+* :mod:`~pysframe.generate.fres_bulk`: the FREs of many functions at once, with numpy;
 * :mod:`~pysframe.generate.plt`: the PLT FDEs GNU ld writes;
-* :mod:`~pysframe.generate.driver`: sections from ``.eh_frame`` bytes or ELF files.
+* :mod:`~pysframe.generate.driver`: sections from ``.eh_frame`` bytes or ELF files;
+* :mod:`~pysframe.generate.cfa_rules`: DWARF's rules of one CFA program (DWARF 5 6.4.2), and
+  the ways a producer reads them otherwise (GNU as' quirks);
+* :mod:`~pysframe.generate.interpret_bulk`: the same rows for the common programs of a whole
+  section, with numpy;
+* :mod:`~pysframe.generate.interpret`: the CFI table of a whole section (every FDE's rows).
 
 The public names below are imported on first use, so that importing the package does not load
 numpy or the section reader.

@@ -7,10 +7,9 @@ generation time would go there.  This module applies the same rules (GNU as 2.47
 gas/gen-sframe.c, as :mod:`pysframe.generate.translator` states them) to every distinct
 program of a section at once: the instructions become numpy columns, the register rules in
 effect after each instruction are carried forward with cumulative maxima, and the rows are the
-advances after a state change.  The rows are :class:`~pysframe.generate.rows.RowState` columns;
-each distinct row is checked (:func:`~pysframe.generate.translator.row_problem`) and encoded
-(:func:`~pysframe.generate.rows.encode_row`) once, by the code the per-function path uses, and
-the FREs of every FDE (SFrame V2 spec 2.4) are then written in one pass.
+advances after a state change.  The rows are :class:`~pysframe.generate.rows.RowState` columns,
+from which :mod:`pysframe.generate.fres_bulk` writes the FREs of every FDE in one pass, each
+distinct row checked and encoded once by the code the per-function path uses.
 
 It covers the instructions that make up almost every program: ``advance_loc`` (all sizes),
 ``def_cfa`` and ``def_cfa_register`` with the SP or FP and one-byte operands,
@@ -31,11 +30,23 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import EncodeError
 from ..format.constants import FreType, PcType
-from ..format.layout import FRE_ADDRESS_CODES, byte_order, fde_info, fre_address_size
+from ..format.layout import fde_info
 from .cfi import Cie, FdeSpan
+from .fres_bulk import RowBytes, encode_rows, fre_types_for_sizes, function_rows, write_fres
+from .instructions_bulk import (
+    NOT_HANDLED,
+    BoolArray,
+    ByteArray,
+    Column,
+    IntArray,
+    advance_deltas,
+    instruction_positions,
+    operand_tables,
+)
 from .ops import (
+    HIGH_2_BITS,
+    LOW_6_BITS,
     DW_CFA_advance_loc,
     DW_CFA_advance_loc1,
     DW_CFA_advance_loc2,
@@ -56,26 +67,13 @@ from .rows import (
     FunctionEncoder,
     GeneratedFunction,
     RowState,
+    row_at,
 )
-from .translator import row_problem
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-ByteArray = npt.NDArray[np.uint8]
-#: A column of row fields: int64 (registers, offsets, locations) or bool (flags).
-Column = npt.NDArray[Any]
 
 #: Zero bytes after the section so operands can be read past a truncated last record.
 PAD = 8
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
-#: Row starts and function sizes are combined with the program number in one int64 key.
-_KEY_SHIFT = 33
-#: DW_CFA_advance_loc, DW_CFA_offset and DW_CFA_restore keep an operand in the low 6 bits.
-_HIGH_OPCODE = 0xC0
-_LOW_OPERAND = 0x40
-#: First sizes each FRE type cannot describe, but the last (libsframe sframe_calc_fre_type).
-_FRE_TYPE_LIMITS = np.array([fre_type.limit for fre_type in FreType][:-1], dtype=np.int64)
 
 
 class Start(NamedTuple):
@@ -153,28 +151,29 @@ def _take(state: RowState[Column], index: IntArray) -> RowState[Column]:
     return RowState._make(column[index] for column in state)
 
 
-def row_at(rows: RowState[Column], index: int) -> RowState[int]:
-    """One row of the columns, as the per-function translator holds it."""
-    return RowState._make(column[index].item() for column in rows)
+#: The instructions this path handles; a program with another goes to the per-function path.
+_HANDLED = (
+    DW_CFA_nop,
+    DW_CFA_advance_loc,
+    DW_CFA_advance_loc1,
+    DW_CFA_advance_loc2,
+    DW_CFA_advance_loc4,
+    DW_CFA_def_cfa,
+    DW_CFA_def_cfa_register,
+    DW_CFA_def_cfa_offset,
+    DW_CFA_offset,
+)
 
 
 def _length_tables() -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
-    """Per opcode byte: the length of the handled instruction with one-byte operands (0 for
-    unhandled ones), and whether its operand is a ULEB128 that can be longer."""
-    length = np.zeros(256, dtype=np.int8)
-    length[DW_CFA_advance_loc : DW_CFA_advance_loc + _LOW_OPERAND] = 1
-    length[DW_CFA_offset : DW_CFA_offset + _LOW_OPERAND] = 2  # ULEB128 offset
-    length[DW_CFA_def_cfa_offset] = 2
-    length[DW_CFA_def_cfa] = 3
-    length[DW_CFA_def_cfa_register] = 2
-    length[DW_CFA_advance_loc1] = 2
-    length[DW_CFA_advance_loc2] = 3
-    length[DW_CFA_advance_loc4] = 5
-    length[DW_CFA_nop] = 1
-    uleb = np.zeros(256, dtype=bool)
-    uleb[DW_CFA_offset : DW_CFA_offset + _LOW_OPERAND] = True
-    uleb[DW_CFA_def_cfa_offset] = True
-    return length, uleb
+    """Per opcode byte: the length of the handled instruction with one-byte LEB128 operands (0
+    for unhandled ones), and whether it has an offset, one ULEB128 operand that can be longer
+    (DW_CFA_offset, DW_CFA_def_cfa_offset; registers are read as one byte)."""
+    lebs, fixed = operand_tables(_HANDLED)
+    length = np.where(lebs == NOT_HANDLED, 0, fixed + lebs).astype(np.int8)
+    uleb_offset = lebs == 1
+    uleb_offset[DW_CFA_def_cfa_register] = False
+    return length, uleb_offset
 
 
 _LENGTH, _ULEB_OPERAND = _length_tables()
@@ -186,7 +185,7 @@ def instruction_lengths(buf: ByteArray) -> npt.NDArray[np.int8]:
     n = len(buf) - PAD
     op = buf[:n]
     lengths = _LENGTH[op]
-    # ULEB128 operands of 2-4 bytes; longer ones go to the general path.
+    # ULEB128 offsets of 2-4 bytes; longer ones go to the general path.
     at = np.flatnonzero((buf[1 : n + 1] >= 0x80) & _ULEB_OPERAND[op])
     c2 = buf[at + 2] >= 0x80
     c3 = c2 & (buf[at + 3] >= 0x80)
@@ -201,51 +200,118 @@ def instruction_lengths(buf: ByteArray) -> npt.NDArray[np.int8]:
     return lengths
 
 
-def instruction_positions(
-    lengths: npt.NDArray[np.int8], starts: IntArray, ends: IntArray, ok: BoolArray
-) -> tuple[IntArray, IntArray]:
-    """(position, program) of every instruction, grouped by program in program order (the
-    generator's and the verifier's bulk paths both walk their programs with it).
+class _Walk:
+    """The instructions of the programs, in program order, with the per-program carries and
+    sums the rule columns are built from."""
 
-    Walks all programs together, one instruction per step: at most as many steps as the
-    longest program has bytes.  A program with an unhandled or truncated instruction is marked
-    in ``ok``.  Programs must not overlap and must be in section order (FDE bodies are)."""
-    if len(starts) > 1 and not (starts[1:] >= ends[:-1]).all():
-        ok[:] = False  # overlapping programs (malformed CIE pointers): general path
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    cur = starts.copy()
-    prog = np.arange(len(starts), dtype=np.int32)
-    end = ends.copy()
-    is_start = np.zeros(len(lengths) + 1, dtype=bool)
-    program_at = np.empty(len(lengths) + 1, dtype=np.int32)
-    while True:
-        live = cur < end
-        if not live.all():
-            cur, prog, end = cur[live], prog[live], end[live]
-        if not len(cur):
-            break
-        step = lengths[cur]
-        nxt = cur + step
-        broken = (step <= 0) | (nxt > end)
-        if broken.any():
-            ok[prog[broken]] = False
-            keep = ~broken
-            cur, prog, end, nxt = cur[keep], prog[keep], end[keep], nxt[keep]
-        is_start[cur] = True
-        program_at[cur] = prog
-        cur = nxt
-    pos = np.flatnonzero(is_start)
-    prg = program_at[pos].astype(np.int64)
-    keep = ok[prg]
-    return pos[keep], prg[keep]
+    __slots__ = ("bounds", "first", "index", "is_first", "pos", "prg")
+
+    def __init__(self, pos: IntArray, prg: IntArray, count: int) -> None:
+        #: Per instruction: where it is in the buffer, and its program.
+        self.pos = pos
+        self.prg = prg
+        self.index = np.arange(len(pos), dtype=np.int64)
+        #: Program i's instructions are [bounds[i], bounds[i + 1]).
+        self.bounds = np.searchsorted(prg, np.arange(count + 1)).astype(np.int64)
+        #: Per instruction: the number of its program's first instruction.
+        self.first = self.bounds[prg]
+        self.is_first = self.index == self.first
+
+    def per_op(self, initial: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """A per-program start column for each instruction (one value when all agree)."""
+        if len(initial) and (initial == initial[0]).all():
+            return initial[:1]
+        return initial[self.prg]
+
+    def last(self, mask: BoolArray) -> IntArray:
+        """Per instruction: the number of the last instruction at or before it with ``mask``
+        set, in any program (-1: none); it is in the same program when at least ``first``."""
+        return np.maximum.accumulate(np.where(mask, self.index, -1))
+
+    def carried(self, mask: BoolArray, values: IntArray, initial: IntArray) -> IntArray:
+        """The value after each instruction: the last one set in the program, or initial."""
+        last = self.last(mask)
+        return np.where(last >= self.first, values[np.maximum(last, 0)], self.per_op(initial))
+
+    def count_before(self, mask: BoolArray) -> IntArray:
+        """How many earlier instructions of the same program have ``mask`` set."""
+        total: IntArray = np.cumsum(mask) - mask
+        return total - total[self.first]
+
+    def sums(self, mask: BoolArray) -> IntArray:
+        """Per program: how many of its instructions have ``mask`` set."""
+        total = np.zeros(len(mask) + 1, dtype=np.int64)
+        np.cumsum(mask, out=total[1:])
+        return total[self.bounds[1:]] - total[self.bounds[:-1]]
 
 
-def _segment_sums(mask: npt.NDArray[np.bool_], bounds: IntArray) -> IntArray:
-    """Per program: how many of its instructions have ``mask`` set."""
-    total = np.zeros(len(mask) + 1, dtype=np.int64)
-    np.cumsum(mask, out=total[1:])
-    return total[bounds[1:]] - total[bounds[:-1]]
+class _Instructions(NamedTuple):
+    """What each instruction is and its operands (DWARF 5 6.4.2), one element per instruction."""
+
+    is_advance: BoolArray
+    is_def_cfa: BoolArray
+    is_def_register: BoolArray
+    is_def_offset: BoolArray
+    is_offset: BoolArray
+    #: DW_CFA_offset of the FP, of the RA.
+    is_fp: BoolArray
+    is_ra: BoolArray
+    #: Bytes an advance moves (times the code alignment factor).
+    delta: IntArray
+    #: The register of DW_CFA_offset, DW_CFA_def_cfa and DW_CFA_def_cfa_register.
+    reg: IntArray
+    #: The offset of DW_CFA_offset (times the data alignment factor), DW_CFA_def_cfa and
+    #: DW_CFA_def_cfa_offset.
+    value: IntArray
+
+
+def _decode(
+    buf: ByteArray,
+    walk: _Walk,
+    code_alignment: IntArray,
+    data_alignment: IntArray,
+    params: AbiParams,
+    big_endian: bool,
+) -> _Instructions:
+    """The instructions' kinds and operands: one-byte forms in bulk, the longer ULEB128 offsets
+    on their own (:func:`instruction_lengths` lets no other long operand through)."""
+    pos, prg = walk.pos, walk.prg
+    op = buf[pos]
+    b1 = buf[pos + 1]
+    high = op & HIGH_2_BITS
+    is_offset = high == DW_CFA_offset
+    is_def_cfa = op == DW_CFA_def_cfa
+    is_def_offset = op == DW_CFA_def_cfa_offset
+    is_advance = high == DW_CFA_advance_loc
+    is_advance |= (op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4)
+    delta = advance_deltas(buf, pos, op, big_endian)
+    if (code_alignment != 1).any():
+        delta *= code_alignment[prg]
+    value = (b1 & 0x7F).astype(np.int64)
+    long = np.flatnonzero((b1 >= 0x80) & (is_offset | is_def_offset))
+    if len(long):
+        at = pos[long] + 1
+        more = np.ones(len(long), dtype=bool)
+        for k in range(1, 4):
+            more &= buf[at + k - 1] >= 0x80
+            value[long] |= np.where(more, buf[at + k] & 0x7F, 0).astype(np.int64) << (7 * k)
+    at = np.flatnonzero(is_offset)
+    value[at] *= data_alignment[prg[at]]
+    at = np.flatnonzero(is_def_cfa)
+    value[at] = buf[pos[at] + 2]
+    reg = np.where(is_offset, op & LOW_6_BITS, b1).astype(np.int64)
+    return _Instructions(
+        is_advance,
+        is_def_cfa,
+        op == DW_CFA_def_cfa_register,
+        is_def_offset,
+        is_offset,
+        is_offset & (reg == params.fp),
+        is_offset & (reg == params.ra),
+        delta,
+        reg,
+        value,
+    )
 
 
 def interpret(
@@ -265,148 +331,145 @@ def interpret(
     Programs must not overlap and must be in section order."""
     count = len(starts)
     ok = np.ones(count, dtype=bool)
-    pos, prg = instruction_positions(lengths, starts, ends, ok)
-    n = len(pos)
-    idx = np.arange(n, dtype=np.int64)
-    bounds = np.searchsorted(prg, np.arange(count + 1)).astype(np.int64)
-    first = bounds[prg]
-    is_first = idx == first
-
-    # Operands (DWARF 5 6.4.2): one-byte forms in bulk, the longer ones on their own.
-    op = buf[pos]
-    b1 = buf[pos + 1]
-    high = op & _HIGH_OPCODE
-    is_offset = high == DW_CFA_offset
-    is_def_cfa = op == DW_CFA_def_cfa
-    is_def_register = op == DW_CFA_def_cfa_register
-    is_def_offset = op == DW_CFA_def_cfa_offset
-    is_advance = high == DW_CFA_advance_loc
-    delta = np.where(is_advance, op & (_LOW_OPERAND - 1), 0).astype(np.int64)
-    wide = np.flatnonzero((op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4))
-    if len(wide):
-        is_advance[wide] = True
-        size = 1 << (op[wide].astype(np.int64) - DW_CFA_advance_loc1)
-        at = pos[wide] + 1
-        raw = np.zeros(len(wide), dtype=np.int64)
-        for k in range(4):
-            byte = np.where(k < size, buf[at + k], 0).astype(np.int64)
-            shift = np.where(big_endian, 8 * (size - 1 - k), 8 * k)
-            raw |= byte << np.maximum(shift, 0)
-        delta[wide] = raw
-    if (code_alignment != 1).any():
-        delta *= code_alignment[prg]
-    value = (b1 & 0x7F).astype(np.int64)
-    long = np.flatnonzero((b1 >= 0x80) & (is_offset | is_def_offset))
-    if len(long):
-        at = pos[long] + 1
-        more = np.ones(len(long), dtype=bool)
-        for k in range(1, 4):
-            more &= buf[at + k - 1] >= 0x80
-            value[long] |= np.where(more, buf[at + k] & 0x7F, 0).astype(np.int64) << (7 * k)
-    at = np.flatnonzero(is_offset)
-    value[at] *= data_alignment[prg[at]]
-    at = np.flatnonzero(is_def_cfa)
-    value[at] = buf[pos[at] + 2]
-    reg = np.where(is_offset, op & (_LOW_OPERAND - 1), b1).astype(np.int64)
-
-    def per_op(initial: npt.NDArray[np.int64 | np.bool_]) -> npt.NDArray[np.int64 | np.bool_]:
-        """A per-program start column for each instruction (one value when all agree)."""
-        if len(initial) and (initial == initial[0]).all():
-            return initial[:1]
-        return initial[prg]
-
-    def carried(mask: BoolArray, values: IntArray, initial: IntArray) -> IntArray:
-        """The value after each instruction: the last one set in the program, or initial."""
-        last = np.maximum.accumulate(np.where(mask, idx, -1))
-        return np.where(last >= first, values[np.maximum(last, 0)], per_op(initial))
-
-    def count_before(mask: BoolArray) -> IntArray:
-        """How many earlier instructions of the same program have ``mask`` set."""
-        total: IntArray = np.cumsum(mask) - mask
-        return total - total[first]
-
-    effective = is_advance & (delta > 0)
-    has_row = per_op(start.has_row) | (count_before(effective | is_def_cfa) > 0)
-    sets_cfa_reg = is_def_cfa | is_def_register
+    walk = _Walk(*instruction_positions(lengths, starts, ends, ok), count)
+    ins = _decode(buf, walk, code_alignment, data_alignment, params, big_endian)
     initial = _tracked(start.state)
-    cfa_reg = carried(sets_cfa_reg, reg, initial.cfa_reg)
-    cfa_reg_before = np.where(is_first, per_op(initial.cfa_reg), np.roll(cfa_reg, 1))
-    # Cases left to the per-function path (translate_ops).
-    bad = is_def_offset & (~has_row | (cfa_reg_before == REG_INVALID))
-    bad |= (is_offset | is_def_register) & ~has_row
-    bad |= sets_cfa_reg & (reg != params.sp) & (reg != params.fp)
-    bad |= (is_offset | is_def_offset) & ((value < _INT32_MIN) | (value > _INT32_MAX))
-    is_fp = is_offset & (reg == params.fp)
-    is_ra = is_offset & (reg == params.ra)
-    if not params.ra_tracking:
-        bad |= is_ra & (value != params.cfa_ra_offset)
-    ok[prg[bad]] = False
-
-    cfa_off = carried(is_def_cfa | is_def_offset, value, initial.cfa_offset)
-    fp_last = np.maximum.accumulate(np.where(is_fp, idx, -1))
-    fp_set = fp_last >= first
-    fp_loc = np.where(fp_set, LOC_STACK, per_op(initial.fp_loc))
-    fp_off = np.where(fp_set, value[np.maximum(fp_last, 0)], per_op(initial.fp_offset))
-    ra_last = np.maximum.accumulate(np.where(is_ra, idx, -1))
-    ra_set = ra_last >= first
-    if params.ra_tracking:
-        ra_loc = np.where(ra_set, LOC_STACK, per_op(initial.ra_loc))
-        ra_off = np.where(ra_set, value[np.maximum(ra_last, 0)], per_op(initial.ra_offset))
-    else:
-        ra_loc = np.where(ra_set, LOC_NONE, per_op(initial.ra_loc))
-        ra_off = np.broadcast_to(per_op(initial.ra_offset), (n,))
-    after = _Tracked(cfa_reg, cfa_off, fp_loc, fp_off, ra_loc, ra_off)
-
-    # A row is written at an advance when the state changed since the previous one.
-    dirty = is_def_cfa | is_def_offset | is_def_register | is_fp | is_ra
-    moved = np.where(is_advance, delta, 0)
+    # An advance that moves: a row is written there (when there is one and it changed).
+    effective = ins.is_advance & (ins.delta > 0)
+    has_row = walk.per_op(start.has_row) | (walk.count_before(effective | ins.is_def_cfa) > 0)
+    after = _rules_after(walk, ins, has_row, initial, params, ok)
+    dirty = ins.is_def_cfa | ins.is_def_offset | ins.is_def_register | ins.is_fp | ins.is_ra
+    moved = np.where(ins.is_advance, ins.delta, 0)
     loc = np.cumsum(moved)
-    loc -= (loc - moved)[first]
-    last_advance = np.maximum.accumulate(np.where(effective, idx, -1))
+    loc -= (loc - moved)[walk.first]
+    last_advance = walk.last(effective)
+    at, at_begin, at_state = _rows_at_advances(
+        walk, effective & has_row, dirty, loc, last_advance, after, initial, start.dirty
+    )
+    end_state, end_begin, loc_end = _program_ends(walk, loc, last_advance, after, initial)
+    ok &= loc_end < (1 << 32)
+    end = Start(
+        start.has_row | (walk.sums(effective | ins.is_def_cfa) > 0),
+        start.dirty | (walk.sums(dirty) > 0),
+        _full_state(end_state),
+    )
+    row_program, row_begin, rows = _in_program_order(
+        walk.prg[at], at_begin, at_state, end.has_row, end_begin, end_state, ok
+    )
+    has_advance = walk.sums(ins.is_advance) > 0
+    return Programs(ok, has_advance, end, row_program, row_begin, _full_state(rows))
+
+
+def _rules_after(
+    walk: _Walk,
+    ins: _Instructions,
+    has_row: BoolArray,
+    initial: _Tracked,
+    params: AbiParams,
+    ok: BoolArray,
+) -> _Tracked:
+    """The rules in effect after each instruction.  The programs whose instructions need more
+    than these rules (translate_ops refuses them, or handles them its own way) are marked in
+    ``ok``: the per-function path translates them."""
+    reg, value = ins.reg, ins.value
+    sets_cfa_reg = ins.is_def_cfa | ins.is_def_register
+    cfa_reg = walk.carried(sets_cfa_reg, reg, initial.cfa_reg)
+    cfa_reg_before = np.where(walk.is_first, walk.per_op(initial.cfa_reg), np.roll(cfa_reg, 1))
+    bad = ins.is_def_offset & (~has_row | (cfa_reg_before == REG_INVALID))
+    bad |= (ins.is_offset | ins.is_def_register) & ~has_row
+    bad |= sets_cfa_reg & (reg != params.sp) & (reg != params.fp)
+    bad |= (ins.is_offset | ins.is_def_offset) & ((value < _INT32_MIN) | (value > _INT32_MAX))
+    if not params.ra_tracking:
+        bad |= ins.is_ra & (value != params.cfa_ra_offset)
+    ok[walk.prg[bad]] = False
+
+    cfa_off = walk.carried(ins.is_def_cfa | ins.is_def_offset, value, initial.cfa_offset)
+    fp_last = walk.last(ins.is_fp)
+    fp_set = fp_last >= walk.first
+    fp_loc = np.where(fp_set, LOC_STACK, walk.per_op(initial.fp_loc))
+    fp_off = np.where(fp_set, value[np.maximum(fp_last, 0)], walk.per_op(initial.fp_offset))
+    ra_last = walk.last(ins.is_ra)
+    ra_set = ra_last >= walk.first
+    if params.ra_tracking:
+        ra_loc = np.where(ra_set, LOC_STACK, walk.per_op(initial.ra_loc))
+        ra_off = np.where(ra_set, value[np.maximum(ra_last, 0)], walk.per_op(initial.ra_offset))
+    else:  # the RA at its fixed offset (all this path lets through): not tracked
+        ra_loc = np.where(ra_set, LOC_NONE, walk.per_op(initial.ra_loc))
+        ra_off = np.broadcast_to(walk.per_op(initial.ra_offset), (len(walk.pos),))
+    return _Tracked(cfa_reg, cfa_off, fp_loc, fp_off, ra_loc, ra_off)
+
+
+def _rows_at_advances(
+    walk: _Walk,
+    writes: BoolArray,
+    dirty: BoolArray,
+    loc: IntArray,
+    last_advance: IntArray,
+    after: _Tracked,
+    initial: _Tracked,
+    start_dirty: BoolArray,
+) -> tuple[IntArray, IntArray, list[IntArray]]:
+    """The rows written at advances: at the advances ``writes`` where a rule changed since the
+    previous advance (gas writes a row at each advance after a state change).  Returns those
+    advances, where their rows start (the previous advance's location), and their rules (those
+    in effect before the advance)."""
+    first = walk.first
     previous = np.roll(last_advance, 1)
-    if n:
+    if len(previous):
         previous[0] = -1
     has_previous = previous >= first
     previous = np.maximum(previous, 0)
-    dirty_before = np.cumsum(dirty) - dirty
+    dirty_before: IntArray = np.cumsum(dirty) - dirty
     changed = dirty_before > np.where(has_previous, dirty_before[previous], dirty_before[first])
-    changed |= ~has_previous & per_op(start.dirty)
-    at = np.flatnonzero(effective & has_row & changed)
-    at_prog = prg[at]
+    changed |= ~has_previous & walk.per_op(start_dirty)
+    at = np.flatnonzero(writes & changed)
+    at_prog = walk.prg[at]
     at_begin = np.where(has_previous[at], loc[previous[at]], 0)
-    at_first = is_first[at]
+    at_first = walk.is_first[at]
     at_prev = np.maximum(at - 1, 0)
     at_state = [
         np.where(at_first, start_column[at_prog], column[at_prev])
         for column, start_column in zip(after, initial, strict=True)
     ]
+    return at, at_begin, at_state
 
-    # The last row of each program (always written when there is a row).
+
+def _program_ends(
+    walk: _Walk, loc: IntArray, last_advance: IntArray, after: _Tracked, initial: _Tracked
+) -> tuple[_Tracked, IntArray, IntArray]:
+    """Per program: the rules after its last instruction (its last row's), where that row
+    starts (the last advance that moved), and the location after its last instruction."""
+    bounds = walk.bounds
+    if not len(walk.pos):
+        zeros = np.zeros(len(bounds) - 1, dtype=np.int64)
+        return initial, zeros, zeros
     has_ops = bounds[1:] > bounds[:-1]
     last_op = np.maximum(bounds[1:] - 1, 0)
-    if n:
-        end_state = _Tracked._make(
-            np.where(has_ops, column[last_op], start_column)
-            for column, start_column in zip(after, initial, strict=True)
-        )
-        last_eff = last_advance[last_op]
-        end_begin = np.where(has_ops & (last_eff >= bounds[:-1]), loc[np.maximum(last_eff, 0)], 0)
-        loc_end = np.where(has_ops, loc[last_op], 0)
-    else:
-        end_state = initial
-        end_begin = np.zeros(count, dtype=np.int64)
-        loc_end = end_begin
-    ok &= loc_end < (1 << 32)
-    end_has_row = start.has_row | (_segment_sums(effective | is_def_cfa, bounds) > 0)
-    end_dirty = start.dirty | (_segment_sums(dirty, bounds) > 0)
-    has_advance = _segment_sums(is_advance, bounds) > 0
+    end_state = _Tracked._make(
+        np.where(has_ops, column[last_op], start_column)
+        for column, start_column in zip(after, initial, strict=True)
+    )
+    last_eff = last_advance[last_op]
+    end_begin = np.where(has_ops & (last_eff >= bounds[:-1]), loc[np.maximum(last_eff, 0)], 0)
+    return end_state, end_begin, np.where(has_ops, loc[last_op], 0)
 
-    # Each program's rows, then its last row; programs in order, without the refused ones.
+
+def _in_program_order(
+    at_prog: IntArray,
+    at_begin: IntArray,
+    at_state: list[IntArray],
+    end_has_row: BoolArray,
+    end_begin: IntArray,
+    end_state: _Tracked,
+    ok: BoolArray,
+) -> tuple[IntArray, IntArray, _Tracked]:
+    """Each program's rows at advances, then its last row (when it has a row), programs in
+    order, without those not ``ok``: (program, start, rules) of every row."""
     finals_before: IntArray = np.cumsum(end_has_row) - end_has_row
     finals = np.flatnonzero(end_has_row)
     at_upto = np.searchsorted(at_prog, finals, side="right")
-    total = len(at) + len(finals)
-    slot_at = np.arange(len(at), dtype=np.int64) + finals_before[at_prog]
+    total = len(at_prog) + len(finals)
+    slot_at = np.arange(len(at_prog), dtype=np.int64) + finals_before[at_prog]
     slot_final = at_upto + finals_before[finals]
     row_program = np.empty(total, dtype=np.int64)
     row_program[slot_at] = at_prog
@@ -424,132 +487,13 @@ def interpret(
     if not kept.all():
         row_program, row_begin = row_program[kept], row_begin[kept]
         columns = [column[kept] for column in columns]
-    return Programs(
-        ok,
-        has_advance,
-        Start(end_has_row, end_dirty, _full_state(end_state)),
-        row_program,
-        row_begin,
-        _full_state(_Tracked._make(columns)),
-    )
+    return row_program, row_begin, _Tracked._make(columns)
 
 
 def empty_start(count: int) -> Start:
     """gas' state before a CIE's first instruction (no row, no rules), for ``count`` programs."""
     no = np.zeros(count, dtype=bool)
     return Start(no, no.copy(), RowState._make(np.full(count, value) for value in EMPTY_STATE))
-
-
-class RowBytes(NamedTuple):
-    """The encoded form of every row (FRE info byte and data words), through its distinct row."""
-
-    #: Per row: the number of its distinct row.
-    code: IntArray
-    #: Per distinct row: its bytes (info byte, then words), zero-padded to the longest.
-    table: ByteArray
-    #: Per distinct row: how many bytes of ``table`` are its.
-    length: IntArray
-    #: Per distinct row: gas' end-of-function checks refuse it, or it cannot be encoded.
-    refused: BoolArray
-
-
-def encode_rows(rows: RowState[Column], encoder: FunctionEncoder) -> RowBytes:
-    """Check and encode each distinct row once, with the per-function path's code."""
-    representative, code = _distinct_rows(_tracked(rows))
-    encoded: list[bytes] = []
-    refused = np.zeros(len(representative), dtype=bool)
-    for number, index in enumerate(representative.tolist()):
-        state = row_at(rows, index)
-        try:
-            encoded.append(encoder.row(state, False))
-        except EncodeError:  # the per-function path raises it
-            encoded.append(b"")
-            refused[number] = True
-        else:
-            refused[number] = bool(row_problem(state, encoder.params))
-    width = max(map(len, encoded), default=1)
-    table = np.frombuffer(b"".join(raw.ljust(width, b"\0") for raw in encoded), dtype=np.uint8)
-    length = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    return RowBytes(code, table.reshape(len(encoded), width), length, refused)
-
-
-def _distinct_rows(columns: _Tracked) -> tuple[IntArray, IntArray]:
-    """(one row of each distinct value, the number of each row's distinct value)."""
-    count = len(columns.cfa_reg)
-    if not count:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    values = [np.asarray(column, dtype=np.int64) for column in columns]
-    # One int64 key per row when the value ranges allow (they nearly always do).
-    key = np.zeros(count, dtype=np.int64)
-    product = 1
-    for column in values:
-        low = int(column.min())
-        span = int(column.max()) - low + 1
-        product *= span
-        if product >= 1 << 62:
-            break
-        key = key * span + (column - low)
-    if product < 1 << 62:
-        _, code = np.unique(key, return_inverse=True)
-    else:
-        _, code = np.unique(np.stack(values, axis=1), axis=0, return_inverse=True)
-    code = code.ravel().astype(np.int64)
-    representative = np.zeros(int(code.max()) + 1, dtype=np.int64)
-    representative[code] = np.arange(count, dtype=np.int64)
-    return representative, code
-
-
-def function_rows(
-    row_program: IntArray, row_begin: IntArray, programs: IntArray, sizes: IntArray
-) -> tuple[IntArray, IntArray]:
-    """[first, end) row numbers of each function: its program's rows that start before its
-    end (gas drops rows at or past the end of the function)."""
-    key = (row_program << _KEY_SHIFT) | row_begin
-    first = np.searchsorted(key, programs << _KEY_SHIFT, side="left")
-    end = np.searchsorted(key, (programs << _KEY_SHIFT) | np.minimum(sizes, 1 << 32), side="left")
-    return first, end
-
-
-def write_fres(
-    row_begin: IntArray,
-    encoded: RowBytes,
-    first: IntArray,
-    end: IntArray,
-    fre_types: IntArray,
-    big_endian: bool,
-) -> tuple[bytes, IntArray]:
-    """The FREs of every function, one after the other, and where each function's start
-    (one more offset than functions): start address field (1, 2 or 4 bytes by FRE type),
-    then the row's encoded info byte and data words."""
-    counts = end - first
-    total = int(counts.sum())
-    function_of = np.repeat(np.arange(len(first)), counts)
-    before = np.cumsum(counts) - counts
-    row = np.repeat(first - before, counts) + np.arange(total, dtype=np.int64)
-    width = fre_address_size(fre_types[function_of])
-    code = encoded.code[row]
-    row_length = encoded.length[code]
-    # Each FRE in a slot: the widest start address field, then the longest encoded row.
-    address = np.dtype(byte_order(big_endian) + FRE_ADDRESS_CODES[FreType.ADDR4])
-    field = address.itemsize
-    slots = np.empty((total, field + encoded.table.shape[1]), dtype=np.uint8)
-    slots[:, :field] = row_begin[row].astype(address).view(np.uint8).reshape(total, field)
-    slots[:, field:] = encoded.table[code]
-    present = np.empty(slots.shape, dtype=bool)
-    k = np.arange(field)
-    # The address's low bytes: at the field's end in big-endian order.
-    if big_endian:
-        present[:, :field] = k[None, :] >= field - width[:, None]
-    else:
-        present[:, :field] = k[None, :] < width[:, None]
-    present[:, field:] = np.arange(encoded.table.shape[1])[None, :] < row_length[:, None]
-    data = slots[present].tobytes()
-    offsets = np.zeros(total + 1, dtype=np.int64)
-    np.cumsum(width + row_length, out=offsets[1:])
-    bounds = np.zeros(len(first) + 1, dtype=np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    return data, offsets[bounds]
 
 
 def tuple_columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
@@ -633,23 +577,27 @@ class _Context:
     data_alignment: IntArray
 
 
-def _translate_chunk(
-    context: _Context, spans: list[FdeSpan], encoder: FunctionEncoder
-) -> list[GeneratedFunction | None]:
-    params = encoder.params
-    big_endian = encoder.big_endian
-    data, buf, lengths, cies, usable, cie_index, initial = (
-        context.data,
-        context.buf,
-        context.lengths,
-        context.cies,
-        context.usable,
-        context.cie_index,
-        context.initial,
-    )
-    code_alignment, data_alignment = context.code_alignment, context.data_alignment
-    done: list[GeneratedFunction | None] = [None] * len(spans)
-    # Distinct (CIE, instructions) programs, and the program of each function.
+class _ChunkPrograms(NamedTuple):
+    """The functions of a chunk whose CIE the bulk path takes, and their distinct programs."""
+
+    #: Positions of the functions in the chunk.
+    picked: list[int]
+    starts: list[int]
+    #: Sizes, clipped to 2**40 (beyond any FRE start address; the section writer refuses them).
+    sizes: list[int]
+    #: Per function: the number of its distinct (CIE, instructions) program, and its CIE's
+    #: number in the context.
+    program: IntArray
+    cie: IntArray
+    #: Per program: the first function with it, and where its instructions are.
+    first_use: IntArray
+    starts_at: IntArray
+    ends_at: IntArray
+
+
+def _chunk_programs(context: _Context, spans: list[FdeSpan]) -> _ChunkPrograms | None:
+    """The functions of ``spans`` the bulk path may take and their programs; None: none."""
+    cie_index, data = context.cie_index, context.data
     if all(span[0] in cie_index for span in spans):
         picked = list(range(len(spans)))
         usable_spans = spans
@@ -657,7 +605,7 @@ def _translate_chunk(
         picked = [i for i, span in enumerate(spans) if span[0] in cie_index]
         usable_spans = [spans[i] for i in picked]
     if not usable_spans:
-        return done
+        return None
     cie_column, start_column, size_column, lo_column, hi_column = tuple_columns(usable_spans, 5)
     programs: dict[object, int] = {}
     number = programs.setdefault
@@ -674,39 +622,82 @@ def _translate_chunk(
         cie_of_span = np.array([cie_index[c] for c in cie_column], dtype=np.int64)
     program = np.array(program_list, dtype=np.int64)
     _, first_use = np.unique(program, return_index=True)
-    cie_of = cie_of_span[first_use]
-    found = interpret(
-        buf,
-        lengths,
-        np.array(lo_column, dtype=np.int64)[first_use],
-        np.array(hi_column, dtype=np.int64)[first_use],
-        code_alignment[cie_of],
-        data_alignment[cie_of],
-        Start(
-            initial.end.has_row[cie_of], initial.end.dirty[cie_of], _take(initial.end.state, cie_of)
-        ),
-        params,
-        big_endian,
-    )
     if max(size_column) >> 40:
         size_column = [min(size, 1 << 40) for size in size_column]
-    sizes = np.array(size_column, dtype=np.int64)
-    chosen = np.flatnonzero(found.ok[program])
-    program, sizes = program[chosen], sizes[chosen]
+    return _ChunkPrograms(
+        picked,
+        start_column,
+        size_column,
+        program,
+        cie_of_span,
+        first_use,
+        np.array(lo_column, dtype=np.int64)[first_use],
+        np.array(hi_column, dtype=np.int64)[first_use],
+    )
+
+
+def _translate_chunk(
+    context: _Context, spans: list[FdeSpan], encoder: FunctionEncoder
+) -> list[GeneratedFunction | None]:
+    """The functions of one chunk of :func:`translate_fdes` (None for those it leaves)."""
+    done: list[GeneratedFunction | None] = [None] * len(spans)
+    chunk = _chunk_programs(context, spans)
+    if chunk is None:
+        return done
+    cie_of = chunk.cie[chunk.first_use]
+    cie_end = context.initial.end
+    found = interpret(
+        context.buf,
+        context.lengths,
+        chunk.starts_at,
+        chunk.ends_at,
+        context.code_alignment[cie_of],
+        context.data_alignment[cie_of],
+        Start(cie_end.has_row[cie_of], cie_end.dirty[cie_of], _take(cie_end.state, cie_of)),
+        encoder.params,
+        encoder.big_endian,
+    )
+    chosen = np.flatnonzero(found.ok[chunk.program])
+    program = chunk.program[chosen]
+    sizes = np.array(chunk.sizes, dtype=np.int64)[chosen]
     first, end = function_rows(found.row_program, found.row_begin, program, sizes)
-    encoded = encode_rows(found.rows, encoder)
+    encoded = encode_rows(found.rows, _tracked(found.rows), encoder)
     refused = np.zeros(len(encoded.code) + 1, dtype=np.int64)
     np.cumsum(encoded.refused[encoded.code], out=refused[1:])
     # gas' end-of-function checks refuse these: the per-function path says why.
     good = (refused[end] == refused[first]) & (end - first <= MAX_FRES)
-    chosen, program, first, end, sizes = (
+    _write_functions(
+        context,
+        chunk,
         chosen[good],
-        program[good],
+        sizes[good],
+        found.row_begin,
+        encoded,
         first[good],
         end[good],
-        sizes[good],
+        encoder,
+        done,
     )
-    fre_types = np.searchsorted(_FRE_TYPE_LIMITS, sizes, side="right").astype(np.int64)
+    return done
+
+
+def _write_functions(
+    context: _Context,
+    chunk: _ChunkPrograms,
+    chosen: IntArray,
+    sizes: IntArray,
+    row_begin: IntArray,
+    encoded: RowBytes,
+    first: IntArray,
+    end: IntArray,
+    encoder: FunctionEncoder,
+    done: list[GeneratedFunction | None],
+) -> None:
+    """The functions ``chosen`` of the chunk (of ``sizes``, their rows ``[first, end)``),
+    written into ``done`` at their places in the chunk: FRE type by size, sfde_func_info, and
+    the FREs."""
+    program = chunk.program[chosen]
+    fre_types = fre_types_for_sizes(sizes)
     counts = end - first
     # Functions with the same program, FRE type and row count have the same FREs: write
     # each such set once and share its bytes.
@@ -714,7 +705,7 @@ def _translate_chunk(
         (((program << 2) | fre_types) << 17) | counts, return_index=True, return_inverse=True
     )
     fres, bounds = write_fres(
-        found.row_begin, encoded, first[shown], end[shown], fre_types[shown], big_endian
+        row_begin, encoded, first[shown], end[shown], fre_types[shown], encoder.big_endian
     )
     shared = [fres[lo:hi] for lo, hi in pairwise(bounds.tolist())]
     # sfde_func_info by FRE type and AArch64 pauth key (the CIE's 'B' augmentation).
@@ -723,13 +714,14 @@ def _translate_chunk(
         dtype=np.int64,
     )
     b_key = np.zeros(len(chosen), dtype=np.int64)
-    if params.aarch64:
-        cie_b_key = np.array([int(cies[c].b_key) for c in usable], dtype=np.int64)
-        b_key = cie_b_key[cie_of_span[chosen]]
+    if encoder.params.aarch64:
+        cies = context.cies
+        cie_b_key = np.array([int(cies[c].b_key) for c in context.usable], dtype=np.int64)
+        b_key = cie_b_key[chunk.cie[chosen]]
     info = info_of[fre_types, b_key]
     chosen_list = chosen.tolist()
-    starts = [start_column[i] for i in chosen_list]
-    sizes_list = [size_column[i] for i in chosen_list]
+    starts = [chunk.starts[i] for i in chosen_list]
+    sizes_list = [chunk.sizes[i] for i in chosen_list]
     blobs = [shared[k] for k in same_as.ravel().tolist()]
     zeros = repeat(0)
     made = map(
@@ -745,24 +737,19 @@ def _translate_chunk(
             repeat(False),
         ),
     )
+    picked = chunk.picked
     for i, function in zip(chosen_list, made, strict=True):
         done[picked[i]] = function
-    return done
 
 
 __all__ = [
     "PAD",
     "Programs",
-    "RowBytes",
     "Start",
     "empty_start",
-    "encode_rows",
-    "function_rows",
     "instruction_lengths",
-    "instruction_positions",
     "interpret",
     "row_at",
     "translate_fdes",
     "tuple_columns",
-    "write_fres",
 ]

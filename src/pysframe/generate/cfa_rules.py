@@ -58,6 +58,7 @@ from .ops import (
     OP_WINDOW_SAVE,
     Op,
 )
+from .translator import restore_source
 
 
 class CfaKind(IntEnum):
@@ -113,7 +114,8 @@ class Quirk(IntFlag):
     #: ``.cfi_remember_state`` remembers the last row written, not the rules in effect.
     REMEMBER_LAST_ROW = 4
     #: (GNU as 2.40 to 2.47) ``.cfi_restore`` returns to the function's first row's rule (the
-    #: rules in effect when no row is written yet), not to the CIE's.
+    #: rules in effect when no row is written yet), not to the CIE's: the translator's rule,
+    #: :func:`pysframe.generate.translator.restore_source`.
     RESTORE_TO_FIRST_ROW = 8
 
 
@@ -223,6 +225,10 @@ def cfa_expression_rule(
     return (CfaKind.DEREF if reduced.deref else CfaKind.REG, reduced.base, int(reduced.offset))
 
 
+# About 120 lines on purpose: one branch per CFA operation (DWARF 5 6.4.2) over the ten rules
+# of the row being built, held in local variables; split into a function per operation, each
+# would take and give back those ten values (and a call per instruction costs about 7% of the
+# loop, measured on libLLVM-15).
 def interpret_program(
     ops: Sequence[Op],
     cfi_abi: CfiAbi,
@@ -290,11 +296,11 @@ def interpret_program(
                     ra_rule = rule
         elif code in (OP_RESTORE, OP_SAME_VALUE, OP_UNDEFINED):
             if code == OP_RESTORE:
-                fp_value, ra_value = restore[3:6], restore[6:9]
+                source = restore
                 if quirks & Quirk.RESTORE_TO_FIRST_ROW:
-                    first = rows[0].rules if rows else None
-                    fp_value = first[3:6] if first else fp_rule
-                    ra_value = first[6:9] if first else ra_rule
+                    in_effect = Rules(cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled)
+                    source = restore_source(rows[0].rules if rows else None, in_effect)
+                fp_value, ra_value = source[3:6], source[6:9]
             elif code == OP_SAME_VALUE:
                 fp_value = ra_value = _SAME
                 if quirks & Quirk.FP_SAME_VALUE_IGNORED:

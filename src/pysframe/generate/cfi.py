@@ -365,8 +365,43 @@ def _scan_eh_frame_bulk(
     record-by-record scanner then gives the same result, or the error at the right place."""
     import numpy as np
 
-    order = ">" if big_endian else "<"
-    u32 = struct.Struct(order + "I").unpack_from
+    bounds = _record_bounds(data, big_endian)
+    if bounds is None:
+        return None
+    record, record_end = bounds
+    if not len(record):
+        return {}, []
+    view = np.frombuffer(data, dtype=np.uint8)
+    ids = _u32_at(view, record + 4, big_endian)
+    is_cie = ids == 0
+    cies: dict[int, Cie] = {}
+    r = Reader(data, big_endian)
+    try:
+        for offset, stop in zip(record[is_cie].tolist(), record_end[is_cie].tolist(), strict=True):
+            cies[offset] = parse_cie(
+                r, offset, offset + 8, stop, address_size, CfiFormat.EH_FRAME, ctx
+            )
+    except CfiError:
+        return None
+    fde_at = record[~is_cie]
+    refs = (fde_at + 4 - ids[~is_cie].astype(np.int64)).tolist()
+    if not set(refs) <= cies.keys():
+        return None
+    spans = _fde_spans_bulk(
+        view, r, fde_at, record_end[~is_cie], refs, cies, section_address, address_size, ctx
+    )
+    return None if spans is None else (cies, spans)
+
+
+def _record_bounds(
+    data: bytes, big_endian: bool
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """[start, end) of every record of a well-formed ``.eh_frame``, up to its zero terminator
+    or its end (LSB 10.6.1: each record opens with its 4-byte length); None at a 64-bit length
+    or a record running past the section."""
+    import numpy as np
+
+    u32 = struct.Struct((">" if big_endian else "<") + "I").unpack_from
     end = len(data)
     offsets: list[int] = []
     append = offsets.append
@@ -379,35 +414,33 @@ def _scan_eh_frame_bulk(
             return None
         append(pos)
         pos += 4 + length
-    if not offsets or end < 16:
-        return None if offsets else ({}, [])
-    view = np.frombuffer(data, dtype=np.uint8)
+    if offsets and end < 16:
+        return None
     record = np.array(offsets, dtype=np.int64)
     record_end = np.empty_like(record)
     record_end[:-1] = record[1:]
-    record_end[-1] = pos
-    ids = _u32_at(view, record + 4, big_endian)
-    cie_at = record[ids == 0]
-    cies: dict[int, Cie] = {}
-    r = Reader(data, big_endian)
-    try:
-        for offset, body, stop in zip(
-            cie_at.tolist(),
-            (cie_at + 8).tolist(),
-            record_end[ids == 0].tolist(),
-            strict=True,
-        ):
-            cies[offset] = parse_cie(r, offset, body, stop, address_size, CfiFormat.EH_FRAME, ctx)
-    except CfiError:
-        return None
-    fde = ids != 0
-    fde_at = record[fde]
+    record_end[-1:] = pos
+    return record, record_end
+
+
+def _fde_spans_bulk(
+    view: npt.NDArray[np.uint8],
+    r: Reader,
+    fde_at: npt.NDArray[np.int64],
+    fde_end: npt.NDArray[np.int64],
+    refs: list[int],
+    cies: dict[int, Cie],
+    section_address: int,
+    address_size: int,
+    ctx: PointerContext,
+) -> list[FdeSpan] | None:
+    """The spans of the FDEs at ``fde_at`` (their CIEs at ``refs``): the usual headers read
+    with numpy, the others with :func:`parse_fde`; None when one cannot be read."""
+    import numpy as np
+
+    end = len(view)
+    big_endian = r.order == ">"
     body = fde_at + 8
-    fde_end = record_end[fde]
-    cie_ref = fde_at + 4 - ids[fde].astype(np.int64)
-    refs = cie_ref.tolist()
-    if not set(refs) <= cies.keys():
-        return None
     # The usual header: pcrel|sdata4 start, udata4 size, one-byte augmentation length.
     usual = np.array(
         [
@@ -428,24 +461,10 @@ def _scan_eh_frame_bulk(
     instructions = body + 9 + view[safe + 8].astype(np.int64)
     if (fast & (instructions > fde_end)).any():
         return None  # augmentation data past the record: the scanner raises
-    mask = (1 << (8 * address_size)) - 1
-    if 0 <= section_address < 1 << 40 and address_size in (4, 8):
-        # DW_EH_PE_pcrel: relative to the field's own address, modulo the address size.
-        pc_begin = start + section_address + body
-        if address_size == 4:
-            pc_begin &= mask
-        begin_list = pc_begin.tolist()
-        if address_size == 8 and (pc_begin < 0).any():
-            begin_list = [value & mask for value in begin_list]
-    else:
-        begin_list = [
-            (value + section_address + at) & mask
-            for value, at in zip(start.tolist(), body.tolist(), strict=True)
-        ]
     spans = list(
         zip(
             refs,
-            begin_list,
+            _pcrel_addresses(start, body, section_address, address_size),
             pc_range.tolist(),
             instructions.tolist(),
             fde_end.tolist(),
@@ -470,7 +489,30 @@ def _scan_eh_frame_bulk(
                 parsed.instructions_start,
                 end_list[i],
             )
-    return cies, spans
+    return spans
+
+
+def _pcrel_addresses(
+    stored: npt.NDArray[np.int64],
+    at: npt.NDArray[np.int64],
+    section_address: int,
+    address_size: int,
+) -> list[int]:
+    """DW_EH_PE_pcrel addresses: the ``stored`` values at section offsets ``at``, relative to
+    the field's own address, modulo the address size."""
+    mask = (1 << (8 * address_size)) - 1
+    if 0 <= section_address < 1 << 40 and address_size in (4, 8):
+        address = stored + section_address + at
+        if address_size == 4:
+            address &= mask
+        addresses: list[int] = address.tolist()
+        if address_size == 8 and (address < 0).any():
+            addresses = [value & mask for value in addresses]
+        return addresses
+    return [
+        (value + section_address + offset) & mask
+        for value, offset in zip(stored.tolist(), at.tolist(), strict=True)
+    ]
 
 
 def _u32_at(
@@ -592,38 +634,13 @@ def parse_cie(
         pos += 1
     else:
         return_column, pos = read_uleb(data, pos, end)
-    fde_encoding = DW_EH_PE_absptr
-    lsda_encoding = DW_EH_PE_omit
-    personality: int | None = None
-    personality_indirect = False
-    signal = b_key = mte = False
     if augmentation.startswith("z"):
-        aug_len, pos = read_uleb(data, pos, end)
-        aug_end = pos + aug_len
-        if aug_end > end:
-            raise CfiError("CIE augmentation data runs past the record", offset)
-        for char in augmentation[1:]:
-            if char == "R":
-                fde_encoding = _aug_byte(data, pos, aug_end, offset)
-                pos += 1
-            elif char == "L":
-                lsda_encoding = _aug_byte(data, pos, aug_end, offset)
-                pos += 1
-            elif char == "P":
-                encoding = _aug_byte(data, pos, aug_end, offset)
-                personality, pos, personality_indirect = read_encoded(
-                    r, pos + 1, aug_end, encoding, address_size, ctx
-                )
-            elif char == "S":
-                signal = True
-            elif char == "B":
-                b_key = True
-            elif char == "G":
-                mte = True
-            else:
-                break  # unknown augmentation: the length lets us skip the rest
-        pos = aug_end
-    elif augmentation not in ("", "eh"):
+        augmentations, pos = _cie_augmentation_data(
+            r, offset, pos, end, augmentation, address_size, ctx
+        )
+    elif augmentation in ("", "eh"):
+        augmentations = _NO_AUGMENTATION_DATA
+    else:
         raise CfiError(f"CIE augmentation {augmentation!r} is not understood", offset)
     return Cie(
         offset,
@@ -633,16 +650,63 @@ def parse_cie(
         data_alignment,
         return_column,
         address_size,
-        fde_encoding,
-        lsda_encoding,
-        personality,
-        personality_indirect,
-        signal,
-        b_key,
-        mte,
+        *augmentations,
         pos,
         end,
     )
+
+
+#: What a CIE's augmentation data says (LSB 10.6.1.1.1): the FDE pointer encoding ('R'), the
+#: LSDA pointer encoding ('L'), the personality routine and whether it is an unresolved indirect
+#: pointer ('P'), signal frame ('S'), AArch64 B key ('B'), MTE-tagged frames ('G'); the
+#: fields of :class:`Cie` in its order.
+_AugmentationData = tuple[int, int, int | None, bool, bool, bool, bool]
+_NO_AUGMENTATION_DATA: _AugmentationData = (
+    DW_EH_PE_absptr, DW_EH_PE_omit, None, False, False, False, False
+)  # fmt: skip
+
+
+def _cie_augmentation_data(
+    r: Reader,
+    offset: int,
+    pos: int,
+    end: int,
+    augmentation: str,
+    address_size: int,
+    ctx: PointerContext,
+) -> tuple[_AugmentationData, int]:
+    """The augmentation data of a ``z`` CIE at ``pos`` (its ULEB128 length, then one item per
+    letter after the ``z``), and where the initial instructions start."""
+    data = r.data
+    fde_encoding, lsda_encoding, personality, personality_indirect, signal, b_key, mte = (
+        _NO_AUGMENTATION_DATA
+    )
+    aug_len, pos = read_uleb(data, pos, end)
+    aug_end = pos + aug_len
+    if aug_end > end:
+        raise CfiError("CIE augmentation data runs past the record", offset)
+    for char in augmentation[1:]:
+        if char == "R":
+            fde_encoding = _aug_byte(data, pos, aug_end, offset)
+            pos += 1
+        elif char == "L":
+            lsda_encoding = _aug_byte(data, pos, aug_end, offset)
+            pos += 1
+        elif char == "P":
+            encoding = _aug_byte(data, pos, aug_end, offset)
+            personality, pos, personality_indirect = read_encoded(
+                r, pos + 1, aug_end, encoding, address_size, ctx
+            )
+        elif char == "S":
+            signal = True
+        elif char == "B":
+            b_key = True
+        elif char == "G":
+            mte = True
+        else:
+            break  # unknown augmentation: the length lets us skip the rest
+    found = (fde_encoding, lsda_encoding, personality, personality_indirect, signal, b_key, mte)
+    return found, aug_end
 
 
 def _aug_byte(data: bytes, pos: int, end: int, offset: int) -> int:

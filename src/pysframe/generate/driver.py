@@ -10,7 +10,10 @@ PLT FDEs added (:mod:`pysframe.generate.plt`) and the section written by the one
 
 Beyond gas: signal frames whose rows cannot be represented are kept with no rows (as gas
 does); SFrame V1/V2 have no FLEX FDEs and no signal-frame bit, and cannot say that the RA is
-undefined, so such functions are left out of V1/V2 sections with the reason.
+undefined, so such functions are left out of V1/V2 sections with the reason.  A row the format
+cannot hold (an offset beyond 32 bits, an s390x RA saved at CFA+0, which reads as RA padding)
+leaves its function out with the format core's reason, where gas would write words that say
+something else.
 """
 
 from __future__ import annotations
@@ -194,20 +197,40 @@ def _translate_fdes(
     *,
     bulk: bool,
 ) -> tuple[list[GeneratedFunction], list[SkippedFunction], int]:
-    """Translate every FDE; returns (functions, skipped, FDEs considered).
-
-    Functions often share their CFA program byte for byte, so translations are cached by
-    (CIE, instruction bytes) and encoded FREs by (CIE, bytes, FRE type).
-    """
-    params = encoder.params
-    out: list[GeneratedFunction] = []
+    """Translate every FDE (in bulk where :mod:`pysframe.generate.bulk` can, one by one
+    otherwise); returns (functions, skipped, FDEs considered)."""
     skipped: list[SkippedFunction] = []
-    cie_ops: dict[int, list[Op] | str] = {}
-    ops_cache: dict[tuple[int, bytes], Translation | str] = {}
-    states: StateTable = {}
-    fre_cache: dict[tuple[int, bytes, FreType], GeneratedFunction | str] = {}
-    big = encoder.big_endian
-    v3 = version is Version.V3
+    todo = _fdes_to_translate(spans, exclude, skipped)
+    considered = len(todo) + len(skipped)
+    out: list[GeneratedFunction] = []
+    one_by_one = _PerFunction(data, cies, encoder, version)
+    aarch64 = encoder.params.aarch64
+    done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
+    for span, made_in_bulk in zip(todo, done, strict=True):
+        if made_in_bulk is not None:
+            out.append(made_in_bulk)
+            continue
+        made = one_by_one.function(span)
+        if not isinstance(made, str):
+            out.append(made)
+            continue
+        cie_offset, start, size = span[:3]
+        cie = cies[cie_offset]
+        if cie.signal_frame and version is Version.V3 and not made.startswith(_V3_ONLY):
+            # gas keeps a signal frame's FDE, without rows, when its CFI fails.
+            b_key = cie.b_key and aarch64
+            out.append(encoder.function(start, size, None, signal=True, b_key=b_key))
+            skipped.append(SkippedFunction(start, size, made, kept_without_rows=True))
+            continue
+        skipped.append(SkippedFunction(start, size, made))
+    return out, skipped, considered
+
+
+def _fdes_to_translate(
+    spans: Sequence[FdeSpan], exclude: Sequence[tuple[int, int]], skipped: list[SkippedFunction]
+) -> list[FdeSpan]:
+    """The FDEs with code outside the ``exclude`` ranges (PLT sections, described otherwise);
+    those whose CFA program is far longer than their code go to ``skipped`` instead."""
     low_excluded = min((lo for lo, _ in exclude), default=0)
     high_excluded = max((hi for _, hi in exclude), default=0)
     todo = [
@@ -219,7 +242,6 @@ def _translate_fdes(
             and any(lo <= span[1] < hi for lo, hi in exclude)
         )
     ]
-    considered = len(todo)
     # A CFA program far longer than its function's code is malformed (a flood of rows or
     # operands); refused before it is decoded, so decoding stays bounded by the code's size.
     oversized = [s for s in todo if oversized_program(s) is not None]
@@ -229,52 +251,73 @@ def _translate_fdes(
         skipped.extend(
             SkippedFunction(s[1], s[2], f"{NO_FDE}{oversized_program(s)}") for s in oversized
         )
-    done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
-    for (cie_offset, start, size, ins_start, ins_end), made_in_bulk in zip(todo, done, strict=True):
-        if made_in_bulk is not None:
-            out.append(made_in_bulk)
-            continue
-        key = (cie_offset, data[ins_start:ins_end])
-        result = ops_cache.get(key)
-        cie = cies[cie_offset]
-        if result is None:
-            initial = cie_ops.get(cie_offset)
-            if initial is None:
-                initial = _cie_initial(data, cie, params, big)
-                cie_ops[cie_offset] = initial
-            if isinstance(initial, str):
-                result = initial
-            else:
-                try:
-                    body = decode_instructions(data, ins_start, ins_end, cie, big)
-                    result = translate_ops(initial + body, params, states)
-                except CfiError as error:
-                    result = f"{NO_FDE}unreadable CFI: {error}"
-            ops_cache[key] = result
-        if not isinstance(result, str):
-            fre_type = fre_type_for_size(size)
-            if result.rows and result.rows[-1][0] >= size:
-                made = _make_function(result, size, cie, encoder, version, fre_type)
-            else:
-                fkey = (cie_offset, key[1], fre_type)
-                cached = fre_cache.get(fkey)
-                if cached is None:
-                    cached = _make_function(result, size, cie, encoder, version, fre_type)
-                    fre_cache[fkey] = cached
-                made = cached
-            if isinstance(made, str):
-                result = made
-            else:
-                out.append(GeneratedFunction(start, size, *made[2:]))
-                continue
-        if cie.signal_frame and v3 and not result.startswith(_V3_ONLY):
-            # gas keeps a signal frame's FDE, without rows, when its CFI fails.
-            b_key = cie.b_key and params.aarch64
-            out.append(encoder.function(start, size, None, signal=True, b_key=b_key))
-            skipped.append(SkippedFunction(start, size, result, kept_without_rows=True))
-            continue
-        skipped.append(SkippedFunction(start, size, result))
-    return out, skipped, considered
+    return todo
+
+
+class _PerFunction:
+    """The per-function path: one FDE at a time through :func:`translate_ops`.
+
+    Functions often share their CFA program byte for byte, so translations are cached by
+    (CIE, instruction bytes) and encoded functions by (CIE, bytes, FRE type)."""
+
+    def __init__(
+        self, data: bytes, cies: dict[int, Cie], encoder: FunctionEncoder, version: Version
+    ) -> None:
+        self.data = data
+        self.cies = cies
+        self.encoder = encoder
+        self.version = version
+        self._cie_ops: dict[int, list[Op] | str] = {}
+        self._translations: dict[tuple[int, bytes], Translation | str] = {}
+        self._states: StateTable = {}
+        self._functions: dict[tuple[int, bytes, FreType], GeneratedFunction | str] = {}
+
+    def function(self, span: FdeSpan) -> GeneratedFunction | str:
+        """The function of one FDE, or why it is left out."""
+        cie_offset, start, size, ins_start, ins_end = span
+        program = self.data[ins_start:ins_end]
+        result = self._translation(cie_offset, program, ins_start, ins_end)
+        if isinstance(result, str):
+            return result
+        cie = self.cies[cie_offset]
+        fre_type = fre_type_for_size(size)
+        if result.rows and result.rows[-1][0] >= size:  # rows cut at the end: not shared
+            made = _make_function(result, size, cie, self.encoder, self.version, fre_type)
+        else:
+            key = (cie_offset, program, fre_type)
+            cached = self._functions.get(key)
+            if cached is None:
+                cached = _make_function(result, size, cie, self.encoder, self.version, fre_type)
+                self._functions[key] = cached
+            made = cached
+        if isinstance(made, str):
+            return made
+        return GeneratedFunction(start, size, *made[2:])
+
+    def _translation(
+        self, cie_offset: int, program: bytes, ins_start: int, ins_end: int
+    ) -> Translation | str:
+        key = (cie_offset, program)
+        result = self._translations.get(key)
+        if result is not None:
+            return result
+        cie = self.cies[cie_offset]
+        initial = self._cie_ops.get(cie_offset)
+        if initial is None:
+            initial = _cie_initial(self.data, cie, self.encoder.params, self.encoder.big_endian)
+            self._cie_ops[cie_offset] = initial
+        if isinstance(initial, str):
+            result = initial
+        else:
+            try:
+                body = decode_instructions(
+                    self.data, ins_start, ins_end, cie, self.encoder.big_endian
+                )
+                result = translate_ops(initial + body, self.encoder.params, self._states)
+            except CfiError as error:
+                result = f"{NO_FDE}unreadable CFI: {error}"
+        self._translations[key] = result
+        return result
 
 
 def skip_reasons(
@@ -304,7 +347,8 @@ def _make_function(
     version: Version,
     fre_type: FreType,
 ) -> GeneratedFunction | str:
-    """gas' end-of-function checks, then the encoded function (start 0: the caller sets it)."""
+    """gas' end-of-function checks, then the encoded function (start 0: the caller sets it), or
+    why the function is left out."""
     params = encoder.params
     finished = finish(result, size, params)
     if isinstance(finished, str):
@@ -317,14 +361,17 @@ def _make_function(
             return f"{_V3_ONLY}{int(version)} cannot mark signal frames"
         if finished.ra_undefined:
             return f"{_V3_ONLY}{int(version)} cannot say that the RA is undefined (outermost frame)"
-    return encoder.function(
-        0,
-        size,
-        finished,
-        signal=cie.signal_frame and v3,
-        b_key=cie.b_key and params.aarch64,
-        fre_type=fre_type,
-    )
+    try:
+        return encoder.function(
+            0,
+            size,
+            finished,
+            signal=cie.signal_frame and v3,
+            b_key=cie.b_key and params.aarch64,
+            fre_type=fre_type,
+        )
+    except EncodeError as error:  # rules the format cannot hold (an offset beyond 32 bits...)
+        return f"{NO_FDE}{error.detail}"
 
 
 def _cie_initial(data: bytes, cie: Cie, params: AbiParams, big_endian: bool) -> list[Op] | str:
@@ -352,9 +399,7 @@ def _result(
     total = sum(max(0, hi - lo) for lo, hi in text_ranges)
     top = (1 << 64) - 1  # a hostile file's function may end past the address space
     covered = _covered_bytes(
-        [(f.start, min(f.start + f.size, top)) for f in functions]
-        if text_ranges
-        else [],
+        [(f.start, min(f.start + f.size, top)) for f in functions] if text_ranges else [],
         text_ranges,
     )
     skipped.sort(key=lambda s: s.start)
@@ -455,7 +500,7 @@ def _generate_image(
 
     abi = image.abi
     if abi is None:
-        raise ElfError(f"{image.path}: SFrame defines no ABI for this machine")
+        raise ElfError("SFrame defines no ABI for this machine", path=image.path)
     encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
     if section_address is None:
         if image.is_relocatable:
@@ -506,7 +551,34 @@ def _generate_image(
             made = s390x_plt_functions(*s390x_plt, encoder)
             functions += made
             considered += len(made)
+        if not image.is_relocatable:
+            functions, outside = _inside_code(functions, image)
+            skipped += outside
         return _result(functions, skipped, considered, abi, version, section_address, text_ranges)
+
+
+def _inside_code(
+    functions: list[GeneratedFunction], image: ElfImage
+) -> tuple[list[GeneratedFunction], list[SkippedFunction]]:
+    """The functions that lie inside an executable segment, and the others as skipped: an FDE
+    of a damaged ``.eh_frame`` (a wrong section address or pointer) describes code that is not
+    there, and a reader that checks (the Linux kernel; the fde-text rule) refuses a whole
+    section for one such function.  A file without an executable segment keeps them all."""
+    from ..elf.layout import PF_X
+
+    code = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
+    if not code:
+        return functions, []
+    inside: list[GeneratedFunction] = []
+    outside: list[SkippedFunction] = []
+    for function in functions:
+        start, end = function.start, function.start + function.size
+        if any(low <= start and end <= high for low, high in code):
+            inside.append(function)
+        else:
+            reason = f"{NO_FDE}[{start:#x}, {end:#x}) is outside every executable segment"
+            outside.append(SkippedFunction(function.start, function.size, reason))
+    return inside, outside
 
 
 def _translate_cfi(
@@ -534,15 +606,18 @@ def _translate_cfi(
         if sec is None or not sec.size or sec.type == SHT_NOBITS:
             continue
         data = relocated(image, sec, sec.data())
-        cies, spans = scan_fdes(
-            data,
-            sec.address,
-            big_endian=encoder.big_endian,
-            address_size=image.elfclass // 8,
-            cfi_format=cfi_format,
-            pointers=PointerContext(sec.address, ptr.text_base, ptr.data_base, ptr.read_memory),
-            bulk=bulk,
-        )
+        try:
+            cies, spans = scan_fdes(
+                data,
+                sec.address,
+                big_endian=encoder.big_endian,
+                address_size=image.elfclass // 8,
+                cfi_format=cfi_format,
+                pointers=PointerContext(sec.address, ptr.text_base, ptr.data_base, ptr.read_memory),
+                bulk=bulk,
+            )
+        except CfiError as error:
+            raise error.at(path=image.path, section=name) from None
         if covered_starts:
             spans = [f for f in spans if f[1] not in covered_starts]
         made, lost, count = _translate_fdes(data, cies, spans, encoder, version, exclude, bulk=bulk)

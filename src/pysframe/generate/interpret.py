@@ -34,10 +34,9 @@ from .cfa_rules import (
 )
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
 from .expression import evaluate
+from .instructions_bulk import IntArray
 from .interpret_bulk import PAD, BulkRows, RuleColumns, concatenate, interpret_programs
 from .ops import decode_instructions
-
-IntArray = npt.NDArray[np.int64]
 
 #: Row starts are combined with a program number in one int64 key.
 _KEY_SHIFT = 33
@@ -147,8 +146,48 @@ def interpret_cfi(
     count = len(spans)
     begin = np.array([span[1] for span in spans], dtype=np.uint64).astype(np.int64)
     size = np.array([span[2] for span in spans], dtype=np.int64) if count else np.zeros(0, np.int64)
+    initial = _initial_states(data, cies, cfi_abi, big_endian)
     problems: dict[int, str] = {}
-    initial: dict[int, tuple[Rules, bytes | None] | str] = {}
+    wanted, keys, fde_program = _programs_of(data, spans, initial, problems)
+    rows = _ProgramRows()
+    programs = _Programs(keys, cies, initial, cfi_abi, big_endian)
+    per_fde, next_program = programs.interpret(rows, fde_program, bulk)
+    if per_fde or rows.failed:
+        dependent = set(per_fde)
+        for index in wanted:
+            program = int(fde_program[index])
+            if program in rows.failed:
+                problems[index] = rows.failed[program]
+                fde_program[index] = -1
+            elif program in dependent:
+                result = programs.at_address(data, spans[index])
+                if isinstance(result, str):
+                    problems[index] = result
+                    fde_program[index] = -1
+                    continue
+                rows.add(next_program, result)
+                fde_program[index] = next_program
+                next_program += 1
+    row_program, row_begin, row_rule, rules = rows.finish()
+    row_fde, fde_row_begin, fde_row_rule = _expand(
+        row_program, row_begin, row_rule, fde_program, size
+    )
+    return CfiTable(
+        source, abi, data, cies, list(spans), begin, size, problems, row_fde, fde_row_begin,
+        fde_row_rule, rules,
+    )  # fmt: skip
+
+
+#: Per CIE: the rules after its initial instructions and a PER_PC CFA's expression, or why they
+#: cannot be had.
+_InitialStates = dict[int, tuple[Rules, bytes | None] | str]
+
+
+def _initial_states(
+    data: bytes, cies: dict[int, Cie], cfi_abi: CfiAbi, big_endian: bool
+) -> _InitialStates:
+    """Every CIE's state after its initial instructions (DWARF 5 6.4.1)."""
+    initial: _InitialStates = {}
     for offset, cie in cies.items():
         try:
             ops = decode_instructions(
@@ -158,9 +197,15 @@ def interpret_cfi(
             initial[offset] = decode_error(error)
             continue
         initial[offset] = initial_rules(ops, cfi_abi, big_endian)
-    # The distinct programs, and each FDE's (-1: none to interpret).
-    programs: dict[object, int] = {}
-    number = programs.setdefault
+    return initial
+
+
+def _programs_of(
+    data: bytes, spans: list[FdeSpan], initial: _InitialStates, problems: dict[int, str]
+) -> tuple[list[int], list[tuple[int, bytes]], IntArray]:
+    """The FDEs to interpret (with code, a readable CIE and a program not too long for the code:
+    the others with code get their problem), the distinct (CIE, instructions) programs, and
+    each FDE's program number (-1: none to interpret)."""
     readable = {offset for offset, state in initial.items() if not isinstance(state, str)}
     for index, span in enumerate(spans):
         flood = oversized_program(span) if span[2] > 0 and span[0] in readable else None
@@ -176,6 +221,8 @@ def interpret_cfi(
             problem = initial[span[0]]
             assert isinstance(problem, str)
             problems[index] = problem
+    programs: dict[object, int] = {}
+    number = programs.setdefault
     if len(readable) == 1:
         numbers = [number(data[spans[i][3] : spans[i][4]], len(programs)) for i in wanted]
         only = next(iter(readable))
@@ -185,62 +232,68 @@ def interpret_cfi(
             number((spans[i][0], data[spans[i][3] : spans[i][4]]), len(programs)) for i in wanted
         ]
         keys = list(programs)  # type: ignore[arg-type]
-    fde_program = np.full(count, -1, dtype=np.int64)
+    fde_program = np.full(len(spans), -1, dtype=np.int64)
     fde_program[np.array(wanted, dtype=np.int64)] = numbers
-    program_list = wanted
-    rows = _ProgramRows()
-    solved = np.zeros(len(keys), dtype=bool)
-    if bulk and keys:
-        solved = _interpret_in_bulk(keys, cies, initial, cfi_abi, big_endian, rows)
-    # Programs the bulk path did not take are numbered after the others, so that their rows,
-    # appended, stay in program order.
-    per_fde: list[int] = []
-    renumber = np.arange(len(keys), dtype=np.int64)
-    next_program = len(keys)
-    for program in np.flatnonzero(~solved).tolist():
-        cie_offset, code = keys[program]
-        state = initial[cie_offset]
-        assert not isinstance(state, str)
-        result = _interpret_one(code, cies[cie_offset], state, cfi_abi, big_endian, None)
-        if isinstance(result, str):
-            rows.fail(program, result)
-        elif result is None:
-            per_fde.append(program)
-        else:
-            rows.add(next_program, result)
-            renumber[program] = next_program
-            next_program += 1
-    listed = fde_program >= 0
-    fde_program[listed] = renumber[fde_program[listed]]
-    if per_fde or rows.failed:
-        dependent = set(per_fde)
-        for index in program_list:
-            program = int(fde_program[index])
-            if program in rows.failed:
-                problems[index] = rows.failed[program]
-                fde_program[index] = -1
-            elif program in dependent:
-                cie_offset, pc_begin, length, lo, hi = spans[index]
-                state = initial[cie_offset]
-                assert not isinstance(state, str)
-                result = _interpret_one(
-                    data[lo:hi], cies[cie_offset], state, cfi_abi, big_endian, pc_begin
-                )
-                if isinstance(result, str) or result is None:
-                    problems[index] = result or "CFI rows depend on the PC"
-                    fde_program[index] = -1
-                    continue
-                rows.add(next_program, _per_pc(result, pc_begin, length, cfi_abi, big_endian))
-                fde_program[index] = next_program
+    return wanted, keys, fde_program
+
+
+@dataclass(frozen=True, slots=True)
+class _Programs:
+    """The distinct programs of a section, ``keys[i]`` = (CIE offset, instructions), and what
+    their interpretation needs."""
+
+    keys: list[tuple[int, bytes]]
+    cies: dict[int, Cie]
+    initial: _InitialStates
+    cfi_abi: CfiAbi
+    big_endian: bool
+
+    def interpret(
+        self, rows: _ProgramRows, fde_program: IntArray, bulk: bool
+    ) -> tuple[list[int], int]:
+        """Every program's rows into ``rows``: the bulk path's, then one by one the others,
+        numbered after the bulk path's programs so that their rows, appended, stay in program
+        order (``fde_program`` renumbered).  Returns the programs whose rows depend on where
+        the FDE is (to interpret per FDE), and the next free program number."""
+        keys = self.keys
+        solved = np.zeros(len(keys), dtype=bool)
+        if bulk and keys:
+            solved = _interpret_in_bulk(
+                keys, self.cies, self.initial, self.cfi_abi, self.big_endian, rows
+            )
+        per_fde: list[int] = []
+        renumber = np.arange(len(keys), dtype=np.int64)
+        next_program = len(keys)
+        for program in np.flatnonzero(~solved).tolist():
+            cie_offset, code = keys[program]
+            result = self._one(code, cie_offset, None)
+            if isinstance(result, str):
+                rows.fail(program, result)
+            elif result is None:
+                per_fde.append(program)
+            else:
+                rows.add(next_program, result)
+                renumber[program] = next_program
                 next_program += 1
-    row_program, row_begin, row_rule, rules = rows.finish()
-    row_fde, fde_row_begin, fde_row_rule = _expand(
-        row_program, row_begin, row_rule, fde_program, size
-    )
-    return CfiTable(
-        source, abi, data, cies, list(spans), begin, size, problems, row_fde, fde_row_begin,
-        fde_row_rule, rules,
-    )  # fmt: skip
+        listed = fde_program >= 0
+        fde_program[listed] = renumber[fde_program[listed]]
+        return per_fde, next_program
+
+    def at_address(self, data: bytes, span: FdeSpan) -> list[Row] | str:
+        """The rows of one FDE whose program's rows depend on where it is, a PC-dependent CFA
+        evaluated at each of its PCs; or why there are none."""
+        cie_offset, pc_begin, length, lo, hi = span
+        result = self._one(data[lo:hi], cie_offset, pc_begin)
+        if isinstance(result, str) or result is None:
+            return result or "CFI rows depend on the PC"
+        return _per_pc(result, pc_begin, length, self.cfi_abi, self.big_endian)
+
+    def _one(self, code: bytes, cie_offset: int, pc_begin: int | None) -> list[Row] | str | None:
+        state = self.initial[cie_offset]
+        assert not isinstance(state, str)
+        return _interpret_one(
+            code, self.cies[cie_offset], state, self.cfi_abi, self.big_endian, pc_begin
+        )
 
 
 class _ProgramRows:
@@ -282,7 +335,7 @@ class _ProgramRows:
 def _interpret_in_bulk(
     keys: list[tuple[int, bytes]],
     cies: dict[int, Cie],
-    initial: dict[int, tuple[Rules, bytes | None] | str],
+    initial: _InitialStates,
     cfi_abi: CfiAbi,
     big_endian: bool,
     rows: _ProgramRows,
@@ -303,7 +356,7 @@ def _interpret_in_bulk(
 def _interpret_chunk(
     keys: list[tuple[int, bytes]],
     cies: dict[int, Cie],
-    initial: dict[int, tuple[Rules, bytes | None] | str],
+    initial: _InitialStates,
     cfi_abi: CfiAbi,
     big_endian: bool,
 ) -> BulkRows:

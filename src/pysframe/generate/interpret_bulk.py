@@ -24,9 +24,16 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .bulk import instruction_positions
 from .cfa_rules import NOT_SIGNED, SIGNED, CfaKind, CfiAbi, RegKind, Rules
+from .instructions_bulk import (
+    BoolArray,
+    IntArray,
+    advance_deltas,
+    instruction_positions,
+    operand_tables,
+)
 from .ops import (
+    LOW_6_BITS,
     DW_CFA_advance_loc,
     DW_CFA_advance_loc1,
     DW_CFA_advance_loc2,
@@ -51,15 +58,10 @@ from .ops import (
     DW_CFA_val_offset_sf,
 )
 
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-
 #: Zero bytes after the programs, so that operands are read past a truncated last program.
 PAD = 16
 #: LEB128 numbers of more bytes than this are left to the per-program interpreter.
 _MAX_LEB = 4
-#: The low six bits of advance_loc, offset and restore hold an operand (DWARF 5 7.24).
-_LOW = 0x3F
 
 
 class RuleColumns(NamedTuple):
@@ -106,52 +108,37 @@ class BulkRows(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------
-# Operand layouts
+# Instruction lengths
 
-
-_NO_OPERAND, _ONE_LEB, _TWO_LEBS = 1, 2, 3
-
-
-def _opcode_tables(aarch64: bool) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    """Per opcode byte: its operand layout (0: not handled, or one of the _* layouts), and the
-    length of instructions with fixed-size operands."""
-    layout = np.zeros(256, dtype=np.int8)
-    fixed = np.zeros(256, dtype=np.int8)
-    layout[DW_CFA_advance_loc : DW_CFA_advance_loc + _LOW + 1] = _NO_OPERAND
-    layout[DW_CFA_restore : DW_CFA_restore + _LOW + 1] = _NO_OPERAND
-    layout[DW_CFA_offset : DW_CFA_offset + _LOW + 1] = _ONE_LEB
-    layout[DW_CFA_nop] = _NO_OPERAND
-    for code, size in (
-        (DW_CFA_advance_loc1, 2),
-        (DW_CFA_advance_loc2, 3),
-        (DW_CFA_advance_loc4, 5),
-    ):
-        layout[code] = _NO_OPERAND
-        fixed[code] = size
-    for code in (
-        DW_CFA_def_cfa_register,
-        DW_CFA_def_cfa_offset,
-        DW_CFA_def_cfa_offset_sf,
-        DW_CFA_restore_extended,
-        DW_CFA_undefined,
-        DW_CFA_same_value,
-        DW_CFA_GNU_args_size,
-    ):
-        layout[code] = _ONE_LEB
-    for code in (
-        DW_CFA_def_cfa,
-        DW_CFA_def_cfa_sf,
-        DW_CFA_offset_extended,
-        DW_CFA_offset_extended_sf,
-        DW_CFA_register,
-        DW_CFA_val_offset,
-        DW_CFA_val_offset_sf,
-    ):
-        layout[code] = _TWO_LEBS
-    if aarch64:
-        layout[DW_CFA_GNU_window_save] = _NO_OPERAND  # DW_CFA_AARCH64_negate_ra_state
-    fixed[layout == _NO_OPERAND] = np.maximum(fixed[layout == _NO_OPERAND], 1)
-    return layout, fixed
+#: The instructions this path handles (and, on AArch64, DW_CFA_AARCH64_negate_ra_state); a
+#: program with another goes to the per-program interpreter.
+_HANDLED = (
+    DW_CFA_nop,
+    DW_CFA_advance_loc,
+    DW_CFA_advance_loc1,
+    DW_CFA_advance_loc2,
+    DW_CFA_advance_loc4,
+    DW_CFA_restore,
+    DW_CFA_offset,
+    DW_CFA_def_cfa_register,
+    DW_CFA_def_cfa_offset,
+    DW_CFA_def_cfa_offset_sf,
+    DW_CFA_restore_extended,
+    DW_CFA_undefined,
+    DW_CFA_same_value,
+    DW_CFA_GNU_args_size,
+    DW_CFA_def_cfa,
+    DW_CFA_def_cfa_sf,
+    DW_CFA_offset_extended,
+    DW_CFA_offset_extended_sf,
+    DW_CFA_register,
+    DW_CFA_val_offset,
+    DW_CFA_val_offset_sf,
+)
+_OPERAND_TABLES = {
+    False: operand_tables(_HANDLED),
+    True: operand_tables((*_HANDLED, DW_CFA_GNU_window_save)),
+}
 
 
 class _Lebs:
@@ -192,34 +179,34 @@ class _Lebs:
 
 def _instruction_lengths(
     buf: npt.NDArray[np.uint8], lebs: _Lebs, aarch64: bool
-) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    """Per byte: the length of the handled instruction that would start there (0: not
-    handled), and the opcode's layout."""
+) -> npt.NDArray[np.int8]:
+    """Per byte: the length of the handled instruction that would start there (0: not handled,
+    or a LEB128 operand longer than :data:`_MAX_LEB` bytes)."""
     count = len(buf) - PAD
-    layout_table, fixed_table = _opcode_tables(aarch64)
+    leb_table, fixed_table = _OPERAND_TABLES[aarch64]
     op = buf[:count]
-    layout = layout_table[op]
-    length = fixed_table[op]
+    operands = leb_table[op]
+    length = fixed_table[op]  # 0 for the instructions not handled
     first = lebs.length[1 : count + 1]
-    one = layout == _ONE_LEB
-    length[one] = np.where(first[one] > 0, 1 + first[one], 0)
-    at = np.flatnonzero(layout == _TWO_LEBS)
+    one = operands == 1
+    length[one] = np.where(first[one] > 0, length[one] + first[one], 0)
+    at = np.flatnonzero(operands == 2)
     first_at = lebs.length[at + 1]
     second_at = lebs.length[at + 1 + first_at]
-    length[at] = np.where((first_at > 0) & (second_at > 0), 1 + first_at + second_at, 0)
-    return length, layout
+    length[at] = np.where((first_at > 0) & (second_at > 0), length[at] + first_at + second_at, 0)
+    return length
 
 
 def _code_classes(cfi_abi: CfiAbi) -> npt.NDArray[np.int8]:
     """Per opcode byte, what the instruction does to the rows (the _C_* classes)."""
     table = np.zeros(256, dtype=np.int8)
-    table[DW_CFA_advance_loc : DW_CFA_advance_loc + _LOW + 1] = _C_ADVANCE
+    table[DW_CFA_advance_loc : DW_CFA_advance_loc + LOW_6_BITS + 1] = _C_ADVANCE
     table[[DW_CFA_advance_loc1, DW_CFA_advance_loc2, DW_CFA_advance_loc4]] = _C_ADVANCE
     table[[DW_CFA_def_cfa, DW_CFA_def_cfa_sf]] = _C_DEF_CFA
     table[DW_CFA_def_cfa_register] = _C_DEF_CFA_REGISTER
     table[[DW_CFA_def_cfa_offset, DW_CFA_def_cfa_offset_sf]] = _C_DEF_CFA_OFFSET
     for number in (cfi_abi.fp, cfi_abi.ra):
-        if number <= _LOW:
+        if number <= LOW_6_BITS:
             table[DW_CFA_offset | number] = _C_REGISTER
             table[DW_CFA_restore | number] = _C_REGISTER
     table[list(_EXTENDED)] = _C_EXTENDED
@@ -290,7 +277,7 @@ def interpret_programs(
     # Programs whose CIE leaves the CFA to an expression: per-program path.
     ok &= (initial.cfa_kind == CfaKind.NONE) | (initial.cfa_kind == CfaKind.REG)
     lebs = _Lebs(buf)
-    length, _layout = _instruction_lengths(buf, lebs, cfi_abi.aarch64)
+    length = _instruction_lengths(buf, lebs, cfi_abi.aarch64)
     pos, prg = instruction_positions(length, starts, ends, ok)
     n = len(pos)
     bounds = np.searchsorted(prg, np.arange(count + 1)).astype(np.int64)
@@ -298,45 +285,14 @@ def interpret_programs(
     op = buf[pos]
     kind_of = _code_classes(cfi_abi)[op]
 
-    # Advances (DWARF 5 6.4.2.1): where each program's location is before each of them.
-    advances = np.flatnonzero(kind_of == _C_ADVANCE)
-    advance_op = op[advances].astype(np.int64)
-    delta = np.where(advance_op >= DW_CFA_advance_loc, advance_op & _LOW, 0)
-    wide = np.flatnonzero(advance_op < DW_CFA_advance_loc)
-    if len(wide):
-        size = 1 << (advance_op[wide] - DW_CFA_advance_loc1)
-        at = pos[advances[wide]] + 1
-        raw = np.zeros(len(wide), dtype=np.int64)
-        for k in range(4):
-            byte = np.where(k < size, buf[at + np.minimum(k, size - 1)], 0).astype(np.int64)
-            shift = 8 * (size - 1 - k) if big_endian else np.full(len(wide), 8 * k)
-            raw |= byte << np.maximum(shift, 0)
-        delta[wide] = raw
-    advance_program = prg[advances]
-    delta = delta * code_alignment[advance_program]
-    reached = np.cumsum(delta)
-    first_advance = np.searchsorted(advance_program, np.arange(count + 1))
-    has_advance = first_advance[1:] > first_advance[:-1]
-    base = np.zeros(count, dtype=np.int64)
-    if len(advances):
-        safe = np.minimum(first_advance[:-1], len(advances) - 1)
-        base = np.where(has_advance, (reached - delta)[safe], 0)
-    moving = delta > 0
-    row_at = advances[moving]
-    row_program_moving = advance_program[moving]
-    begin_moving = (reached - delta)[moving] - base[row_program_moving]
-    end_loc = np.zeros(count, dtype=np.int64)
-    if len(advances):
-        last = np.maximum(first_advance[1:] - 1, 0)
-        end_loc = np.where(has_advance, reached[last] - base, 0)
+    advances = _advances(buf, pos, prg, op, kind_of, code_alignment, count, big_endian)
 
     # The rows: the state at each advance that moves, then after each program's last
     # instruction; their instructions, and their programs.
     last_op = np.maximum(bounds[1:] - 1, 0)
-    programs = np.arange(count, dtype=np.int64)
-    at = np.concatenate([row_at, last_op])
-    at_program = np.concatenate([row_program_moving, programs])
-    real = np.concatenate([np.ones(len(row_at), dtype=bool), has_ops])
+    at = np.concatenate([advances.row_at, last_op])
+    at_program = np.concatenate([advances.row_program, np.arange(count, dtype=np.int64)])
+    real = np.concatenate([np.ones(len(advances.row_at), dtype=bool), has_ops])
     at = np.where(real, at, 0)
     start = RuleColumns._make(_per_row(column, at_program) for column in initial)
     if n == 0:
@@ -347,20 +303,77 @@ def interpret_programs(
             data_alignment,
             cfi_abi,
         )  # fmt: skip
+    begins = np.concatenate([advances.begin, advances.end_loc])
+    return _in_program_order(advances.row_program, at_program, begins, columns, ok)
 
-    per_program = np.bincount(row_program_moving, minlength=count).astype(np.int64)
+
+class _Advances(NamedTuple):
+    """The rows the advances make (DWARF 5 6.4.2.1): each advance that moves ends a row."""
+
+    #: Per row ended by an advance: the advance, its program, and where the row starts.
+    row_at: IntArray
+    row_program: IntArray
+    begin: IntArray
+    #: Per program: where its last row starts (the location after its last advance).
+    end_loc: IntArray
+
+
+def _advances(
+    buf: npt.NDArray[np.uint8],
+    pos: IntArray,
+    prg: IntArray,
+    op: npt.NDArray[np.uint8],
+    kind_of: npt.NDArray[np.int8],
+    code_alignment: IntArray,
+    count: int,
+    big_endian: bool,
+) -> _Advances:
+    """Where each program's location is before each of its advances, and after the last."""
+    advances = np.flatnonzero(kind_of == _C_ADVANCE)
+    delta = advance_deltas(buf, pos[advances], op[advances], big_endian)
+    advance_program = prg[advances]
+    delta = delta * code_alignment[advance_program]
+    reached = np.cumsum(delta)
+    first_advance = np.searchsorted(advance_program, np.arange(count + 1))
+    has_advance = first_advance[1:] > first_advance[:-1]
+    base = np.zeros(count, dtype=np.int64)
+    if len(advances):
+        safe = np.minimum(first_advance[:-1], len(advances) - 1)
+        base = np.where(has_advance, (reached - delta)[safe], 0)
+    moving = delta > 0
+    row_program = advance_program[moving]
+    begin = (reached - delta)[moving] - base[row_program]
+    end_loc = np.zeros(count, dtype=np.int64)
+    if len(advances):
+        last = np.maximum(first_advance[1:] - 1, 0)
+        end_loc = np.where(has_advance, reached[last] - base, 0)
+    return _Advances(advances[moving], row_program, begin, end_loc)
+
+
+def _in_program_order(
+    moving_program: IntArray,
+    at_program: IntArray,
+    begins: IntArray,
+    columns: list[IntArray],
+    ok: BoolArray,
+) -> BulkRows:
+    """The rows ended by advances (of programs ``moving_program``) and then one last row per
+    program, placed program by program, without the programs not ``ok``."""
+    count = len(ok)
+    moving = len(moving_program)
+    per_program = np.bincount(moving_program, minlength=count).astype(np.int64)
     before_program = np.cumsum(per_program) - per_program
-    total = len(row_at) + count
+    total = moving + count
     slot = np.concatenate(
         [
-            np.arange(len(row_at), dtype=np.int64) + row_program_moving,
-            before_program + per_program + programs,
+            np.arange(moving, dtype=np.int64) + moving_program,
+            before_program + per_program + np.arange(count, dtype=np.int64),
         ]
     )
     row_program = np.empty(total, dtype=np.int64)
     row_program[slot] = at_program
     row_begin = np.empty(total, dtype=np.int64)
-    row_begin[slot] = np.concatenate([begin_moving, end_loc])
+    row_begin[slot] = begins
     ordered = []
     for column in columns:
         out = np.empty(total, dtype=np.int64)
@@ -416,15 +429,7 @@ def _rules_at(
     )
     sets_offset = _Setters((kind_of == _C_DEF_CFA) | (kind_of == _C_DEF_CFA_OFFSET), bounds)
     where = sets_offset.at
-    code = op[where]
-    one_at = pos[where] + 1
-    second_at = one_at + lebs.length[one_at]
-    daf = data_alignment[prg[where]]
-    offset = lebs.unsigned(one_at)  # def_cfa_offset
-    if not (code == DW_CFA_def_cfa_offset).all():
-        offset = np.where(code == DW_CFA_def_cfa_offset_sf, lebs.signed(one_at) * daf, offset)
-        offset = np.where(code == DW_CFA_def_cfa, lebs.unsigned(second_at), offset)
-        offset = np.where(code == DW_CFA_def_cfa_sf, lebs.signed(second_at) * daf, offset)
+    offset = _cfa_offsets(op[where], pos[where] + 1, data_alignment[prg[where]], lebs)
     (cfa_offset,) = effective(sets_offset, (offset,), (start.cfa_offset,))
 
     # The FP and the RA (DWARF 5 6.4.2.3).
@@ -437,9 +442,9 @@ def _rules_at(
     )
     for number, program_start, row_start in registers:
         mask = np.zeros(len(pos), dtype=bool)
-        if number <= _LOW:
+        if number <= LOW_6_BITS:
             low = np.flatnonzero(kind_of == _C_REGISTER)
-            mask[low[(op[low] & _LOW) == number]] = True
+            mask[low[(op[low] & LOW_6_BITS) == number]] = True
         mask[extended[named == number]] = True
         setters = _Setters(mask, bounds)
         rules = _register_rules(
@@ -458,6 +463,22 @@ def _rules_at(
     return out
 
 
+def _cfa_offsets(
+    code: npt.NDArray[np.uint8], one_at: IntArray, data_alignment: IntArray, lebs: _Lebs
+) -> IntArray:
+    """The CFA offsets instructions ``code`` set (DWARF 5 6.4.2.2), their first operand at
+    ``one_at``: DW_CFA_def_cfa_offset's, DW_CFA_def_cfa's second operand, the _sf forms'
+    times the data alignment factor."""
+    second_at = one_at + lebs.length[one_at]
+    offset = lebs.unsigned(one_at)  # def_cfa_offset
+    if not (code == DW_CFA_def_cfa_offset).all():
+        daf = data_alignment
+        offset = np.where(code == DW_CFA_def_cfa_offset_sf, lebs.signed(one_at) * daf, offset)
+        offset = np.where(code == DW_CFA_def_cfa, lebs.unsigned(second_at), offset)
+        offset = np.where(code == DW_CFA_def_cfa_sf, lebs.signed(second_at) * daf, offset)
+    return offset
+
+
 def _register_rules(
     pos: IntArray,
     op: npt.NDArray[np.uint8],
@@ -469,7 +490,7 @@ def _register_rules(
     """(kind, register, offset) of the rule each of these instructions gives its register
     (DWARF 5 6.4.2.3); DW_CFA_restore gives the program's start rule."""
     code = op.astype(np.int64)
-    high = code & ~_LOW
+    high = code & ~LOW_6_BITS
     one_at = pos + 1
     second_at = one_at + lebs.length[one_at]
     factor = data_alignment[prg]

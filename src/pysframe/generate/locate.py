@@ -27,7 +27,7 @@ def find_eh_frame(image: ElfImage) -> ElfSection | None:
     from ``PT_GNU_EH_FRAME`` when the file has no section headers; None without either.
     CfiError when ``.eh_frame_hdr`` cannot be read."""
     found = image.section(".eh_frame")
-    if found is not None or image.sections():
+    if found is not None or image.has_section_headers():
         return found
     header = image.segment(PT_GNU_EH_FRAME)
     if header is None or header.filesz < 8:

@@ -1,4 +1,4 @@
-"""The rows the generator makes and their FRE bytes: one row type, one row encoder.
+"""The rows the generator makes (one row type) and the rules the format core encodes for them.
 
 A row is a :class:`RowState`, the rules of GNU as' ``struct sframe_row_entry``
 (gas/gen-sframe.c) without its addresses: the CFA (register, offset, dereferenced or not),
@@ -8,11 +8,10 @@ register + offset when dereferenced; ``LOC_STACK``: at CFA + offset), the mangle
 The per-function translator makes one ``RowState[int]`` per row; the bulk path holds a
 ``RowState`` of numpy columns, one value per row.
 
-:func:`encode_row` is the only encoder of a row's FRE info byte and data words (gas
-``output_sframe_row_entry`` and ``sframe_get_fre_dataword_size``, SFrame V2 spec 2.4,
-docs/format.md "FLEX FDEs" for FLEX rows), with the word sizes and info bits of
-:mod:`pysframe.format`.
-The per-function path and the bulk path both encode each distinct row with it.
+The format core (:func:`pysframe.format.rules.encode_row`) is the one encoder of FRE info bytes
+and data words; :func:`encode_row` gives it a row's rules (:func:`row_rules`: what gas'
+``output_sframe_row_entry_datawords`` writes for the row's fields).  The per-function path and
+the bulk path both encode each distinct row with it.
 :class:`FunctionEncoder` writes a function's FREs: the start address field of the FDE's FRE
 type (libsframe ``sframe_calc_fre_type``: the smallest that holds the function size), then the
 encoded row.
@@ -21,20 +20,20 @@ encoded row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
+from ..format import rules
 from ..format.constants import (
     DEFAULT_FIXED_OFFSETS,
-    S390X_CFA_OFFSET_ADJUSTMENT,
-    S390X_CFA_OFFSET_ALIGNMENT,
     Abi,
     DwarfReg,
     FdeType,
     FreType,
     PcType,
+    Version,
 )
-from ..format.layout import fde_info, fre_address_struct, fre_info, fre_words_struct
-from ..format.rules import flex_control_positions, stored_words, word_size_for
+from ..format.layout import fde_info, fre_address_struct, fre_words_struct
+from ..format.model import CfaRule, RegRule, RuleKind
 
 # Where a row says the FP or RA is (gas' sframe_row_entry fp_loc / ra_loc).
 LOC_NONE = 0
@@ -84,6 +83,11 @@ EMPTY_STATE: RowState[int] = RowState(
     mangled_ra=False,
     ra_undefined=False,
 )
+
+
+def row_at(rows: RowState[Any], index: int) -> RowState[int]:
+    """One row of the columns, as the per-function translator holds it."""
+    return RowState._make(column[index].item() for column in rows)
 
 
 def sp_based_row(sp: int, cfa_offset: int) -> RowState[int]:
@@ -178,57 +182,66 @@ def fre_type_for_size(size: int) -> FreType:
     return _ADDR2 if size < _ADDR2_LIMIT else _ADDR4
 
 
-def encode_row(state: RowState[int], flex: bool, params: AbiParams, big_endian: bool) -> bytes:
-    """The FRE info byte and data words of a row (without its start address).
+def row_rules(
+    state: RowState[int], flex: bool, params: AbiParams
+) -> tuple[CfaRule | None, RegRule, RegRule]:
+    """The CFA, FP and RA rules of a row in the format core's terms, as gas writes them
+    (``output_sframe_row_entry_datawords``).
 
-    DEFAULT rows: ``CFA [RA] [FP]`` (the RA word only where the ABI tracks the RA; s390x pads
-    a missing RA with 0 when the FP follows).  FLEX rows: (control, offset) pairs for the CFA,
-    the RA (or one 0 padding word before an FP pair) and the FP.  An undefined RA: no words.
+    DEFAULT FREs have a word only for a register on the stack (``LOC_STACK``: saved at
+    CFA+offset).  FLEX FREs write each tracked register's control word from the row's fields,
+    ``SFRAME_V3_FLEX_FDE_CTRLWORD_ENCODE (reg_p ? reg : 0, deref_p, reg_p)`` with ``reg_p`` for
+    ``LOC_REG``: a dereferenced value is saved there, the others are the value itself.  A
+    register not saved has the ABI's rule (AMD64 RA: the header's fixed offset).  An undefined
+    RA: no CFA rule.
     """
     if state.ra_undefined:
-        return bytes([fre_info(0, 0, 0, False)])
-    cfa_offset = state.cfa_offset
-    if params.s390x:
-        cfa_offset = (cfa_offset - S390X_CFA_OFFSET_ADJUSTMENT) // S390X_CFA_OFFSET_ALIGNMENT
-    fp_loc, ra_loc = state.fp_loc, state.ra_loc
-    words: list[int]
-    if flex:
-        base = 0
-        words = [_control(state.cfa_reg, state.cfa_deref, True), cfa_offset]
-        if ra_loc != LOC_NONE:
-            words += [
-                _control(state.ra_reg, state.ra_deref, ra_loc == LOC_REG),
-                state.ra_offset,
-            ]
-        elif fp_loc != LOC_NONE:
-            words.append(0)  # RA padding
-        if fp_loc != LOC_NONE:
-            words += [
-                _control(state.fp_reg, state.fp_deref, fp_loc == LOC_REG),
-                state.fp_offset,
-            ]
-        controls = flex_control_positions(len(words))
-    else:
-        base = 0 if state.cfa_reg == params.fp else 1
-        words = [cfa_offset]
-        if params.ra_tracking:
-            if ra_loc == LOC_STACK:
-                words.append(state.ra_offset)
-            elif params.s390x and fp_loc == LOC_STACK:
-                words.append(0)  # RA padding
-        if fp_loc == LOC_STACK:
-            words.append(state.fp_offset)
-        controls = ()
-    size = word_size_for(tuple(words), controls)
-    info = fre_info(base, len(words), size, bool(state.mangled_ra))
-    packed = fre_words_struct(size, len(words), big_endian).pack(*stored_words(tuple(words), size))
-    return bytes([info]) + packed
+        return None, _UNTRACKED, _UNDEFINED
+    cfa = CfaRule(state.cfa_reg, state.cfa_offset, bool(state.cfa_deref))
+    ra_default = RegRule.fixed(params.cfa_ra_offset) if params.cfa_ra_offset else _UNTRACKED
+    fp = _register_rule(state.fp_loc, state.fp_reg, state.fp_offset, state.fp_deref, flex)
+    ra = _register_rule(state.ra_loc, state.ra_reg, state.ra_offset, state.ra_deref, flex)
+    return cfa, fp or _UNTRACKED, ra or ra_default
 
 
-def _control(reg: int, deref: int, reg_p: bool) -> int:
-    """A FLEX control word: ``(dwarf_regnum << 3) | (deref << 1) | reg_p`` (docs/format.md,
-    "FLEX FDEs")."""
-    return ((reg if reg_p else 0) << 3) | (int(deref) << 1) | int(reg_p)
+def _register_rule(loc: int, reg: int, offset: int, deref: int, flex: bool) -> RegRule | None:
+    """The FP or RA rule a row's fields give (see :func:`row_rules`); None: not saved."""
+    if loc == LOC_STACK and not flex:
+        return RegRule.at_cfa(offset)
+    if loc == LOC_NONE or not flex:
+        return None
+    kind = RuleKind.SAVED if deref else RuleKind.VALUE
+    return RegRule(kind, offset, reg if loc == LOC_REG else None)
+
+
+def encode_row(state: RowState[int], flex: bool, params: AbiParams, big_endian: bool) -> bytes:
+    """The FRE info byte and data words of a row (without its start address), written by the
+    format core's encoder (:func:`pysframe.format.rules.encode_row`) from :func:`row_rules`.
+
+    An undefined RA: no words and every info field zero, the mangled-RA bit included (gas
+    ``output_sframe_row_entry``).  Raises EncodeError when the rules have no encoding (an
+    offset beyond 32 bits, an s390x RA saved at CFA+0, which reads as padding...).
+    """
+    cfa, fp, ra = row_rules(state, flex, params)
+    mangled_ra = bool(state.mangled_ra) and not state.ra_undefined
+    info, size, words = rules.encode_row(_CONTEXTS[params.abi][flex], cfa, fp, ra, mangled_ra)
+    return bytes([info]) + fre_words_struct(size, len(words), big_endian).pack(*words)
+
+
+def _contexts(abi: Abi) -> tuple[rules.RowContext, rules.RowContext]:
+    """The DEFAULT and FLEX row contexts of the sections the generator writes for ``abi``: the
+    header's fixed offsets, and V3 (a DEFAULT row's words are the same in every version: the
+    generator writes no s390x V2 register words)."""
+    fixed_fp, fixed_ra = DEFAULT_FIXED_OFFSETS[abi]
+    return (
+        rules.RowContext(abi, Version.V3, FdeType.DEFAULT, fixed_fp, fixed_ra),
+        rules.RowContext(abi, Version.V3, FdeType.FLEX, fixed_fp, fixed_ra),
+    )
+
+
+_CONTEXTS = {abi: _contexts(abi) for abi in ABI_PARAMS}
+_UNTRACKED = RegRule.untracked()
+_UNDEFINED = RegRule.undefined()
 
 
 class FunctionEncoder:
@@ -300,5 +313,7 @@ __all__ = [
     "Translation",
     "encode_row",
     "fre_type_for_size",
+    "row_at",
+    "row_rules",
     "sp_based_row",
 ]

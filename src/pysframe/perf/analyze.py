@@ -3,7 +3,8 @@
 :func:`profile_recording` reads a perf.data file through (:mod:`pysframe.perf.session`):
 each sample's kernel frames are its recorded callchain's, named from kallsyms
 (:mod:`pysframe.perf.kernel`); its user frames are those its walk found
-(:mod:`pysframe.perf.walk`), named from each module's symbols.  Frames are printed as
+(:mod:`pysframe.perf.walk`), named as perf names them (:mod:`pysframe.perf.symbols`: its
+symbol files, its choice among aliases, its demangling).  Frames are printed as
 ``perf script`` prints them: kernel frames at their address, user frames at their address in
 the module's file (perf's map_ip), each return address one byte back (the call instruction,
 as perf's libdw walk reports it), with ``symbol+offset`` and the module.
@@ -29,6 +30,7 @@ from .layout import MISC_CPUMODE_MASK, MISC_KERNEL
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
 from .profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
 from .records import LostEvent, SideBandEvent
+from .samples import range_positions
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
 from .walk import MAX_FRAMES, STOPS, Stop
@@ -125,6 +127,7 @@ def profile_recording(
             entry.filename: entry.build_id.hex() for entry in data.features.build_ids
         }
         stats.problems += [str(problem) for problem in data.problems]
+        stats.problems += finder.symbol_problems
         stats.without_own_sframe = dict(finder.problems)
         stats.origins = {module.name: module.origin for module in spaces.modules}
     return profile, stats
@@ -132,6 +135,19 @@ def profile_recording(
 
 def _unit(name: str | None) -> str:
     return "nanoseconds" if (name or "").split(":")[0] in _CLOCK_EVENTS else "events"
+
+
+_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class _AtEnd:
+    """A frame perf names with a symbol that does not hold it (an empty symbol at its
+    address): ``module``, ``symbol`` and the symbol's ``start``."""
+
+    module: str
+    symbol: str
+    start: int
 
 
 class _Namer:
@@ -152,6 +168,8 @@ class _Namer:
         #: With ``inline``: a user frame's id -> the ids of the functions inlined there,
         #: innermost first, then its own.
         self.expanded: dict[int, tuple[int, ...]] = {}
+        #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
+        self.at_end: dict[tuple[int, int], _AtEnd] = {}
 
     def user(
         self,
@@ -159,48 +177,90 @@ class _Namer:
         modules: npt.NDArray[np.int64],
         lookup: npt.NDArray[np.uint64],
         printed: npt.NDArray[np.uint64],
+        pids: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int64]:
-        """Frame ids of user frames: module ids, lookup PCs, printed addresses."""
-        keys = np.stack([modules.astype(np.uint64), printed]).T
-        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        """Frame ids of user frames: module ids, lookup PCs, printed addresses (perf's
+        map_ip) and the processes they are in."""
+        unique, inverse = _distinct_pairs(modules, printed)
         ids = np.empty(len(unique), dtype=np.int64)
         missing: dict[int, list[int]] = {}
+        at_end: list[int] = []
         for position, (module, address) in enumerate(unique.tolist()):
-            found = self.ids.get((int(np.int64(np.uint64(module))), int(address)))
-            if found is None:
-                missing.setdefault(int(np.int64(np.uint64(module))), []).append(position)
-            else:
+            key = (int(np.int64(np.uint64(module))), int(address))
+            found = self.ids.get(key)
+            if found is not None:
                 ids[position] = found
-        if missing:
-            first = np.zeros(len(unique), dtype=np.int64)
-            first[inverse.reshape(-1)[::-1]] = np.arange(len(inverse))[::-1]
-            for module_id, positions in missing.items():
-                at = first[positions]
-                named = self._user_names(module_id, lookup[at])
-                for position, name, pc in zip(positions, named, lookup[at].tolist(), strict=True):
-                    address = int(unique[position][1])
-                    frame = FrameInfo(address, name[0], name[1], name[2], address)
-                    ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
-                    if self.inline:
-                        self._inlined(profile, module_id, pc, frame, int(ids[position]))
-        return ids[inverse.reshape(-1)]
+            elif key in self.at_end:
+                at_end.append(position)
+            else:
+                missing.setdefault(key[0], []).append(position)
+        first = np.zeros(len(unique), dtype=np.int64)  # a frame of each distinct one
+        first[inverse[::-1]] = np.arange(len(inverse))[::-1]
+        for module_id, positions in missing.items():
+            addresses = [int(unique[position][1]) for position in positions]
+            named = self._user_names(module_id, addresses)
+            for position, address, name in zip(positions, addresses, named, strict=True):
+                if isinstance(name, _AtEnd):
+                    self.at_end[(module_id, address)] = name
+                    at_end.append(position)
+                    continue
+                frame = FrameInfo(address, name[0], name[1], name[2], address)
+                ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
+                if self.inline:
+                    pc = int(lookup[first[position]])
+                    self._inlined(profile, module_id, pc, frame, int(ids[position]))
+        out = ids[inverse]
+        if at_end:
+            self._name_at_end(profile, out, unique, inverse, at_end, lookup, pids)
+        return out
+
+    def _name_at_end(
+        self,
+        profile: Profile,
+        out: npt.NDArray[np.int64],
+        unique: npt.NDArray[np.uint64],
+        inverse: npt.NDArray[np.intp],
+        positions: list[int],
+        lookup: npt.NDArray[np.uint64],
+        pids: npt.NDArray[np.int64],
+    ) -> None:
+        """Frames at the end of their (empty) symbol: perf prints their offset from the
+        symbol's start less the map's start (util/symbol.c __symbol__fprintf_symname_offs),
+        so it depends on where the process mapped the module."""
+        for position in positions:
+            module_id, address = int(unique[position][0]), int(unique[position][1])
+            name = self.at_end[(module_id, address)]
+            for frame in np.flatnonzero(inverse == position).tolist():
+                pc = int(lookup[frame])
+                start = self.spaces.mapping_start(
+                    int(pids[frame]), pc, module_id, (address - pc) & _MASK
+                )
+                offset = (address - (start or 0) - name.start) & _MASK
+                info = FrameInfo(address, name.module, name.symbol, offset, address)
+                out[frame] = profile.frame_id(info)
 
     def _user_names(
-        self, module_id: int, lookup: npt.NDArray[np.uint64]
-    ) -> list[tuple[str, str | None, int]]:
+        self, module_id: int, addresses: list[int]
+    ) -> list[tuple[str, str | None, int] | _AtEnd]:
+        """(module, symbol, offset) of each address of a module (perf's map_ip), as perf
+        names it (:mod:`pysframe.perf.symbols`)."""
         if module_id < 0:
-            return [(UNKNOWN, None, 0)] * len(lookup)
+            return [(UNKNOWN, None, 0)] * len(addresses)
         module = self.spaces.modules[module_id]
-        symbols = self.finder.symbols(module)
+        symbols = self.finder.perf_symbols(module)
         if symbols is None:
-            return [(module.name, None, 0)] * len(lookup)
-        link = (lookup - np.uint64(module.bias & ((1 << 64) - 1))).astype(np.uint64)
-        out: list[tuple[str, str | None, int]] = []
-        for found in symbols.find_many(link):
-            if found is None:
+            return [(module.name, None, 0)] * len(addresses)
+        out: list[tuple[str, str | None, int] | _AtEnd] = []
+        found = symbols.find_many(np.array(addresses, dtype=np.uint64))
+        for address, index in zip(addresses, found.tolist(), strict=True):
+            if index < 0:
                 out.append((module.name, None, 0))
+                continue
+            start = symbols.start_of(index)
+            if address < int(symbols.ends[index]):
+                out.append((module.name, symbols.name_of(index), address - start))
             else:
-                out.append((module.name, self.symbols.name(found[0]), found[1]))
+                out.append(_AtEnd(module.name, symbols.name_of(index), start))
         return out
 
     def _inlined(
@@ -227,14 +287,24 @@ class _Namer:
         if inlined:
             self.expanded[frame_id] = (*inlined, frame_id)
 
-    def expand(self, frames: list[int]) -> list[int]:
-        """``frames`` with the functions inlined at each (``inline``)."""
-        if not self.expanded:
-            return frames
-        out: list[int] = []
-        for frame_id in frames:
-            out.extend(self.expanded.get(frame_id, (frame_id,)))
-        return out
+    def expanded_all(
+        self, frames: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``frames`` (``lengths[i]`` of them for sample ``i``) with the functions inlined at
+        each before it (``inline``), and how many each sample then has."""
+        if not self.expanded or not len(frames):
+            return frames, lengths
+        distinct, inverse = np.unique(frames, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        each = [self.expanded.get(frame, (frame,)) for frame in distinct.tolist()]
+        sizes = np.array([len(expansion) for expansion in each], dtype=np.int64)
+        flat = np.array([frame for expansion in each for frame in expansion], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        out = flat[range_positions(starts[inverse], sizes[inverse])]
+        owner = np.repeat(np.arange(len(lengths)), lengths)
+        return out, np.bincount(owner, weights=sizes[inverse], minlength=len(lengths)).astype(
+            np.int64
+        )
 
     def lost_return(self, profile: Profile) -> int:
         """The frame perf's walk adds where a return address is outside the stack copy: at
@@ -255,8 +325,8 @@ class _Namer:
                     assert self.kernel is not None
                     frame = FrameInfo(
                         address,
-                        self.kernel.module(number),
-                        self.kernel.name(number),
+                        self.kernel.modules[number],
+                        self.kernel.names[number],
                         address - int(self.kernel.starts[number]),
                         kernel=True,
                     )
@@ -268,77 +338,127 @@ class _Namer:
 def _add_chunk(
     profile: Profile, stats: WalkStats, walked: WalkedChunk, namer: _Namer, events: list[int]
 ) -> None:
-    """Name the frames of a chunk's samples and add the samples to ``profile``."""
+    """Name the frames of a chunk's samples and add the samples to ``profile``: each sample's
+    stack is its recorded kernel frames, its walked user frames (with the functions inlined
+    there, ``--inline``), and perf's frame at 0 where its walk lost a return address."""
     samples, walks = walked.samples, walked.walks
+    count = len(samples)
     # User frames: a return address is printed and looked up one byte back.
     lookup = walks.pc - np.where(walks.exact, np.uint64(0), np.uint64(1))
     printed = lookup + walks.delta  # perf's map_ip: pc - start + pgoff
-    user_ids = namer.user(profile, walks.module, lookup, printed)
-    chain = samples.callchain
-    offsets = samples.callchain_offsets
-    lost = namer.lost_return(profile)
-    for index in range(len(samples)):
-        kernel = _kernel_part(chain[offsets[index] : offsets[index + 1]])
-        frames = namer.kernel_frames(profile, kernel) if len(kernel) else []
-        frames += namer.expand(user_ids[walks.offsets[index] : walks.offsets[index + 1]].tolist())
-        if walks.lost_return[index]:
-            frames.append(lost)
-        if not frames and samples.misc[index] & MISC_CPUMODE_MASK != MISC_KERNEL:
-            frames = namer.user(
-                profile, np.array([-1]), samples.ip[index : index + 1],
-                samples.ip[index : index + 1],
-            ).tolist()  # fmt: skip
-        attr = int(samples.attr[index])
-        profile.add(
-            profile.stack_id(frames),
-            pid=int(samples.pid[index]),
-            tid=int(samples.tid[index]),
-            time=int(samples.time[index]),
-            cpu=int(samples.cpu[index]),
-            period=int(samples.period[index]),
-            comm=profile.comm_id(walked.comms[index]),
-            event=events[attr] if attr < len(events) else profile.event_id("event", "events"),
-        )
+    pids = np.repeat(samples.pid.astype(np.int64), np.diff(walks.offsets))
+    user_ids, user_lengths = namer.expanded_all(
+        namer.user(profile, walks.module, lookup, printed, pids), np.diff(walks.offsets)
+    )
+    kernel_at, kernel_lengths = _kernel_parts(samples.callchain, samples.callchain_offsets)
+    kernel_addresses = samples.callchain[kernel_at]
+    distinct, inverse = np.unique(kernel_addresses, return_inverse=True)
+    kernel_ids = np.array(namer.kernel_frames(profile, distinct), dtype=np.int64)
+    kernel_ids = kernel_ids[inverse.reshape(-1)] if len(distinct) else kernel_ids
+    lost = walks.lost_return.astype(np.int64)
+    lengths = kernel_lengths + user_lengths + lost
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    frames = np.empty(int(lengths.sum()), dtype=np.int64)
+    frames[range_positions(starts, kernel_lengths)] = kernel_ids
+    frames[range_positions(starts + kernel_lengths, user_lengths)] = user_ids
+    frames[(starts + kernel_lengths + user_lengths)[lost > 0]] = namer.lost_return(profile)
+    flat = frames.tolist()
+    stacks = [
+        profile.stack_id(flat[start : start + length])
+        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
+    ]
+    # A user-mode sample without frames: its IP alone, in the map holding it, as perf
+    # prints it (thread__find_map of the sample's IP)
+    kernel_mode = (samples.misc & MISC_CPUMODE_MASK) == MISC_KERNEL
+    for index in np.flatnonzero((lengths == 0) & ~kernel_mode).tolist():
+        ip, pid = samples.ip[index : index + 1], np.array([samples.pid[index]], np.int64)
+        module, delta = namer.spaces.mappings_at(int(pid[0]), ip)
+        (frame,) = namer.user(profile, module, ip, ip + delta, pid).tolist()
+        stacks[index] = profile.stack_id([frame])
+    attrs = samples.attr.astype(np.int64)
+    unnamed = [profile.event_id("event", "events")] if (attrs >= len(events)).any() else [-1]
+    known = np.array([*events, *unnamed], dtype=np.int64)
+    comm_ids = {comm: profile.comm_id(comm) for comm in set(walked.comms)}
+    profile.extend(
+        stacks, pid=samples.pid.tolist(), tid=samples.tid.tolist(),
+        time=samples.time.tolist(), cpu=samples.cpu.tolist(), period=samples.period.tolist(),
+        comm=[comm_ids[comm] for comm in walked.comms],
+        event=known[np.where(attrs < len(events), attrs, len(events))].tolist(),
+    )  # fmt: skip
+    assert len(stacks) == count
     _count(stats, walked, namer.spaces)
 
 
-def _kernel_part(chain: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """The kernel addresses of a recorded callchain: those after PERF_CONTEXT_KERNEL, up to
-    the next context marker."""
-    if not len(chain):
-        return chain
+def _distinct_pairs(
+    modules: npt.NDArray[np.int64], addresses: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]]:
+    """The distinct (module, address) pairs (rows of two words), and which one each pair is:
+    one 64-bit key per pair where the addresses fit in 48 bits (a sort of words, not of
+    rows)."""
+    if len(addresses) and int(addresses.max()) < 1 << 48 and int(modules.max()) < 1 << 15:
+        keys = (modules.astype(np.uint64) + np.uint64(1)) << np.uint64(48) | addresses
+        distinct, inverse = np.unique(keys, return_inverse=True)
+        pairs = np.stack([(distinct >> np.uint64(48)) - np.uint64(1),
+                          distinct & np.uint64((1 << 48) - 1)], axis=1)  # fmt: skip
+        return pairs, inverse.reshape(-1)
+    keys = np.stack([modules.astype(np.uint64), addresses]).T
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return unique, inverse.reshape(-1)
+
+
+def _kernel_parts(
+    chain: npt.NDArray[np.uint64], offsets: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Where each sample's kernel addresses lie in the recorded callchains (positions, one
+    sample after the other) and how many each has: those after its PERF_CONTEXT_KERNEL, up
+    to the next context marker or the end of its chain."""
+    count = len(offsets) - 1
+    owner = np.repeat(np.arange(count), np.diff(offsets))
+    at_kernel = np.flatnonzero(chain == np.uint64(PERF_CONTEXT_KERNEL))
+    first = np.full(count, -1, dtype=np.int64)
+    first[owner[at_kernel][::-1]] = at_kernel[::-1]  # the first marker of each sample
+    has = first >= 0
+    start = np.where(has, first + 1, offsets[:-1])
     markers = np.flatnonzero(chain >= np.uint64(PERF_CONTEXT_MAX))
-    kernel_at = np.flatnonzero(chain == np.uint64(PERF_CONTEXT_KERNEL))
-    if not len(kernel_at):
-        return chain[:0]
-    start = int(kernel_at[0]) + 1
-    later = markers[markers >= start]
-    end = int(later[0]) if len(later) else len(chain)
-    return chain[start:end]
+    following = np.append(markers, np.iinfo(np.int64).max)[np.searchsorted(markers, start)]
+    end = np.minimum(following, offsets[1:])
+    lengths = np.where(has, end - start, 0).astype(np.int64)
+    return range_positions(start, lengths), lengths
 
 
 def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None:
-    """Add what the walks of a chunk did to ``stats``."""
+    """Add what the walks of a chunk did to ``stats`` (counted with numpy, then added to the
+    counters once per distinct value)."""
     walks = walked.walks
     depth = np.diff(walks.offsets)
     stats.samples += len(walks)
     has_stack = walks.stop != STOPS.index(Stop.NO_USER_STACK)
     stats.walked += int(has_stack.sum())
     stats.frames += int(depth.sum())
-    stats.depths.update(depth[has_stack].tolist())
-    stats.stops.update(STOPS[code] for code in walks.stop.tolist())
+    stats.depths.update(_tally(depth[has_stack]))
+    stats.stops.update({STOPS[code]: n for code, n in _tally(walks.stop).items()})
     stats.stack_used += walks.stack_used[has_stack].tolist()
     stats.stack_copied += walked.samples.stack_dyn_size[has_stack].astype(np.int64).tolist()
     stats.reference += int(walks.reference.sum())
     names = [module.name for module in spaces.modules] + [UNKNOWN]
-    last = np.where(depth > 0, walks.offsets[1:] - 1, -1)
-    for stop, position in zip(walks.stop.tolist(), last.tolist(), strict=True):
-        if position >= 0:
-            stats.stop_modules[(STOPS[stop], names[int(walks.module[position])])] += 1
+    ended = depth > 0
+    last_module = walks.module[walks.offsets[1:][ended] - 1]  # -1: [unknown], names[-1]
+    pairs = walks.stop[ended].astype(np.int64) * (len(names) + 1) + (last_module + 1)
+    for pair, n in _tally(pairs).items():
+        stop, module = divmod(pair, len(names) + 1)
+        stats.stop_modules[(STOPS[stop], names[module - 1])] += n
     if len(walks.module):
         sample_of = np.repeat(np.arange(len(walks)), depth)
-        pairs = np.unique(np.stack([sample_of, walks.module]), axis=1)
-        stats.module_samples.update(names[int(m)] for m in pairs[1].tolist())
+        # each (sample, module) once: the samples each module holds a frame of
+        key = sample_of * (len(names) + 1) + (walks.module + 1)
+        held = np.unique(key) % (len(names) + 1) - 1
+        stats.module_samples.update({names[m]: n for m, n in _tally(held).items()})
+
+
+def _tally(values: npt.NDArray[np.int64] | npt.NDArray[np.int8]) -> dict[int, int]:
+    """How many times each value occurs."""
+    distinct, counts = np.unique(values, return_counts=True)
+    return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
 
 
 __all__ = ["Options", "WalkStats", "profile_recording"]

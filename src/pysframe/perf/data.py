@@ -55,7 +55,7 @@ from .records import SIDE_BAND_TYPES, SideBandEvent, decode_side_band
 from .samples import Sample, SampleChunk, attr_of_sample, decode_chunk, decode_sample
 
 #: Samples per chunk unless told otherwise.
-DEFAULT_CHUNK = 4096
+DEFAULT_CHUNK = 16384
 #: Bytes a stream is read by.
 STREAM_BLOCK = 8 << 20
 #: A stretch of a file ends after this many bytes even if it has fewer samples than a chunk.

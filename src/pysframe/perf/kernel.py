@@ -6,18 +6,21 @@ its build-ID cache (``DEBUG_DIR/[kernel.kallsyms]/BUILD-ID/kallsyms``), else thi
 ``/proc/kallsyms`` when its kernel's build ID (``/sys/kernel/notes``) is the recorded one.
 Without either, kernel frames stay unnamed.
 
-perf's rules (util/symbol.c): text symbols only (types ``t``, ``T``, ``w``, ``W``); a
-symbol's end is the next symbol's start (symbols__fixup_end); among the symbols of one
-address the one choose_best_symbol prefers is kept (symbols__fixup_duplicate): a non-weak one
-over a weak one, a global one over a local one, fewer leading underscores, then the longer
-name, and never a ``SyS`` syscall alias (arch__choose_best_symbol).  A module's symbols
-(``[name]`` after them) belong to the module's map, named ``[name]``.
+perf's rules (util/symbol.c __dso__load_kallsyms): text symbols only (types ``t``, ``T``,
+``w``, ``W``; ``W`` weak, upper case global, else local: kallsyms2elf_binding), each empty
+at first, in file order; then perf's fixups (:class:`pysframe.perf.symbols.SymbolSet`): an
+empty symbol ends where the next one starts, or on the page after it where the kernel gives
+way to a module or a module to the kernel (symbols__fixup_end), and of the symbols of one
+address the one choose_best_symbol prefers is kept (symbols__fixup_duplicate) -- the last
+one listed, the only one the first fixup left non-empty.  A module's symbols (``[name]``
+after them) belong to the module's map, named ``[name]``.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +31,7 @@ from ..elf.layout import NT_GNU_BUILD_ID
 from ..errors import InputError, SFrameError
 from ..input import open_input, read_input
 from .profile import KERNEL_MODULE
+from .symtab import STB_GLOBAL, STB_LOCAL, STB_WEAK, SymbolSet
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -41,33 +45,16 @@ PERF_CONTEXT_USER = (1 << 64) - 512
 MAX_KALLSYMS = 64 << 20
 
 
+@dataclass(frozen=True, slots=True)
 class KernelSymbols:
-    """Kernel text symbols sorted by address: symbol ``i`` covers ``[starts[i], ends[i])``
-    (up to the next symbol's start), is named ``name(i)`` and lives in ``module(i)``
-    (``[kernel.kallsyms]`` or ``[name]``).
+    """Kernel text symbols sorted by address: ``names[i]`` covers ``[starts[i], starts[i+1])``
+    (the last one, ``ends[-1]``), in module ``modules[i]`` (``[kernel.kallsyms]`` or
+    ``[name]``)."""
 
-    Names are read from the kallsyms text only for the symbols asked for: a profile names a
-    few hundred of a kernel's 100k+ symbols.
-    """
-
-    def __init__(
-        self,
-        starts: npt.NDArray[np.uint64],
-        lines: list[list[tuple[str, str, str]]] | None = None,
-        *,
-        text: bytes = b"",
-        members: npt.NDArray[np.int64] | None = None,
-        member_starts: npt.NDArray[np.int64] | None = None,
-        name_spans: npt.NDArray[np.int64] | None = None,
-    ) -> None:
-        self.starts = starts
-        self.ends = np.append(starts[1:], np.uint64((1 << 64) - 1)) if len(starts) else starts
-        self._lines = lines  # the reference path's parsed aliases per symbol
-        self._text = text
-        self._members = members  # line numbers of each symbol's aliases, grouped
-        self._member_starts = member_starts  # where symbol i's aliases begin in _members
-        self._name_spans = name_spans  # per line: name start, name end, line end
-        self._picked: dict[int, tuple[str, str]] = {}
+    starts: npt.NDArray[np.uint64]
+    ends: npt.NDArray[np.uint64]
+    names: list[str]
+    modules: list[str]
 
     def find_many(self, addresses: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """The index of the symbol holding each address (-1: none)."""
@@ -76,90 +63,43 @@ class KernelSymbols:
         inside = (at >= 0) & (addresses < self.ends[safe]) if len(self.starts) else at < -1
         return np.where(inside, at, -1)
 
-    def name(self, index: int) -> str:
-        """The name perf gives symbol ``index``."""
-        return self._pick(index)[0]
-
-    def module(self, index: int) -> str:
-        """The map symbol ``index`` belongs to: ``[kernel.kallsyms]`` or ``[MODULE]``."""
-        return self._pick(index)[1]
-
-    def _pick(self, index: int) -> tuple[str, str]:
-        found = self._picked.get(index)
-        if found is None:
-            best: tuple[str, str, str] | None = None
-            for candidate in self._aliases(index):
-                if best is None or _better((candidate[0], candidate[1]), (best[0], best[1])):
-                    best = candidate
-            assert best is not None
-            module = f"[{best[2]}]" if best[2] else KERNEL_MODULE
-            found = self._picked[index] = (best[0], module)
-        return found
-
-    def _aliases(self, index: int) -> list[tuple[str, str, str]]:
-        """(name, type letter, module) of each kallsyms line at symbol ``index``'s address,
-        in the file's order."""
-        if self._lines is not None:
-            return self._lines[index]
-        assert self._members is not None and self._member_starts is not None
-        assert self._name_spans is not None
-        out = []
-        begin, stop = int(self._member_starts[index]), int(self._member_starts[index + 1])
-        for line in self._members[begin:stop].tolist():
-            name_start, name_end, line_end = self._name_spans[line].tolist()
-            name = self._text[name_start:name_end].decode("utf-8", "replace")
-            kind = chr(self._text[name_start - 2])
-            out.append((name, kind, _module_name(self._text[name_end:line_end])))
-        return out
-
     def __len__(self) -> int:
-        return len(self.starts)
+        return len(self.names)
 
 
-def _underscores(name: str) -> int:
-    return len(name) - len(name.lstrip("_"))
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """The text-symbol lines of a kallsyms file, in file order: address, type letter, name,
+    and the module named after it (by line number; none for the kernel's own)."""
+
+    addresses: npt.NDArray[np.uint64]
+    kinds: bytes
+    names: list[str]
+    modules: dict[int, str]
 
 
-def _better(a: tuple[str, str], b: tuple[str, str]) -> bool:
-    """Whether perf's choose_best_symbol keeps ``a`` (name, type letter) over ``b`` (all
-    kallsyms symbols of one address have the same, non-zero, extent)."""
-    name_a, kind_a = a
-    name_b, kind_b = b
-    weak_a, weak_b = kind_a in "wW", kind_b in "wW"
-    if weak_a != weak_b:
-        return weak_b
-    global_a, global_b = kind_a in "TW", kind_b in "TW"
-    if global_a != global_b:
-        return global_a
-    if _underscores(name_a) != _underscores(name_b):
-        return _underscores(name_a) < _underscores(name_b)
-    if len(name_a) != len(name_b):
-        return len(name_a) > len(name_b)
-    return not name_a.startswith(("SyS", "compat_SyS"))
-
-
-def _module_name(rest: bytes) -> str:
+def _module_name(rest: str) -> str:
     """The module named after a symbol (``\t[MODULE]``), or "" for the kernel's own."""
     rest = rest.strip()
-    return rest[1:-1].decode("utf-8", "replace") if rest[:1] == b"[" and rest[-1:] == b"]" else ""
+    return rest[1:-1] if rest[:1] == "[" and rest[-1:] == "]" else ""
 
 
 #: A kallsyms line of a text symbol: address, type, name, then the module in brackets.
 _TEXT_SYMBOL = re.compile(
-    rb"^([0-9a-fA-F]{1,16}) ([tTwW]) ([^\x00-\x20\[][^\x00-\x20]*)([^\n]*)$", re.MULTILINE
+    r"^([0-9a-fA-F]{1,16}) ([tTwW]) ([^\x00-\x20\[][^\x00-\x20]*)([^\n]*)$", re.MULTILINE
 )
 
 
-def parse_kallsyms_reference(text: bytes) -> KernelSymbols:
-    """The text symbols of a kallsyms file, one line at a time (the reference that
-    :func:`parse_kallsyms` is held equal to)."""
-    by_address: dict[int, list[tuple[str, str, str]]] = {}
-    for address, kind, name, rest in _TEXT_SYMBOL.findall(text):
-        by_address.setdefault(int(address, 16), []).append(
-            (name.decode("utf-8", "replace"), kind.decode(), _module_name(rest))
-        )
-    starts = np.array(sorted(by_address), dtype=np.uint64)
-    return KernelSymbols(starts, [by_address[int(start)] for start in starts.tolist()])
+def _lines_reference(text: bytes) -> _Lines:
+    """The text-symbol lines, one at a time (the reference :func:`_lines` is held equal
+    to)."""
+    found = _TEXT_SYMBOL.findall(text.decode("utf-8", "replace"))
+    return _Lines(
+        np.array([int(entry[0], 16) for entry in found], dtype=np.uint64),
+        "".join(entry[1] for entry in found).encode(),
+        [entry[2] for entry in found],
+        {at: name for at, entry in enumerate(found) if (name := _module_name(entry[3]))},
+    )
 
 
 #: hex digit values by byte (16: not a hex digit).
@@ -173,15 +113,15 @@ _TEXT_TYPES[np.frombuffer(b"tTwW", np.uint8)] = True
 _BLANK = 0x20
 
 
-def parse_kallsyms(text: bytes) -> KernelSymbols:
-    """The text symbols of a kallsyms file (``ADDRESS TYPE NAME [MODULE]`` lines), read
-    with numpy; a line of another shape is skipped, as the reference does."""
+def _lines(text: bytes) -> _Lines:
+    """The text-symbol lines, found with numpy (``ADDRESS TYPE NAME [MODULE]``: 1 to 16 hex
+    digits, a space, a type letter, a space, a name); a line of another shape is skipped, as
+    the reference does."""
     data = np.frombuffer(text, dtype=np.uint8)
     line_ends = np.flatnonzero(data == ord("\n"))
     if len(data) and data[-1] != ord("\n"):
         line_ends = np.append(line_ends, len(data))
     line_starts = np.append(0, line_ends[:-1] + 1)[: len(line_ends)]
-    # ADDRESS (1 to 16 hex digits), a space, a type letter, a space, a name
     spaces = np.flatnonzero(data == ord(" "))
     first_space = np.append(spaces, len(data))[np.searchsorted(spaces, line_starts)]
     widths = first_space - line_starts
@@ -200,8 +140,6 @@ def parse_kallsyms(text: bytes) -> KernelSymbols:
         & (padded[after + 3] > _BLANK)
         & (padded[after + 3] != ord("["))
     )
-    if not shaped.any():
-        return KernelSymbols(np.zeros(0, dtype=np.uint64))
     line_ends, digits = line_ends[shaped], digits[shaped]
     name_starts = (line_starts + widths + 3)[shaped]
     # Two hex digits to a byte, the bytes read as one big-endian word of 64 bits.
@@ -210,18 +148,45 @@ def parse_kallsyms(text: bytes) -> KernelSymbols:
     blanks = np.flatnonzero(data <= _BLANK)
     name_ends = np.append(blanks, len(data))[np.searchsorted(blanks, name_starts)]
     name_ends = np.minimum(name_ends, line_ends)
-    spans = np.stack([name_starts, name_ends, line_ends], axis=1).astype(np.int64)
-    order = np.argsort(addresses, kind="stable")
-    sorted_addresses = addresses[order]
-    first = np.append(True, sorted_addresses[1:] != sorted_addresses[:-1])
-    member_starts = np.append(np.flatnonzero(first), len(order)).astype(np.int64)
-    return KernelSymbols(
-        sorted_addresses[first],
-        text=text,
-        members=order.astype(np.int64),
-        member_starts=member_starts,
-        name_spans=spans,
-    )
+    decoded = text.decode("latin-1")  # one character per byte: the offsets hold
+    names = [
+        decoded[start:end] for start, end in zip(name_starts.tolist(), name_ends.tolist(),
+                                                 strict=True)
+    ]  # fmt: skip
+    modules = {}
+    for at in np.flatnonzero(name_ends < line_ends).tolist():
+        if name := _module_name(decoded[name_ends[at] : line_ends[at]]):
+            modules[at] = name
+    if not text.isascii():  # names are UTF-8: decode them as such
+        names = [name.encode("latin-1").decode("utf-8", "replace") for name in names]
+        modules = {
+            at: name.encode("latin-1").decode("utf-8", "replace") for at, name in modules.items()
+        }
+    return _Lines(addresses, padded[name_starts + 14].tobytes(), names, modules)
+
+
+def parse_kallsyms(text: bytes, *, reference: bool = False) -> KernelSymbols:
+    """The text symbols of a kallsyms file (``ADDRESS TYPE NAME [MODULE]`` lines), as perf
+    keeps them (see the module's docstring); ``reference``: the lines read one at a time."""
+    lines = _lines_reference(text) if reference else _lines(text)
+    kinds = np.frombuffer(lines.kinds, dtype=np.uint8)
+    bindings = np.where(
+        kinds == ord("W"), STB_WEAK, np.where(kinds == ord("T"), STB_GLOBAL, STB_LOCAL)
+    ).astype(np.uint8)
+    in_module = np.zeros(len(lines.names), dtype=bool)
+    in_module[list(lines.modules)] = True
+    symbols = SymbolSet()
+    symbols.add(
+        lines.addresses, np.zeros(len(lines.names), dtype=np.uint64), bindings, lines.names,
+        named=True, in_module=in_module,
+    )  # fmt: skip
+    symbols.fix(kallsyms=True)
+    table = symbols.table()
+    modules = [KERNEL_MODULE] * len(table.numbers)
+    numbers = np.asarray(table.numbers, dtype=np.int64)
+    for position in np.flatnonzero(in_module[numbers]).tolist():
+        modules[position] = f"[{lines.modules[int(numbers[position])]}]"
+    return KernelSymbols(table.starts, table.ends, table.names, modules)
 
 
 def running_kernel_build_id() -> bytes | None:
@@ -278,6 +243,5 @@ __all__ = [
     "KernelSymbols",
     "kernel_symbols",
     "parse_kallsyms",
-    "parse_kallsyms_reference",
     "running_kernel_build_id",
 ]

@@ -18,6 +18,10 @@ trust checks pass (:mod:`pysframe.sources.trust`), else SFrame generated from it
 the cache per build ID (:mod:`pysframe.sources.cache`).  The vDSO has no file: perf's cache
 holds it (``DEBUG_DIR/[vdso]/BUILD-ID/vdso``), else this machine's own vDSO is used when its
 build ID is the recorded one.
+
+A module's symbols are the ones perf reads for it (:meth:`ModuleFinder.perf_symbols`), from
+files perf chooses its own way (:mod:`pysframe.perf.symbols`), found once per name and build
+ID.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..elf.image import ElfImage
 from ..errors import SFrameError
 from ..format.section import SFrameSection
 from ..sources.trust import Policy
@@ -33,6 +38,14 @@ from ..unwind.facts import ElfFacts, elf_facts, generated_for, sframe_for
 from ..unwind.mappings import Mapping
 from ..unwind.modules import load_bias
 from ..unwind.symbolize import ModuleSymbols, SymbolOptions
+from .symbols import (
+    SymbolSource,
+    candidate_files,
+    choose_files,
+    dso_symbols,
+    join_symfs,
+)
+from .symtab import PerfSymbols
 
 #: perf's build-ID cache, unless told otherwise (perf's buildid.dir).
 DEFAULT_DEBUG_DIR = "~/.debug"
@@ -57,6 +70,8 @@ class Module:
     name: str
     bias: int
     facts: ElfFacts | None
+    #: The build ID the recording gives it (None: none).
+    build_id: bytes | None = None
     section: SFrameSection | None = None
     #: Where its SFrame came from (:class:`pysframe.sources.Origin`), or none / invalid.
     origin: str = "none"
@@ -95,8 +110,11 @@ class ModuleFinder:
         self._files: dict[tuple[str, bytes | None], ModuleFile] = {}
         self._facts: dict[str, ElfFacts | str] = {}
         self._modules: dict[tuple[str, bytes | None, int], Module] = {}
+        self._perf_symbols: dict[tuple[str, bytes | None], PerfSymbols | None] = {}
         #: Modules that had no SFrame of their own, and why not, for the statistics.
         self.problems: dict[str, str] = {}
+        #: Symbol files that could not be read, one line each.
+        self.symbol_problems: list[str] = []
 
     def module(
         self, path: str, start: int, end: int, pgoff: int, build_id: bytes | None
@@ -106,19 +124,19 @@ class ModuleFinder:
         build_id = build_id or self.build_ids.get(path)
         found = self.file(path, build_id)
         if found.path is None:
-            return Module(path, 0, None, reason=found.problem)
+            return Module(path, 0, None, build_id, reason=found.problem)
         facts = self._read(found.path)
         if isinstance(facts, str):
-            return Module(path, 0, None, reason=facts)
-        bias = load_bias(facts, [Mapping(start, end, pgoff, path)])
+            return Module(path, 0, None, build_id, reason=facts)
+        bias = load_bias(facts, [Mapping(start, end, pgoff, path)], code=True)
         if bias is None:
-            return Module(path, 0, None, reason=f"{path} does not match its mapping")
+            return Module(path, 0, None, build_id, reason=f"{path} does not match its mapping")
         key = (path, build_id, bias)
         module = self._modules.get(key)
         if module is None:
             chosen = sframe_for(facts, bias, self.policy)
             module = Module(
-                path, bias, facts, chosen.section, chosen.origin, chosen.reason,
+                path, bias, facts, build_id, chosen.section, chosen.origin, chosen.reason,
                 chosen.with_fallback,
             )  # fmt: skip
             self._modules[key] = module
@@ -130,12 +148,45 @@ class ModuleFinder:
         return module
 
     def symbols(self, module: Module) -> ModuleSymbols | None:
-        """The module's symbols (read on first use), or None without a file."""
+        """The module's symbols and DWARF as ``stack`` reads them (for ``--inline``: the
+        functions inlined at a PC), or None without a file."""
         if module.facts is None:
             return None
         try:
             return module.facts.symbols(self.symbol_options)
         except SFrameError:
+            return None
+
+    def perf_symbols(self, module: Module) -> PerfSymbols | None:
+        """The module's symbols as perf reads them (:mod:`pysframe.perf.symbols`: its own
+        choice of files, found once per name and build ID), or None without any."""
+        key = (module.name, module.build_id)
+        if key not in self._perf_symbols:
+            self._perf_symbols[key] = self._read_perf_symbols(module.name, module.build_id)
+        return self._perf_symbols[key]
+
+    def _read_perf_symbols(self, name: str, build_id: bytes | None) -> PerfSymbols | None:
+        """dso__load for the dso ``name``: its build ID is the recorded one, else its file's
+        own (the vDSO's: this machine's, perf's stand-in for it)."""
+        vdso = name == VDSO
+        own = own_vdso_image() if vdso else None
+        if build_id is None:
+            build_id = _own_build_id(own) if vdso else _file_build_id(name, self.symfs)
+        debug_dir = str(self.debug_dir) if self.debug_dir is not None else None
+        sources = [
+            SymbolSource(path)
+            for path in candidate_files(name, build_id, debug_dir=debug_dir, symfs=self.symfs,
+                                        vdso=vdso)
+        ]  # fmt: skip
+        if own is not None:
+            sources.append(SymbolSource(VDSO, own))
+        options = self.symbol_options
+        try:
+            return dso_symbols(
+                choose_files(sources, build_id), options.perf_names, key=options.demangle
+            )
+        except SFrameError as error:
+            self.symbol_problems.append(str(error))
             return None
 
     # -- finding files ----------------------------------------------------------------------------
@@ -198,9 +249,32 @@ def _own_vdso() -> str | None:
     return _OWN_VDSO_PREFIX if os.path.exists("/proc/self/auxv") else None
 
 
-def _vdso_facts(_name: str) -> ElfFacts | None:
+def _file_build_id(name: str, symfs: str | None) -> bytes | None:
+    """The build ID of the module's file (perf reads it when the recording gives none:
+    dso__load), or None."""
+    if not os.path.isfile(name):
+        return None
+    try:
+        with ElfImage.open(join_symfs(symfs, name)) as image:
+            return image.build_id_as_perf()
+    except SFrameError:
+        return None
+
+
+def _own_build_id(image: bytes | None) -> bytes | None:
+    if image is None:
+        return None
+    try:
+        with ElfImage.from_bytes(VDSO, image) as elf:
+            return elf.build_id_as_perf()
+    except SFrameError:
+        return None
+
+
+def own_vdso_image() -> bytes | None:
+    """This process's vDSO image (None where it cannot be read)."""
     from ..unwind.mappings import process_vdso_address
-    from ..unwind.vdso import vdso_facts
+    from ..unwind.vdso import read_vdso_image
 
     address = process_vdso_address(os.getpid())
     if address is None:
@@ -211,7 +285,16 @@ def _vdso_facts(_name: str) -> ElfFacts | None:
             memory.seek(at)
             return memory.read(size)
 
-    found = vdso_facts(address, read)
+    return read_vdso_image(address, read)
+
+
+def _vdso_facts(_name: str) -> ElfFacts | None:
+    from ..unwind.vdso import vdso_facts
+
+    image = own_vdso_image()
+    if image is None:
+        return None
+    found = vdso_facts(0, lambda at, size: image[at : at + size])
     return None if found is None else found[0]
 
 

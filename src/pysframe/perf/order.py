@@ -30,7 +30,7 @@ import numpy as np
 
 from .data import Stretch
 from .records import SideBandEvent
-from .samples import SampleChunk, gather_samples
+from .samples import SampleChunk, take_samples
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -55,184 +55,159 @@ def _timed(time: int | None) -> bool:
     return time is not None and 0 < time < U64_MAX
 
 
-class _Out:
-    """What one stretch's reading delivers, collected in order."""
+class _Records:
+    """The records read and not yet delivered, by id: sample ``i`` of the ``k``-th chunk
+    read is ``bases[k] + i``; event ``n`` is ``-1 - n``."""
 
     def __init__(self) -> None:
-        self.pieces: list[tuple[SampleChunk, npt.NDArray[np.int64]]] = []
-        self.count = 0
-        self.events: list[SideBandEvent] = []
-        self.cuts: list[int] = []
+        self.chunks: list[SampleChunk] = []
+        self.bases: list[int] = []
+        self.next_sample = 0
+        self.events: dict[int, SideBandEvent] = {}
+        self.next_event = 0
 
-    def samples(self, chunk: SampleChunk, index: npt.NDArray[np.int64]) -> None:
-        if len(index):
-            self.pieces.append((chunk, index))
-            self.count += len(index)
+    def add_chunk(self, chunk: SampleChunk) -> npt.NDArray[np.int64]:
+        ids = np.arange(self.next_sample, self.next_sample + len(chunk), dtype=np.int64)
+        self.chunks.append(chunk)
+        self.bases.append(self.next_sample)
+        self.next_sample += len(chunk)
+        return ids
 
-    def event(self, event: SideBandEvent) -> None:
-        self.events.append(event)
-        self.cuts.append(self.count)
+    def add_event(self, event: SideBandEvent) -> int:
+        ident = -1 - self.next_event
+        self.events[ident] = event
+        self.next_event += 1
+        return ident
 
-    def delivery(self, read_to: int) -> Delivery | None:
-        if not self.pieces and not self.events:
+    def delivery(self, order: npt.NDArray[np.int64], read_to: int) -> Delivery | None:
+        """The records ``order`` (ids, in delivery order), taken out of the registry."""
+        if not len(order):
             return None
+        at_events = np.flatnonzero(order < 0)
+        events = [self.events.pop(ident) for ident in order[at_events].tolist()]
+        cuts = (at_events - np.arange(len(at_events))).tolist()
+        ids = order[order >= 0]
         samples = None
-        if self.pieces:
-            if len(self.pieces) == 1 and _is_whole(*self.pieces[0]):
-                samples = self.pieces[0][0]
+        if len(ids):
+            which = np.searchsorted(np.array(self.bases), ids, side="right") - 1
+            first = int(which.min())
+            used = self.chunks[first : int(which.max()) + 1]
+            index = ids - np.array(self.bases)[which]
+            if len(used) == 1 and len(ids) == len(used[0]) and (index[1:] > index[:-1]).all():
+                samples = used[0]  # a whole chunk, in its order
             else:
-                samples = gather_samples(self.pieces)
-        return Delivery(samples, self.events, self.cuts, read_to)
+                samples = take_samples(used, which - first, index)
+        return Delivery(samples, events, cuts, read_to)
 
-
-def _is_whole(chunk: SampleChunk, index: npt.NDArray[np.int64]) -> bool:
-    return len(index) == len(chunk) and bool((index == np.arange(len(chunk))).all())
+    def forget_before(self, oldest: int) -> None:
+        """Drop the chunks whose samples all have ids below ``oldest`` (all delivered)."""
+        while len(self.chunks) > 1 and self.bases[1] <= oldest:
+            del self.chunks[0], self.bases[0]
 
 
 class _Queue:
-    """perf's ordered-events queue: samples (by chunk) and events with their times."""
+    """perf's ordered-events queue (util/ordered-events.c): the ids of the queued records,
+    with their times and file offsets."""
 
     def __init__(self) -> None:
-        self.samples: list[tuple[SampleChunk, npt.NDArray[np.int64]]] = []
-        self.events: list[SideBandEvent] = []
+        self.time = np.zeros(0, dtype=np.uint64)
+        self.offset = np.zeros(0, dtype=np.int64)
+        self.ident = np.zeros(0, dtype=np.int64)
         self.latest = 0  # max_timestamp
         self.next_flush = 0
 
-    def __bool__(self) -> bool:
-        return bool(self.samples or self.events)
+    def add(
+        self,
+        times: npt.NDArray[np.uint64],
+        offsets: npt.NDArray[np.int64],
+        idents: npt.NDArray[np.int64],
+    ) -> None:
+        """Queue records; the latest time is the greatest queued since the queue was last
+        empty (queue_event sets max_timestamp afresh when the queue had nothing)."""
+        if not len(times):
+            return
+        top = int(times.max())
+        self.latest = max(self.latest, top) if len(self.time) else top
+        self.time = np.concatenate([self.time, times])
+        self.offset = np.concatenate([self.offset, offsets])
+        self.ident = np.concatenate([self.ident, idents])
 
-    def _saw(self, time: int) -> None:
-        """The latest time queued since the queue was last empty (queue_event sets it
-        afresh when the queue had nothing)."""
-        self.latest = max(self.latest, time) if self else time
-
-    def add_samples(self, chunk: SampleChunk, index: npt.NDArray[np.int64]) -> None:
-        if len(index):
-            self._saw(int(chunk.time[index].max()))
-            self.samples.append((chunk, index))
-
-    def add_event(self, event: SideBandEvent) -> None:
-        self._saw(event.time or 0)
-        self.events.append(event)
-
-    def end_round(self, out: _Out) -> None:
+    def end_round(self) -> npt.NDArray[np.int64]:
         """FINISHED_ROUND: deliver up to the latest time of the round before; an empty
         queue changes nothing (ordered_events__flush returns first)."""
-        if self:
-            self.flush(self.next_flush, out)
-            self.next_flush = self.latest
+        if not len(self.time):
+            return self.ident
+        delivered = self.flush(self.next_flush)
+        self.next_flush = self.latest
+        return delivered
 
-    def flush(self, limit: int, out: _Out) -> None:
-        """Deliver the queued records of time ``limit`` or less, in (time, file) order."""
-        if not limit or not self:
-            return
-        chosen: list[tuple[SampleChunk, npt.NDArray[np.int64]]] = []
-        kept: list[tuple[SampleChunk, npt.NDArray[np.int64]]] = []
-        for chunk, index in self.samples:
-            due = chunk.time[index] <= limit
-            if due.any():
-                chosen.append((chunk, index[due]))
-            if not due.all():
-                kept.append((chunk, index[~due]))
-        self.samples = kept
-        events = sorted(
-            (event for event in self.events if (event.time or 0) <= limit),
-            key=lambda event: (event.time or 0, event.offset),
-        )
-        self.events = [event for event in self.events if (event.time or 0) > limit]
-        if not chosen:
-            for event in events:
-                out.event(event)
-            return
-        times = np.concatenate([chunk.time[index] for chunk, index in chosen])
-        offsets = np.concatenate([chunk.file_offset[index] for chunk, index in chosen])
-        order = np.lexsort((offsets, times))
-        times, offsets = times[order], offsets[order]
-        owner = np.repeat(np.arange(len(chosen)), [len(index) for _, index in chosen])[order]
-        positions = np.concatenate([index for _, index in chosen])[order]
-        # the events fall between the sorted samples: before those later than them
-        cuts = [_place(times, offsets, event.time or 0, event.offset) for event in events]
-        done = 0
-        for event, cut in zip(events, cuts, strict=True):
-            _runs(chosen, owner[done:cut], positions[done:cut], out)
-            out.event(event)
-            done = cut
-        _runs(chosen, owner[done:], positions[done:], out)
-
-
-def _place(
-    times: npt.NDArray[np.uint64], offsets: npt.NDArray[np.int64], time: int, offset: int
-) -> int:
-    """How many of the samples, sorted by (time, offset), come before (time, offset)."""
-    low = int(np.searchsorted(times, np.uint64(time), side="left"))
-    high = int(np.searchsorted(times, np.uint64(time), side="right"))
-    return low + int(np.searchsorted(offsets[low:high], offset))
-
-
-def _runs(
-    chosen: list[tuple[SampleChunk, npt.NDArray[np.int64]]],
-    owner: npt.NDArray[np.int64],
-    positions: npt.NDArray[np.int64],
-    out: _Out,
-) -> None:
-    """Deliver the samples ``chosen[owner[i]][0][positions[i]]`` in order, a run of one
-    chunk at a time."""
-    if not len(owner):
-        return
-    starts = np.flatnonzero(np.append(True, owner[1:] != owner[:-1]))
-    ends = np.append(starts[1:], len(owner))
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        out.samples(chosen[int(owner[start])][0], positions[start:end])
+    def flush(self, limit: int) -> npt.NDArray[np.int64]:
+        """The ids of the queued records of time ``limit`` or less, in (time, file) order,
+        taken off the queue (do_flush; nothing for a limit of 0)."""
+        due = self.time <= np.uint64(limit) if limit else np.zeros(len(self.time), dtype=bool)
+        chosen = np.flatnonzero(due)
+        order = chosen[np.lexsort((self.offset[chosen], self.time[chosen]))]
+        delivered = self.ident[order]
+        if len(chosen):
+            kept = ~due
+            self.time, self.offset, self.ident = (
+                self.time[kept], self.offset[kept], self.ident[kept]
+            )
+        return delivered
 
 
 def time_ordered(stretches: Iterable[Stretch]) -> Iterator[Delivery]:
     """The records of ``stretches`` (the reader's, in file order) in perf's delivery order,
     one delivery per stretch read."""
-    queue = _Queue()
+    records, queue = _Records(), _Queue()
     read_to = 0
     for stretch in stretches:
         read_to = stretch.end
-        out = _Out()
-        _read_stretch(stretch, queue, out)
-        delivery = out.delivery(read_to)
+        delivery = records.delivery(_read_stretch(stretch, records, queue), read_to)
         if delivery is not None:
             yield delivery
-    out = _Out()
-    queue.flush(U64_MAX, out)
-    delivery = out.delivery(read_to)
+        pending = queue.ident[queue.ident >= 0]
+        records.forget_before(int(pending.min()) if len(pending) else records.next_sample)
+    delivery = records.delivery(queue.flush(U64_MAX), read_to)
     if delivery is not None:
         yield delivery
 
 
-def _read_stretch(stretch: Stretch, queue: _Queue, out: _Out) -> None:
-    """Queue or deliver a stretch's records in file order; flush at its round ends."""
+def _read_stretch(stretch: Stretch, records: _Records, queue: _Queue) -> npt.NDArray[np.int64]:
+    """Queue or deliver a stretch's records in file order, flushing at its round ends; the
+    ids delivered meanwhile, in order."""
     chunk = stretch.samples if isinstance(stretch.samples, SampleChunk) else None
-    count = len(chunk) if chunk is not None else 0
-    offsets = chunk.file_offset if chunk is not None else np.zeros(0, np.int64)
-    timed = (chunk.time > 0) & (chunk.time < U64_MAX) if chunk is not None else None
+    if chunk is not None and len(chunk):
+        ids, times, offsets = records.add_chunk(chunk), chunk.time, chunk.file_offset
+    else:
+        ids, times = np.zeros(0, np.int64), np.zeros(0, np.uint64)
+        offsets = np.zeros(0, np.int64)
+    timed = (times > 0) & (times < np.uint64(U64_MAX))
     # the side-band records and the round ends, in file order, split the samples in runs
-    marks: list[tuple[int, SideBandEvent | None]] = [
-        (event.offset, event) for event in stretch.events
-    ]
+    marks: list[tuple[int, SideBandEvent | None]] = [(e.offset, e) for e in stretch.events]
     marks += [(offset, None) for offset in stretch.round_ends]
     marks.sort(key=lambda mark: mark[0])
+    cuts = np.searchsorted(offsets, [offset for offset, _ in marks]).tolist()
+    delivered: list[npt.NDArray[np.int64]] = []
+
+    def take(run: slice) -> None:  # samples: untimed ones delivered, timed ones queued
+        delivered.append(ids[run][~timed[run]])
+        queue.add(times[run][timed[run]], offsets[run][timed[run]], ids[run][timed[run]])
+
     done = 0
-    for offset, event in [*marks, (None, None)]:
-        cut = count if offset is None else int(np.searchsorted(offsets, offset))
-        if chunk is not None and cut > done:
-            run = np.arange(done, cut, dtype=np.int64)
-            assert timed is not None
-            out.samples(chunk, run[~timed[done:cut]])
-            queue.add_samples(chunk, run[timed[done:cut]])
-            done = cut
-        if offset is None:
-            break
+    for (offset, event), cut in zip(marks, cuts, strict=True):
+        take(slice(done, cut))
+        done = cut
         if event is None:  # FINISHED_ROUND
-            queue.end_round(out)
-        elif _timed(event.time):
-            queue.add_event(event)
+            delivered.append(queue.end_round())
+            continue
+        ident = np.array([records.add_event(event)], dtype=np.int64)
+        if _timed(event.time):
+            queue.add(np.array([event.time], np.uint64), np.array([offset], np.int64), ident)
         else:
-            out.event(event)
+            delivered.append(ident)
+    take(slice(done, len(ids)))
+    return np.concatenate(delivered) if delivered else np.zeros(0, np.int64)
 
 
 def time_order_reference(records: Iterable[tuple[int, int | None, bool]]) -> list[int]:

@@ -150,23 +150,40 @@ class Profile:
         self.comm.append(comm)
         self.event.append(event)
 
+    def extend(
+        self,
+        stack: list[int],
+        *,
+        pid: list[int],
+        tid: list[int],
+        time: list[int],
+        cpu: list[int],
+        period: list[int],
+        comm: list[int],
+        event: list[int],
+    ) -> None:
+        """Add many samples, column by column (as :meth:`add` adds one)."""
+        self.stack += stack
+        self.pid += pid
+        self.tid += tid
+        self.time += time
+        self.cpu += cpu
+        self.period += period
+        self.comm += comm
+        self.event += event
+
     def merge(self, other: Profile) -> None:
         """Add every sample of ``other`` (another recording) to this profile."""
         frame_map = [self.frame_id(frame) for frame in other.frames]
         stack_map = [self.stack_id([frame_map[f] for f in stack]) for stack in other.stacks]
         comm_map = [self.comm_id(comm) for comm in other.comms]
         event_map = [self.event_id(name, unit) for name, unit in other.events]
-        for index in range(len(other)):
-            self.add(
-                stack_map[other.stack[index]],
-                pid=other.pid[index],
-                tid=other.tid[index],
-                time=other.time[index],
-                cpu=other.cpu[index],
-                period=other.period[index],
-                comm=comm_map[other.comm[index]],
-                event=event_map[other.event[index]],
-            )
+        self.extend(
+            [stack_map[stack] for stack in other.stack], pid=other.pid, tid=other.tid,
+            time=other.time, cpu=other.cpu, period=other.period,
+            comm=[comm_map[comm] for comm in other.comm],
+            event=[event_map[event] for event in other.event],
+        )  # fmt: skip
         self.sources += other.sources
         for module, build_id in other.build_ids.items():
             self.build_ids.setdefault(module, build_id)

@@ -15,6 +15,7 @@ than it copied (perf: "user stack dump failure"), is corrupt: PerfDataError at i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -197,7 +198,7 @@ _CLAMP = 1 << 17
 I64 = np.int64
 
 
-class _Gather:
+class WordGather:
     """u64 words read at any byte offsets of a buffer, raw (the file's byte order: view them
     with a dtype of that order).  One numpy view of the buffer per offset modulo 8 (records
     are 8-aligned in file mode, but not always in pipe mode), made on first need."""
@@ -307,66 +308,83 @@ class SampleChunk:
         )  # fmt: skip
 
 
-def gather_samples(pieces: list[tuple[SampleChunk, npt.NDArray[np.int64]]]) -> SampleChunk:
-    """One chunk of the samples ``chunk[indices]`` of each piece, in the order given (perf's
-    time order puts samples of several stretches together).  The stacks stay where they are
-    when every piece reads one buffer (a file's map); else they are copied into one buffer,
-    and ``offset`` (the record's place in a buffer that is no longer the chunk's) is -1."""
-    chunks = [chunk for chunk, _ in pieces]
+def take_samples(
+    chunks: Sequence[SampleChunk], which: npt.NDArray[np.int64], index: npt.NDArray[np.int64]
+) -> SampleChunk:
+    """One chunk of the samples ``chunks[which[i]][index[i]]``, in that order (perf's time
+    order puts samples of several stretches together).  The stacks stay where they are when
+    every chunk reads one buffer (a file's map); else they are copied into one buffer, and
+    ``offset`` (the record's place in a buffer that is no longer the chunk's) is -1."""
+    sizes = np.array([len(chunk) for chunk in chunks], dtype=np.int64)
+    rows = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)[which] + index
     first = chunks[0]
+
+    def column(name: str) -> Any:
+        if len(chunks) == 1:
+            return getattr(first, name)[index]
+        return np.concatenate([getattr(chunk, name) for chunk in chunks])[rows]
+
+    # the callchains: each chunk's entries one after the other, then each sample's range
+    entries = np.concatenate([chunk.callchain for chunk in chunks])
+    chain_bases = np.cumsum([0] + [len(chunk.callchain) for chunk in chunks[:-1]])
+    chain_starts = np.concatenate([
+        chunk.callchain_offsets[:-1] + base for chunk, base in zip(chunks, chain_bases, strict=True)
+    ])[rows]  # fmt: skip
+    chain_lengths = np.concatenate([np.diff(chunk.callchain_offsets) for chunk in chunks])[rows]
     union = 0
     for chunk in chunks:
         union |= chunk.regs_mask
-
-    def column(name: str) -> Any:
-        return np.concatenate([getattr(chunk, name)[index] for chunk, index in pieces])
-
-    callchains = [
-        (
-            chunk.callchain,
-            chunk.callchain_offsets[:-1][index],
-            np.diff(chunk.callchain_offsets)[index],
-        )
-        for chunk, index in pieces
-    ]
-    lengths = np.concatenate([length for _, _, length in callchains])
-    callchain = np.concatenate([
-        entries[_ranges(start, length)] for entries, start, length in callchains
-    ])  # fmt: skip
-    regs = np.zeros((len(lengths), bin(union).count("1")), dtype=np.uint64)
-    row = 0
-    for chunk, index in pieces:
-        regs[row : row + len(index), _columns(chunk.regs_mask, union)] = chunk.regs[index]
-        row += len(index)
-    offset = column("offset")
-    stack_offset = column("stack_offset")
+    regs = np.concatenate([_widened(chunk, union) for chunk in chunks])[rows]
+    offset, stack_offset = column("offset"), column("stack_offset")
     buffer = first.buffer
     if any(chunk.buffer is not buffer for chunk in chunks):
-        sizes = column("stack_dyn_size").astype(np.int64)
-        copied = [
-            np.frombuffer(chunk.buffer, np.uint8)[
-                _ranges(chunk.stack_offset[index], chunk.stack_dyn_size[index].astype(np.int64))
-            ]
-            for chunk, index in pieces
-        ]
-        buffer = np.concatenate(copied).tobytes() if copied else b""
-        stack_offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        offset = np.full(len(offset), -1, dtype=np.int64)
+        buffer, stack_offset = _copied_stacks(chunks, which, index)
+        offset = np.full(len(rows), -1, dtype=np.int64)
     return SampleChunk(
         buffer=buffer, big_endian=first.big_endian, offset=offset,
         file_offset=column("file_offset"), attr=column("attr"), misc=column("misc"),
         ip=column("ip"), pid=column("pid"), tid=column("tid"), time=column("time"),
         addr=column("addr"), id=column("id"), stream_id=column("stream_id"),
         cpu=column("cpu"), period=column("period"),
-        callchain_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-        callchain=callchain, regs_mask=union, regs_abi=column("regs_abi"), regs=regs,
-        stack_offset=stack_offset, stack_size=column("stack_size"),
-        stack_dyn_size=column("stack_dyn_size"),
+        callchain_offsets=np.concatenate([[0], np.cumsum(chain_lengths)]).astype(np.int64),
+        callchain=entries[range_positions(chain_starts, chain_lengths)], regs_mask=union,
+        regs_abi=column("regs_abi"), regs=regs, stack_offset=stack_offset,
+        stack_size=column("stack_size"), stack_dyn_size=column("stack_dyn_size"),
         attr_regs_masks=max((chunk.attr_regs_masks for chunk in chunks), key=len),
     )  # fmt: skip
 
 
-def _ranges(starts: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def _widened(chunk: SampleChunk, union: int) -> npt.NDArray[np.uint64]:
+    """The chunk's register columns placed among the columns of mask ``union``."""
+    if chunk.regs_mask == union:
+        return chunk.regs
+    out = np.zeros((len(chunk), bin(union).count("1")), dtype=np.uint64)
+    out[:, _columns(chunk.regs_mask, union)] = chunk.regs
+    return out
+
+
+def _copied_stacks(
+    chunks: Sequence[SampleChunk], which: npt.NDArray[np.int64], index: npt.NDArray[np.int64]
+) -> tuple[bytes, npt.NDArray[np.int64]]:
+    """The stacks of the samples chosen from chunks of several buffers, copied one after the
+    other into one buffer; and where each one starts in it."""
+    sizes = np.zeros(len(which), dtype=np.int64)
+    for number, chunk in enumerate(chunks):
+        mine = which == number
+        sizes[mine] = chunk.stack_dyn_size[index[mine]].astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
+    for number, chunk in enumerate(chunks):
+        mine = np.flatnonzero(which == number)
+        source = range_positions(chunk.stack_offset[index[mine]], sizes[mine])
+        stacks = np.frombuffer(chunk.buffer, np.uint8)
+        out[range_positions(starts[mine], sizes[mine])] = stacks[source]
+    return out.tobytes(), starts
+
+
+def range_positions(
+    starts: npt.NDArray[Any], lengths: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     """The positions ``start, start + 1, ... start + length - 1`` of every range, one after
     the other."""
     lengths = lengths.astype(np.int64)
@@ -399,7 +417,7 @@ class _Group:
     """The bulk walk down the records of one attribute (rows ``rows`` of the chunk)."""
 
     def __init__(
-        self, gather: _Gather, start: npt.NDArray[np.int64], size: npt.NDArray[np.int64],
+        self, gather: WordGather, start: npt.NDArray[np.int64], size: npt.NDArray[np.int64],
         big_endian: bool,
     ) -> None:
         self.gather, self.start, self.end = gather, start, start + size
@@ -438,7 +456,7 @@ class _Group:
 
 
 def _lookup_attrs(
-    gather: _Gather, start: npt.NDArray[np.int64], size: npt.NDArray[np.int64],
+    gather: WordGather, start: npt.NDArray[np.int64], size: npt.NDArray[np.int64],
     table: AttrTable, big_endian: bool,
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
     """Each sample's attribute index (-1: unknown id), and which are too short for their id."""
@@ -533,7 +551,7 @@ def decode_chunk(
     samples before it."""
     start = np.asarray(offsets, I64)
     count = len(start)
-    gather = _Gather(buffer)
+    gather = WordGather(buffer)
     head = gather(start).view(layout.RECORD_HEADER.dtype(big_endian))
     size = head["size"].astype(I64)
     attrs, bad = _lookup_attrs(gather, start, size, table, big_endian)
@@ -610,6 +628,6 @@ def _scalar_error(
 
 
 __all__ = [
-    "ChunkResult", "Sample", "SampleChunk", "attr_of_sample", "decode_chunk", "decode_sample",
-    "gather_samples",
+    "ChunkResult", "Sample", "SampleChunk", "WordGather", "attr_of_sample", "decode_chunk",
+    "decode_sample", "range_positions", "take_samples",
 ]

@@ -120,7 +120,7 @@ def _walk(
 
 
 def _comms(spaces: AddressSpaces, tids: npt.NDArray[np.int32]) -> list[str]:
-    names = {tid: spaces.comm(tid) for tid in np.unique(tids).tolist()}
+    names = {tid: spaces.comm(tid) for tid in set(tids.tolist())}
     return [names[tid] for tid in tids.tolist()]
 
 

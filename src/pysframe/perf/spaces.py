@@ -92,6 +92,13 @@ class _Space:
         at = bisect.bisect_right(self.starts, pc) - 1
         return self.modules[at] if at >= 0 and pc < self.ends[at] else -1
 
+    def mapping_at(self, pc: int) -> tuple[int, int, int] | None:
+        """(start, module id, delta) of the mapping holding ``pc``, or None."""
+        at = bisect.bisect_right(self.starts, pc) - 1
+        if at < 0 or pc >= self.ends[at]:
+            return None
+        return self.starts[at], self.modules[at], self.deltas[at]
+
 
 class AddressSpaces:
     """Every process of a recording, updated record by record (:meth:`apply`)."""
@@ -174,6 +181,16 @@ class AddressSpaces:
         space = self._spaces.get(pid)
         number = -1 if space is None else space.module_at(pc)
         return self.modules[number] if number >= 0 else None
+
+    def mapping_start(self, pid: int, pc: int, module: int, delta: int) -> int | None:
+        """Where the mapping of ``module`` holding ``pc`` in process ``pid`` starts (perf's
+        map start, a piece's own once a later mapping cut it), when it is still the one
+        with ``delta``; else None."""
+        space = self._spaces.get(pid)
+        found = None if space is None else space.mapping_at(pc)
+        if found is None or found[1] != module or (found[2] - delta) % (1 << 64):
+            return None
+        return found[0]
 
     def comm(self, tid: int) -> str:
         """The thread's command name (perf's ``:TID`` for a thread it never named)."""

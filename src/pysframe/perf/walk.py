@@ -48,6 +48,7 @@ from ..unwind.core import (
     Unwinder,
 )
 from .registers import RegisterLayout
+from .samples import WordGather
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -175,7 +176,7 @@ class _Memory:
     (row ``i`` is sample ``select[i]``)."""
 
     def __init__(self, chunk: SampleChunk, select: Rows, sp0: Words) -> None:
-        self.bytes = np.frombuffer(chunk.buffer, dtype=np.uint8)
+        self.words = WordGather(chunk.buffer)
         self.base = chunk.stack_offset[select].astype(np.int64)
         self.size = chunk.stack_dyn_size[select].astype(np.uint64)
         self.sp0 = sp0
@@ -193,8 +194,7 @@ class _Memory:
         values = np.zeros(len(rows), dtype=np.uint64)
         if len(at):
             start = self.base[rows[at]] + offset[at].astype(np.int64)
-            gathered = self.bytes[start[:, None] + np.arange(8)]
-            values[at] = gathered.view(self.word).reshape(-1)
+            values[at] = self.words(start).view(self.word)
         return values, inside
 
     def mark(self, rows: Rows, end: Words) -> None:
@@ -322,10 +322,27 @@ def joined(parts: list[Walks]) -> Walks:
 def _mappings_at(spaces: AddressSpaces, pids: Rows, pcs: Words) -> tuple[Rows, Words]:
     modules = np.full(len(pcs), -1, dtype=np.int64)
     deltas = np.zeros(len(pcs), dtype=np.uint64)
-    for pid in np.unique(pids).tolist():
+    for pid in _distinct(pids):
         chosen = pids == pid
         modules[chosen], deltas[chosen] = spaces.mappings_at(int(pid), pcs[chosen])
     return modules, deltas
+
+
+def _distinct(values: Rows) -> list[int]:
+    """The distinct values, sorted (most chunks hold one process: no sort then)."""
+    if not len(values) or (values == values[0]).all():
+        first: list[int] = values[:1].tolist()
+        return first
+    distinct: list[int] = np.unique(values).tolist()
+    return distinct
+
+
+def _small_ids(ids: Rows) -> list[int]:
+    """The distinct ids (-1 and up, a few hundred at most: module numbers), sorted."""
+    if not len(ids):
+        return []
+    present: list[int] = (np.flatnonzero(np.bincount(ids + 1)) - 1).tolist()
+    return present
 
 
 def _step(
@@ -341,7 +358,7 @@ def _step(
     """One frame of every walk in ``rows``: by its SFrame row, else the frame-pointer chain
     (Unwinder.unwind: a module whose data cannot be used has no rows)."""
     covered = np.zeros(len(rows), dtype=bool)
-    for module_id in np.unique(modules).tolist():
+    for module_id in _small_ids(modules):
         if module_id < 0:
             continue
         module = spaces.modules[module_id]
@@ -355,7 +372,7 @@ def _step(
             _apply_rows(state, rows[at], section, result, signal, memory, arch, va_bits)
     # No row covers these: a return address at a signal trampoline's start still makes the
     # frame a signal frame (Unwinder._is_trampoline), else the frame-pointer chain.
-    for module_id in np.unique(modules[~covered]).tolist():
+    for module_id in _small_ids(modules[~covered]):
         if module_id >= 0 and spaces.modules[module_id].facts is not None:
             chosen = np.flatnonzero(~covered & (modules == module_id))
             signal = _restores_signal(spaces.modules[module_id], state, rows[chosen])

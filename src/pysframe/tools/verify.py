@@ -122,7 +122,7 @@ def _verify_image(image: ElfImage, options: Options) -> FileReport:
         if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size and s.type != SHT_NOBITS
     ]
     text_bytes = sum(size for _a, size, _n in text)
-    if not image.sections():  # headers stripped: the executable segments are the text
+    if not image.has_section_headers():  # headers stripped: the executable segments are the text
         text_bytes = image.code_bytes()
     report = replace(report, abi=abi.name, text_bytes=text_bytes)
     tables = _cfi_tables(image, place, abi, options.bulk)

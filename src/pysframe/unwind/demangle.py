@@ -12,6 +12,13 @@
 A name that does not demangle, or a demangler that is not installed, leaves the name as it is:
 a stack trace never fails for want of a demangler.
 
+perf 6.1 names frames its own way (:func:`demangle_like_perf`, util/symbol-elf.c
+``demangle_sym``): libiberty's ``cplus_demangle`` with no options (``DMGL_NO_OPTS``: no
+parameter list, return type, function qualifiers or clone suffix at the top level, standard
+substitutions short), then OCaml's ``caml`` names.  libiberty is found in the system's libbfd,
+which exports it; without it the name is derived from ``__cxa_demangle``'s
+(:func:`bare_name`), which differs only in rare names.
+
 Demangled names are bounded in length and time.  A name's back-references (``S_``, ``T_``,
 Rust's ``B…_``) each repeat an earlier part of it, so a few hundred bytes may demangle to
 hundreds of MB (each reference doubling the last): ``__cxa_demangle`` cannot be stopped once
@@ -41,7 +48,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the worker's modules are imported when a worker is started
     import subprocess
@@ -59,11 +66,18 @@ _RUST_LEGACY = re.compile(r"^_ZN.*17h[0-9a-f]{16}E$")
 
 _cxx: Callable[[str], str] | None = None
 _rust: Callable[[str], str] | None = None
+_libiberty: Callable[[str], str | None] | None = None
 _loaded = False
+#: Where libbfd (which carries libiberty's demangler) is looked for.
+_LIBBFD_GLOBS = (
+    "/usr/lib/*-linux-gnu*/libbfd*.so*",
+    "/usr/lib64/libbfd*.so*",
+    "/usr/lib/libbfd*.so*",
+)
 
 
 def _load() -> None:
-    global _cxx, _rust, _loaded
+    global _cxx, _rust, _libiberty, _loaded
     _loaded = True
     try:
         import cxxfilt
@@ -77,6 +91,36 @@ def _load() -> None:
         _rust = rust_demangler.demangle
     except Exception:  # optional: v0 Rust names then stay mangled
         _rust = None
+    _libiberty = _load_libiberty()
+
+
+def _load_libiberty() -> Callable[[str], str | None] | None:
+    """libiberty's ``cplus_demangle(name, DMGL_NO_OPTS)`` (demangle.h) from the system's
+    libbfd, which exports it; None when there is none."""
+    import ctypes
+    import glob
+
+    free = ctypes.CDLL(None).free
+    free.argtypes = [ctypes.c_void_p]
+    for path in sorted(p for pattern in _LIBBFD_GLOBS for p in glob.glob(pattern)):
+        try:
+            function = ctypes.CDLL(path).cplus_demangle
+        except (OSError, AttributeError):  # not loadable here, or without the demangler
+            continue
+        function.restype = ctypes.c_void_p
+        function.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+        def cplus_demangle(name: str, function: Any = function) -> str | None:
+            pointer = function(name.encode("utf-8", "surrogateescape"), 0)
+            if not pointer:
+                return None
+            try:
+                return ctypes.string_at(pointer).decode("utf-8", "surrogateescape")
+            finally:
+                free(pointer)
+
+        return cplus_demangle
+    return None
 
 
 #: A demangled name longer than this many characters stays mangled.
@@ -205,11 +249,17 @@ def demangle_checked(name: str) -> tuple[str, str | None]:
     """(:func:`demangle` of ``name``, and when it stayed mangled for its size or time, a line
     to warn with saying so; else None)."""
     text = demangle(name)
-    why = _LEFT_MANGLED.get(name) if text == name else None
+    return text, left_mangled(name) if text == name else None
+
+
+def left_mangled(name: str) -> str | None:
+    """The line to warn with when ``name`` was left mangled for its size or time (by
+    :func:`demangle` or :func:`demangle_like_perf`), else None."""
+    why = _LEFT_MANGLED.get(name)
     if why is None:
-        return text, None
+        return None
     shown = name if len(name) <= 80 else f"{name[:80]}..."
-    return text, f"{shown}: left mangled ({why})"
+    return f"{shown}: left mangled ({why})"
 
 
 def demangle_unbounded(name: str) -> str:
@@ -239,28 +289,136 @@ def _full_expansion(match: re.Match[str]) -> str:
     return text + " " if match.string.startswith(">", match.end()) else text
 
 
+#: Names perf's demangler may change (libiberty: Itanium C++ and ``_GLOBAL_`` constructor
+#: names, Rust); others stay as they are, but OCaml's.
+_PERF_PREFIXES = ("_Z", "_R", "_GLOBAL_")
+#: OCaml names: ``caml`` then an upper-case letter (util/demangle-ocaml.c ocaml_is_mangled).
+_OCAML = re.compile(r"caml[A-Z]")
+_OCAML_PART = re.compile(r"__|\$([0-9a-fA-F]{2})")
+#: The end of a function's demangled name: its parameter list, then qualifiers.
+_FUNCTION_END = re.compile(r"\)(?: const| volatile| restrict| &&| &| noexcept)*$")
+#: Answers of the worker for names demangle_like_perf_many sent it.
+_FROM_WORKER_PERF: dict[str, Any] = {}
+#: What :data:`_FROM_WORKER_PERF` holds for a name it was not sent.
+_NOT_SENT = object()
+
+
+@lru_cache(maxsize=1 << 16)
+def demangle_like_perf(name: str) -> str | None:
+    """``name`` as perf 6.1 demangles a symbol's name (util/symbol-elf.c demangle_sym:
+    libiberty's ``cplus_demangle`` with ``DMGL_NO_OPTS``, then OCaml's names,
+    util/demangle-ocaml.c), bounded as :func:`demangle` is; None where perf keeps the name
+    as it is (and where it is left mangled for its size or time: :func:`left_mangled` says
+    why)."""
+    if _OCAML.match(name):
+        # "caml" dropped, "__" -> ".", "$xx" -> the character of hex xx.
+        return _OCAML_PART.sub(lambda m: chr(int(m[1], 16)) if m[1] else ".", name[4:])
+    if not name.startswith(_PERF_PREFIXES):
+        return None
+    if not _loaded:
+        _load()
+    answer = _FROM_WORKER_PERF.pop(name, _NOT_SENT)
+    if answer is _NOT_SENT and length_bound(name) is not None:
+        return _perf_bounded(name)
+    if answer is _NOT_SENT:
+        answer = _WORKER.demangle([name], perf=True)[name]
+    if isinstance(answer, _Refused):
+        _LEFT_MANGLED[name] = answer.why
+        return None
+    return _perf_checked(name, answer)
+
+
+@lru_cache(maxsize=1 << 16)
+def _perf_bounded(name: str) -> str | None:
+    """:func:`demangle_like_perf` of a name whose :func:`length_bound` is known to hold."""
+    return _perf_checked(name, demangle_like_perf_unbounded(name))
+
+
+def _perf_checked(name: str, text: str | None) -> str | None:
+    if text is not None and len(text) > MAX_DEMANGLED:
+        _LEFT_MANGLED[name] = (
+            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
+        )
+        return None
+    return text
+
+
+def demangle_like_perf_many(names: Iterable[str]) -> list[str | None]:
+    """:func:`demangle_like_perf` of each name; those that go to the worker process go
+    together."""
+    names = list(names)
+    if not _loaded:
+        _load()
+    mangled = {name for name in names if name.startswith(_PERF_PREFIXES)}
+    bounded = {name for name in mangled if length_bound(name) is not None}
+    needing = [name for name in mangled - bounded if name not in _LEFT_MANGLED]
+    if needing:
+        _FROM_WORKER_PERF.update(_WORKER.demangle(needing, perf=True))
+    try:
+        return [
+            _perf_bounded(name) if name in bounded else demangle_like_perf(name) for name in names
+        ]
+    finally:
+        for name in needing:
+            _FROM_WORKER_PERF.pop(name, None)
+
+
+def demangle_like_perf_unbounded(name: str) -> str | None:
+    """:func:`demangle_like_perf` with no bound, for bounded names and the worker: libiberty
+    where it is found; else ``__cxa_demangle``'s name cut to what ``DMGL_NO_OPTS`` prints
+    (:func:`bare_name`; special names such as ``vtable for X`` and thunks as they are)."""
+    if not _loaded:
+        _load()
+    try:
+        if _libiberty is not None:
+            return _libiberty(name)
+        base = name.split("@", 1)[0]  # libiberty reads no further than the encoding
+        if base.startswith("_R"):
+            return _rust(base) if _rust is not None else None
+        if _cxx is None or not base.startswith("_Z"):
+            return None
+        text = _cxx(base)
+        if not text or text == base:
+            return None
+        if _RUST_LEGACY.match(base):
+            return _RUST_LEGACY_HASH.sub("", text)
+        if base.startswith(("_ZT", "_ZGV", "_ZGT")):
+            return text
+        text = text.split(" [clone ", 1)[0]
+        # A function's name ends with its parameter list (and qualifiers); a variable's not.
+        return bare_name(text) if _FUNCTION_END.search(text) else text
+    except Exception:  # the demanglers raise their own errors on names they do not read
+        return None
+
+
+#: Operator names whose brackets are no brackets (``operator<<``, ``operator->``...).
+_OPERATOR = re.compile(r"operator(?:<=>|<<=|>>=|->\*|<<|>>|<=|>=|->|\(\)|<|>)")
+
+
 def bare_name(name: str) -> str:
     """A demangled function name without its clone suffix, parameter list, qualifiers and
     return type, as gdb names a function from DWARF: ``int recurse<0>(Box<int>&)`` ->
     ``recurse<0>``, ``f(int) [clone .isra.0]`` -> ``f``."""
     name = name.split(" [clone ", 1)[0]
+    # Brackets are counted in a copy where operators' own are blanked out.
+    plain = _OPERATOR.sub(lambda m: "operator" + "#" * (len(m[0]) - 8), name)
     depth, end = 0, len(name)
-    for index in range(len(name) - 1, -1, -1):  # the parameter list: the last top-level (...)
-        if name[index] == ")":
+    for index in range(len(plain) - 1, -1, -1):  # the parameter list: the last top-level (...)
+        if plain[index] == ")":
             depth += 1
-        elif name[index] == "(":
+        elif plain[index] == "(":
             depth -= 1
             if depth == 0:
                 end = index
                 break
-    name = name[:end]
+    name, plain = name[:end], plain[:end]
     depth = 0
-    for index in range(len(name) - 1, -1, -1):  # a return type ends at the last top-level space
-        if name[index] in ">)":
+    for index in range(len(plain) - 1, -1, -1):  # a return type ends at the last top-level space
+        if plain[index] in ">)":
             depth += 1
-        elif name[index] in "<(":
+        elif plain[index] in "<(":
             depth -= 1
-        elif name[index] == " " and depth == 0 and not name[:index].endswith("operator"):
+        elif plain[index] == " " and depth == 0 and not plain[:index].endswith(("operator", "#")):
             return name[index + 1 :]
     return name
 
@@ -277,7 +435,10 @@ def demangler_available() -> bool:
 # Frames: a u32 length then UTF-8 bytes; the answer's first byte says what it is.
 
 _FRAME = struct.Struct("<I")
-_DONE, _TOO_LONG = 0, 1
+_DONE, _TOO_LONG, _UNCHANGED = 0, 1, 2
+#: The first byte of a name sent: which demangling (:func:`demangle_unbounded`, or
+#: :func:`demangle_like_perf_unbounded`).
+_GDB_STYLE, _PERF_STYLE = b"g", b"p"
 #: Names sent at once: at most this many bytes, so that the writes never wait on the worker
 #: (a pipe holds 64 KiB).
 _BATCH_BYTES = 32 << 10
@@ -298,11 +459,12 @@ class _Worker:
         self._process: subprocess.Popen[bytes] | None = None
         self.failures = 0
 
-    def demangle(self, names: list[str]) -> dict[str, str | _Refused]:
-        """Each name demangled, or why not.  Names go in batches that fit a pipe's buffer
+    def demangle(self, names: list[str], perf: bool = False) -> dict[str, Any]:
+        """Each name demangled (``perf``: as perf does; None where perf keeps it), or why
+        not.  Names go in batches that fit a pipe's buffer
         (the worker answers each as it goes); a name the worker dies on, or does not answer
         in time, is refused, and the batch goes on in a new worker."""
-        out: dict[str, str | _Refused] = {}
+        out: dict[str, Any] = {}
         queue = list(dict.fromkeys(names))
         while queue:
             if self.failures >= WORKER_FAILURES:
@@ -315,7 +477,7 @@ class _Worker:
             while queue and (not batch or size + len(queue[0]) * 4 < _BATCH_BYTES):
                 batch.append(queue.pop(0))
                 size += len(batch[-1]) * 4
-            answered = self._run(batch, out)
+            answered = self._run(batch, out, _PERF_STYLE if perf else _GDB_STYLE)
             if answered < len(batch):
                 self._stop()
                 self.failures += 1
@@ -326,14 +488,14 @@ class _Worker:
                 queue[:0] = batch[answered + 1 :]
         return out
 
-    def _run(self, batch: list[str], out: dict[str, str | _Refused]) -> int:
+    def _run(self, batch: list[str], out: dict[str, Any], style: bytes) -> int:
         """Send ``batch`` and read the answers into ``out``; how many came."""
         try:
             process = self._started()
             assert process.stdin is not None and process.stdout is not None
             frames = b""
             for name in batch:
-                data = name.encode("utf-8", "surrogateescape")
+                data = style + name.encode("utf-8", "surrogateescape")
                 frames += _FRAME.pack(len(data)) + data
             process.stdin.write(frames)
             process.stdin.flush()
@@ -345,6 +507,8 @@ class _Worker:
                     out[name] = _Refused(
                         f"its demangled name is longer than {MAX_DEMANGLED} characters"
                     )
+                elif answer[0] == _UNCHANGED:
+                    out[name] = None
                 else:
                     out[name] = answer[1:].decode("utf-8", "surrogateescape")
         except (OSError, ValueError):
@@ -425,14 +589,20 @@ def serve() -> None:
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while header := source.read(_FRAME.size):
         (size,) = _FRAME.unpack(header)
-        name = source.read(size).decode("utf-8", "surrogateescape")
+        frame = source.read(size)
+        name = frame[1:].decode("utf-8", "surrogateescape")
         signal.setitimer(signal.ITIMER_REAL, WORKER_SECONDS)
         try:
-            text = demangle_unbounded(name)
+            if frame[:1] == _PERF_STYLE:
+                text: str | None = demangle_like_perf_unbounded(name)
+            else:
+                text = demangle_unbounded(name)
         except MemoryError:
             text = name + "\0"  # too long (no demangled name holds a NUL)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        if len(text) > MAX_DEMANGLED or "\0" in text:
+        if text is None:
+            answer = bytes([_UNCHANGED])
+        elif len(text) > MAX_DEMANGLED or "\0" in text:
             answer = bytes([_TOO_LONG])
         else:
             answer = bytes([_DONE]) + text.encode("utf-8", "surrogateescape")
@@ -449,8 +619,12 @@ __all__ = [
     "bare_name",
     "demangle",
     "demangle_checked",
+    "demangle_like_perf",
+    "demangle_like_perf_many",
+    "demangle_like_perf_unbounded",
     "demangle_many",
     "demangle_unbounded",
     "demangler_available",
+    "left_mangled",
     "length_bound",
 ]

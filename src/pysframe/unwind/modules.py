@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..elf.layout import PF_X
 from ..errors import SFrameError
 from ..sources.cache import has_generation
 from ..sources.trust import Policy
@@ -284,9 +285,15 @@ def _file_problem(path: str, name: str, ranges: list[Mapping]) -> str | None:
     return None
 
 
-def load_bias(facts: ElfFacts, ranges: list[Mapping]) -> int | None:
+def load_bias(facts: ElfFacts, ranges: list[Mapping], *, code: bool = False) -> int | None:
+    """What the file's link-time addresses gain where ``ranges`` map it: from the mapping of
+    the lowest file offset and the first load segment on its file page.  ``code``: the
+    ranges map code (a recording's executable mappings), so a segment that holds code is
+    taken first (lld puts read-only data and code on one file page, each mapped on its
+    own)."""
+    segments = sorted(facts.segments, key=lambda s: not s.flags & PF_X) if code else facts.segments
     for mapping in sorted(ranges, key=lambda m: m.file_offset):
-        for segment in facts.segments:
+        for segment in segments:
             page_start = segment.offset & ~0xFFF
             if page_start <= mapping.file_offset < segment.offset + max(segment.filesz, 1):
                 return mapping.start - (segment.vaddr - segment.offset + mapping.file_offset)

@@ -43,7 +43,13 @@ from ..elf.symbols import (
     read_function_symbols,
 )
 from ..errors import SFrameError
-from .demangle import bare_name, demangle_checked, demangle_many
+from .demangle import (
+    bare_name,
+    demangle_checked,
+    demangle_like_perf_many,
+    demangle_many,
+    left_mangled,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -395,6 +401,20 @@ class SymbolOptions:
         if why is not None and why not in self.warnings:
             self.warnings.append(why)
         return text
+
+    def perf_names(self, stored: list[str]) -> list[str]:
+        """Symbols' names as perf gives them from their stored names: demangled as perf
+        demangles (:func:`pysframe.unwind.demangle.demangle_like_perf`) unless told not to."""
+        if not self.demangle:
+            return list(stored)
+        out = []
+        for name, text in zip(stored, demangle_like_perf_many(stored), strict=True):
+            if text is None:
+                why = left_mangled(name)
+                if why is not None and why not in self.warnings:
+                    self.warnings.append(why)
+            out.append(name if text is None else text)
+        return out
 
 
 __all__ = [

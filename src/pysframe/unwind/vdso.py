@@ -25,7 +25,7 @@ _VDSO_CACHE: dict[bytes, ElfFacts] = {}
 def vdso_facts(address: int, read_memory: ReadMemory) -> tuple[ElfFacts, int] | None:
     """The facts of the vDSO mapped at ``address`` and its size in memory, read from the
     address space (cached per image); None if it cannot be read."""
-    image = _read_vdso_image(address, read_memory)
+    image = read_vdso_image(address, read_memory)
     if image is None:
         return None
     facts = _VDSO_CACHE.get(image)
@@ -40,7 +40,7 @@ def vdso_facts(address: int, read_memory: ReadMemory) -> tuple[ElfFacts, int] | 
     return facts, len(image)
 
 
-def _read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
+def read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
     """The vDSO's bytes: up to the end of its section or program headers, whichever is last
     (its file image is mapped whole)."""
     try:
@@ -64,4 +64,4 @@ def _vdso_facts(image: bytes) -> ElfFacts:
     return facts
 
 
-__all__ = ["VDSO_LIMIT", "VDSO_NAME", "vdso_facts"]
+__all__ = ["VDSO_LIMIT", "VDSO_NAME", "read_vdso_image", "vdso_facts"]

@@ -1,0 +1,139 @@
+"""The DW_CFA instructions of many CFA programs at once, with numpy: the operand table of
+:mod:`pysframe.generate.ops` as per-opcode arrays, where each program's instructions start,
+and the operands of its advances.
+
+The programs lie end to end in one byte buffer (a section, or programs joined).  A bulk path
+says which instructions it handles; :func:`operand_tables` gives, per opcode byte, how many
+LEB128 operands follow (DWARF 5 7.6) and how many other bytes the instruction has, from the one
+declaration of every instruction's operands (:data:`~pysframe.generate.ops.CFA_INSTRUCTIONS`).
+From those the path computes the length of the instruction that would start at each byte, and
+:func:`instruction_positions` walks every program with them.  The generator's bulk path
+(:mod:`pysframe.generate.bulk`) and the DWARF interpreter's
+(:mod:`pysframe.generate.interpret_bulk`) both work this way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .ops import (
+    CFA_INSTRUCTIONS,
+    HIGH_2_BITS,
+    LOW_6_BITS,
+    DW_CFA_advance_loc,
+    DW_CFA_advance_loc1,
+    DW_CFA_advance_loc4,
+    Operand,
+)
+
+#: The array types of the bulk paths.
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+ByteArray = npt.NDArray[np.uint8]
+#: A column of row fields: int64 (registers, offsets, locations) or bool (flags).
+Column = npt.NDArray[Any]
+
+#: The value of :func:`operand_tables`' LEB128 count for an instruction a path does not handle.
+NOT_HANDLED = -1
+
+
+def operand_tables(handled: Iterable[int]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
+    """Per opcode byte, for the instructions ``handled`` (by opcode; DW_CFA_advance_loc,
+    DW_CFA_offset and DW_CFA_restore stand for all 64 opcodes with their operand in the low six
+    bits): how many LEB128 operands follow the opcode (:data:`NOT_HANDLED` for the others), and
+    how many bytes the instruction has besides them (the opcode and fixed-size operands; 0 for
+    the others).
+
+    Instructions whose operands are neither LEB128 numbers nor fixed-size (blocks, addresses)
+    cannot be handled this way."""
+    lebs = np.full(256, NOT_HANDLED, dtype=np.int8)
+    fixed = np.zeros(256, dtype=np.int8)
+    for code in handled:
+        name, operands = CFA_INSTRUCTIONS[code]
+        sizes = [operand.size for operand in operands if operand not in _LEB128]
+        if None in sizes:
+            raise ValueError(f"{name} has an operand of no fixed size")
+        last = code + LOW_6_BITS if code & HIGH_2_BITS else code
+        lebs[code : last + 1] = sum(operand in _LEB128 for operand in operands)
+        fixed[code : last + 1] = 1 + sum(size or 0 for size in sizes)
+    return lebs, fixed
+
+
+_LEB128 = (Operand.ULEB, Operand.SLEB)
+
+
+def instruction_positions(
+    lengths: npt.NDArray[np.int8], starts: IntArray, ends: IntArray, ok: BoolArray
+) -> tuple[IntArray, IntArray]:
+    """(position, program) of every instruction, grouped by program in program order, from
+    ``lengths``: per byte, the length of the instruction that would start there (0 for one the
+    path does not handle).
+
+    Walks all programs together, one instruction per step: at most as many steps as the
+    longest program has bytes.  A program with an unhandled or truncated instruction is marked
+    in ``ok``.  Programs must not overlap and must be in section order (FDE bodies are)."""
+    if len(starts) > 1 and not (starts[1:] >= ends[:-1]).all():
+        ok[:] = False  # overlapping programs (malformed CIE pointers): general path
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    cur = starts.copy()
+    prog = np.arange(len(starts), dtype=np.int32)
+    end = ends.copy()
+    is_start = np.zeros(len(lengths) + 1, dtype=bool)
+    program_at = np.empty(len(lengths) + 1, dtype=np.int32)
+    while True:
+        live = cur < end
+        if not live.all():
+            cur, prog, end = cur[live], prog[live], end[live]
+        if not len(cur):
+            break
+        step = lengths[cur]
+        nxt = cur + step
+        broken = (step <= 0) | (nxt > end)
+        if broken.any():
+            ok[prog[broken]] = False
+            keep = ~broken
+            cur, prog, end, nxt = cur[keep], prog[keep], end[keep], nxt[keep]
+        is_start[cur] = True
+        program_at[cur] = prog
+        cur = nxt
+    pos = np.flatnonzero(is_start)
+    prg = program_at[pos].astype(np.int64)
+    keep = ok[prg]
+    return pos[keep], prg[keep]
+
+
+def advance_deltas(buf: ByteArray, pos: IntArray, op: ByteArray, big_endian: bool) -> IntArray:
+    """Per instruction at ``pos`` (opcodes ``op``): an advance's delta (DWARF 5 6.4.2.1), not
+    yet times the code alignment factor, and 0 for the other instructions.  DW_CFA_advance_loc
+    keeps it in its low six bits, DW_CFA_advance_loc1/2/4 in 1, 2 or 4 bytes in the section's
+    byte order (``buf`` is padded past its last program)."""
+    delta = np.where((op & HIGH_2_BITS) == DW_CFA_advance_loc, op & LOW_6_BITS, 0)
+    delta = delta.astype(np.int64)
+    wide = np.flatnonzero((op >= DW_CFA_advance_loc1) & (op <= DW_CFA_advance_loc4))
+    if len(wide):
+        size = 1 << (op[wide].astype(np.int64) - DW_CFA_advance_loc1)
+        at = pos[wide] + 1
+        raw = np.zeros(len(wide), dtype=np.int64)
+        for k in range(4):
+            byte = np.where(k < size, buf[at + np.minimum(k, size - 1)], 0).astype(np.int64)
+            shift = 8 * (size - 1 - k) if big_endian else np.full(len(wide), 8 * k)
+            raw |= byte << np.maximum(shift, 0)
+        delta[wide] = raw
+    return delta
+
+
+__all__ = [
+    "NOT_HANDLED",
+    "BoolArray",
+    "ByteArray",
+    "Column",
+    "IntArray",
+    "advance_deltas",
+    "instruction_positions",
+    "operand_tables",
+]

@@ -1,0 +1,450 @@
+"""A module's symbols as perf 6.1 reads them, and the symbol it names an address with.
+
+``perf script`` names a user frame from the symbols of its module (a "dso"), loaded once
+(util/symbol.c ``dso__load``).  This module follows perf 6.1's rules, checked against the
+machine's perf (tests/test_perf_names.py):
+
+Which files (``dso__load``, util/dso.c ``dso__read_binary_type_filename``).  The candidates,
+in ``binary_type_symtab`` order: the file its ``.gnu_debuglink`` names (in the current
+directory, the module's directory, its ``.debug/``, ``/usr/lib/debug/<its directory>``; no
+CRC check); the build-ID cache (``DEBUG_DIR/.build-id/xx/rest/elf``, ``vdso`` for the vDSO,
+then ``.../debug``); ``/usr/lib/debug/PATH.debug``; ``/usr/lib/debug/PATH``;
+``/usr/lib/debug/.build-id/xx/rest.debug``; the path itself (under ``--symfs``); then
+``/usr/lib/debug/DIR/.debug/NAME`` and ``/usr/lib/debug/lib/...`` for ``/usr/lib/...``.
+Each must be a regular ELF file with the module's build ID (the recorded one, else the
+file's own) when it has one (``symsrc__init``).  The symbols come from the first with a
+``.symtab`` (``syms_ss``), the PLT and section and program headers from the first with a
+``.dynsym`` (``runtime_ss``); one stands for the other when only one is found.
+
+Which symbols (util/symbol-elf.c ``dso__load_sym``): the ``.symtab`` of ``syms_ss``, then its
+``.dynsym``, each pass keeping, in table order, named defined functions (``STT_FUNC``,
+``STT_GNU_IFUNC``) and objects, and ``STT_NOTYPE`` labels (not ``SHN_ABS``, not hidden or
+internal) in a section whose name holds ``text`` or ``data``; never a symbol of a section
+without ``SHF_ALLOC``, nor an ``SHN_ABS`` one, nor an ARM/AArch64 mapping symbol (``$a``,
+``$d``, ``$t``, ``$x``, alone or before a dot).  A section that is ``SHT_NOBITS`` in a debug
+file is read from ``runtime_ss``.  Names are kept as stored (``memcpy@@GLIBC_2.14``) and
+demangled as perf demangles them (:func:`pysframe.unwind.demangle.demangle_like_perf`).
+Values become file offsets: less ``p_vaddr - p_offset`` of the ``PT_LOAD`` of
+``runtime_ss`` that holds them, else ``sh_addr - sh_offset`` of their section.  A size of 0
+leaves a symbol empty (``symbol__new``).
+
+Fixups, after each pass (util/symbol.c): ``symbols__fixup_end`` (an empty symbol ends where
+the next one starts; the last at the next page boundary after its start, plus a page), then
+``symbols__fixup_duplicate`` (of the symbols of one address only the one
+:func:`choose_best_symbol` prefers is kept).  Then ``dso__synthesize_plt_symbols``: one
+``NAME@plt`` per relocation of ``.rela.plt`` (``.rel.plt``) linked to ``.dynsym`` of
+``runtime_ss``, ``.plt``'s entry size apart from its file offset after a header of one
+entry (AArch64: 32, then 16; ARM: 20, then 12), added with no fixup (an ``IRELATIVE``
+relocation names its entry ``@plt``).
+
+Lookup: :mod:`pysframe.perf.symtab` (perf's red-black tree, rebuilt where symbols overlap).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..elf.image import ElfImage, ElfSection
+from ..elf.layout import (
+    EM_AARCH64,
+    EM_ARM,
+    PT_LOAD,
+    SHF_ALLOC,
+    SHN_ABS,
+    SHN_UNDEF,
+    SHT_DYNSYM,
+    SHT_NOBITS,
+    SHT_REL,
+    SHT_RELA,
+    SHT_SYMTAB,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+)
+from ..elf.symbols import SymbolEntries, read_symbol_entries
+from ..errors import SFrameError
+from .symtab import STB_GLOBAL, PerfSymbols, SymbolSet
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+#: ELF symbol types and visibilities perf tells apart (gABI).
+STT_NOTYPE, STT_OBJECT = 0, 1
+STV_INTERNAL, STV_HIDDEN = 1, 2
+_MASK = (1 << 64) - 1
+#: symbol__new's name buffer for PLT entries (sympltname[1024]).
+_PLT_NAME_BYTES = 1023
+#: perf's debug directory and the places of dso__read_binary_type_filename.
+USR_LIB_DEBUG = "/usr/lib/debug"
+
+
+# -- reading a dso's files as perf reads them ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolSource:
+    """A file a dso's symbols may come from: its name, and its bytes when it is no file
+    (this machine's vDSO)."""
+
+    path: str
+    data: bytes | None = None
+
+    def open(self) -> ElfImage:
+        if self.data is not None:
+            return ElfImage.from_bytes(self.path, self.data)
+        return ElfImage.open(self.path)
+
+
+def _regular_file(path: str) -> bool:
+    """is_regular_file (util/util.c): stat (following links) says a regular file."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def join_symfs(symfs: str | None, path: str) -> str:
+    """__symbol__join_symfs (path__join): ``--symfs`` before a path, a ``/`` between them
+    when neither has one."""
+    if not symfs:
+        return path
+    between = "" if symfs.endswith("/") or path.startswith("/") else "/"
+    return f"{symfs}{between}{path}"
+
+
+def candidate_files(
+    name: str,
+    build_id: bytes | None,
+    *,
+    debug_dir: str | None,
+    symfs: str | None = None,
+    vdso: bool = False,
+    cwd: str | None = None,
+) -> list[str]:
+    """The files dso__load tries for the dso ``name`` with ``build_id``, in
+    ``binary_type_symtab`` order (dso__read_binary_type_filename), those that exist as
+    regular files."""
+    out: list[str] = []
+    path = join_symfs(symfs, name)
+    # DSO_BINARY_TYPE__DEBUGLINK: the first of its places that is a regular file.
+    if _regular_file(path):
+        link = _debuglink(path)
+        if link:
+            directory = path[: path.rfind("/")] if "/" in path else ""
+            for place in (
+                os.path.join(cwd or os.getcwd(), link),
+                f"{directory}/{link}",
+                f"{directory}/.debug/{link}",
+                f"{USR_LIB_DEBUG}{directory}/{link}",
+            ):
+                if _regular_file(place):
+                    out.append(place)
+                    break
+    if build_id and debug_dir:
+        # DSO_BINARY_TYPE__BUILD_ID_CACHE and __BUILD_ID_CACHE_DEBUGINFO (build_id_cache__
+        # linkname, build_id_cache__basename): an old-style cache links the file itself.
+        hexed = build_id.hex()
+        link = str(Path(debug_dir).expanduser() / ".build-id" / hexed[:2] / hexed[2:])
+        if _regular_file(link):
+            out += [link, link]
+        else:
+            out += [f"{link}/{'vdso' if vdso else 'elf'}", f"{link}/{'vdso' if vdso else 'debug'}"]
+    root = join_symfs(symfs, USR_LIB_DEBUG)
+    out += [f"{root}{name}.debug", f"{root}{name}"]  # FEDORA_, UBUNTU_DEBUGINFO
+    if build_id:  # BUILDID_DEBUGINFO
+        out.append(f"{root}/.build-id/{build_id.hex()[:2]}/{build_id.hex()[2:]}.debug")
+    out.append(path)  # SYSTEM_PATH_DSO
+    slash = name.rfind("/")
+    if slash >= 0:  # OPENEMBEDDED_DEBUGINFO
+        out.append(join_symfs(symfs, f"{name[: slash + 1]}.debug{name[slash:]}"))
+    if name.startswith("/usr/lib/"):  # MIXEDUP_UBUNTU_DEBUGINFO
+        out.append(f"{root}{name[4:]}")
+    return [candidate for candidate in out if _regular_file(candidate)]
+
+
+def _debuglink(path: str) -> str | None:
+    """The file name ``.gnu_debuglink`` of the ELF file at ``path`` gives (perf reads the
+    name only: filename__read_debuglink)."""
+    try:
+        with ElfImage.open(path) as image:
+            found = image.debuglink()
+    except SFrameError:
+        return None
+    return found[0] if found else None
+
+
+def same_build_id(recorded: bytes, found: bytes) -> bool:
+    """dso__build_id_equal: equal, or the recorded one is the found one padded with zeros
+    to 20 bytes."""
+    if len(recorded) == 20 and len(recorded) > len(found):
+        return recorded[: len(found)] == found and not recorded[len(found) :].strip(b"\0")
+    return recorded == found
+
+
+@dataclass(frozen=True, slots=True)
+class DsoFiles:
+    """Where perf reads a dso's symbols: ``symbols`` (syms_ss, the first candidate with a
+    ``.symtab``) and ``runtime`` (runtime_ss, the first with a ``.dynsym``); each stands for
+    the other when it alone is found; None when neither is."""
+
+    symbols: SymbolSource | None
+    runtime: SymbolSource | None
+
+
+def choose_files(sources: Iterable[SymbolSource], build_id: bytes | None) -> DsoFiles:
+    """dso__load's choice among its candidates (symsrc__init rejects a file that is no ELF
+    file, or whose build ID is not ``build_id``)."""
+    symbols: SymbolSource | None = None
+    runtime: SymbolSource | None = None
+    for source in sources:
+        try:
+            with source.open() as image:
+                if build_id is not None:
+                    found = image.build_id_as_perf()
+                    if not found or not same_build_id(build_id, found):
+                        continue
+                has_symtab = _table_type(image, ".symtab") == SHT_SYMTAB
+                has_dynsym = _table_type(image, ".dynsym") == SHT_DYNSYM
+        except SFrameError:  # unreadable: symsrc__init fails, the next candidate is tried
+            continue
+        if symbols is None and has_symtab:
+            symbols = source
+        if runtime is None and has_dynsym:
+            runtime = source
+        if symbols is not None and runtime is not None:
+            break
+    return DsoFiles(symbols or runtime, runtime or symbols)
+
+
+def _table_type(image: ElfImage, name: str) -> int | None:
+    section = image.section(name)
+    return section.type if section is not None else None
+
+
+# -- dso__load_sym and dso__synthesize_plt_symbols ----------------------------------------------
+
+
+def load_symbols(
+    files: DsoFiles, rename: Callable[[list[str]], list[str]] | None = None
+) -> PerfSymbols | None:
+    """The symbols perf loads from ``files`` (dso__load_sym, then dso__synthesize_plt_symbols
+    when any were found); None without files.  ElfError when a file cannot be read."""
+    if files.symbols is None or files.runtime is None:
+        return None
+    symbols = SymbolSet(rename)
+    with files.symbols.open() as syms, files.runtime.open() as runtime:
+        total, failed = 0, False
+        for table in (".symtab", ".dynsym"):
+            wanted = SHT_SYMTAB if table == ".symtab" else SHT_DYNSYM
+            if _table_type(syms, table) != wanted:
+                continue
+            entries = read_symbol_entries(syms, table)
+            if entries is None:
+                continue
+            added = _load_pass(symbols, entries, syms, runtime)
+            if added is None:  # a symbol of a section that is not there: perf gives up
+                failed = True
+                break
+            if added:
+                symbols.fix()
+            total += added
+        if total > 0 and not failed:
+            _add_plt(symbols, runtime, rename)
+    return symbols.table()
+
+
+def _load_pass(
+    symbols: SymbolSet, entries: SymbolEntries, syms: ElfImage, runtime: ElfImage
+) -> int | None:
+    """One dso__load_sym_internal pass over ``entries``: the symbols it adds (in table order),
+    how many; None when a kept symbol names a section the file lacks (perf stops there,
+    with what it added before and no fixups)."""
+    named = entries.name_offsets != 0
+    defined = entries.shndx != SHN_UNDEF
+    types = entries.types
+    function = ((types == STT_FUNC) | (types == STT_GNU_IFUNC)) & named & defined
+    data = (types == STT_OBJECT) & named & defined
+    label = (
+        (types == STT_NOTYPE) & named & defined
+        & (entries.visibility != STV_HIDDEN) & (entries.visibility != STV_INTERNAL)
+    )  # fmt: skip
+    kept = np.flatnonzero((function | data | label) & (entries.shndx != SHN_ABS))
+    names = entries.names(kept)
+    machine = syms.machine
+    if machine in (EM_ARM, EM_AARCH64):
+        mapping = np.array([_mapping_symbol(name) for name in names], dtype=bool)
+        kept = kept[~mapping]
+        names = [name for name, skip in zip(names, mapping.tolist(), strict=True) if not skip]
+    if not len(kept):
+        return 0
+    # The section of each symbol: its own, or the runtime file's where a debug file has
+    # only its header (SHT_NOBITS).
+    headers = _section_table(syms.sections())
+    runtime_headers = _section_table(runtime.sections())
+    shndx = entries.shndx[kept]
+    missing = shndx >= len(headers.alloc)
+    index = np.where(missing, 0, shndx)
+    alloc = headers.alloc[index] & ~missing
+    nobits = headers.nobits[index] & alloc
+    missing |= nobits & (shndx >= len(runtime_headers.alloc))
+    bad = np.flatnonzero(missing)
+    stop = int(bad[0]) if len(bad) else len(kept)
+    own = np.where(nobits, 0, index)
+    other = np.where(nobits & ~missing, index, 0)
+    address = np.where(nobits, runtime_headers.address[other], headers.address[own])
+    offset = np.where(nobits, runtime_headers.offset[other], headers.offset[own])
+    text_or_data = np.where(nobits, runtime_headers.text_or_data[other],
+                            headers.text_or_data[own])  # fmt: skip
+    keep = alloc & (~label[kept] | text_or_data)
+    keep[stop:] = False
+    values = entries.values[kept]
+    if machine == EM_ARM:  # a Thumb function's address has bit 0 set
+        thumb = (types[kept] == STT_FUNC) & (values & np.uint64(1) != 0)
+        values = values - thumb.astype(np.uint64)
+    values = values - _file_deltas(runtime, values, address - offset)
+    chosen = np.flatnonzero(keep)
+    symbols.add(
+        values[chosen], entries.sizes[kept][chosen], entries.binds[kept][chosen],
+        [names[i] for i in chosen.tolist()],
+    )  # fmt: skip
+    return None if len(bad) else len(chosen)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sections:
+    """Section headers as arrays, by index: SHF_ALLOC, SHT_NOBITS, address, offset, and
+    whether the name holds ``text`` or ``data`` (elf_sec__filter)."""
+
+    alloc: npt.NDArray[np.bool_]
+    nobits: npt.NDArray[np.bool_]
+    address: npt.NDArray[np.uint64]
+    offset: npt.NDArray[np.uint64]
+    text_or_data: npt.NDArray[np.bool_]
+
+
+def _section_table(sections: list[ElfSection]) -> _Sections:
+    return _Sections(
+        np.array([bool(s.flags & SHF_ALLOC) for s in sections], dtype=bool),
+        np.array([s.type == SHT_NOBITS for s in sections], dtype=bool),
+        np.array([s.address for s in sections], dtype=np.uint64),
+        np.array([s.offset for s in sections], dtype=np.uint64),
+        np.array([("text" in s.name or "data" in s.name) for s in sections], dtype=bool),
+    )
+
+
+def _file_deltas(
+    runtime: ElfImage, values: npt.NDArray[np.uint64], section_deltas: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.uint64]:
+    """What each value loses to become a file offset: ``p_vaddr - p_offset`` of the first
+    PT_LOAD of ``runtime`` holding it (elf_read_program_header), else its section's
+    ``sh_addr - sh_offset``."""
+    deltas = section_deltas.copy()
+    unset = np.ones(len(values), dtype=bool)
+    for segment in runtime.segments():
+        size = max(segment.memsz, segment.filesz)
+        if segment.type != PT_LOAD or not size:
+            continue
+        low = np.uint64(segment.vaddr)
+        inside = unset & (values >= low) & (values - low < np.uint64(size))
+        deltas[inside] = np.uint64((segment.vaddr - segment.offset) & _MASK)
+        unset &= ~inside
+    return deltas
+
+
+def _mapping_symbol(name: str) -> bool:
+    """An ARM or AArch64 mapping symbol: ``$a``, ``$d``, ``$t`` or ``$x``, alone or before
+    a dot."""
+    return len(name) >= 2 and name[0] == "$" and name[1] in "adtx" and name[2:3] in ("", ".")
+
+
+#: PLT header and entry sizes perf knows by machine (dso__synthesize_plt_symbols); others:
+#: .plt's sh_entsize for both.
+_PLT_SIZES = {EM_ARM: (20, 12), EM_AARCH64: (32, 16), 2: (48, 12), 43: (128, 32)}
+
+
+def _add_plt(
+    symbols: SymbolSet, runtime: ElfImage, rename: Callable[[list[str]], list[str]] | None
+) -> None:
+    """dso__synthesize_plt_symbols (perf 6.1): ``NAME@plt`` for each relocation of
+    ``.rela.plt`` (else ``.rel.plt``) when it is linked to ``.dynsym``: the entries of
+    ``.plt`` one after another from its file offset, after a header."""
+    from ..elf.relocation import relocation_symbols
+
+    dynsym = runtime.section(".dynsym")
+    if dynsym is None or dynsym.type != SHT_DYNSYM:
+        return
+    relocations = runtime.section(".rela.plt") or runtime.section(".rel.plt")
+    plt = runtime.section(".plt")
+    if relocations is None or relocations.link != dynsym.index or plt is None:
+        return
+    if relocations.type not in (SHT_RELA, SHT_REL) or not relocations.entsize:
+        return
+    entries = read_symbol_entries(runtime, ".dynsym")
+    if entries is None or not entries.strings:
+        return
+    indexes = relocation_symbols(runtime, relocations)
+    count = min(len(indexes), relocations.size // relocations.entsize)
+    header, size = _PLT_SIZES.get(runtime.machine, (plt.entsize, plt.entsize))
+    # An index past the table reads nothing: gelf_getsym fails and the entry takes the
+    # previous one's name.
+    valid = indexes[:count] < len(entries)
+    picks = np.maximum.accumulate(np.where(valid, np.arange(count), -1))
+    named_at = indexes[:count][np.maximum(picks, 0)].astype(np.int64)
+    stored = entries.names(named_at)
+    names = rename(stored) if rename is not None else stored
+    texts = [
+        f"{name if picks[at] >= 0 else ''}@plt".encode()[:_PLT_NAME_BYTES].decode("utf-8", "ignore")
+        for at, name in enumerate(names)
+    ]
+    starts = plt.offset + header + size * np.arange(len(texts), dtype=np.uint64)
+    symbols.add(starts, [size] * len(texts), [STB_GLOBAL] * len(texts), texts, named=True)
+
+
+# -- a dso's table, found and read once --------------------------------------------------------
+
+
+#: Tables read, per (chosen files' identities, demangling).
+_TABLES: dict[tuple[object, ...], PerfSymbols | None] = {}
+
+
+def _identity(source: SymbolSource | None) -> object:
+    if source is None:
+        return None
+    if source.data is not None:
+        return (source.path, hash(source.data), len(source.data))
+    try:
+        found = os.stat(source.path)
+    except OSError:
+        return (source.path,)
+    return (source.path, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+
+
+def dso_symbols(
+    files: DsoFiles, rename: Callable[[list[str]], list[str]] | None, key: object = None
+) -> PerfSymbols | None:
+    """:func:`load_symbols`, cached per file version (and ``key``: how names are made);
+    ElfError when the files cannot be read."""
+    cache_key = (_identity(files.symbols), _identity(files.runtime), key)
+    if cache_key not in _TABLES:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        _TABLES[cache_key] = load_symbols(files, rename)
+    return _TABLES[cache_key]
+
+
+__all__ = [
+    "DsoFiles",
+    "SymbolSource",
+    "candidate_files",
+    "choose_files",
+    "dso_symbols",
+    "join_symfs",
+    "load_symbols",
+    "same_build_id",
+]
