@@ -118,7 +118,7 @@ def test_real_files_read_alike(path: Path) -> None:
 
 def test_the_vdso_reads_alike() -> None:
     from pysframe.unwind.mappings import process_vdso_address
-    from pysframe.unwind.vdso import _read_vdso_image
+    from pysframe.unwind.vdso import read_vdso_image
 
     address = process_vdso_address(os.getpid())
     if address is None:
@@ -129,7 +129,7 @@ def test_the_vdso_reads_alike() -> None:
             memory.seek(at)
             return memory.read(size)
 
-    image = _read_vdso_image(address, read)
+    image = read_vdso_image(address, read)
     assert image is not None
     ours, reference = _both(lambda kind, data: kind.from_bytes("[vdso]", data), image)
     assert reference != "refused"

@@ -9,7 +9,8 @@ the vDSO):
   the cache;
 * the symbols read for a few addresses (``scalar``) name every address as the symbols read in
   bulk do;
-* what the cache lacks is made before the threads are stopped, and nothing else.
+* what the cache lacks is made before the threads are stopped, and nothing else;
+* the whole report of a stopped process, frame by frame, is the one the bulk path gives.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from pysframe.format.section import SFrameSection
+from pysframe.format.single import SectionLookup
 from pysframe.sources import ResolvedSFrame
 from pysframe.sources.cache import CACHE_ENVIRONMENT
 from pysframe.sources.trust import Policy
 from pysframe.unwind import facts as facts_module
+from pysframe.unwind import modules as modules_module
 from pysframe.unwind.facts import (
     ElfFacts,
     elf_facts,
@@ -33,6 +37,7 @@ from pysframe.unwind.facts import (
 )
 from pysframe.unwind.mappings import process_mappings, process_vdso_address
 from pysframe.unwind.modules import ModuleSFrame, load_bias, load_modules, prepare_sframe
+from pysframe.unwind.stack import StackReport, report_json, report_lines, stack_of_process
 from pysframe.unwind.symbolize import SymbolOptions
 from pysframe.unwind.vdso import vdso_facts
 from stack_support import Running, Unavailable, build_programs, check_ptrace, run_program
@@ -179,3 +184,36 @@ def test_prepare_makes_what_the_cache_lacks_and_reads_nothing_else(
 
 def _refuse(*_args: object, **_kwargs: object) -> object:
     raise AssertionError("generated again")
+
+
+def _lookups(report: StackReport) -> set[type]:
+    """The types of the SFrame lookups the report's modules were unwound with."""
+    return {
+        type(module._sframe.chosen.section)
+        for module in report.modules.modules
+        if module._sframe.chosen.section is not None
+    }
+
+
+def test_a_stopped_process_reports_as_the_bulk_path_reports_it(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stack_of_process`` with its single-PC lookups and symbols read for a few addresses,
+    then with the bulk path swapped in (decoded sections, symbols read with numpy): the same
+    lines, the same JSON (threads, frames, modules' origins and warnings)."""
+    fast = stack_of_process(running.pid)
+    assert _lookups(fast) == {SectionLookup}
+    read_symbols = ElfFacts.symbols
+
+    def bulk_symbols(facts: ElfFacts, options: SymbolOptions, *, scalar: bool = False) -> object:
+        return read_symbols(facts, options)
+
+    monkeypatch.setattr(modules_module, "lookup_for", sframe_for)
+    monkeypatch.setattr(modules_module, "generated_lookup_for", generated_for)
+    monkeypatch.setattr(ElfFacts, "symbols", bulk_symbols)
+    bulk = stack_of_process(running.pid)
+    assert _lookups(bulk) == {SFrameSection}
+    frames = sum(len(thread.backtrace.frames) for thread in fast.threads)
+    assert frames >= 8  # the program's recursion, its library, libc
+    assert list(report_lines(fast)) == list(report_lines(bulk))
+    assert report_json(fast) == report_json(bulk)

@@ -97,8 +97,8 @@ def test_this_process_vdso_is_a_module_with_symbols_and_sframe() -> None:
     mapped = [line.split()[0] for line in maps if line.endswith("[vdso]")]
     low, high = (int(part, 16) for part in mapped[0].split("-"))
     assert low == module.start and module.end <= high
-    assert module.info.section is module.sframe and module.origin in {"generated", "section"}
-    section = module.sframe.chosen.section  # chosen when first needed
+    assert module.info.section is module._sframe and module.origin in {"generated", "section"}
+    section = module._sframe.chosen.section  # chosen when first needed
     assert section is not None
     symbolize = module.info.symbolize
     assert symbolize is not None

@@ -117,8 +117,9 @@ class Module:
     end: int
     bias: int
     info: ModuleInfo
-    #: Its SFrame, chosen when first needed.
-    sframe: ModuleSFrame
+    #: Its SFrame, chosen when first needed (``info.section`` is this too); how it is
+    #: chosen is no API: :attr:`origin` and :attr:`reason` say what was chosen.
+    _sframe: ModuleSFrame
     #: The file's symbols and source lines (read on first call); None without a usable file.
     symbols: Callable[[], ModuleSymbols] | None = None
 
@@ -126,13 +127,13 @@ class Module:
     def origin(self) -> str:
         """Where its SFrame came from (:class:`pysframe.sources.Origin`: "section",
         "segment", "generated"), or "none" / "invalid"."""
-        return self.sframe.chosen.origin
+        return self._sframe.chosen.origin
 
     @property
     def reason(self) -> str | None:
         """Why its own SFrame section is not used (or is used though it fails the checks), for
         one warning line; None when there is nothing to say."""
-        return self.sframe.chosen.reason
+        return self._sframe.chosen.reason
 
 
 class ModuleTable:
@@ -162,7 +163,7 @@ def prepare_sframe(table: ModuleTable) -> None:
     its threads stay stopped for the walk only; what the cache holds is read when a frame
     first needs it."""
     for module in table.modules:
-        module.sframe.prepare()
+        module._sframe.prepare()
 
 
 def load_modules(
