@@ -11,6 +11,7 @@
   header, the FDE table as columns), so that they need not import the section type;
 * :mod:`~pysframe.format.section`: ``SFrameSection``;
 * :mod:`~pysframe.format.lookup`, :mod:`~pysframe.format.rowtable`: scalar and batch lookups;
+  :mod:`~pysframe.format.single`: a section opened for a few lookups, without numpy;
 * :mod:`~pysframe.format.builder`, :mod:`~pysframe.format.convert`: building sections in code,
   changing their version or byte order;
 * :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`,

@@ -9,6 +9,8 @@
 
 ``find_rows`` (``find_fres``) answers many PCs at once from a flat, columnar table of all rows,
 built on first use with numpy; the scalar path is the reference it is tested against.
+:func:`find_row_index` needs no numpy (:mod:`pysframe.format.single` looks up one PC without
+it).
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
 from .constants import PcType, Version
-from .model import FrameRow, Function, RuleKind
+from .model import FrameRow, Function, LookupResult, RuleKind
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from .view import FunctionTable, U64Array
 
 _U64 = 1 << 64
@@ -32,6 +34,8 @@ _U64 = 1 << 64
 def last_function_starting_at_or_before(starts: U64Array, pc: int) -> int | None:
     """Index of the last function starting at or before ``pc`` in a sorted section (binary
     search), or None; whether it contains ``pc`` is for its size to tell."""
+    import numpy as np
+
     if not 0 <= pc < _U64:
         return None
     index = int(np.searchsorted(starts, np.uint64(pc), side="right")) - 1
@@ -40,6 +44,8 @@ def last_function_starting_at_or_before(starts: U64Array, pc: int) -> int | None
 
 def first_function_containing(table: FunctionTable, pc: int) -> int | None:
     """Index of the first function with start <= pc < start + size, in stored order."""
+    import numpy as np
+
     if not 0 <= pc < _U64 or len(table) == 0:
         return None
     key = np.uint64(pc)
@@ -80,6 +86,18 @@ def find_row_index(
 
 
 _V1_MASK = 0xF
+
+
+def lookup_in(function: Function | None, version: Version, pc: int) -> LookupResult | None:
+    """``function`` (the one holding ``pc``, or None) and its row that applies at ``pc``, or
+    None: what a section's ``lookup`` answers once it has found the function."""
+    if function is None:
+        return None
+    rows = function.rows
+    row_index = find_row_index(function, rows, version, pc)
+    if row_index is None:
+        return None
+    return LookupResult(function, rows[row_index], row_index)
 
 
 #: Codes of RuleKind in the batch result's ``*_kind`` arrays.

@@ -15,9 +15,9 @@ from .decode import decode_rows, parse_header, read_fde_table, read_function, re
 from .encode import SectionSpec, encode_section
 from .lookup import (
     BatchResult,
-    find_row_index,
     first_function_containing,
     last_function_starting_at_or_before,
+    lookup_in,
 )
 from .model import FrameRow, Function, Header, LookupResult
 from .view import Buffer, FunctionTable, U64Array
@@ -209,14 +209,7 @@ class SFrameSection(Sequence[Function]):
 
     def lookup(self, pc: int) -> LookupResult | None:
         """The function and the row that apply at ``pc``, or None."""
-        function = self.find_function(pc)
-        if function is None:
-            return None
-        rows = function.rows
-        row_index = find_row_index(function, rows, self.version, pc)
-        if row_index is None:
-            return None
-        return LookupResult(function, rows[row_index], row_index)
+        return lookup_in(self.find_function(pc), self.version, pc)
 
     def find_row(self, pc: int) -> FrameRow | None:
         """The row that applies at ``pc``, or None, as libsframe's sframe_find_fre finds it."""
