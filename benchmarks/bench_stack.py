@@ -10,9 +10,9 @@ most 10 times what ``eu-stack -p PID`` takes.  Three programs are started and le
 
 For each, ``pysframe stack PID`` runs once untimed (it fills a private cache of generated
 SFrame, ``$PYSFRAME_CACHE_DIR`` set to a temporary directory), then ``pysframe stack PID`` and
-``eu-stack -p PID`` run one after the other, ``--runs`` times.  Each run is a child process:
-its CPU time (user + system) is the growth of ``resource.getrusage(RUSAGE_CHILDREN)`` over the
-run, its wall time Python's ``time.perf_counter``.  Medians are printed with the ratios, and
+``eu-stack -p PID`` run one after the other, ``--runs`` times.  Each run is a child process,
+measured by ``common.run_process``: its CPU time (user + system) from the kernel's account of
+it (wait4), its wall time from its start to its end.  Medians are printed with the ratios, and
 ``python -c pass`` and ``python -c "import numpy"`` as the floor any Python command stands on.
 
 Python's byte code is compiled first (``compileall`` of the package, with
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import resource
 import select
 import shutil
 import statistics
@@ -41,6 +40,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import common
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 PYSFRAME = [sys.executable, "-m", "pysframe"]
@@ -63,15 +64,8 @@ def _environment(cache: Path) -> dict[str, str]:
 
 def run_once(command: list[str], env: dict[str, str]) -> Run:
     """One child process: its CPU seconds (user + system), wall seconds and exit status."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    began = time.perf_counter()
-    done = subprocess.run(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False
-    )
-    wall = time.perf_counter() - began
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(cpu, wall, done.returncode)
+    run = common.run_process(command, env=env, check=False)
+    return Run(run.cpu, run.wall, run.status)
 
 
 def measure(commands: dict[str, list[str]], runs: int, env: dict[str, str]) -> dict[str, Run]:
