@@ -35,34 +35,28 @@ def common(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_benchmark_runs_quick(script: str, cache: Path) -> None:
+    assert "== synthetic 5,000 functions" in _run_quick(script, cache)
+
+
+def _run_quick(script: str, cache: Path, timeout: float = 120) -> str:
+    """Run a benchmark with ``--quick``; its output, once it succeeded without a traceback."""
     env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(cache))
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick"],
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert "== synthetic 5,000 functions" in done.stdout
+    return done.stdout
 
 
 def test_whole_process_benchmark_runs_quick(cache: Path) -> None:
     """bench_cli.py: start-up, dump (text, --json, --jsonl) and generate, with ratios."""
-    env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(cache))
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "bench_cli.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    out = done.stdout
+    out = _run_quick("bench_cli.py", cache)
     for expected in ("== start-up", "--version:", "ms above bare Python", "== dump synthetic"):
         assert expected in out, out
     rows = [line for line in out.splitlines() if line.lstrip().startswith("pysframe dump")]
@@ -88,3 +82,21 @@ def test_minimal_elf_holds_the_section(common: object, tmp_path: Path) -> None:
         elf = ELFFile(stream)
         assert elf.get_section_by_name(".sframe").data() == data
         assert elf["e_machine"] == "EM_X86_64"
+
+
+def test_stack_benchmark_runs_quick(cache: Path) -> None:
+    """bench_stack.py: pysframe stack PID against eu-stack -p PID, with ratios."""
+    from stack_support import Unavailable, check_ptrace
+
+    from conftest import require_program, unavailable
+
+    require_program("eu-stack", "elfutils")
+    try:
+        check_ptrace()
+    except Unavailable as why:
+        unavailable(why)
+    out = _run_quick("bench_stack.py", cache, timeout=300)
+    assert "== Python's own start-up" in out and "== sleep" in out and "== python3" in out, out
+    ratios = [line for line in out.splitlines() if "pysframe/eu-stack CPU" in line]
+    assert len(ratios) >= 2, out
+    assert "(exit" not in out, out  # every run succeeded

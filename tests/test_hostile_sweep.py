@@ -28,6 +28,7 @@ from pysframe.elf.dwarf_lines import source_lines
 from pysframe.elf.image import ElfImage
 from pysframe.elf.symbols import FunctionSymbols, read_function_symbols
 from pysframe.format.builder import SFrameBuilder
+from pysframe.format.single import SectionLookup
 from pysframe.tools.compact import compact_file
 from pysframe.tools.dump import section_chunks
 from pysframe.tools.dump_json import function_json_pieces, section_json_chunks
@@ -303,7 +304,8 @@ def test_lookup_of_one_pc_among_the_rows_of_one_function(version: Version) -> No
 
 @VERSIONS
 def test_lookup_of_many_pcs_among_the_rows_of_one_function(version: Version) -> None:
-    """A PC every 40 rows, one at a time (``pysframe lookup --pcs``) and in a batch."""
+    """A PC every 40 rows, one at a time (``pysframe lookup --pcs``; and in a section opened
+    for a few lookups, as ``pysframe stack`` opens them) and in a batch."""
 
     def make(count: int) -> Callable[[], object]:
         data = _one_function(version, count)
@@ -313,6 +315,9 @@ def test_lookup_of_many_pcs_among_the_rows_of_one_function(version: Version) -> 
             section = SFrameSection.from_bytes(data, SFRAME)
             rows = [found.row_index for pc in pcs if (found := section.lookup(pc)) is not None]
             assert rows == list(range(0, count, 40))
+            single = SectionLookup(data, SFRAME)
+            found_once = [single.lookup(pc) for pc in pcs]
+            assert [found.row_index for found in found_once if found is not None] == rows
             batch = SFrameSection.from_bytes(data, SFRAME).find_rows(list(pcs))
             assert batch.row_index.tolist() == rows
 

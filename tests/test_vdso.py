@@ -97,11 +97,13 @@ def test_this_process_vdso_is_a_module_with_symbols_and_sframe() -> None:
     mapped = [line.split()[0] for line in maps if line.endswith("[vdso]")]
     low, high = (int(part, 16) for part in mapped[0].split("-"))
     assert low == module.start and module.end <= high
-    section = module.info.section
-    assert section is not None and module.origin in {"generated", "section"}
+    assert module.info.section is module._sframe and module.origin in {"generated", "section"}
+    section = module._sframe.chosen.section  # chosen when first needed
+    assert section is not None
     symbolize = module.info.symbolize
     assert symbolize is not None
-    symbols = [f.start for f in section if symbolize(f.start) is not None]
+    starts = [section.start(index) for index in range(len(section))]
+    symbols = [start for start in starts if symbolize(start) is not None]
     assert symbols, "no generated function starts at a vDSO symbol"
     if platform.machine() == "x86_64":
         found = section.lookup(symbols[0])

@@ -38,10 +38,10 @@ import pysframe
 from pysframe.cli import main
 from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import new_section_address
-from test_damaged_sweep import _damaged
 from test_repair import HELPERS, MAIN, WALK, _link, _system_objects
 
 from conftest import CORPUS, require
+from test_damaged_sweep import _damaged
 
 #: Every writer, FILE the input and OUT the output (its name ends in .sframe for a bare section).
 WRITERS = {

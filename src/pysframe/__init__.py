@@ -61,8 +61,8 @@ _EXPORTS: dict[str, str] = {
     "Policy": "pysframe.sources.trust",
     **dict.fromkeys(("GenerateResult", "generate_from_elf"), "pysframe.generate.driver"),
     **dict.fromkeys(("GeneratedFunction", "SkippedFunction"), "pysframe.generate.rows"),
-    "ElfSection": "pysframe.elf.image",
-    **dict.fromkeys(("FunctionSymbols", "SymbolRecord"), "pysframe.elf.symbols"),
+    "ElfSection": "pysframe.elf.reader",
+    **dict.fromkeys(("FunctionSymbols", "SymbolRecord", "SymbolTable"), "pysframe.elf.symbols"),
     "SourceFrame": "pysframe.elf.dwarf_lines",
     **dict.fromkeys(("Module", "ModuleTable"), "pysframe.unwind.modules"),
     "ModuleSymbols": "pysframe.unwind.symbolize",
@@ -71,7 +71,8 @@ _EXPORTS: dict[str, str] = {
         "pysframe.unwind.stack",
     ),
     **dict.fromkeys(
-        ("Backtrace", "Frame", "FrameSource", "ModuleInfo", "Registers", "StopKind", "Unwinder"),
+        ("Backtrace", "Frame", "FrameSource", "ModuleInfo", "Registers", "RowLookup", "StopKind",
+         "Unwinder"),
         "pysframe.unwind.core",
     ),
 }
@@ -121,6 +122,7 @@ __all__ = [
     "RegRule",
     "Registers",
     "ResolvedSFrame",
+    "RowLookup",
     "RowSpec",
     "RuleKind",
     "SFrameBuilder",
@@ -133,6 +135,7 @@ __all__ = [
     "StackReport",
     "StopKind",
     "SymbolRecord",
+    "SymbolTable",
     "ThreadTrace",
     "TruncatedError",
     "UnsortedError",
@@ -166,8 +169,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .elf.dwarf_lines import SourceFrame
-    from .elf.image import ElfSection
-    from .elf.symbols import FunctionSymbols, SymbolRecord
+    from .elf.reader import ElfSection
+    from .elf.symbols import FunctionSymbols, SymbolRecord, SymbolTable
     from .errors import (
         BadMagicError,
         CfiError,
@@ -222,6 +225,7 @@ if TYPE_CHECKING:
         FrameSource,
         ModuleInfo,
         Registers,
+        RowLookup,
         StopKind,
         Unwinder,
     )

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ElfError, SFrameError
 from ..input import InputError, open_input
-from .image import MAX_EXPANSION, ElfImage, is_elf_file
+from .reader import MAX_EXPANSION, ElfReader, is_elf_file
 
 #: gdb's default ``debug-file-directory``.
 DEFAULT_DEBUG_DIRS: tuple[str, ...] = ("/usr/lib/debug",)
@@ -82,7 +82,7 @@ def debuglink_candidates(path: str, name: str, debug_dirs: tuple[str, ...]) -> l
 
 def _build_id_of(path: str) -> bytes | None:
     try:
-        with ElfImage.open(path) as image:
+        with ElfReader.open(path) as image:
             return image.build_id()
     except SFrameError:
         return None
@@ -128,7 +128,7 @@ def find_debug_file(
     return search
 
 
-def minidebuginfo(image: ElfImage) -> bytes | None:
+def minidebuginfo(image: ElfReader) -> bytes | None:
     """The ELF image of ``.gnu_debugdata`` (MiniDebugInfo), decompressed; None if the file has
     none.  ElfError when it is not XZ data or is too big."""
     section = image.section(".gnu_debugdata")

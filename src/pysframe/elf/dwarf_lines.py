@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ElfError, SFrameError
-from .image import ElfImage
 from .line_program import LineProgramHeader, line_rows
 
 #: Names and files are bytes in pyelftools; they are decoded like file names.
@@ -234,6 +233,8 @@ class SourceLines:
     def __init__(self, path: str, problems: list[str] | None = None) -> None:
         self.path = path
         self.problems: list[str] = [] if problems is None else problems
+        from .image import ElfImage  # pyelftools reads the DWARF: imported when needed
+
         self._image = ElfImage.open(path)
         self._dwarf: Any = None
         self._units: dict[int, _Unit | None] = {}

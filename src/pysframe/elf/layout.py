@@ -49,6 +49,9 @@ SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = (
     0x6FFFFFFF,
 )
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
+#: e_shstrndx when the index is in section 0's sh_link; e_phnum when the count is in its
+#: sh_info (gABI; x86-64 psABI 4.1.2 for PN_XNUM).
+SHN_XINDEX, PN_XNUM = 0xFFFF, 0xFFFF
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x1, 0x2, 0x4, 0x800
 SHF_TLS = 0x400
 #: ch_type of a compressed section's header (gABI "Compressed Sections").
@@ -277,6 +280,22 @@ SYM_NAMES: dict[int, tuple[str, ...]] = {
 }
 
 
+#: Byte offset of each field of a symbol, per class.
+SYM_AT: dict[int, dict[str, int]] = {
+    bits: {
+        name: struct.calcsize("<" + SYM_FIELDS[bits][:index])
+        for index, name in enumerate(SYM_NAMES[bits])
+    }
+    for bits in (32, 64)
+}
+
+
+@cache
+def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
+    """A symbol of class ``bits``, fields in :data:`SYM_NAMES` order."""
+    return struct.Struct(byte_order(big_endian) + SYM_FIELDS[bits])
+
+
 def sym_dtype(bits: int, big_endian: bool) -> Any:
     """The numpy dtype of a symbol: fields ``f0``.. in :data:`SYM_FIELDS` order, titled with
     :data:`SYM_NAMES` (``entries["value"]`` is ``entries["f4"]`` in a 64-bit table); numpy is
@@ -298,6 +317,12 @@ RELOCATION_FIELDS: dict[tuple[int, bool], str] = {
     (64, True): RELA64_FIELDS,
 }
 R_INFO_SHIFT: dict[int, int] = {32: 8, 64: 32}
+
+
+@cache
+def rela64_struct(big_endian: bool) -> struct.Struct:
+    """An Elf64_Rela: r_offset, r_info, r_addend."""
+    return struct.Struct(byte_order(big_endian) + RELA64_FIELDS)
 
 
 def relocation_dtype(bits: int, big_endian: bool, addend: bool) -> Any:

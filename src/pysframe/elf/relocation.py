@@ -42,7 +42,7 @@ from .layout import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from .image import ElfImage, ElfSection
+    from .reader import ElfReader, ElfSection
 
 #: (machine, relocation type) -> (field size in bytes, PC-relative).  Type 0 (NONE) is skipped.
 #: Sources: the psABIs of x86-64 (R_X86_64_*), i386, AArch64 (R_AARCH64_*) and s390x (R_390_*).
@@ -123,7 +123,7 @@ def apply_relocations(
     return bytes(out)
 
 
-def relocations_for(image: ElfImage, section: ElfSection) -> list[Relocation]:
+def relocations_for(image: ElfReader, section: ElfSection) -> list[Relocation]:
     """The REL/RELA entries of ``image`` that apply to ``section`` (those of the relocation
     sections whose sh_info names it), with their symbols' values (plus, for a symbol defined in
     a section, that section's address) and names."""
@@ -138,7 +138,7 @@ def relocations_for(image: ElfImage, section: ElfSection) -> list[Relocation]:
 
 
 def _read_relocations(
-    image: ElfImage, rel: ElfSection, sections: list[ElfSection]
+    image: ElfReader, rel: ElfSection, sections: list[ElfSection]
 ) -> list[Relocation]:
     import numpy as np
 
@@ -175,7 +175,7 @@ def _read_relocations(
     return out
 
 
-def relocation_symbols(image: ElfImage, rel: ElfSection) -> np.ndarray:
+def relocation_symbols(image: ElfReader, rel: ElfSection) -> np.ndarray:
     """The symbol index of each entry of the REL or RELA section ``rel``, in table order
     (``r_info`` shifted by :data:`R_INFO_SHIFT`)."""
     import numpy as np
@@ -189,7 +189,7 @@ def relocation_symbols(image: ElfImage, rel: ElfSection) -> np.ndarray:
 
 
 def _symbol_table(
-    image: ElfImage, rel: ElfSection, sections: list[ElfSection]
+    image: ElfReader, rel: ElfSection, sections: list[ElfSection]
 ) -> tuple[np.ndarray | None, Callable[[int], str]]:
     """The symbol entries of the table ``rel`` links to (None without one) and a function
     giving a symbol's name from its string offset."""
@@ -208,7 +208,7 @@ def _symbol_table(
     return entries, lambda at: symbol_name(strings, at)
 
 
-def relocated(image: ElfImage, section: ElfSection, data: bytes) -> bytes:
+def relocated(image: ElfReader, section: ElfSection, data: bytes) -> bytes:
     """``data``, the contents of ``section``, with the section's relocations applied when the
     file is relocatable (unchanged otherwise, or when none apply)."""
     if not image.is_relocatable:
@@ -224,7 +224,7 @@ def relocated(image: ElfImage, section: ElfSection, data: bytes) -> bytes:
         raise error.at(path=image.path, section=section.name) from None
 
 
-def object_layout(image: ElfImage) -> dict[int, int]:
+def object_layout(image: ElfReader) -> dict[int, int]:
     """For a relocatable object: an address for each allocated section (by index), one after
     the other in index order, each aligned as it asks, as a link would lay them out.  Code of
     different sections then has different addresses (every section of an object is at
@@ -242,7 +242,7 @@ def object_layout(image: ElfImage) -> dict[int, int]:
 
 
 def relocated_at(
-    image: ElfImage, section: ElfSection, data: bytes, layout: dict[int, int]
+    image: ElfReader, section: ElfSection, data: bytes, layout: dict[int, int]
 ) -> bytes:
     """``data``, the contents of ``section`` of a relocatable object, relocated as if each
     section were at its address in ``layout`` (:func:`object_layout`)."""

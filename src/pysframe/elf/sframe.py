@@ -3,7 +3,7 @@
 :mod:`pysframe.sources` (the one way commands and the unwinder get a file's SFrame section)
 finds and loads an ELF file's own section here, the way the GNU tools do:
 
-* which section: :meth:`ElfImage.find_sframe <pysframe.elf.image.ElfImage.find_sframe>` -- by
+* which section: :meth:`ElfReader.find_sframe <pysframe.elf.reader.ElfReader.find_sframe>` -- by
   name (``.sframe`` unless told otherwise), else by type ``SHT_GNU_SFRAME`` (errata 1), else
   the ``PT_GNU_SFRAME`` segment when the section headers are stripped;
 * what objdump 2.47 accepts as SFrame data (:meth:`ElfSFrame.is_sframe_data`): sections of
@@ -18,11 +18,14 @@ The section's bytes are read from the file once, however often they are asked fo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..format.constants import SHT_GNU_SFRAME, Version
-from ..format.section import SFrameSection
-from .image import ElfImage, ElfSection
 from .layout import SHT_PROGBITS
-from .relocation import relocated
+from .reader import ElfReader, ElfSection
+
+if TYPE_CHECKING:
+    from ..format.section import SFrameSection
 
 #: The section name the tools look for when given none.
 DEFAULT_NAME = ".sframe"
@@ -31,7 +34,7 @@ DEFAULT_NAME = ".sframe"
 class ElfSFrame:
     """The SFrame section of an open ELF file: its header, and its bytes read on first use."""
 
-    def __init__(self, image: ElfImage, section: ElfSection) -> None:
+    def __init__(self, image: ElfReader, section: ElfSection) -> None:
         self.image = image
         self.section = section
         self._stored: bytes | None = None
@@ -71,14 +74,18 @@ class ElfSFrame:
         section is V1."""
         if not relocate or not self.image.is_relocatable or self.version is Version.V1:
             return self.stored
+        from .relocation import relocated
+
         return relocated(self.image, self.section, self.stored)
 
     def decode(self, relocate: bool = True) -> SFrameSection:
         """The decoded section (see :meth:`contents`); FormatError if it is malformed."""
+        from ..format.section import SFrameSection
+
         return SFrameSection.from_bytes(self.contents(relocate), self.section.address)
 
 
-def find_sframe(image: ElfImage, name: str | None = None) -> ElfSFrame | None:
+def find_sframe(image: ElfReader, name: str | None = None) -> ElfSFrame | None:
     """The SFrame section of ``image`` (section ``name`` if given), or None."""
     section = image.find_sframe(name)
     return None if section is None else ElfSFrame(image, section)

@@ -12,6 +12,7 @@
 * :mod:`~pysframe.format.section`: ``SFrameSection``;
 * :mod:`~pysframe.format.lookup`, :mod:`~pysframe.format.row_index`,
   :mod:`~pysframe.format.rowtable`: scalar and batch lookups;
+  :mod:`~pysframe.format.single`: a section opened for a few lookups, without numpy;
 * :mod:`~pysframe.format.builder`, :mod:`~pysframe.format.convert`: building sections in code,
   changing their version or byte order;
 * :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`,

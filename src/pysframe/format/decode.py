@@ -2,14 +2,16 @@
 function's start address), read the FDE table in bulk or one FDE alone, and decode one
 function's FREs on demand.  Every layout comes from :mod:`pysframe.format.layout`; stepping
 through FREs is :mod:`pysframe.format.walk`'s.
+
+numpy is imported by the bulk readers (the lookup index, the FDE table) when they run: the
+header, one FDE and one function's rows are read without it
+(:mod:`pysframe.format.single`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from ..errors import (
     BadMagicError,
@@ -153,6 +155,8 @@ def read_starts(data: Buffer, header: Header, section_address: int) -> U64Array:
     directly, which no producer writes.  When the section is flagged sorted the order is
     checked here, as a binary search relies on it.
     """
+    import numpy as np
+
     count = header.num_fdes
     fde_size = FDE_SIZE[header.version]
     first = header.size + header.fde_offset
@@ -180,6 +184,8 @@ def read_starts(data: Buffer, header: Header, section_address: int) -> U64Array:
 
 
 def _check_sorted(header: Header, starts: U64Array) -> None:
+    import numpy as np
+
     if len(starts) < 2:
         return
     backwards = np.less(starts[1:], starts[:-1])
@@ -276,6 +282,8 @@ def read_fde_table(data: Buffer, header: Header, start: U64Array) -> FunctionTab
     """Read all FDEs at once (``start`` from :func:`read_starts`) and check every one, that
     their distinct FRE blocks fit in the FRE sub-section together, and that they count at most
     :data:`MAX_ROWS_PER_BYTE` FREs per byte of the section."""
+    import numpy as np
+
     count = header.num_fdes
     fde_base = header.size + header.fde_offset
     dtype = fde_dtype(header.version, header.big_endian)
@@ -308,6 +316,8 @@ def _read_v3_attributes(
     data: Buffer, header: Header, fre_offset: IntArray
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """Gather each function's 5-byte attribute record (docs/format.md, "V3 FDE")."""
+    import numpy as np
+
     limit = header.fre_len - V3_ATTR_SIZE
     if len(fre_offset) and int(fre_offset.max()) > limit:
         index = int(np.flatnonzero(fre_offset > limit)[0])
@@ -343,6 +353,8 @@ def _read_v3_attributes(
 
 
 def _check_table(header: Header, table: FunctionTable, section_size: int) -> None:
+    import numpy as np
+
     fre_type = fde_fre_type(table.info)
     bad = np.flatnonzero(fre_type > FreType.ADDR4)
     if bad.size:
@@ -396,6 +408,8 @@ MAX_ROWS_PER_BYTE = 4
 def _distinct_block_bytes(fre_offset: IntArray, least: IntArray) -> int:
     """Bytes the FRE blocks take at least: ``least`` per function, once per distinct offset
     (the largest of the functions naming it)."""
+    import numpy as np
+
     if not len(fre_offset):
         return 0
     if bool(np.all(fre_offset[1:] > fre_offset[:-1])):  # the usual layout: every offset once

@@ -138,6 +138,12 @@ def fde_struct(version: Version, big_endian: bool) -> struct.Struct:
 
 
 @cache
+def fde_start_struct(version: Version, big_endian: bool) -> struct.Struct:
+    """The first field of an FDE alone: its stored function start."""
+    return struct.Struct(byte_order(big_endian) + FDE_FIELDS[version][0])
+
+
+@cache
 def v3_attr_struct(big_endian: bool) -> struct.Struct:
     """The V3 attribute record, fields in :data:`V3_ATTR_NAMES` order."""
     return struct.Struct(byte_order(big_endian) + V3_ATTR_FIELDS)

@@ -7,25 +7,27 @@
 * FRE (PCMASK, V1): the low four bits of pc against those of the row's first and last
   address (libsframe 2.40; V1 spec 2.3.2 states it as ``PC & FRE_START_ADDR_AS_MASK``).
 
-:func:`find_row_index` is the scan itself, the reference: ``SFrameSection.lookup`` gives its
-answers by binary search (:mod:`pysframe.format.row_index`).  ``find_rows`` (``find_fres``)
-answers many PCs at once from a flat, columnar table of all rows,
-built on first use with numpy; the scalar path is the reference it is tested against.
+:func:`find_row_index` is the scan itself, the reference: :func:`lookup_in`, the lookup of
+both ``SFrameSection`` and :mod:`pysframe.format.single`, gives its answers by binary search
+(:mod:`pysframe.format.row_index`); neither needs numpy.  ``find_rows`` (``find_fres``)
+answers many PCs at once from a flat, columnar table of all rows, built on first use with
+numpy; the scalar path is the reference it is tested against.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
 from .constants import PcType, Version
-from .model import FrameRow, Function, RuleKind
+from .model import FrameRow, Function, LookupResult, RuleKind
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from .row_index import RowIndex
     from .view import FunctionTable, U64Array
 
 _U64 = 1 << 64
@@ -34,6 +36,8 @@ _U64 = 1 << 64
 def last_function_starting_at_or_before(starts: U64Array, pc: int) -> int | None:
     """Index of the last function starting at or before ``pc`` in a sorted section (binary
     search), or None; whether it contains ``pc`` is for its size to tell."""
+    import numpy as np
+
     if not 0 <= pc < _U64:
         return None
     index = int(np.searchsorted(starts, np.uint64(pc), side="right")) - 1
@@ -42,6 +46,8 @@ def last_function_starting_at_or_before(starts: U64Array, pc: int) -> int | None
 
 def first_function_containing(table: FunctionTable, pc: int) -> int | None:
     """Index of the first function with start <= pc < start + size, in stored order."""
+    import numpy as np
+
     if not 0 <= pc < _U64 or len(table) == 0:
         return None
     key = np.uint64(pc)
@@ -82,6 +88,22 @@ def find_row_index(
 
 
 _V1_MASK = 0xF
+
+
+def lookup_in(
+    function: Function | None, row_index: Callable[[Function], RowIndex], pc: int
+) -> LookupResult | None:
+    """``function`` (the one holding ``pc``, or None) and its row that applies at ``pc``, or
+    None: what a section's ``lookup`` answers once it has found the function.  The row is
+    found by binary search in the function's :class:`~pysframe.format.row_index.RowIndex`
+    (``row_index(function)``, which the section keeps), with :func:`find_row_index`'s answer."""
+    if function is None:
+        return None
+    index = row_index(function)
+    found = index.find(pc)
+    if found is None:
+        return None
+    return LookupResult(function, index.row(found), found)
 
 
 #: Codes of RuleKind in the batch result's ``*_kind`` arrays.

@@ -253,10 +253,13 @@ def _paint(starts: array[int], size: int) -> tuple[array[int], array[int]]:
     return bounds, owner
 
 
-def index_rows(data: Buffer, header: Header, function: Function, first: int) -> RowIndex:
-    """Step through ``function``'s FREs from byte ``first`` and index them; raise the
-    decoder's error (:func:`~pysframe.format.decode.decode_rows`'s, the first in FRE order)
-    when one is bad."""
+def index_rows(data: Buffer, header: Header, function: Function) -> RowIndex:
+    """Step through ``function``'s FREs and index them; raise the decoder's error
+    (:func:`~pysframe.format.decode.decode_rows`'s, the first in FRE order) when one is
+    bad."""
+    from .decode import fre_data_position  # decode imports walk, which imports this module
+
+    first = fre_data_position(header, function.fre_offset)
     fre_type = function.fre_type
     positions = array(_U32)
     count, end = function.num_rows, header.fre_end

@@ -13,7 +13,6 @@ import numpy.typing as npt
 from .constants import Abi, Flags, Version
 from .decode import (
     decode_rows,
-    fre_data_position,
     parse_header,
     read_fde_table,
     read_function,
@@ -24,6 +23,7 @@ from .lookup import (
     BatchResult,
     first_function_containing,
     last_function_starting_at_or_before,
+    lookup_in,
 )
 from .model import FrameRow, Function, Header, LookupResult
 from .row_index import RowIndex, index_rows
@@ -211,8 +211,7 @@ class SFrameSection(Sequence[Function]):
         key = _rows_key(function)
         index = self._index_cache.get(key)
         if index is None:
-            first = fre_data_position(self.header, function.fre_offset)
-            index = index_rows(self._data, self.header, function, first)
+            index = index_rows(self._data, self.header, function)
             if len(self._index_cache) >= self.ROW_CACHE_SIZE:
                 self._index_cache.clear()
             self._index_cache[key] = index
@@ -238,14 +237,7 @@ class SFrameSection(Sequence[Function]):
 
     def lookup(self, pc: int) -> LookupResult | None:
         """The function and the row that apply at ``pc``, or None."""
-        function = self.find_function(pc)
-        if function is None:
-            return None
-        index = self._row_index(function)
-        row_index = index.find(pc)
-        if row_index is None:
-            return None
-        return LookupResult(function, index.row(row_index), row_index)
+        return lookup_in(self.find_function(pc), self._row_index, pc)
 
     def find_row(self, pc: int) -> FrameRow | None:
         """The row that applies at ``pc``, or None, as libsframe's sframe_find_fre finds it."""

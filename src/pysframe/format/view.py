@@ -7,17 +7,20 @@ that they need not know the section type (which itself calls them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from .model import Header
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 #: The bytes a section is read from (not copied).
 Buffer = bytes | bytearray | memoryview
-IntArray = npt.NDArray[np.int64]
-U64Array = npt.NDArray[np.uint64]
+# numpy's array types, named as strings: the bulk readers that make such arrays import numpy,
+# this module does not (a single-PC lookup runs without it).
+IntArray: TypeAlias = "npt.NDArray[np.int64]"
+U64Array: TypeAlias = "npt.NDArray[np.uint64]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ raised is the one :func:`~pysframe.format.decode.decode_rows` raises first.
 own way: only FLEX rows are grouped into forms, the others' checks depend on the info byte.
 
 The whole-section entry points take a :class:`~pysframe.format.view.SectionView` (bytes,
-header, FDE table), not the section type.
+header, FDE table), not the section type; they import numpy when they run, the scalar walk
+never does.
 """
 
 from __future__ import annotations
@@ -39,10 +40,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, NamedTuple
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from ..errors import InvalidFieldError, SFrameError, TruncatedError
 from .constants import FdeType, FreType
@@ -67,10 +65,13 @@ from .rules import Rules, decode_rules, row_context, rules_cache
 if TYPE_CHECKING:
     import struct
 
+    import numpy as np
+    import numpy.typing as npt
+
     from .model import Header
     from .view import Buffer, SectionView
 
-I64 = npt.NDArray[np.int64]
+I64: TypeAlias = "npt.NDArray[np.int64]"
 
 
 # -- one function ---------------------------------------------------------------------------------
@@ -213,16 +214,16 @@ def _raise_first_row_error(view: SectionView) -> None:
 _TOO_LONG = 1 << 40  # FRE "length" for the invalid word-size code: fails the bounds check
 
 
+@cache
 def _fre_lengths() -> I64:
     """Bytes of an FRE by ``fre_type * 256 + info``: address, info byte, data words."""
+    import numpy as np
+
     info = np.arange(256, dtype=np.int64)
     bad = fre_word_size_code(info) == FRE_BAD_WORD_SIZE
     return np.concatenate(
         [np.where(bad, _TOO_LONG, fre_length(fre_type, info)) for fre_type in FreType]
     )
-
-
-_FRE_LENGTHS = _fre_lengths()
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,12 +248,16 @@ def locate_fres(view: SectionView) -> FreLocations:
 
 def fre_infos(view: SectionView) -> I64:
     """The info byte of every FRE of the section, functions in stored order."""
+    import numpy as np
+
     located = locate_fres(view)
     octets = np.frombuffer(view.data, dtype=np.uint8)
     return octets[located.info_at].astype(np.int64)
 
 
 def _locate(view: SectionView) -> FreLocations:
+    import numpy as np
+
     table = view.table
     octets = np.frombuffer(view.data, dtype=np.uint8)
     row_base = np.zeros(len(table) + 1, dtype=np.int64)
@@ -268,6 +273,7 @@ def _locate(view: SectionView) -> FreLocations:
     # Functions with more than `step` FREs: a prefix of `order`, of this many functions.
     walking = np.searchsorted(-counts, -np.arange(longest), side="left")
     position = np.empty(int(row_base[-1]), dtype=np.int64)
+    lengths = _fre_lengths()
     step = 0
     for step, k in enumerate(walking.tolist()):
         if k <= _FEW_WALKING:
@@ -275,7 +281,7 @@ def _locate(view: SectionView) -> FreLocations:
         at = cursor[:k]
         # mode="clip": a read past the end only happens for an FRE that fails the check below.
         info = octets.take(at + info_offset[:k], mode="clip")
-        following = at + _FRE_LENGTHS[length_row[:k] + info]
+        following = at + lengths[length_row[:k] + info]
         position[base[:k] + step] = at
         cursor[:k] = following
     else:
@@ -308,6 +314,8 @@ def _finish_alone(
     """Walk the FREs from ``step`` on of the functions that have more (a prefix of the
     order), one function at a time; their ``cursor`` passes the FRE sub-section's end if one
     runs past it."""
+    import numpy as np
+
     end = view.header.fre_end
     for k in range(int(np.count_nonzero(counts > step))):
         stepped = array("q")
@@ -323,12 +331,14 @@ def _finish_alone(
 def fre_ends(view: SectionView, located: FreLocations) -> I64:
     """The byte where each function's FREs end (where they would start, for a function
     without any): its last FRE's position and length."""
+    import numpy as np
+
     table = view.table
     end = table.fre_data.copy()
     has_rows = table.num_rows > 0
     last = located.row_base[1:][has_rows] - 1
     info = np.frombuffer(view.data, dtype=np.uint8)[located.info_at[last]]
-    end[has_rows] = located.position[last] + _FRE_LENGTHS[located.fre_type[last] * 256 + info]
+    end[has_rows] = located.position[last] + _fre_lengths()[located.fre_type[last] * 256 + info]
     return end
 
 
@@ -383,6 +393,8 @@ def scan_stored_rows(view: SectionView) -> StoredRows:
     """Every FRE of the section as stored, each checked as :func:`walk_fres` checks it (the
     same error), for validation, which checks the words its own way: only FLEX rows, whose
     words are control words, are grouped into forms."""
+    import numpy as np
+
     try:
         located = _locate(view)
     except SFrameError:
@@ -398,7 +410,7 @@ def scan_stored_rows(view: SectionView) -> StoredRows:
     forms: tuple[RowForm, ...] = ()
     if len(flex):
         info_at = located.info_at[flex]
-        tail = located.position[flex] + _FRE_LENGTHS[located.fre_type[flex] * 256 + info[flex]]
+        tail = located.position[flex] + _fre_lengths()[located.fre_type[flex] * 256 + info[flex]]
         form, first = _group(padded, info_at, tail - info_at, np.ones(len(flex), dtype=bool))
         flex_form[flex] = form
         position = located.position[flex]
@@ -411,12 +423,14 @@ def scan_stored_rows(view: SectionView) -> StoredRows:
 
 
 def _scan(view: SectionView) -> RowScan:
+    import numpy as np
+
     header, table = view.header, view.table
     located = _locate(view)
     octets = np.frombuffer(view.data, dtype=np.uint8)
     # Every row at once (the walk checked that every FRE lies in the sub-section).
     info_at = located.info_at
-    tail = located.position + _FRE_LENGTHS[located.fre_type * 256 + octets[info_at]] - info_at
+    tail = located.position + _fre_lengths()[located.fre_type * 256 + octets[info_at]] - info_at
     # Room for reading whole 8-byte chunks of the longest FRE (61 bytes from its info byte).
     padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))
     start_offset = _start_offsets(padded, located, header.big_endian)
@@ -432,6 +446,8 @@ def _scan(view: SectionView) -> RowScan:
 
 def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool) -> I64:
     """The unsigned 1-, 2- or 4-byte start address at each FRE's position."""
+    import numpy as np
+
     u32 = _every_byte(padded, byte_order(big_endian) + "u4")
     raw = u32[located.position].astype(np.int64)
     bits = 8 * fre_address_size(located.fre_type)
@@ -442,6 +458,8 @@ def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_end
 
 def _every_byte(padded: npt.NDArray[np.uint8], dtype: str) -> npt.NDArray[np.uint64]:
     """A view holding the ``dtype`` value that starts at every byte of ``padded``."""
+    import numpy as np
+
     size = np.dtype(dtype).itemsize
     view: npt.NDArray[np.uint64] = np.ndarray(
         (len(padded) - size + 1,), dtype=dtype, buffer=padded, strides=(1,)
@@ -449,8 +467,10 @@ def _every_byte(padded: npt.NDArray[np.uint8], dtype: str) -> npt.NDArray[np.uin
     return view
 
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the key hash
-_LOW_BYTES = np.array([word_mask(n) for n in range(8)] + [word_mask(8)], dtype=np.uint64)
+#: Odd multiplier of the key hash.
+_MIX = 0x9E3779B97F4A7C15
+#: The bits of the low n bytes of a 64-bit word, n from 0 to 8.
+_LOW_BYTES = tuple(word_mask(n) for n in range(9))
 
 
 def _group(
@@ -460,11 +480,15 @@ def _group(
 
     A form's key is the row's ``tail`` bytes from the info byte on, 8 at a time (bytes past
     the row masked off), and its FDE type."""
+    import numpy as np
+
     u64 = _every_byte(padded, "<u8")
+    low_bytes = np.array(_LOW_BYTES, dtype=np.uint64)
+    mix = np.uint64(_MIX)
     longest = int(tail.max()) if len(tail) else 0
     columns = []
     for chunk in range(0, longest, 8):
-        keep = _LOW_BYTES[np.clip(tail - chunk, 0, 8)]
+        keep = low_bytes[np.clip(tail - chunk, 0, 8)]
         columns.append(u64[info_at + chunk] & keep)
     if bool(flex.any()):
         columns.append(flex.astype(np.uint64))
@@ -474,7 +498,7 @@ def _group(
     # keys (a vectorized sort) and searching them is several times faster than np.unique.
     key = columns[0]
     for column in columns[1:]:
-        key = key * _MIX + column
+        key = key * mix + column
     ordered = np.sort(key)
     distinct = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
     form = np.searchsorted(distinct, key)

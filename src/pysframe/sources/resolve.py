@@ -43,14 +43,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from ..elf.image import ElfImage, ElfSection
+from ..elf.reader import ElfReader, ElfSection
 from ..elf.sframe import DEFAULT_NAME, ElfSFrame, find_sframe
 from ..errors import NoSFrameError, NotSFrameDataError, SFrameError
 from ..format.constants import SFRAME_MAGIC, Version
-from ..format.section import SFrameSection
 from ..input import open_input, read_input
 
 if TYPE_CHECKING:
+    from ..format.section import SFrameSection
     from ..generate.driver import GenerateResult
 
 #: The objdump-style "file format" of a bare section file.
@@ -113,6 +113,8 @@ class ResolvedSFrame:
     def section(self) -> SFrameSection:
         """The decoded section (its header and lookup index; functions are read when used);
         a FormatError naming the file and section when it is malformed."""
+        from ..format.section import SFrameSection
+
         if self.generation is not None:
             return self.generation.section
         with self.located():
@@ -160,17 +162,22 @@ class ResolvedSFrame:
     def rebased(self, bias: int) -> SFrameSection:
         """The section as it reads once its file is loaded ``bias`` bytes from its link-time
         addresses (the stored bytes at the section's address plus ``bias``)."""
+        from ..format.section import SFrameSection
+
         with self.located():
             return SFrameSection.from_bytes(self.stored, self.address + bias)
 
 
 def load_sframe(
-    source: str | ElfImage, *, section: str | None = None, relocate: bool = True
+    source: str | ElfReader, *, section: str | None = None, relocate: bool = True
 ) -> SFrameSection:
-    """The decoded SFrame section of an ELF file (a path or an open :class:`ElfImage`): its
-    own, found and loaded as :func:`resolve_sframe` does; NoSFrameError when it has none."""
-    if isinstance(source, ElfImage):
+    """The decoded SFrame section of an ELF file (a path or an open
+    :class:`~pysframe.elf.reader.ElfReader`): its own, found and loaded as
+    :func:`resolve_sframe` does; NoSFrameError when it has none."""
+    if isinstance(source, ElfReader):
         return resolve_image(source, section=section, relocate=relocate).section
+    from ..elf.image import ElfImage
+
     with ElfImage.open(source) as image:
         return resolve_image(image, section=section, relocate=relocate).section
 
@@ -200,6 +207,8 @@ def resolve_sframe(
     relocations unapplied (the stored fields)."""
     if raw or is_bare_section(path):
         return bare_sframe(path, address or 0)
+    from ..elf.image import ElfImage
+
     with ElfImage.open(path) as image:
         return resolve_image(image, section=section, generate=generate, relocate=relocate)
 
@@ -213,7 +222,7 @@ def bare_sframe(path: str, address: int = 0) -> ResolvedSFrame:
 
 
 def resolve_image(
-    image: ElfImage,
+    image: ElfReader,
     *,
     section: str | None = None,
     generate: bool = False,
@@ -231,7 +240,7 @@ def resolve_image(
     return own_sframe(found, relocate=relocate)
 
 
-def locate_sframe(image: ElfImage, section: str | None = None) -> ElfSFrame:
+def locate_sframe(image: ElfReader, section: str | None = None) -> ElfSFrame:
     """The file's own SFrame section (``section``, by default ``.sframe`` found by name, type
     or program header), not yet read; NoSFrameError when it has none, NotSFrameDataError when
     the section named holds no SFrame data."""
@@ -269,7 +278,7 @@ def own_sframe(found: ElfSFrame, *, relocate: bool = True) -> ResolvedSFrame:
     )
 
 
-def generated_sframe(image: ElfImage, *, cached: bool = False) -> ResolvedSFrame:
+def generated_sframe(image: ElfReader, *, cached: bool = False) -> ResolvedSFrame:
     """A section generated from the CFI of ``image`` (V3, at the address ``generate --inject``
     would give it); the generator's errors name the file.
 
@@ -283,30 +292,38 @@ def generated_sframe(image: ElfImage, *, cached: bool = False) -> ResolvedSFrame
 
         kept = cached_generation(build_id)
         if kept is not None:
+            from .trust import checked
+
             data, address = kept
             found = _generated(image, data, address, note, None)
-            try:
-                found.section.table  # noqa: B018  (checked before use: a cache is no proof)
-            except SFrameError:
-                pass
-            else:
+            # Checked before use (a cache is no proof); the verdict is kept beside it.
+            verdict = checked(found, (), build_id, trust=False)
+            if verdict.malformed is None and verdict.table is None:
                 return found
+    from ..elf.image import ElfImage
     from ..generate import generate_from_elf
 
     try:
-        result = generate_from_elf(image)
+        if isinstance(image, ElfImage):
+            result = generate_from_elf(image)
+        else:  # the generator reads the file with pyelftools
+            with ElfImage.reopen(image) as reopened:
+                result = generate_from_elf(reopened)
     except SFrameError as error:
         raise error.at(path=image.path) from None
     data = bytes(result.data)
+    found = _generated(image, data, result.section_address, note, result)
     if build_id:
         from .cache import keep_generation
+        from .trust import checked
 
         keep_generation(build_id, data, result.section_address)
-    return _generated(image, data, result.section_address, note, result)
+        checked(found, (), build_id, trust=False)  # its verdict kept: the next use reads it
+    return found
 
 
 def _generated(
-    image: ElfImage, data: bytes, address: int, note: str, result: GenerateResult | None
+    image: ElfReader, data: bytes, address: int, note: str, result: GenerateResult | None
 ) -> ResolvedSFrame:
     return ResolvedSFrame(
         image.path,

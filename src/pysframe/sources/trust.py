@@ -16,16 +16,26 @@ The :class:`Policy` says what a consumer (``stack``, ``perf``) uses: ``own`` the
 section as it is; ``generated`` SFrame generated from the file's CFI, whatever the file has;
 ``auto`` (the default) the own section when it passes the checks, else one generated from its
 ``.eh_frame``, with the reason, for one warning line.
+
+The checks read every FDE, with numpy.  :func:`checked` keeps what they found (a
+:class:`Verdict`) in the cache (:mod:`pysframe.sources.cache`) per build ID, section address
+and a digest of the bytes checked and the code ranges, so that the next command on the same
+files finds it there and needs neither numpy nor the work: a section whose verdict is kept is
+looked up one PC at a time (:mod:`pysframe.format.single`).
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import SFrameError
-from ..format.merge import piece_offsets
-from .resolve import ResolvedSFrame
+
+if TYPE_CHECKING:
+    from ..format.section import SFrameSection
 
 
 class Policy(enum.StrEnum):
@@ -39,11 +49,27 @@ class Policy(enum.StrEnum):
     AUTO = "auto"
 
 
-def trust_problems(found: ResolvedSFrame, code: Sequence[tuple[int, int]]) -> list[str]:
+class Checked(Protocol):
+    """A section as the checks read it (a :class:`~pysframe.sources.resolve.ResolvedSFrame`):
+    its bytes as stored, its address, and decoded."""
+
+    @property
+    def stored(self) -> bytes: ...
+
+    @property
+    def address(self) -> int: ...
+
+    @property
+    def section(self) -> SFrameSection: ...
+
+
+def trust_problems(found: Checked, code: Sequence[tuple[int, int]]) -> list[str]:
     """Why the own section ``found`` must not be used to unwind the file whose executable
     ranges (link-time ``[start, end)``) are ``code``: an empty list when it passes every check.
     ``code`` empty: the file's segments are unknown and that check is left out."""
     import numpy as np
+
+    from ..format.merge import piece_offsets
 
     pieces = piece_offsets(found.stored)
     if len(pieces) > 1:
@@ -88,4 +114,73 @@ def trust_problems(found: ResolvedSFrame, code: Sequence[tuple[int, int]]) -> li
     return problems
 
 
-__all__ = ["Policy", "trust_problems"]
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the checks found in a section at its address."""
+
+    #: Why the section cannot be decoded (the decoder's error), None when it can.
+    malformed: str | None = None
+    #: Why its FDE table fails the decoder's checks (SFrameSection.table), None when it passes.
+    table: str | None = None
+    #: Why an own section must not be used (:func:`trust_problems`; with ``malformed``, that it
+    #: is malformed); empty for a section that passes, and for a generated one (not asked).
+    problems: tuple[str, ...] = ()
+
+
+def checked(
+    found: Checked,
+    code: Sequence[tuple[int, int]],
+    build_id: bytes | None,
+    *,
+    trust: bool,
+) -> Verdict:
+    """The verdict on ``found`` at its address: decoded, its table checked, and with ``trust``
+    its :func:`trust_problems` against ``code``; kept in the cache for ``build_id`` (and taken
+    from it when it holds the verdict for the same bytes and code)."""
+    kind = "trusted" if trust else "checked"
+    digest = hashlib.sha256(found.stored)
+    digest.update(f"{kind} {found.address:#x} {sorted(code) if trust else ''}".encode())
+    name = digest.hexdigest()[:32]
+    if build_id:
+        from .cache import cached_verdict
+
+        kept = cached_verdict(build_id, found.address, kind, name)
+        if kept is not None and _well_formed(kept):
+            return Verdict(kept["malformed"], kept["table"], tuple(kept["problems"]))
+    verdict = _check(found, code, trust)
+    if build_id:
+        from .cache import keep_verdict
+
+        keep_verdict(build_id, found.address, kind, name, asdict(verdict))
+    return verdict
+
+
+def _well_formed(kept: dict[str, Any]) -> bool:
+    """Whether a verdict read from the cache has every field, of its type (a cache is no
+    proof: anything else counts as absent)."""
+    texts = (kept.get("malformed"), kept.get("table"))
+    problems = kept.get("problems")
+    return (
+        all(text is None or isinstance(text, str) for text in texts)
+        and isinstance(problems, list)
+        and all(isinstance(problem, str) for problem in problems)
+    )
+
+
+def _check(found: Checked, code: Sequence[tuple[int, int]], trust: bool) -> Verdict:
+    try:
+        section = found.section
+    except SFrameError as error:
+        problems: tuple[str, ...] = (f"it is malformed: {error.detail}",) if trust else ()
+        return Verdict(error.detail, None, problems)
+    try:
+        section.table  # noqa: B018  (read and checked)
+    except SFrameError as error:
+        table: str | None = error.detail
+    else:
+        table = None
+    problems = tuple(trust_problems(found, code)) if trust else ()
+    return Verdict(None, table, problems)
+
+
+__all__ = ["Checked", "Policy", "Verdict", "checked", "trust_problems"]

@@ -35,11 +35,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from ..errors import SFrameError, UnwindError
 from ..format.constants import S390X_SP_VAL_OFFSET, Abi, DwarfReg
-from ..format.model import FrameRow, RegRule, RuleKind
-from ..format.section import SFrameSection
+from ..format.model import FrameRow, Header, LookupResult, RegRule, RuleKind
 from . import DEFAULT_MAX_FRAMES
 
 ReadMemory = Callable[[int, int], bytes]
@@ -49,6 +49,17 @@ _U64 = 1 << 64
 _MASK64 = _U64 - 1
 #: AArch64 user-space virtual addresses have 48 bits by default (VA_BITS=48).
 DEFAULT_VA_BITS = 48
+
+
+class RowLookup(Protocol):
+    """What the unwinder reads of an SFrame section: its header, and the function and row at a
+    PC (:class:`~pysframe.format.section.SFrameSection`, or
+    :class:`~pysframe.format.single.SectionLookup` for a few PCs without numpy)."""
+
+    @property
+    def header(self) -> Header: ...
+
+    def lookup(self, pc: int) -> LookupResult | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +76,10 @@ class ModuleInfo:
 
     name: str
     bias: int = 0
-    section: SFrameSection | None = None
+    section: RowLookup | None = None
     symbolize: Symbolizer | None = None
     problem: str | None = None
-    fallback: Callable[[], SFrameSection | None] | None = None
+    fallback: Callable[[], RowLookup | None] | None = None
 
 
 FindModule = Callable[[int], "ModuleInfo | None"]
@@ -378,7 +389,7 @@ class Unwinder:
             found = self._row_in(module.fallback(), pc)
         return found
 
-    def _row_in(self, section: SFrameSection | None, pc: int) -> _Found | None:
+    def _row_in(self, section: RowLookup | None, pc: int) -> _Found | None:
         if section is None:
             return None
         key = (id(section), pc)
@@ -614,7 +625,7 @@ def unwind(
     return unwinder.unwind(registers, read_memory)
 
 
-def single_module(section: SFrameSection, name: str = "") -> FindModule:
+def single_module(section: RowLookup, name: str = "") -> FindModule:
     """A ``find_module`` for one section covering everything (for tests and simple uses)."""
     info = ModuleInfo(name, section=section)
     return lambda pc: info
@@ -628,6 +639,7 @@ __all__ = [
     "ModuleInfo",
     "ReadMemory",
     "Registers",
+    "RowLookup",
     "StopKind",
     "Unwinder",
     "unwind",

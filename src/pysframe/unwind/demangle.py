@@ -43,15 +43,15 @@ import atexit
 import contextlib
 import os
 import re
-import select
-import signal
 import struct
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the worker's modules are imported when a worker is started
+    import subprocess
 
 _RUST_LEGACY_HASH = re.compile(r"::h[0-9a-f]{16}$")
 #: cp-demangle.c's standard_subs whose simple and full expansions differ.
@@ -516,6 +516,8 @@ class _Worker:
         return len(batch)
 
     def _started(self) -> subprocess.Popen[bytes]:
+        import subprocess
+
         if self._process is None or self._process.poll() is not None:
             package = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
             environment = dict(os.environ)
@@ -540,6 +542,8 @@ class _Worker:
             with contextlib.suppress(OSError, ValueError):
                 assert self._process.stdin is not None
                 self._process.stdin.close()
+            import subprocess
+
             try:
                 self._process.wait(timeout=1)
             except subprocess.TimeoutExpired:
@@ -550,6 +554,8 @@ class _Worker:
 def _read_frame(stream: object, seconds: float) -> bytes | None:
     """One frame from the worker within ``seconds``; None if it does not come (the worker
     died at its limits, or hangs)."""
+    import select
+
     fd = stream.fileno()  # type: ignore[attr-defined]
     deadline = time.monotonic() + seconds
     data = b""
@@ -576,6 +582,7 @@ def serve() -> None:
     """The worker's loop: limits itself (address space, and a timer per name whose signal
     ends the process), then demangles each name it is sent."""
     import resource
+    import signal
 
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
     signal.signal(signal.SIGALRM, signal.SIG_DFL)

@@ -4,6 +4,9 @@
   (:mod:`pysframe.unwind.mappings`).
 * For each mapped ELF file, its facts (:mod:`pysframe.unwind.facts`): its own ``.sframe``
   section if it has one, else SFrame generated from its ``.eh_frame``, read once per file.
+  Which one a module is unwound with is chosen when a PC in it is first looked up (or the
+  report asks where its SFrame came from): a module no frame lands in costs its headers only.
+  Lookups are single-PC ones without numpy (:class:`~pysframe.format.single.SectionLookup`).
 * The load bias (run-time address minus link-time address) comes from the mapping of the file
   offset a PT_LOAD segment covers; the SFrame section is rebased by it.
 * Symbols: :mod:`pysframe.unwind.symbolize` (the file's symbol tables, its separate debug
@@ -19,18 +22,90 @@ import bisect
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..elf.layout import PF_X
 from ..errors import SFrameError
-from ..format.section import SFrameSection
+from ..sources.cache import has_generation
 from ..sources.trust import Policy
 from .core import ModuleInfo, ReadMemory
-from .facts import NO_SFRAME, ElfFacts, elf_facts, generated_for, sframe_for
+from .facts import (
+    NO_SFRAME,
+    Chosen,
+    ChosenLookup,
+    ElfFacts,
+    elf_facts,
+    generate_for,
+    generated_lookup_for,
+    lookup_for,
+)
 from .mappings import DELETED, Mapping, mapped_file
 from .symbolize import ModuleSymbols, SymbolOptions
 from .vdso import VDSO_NAME, vdso_facts
 
+if TYPE_CHECKING:
+    from ..format.model import Header, LookupResult
+    from ..format.single import SectionLookup
+
 _DEFAULT_SYMBOLS = SymbolOptions()
+
+
+class ModuleSFrame:
+    """The SFrame a module is unwound with (a :class:`~pysframe.unwind.core.RowLookup`),
+    chosen by :func:`~pysframe.unwind.facts.lookup_for` when first needed, and SFrame generated
+    from its CFI beside its own section when that leaves a PC out (:meth:`fallback`)."""
+
+    __slots__ = ("_bias", "_chosen", "_facts", "_policy")
+
+    def __init__(
+        self,
+        facts: ElfFacts | None,
+        bias: int = 0,
+        policy: Policy = Policy.AUTO,
+        chosen: ChosenLookup | None = None,
+    ) -> None:
+        self._facts, self._bias, self._policy, self._chosen = facts, bias, policy, chosen
+
+    @classmethod
+    def none(cls, origin: str = NO_SFRAME) -> ModuleSFrame:
+        """A module without SFrame (no file, or one that cannot be used)."""
+        return cls(None, chosen=Chosen(None, origin))
+
+    @property
+    def chosen(self) -> ChosenLookup:
+        if self._chosen is None:
+            assert self._facts is not None
+            self._chosen = lookup_for(self._facts, self._bias, self._policy)
+        return self._chosen
+
+    @property
+    def header(self) -> Header:
+        section = self.chosen.section
+        assert section is not None, "a header is asked for only after a lookup found a row"
+        return section.header
+
+    def lookup(self, pc: int) -> LookupResult | None:
+        section = self.chosen.section
+        return None if section is None else section.lookup(pc)
+
+    def prepare(self) -> None:
+        """Make now what choosing will need that the cache does not hold: the checks'
+        verdict on the file's own section, SFrame generated from its CFI when it will be
+        unwound with it and the cache has none (see :func:`prepare_sframe`)."""
+        facts, policy = self._facts, self._policy
+        if facts is None or self._chosen is not None or policy is Policy.OWN:
+            return
+        if facts.own is not None and policy is Policy.AUTO and not facts.own_problems():
+            return  # its own section (SFrame generated beside it is made if a PC needs it)
+        if not facts.build_id or not has_generation(facts.build_id):
+            generate_for(facts)
+
+    def fallback(self) -> SectionLookup | None:
+        """SFrame generated from the module's CFI, when its own section is used and may leave
+        PCs out (start-up code assembled without SFrame); None otherwise."""
+        if self._facts is None or not self.chosen.with_fallback:
+            return None
+        return generated_lookup_for(self._facts, self._bias)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +117,23 @@ class Module:
     end: int
     bias: int
     info: ModuleInfo
-    #: Where its SFrame came from (:class:`pysframe.sources.Origin`: "section", "segment",
-    #: "generated"), or "none" / "invalid".
-    origin: str
-    #: Why its own SFrame section is not used (or is used though it fails the checks), for
-    #: one warning line; None when there is nothing to say.
-    reason: str | None = None
+    #: Its SFrame, chosen when first needed (``info.section`` is this too); how it is
+    #: chosen is no API: :attr:`origin` and :attr:`reason` say what was chosen.
+    _sframe: ModuleSFrame
     #: The file's symbols and source lines (read on first call); None without a usable file.
     symbols: Callable[[], ModuleSymbols] | None = None
+
+    @property
+    def origin(self) -> str:
+        """Where its SFrame came from (:class:`pysframe.sources.Origin`: "section",
+        "segment", "generated"), or "none" / "invalid"."""
+        return self._sframe.chosen.origin
+
+    @property
+    def reason(self) -> str | None:
+        """Why its own SFrame section is not used (or is used though it fails the checks), for
+        one warning line; None when there is nothing to say."""
+        return self._sframe.chosen.reason
 
 
 class ModuleTable:
@@ -71,6 +155,15 @@ class ModuleTable:
 
     def __len__(self) -> int:
         return len(self.modules)
+
+
+def prepare_sframe(table: ModuleTable) -> None:
+    """Make, before a process is stopped, what choosing its modules' SFrame will need that the
+    cache does not hold yet (SFrame generated from their CFI, the checks' verdicts), so that
+    its threads stay stopped for the walk only; what the cache holds is read when a frame
+    first needs it."""
+    for module in table.modules:
+        module._sframe.prepare()
 
 
 def load_modules(
@@ -134,14 +227,15 @@ def _module(
             if facts is None:
                 return None  # not an ELF file (data mapped from a file)
     if facts is None:
-        return Module(name, start, end, 0, ModuleInfo(name, problem=problem), NO_SFRAME)
+        return Module(name, start, end, 0, ModuleInfo(name, problem=problem), ModuleSFrame.none())
     bias = load_bias(facts, ranges)
     if bias is None:
         problem = f"{name} does not match its mappings (no PT_LOAD segment fits)"
     elif read_memory is not None:
         problem = _build_id_problem(facts, bias, read_memory)
     if problem is not None or bias is None:
-        return Module(name, start, end, bias or 0, ModuleInfo(name, problem=problem), NO_SFRAME)
+        info = ModuleInfo(name, problem=problem)
+        return Module(name, start, end, bias or 0, info, ModuleSFrame.none())
     return module_from_facts(name, start, end, facts, bias, policy, symbols)
 
 
@@ -154,22 +248,17 @@ def module_from_facts(
     policy: Policy,
     symbols: SymbolOptions,
 ) -> Module:
-    chosen = sframe_for(facts, bias, policy)
+    sframe = ModuleSFrame(facts, bias, policy)
 
     def symbolize(pc: int) -> tuple[str, int] | None:
-        found = facts.symbols(symbols).find(pc - bias)
+        found = facts.symbols(symbols, scalar=True).find(pc - bias)
         return None if found is None else (symbols.name(found[0]), found[1])
-
-    def fallback(facts: ElfFacts = facts, bias: int = bias) -> SFrameSection | None:
-        return generated_for(facts, bias)
 
     # A file's own .sframe may leave code out (start-up objects assembled without SFrame):
     # SFrame generated from its CFI answers for those PCs.
-    info = ModuleInfo(
-        name, bias, chosen.section, symbolize, fallback=fallback if chosen.with_fallback else None
-    )
+    info = ModuleInfo(name, bias, sframe, symbolize, fallback=sframe.fallback)
     return Module(
-        name, start, end, bias, info, chosen.origin, chosen.reason, lambda: facts.symbols(symbols)
+        name, start, end, bias, info, sframe, lambda: facts.symbols(symbols, scalar=True)
     )
 
 
@@ -246,9 +335,11 @@ def vdso_module(
 
 __all__ = [
     "Module",
+    "ModuleSFrame",
     "ModuleTable",
     "load_bias",
     "load_modules",
     "module_from_facts",
+    "prepare_sframe",
     "vdso_module",
 ]

@@ -17,7 +17,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import platform
 import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -78,7 +77,7 @@ S390X_FPR_DWARF = (16, 20, 17, 21, 18, 22, 19, 23, 24, 28, 25, 29, 26, 30, 27, 3
 
 def host_abi() -> Abi:
     """The ABI of the machine pysframe runs on (the processes it can attach to)."""
-    machine = platform.machine()
+    machine = os.uname().machine
     if machine in ("x86_64", "amd64"):
         return Abi.AMD64_ENDIAN_LITTLE
     if machine in ("aarch64", "arm64"):

@@ -40,14 +40,11 @@ from types import TracebackType
 from typing import NoReturn
 
 from ..errors import UnwindError
+from . import EXCHANGE_TIMEOUT, TIME_LIMIT  # the defaults (see above), declared for the CLI
 
 #: The longest reply accepted (a register set, a memory block, a target description part), as
 #: sent and once its runs are expanded; also the most bytes that may come before a reply.
 MAX_PACKET = 1 << 20
-#: Seconds an exchange may take, by default.
-EXCHANGE_TIMEOUT = 30.0
-#: Seconds all exchanges of a connection may take, by default (see the module docstring).
-TIME_LIMIT = 120.0
 #: Times a packet is sent, or a reply with a wrong checksum refused, before giving up.
 RETRIES = 5
 _RLE_BIAS = 29

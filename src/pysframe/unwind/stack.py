@@ -19,32 +19,23 @@ import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..elf.layout import AT_ENTRY
 from ..errors import InputError, UnwindError
 from ..sources.trust import Policy
-from . import DEFAULT_MAX_FRAMES
+from . import DEFAULT_MAX_FRAMES, TIME_LIMIT
 from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
-from .corefile import CoreFile
-from .demangle import bare_name
-from .demangle import demangle as demangle_name
-from .loadmap import (
-    AddressSpace,
-    ElfLayout,
-    build_id_in_memory,
-    lookup_paths,
-    place_executable,
-    shared_object_mappings,
-    va_bits_for,
-    va_bits_from_pac_mask,
-)
 from .mappings import AT_SYSINFO_EHDR, process_mappings, process_vdso_address
-from .modules import ModuleTable, load_modules
+from .modules import ModuleTable, load_modules, prepare_sframe
 from .ptrace import ThreadState, attach
-from .remote import RemoteTarget
-from .rsp import TIME_LIMIT
-from .symbolize import SourceFrame, SymbolOptions
+from .symbolize import SymbolOptions
+
+if TYPE_CHECKING:  # core files, remote stubs and gdb's layout import theirs when used
+    from ..elf.dwarf_lines import SourceFrame
+    from .corefile import CoreFile
+    from .loadmap import ElfLayout
+    from .remote import RemoteTarget
 
 _DEFAULT_SYMBOLS = SymbolOptions()
 
@@ -86,6 +77,7 @@ def stack_of_process(
         ) from None
     # Generating SFrame for the modules happens before the threads are stopped.
     modules = load_modules(mappings, policy=policy, symbols=symbols, pid=pid)
+    prepare_sframe(modules)
     with attach(pid) as process:
         now = process_mappings(pid)
         vdso = process_vdso_address(pid)
@@ -114,6 +106,8 @@ def stack_of_core(
     """Unwind every thread recorded in a core file; ``sysroot`` holds the files of the machine
     that dumped it (gdb's ``set sysroot``).  ``exe`` must exist; when its build ID is not the
     one the core holds for its executable, the report warns, and frames in it are marked."""
+    from .corefile import CoreFile
+
     if exe is not None and not os.path.isfile(exe):
         why = "not a file" if os.path.exists(exe) else "No such file or directory"
         raise UnwindError(why, path=exe)
@@ -143,6 +137,8 @@ def _executable_mismatch(core: CoreFile, exe: str | None) -> str | None:
     """Why ``exe`` is not the executable the core was dumped from: its build ID (the
     NT_GNU_BUILD_ID note of the file) is not the one the core holds in the first page of the
     executable's mapping.  None when they agree or either has none to compare."""
+    from .loadmap import ElfLayout, build_id_in_memory
+
     if exe is None:
         return None
     starts = [m.start for m in core.mappings if m.path == exe and m.file_offset == 0]
@@ -174,6 +170,15 @@ def stack_of_remote(
     program's executable (default: the path the stub gives, under ``sysroot``).
     ``time_limit``: seconds the whole exchange with the stub may take (None: no limit;
     :mod:`pysframe.unwind.rsp`), counted again once a resumed program stops."""
+    from .loadmap import (
+        AddressSpace,
+        place_executable,
+        shared_object_mappings,
+        va_bits_for,
+        va_bits_from_pac_mask,
+    )
+    from .remote import RemoteTarget
+
     with RemoteTarget.connect(address, time_limit=time_limit) as target:
         if resume:
             target.resume()
@@ -214,6 +219,8 @@ def stack_of_remote(
 def _remote_executable(
     target: RemoteTarget, exe: str | None, sysroot: str | None, warnings: list[str]
 ) -> ElfLayout:
+    from .loadmap import ElfLayout, lookup_paths
+
     if exe is None:
         named = target.exec_file()
         if named is None:
@@ -297,6 +304,9 @@ def _source_name(source: SourceFrame, frame: Frame, demangle: bool) -> str:
     """The name gdb prints for a function DWARF describes: its linkage name demangled, without
     parameters and return type (the demangler's spelling: ``Box<long>``, where DWARF says
     ``Box<long int>``), else DWARF's qualified name; an assembler function's symbol."""
+    from .demangle import bare_name
+    from .demangle import demangle as demangle_name
+
     if source.assembler and not source.inlined and frame.symbol:
         return frame.symbol
     if source.mangled:

@@ -2,19 +2,19 @@
 
 It is found through the auxiliary vector (``AT_SYSINFO_EHDR``:
 :func:`pysframe.unwind.mappings.vdso_address`), read from the address space (bounded to
-:data:`VDSO_LIMIT`), and its facts are read from that image: its symbols, and SFrame generated
-from its ``.eh_frame`` at once (there is no file to generate from later).  It becomes a module
-named ``[vdso]`` (:func:`pysframe.unwind.modules.vdso_module`).
+:data:`VDSO_LIMIT`), and its facts are read from that image, which they keep: its symbols, and
+SFrame generated from its ``.eh_frame``, are read from it when first needed (there is no file
+to read them from).  It becomes a module named ``[vdso]``
+(:func:`pysframe.unwind.modules.vdso_module`).
 """
 
 from __future__ import annotations
 
-from ..elf.image import ElfImage
 from ..elf.layout import EHDR_SIZE, ElfHeader
+from ..elf.reader import ElfReader
 from ..errors import SFrameError
 from .core import ReadMemory
-from .facts import ElfFacts, facts_of_image, generate_for
-from .symbolize import symbols_of_image
+from .facts import ElfFacts, facts_of_image
 
 VDSO_NAME = "[vdso]"
 #: A vDSO is a few pages; an image that claims more is not read.
@@ -57,10 +57,10 @@ def read_vdso_image(address: int, read_memory: ReadMemory) -> bytes | None:
 
 
 def _vdso_facts(image: bytes) -> ElfFacts:
-    with ElfImage.from_bytes(VDSO_NAME, image) as elf:
+    with ElfReader.from_bytes(VDSO_NAME, image) as elf:
         facts = facts_of_image(elf)
-        facts.image_symbols = symbols_of_image(elf, search=False)
-        generate_for(facts, elf)  # now, from the image: there is no file to generate from later
+    # Its symbols and generated SFrame are read from these bytes when first needed.
+    facts.image = image
     return facts
 
 
