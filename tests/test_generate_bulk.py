@@ -38,6 +38,7 @@ from pysframe.generate import (
     cfi,
     encode_functions,
     generate_from_eh_frame,
+    instructions_bulk,
     ops,
     translate_ops,
 )
@@ -396,3 +397,35 @@ def test_bulk_generation_across_chunks() -> None:
     done = bulk.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], order == ">"))
     handled = [at // bulk.CHUNK for at, made in enumerate(done) if made is not None]
     assert set(handled) == {0, 1, 2} and len(handled) > 1000  # every chunk went the bulk path
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
+def test_instruction_walks_agree(case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[type-arg]
+    """The programs walked together (one numpy round per instruction) and one at a time (one
+    Python turn per instruction) give the same instructions and mark the same programs: random
+    programs, unhandled and truncated ones among them, of all lengths."""
+    abi, order, cie, pieces = case
+    rng = random.Random(300 + abi.value)
+    fdes = [
+        (0x4000 + 0x100 * i, 0x100, b"".join(
+            rng.choice(pieces if i % 5 == 0 else pieces[:-6])
+            for _ in range(rng.choice([0, 1, 5, 30, 400]))
+        ))
+        for i in range(300)
+    ]  # fmt: skip
+    data = eh_frame(order, cie, fdes)
+    _cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=order == ">")
+    buf = np.frombuffer(data + bytes(bulk.PAD), dtype=np.uint8)
+    lengths = bulk.instruction_lengths(buf)
+    starts = np.array([span[3] for span in spans], dtype=np.int64)
+    # Programs cut short inside an instruction, too.
+    ends = np.array([span[4] - (k % 7 == 3) for k, span in enumerate(spans)], dtype=np.int64)
+    walks = []
+    for few in (0, len(spans) + 1):  # every program together; every one on its own
+        monkeypatch.setattr(instructions_bulk, "FEW_PROGRAMS", few)
+        ok = np.ones(len(spans), dtype=bool)
+        pos, prg = instructions_bulk.instruction_positions(lengths, starts, ends, ok)
+        walks.append((pos.tolist(), prg.tolist(), ok.tolist()))
+    assert walks[0] == walks[1]
+    assert 0 < sum(walks[0][2]) < len(spans)  # some programs walked, some refused
+    assert len(walks[0][0]) > 10_000

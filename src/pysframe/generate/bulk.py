@@ -69,6 +69,7 @@ from .rows import (
     RowState,
     row_at,
 )
+from .translator import TOO_MANY_FRES
 
 #: Zero bytes after the section so operands can be read past a truncated last record.
 PAD = 8
@@ -506,8 +507,9 @@ def translate_fdes(
     cies: dict[int, Cie],
     spans: list[FdeSpan],
     encoder: FunctionEncoder,
-) -> list[GeneratedFunction | None]:
-    """The functions this module translates, in ``spans`` order (None for the others).
+) -> list[GeneratedFunction | str | None]:
+    """The functions this module translates, in ``spans`` order: the function, or why gas
+    leaves it out (more rows than an FDE can count), or None for the others.
 
     Their rows are those :func:`~pysframe.generate.translator.translate_ops` gives, and their
     FREs those the per-function path writes; everything it does not handle (other
@@ -516,7 +518,7 @@ def translate_fdes(
     """
     params = encoder.params
     big_endian = encoder.big_endian
-    done: list[GeneratedFunction | None] = [None] * len(spans)
+    done: list[GeneratedFunction | str | None] = [None] * len(spans)
     usable = [
         offset
         for offset in sorted({span[0] for span in spans})
@@ -638,9 +640,9 @@ def _chunk_programs(context: _Context, spans: list[FdeSpan]) -> _ChunkPrograms |
 
 def _translate_chunk(
     context: _Context, spans: list[FdeSpan], encoder: FunctionEncoder
-) -> list[GeneratedFunction | None]:
+) -> list[GeneratedFunction | str | None]:
     """The functions of one chunk of :func:`translate_fdes` (None for those it leaves)."""
-    done: list[GeneratedFunction | None] = [None] * len(spans)
+    done: list[GeneratedFunction | str | None] = [None] * len(spans)
     chunk = _chunk_programs(context, spans)
     if chunk is None:
         return done
@@ -664,8 +666,12 @@ def _translate_chunk(
     encoded = encode_rows(found.rows, _tracked(found.rows), encoder)
     refused = np.zeros(len(encoded.code) + 1, dtype=np.int64)
     np.cumsum(encoded.refused[encoded.code], out=refused[1:])
-    # gas' end-of-function checks refuse these: the per-function path says why.
-    good = (refused[end] == refused[first]) & (end - first <= MAX_FRES)
+    # gas' end-of-function checks (translator.finish) refuse these.  Too many rows is the
+    # first of them: its reason is known here; the per-function path says why for the others.
+    few = end - first <= MAX_FRES
+    for i in chosen[~few].tolist():
+        done[chunk.picked[i]] = TOO_MANY_FRES
+    good = (refused[end] == refused[first]) & few
     _write_functions(
         context,
         chunk,
@@ -691,7 +697,7 @@ def _write_functions(
     first: IntArray,
     end: IntArray,
     encoder: FunctionEncoder,
-    done: list[GeneratedFunction | None],
+    done: list[GeneratedFunction | str | None],
 ) -> None:
     """The functions ``chosen`` of the chunk (of ``sizes``, their rows ``[first, end)``),
     written into ``done`` at their places in the chunk: FRE type by size, sfde_func_info, and

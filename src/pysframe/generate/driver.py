@@ -207,10 +207,7 @@ def _translate_fdes(
     aarch64 = encoder.params.aarch64
     done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
     for span, made_in_bulk in zip(todo, done, strict=True):
-        if made_in_bulk is not None:
-            out.append(made_in_bulk)
-            continue
-        made = one_by_one.function(span)
+        made = one_by_one.function(span) if made_in_bulk is None else made_in_bulk
         if not isinstance(made, str):
             out.append(made)
             continue
@@ -332,7 +329,7 @@ def skip_reasons(
     (a signal frame gas keeps without rows has its reason too)."""
     abi = Abi(abi)
     encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
-    _, skipped, _ = _translate_fdes(data, cies, spans, encoder, Version(version), bulk=False)
+    _, skipped, _ = _translate_fdes(data, cies, spans, encoder, Version(version), bulk=True)
     reasons: dict[tuple[int, int], str] = {}
     for function in skipped:
         reasons.setdefault((function.start, function.size), function.reason)

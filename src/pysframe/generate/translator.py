@@ -80,6 +80,8 @@ from .rows import (
 
 #: The start of every reason gas gives for leaving a function out.
 NO_FDE = "no SFrame FDE emitted; "
+#: gas' reason for a function of more rows than an FDE can count (``sframe_do_fde``).
+TOO_MANY_FRES = NO_FDE + "Number of FREs exceeds UINT16_MAX"
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
@@ -447,7 +449,7 @@ def finish(translation: Translation, size: int, params: AbiParams) -> Translatio
     rows = translation.rows
     kept = rows if not rows or rows[-1][0] < size else [row for row in rows if row[0] < size]
     if len(kept) > MAX_FRES:
-        return NO_FDE + "Number of FREs exceeds UINT16_MAX"
+        return TOO_MANY_FRES
     undefined = False
     for _begin, state in kept:
         if state.ra_undefined:
@@ -508,6 +510,7 @@ def _breg_offset(expr: bytes, params: AbiParams) -> int | None:
 
 __all__ = [
     "NO_FDE",
+    "TOO_MANY_FRES",
     "StateTable",
     "finish",
     "restore_source",
