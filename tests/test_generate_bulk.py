@@ -32,7 +32,6 @@ from pysframe.format.layout import (
 from pysframe.generate import (
     ABI_PARAMS,
     GeneratedFunction,
-    RowState,
     Translation,
     bulk,
     cfi,
@@ -279,10 +278,16 @@ def test_bulk_generation_with_several_cies() -> None:
             assert fast == slow
 
 
+@pytest.mark.parametrize("slice_size", [None, 1, 7, 100])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
-def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignore[type-arg]
+def test_bulk_rows_are_the_translators_rows(
+    case: tuple, slice_size: int | None, monkeypatch: pytest.MonkeyPatch  # type: ignore[type-arg]
+) -> None:
     """Every field of every row the bulk interpreter finds (as RowState columns) equals the
-    per-function translator's row, not only the bytes they encode to."""
+    per-function translator's row, not only the bytes they encode to; also when it runs the
+    programs a few instructions at a time (``bulk.SLICE``), programs cut between slices."""
+    if slice_size is not None:
+        monkeypatch.setattr(bulk, "SLICE", slice_size)
     abi, order, cie, pieces = case
     rng = random.Random(100 + abi.value)
     fdes = [
@@ -314,11 +319,7 @@ def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignor
     )
     assert initial.ok[0] and not initial.has_advance[0]
     every = np.zeros(len(spans), dtype=np.int64)
-    start = bulk.Start(
-        initial.end.has_row[every],
-        initial.end.dirty[every],
-        RowState._make(field[every] for field in initial.end.state),
-    )
+    start = initial.end.take(every)
     found = bulk.interpret(
         buf,
         lengths,
@@ -429,3 +430,45 @@ def test_instruction_walks_agree(case: tuple, monkeypatch: pytest.MonkeyPatch) -
     assert walks[0] == walks[1]
     assert 0 < sum(walks[0][2]) < len(spans)  # some programs walked, some refused
     assert len(walks[0][0]) > 10_000
+
+
+@pytest.mark.parametrize("slice_size", [1, 3, 64])
+def test_bulk_generation_in_slices(slice_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bulk path run a few instructions at a time (programs cut between slices, programs
+    without instructions between them) writes the per-function path's section."""
+    monkeypatch.setattr(bulk, "SLICE", slice_size)
+    for abi, order, cie, pieces in CASES:
+        rng = random.Random(400 + abi.value)
+        fdes = []
+        for index in range(rng.randint(20, 60)):
+            program = random_program(rng, pieces, handled_only=rng.random() < 0.8)
+            size = rng.choice([1, 8, 40, 0x80, 0x200, 0])
+            fdes.append((0x4000 + 0x100 * index, size, program))
+        data = eh_frame(order, cie, fdes)
+        assert outcome(data, abi, 3) == outcome(data, abi, 3, bulk=False)
+
+
+def test_bulk_generation_of_a_function_of_too_many_rows() -> None:
+    """One program of 70,000 rows (more than an FDE counts: bulk.SLICE instructions and more,
+    run in slices), shared by functions whose ends cut it at several places: those left with
+    at most 65,535 rows are written, the others left out with gas' reason, as the per-function
+    path does."""
+    abi, order, cie, _pieces = CASES[0]
+    # DW_CFA_advance_loc 1, then DW_CFA_def_cfa_offset 16 or 24: a row at every byte.
+    program = b"".join(b"\x41\x0e" + (b"\x10" if k % 2 else b"\x18") for k in range(70_000))
+    # Row k starts at byte k: a function of n bytes has n rows (and may have 16 bytes of CFI
+    # per byte of code, cfi.MAX_CFI_BYTES_PER_CODE_BYTE).
+    sizes = [0x4000, 65_535, 65_536, 70_001, 1 << 20]
+    fdes = [(0x100000 * (k + 1), size, program) for k, size in enumerate(sizes)]
+    data = eh_frame(order, cie, fdes)
+    fast = outcome(data, abi, 3)
+    assert fast == outcome(data, abi, 3, bulk=False)
+    assert isinstance(fast, tuple)
+    _data, functions, skipped, _total = fast
+    assert [(f.size, f.num_fres) for f in functions] == [(0x4000, 0x4000), (65_535, 65_535)]
+    cies, spans = cfi.scan_fdes(data, 0x1000)
+    done = bulk.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], False))
+    assert None not in done  # all through the bulk path
+    assert [(s.size, s.reason) for s in skipped] == [
+        (size, "no SFrame FDE emitted; Number of FREs exceeds UINT16_MAX") for size in sizes[2:]
+    ]
