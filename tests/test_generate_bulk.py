@@ -402,9 +402,10 @@ def test_bulk_generation_across_chunks() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
 def test_instruction_walks_agree(case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[type-arg]
-    """The programs walked together (one numpy round per instruction) and one at a time (one
-    Python turn per instruction) give the same instructions and mark the same programs: random
-    programs, unhandled and truncated ones among them, of all lengths."""
+    """The programs walked together (one numpy round per instruction), one at a time (one
+    Python turn per instruction) and one at a time in strides give the same instructions and
+    mark the same programs: random programs, unhandled and truncated ones among them, of all
+    lengths."""
     abi, order, cie, pieces = case
     rng = random.Random(300 + abi.value)
     fdes = [
@@ -422,12 +423,14 @@ def test_instruction_walks_agree(case: tuple, monkeypatch: pytest.MonkeyPatch) -
     # Programs cut short inside an instruction, too.
     ends = np.array([span[4] - (k % 7 == 3) for k, span in enumerate(spans)], dtype=np.int64)
     walks = []
-    for few in (0, len(spans) + 1):  # every program together; every one on its own
+    # Every program together; every one on its own, one instruction at a time; in strides.
+    for few, long in ((0, 0), (len(spans) + 1, 1 << 20), (len(spans) + 1, 0)):
         monkeypatch.setattr(instructions_bulk, "FEW_PROGRAMS", few)
+        monkeypatch.setattr(instructions_bulk, "LONG_PROGRAM", long)
         ok = np.ones(len(spans), dtype=bool)
         pos, prg = instructions_bulk.instruction_positions(lengths, starts, ends, ok)
         walks.append((pos.tolist(), prg.tolist(), ok.tolist()))
-    assert walks[0] == walks[1]
+    assert walks[0] == walks[1] == walks[2]
     assert 0 < sum(walks[0][2]) < len(spans)  # some programs walked, some refused
     assert len(walks[0][0]) > 10_000
 

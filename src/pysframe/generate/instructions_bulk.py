@@ -75,12 +75,13 @@ def instruction_positions(
     path does not handle; never negative).
 
     Walks the programs together, one instruction of each per numpy round, while at least
-    :data:`FEW_PROGRAMS` are being walked; then the programs left (the longest) one at a time,
-    one Python loop turn per instruction (:func:`_walk_one`).  A round costs some microseconds
-    whatever the number of programs in it, a loop turn a tenth of one: the cost stays linear in
-    the number of instructions, also for one program of a million.  A program with an
-    unhandled or truncated instruction is marked in ``ok``.  Programs must not overlap and must
-    be in section order (FDE bodies are)."""
+    :data:`FEW_PROGRAMS` are being walked; then the programs left (the longest) one at a time:
+    one Python loop turn per instruction (:func:`_walk_one`), or, for one of more than
+    :data:`LONG_PROGRAM` bytes, jumps of :data:`STRIDE` instructions (:func:`_walk_long`).  A
+    round costs some microseconds whatever the number of programs in it, a loop turn a tenth
+    of one: the cost stays linear in the number of instructions, also for one program of a
+    million.  A program with an unhandled or truncated instruction is marked in ``ok``.
+    Programs must not overlap and must be in section order (FDE bodies are)."""
     if len(starts) > 1 and not (starts[1:] >= ends[:-1]).all():
         ok[:] = False  # overlapping programs (malformed CIE pointers): general path
         empty = np.zeros(0, dtype=np.int64)
@@ -107,7 +108,10 @@ def instruction_positions(
         program_at[cur] = prog
         cur = nxt
     for at, program, stop in zip(cur.tolist(), prog.tolist(), end.tolist(), strict=True):
-        found = _walk_one(lengths[at:stop].tobytes())
+        if stop - at > LONG_PROGRAM:
+            found = _walk_long(lengths[at:stop])
+        else:
+            found = _walk_one(lengths[at:stop].tobytes())
         if found is None:
             ok[program] = False
             continue
@@ -115,8 +119,12 @@ def instruction_positions(
         is_start[found] = True
         program_at[found] = program
     pos = np.flatnonzero(is_start)
+    del is_start
     prg = program_at[pos].astype(np.int64)
+    del program_at
     keep = ok[prg]
+    if keep.all():
+        return pos, prg
     return pos[keep], prg[keep]
 
 
@@ -139,6 +147,49 @@ def _walk_one(lengths: bytes) -> IntArray | None:
     if at > end:
         return None
     return np.frombuffer(found, dtype=np.int64)
+
+
+#: Programs longer than this (bytes) are walked by :func:`_walk_long`.
+LONG_PROGRAM = 1 << 12
+#: :func:`_walk_long` jumps 2**STRIDE_BITS instructions at a time.
+STRIDE_BITS = 6
+STRIDE = 1 << STRIDE_BITS
+
+
+def _walk_long(lengths: npt.NDArray[np.int8]) -> IntArray | None:
+    """:func:`_walk_one` of a long program, in fewer Python turns: every :data:`STRIDE`-th
+    instruction is found by jumps in a table doubled :data:`STRIDE_BITS` times (one turn
+    each), then those between by stepping from them all at once, one numpy round per
+    instruction of a stride.  The positions come in no particular order."""
+    size = len(lengths)
+    broken = size + 1  # the end (size) and broken are absorbing
+    following: npt.NDArray[Any] = np.arange(
+        size + 2, dtype=np.int32 if size < 1 << 30 else np.int64
+    )
+    ahead = following[:size]
+    ahead += lengths
+    ahead[(lengths == 0) | (ahead > size)] = broken
+    jump = following
+    for _ in range(STRIDE_BITS):
+        jump = jump[jump]
+    table = jump.data  # a memoryview: fast element reads for the Python loop
+    every = array("q")
+    append = every.append
+    at = 0
+    while at < size:
+        append(at)
+        at = table[at]
+    if at == broken:
+        return None
+    found = [np.frombuffer(every, dtype=np.int64)]
+    current = found[0]
+    for _ in range(STRIDE - 1):
+        current = following[current]
+        current = current[current < size]
+        if not len(current):
+            break
+        found.append(current.astype(np.int64))
+    return np.concatenate(found)
 
 
 def advance_deltas(buf: ByteArray, pos: IntArray, op: ByteArray, big_endian: bool) -> IntArray:
