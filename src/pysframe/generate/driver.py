@@ -33,6 +33,7 @@ from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
 from ..format.section import SFrameSection
 from .bulk import translate_fdes, tuple_columns
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
+from .locate import find_eh_frame
 from .ops import Op, decode_instructions
 from .plt import plt_functions, s390x_plt_functions
 from .rows import (
@@ -511,6 +512,8 @@ def _generate_image(
         for s in image.sections()
         if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size
     ]
+    if not image.has_section_headers():  # headers stripped: the executable segments are the text
+        text_ranges = [(low, high) for low, high in _code_segments(image) if high > low]
     plts: dict[str, tuple[int, bytes, int]] = {}
     if abi is Abi.AMD64_ENDIAN_LITTLE and not image.is_relocatable:
         for name in _PLT_NAMES:
@@ -561,9 +564,7 @@ def _inside_code(
     of a damaged ``.eh_frame`` (a wrong section address or pointer) describes code that is not
     there, and a reader that checks (the Linux kernel; the fde-text rule) refuses a whole
     section for one such function.  A file without an executable segment keeps them all."""
-    from ..elf.layout import PF_X
-
-    code = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
+    code = _code_segments(image)
     if not code:
         return functions, []
     inside: list[GeneratedFunction] = []
@@ -576,6 +577,13 @@ def _inside_code(
             reason = f"{NO_FDE}[{start:#x}, {end:#x}) is outside every executable segment"
             outside.append(SkippedFunction(function.start, function.size, reason))
     return inside, outside
+
+
+def _code_segments(image: ElfImage) -> list[tuple[int, int]]:
+    """[start, end) of the executable segments of ``image``."""
+    from ..elf.layout import PF_X
+
+    return [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
 
 
 def _translate_cfi(
@@ -599,7 +607,8 @@ def _translate_cfi(
         sources.append((".debug_frame", CfiFormat.DEBUG_FRAME))
     covered_starts: set[int] = set()
     for name, cfi_format in sources:
-        sec = image.section(name)
+        # Without section headers, .eh_frame is found through PT_GNU_EH_FRAME.
+        sec = find_eh_frame(image) if cfi_format is CfiFormat.EH_FRAME else image.section(name)
         if sec is None or not sec.size or sec.type == SHT_NOBITS:
             continue
         data = relocated(image, sec, sec.data())
