@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 
@@ -22,7 +23,13 @@ from pysframe import (
     Version,
     WordSize,
 )
-from pysframe.format.builder import SFrameBuilder, fre_type_for, row_spec
+from pysframe.format.builder import (
+    SFrameBuilder,
+    fre_type_for,
+    fre_type_for_size,
+    fre_types_for_sizes,
+    row_spec,
+)
 
 from conftest import CORPUS
 
@@ -42,6 +49,26 @@ AMD64 = Abi.AMD64_ENDIAN_LITTLE
 def test_fre_type_follows_function_size(size: int, expected: FreType) -> None:
     # gas: size < 0x100 -> ADDR1, < 0x10000 -> ADDR2, else ADDR4 (sframe_calc_fre_type).
     assert fre_type_for(size) is expected
+    assert fre_type_for_size(size) is expected
+    assert fre_types_for_sizes(np.array([size], dtype=np.int64)).tolist() == [int(expected)]
+
+
+def test_fre_types_for_sizes_match_the_scalar_rule_around_every_limit() -> None:
+    # The bulk rule (generate's bulk path, compact) and the scalar one (builder, generate's
+    # row path, PLT) give one answer on each side of 0x100 and 0x10000 and at the ends.
+    sizes = [0, 1, 0xFF, 0x100, 0x101, 0xFFFF, 0x10000, 0x10001, 0xFFFFFFFF]
+    bulk = fre_types_for_sizes(np.array(sizes, dtype=np.int64)).tolist()
+    assert bulk == [int(fre_type_for_size(size)) for size in sizes]
+    assert bulk == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_fre_type_takes_the_last_row_offset_and_stops_at_32_bits() -> None:
+    # A row past the function's end widens the type (FreType.ADDR2 for a row at +0x100 of a
+    # 16-byte function); one at 2**32 fits no FRE start address.
+    assert fre_type_for(16, 0x100) is FreType.ADDR2
+    assert fre_type_for(0xFFFFFFFF) is FreType.ADDR4
+    with pytest.raises(EncodeError, match="32-bit FRE start address"):
+        fre_type_for(16, 1 << 32)
 
 
 @pytest.mark.parametrize(
@@ -238,6 +265,6 @@ def test_pcmask_rows_v1_matches_alike_convert_and_keep_every_pc() -> None:
 
 def test_v1_pcmask_to_v2_with_another_rep_size_refuses() -> None:
     section = _pcmask_section(0x1000, 0x20, 16, [0, 11]).convert(Version.V1)
-    assert section.convert(Version.V2, pcmask_rep_size=16).find_fre(0x101b) is not None
+    assert section.convert(Version.V2, pcmask_rep_size=16).find_fre(0x101B) is not None
     with pytest.raises(ConversionError, match="would match differently"):
         section.convert(Version.V2, pcmask_rep_size=8)

@@ -30,10 +30,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ..format.builder import fre_types_for_sizes
 from ..format.constants import FreType, PcType
 from ..format.layout import fde_info
 from .cfi import Cie, FdeSpan
-from .fres_bulk import RowBytes, encode_rows, fre_types_for_sizes, function_rows, write_fres
+from .fres_bulk import RowBytes, encode_rows, function_rows, write_fres
 from .instructions_bulk import (
     NOT_HANDLED,
     BoolArray,

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import CfiError, ElfError, EncodeError
+from ..format.builder import fre_type_for_size
 from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Version
 from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
 from ..format.section import SFrameSection
@@ -43,7 +44,6 @@ from .rows import (
     GeneratedFunction,
     SkippedFunction,
     Translation,
-    fre_type_for_size,
 )
 from .translator import NO_FDE, StateTable, finish, translate_ops
 

@@ -25,14 +25,6 @@ from .translator import row_problem
 
 #: Row starts and function sizes are combined with the program number in one int64 key.
 _KEY_SHIFT = 33
-#: First sizes each FRE type cannot describe, but the last (libsframe sframe_calc_fre_type).
-_FRE_TYPE_LIMITS = np.array([fre_type.limit for fre_type in FreType][:-1], dtype=np.int64)
-
-
-def fre_types_for_sizes(sizes: IntArray) -> IntArray:
-    """The FRE types of functions of ``sizes`` bytes, as
-    :func:`pysframe.generate.rows.fre_type_for_size` gives one."""
-    return np.searchsorted(_FRE_TYPE_LIMITS, sizes, side="right").astype(np.int64)
 
 
 class RowBytes(NamedTuple):
@@ -155,7 +147,6 @@ def write_fres(
 __all__ = [
     "RowBytes",
     "encode_rows",
-    "fre_types_for_sizes",
     "function_rows",
     "write_fres",
 ]
