@@ -29,16 +29,9 @@ from .constants import (
     Version,
 )
 from .encode import SectionSpec, encode_section
-from .layout import fde_info, fre_info
+from .layout import fde_info
 from .model import CfaRule, FrameRow, Function, RegRule
-from .rules import (
-    RowContext,
-    decode_rules,
-    encode_rules,
-    flex_control_positions,
-    stored_words,
-    word_size_for,
-)
+from .rules import RowContext, decode_rules, encode_row
 from .section import SFrameSection
 
 _ADDR1, _ADDR2, _ADDR4 = FreType
@@ -308,13 +301,9 @@ def _encoded(
     Cached: real and synthetic sections repeat the same few rules many times.
     """
     try:
-        base, words = encode_rules(ctx, cfa, fp, ra)
+        info, size, words = encode_row(ctx, cfa, fp, ra, mangled_ra)
     except EncodeError as error:
         return error
-    flex = ctx.fde_type is FdeType.FLEX
-    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
-    info = fre_info(base, len(words), size, mangled_ra)
-    words = stored_words(words, size)
     decoded_cfa, decoded_fp, decoded_ra = decode_rules(ctx, info, words, size.size)
     return FrameRow(0, 0, info, words, decoded_cfa, decoded_fp, decoded_ra)
 
