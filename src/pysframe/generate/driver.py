@@ -45,7 +45,7 @@ from .rows import (
     SkippedFunction,
     Translation,
 )
-from .translator import NO_FDE, StateTable, finish, translate_ops
+from .translator import NO_FDE, StateTable, finish, rows_before_end, translate_ops
 
 if TYPE_CHECKING:
     from ..elf.image import ElfImage
@@ -279,7 +279,7 @@ class _PerFunction:
             return result
         cie = self.cies[cie_offset]
         fre_type = fre_type_for_size(size)
-        if result.rows and result.rows[-1][0] >= size:  # rows cut at the end: not shared
+        if rows_before_end(result.rows, size) is not result.rows:  # rows cut: not shared
             made = _make_function(result, size, cie, self.encoder, self.version, fre_type)
         else:
             key = (cie_offset, program, fre_type)

@@ -96,7 +96,7 @@ def function_rows(
     row_program: IntArray, row_begin: IntArray, programs: IntArray, sizes: IntArray
 ) -> tuple[IntArray, IntArray]:
     """[first, end) row numbers of each function: its program's rows that start before its
-    end (gas drops rows at or past the end of the function)."""
+    end (:func:`pysframe.generate.translator.rows_before_end` of one function)."""
     key = (row_program << _KEY_SHIFT) | row_begin
     first = np.searchsorted(key, programs << _KEY_SHIFT, side="left")
     end = np.searchsorted(key, (programs << _KEY_SHIFT) | np.minimum(sizes, 1 << 32), side="left")
