@@ -31,6 +31,7 @@ from ..errors import CfiError, ElfError, EncodeError
 from ..format.builder import fre_type_for_size
 from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Version
 from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
+from ..format.lookup import covered_bytes
 from ..format.section import SFrameSection
 from .bulk import translate_fdes, tuple_columns
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
@@ -395,40 +396,16 @@ def _result(
     data = encode_functions(functions, abi, version, section_address)
     section = SFrameSection.from_bytes(data, section_address)
     total = sum(max(0, hi - lo) for lo, hi in text_ranges)
-    top = (1 << 64) - 1  # a hostile file's function may end past the address space
-    covered = _covered_bytes(
-        [(f.start, min(f.start + f.size, top)) for f in functions] if text_ranges else [],
-        text_ranges,
-    )
+    covered = 0
+    if text_ranges and functions:
+        top = (1 << 64) - 1  # a hostile file's function may end past the address space
+        starts = np.array([f.start for f in functions], dtype=np.uint64)
+        sizes = np.array([min(f.size, top - f.start) for f in functions], dtype=np.uint64)
+        covered = covered_bytes(starts, sizes, text_ranges)
     skipped.sort(key=lambda s: s.start)
     return GenerateResult(
         section, data, skipped, considered, total, covered, functions, abi, version, section_address
     )
-
-
-def _covered_bytes(spans: list[tuple[int, int]], text_ranges: Sequence[tuple[int, int]]) -> int:
-    """Bytes of ``text_ranges`` inside the union of ``spans``."""
-    if not text_ranges or not spans:
-        return 0
-    bounds = np.array(spans, dtype=np.uint64)
-    order = np.argsort(bounds[:, 0], kind="stable")
-    lo = bounds[order, 0]
-    hi = np.maximum.accumulate(bounds[order, 1])
-    # A new merged interval starts where a span begins after every earlier span ended.
-    starts = np.ones(len(lo), dtype=bool)
-    starts[1:] = lo[1:] > hi[:-1]
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:], len(lo)) - 1
-    merged_lo = lo[first]
-    merged_hi = hi[last]
-    total = 0
-    top = (1 << 64) - 1
-    for t_lo, t_hi in text_ranges:  # uint64 throughout: a hostile file's addresses may be any
-        begin = np.maximum(merged_lo, np.uint64(min(max(t_lo, 0), top)))
-        end = np.minimum(merged_hi, np.uint64(min(max(t_hi, 0), top)))
-        inside = end > begin
-        total += int((end[inside] - begin[inside]).sum(dtype=np.uint64))
-    return total
 
 
 @contextmanager
