@@ -53,27 +53,10 @@ def _environment() -> dict[str, str]:
     return env
 
 
-#: A small launcher (Python without site): a child's peak resident size counts what it
-#: shared with its parent before exec, so the parent must be small, not this process.
-_LAUNCHER = """
-import os, sys, time
-began = time.perf_counter()
-quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
-pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=quiet)
-_, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - began, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
-"""
-
-
 def run_once(command: list[str]) -> tuple[float, float, int]:
     """Wall seconds, peak resident MB and exit status of one process."""
-    path = shutil.which(command[0]) or command[0]
-    done = subprocess.run(
-        [sys.executable, "-S", "-I", "-c", _LAUNCHER, path, *command[1:]],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_environment(), check=True,
-    )
-    seconds, peak_kb, status = done.stdout.split()[-3:]
-    return float(seconds), int(peak_kb) / 1024, int(status)
+    run = common.run_process(command, env=_environment(), check=False)
+    return run.wall, run.peak_bytes / 2**20, run.status
 
 
 def measure(commands: dict[str, list[str]], runs: int) -> dict[str, Measured]:

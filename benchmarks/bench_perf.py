@@ -120,16 +120,8 @@ def count_samples(perf: str, path: Path) -> int:
 def measured(command: list[str]) -> dict[str, float]:
     """Wall time, CPU time (user + system) and peak resident set of ``command``, its output
     thrown away, from the kernel's account of that one process."""
-    began = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{' '.join(command)} failed")
-    return {
-        "wall": time.perf_counter() - began,
-        "cpu": usage.ru_utime + usage.ru_stime,
-        "rss": usage.ru_maxrss * 1024,
-    }
+    run = common.run_process(command)
+    return {"wall": run.wall, "cpu": run.cpu, "rss": run.peak_bytes}
 
 
 def medians(command: list[str], runs: int) -> dict[str, float]:

@@ -62,20 +62,8 @@ def measured(
 ) -> tuple[dict[str, float], str]:
     """Run ``command``; its wall time, CPU time (user + system) and peak resident set, from
     the kernel's account of that one process (wait4), and its output."""
-    began = time.perf_counter()
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
-    assert process.stdout is not None
-    output = process.stdout.read().decode()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - began
-    if process.returncode:
-        raise SystemExit(f"{command[0]} failed with status {process.returncode}")
-    return {
-        "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss * 1024
-    }, output
+    run = common.run_process(command, env=env, output=True)
+    return {"wall": run.wall, "cpu": run.cpu, "rss": run.peak_bytes}, run.output
 
 
 def run_pysframe(path: Path, chunk: int) -> dict[str, float]:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,14 +65,8 @@ def recording(out: Path, path: str, inside: bool) -> Path:
 
 def cpu_of(command: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     """CPU time (user + system) of one process running ``command``, and its output."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               env=env)  # fmt: skip
-    assert process.stdout is not None
-    output = process.stdout.read().decode()
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{command[0]} failed")
-    return usage.ru_utime + usage.ru_stime, output
+    run = common.run_process(command, env=env, output=True)
+    return run.cpu, run.output
 
 
 def main() -> int:

@@ -24,6 +24,7 @@ import random
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +40,62 @@ from pysframe.format.builder import SFrameBuilder
 SYNTHETIC_REVISION = 2
 QUICK_FUNCTIONS = 5_000
 FULL_FUNCTIONS = 1_000_000
+
+
+# -- whole processes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    """One process as the kernel accounted for it (wait4): wall seconds, CPU seconds (user +
+    system), peak resident bytes and exit status; and its output when it was asked for."""
+
+    wall: float
+    cpu: float
+    peak_bytes: int
+    status: int
+    output: str
+
+
+#: A small launcher (Python without site) between this process and the measured one: a
+#: child's peak resident size counts what it shared with its parent before exec (Linux keeps
+#: the larger of the two across exec), so the parent must be small, not this process, which
+#: may hold a recording or a section.  argv: 1 (keep standard output) or 0, then the command.
+_LAUNCHER = """
+import os, sys, time
+actions = [(os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
+if sys.argv[1] == "0":
+    actions.append((os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0))
+began = time.perf_counter()
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ, file_actions=actions)
+_, status, usage = os.wait4(pid, 0)
+figures = (time.perf_counter() - began, usage.ru_utime + usage.ru_stime, usage.ru_maxrss,
+           os.waitstatus_to_exitcode(status))
+os.write(2, " ".join(map(str, figures)).encode())
+"""
+
+
+def run_process(
+    command: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    output: bool = False,
+    check: bool = True,
+) -> ProcessRun:
+    """Run ``command`` (its standard error thrown away, its output too unless ``output``) and
+    measure that one process; a failure stops the benchmark unless ``check`` is false."""
+    path = shutil.which(command[0]) or command[0]
+    done = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", _LAUNCHER, "1" if output else "0", path, *command[1:]],
+        capture_output=True, env=env, cwd=cwd, check=True,
+    )  # fmt: skip
+    wall, cpu, peak_kb, status = done.stderr.split()[-4:]
+    run = ProcessRun(float(wall), float(cpu), int(peak_kb) * 1024, int(status),
+                     done.stdout.decode(errors="replace"))  # fmt: skip
+    if check and run.status:
+        raise SystemExit(f"{' '.join(command)} failed with status {run.status}")
+    return run
 
 
 # -- command line ------------------------------------------------------------------------------

@@ -59,6 +59,19 @@ def test_in_place_rewrite_when_asked(tmp_path: Path) -> None:
     assert source.read_bytes() == b"rewritten"
 
 
+def test_in_place_rewrite_keeps_hard_links(tmp_path: Path) -> None:
+    # A file with another hard link is written over, not renamed over: both names see the
+    # new bytes (shorter than the old: the rest is cut), and no temporary file is left.
+    source = tmp_path / "program"
+    source.write_bytes(b"the input bytes")
+    other = tmp_path / "other-name"
+    os.link(source, other)
+    write_file(str(source), b"rewritten", input_path=str(source), in_place=True)
+    assert source.read_bytes() == other.read_bytes() == b"rewritten"
+    assert os.path.samefile(source, other)
+    assert sorted(os.listdir(tmp_path)) == ["other-name", "program"]
+
+
 def test_writes_to_a_character_device_as_it_is(tmp_path: Path) -> None:
     # -o /dev/null: nothing can be renamed over a device, so it is written to directly, and
     # no temporary file is left in /dev.

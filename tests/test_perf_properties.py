@@ -282,3 +282,39 @@ def test_time_order_equals_perfs_queue(
                 sample = replace(samples.sample(index), offset=0, stack_offset=0)
                 assert sample == written[tid]
     assert delivered == expected
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**22),  # tid
+            st.integers(0, 2**63),  # time, ns: seconds of any width
+            st.integers(0, 2**64 - 1),  # period
+            st.sampled_from(["app", "a%sb", "with space", "x" * 20]),
+            st.sampled_from(["cpu-clock", "cycles:u", "ev%d"]),
+            st.integers(0, 2),  # stack
+        ),
+        max_size=30,
+    ),
+    st.integers(1, 7),
+)
+def test_script_text_is_each_sample_as_perf_prints_it(
+    samples: list[tuple[int, int, int, str, str, int]], batch: int
+) -> None:
+    """The batched script text (a template per command and event) is, sample after sample in
+    time order, what the one-sample formatter gives."""
+    from pysframe.perf.profile import FrameInfo, Profile
+    from pysframe.perf.script import frame_line, sample_lines, script_text
+
+    profile = Profile()
+    frames = [profile.frame_id(FrameInfo(0x1000 + i, "/lib/m.so", f"f{i}", i)) for i in range(3)]
+    stacks = [profile.stack_id(frames[:depth]) for depth in range(3)]
+    for tid, time, period, comm, event, stack in samples:
+        comm_id, event_id = profile.comm_id(comm), profile.event_id(event, "events")
+        profile.add(stacks[stack], pid=1, tid=tid, time=time, cpu=0, period=period,
+                    comm=comm_id, event=event_id)  # fmt: skip
+    order = sorted(range(len(profile)), key=profile.time.__getitem__)
+    frame_lines = [[frame_line(profile.frames[f]) for f in stack] for stack in profile.stacks]
+    expected = "".join(sample_lines(profile, i, frame_lines[profile.stack[i]]) for i in order)
+    assert "".join(script_text(profile, batch)) == expected

@@ -8,6 +8,8 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,15 +19,29 @@ import pytest
 import pysframe
 from pysframe import Abi, CfaRule, RegRule, SFrameBuilder, SFrameSection, Version
 
+sys.path.insert(0, str(Path(__file__).parent))
+from stack_support import Unavailable, check_ptrace
+
+from conftest import require, unavailable
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def _format_namespace() -> dict[str, object]:
-    """Every name defined at the top of a module of pysframe.format and pysframe.errors: the
-    names annotations may use (some only under TYPE_CHECKING in their own module)."""
+    """Every name defined at the top of a module of the packages the exports come from (and
+    pysframe.errors): the names annotations may use (some only under TYPE_CHECKING in their
+    own module)."""
+    import pysframe.elf
+    import pysframe.generate
+    import pysframe.sources
+    import pysframe.unwind
+
     names: dict[str, object] = {}
     modules = ["pysframe.errors"] + [
-        f"pysframe.format.{m.name}" for m in pkgutil.iter_modules(pysframe.format.__path__)
+        f"{package.__name__}.{m.name}"
+        for package in (pysframe.format, pysframe.elf, pysframe.sources, pysframe.generate,
+                        pysframe.unwind)
+        for m in pkgutil.iter_modules(package.__path__)
     ]
     for name in modules:
         module = importlib.import_module(name)
@@ -68,8 +84,9 @@ def _hints(owner: object, namespace: dict[str, object]) -> dict[str, object]:
 def _types_used_by(cls: type, namespace: dict[str, object]) -> set[type]:
     used: set[type] = set()
     for _, member in _members(cls):
-        for hint in _hints(member, namespace).values():
-            used.update(_classes_in(hint))
+        for parameter, hint in _hints(member, namespace).items():
+            if not parameter.startswith("_"):  # a private field's parameter is no API
+                used.update(_classes_in(hint))
     if dataclasses.is_dataclass(cls):
         hints = _hints(cls, namespace)
         for field in dataclasses.fields(cls):
@@ -129,3 +146,32 @@ def test_the_readme_tour_runs() -> None:
     assert section.find_fres([start]).cfa_offset.tolist() == [8]
     converted = section.convert(version=2)
     assert converted.version is Version.V2 and converted.abi is Abi.AMD64_ENDIAN_LITTLE
+
+
+def test_the_readme_entry_points_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's second block (the entry points above the format), run from the top of the
+    repository on a child process it may trace; its last line's answer checked."""
+    if not Path("/usr/bin/ls").exists():
+        require("coreutils", "the README's block reads /usr/bin/ls")
+    try:
+        check_ptrace()
+    except Unavailable as why:
+        unavailable(why)
+    tour = README.read_text().split("## Library tour", 1)[1].split("## Layout", 1)[0]
+    code = tour.split("```python\n")[2].split("```", 1)[0]
+    monkeypatch.chdir(README.parent)
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        namespace: dict[str, object] = {"pid": child.pid}
+        exec(code, namespace)
+    finally:
+        child.kill()
+        child.wait()
+    found = namespace["found"]
+    assert isinstance(found, pysframe.ResolvedSFrame) and found.origin is pysframe.Origin.GENERATED
+    report = namespace["report"]
+    assert isinstance(report, pysframe.StackReport) and report.threads[0].backtrace.frames
+    trace = namespace["trace"]
+    assert isinstance(trace, pysframe.Backtrace)
+    assert [frame.pc for frame in trace.frames] == [0x1004, 0x2004]
+    assert trace.stop is pysframe.StopKind.OUTERMOST

@@ -409,6 +409,21 @@ def test_output_to_a_full_device(program: Path, capsys: pytest.CaptureFixture[st
         assert err == "pysframe: /dev/full: No space left on device\n", name
 
 
+def test_standard_output_to_a_full_device(program: Path) -> None:
+    # "-o -" and the text commands write to standard output; when it is /dev/full the error
+    # line names it (the write raises an OSError without a file name).
+    if not os.path.exists("/dev/full"):
+        require("/dev/full", "no /dev/full")
+    for argv in (["compact", str(program), "-o", "-"], ["dump", str(program)]):
+        with open("/dev/full", "wb") as full:
+            done = subprocess.run(
+                [sys.executable, "-m", "pysframe", *argv], stdout=full, stderr=subprocess.PIPE,
+                text=True, check=False, timeout=120,
+            )  # fmt: skip
+        assert done.returncode == 1, (argv, done.stderr)
+        assert done.stderr == "pysframe: standard output: No space left on device\n", argv
+
+
 def test_output_where_no_file_can_be_made(
     program: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,9 +4,10 @@ The bytes go to a temporary file in the target's directory, which is renamed ove
 only once it is complete and flushed, so a failed or interrupted write leaves the target as it
 was.  The input of a command is never written to: an output that names the input (the same
 path, a hard link or a symbolic link to it) is refused unless the caller asks for an in-place
-rewrite.  ``-`` names standard output.  A character device or a FIFO (``/dev/null``,
-``/dev/stdout``, a shell's ``>(...)``) is written to as it is, since nothing can be renamed over
-it; a directory, a socket or a block device is refused.
+rewrite; an in-place rewrite of a file with other hard links copies the finished temporary
+file over it, so that every name sees the new bytes.  ``-`` names standard output.  A character
+device or a FIFO (``/dev/null``, ``/dev/stdout``, a shell's ``>(...)``) is written to as it is,
+since nothing can be renamed over it; a directory, a socket or a block device is refused.
 """
 
 from __future__ import annotations
@@ -87,11 +88,27 @@ def write_file(
     try:
         _write_all(path, os.fdopen(descriptor, "wb"), data, sync=True)
         _written(path, os.chmod, temporary, mode)
-        _written(path, os.replace, temporary, target)
+        if existing is not None and existing.st_nlink > 1:
+            _copy_over(path, temporary, target)
+        else:
+            _written(path, os.replace, temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _copy_over(path: str, temporary: str, target: str) -> None:
+    """Copy the complete ``temporary`` over the regular file ``target``, which has other hard
+    links: a rename would leave them naming the old bytes (binutils' ``smart_rename`` copies
+    for the same reason).  The new bytes are whole on disk before the target is touched."""
+    with open(temporary, "rb") as source:
+        try:
+            out = open(target, "r+b")  # noqa: SIM115  (closed by _write_all)
+        except OSError as error:
+            raise OutputError(error.strerror or str(error), path=path) from None
+        _write_all(path, out, iter(lambda: source.read(1 << 20), b""), sync=True, truncate=True)
+    os.unlink(temporary)
 
 
 def _write_stream(path: str, data: Iterable[bytes | bytearray | memoryview]) -> None:
@@ -105,16 +122,23 @@ def _write_stream(path: str, data: Iterable[bytes | bytearray | memoryview]) -> 
 
 
 def _write_all(
-    path: str, out: BinaryIO, data: Iterable[bytes | bytearray | memoryview], *, sync: bool
+    path: str,
+    out: BinaryIO,
+    data: Iterable[bytes | bytearray | memoryview],
+    *,
+    sync: bool,
+    truncate: bool = False,
 ) -> None:
     """Write ``data`` to ``out`` (the open output ``path``), flush it (``sync``: to the disk)
-    and close it.  After a failed write, closing flushes the buffer again and fails again
-    (ENOSPC, EFBIG): that second error is dropped, so that the first, which names the output,
-    is the one raised."""
+    and close it (``truncate``: cut the file at the end of ``data``).  After a failed write,
+    closing flushes the buffer again and fails again (ENOSPC, EFBIG): that second error is
+    dropped, so that the first, which names the output, is the one raised."""
     try:
         for chunk in data:  # the producer's own errors pass through as they are
             _written(path, out.write, chunk)
         _written(path, out.flush)
+        if truncate:  # a file written over: cut what was past the new end
+            _written(path, out.truncate)
         if sync:
             _written(path, os.fsync, out.fileno())
     except BaseException:

@@ -93,10 +93,16 @@ def _main(argv: Sequence[str] | None) -> int:
         if error.errno == errno.EPIPE:
             _quiet_broken_pipe()
             return 0
-        name = f"{error.filename}: " if error.filename else ""
-        report.line(f"{name}{error.strerror or error}")
+        report.line(f"{error.filename or _output_name(args)}: {error.strerror or error}")
         return 1
     return status
+
+
+def _output_name(args: argparse.Namespace) -> str:
+    """What a write error that names no file was writing: the ``-o`` file, else standard
+    output (the files pysframe opens by name raise errors that carry it)."""
+    output = getattr(args, "output", None)
+    return str(output) if isinstance(output, str) and output != "-" else "standard output"
 
 
 def _only_input(args: argparse.Namespace, error: SFrameError) -> str | None:

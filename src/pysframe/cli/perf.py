@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .options import add_symbol_options, batch_jobs, positive_int, symbol_options
@@ -156,14 +157,17 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
         raise UsageError("perf: standard input (-) is read in this process, once")
     options = _options(args)
-    progress = batch_progress(args, len(paths))
-    task = partial(_profile_one, options=options)
-    jobs = 1 if "-" in paths else batch_jobs(args)
-    results = map_files(
-        task, paths, jobs=jobs, dask=args.dask, on_done=progress_callback(progress)
-    )
-    if progress is not None:
-        progress.finish()
+    if len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
+        results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
+    else:
+        progress = batch_progress(args, len(paths))
+        task = partial(_profile_one, options=options)
+        jobs = 1 if "-" in paths else batch_jobs(args)
+        results = map_files(
+            task, paths, jobs=jobs, dask=args.dask, on_done=progress_callback(progress)
+        )
+        if progress is not None:
+            progress.finish()
     profile = Profile()
     all_stats = []
     for _path, part, stats in results:
@@ -175,11 +179,42 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
     return profile, total
 
 
-def _profile_one(path: str, options: Options) -> tuple[str, Profile, WalkStats]:
+def _profile_one(
+    path: str, options: Options, on_chunk: Callable[[int, int], None] | None = None
+) -> tuple[str, Profile, WalkStats]:
     from ..perf.analyze import profile_recording
 
-    profile, stats = profile_recording(path, options)
+    try:
+        profile, stats = profile_recording(path, options, on_chunk=on_chunk)
+    finally:
+        if on_chunk is not None:
+            on_chunk(-1, 0)  # the end: the bar goes
     return path, profile, stats
+
+
+def _byte_progress(args: argparse.Namespace, path: str) -> Callable[[int, int], None] | None:
+    """``on_chunk(done, total)`` drawing a bar of the bytes of one recording read (shown
+    with ``--progress``, by default when stderr is a terminal); ``done`` -1: finished."""
+    shown = sys.stderr.isatty() if args.progress is None else args.progress
+    if not shown:
+        return None
+    import time
+
+    from .progress import Progress
+
+    bar: list[Progress] = []
+    began = time.monotonic()
+
+    def on_chunk(done: int, total: int) -> None:
+        if not bar:
+            bar.append(Progress(total, sys.stderr, in_bytes=True))
+            bar[0].began = began
+        if done < 0:
+            bar[0].finish()
+        else:
+            bar[0].update(done, path)
+
+    return on_chunk
 
 
 def _filtered(profile: Profile, args: argparse.Namespace) -> Profile:

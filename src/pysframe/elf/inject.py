@@ -339,34 +339,10 @@ def _room_for_table(
     to the new segment; None when nothing is in the way.
     """
     header = image.header
-    table_start, old_end = header.phoff, header.phoff + header.phnum * header.phentsize
-    new_end = table_start + table_size
-    host = next(
-        (
-            s
-            for s in segments
-            if s.type == PT_LOAD and s.offset <= table_start and old_end <= s.offset + s.filesz
-        ),
-        None,
-    )
-    if host is not None and new_end > host.offset + host.filesz:
-        raise _NoRoom(
-            "the program header table cannot grow: its segment ends "
-            f"{new_end - host.offset - host.filesz} bytes too early"
-        )
-    if new_end > file_size:
-        raise _NoRoom("the program header table cannot grow: the file ends after it")
-    shdr_end = header.shoff + header.shnum * header.shentsize
-    if header.shnum and header.shoff < new_end and old_end < shdr_end:
-        raise _NoRoom("the program header table cannot grow: the section header table follows it")
-    headers = _section_headers(image)
-    if len(headers) <= 1:
-        # Stripped section headers (or the null entry only): what follows the table (.gnu.hash,
-        # .dynsym, ...: no program header describes them) is not known, so nothing may grow
-        # over it.
-        raise _NoRoom("the program header table cannot grow: no section headers tell what "
-                      "follows it")  # fmt: skip
-    sections = [s for s in headers[1:] if s.type != SHT_NOBITS and s.size]
+    old_end = header.phoff + header.phnum * header.phentsize
+    new_end = header.phoff + table_size
+    _check_table_can_grow(image, segments, file_size, old_end, new_end)
+    sections = [s for s in _section_headers(image)[1:] if s.type != SHT_NOBITS and s.size]
     # What the table would grow over: sections, and the contents of segments (PT_INTERP,
     # PT_NOTE, ...) whether or not a section describes them.
     contents = [(s.offset, s.offset + s.size) for s in sections] + [
@@ -380,22 +356,7 @@ def _room_for_table(
     start, end = min(low for low, _ in in_way), max(high for _, high in in_way)
     if start < old_end:
         raise _NoRoom("a section or segment overlaps the program header table")
-    # The block is every section inside [start, end), grown until no section straddles its
-    # end, nor a note or interpreter segment (which moves whole, with all it describes).
-    movable_segments = [
-        s for s in segments if s.type in _MOVABLE_SEGMENTS and s.filesz and s.offset >= start
-    ]
-    while True:
-        grown = max(
-            [
-                end,
-                *(s.offset + s.size for s in sections if start <= s.offset < end),
-                *(s.offset + s.filesz for s in movable_segments if s.offset < end),
-            ]
-        )
-        if grown == end:
-            break
-        end = grown
+    end = _block_end(sections, segments, start, end)
     block = [s for s in sections if start <= s.offset < end]
     for section in block:
         if not _movable(section):
@@ -413,7 +374,74 @@ def _room_for_table(
     )
     if load is None or (load.vaddr - load.offset) % page:
         raise _NoRoom("the program header table cannot grow: the sections after it are not loaded")
-    moved_segments = []
+    return MovedSections(
+        offset=start,
+        address=load.vaddr + (start - load.offset),
+        size=end - start,
+        offset_delta=0,
+        address_delta=0,
+        sections=tuple(s.index for s in block),
+        segments=_moved_segments(segments, start, end),
+    )
+
+
+def _check_table_can_grow(
+    image: ElfImage, segments: list[ElfSegment], file_size: int, old_end: int, new_end: int
+) -> None:
+    """_NoRoom when the table cannot grow to ``new_end`` whatever moves: its segment or the
+    file ends first, the section header table follows it, or no section headers say what
+    follows it."""
+    header = image.header
+    host = next(
+        (
+            s
+            for s in segments
+            if s.type == PT_LOAD and s.offset <= header.phoff and old_end <= s.offset + s.filesz
+        ),
+        None,
+    )
+    if host is not None and new_end > host.offset + host.filesz:
+        raise _NoRoom(
+            "the program header table cannot grow: its segment ends "
+            f"{new_end - host.offset - host.filesz} bytes too early"
+        )
+    if new_end > file_size:
+        raise _NoRoom("the program header table cannot grow: the file ends after it")
+    shdr_end = header.shoff + header.shnum * header.shentsize
+    if header.shnum and header.shoff < new_end and old_end < shdr_end:
+        raise _NoRoom("the program header table cannot grow: the section header table follows it")
+    if len(_section_headers(image)) <= 1:
+        # Stripped section headers (or the null entry only): what follows the table (.gnu.hash,
+        # .dynsym, ...: no program header describes them) is not known, so nothing may grow
+        # over it.
+        raise _NoRoom("the program header table cannot grow: no section headers tell what "
+                      "follows it")  # fmt: skip
+
+
+def _block_end(sections: list[ElfSection], segments: list[ElfSegment], start: int, end: int) -> int:
+    """The end of the block that moves: every section inside [start, end), grown until no
+    section straddles its end, nor a note or interpreter segment (which moves whole, with all
+    it describes)."""
+    movable_segments = [
+        s for s in segments if s.type in _MOVABLE_SEGMENTS and s.filesz and s.offset >= start
+    ]
+    while True:
+        grown = max(
+            [
+                end,
+                *(s.offset + s.size for s in sections if start <= s.offset < end),
+                *(s.offset + s.filesz for s in movable_segments if s.offset < end),
+            ]
+        )
+        if grown == end:
+            return end
+        end = grown
+
+
+def _moved_segments(segments: list[ElfSegment], start: int, end: int) -> tuple[int, ...]:
+    """The segments that move with the block [start, end): those inside it, which must be
+    of a kind that describes only what it holds (notes, the interpreter's path)."""
+    moved = []
     for index, seg in enumerate(segments):
         if seg.type in (PT_LOAD, PT_PHDR) or not seg.filesz:
             continue
@@ -424,16 +452,8 @@ def _room_for_table(
                     f"the program header table cannot grow: segment {index} "
                     "describes more than the sections after it"
                 )
-            moved_segments.append(index)
-    return MovedSections(
-        offset=start,
-        address=load.vaddr + (start - load.offset),
-        size=end - start,
-        offset_delta=0,
-        address_delta=0,
-        sections=tuple(s.index for s in block),
-        segments=tuple(moved_segments),
-    )
+            moved.append(index)
+    return tuple(moved)
 
 
 def new_section_address(image: ElfImage) -> int:
@@ -464,7 +484,9 @@ def inject_sframe(
 def _inject(
     image: ElfImage, data: bytes, sframe: bytes, plan: InjectionPlan | None, replace: bool
 ) -> bytearray:
-    """The new file's bytes (a bytearray: the caller writes it without another copy)."""
+    """The new file's bytes (a bytearray: the caller writes it without another copy): the
+    grown program header table, the moved block and the SFrame data appended, the moved
+    contents' addresses patched, then the section headers."""
     header = image.header
     bits, big_endian = header.bits, header.big_endian
     plan = plan or _plan(image, len(data), replace=replace)
@@ -479,27 +501,47 @@ def _inject(
     out = bytearray(data)
     if plan.file_shift:
         segments, headers, out = _lowered(segments, headers, data, plan.file_shift)
-    seg_end = plan.sframe_offset + len(sframe)
+    table = _new_program_headers(segments, plan, len(sframe), replace)
+    phdrs = b"".join(s.pack(bits, big_endian) for s in table)
+    if len(phdrs) != plan.phdr_size:
+        raise ElfError("the injection plan was made for another mode (replace or add)")
+    block = b""
+    if moved is not None:
+        # The moved sections leave zeros behind, under the grown table and after it.
+        block = data[moved.offset : moved.offset + moved.size]
+        out[moved.offset : moved.offset + moved.size] = bytes(moved.size)
+    out[header.phoff : header.phoff + len(phdrs)] = phdrs
+    out += bytes(plan.load_offset - len(out))
+    out += block
+    out += bytes(plan.sframe_offset - len(out))
+    out += sframe
+    if moved is not None:
+        _patch_moved(segments, headers, out, moved, len(data), bits, big_endian)
+    shoff, shnum = _write_section_headers(
+        image, headers, out, plan, len(sframe), old_sframe if replace else None, segments
+    )
+    new_header = dataclasses.replace(header, shoff=shoff, phnum=len(table), shnum=shnum)
+    out[: len(new_header.pack())] = new_header.pack()
+    return out
+
+
+def _new_program_headers(
+    segments: list[ElfSegment], plan: InjectionPlan, size: int, replace: bool
+) -> list[ElfSegment]:
+    """The program headers of the new file: the old ones (PT_PHDR grown, moved ones moved,
+    an old PT_GNU_SFRAME pointed at the new data), a PT_LOAD for the appended bytes after
+    the last PT_LOAD, and a PT_GNU_SFRAME for the section."""
+    moved = plan.moved
+    seg_end = plan.sframe_offset + size
     new_load = ElfSegment(
-        type=PT_LOAD,
-        offset=plan.load_offset,
-        vaddr=plan.load_address,
-        paddr=plan.load_address,
-        filesz=seg_end - plan.load_offset,
-        memsz=seg_end - plan.load_offset,
-        flags=PF_R,
-        align=plan.page_size,
-    )
+        type=PT_LOAD, offset=plan.load_offset, vaddr=plan.load_address,
+        paddr=plan.load_address, filesz=seg_end - plan.load_offset,
+        memsz=seg_end - plan.load_offset, flags=PF_R, align=plan.page_size,
+    )  # fmt: skip
     sframe_seg = ElfSegment(
-        type=PT_GNU_SFRAME,
-        offset=plan.sframe_offset,
-        vaddr=plan.sframe_address,
-        paddr=plan.sframe_address,
-        filesz=len(sframe),
-        memsz=len(sframe),
-        flags=PF_R,
-        align=8,
-    )
+        type=PT_GNU_SFRAME, offset=plan.sframe_offset, vaddr=plan.sframe_address,
+        paddr=plan.sframe_address, filesz=size, memsz=size, flags=PF_R, align=8,
+    )  # fmt: skip
     table: list[ElfSegment] = []
     last_load = max(i for i, s in enumerate(segments) if s.type == PT_LOAD)
     reuse = replace and any(s.type == PT_GNU_SFRAME for s in segments)
@@ -520,68 +562,65 @@ def _inject(
             table.append(new_load)
     if not reuse:
         table.append(sframe_seg)
-    phdrs = b"".join(s.pack(bits, big_endian) for s in table)
-    if len(phdrs) != plan.phdr_size:
-        raise ElfError("the injection plan was made for another mode (replace or add)")
+    return table
 
-    block = b""
-    if moved is not None:
-        # The moved sections leave zeros behind, under the grown table and after it.
-        block = data[moved.offset : moved.offset + moved.size]
-        out[moved.offset : moved.offset + moved.size] = bytes(moved.size)
-    out[header.phoff : header.phoff + len(phdrs)] = phdrs
-    out += bytes(plan.load_offset - len(out))
-    out += block
-    out += bytes(plan.sframe_offset - len(out))
-    out += sframe
 
-    if moved is not None:
-        # Symbols are patched where they are: a table running past the end of the file would
-        # reach into the bytes appended to it (the moved block, the SFrame data).
-        for section in headers:
-            if (
-                section.type in (SHT_SYMTAB, SHT_DYNSYM)
-                and not section.flags & SHF_COMPRESSED
-                and section.offset + section.size > len(data)
-            ):
-                raise ElfError("runs past the end of the file", section=section.name)
-        for index in moved.sections:
-            old = headers[index]
-            headers[index] = dataclasses.replace(
-                old,
-                address=old.address + moved.address_delta,
-                offset=old.offset + moved.offset_delta,
-            )
-        _relocate_dynamic(segments, out, moved, bits, big_endian)
-        _relocate_symbols(headers, out, moved, bits, big_endian)
-
-    # Section headers: the old ones with the old .sframe pointed at the new data, or with a
-    # new name table and a new .sframe.
-    rewrite = moved is not None and bool(headers)
-    old_index = old_sframe.index if replace and old_sframe is not None else None
-    names_known = 0 < header.shstrndx < len(headers)
-    new_sframe = ElfSection(
-        index=len(headers),
-        name=".sframe",
-        type=SHT_GNU_SFRAME,
-        address=plan.sframe_address,
-        offset=plan.sframe_offset,
-        size=len(sframe),
-        flags=SHF_ALLOC,
-        addralign=8,
-    )
-    added: list[ElfSection] = []
-    if old_index is not None:
-        old = headers[old_index]
-        headers[old_index] = dataclasses.replace(
-            new_sframe,
-            index=old.index,
-            name=old.name,
-            name_offset=old.name_offset,
-            link=old.link,
-            info=old.info,
-            entsize=old.entsize,
+def _patch_moved(
+    segments: list[ElfSegment],
+    headers: list[ElfSection],
+    out: bytearray,
+    moved: MovedSections,
+    input_size: int,
+    bits: int,
+    big_endian: bool,
+) -> None:
+    """The moved sections' headers, and the dynamic entries and symbols that point into
+    them, given their new places."""
+    # Symbols are patched where they are: a table running past the end of the file would
+    # reach into the bytes appended to it (the moved block, the SFrame data).
+    for section in headers:
+        if (
+            section.type in (SHT_SYMTAB, SHT_DYNSYM)
+            and not section.flags & SHF_COMPRESSED
+            and section.offset + section.size > input_size
+        ):
+            raise ElfError("runs past the end of the file", section=section.name)
+    for index in moved.sections:
+        old = headers[index]
+        headers[index] = dataclasses.replace(
+            old,
+            address=old.address + moved.address_delta,
+            offset=old.offset + moved.offset_delta,
         )
+    _relocate_dynamic(segments, out, moved, bits, big_endian)
+    _relocate_symbols(headers, out, moved, bits, big_endian)
+
+
+def _write_section_headers(
+    image: ElfImage,
+    headers: list[ElfSection],
+    out: bytearray,
+    plan: InjectionPlan,
+    size: int,
+    old_sframe: ElfSection | None,
+    segments: list[ElfSegment],
+) -> tuple[int, int]:
+    """Section headers: the old ones with the old .sframe pointed at the new data, or with a
+    new name table and a new .sframe (and, where the file was lowered, a section over its
+    old headers), appended to ``out`` when they change; the new e_shoff and e_shnum."""
+    header = image.header
+    rewrite = plan.moved is not None and bool(headers)
+    new_sframe = ElfSection(
+        index=len(headers), name=".sframe", type=SHT_GNU_SFRAME, address=plan.sframe_address,
+        offset=plan.sframe_offset, size=size, flags=SHF_ALLOC, addralign=8,
+    )  # fmt: skip
+    added: list[ElfSection] = []
+    if old_sframe is not None:
+        old = headers[old_sframe.index]
+        headers[old_sframe.index] = dataclasses.replace(
+            new_sframe, index=old.index, name=old.name, name_offset=old.name_offset,
+            link=old.link, info=old.info, entsize=old.entsize,
+        )  # fmt: skip
         rewrite = True
     else:
         added.append(new_sframe)
@@ -590,45 +629,42 @@ def _inject(
         # a static program's __ehdr_start points (AArch64's glibc reads the program headers
         # through it); a section covers them so that strip and objcopy keep their bytes.
         first = min((s for s in segments if s.type == PT_LOAD), key=lambda s: s.vaddr)
-        added.append(
-            ElfSection(
-                index=len(headers) + len(added),
-                name=ORIGINAL_HEADERS,
-                type=SHT_PROGBITS,
-                address=first.vaddr + plan.file_shift,
-                offset=plan.file_shift,
-                size=header.phoff + header.phnum * header.phentsize,
-                flags=SHF_ALLOC,
-                addralign=8,
-            )
-        )
-    if added and names_known:
-        names_hdr = headers[header.shstrndx]
-        names = bytes(out[names_hdr.offset : names_hdr.offset + names_hdr.size])
-        if any(h.name_offset >= len(names) for h in headers):
-            # A name appended at an sh_name past the table's end would become that section's.
-            raise ElfError(
-                f"the section-name table ({len(names)} bytes) does not hold every section's "
-                "name: a name added to it would rename a section"
-            )
-        for section in added:
-            headers.append(dataclasses.replace(section, name_offset=len(names)))
-            names += section.name.encode() + b"\0"
-        headers[header.shstrndx] = dataclasses.replace(names_hdr, offset=len(out), size=len(names))
-        out += names
+        added.append(ElfSection(
+            index=len(headers) + len(added), name=ORIGINAL_HEADERS, type=SHT_PROGBITS,
+            address=first.vaddr + plan.file_shift, offset=plan.file_shift,
+            size=header.phoff + header.phnum * header.phentsize, flags=SHF_ALLOC, addralign=8,
+        ))  # fmt: skip
+    if added and 0 < header.shstrndx < len(headers):
+        _add_names(headers, header.shstrndx, added, out)
         rewrite = True
-    if rewrite:
-        out += bytes(_align(len(out), 8) - len(out))
-        shoff = len(out)
-        for section in headers:
-            out += section.pack(bits, big_endian)
-        shnum = len(headers)
-    else:
+    if not rewrite:
         # The table moves with the bytes after it; e_shoff 0 says there is none (gABI).
-        shoff, shnum = header.shoff + (plan.file_shift if header.shoff else 0), header.shnum
-    new_header = dataclasses.replace(header, shoff=shoff, phnum=len(table), shnum=shnum)
-    out[: len(new_header.pack())] = new_header.pack()
-    return out
+        return header.shoff + (plan.file_shift if header.shoff else 0), header.shnum
+    out += bytes(_align(len(out), 8) - len(out))
+    shoff = len(out)
+    for section in headers:
+        out += section.pack(header.bits, header.big_endian)
+    return shoff, len(headers)
+
+
+def _add_names(
+    headers: list[ElfSection], shstrndx: int, added: list[ElfSection], out: bytearray
+) -> None:
+    """Append the ``added`` sections to ``headers``, their names to a new copy of the
+    section-name table written at the end of ``out``."""
+    names_hdr = headers[shstrndx]
+    names = bytes(out[names_hdr.offset : names_hdr.offset + names_hdr.size])
+    if any(h.name_offset >= len(names) for h in headers):
+        # A name appended at an sh_name past the table's end would become that section's.
+        raise ElfError(
+            f"the section-name table ({len(names)} bytes) does not hold every section's "
+            "name: a name added to it would rename a section"
+        )
+    for section in added:
+        headers.append(dataclasses.replace(section, name_offset=len(names)))
+        names += section.name.encode() + b"\0"
+    headers[shstrndx] = dataclasses.replace(names_hdr, offset=len(out), size=len(names))
+    out += names
 
 
 def _lowered(

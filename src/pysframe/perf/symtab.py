@@ -153,7 +153,8 @@ class SymbolSet:
             following = np.where(boundary, page, following)
         fixed[:-1] = np.where(empty[:-1], following, ends[:-1])
         if empty[-1]:  # the last: to the next page boundary after its start, plus a page
-            fixed[-1] = ((starts[-1] + np.uint64(4095)) & ~np.uint64(4095)) + np.uint64(4096)
+            last = (int(starts[-1]) + 4095) & ~4095
+            fixed[-1] = (last + 4096) & _MASK  # wraps at 2**64, as in C
         self.ends[order] = fixed
         same = np.flatnonzero(starts[1:] == starts[:-1])
         if not len(same):
@@ -191,7 +192,7 @@ class SymbolSet:
         return found
 
     def candidate(self, number: int) -> Candidate:
-        length = _signed(int(self.ends[number] - self.starts[number]))
+        length = _signed((int(self.ends[number]) - int(self.starts[number])) & _MASK)
         return Candidate(length, int(self.bindings[number]), self.name(number))
 
     def _erase(self, number: int) -> None:
