@@ -281,7 +281,9 @@ def test_bulk_generation_with_several_cies() -> None:
 @pytest.mark.parametrize("slice_size", [None, 1, 7, 100])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
 def test_bulk_rows_are_the_translators_rows(
-    case: tuple, slice_size: int | None, monkeypatch: pytest.MonkeyPatch  # type: ignore[type-arg]
+    case: tuple,  # type: ignore[type-arg]
+    slice_size: int | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every field of every row the bulk interpreter finds (as RowState columns) equals the
     per-function translator's row, not only the bytes they encode to; also when it runs the
