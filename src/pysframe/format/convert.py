@@ -18,18 +18,10 @@ from dataclasses import replace
 from ..errors import ConversionError, EncodeError
 from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
 from .encode import SectionSpec, encode_section
-from .layout import FDE_INFO_MASK, fre_info
+from .layout import FDE_INFO_MASK
 from .lookup import find_row_index
 from .model import FrameRow, Function, Header
-from .rules import (
-    RowContext,
-    decode_rules,
-    encode_rules,
-    flex_control_positions,
-    row_context,
-    stored_words,
-    word_size_for,
-)
+from .rules import RowContext, decode_rules, encode_row, row_context
 
 
 def convert_section(
@@ -145,11 +137,8 @@ def _convert_row(
     if source == target or decode_rules(target, row.info, row.words, row.word_size.size) == rules:
         return row
     try:
-        base, words = encode_rules(target, *rules)
+        info, _, words = encode_row(target, *rules, row.mangled_ra)
     except EncodeError as error:
         message = f"row at {row.start_address:#x}: {error.message}"
         raise ConversionError(message, error.offset, function=function.index) from None
-    flex = target.fde_type is FdeType.FLEX
-    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
-    info = fre_info(base, len(words), size, row.mangled_ra)
-    return replace(row, info=info, words=stored_words(words, size))
+    return replace(row, info=info, words=words)
