@@ -65,6 +65,8 @@ def covered_bytes(
     [0, 2**64 - 1]), only the bytes inside them.  A function ending past 2**64 counts its
     bytes up there too, as Python integers do.  ``scalar``: the reference path, in Python
     integers, the numpy one is tested against (and taken when an end is past 2**64)."""
+    import numpy as np
+
     starts = np.asarray(starts, dtype=np.uint64)
     sizes = np.asarray(sizes, dtype=np.uint64)
     if len(starts) == 0:
