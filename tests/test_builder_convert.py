@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 
@@ -26,7 +27,13 @@ from pysframe import (
     Version,
     WordSize,
 )
-from pysframe.format.builder import SFrameBuilder, fre_type_for, row_spec
+from pysframe.format.builder import (
+    SFrameBuilder,
+    fre_type_for,
+    fre_type_for_size,
+    fre_types_for_sizes,
+    row_spec,
+)
 from pysframe.format.convert import convert_section
 from pysframe.format.layout import V3_MAX_FRES
 
@@ -48,6 +55,26 @@ AMD64 = Abi.AMD64_ENDIAN_LITTLE
 def test_fre_type_follows_function_size(size: int, expected: FreType) -> None:
     # gas: size < 0x100 -> ADDR1, < 0x10000 -> ADDR2, else ADDR4 (sframe_calc_fre_type).
     assert fre_type_for(size) is expected
+    assert fre_type_for_size(size) is expected
+    assert fre_types_for_sizes(np.array([size], dtype=np.int64)).tolist() == [int(expected)]
+
+
+def test_fre_types_for_sizes_match_the_scalar_rule_around_every_limit() -> None:
+    # The bulk rule (generate's bulk path, compact) and the scalar one (builder, generate's
+    # row path, PLT) give one answer on each side of 0x100 and 0x10000 and at the ends.
+    sizes = [0, 1, 0xFF, 0x100, 0x101, 0xFFFF, 0x10000, 0x10001, 0xFFFFFFFF]
+    bulk = fre_types_for_sizes(np.array(sizes, dtype=np.int64)).tolist()
+    assert bulk == [int(fre_type_for_size(size)) for size in sizes]
+    assert bulk == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_fre_type_takes_the_last_row_offset_and_stops_at_32_bits() -> None:
+    # A row past the function's end widens the type (FreType.ADDR2 for a row at +0x100 of a
+    # 16-byte function); one at 2**32 fits no FRE start address.
+    assert fre_type_for(16, 0x100) is FreType.ADDR2
+    assert fre_type_for(0xFFFFFFFF) is FreType.ADDR4
+    with pytest.raises(EncodeError, match="32-bit FRE start address"):
+        fre_type_for(16, 1 << 32)
 
 
 @pytest.mark.parametrize(
@@ -124,22 +151,42 @@ def _sections() -> list[tuple[Path, SFrameSection]]:
     return out
 
 
-def test_builder_reproduces_gnu_as_bytes() -> None:
-    """Rebuilding a GNU as 2.47 object section from its rules gives GNU's exact FRE bytes."""
-    path = CORPUS / "x86_64/v3/frames.o"
-    with path.open("rb") as stream:
-        sec = ELFFile(stream).get_section_by_name(".sframe")
-        original = SFrameSection.from_bytes(sec.data())
-    builder = SFrameBuilder(AMD64, Version.V3, sort=False)
-    for function in original:
-        rebuilt = builder.add_function(function.start, function.size)
-        for row in function.rows:
-            spec = row_spec(row)
-            rebuilt.add_row(spec.offset, spec.cfa, spec.fp, spec.ra, mangled_ra=spec.mangled_ra)
-    section = builder.build()
-    for before, after in zip(original, section, strict=True):
-        assert (before.info, before.info2) == (after.info, after.info2)
-        assert [(r.info, r.words) for r in before.rows] == [(r.info, r.words) for r in after.rows]
+def test_builder_reproduces_gnu_bytes() -> None:
+    """Rebuilding every corpus section from its rules gives GNU's exact FRE info bytes and
+    data words (as 2.40, 2.44, 2.47; x86-64, AArch64 with PAC, s390x, both byte orders), and,
+    for the objects GNU as wrote, its FDE info bytes (ld gives its own PLT FDEs another FRE
+    type than the function size asks for)."""
+    for path, original in _sections():
+        header = original.header
+        builder = SFrameBuilder(
+            header.abi,
+            header.version,
+            big_endian=header.big_endian,
+            cfa_fixed_fp_offset=header.cfa_fixed_fp_offset,
+            cfa_fixed_ra_offset=header.cfa_fixed_ra_offset,
+            sort=False,
+        )
+        v3 = header.version is Version.V3
+        for function in original:
+            rebuilt = builder.add_function(
+                function.start,
+                function.size,
+                pc_type=function.pc_type,
+                rep_size=function.rep_size,
+                pauth_key=function.pauth_key,
+                signal_frame=function.signal_frame if v3 else False,
+                fde_type=function.fde_type if v3 else None,
+            )
+            for row in function.rows:
+                spec = row_spec(row)
+                rebuilt.add_row(spec.offset, spec.cfa, spec.fp, spec.ra, mangled_ra=spec.mangled_ra)
+        section = builder.build()
+        for before, after in zip(original, section, strict=True):
+            assert [(r.info, r.words) for r in before.rows] == [
+                (r.info, r.words) for r in after.rows
+            ], (path, before.index)
+            if path.suffix == ".o":
+                assert (before.info, before.info2) == (after.info, after.info2), path
 
 
 @pytest.mark.parametrize("target", list(Version))
@@ -244,7 +291,7 @@ def test_pcmask_rows_v1_matches_alike_convert_and_keep_every_pc() -> None:
 
 def test_v1_pcmask_to_v2_with_another_rep_size_refuses() -> None:
     section = _pcmask_section(0x1000, 0x20, 16, [0, 11]).convert(Version.V1)
-    assert section.convert(Version.V2, pcmask_rep_size=16).find_fre(0x101b) is not None
+    assert section.convert(Version.V2, pcmask_rep_size=16).find_fre(0x101B) is not None
     with pytest.raises(ConversionError, match="would match differently"):
         section.convert(Version.V2, pcmask_rep_size=8)
 
@@ -403,3 +450,18 @@ def test_bulk_conversion_refuses_more_rows_than_v3_counts_as_the_reference_does(
         bulk, scalar = bulk_and_scalar(section, target)
         assert bulk == scalar
         assert isinstance(bulk, bytes) == (target is not Version.V3), bulk
+
+
+@pytest.mark.parametrize("target", [Version.V1, Version.V3])
+def test_convert_refuses_s390x_v2_register_words_at_their_row(target: Version) -> None:
+    # s390x V2 names a register in an RA/FP word with its low bit set (errata 1; words in
+    # the order CFA, RA, FP: 51 is the RA in r25, 49 the FP in r24); V1 and V3 read such
+    # words as CFA offsets and a DEFAULT FDE has no other way to say "in a register", so the
+    # row is encoded again for the target and refused there.
+    builder = SFrameBuilder(Abi.S390X_ENDIAN_BIG, Version.V2)
+    function = builder.add_function(0x1000, 64).add_row(0, CfaRule(15, 160))
+    function.add_row(4, CfaRule(15, 160), RegRule.in_register(24), RegRule.in_register(25))
+    section = builder.build()
+    assert section[0].rows[1].words == (0, 51, 49)
+    with pytest.raises(ConversionError, match=r"row at 0x1004: FP rule .* needs a FLEX FDE"):
+        section.convert(target)

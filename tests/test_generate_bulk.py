@@ -32,12 +32,12 @@ from pysframe.format.layout import (
 from pysframe.generate import (
     ABI_PARAMS,
     GeneratedFunction,
-    RowState,
     Translation,
     bulk,
     cfi,
     encode_functions,
     generate_from_eh_frame,
+    instructions_bulk,
     ops,
     translate_ops,
 )
@@ -278,10 +278,18 @@ def test_bulk_generation_with_several_cies() -> None:
             assert fast == slow
 
 
+@pytest.mark.parametrize("slice_size", [None, 1, 7, 100])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
-def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignore[type-arg]
+def test_bulk_rows_are_the_translators_rows(
+    case: tuple,  # type: ignore[type-arg]
+    slice_size: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Every field of every row the bulk interpreter finds (as RowState columns) equals the
-    per-function translator's row, not only the bytes they encode to."""
+    per-function translator's row, not only the bytes they encode to; also when it runs the
+    programs a few instructions at a time (``bulk.SLICE``), programs cut between slices."""
+    if slice_size is not None:
+        monkeypatch.setattr(bulk, "SLICE", slice_size)
     abi, order, cie, pieces = case
     rng = random.Random(100 + abi.value)
     fdes = [
@@ -313,11 +321,7 @@ def test_bulk_rows_are_the_translators_rows(case: tuple) -> None:  # type: ignor
     )
     assert initial.ok[0] and not initial.has_advance[0]
     every = np.zeros(len(spans), dtype=np.int64)
-    start = bulk.Start(
-        initial.end.has_row[every],
-        initial.end.dirty[every],
-        RowState._make(field[every] for field in initial.end.state),
-    )
+    start = initial.end.take(every)
     found = bulk.interpret(
         buf,
         lengths,
@@ -396,3 +400,80 @@ def test_bulk_generation_across_chunks() -> None:
     done = bulk.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], order == ">"))
     handled = [at // bulk.CHUNK for at, made in enumerate(done) if made is not None]
     assert set(handled) == {0, 1, 2} and len(handled) > 1000  # every chunk went the bulk path
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].name)
+def test_instruction_walks_agree(case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[type-arg]
+    """The programs walked together (one numpy round per instruction), one at a time (one
+    Python turn per instruction) and one at a time in strides give the same instructions and
+    mark the same programs: random programs, unhandled and truncated ones among them, of all
+    lengths."""
+    abi, order, cie, pieces = case
+    rng = random.Random(300 + abi.value)
+    fdes = [
+        (0x4000 + 0x100 * i, 0x100, b"".join(
+            rng.choice(pieces if i % 5 == 0 else pieces[:-6])
+            for _ in range(rng.choice([0, 1, 5, 30, 400]))
+        ))
+        for i in range(300)
+    ]  # fmt: skip
+    data = eh_frame(order, cie, fdes)
+    _cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=order == ">")
+    buf = np.frombuffer(data + bytes(bulk.PAD), dtype=np.uint8)
+    lengths = bulk.instruction_lengths(buf)
+    starts = np.array([span[3] for span in spans], dtype=np.int64)
+    # Programs cut short inside an instruction, too.
+    ends = np.array([span[4] - (k % 7 == 3) for k, span in enumerate(spans)], dtype=np.int64)
+    walks = []
+    # Every program together; every one on its own, one instruction at a time; in strides.
+    for few, long in ((0, 0), (len(spans) + 1, 1 << 20), (len(spans) + 1, 0)):
+        monkeypatch.setattr(instructions_bulk, "FEW_PROGRAMS", few)
+        monkeypatch.setattr(instructions_bulk, "LONG_PROGRAM", long)
+        ok = np.ones(len(spans), dtype=bool)
+        pos, prg = instructions_bulk.instruction_positions(lengths, starts, ends, ok)
+        walks.append((pos.tolist(), prg.tolist(), ok.tolist()))
+    assert walks[0] == walks[1] == walks[2]
+    assert 0 < sum(walks[0][2]) < len(spans)  # some programs walked, some refused
+    assert len(walks[0][0]) > 10_000
+
+
+@pytest.mark.parametrize("slice_size", [1, 3, 64])
+def test_bulk_generation_in_slices(slice_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bulk path run a few instructions at a time (programs cut between slices, programs
+    without instructions between them) writes the per-function path's section."""
+    monkeypatch.setattr(bulk, "SLICE", slice_size)
+    for abi, order, cie, pieces in CASES:
+        rng = random.Random(400 + abi.value)
+        fdes = []
+        for index in range(rng.randint(20, 60)):
+            program = random_program(rng, pieces, handled_only=rng.random() < 0.8)
+            size = rng.choice([1, 8, 40, 0x80, 0x200, 0])
+            fdes.append((0x4000 + 0x100 * index, size, program))
+        data = eh_frame(order, cie, fdes)
+        assert outcome(data, abi, 3) == outcome(data, abi, 3, bulk=False)
+
+
+def test_bulk_generation_of_a_function_of_too_many_rows() -> None:
+    """One program of 70,000 rows (more than an FDE counts: bulk.SLICE instructions and more,
+    run in slices), shared by functions whose ends cut it at several places: those left with
+    at most 65,535 rows are written, the others left out with gas' reason, as the per-function
+    path does."""
+    abi, order, cie, _pieces = CASES[0]
+    # DW_CFA_advance_loc 1, then DW_CFA_def_cfa_offset 16 or 24: a row at every byte.
+    program = b"".join(b"\x41\x0e" + (b"\x10" if k % 2 else b"\x18") for k in range(70_000))
+    # Row k starts at byte k: a function of n bytes has n rows (and may have 16 bytes of CFI
+    # per byte of code, cfi.MAX_CFI_BYTES_PER_CODE_BYTE).
+    sizes = [0x4000, 65_535, 65_536, 70_001, 1 << 20]
+    fdes = [(0x100000 * (k + 1), size, program) for k, size in enumerate(sizes)]
+    data = eh_frame(order, cie, fdes)
+    fast = outcome(data, abi, 3)
+    assert fast == outcome(data, abi, 3, bulk=False)
+    assert isinstance(fast, tuple)
+    _data, functions, skipped, _total = fast
+    assert [(f.size, f.num_fres) for f in functions] == [(0x4000, 0x4000), (65_535, 65_535)]
+    cies, spans = cfi.scan_fdes(data, 0x1000)
+    done = bulk.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], False))
+    assert None not in done  # all through the bulk path
+    assert [(s.size, s.reason) for s in skipped] == [
+        (size, "no SFrame FDE emitted; Number of FREs exceeds UINT16_MAX") for size in sizes[2:]
+    ]

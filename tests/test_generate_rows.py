@@ -330,3 +330,28 @@ def test_a_row_the_format_cannot_hold_leaves_its_function_out() -> None:
                     [(0x4000, 0x40, b"\x41\x86\x80\x80\x80\x80\x02")])  # fmt: skip
     (skipped,) = generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE).skipped
     assert "do not fit 32 bits" in skipped.reason
+
+
+def test_rows_at_or_past_the_end_of_a_function_are_dropped() -> None:
+    """One program (rows at +0, +4, +8, +12) shared by FDEs of sizes 16, 8 and 9: each keeps
+    the rows that start before its end, whether the program's translation is shared or not,
+    on the bulk and the per-function paths."""
+    cie = ("zR", 1, -8, 16, b"\x0c\x07\x08")  # DW_CFA_def_cfa rsp+8
+    # advance_loc 4, def_cfa_offset 16, advance_loc 4, def_cfa_offset 24, advance_loc 4,
+    # def_cfa_offset 8
+    program = b"\x44\x0e\x10\x44\x0e\x18\x44\x0e\x08"
+    fdes = [(0x4000, 16, program), (0x4100, 8, program), (0x4200, 9, program)]
+    data = eh_frame("<", cie, fdes)
+    want = {
+        0x4000: [(0, 8), (4, 16), (8, 24), (12, 8)],
+        0x4100: [(0, 8), (4, 16)],
+        0x4200: [(0, 8), (4, 16), (8, 24)],
+    }
+    for bulk in (True, False):
+        result = generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE, bulk=bulk)
+        assert not result.skipped
+        got = {
+            f.start: [(r.start_offset, r.cfa.offset) for r in f.rows if r.cfa is not None]
+            for f in result.section
+        }
+        assert got == want, bulk

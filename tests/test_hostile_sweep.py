@@ -4,9 +4,10 @@ than about twice each time (a ratio under 3, for noise; a quadratic cost gives 4
 
 Counts: a core's PT_LOAD segments (the executable placed among them, no NT_FILE), its NT_FILE
 mappings, the dynamic linker's link_map entries, function symbols, DWARF line rows (special
-opcodes, and DW_LNS_copy decoded one by one), DIEs, and the rows of one SFrame function
-(lookups of one PC and of many, the dumps, stats, compact and check).  Sizes are small: the
-sweep takes seconds.
+opcodes, and DW_LNS_copy decoded one by one), DIEs, the DW_CFA_advance_loc instructions of
+one FDE (generated from, and interpreted as verify reads CFI), and the rows of one SFrame
+function (lookups of one PC and of many, the dumps, stats, info, compact and check).  Sizes are
+small: the sweep takes seconds.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from pysframe.elf.image import ElfImage
 from pysframe.elf.symbols import FunctionSymbols, read_function_symbols
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.single import SectionLookup
+from pysframe.generate import generate_from_eh_frame
+from pysframe.generate.interpret import interpret_cfi
+from pysframe.generate.translator import TOO_MANY_FRES
 from pysframe.tools.compact import compact_file
 from pysframe.tools.dump import section_chunks
 from pysframe.tools.dump_json import function_json_pieces, section_json_chunks
@@ -54,6 +58,7 @@ from test_loadmap import AUXV, DT_DEBUG, PT_LOAD, PT_NOTE, R, X, note, program, 
 from test_symbolize import STB_GLOBAL, info, write
 
 from elf_build import Sec, Seg, build_elf
+from test_cfi_units import section
 
 NT_FILE = 0x46494C45
 
@@ -383,3 +388,55 @@ def test_whole_file_commands_on_the_rows_of_one_function(
         return run
 
     sweep(make, ROWS)
+
+
+# -- CFI -----------------------------------------------------------------------------------------
+
+
+def _one_long_fde(count: int, every: int = 1) -> bytes:
+    """``.eh_frame`` (at 0x1000) of one FDE whose program advances ``count`` times by one byte
+    (DW_CFA_advance_loc 1), the CFA offset changing at every ``every``-th (DW_CFA_def_cfa_offset
+    24 or 16): a row every ``every`` bytes of its ``count + 16`` bytes of code."""
+    program = b"".join(
+        b"\x41\x0e" + (b"\x10" if k // every % 2 else b"\x18") if k % every == 0 else b"\x41"
+        for k in range(count)
+    )
+    return section((0x2000, count + 16, program))
+
+
+@pytest.mark.parametrize(("every", "sizes"), [
+    (1, [80_000, 160_000, 320_000]),  # more rows than an FDE counts: left out
+    (4, [40_000, 80_000, 160_000]),  # 10,000 to 40,000 rows: written
+])
+def test_advances_in_one_fde_generated(every: int, sizes: list[int]) -> None:
+    """The function is written, or left out after every instruction is read (an unreadable
+    one further on would be the reason)."""
+
+    def make(count: int) -> Callable[[], object]:
+        data = _one_long_fde(count, every)
+
+        def run() -> None:
+            result = generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE)
+            if every == 1:
+                assert [s.reason for s in result.skipped] == [TOO_MANY_FRES]
+            else:
+                # The CIE's row, one after each change, and the last from the last advance.
+                assert result.section.num_rows == count // every + 2
+
+        return run
+
+    sweep(make, sizes)
+
+
+def test_advances_in_one_fde_interpreted() -> None:
+    def make(count: int) -> Callable[[], object]:
+        data = _one_long_fde(count)
+
+        def run() -> None:
+            table = interpret_cfi(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE)
+            # The CIE's row at 0, then one at each byte the advances reach.
+            assert table.row_begin.tolist() == list(range(count + 1))
+
+        return run
+
+    sweep(make, [50_000, 100_000, 200_000])

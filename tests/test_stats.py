@@ -14,6 +14,7 @@ import pytest
 
 from pysframe.cli import main
 from pysframe.tools.files import find_elf_files
+from pysframe.tools.info import section_info
 from pysframe.tools.stats import FileStats, collect, file_stats, total
 
 from conftest import require_module, require_program
@@ -80,6 +81,8 @@ def test_sizes_match_section_headers(path: Path) -> None:
     )
     assert stats.text_bytes == text
     assert 0 < stats.covered_bytes <= text
+    # The bytes ``pysframe info`` counts (functions merged where they overlap).
+    assert stats.covered_bytes == min(section_info(str(path)).covered_bytes, text)
     num_fdes, num_fres = sframe_counts(path, sections)
     assert (stats.functions, stats.rows) == (num_fdes, num_fres)
     assert sum(stats.fre_types) == stats.functions

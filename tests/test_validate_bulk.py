@@ -1,7 +1,8 @@
 """Validation's bulk path (numpy columns, only the suspect functions looked at one by one)
 gives exactly the findings of its scalar reference (every function and row one by one), on
 the corpus sections and on thousands of mutations of them; and ``pysframe info``'s covered
-bytes are those of the ranges merged."""
+bytes are those of the ranges merged, and the one covered-bytes rule (which generate's
+coverage also takes) gives its scalar reference's answer."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysframe import Abi, CfaRule, SFrameBuilder, SFrameError, SFrameSection, Version
+from pysframe.format import lookup
 from pysframe.format.validate import check_structure, validate_section
 from pysframe.tools import fuzz
 from pysframe.tools.info import covered_bytes
@@ -97,3 +100,41 @@ def test_covered_bytes_past_the_top_of_the_address_space() -> None:
     builder.add_function(top - 0x40, 0x20).add_row(0, CfaRule(7, 8))
     builder.add_function(top, 0x20).add_row(0, CfaRule(7, 8))
     assert covered_bytes(builder.build(), False) == 0x40
+
+
+_TOP = (1 << 64) - 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 0x300), st.integers(0, 0x40)), min_size=0, max_size=12),
+    st.lists(st.tuples(st.integers(-0x20, 0x360), st.integers(0, 0x80)), max_size=3),
+    st.booleans(),
+)
+def test_covered_bytes_bulk_equals_scalar_and_counts_each_byte_once(
+    functions: list[tuple[int, int]], within: list[tuple[int, int]], near_top: bool
+) -> None:
+    # Functions at 0x1000 + start, or just below 2**64 (ends up to the top itself); ``within``
+    # ranges of text made not to overlap (each from the end of the one before), some starting
+    # below the functions.
+    base = _TOP - 0x400 if near_top else 0x1000
+    starts = np.array([base + start for start, _ in functions], dtype=np.uint64)
+    sizes = np.array([size for _, size in functions], dtype=np.uint64)
+    text, at = [], base - 0x20
+    for gap, length in within:
+        low = at + max(gap, 0)
+        text.append((low, min(low + length, _TOP)))
+        at = text[-1][1]
+    pcs = {base + start + k for start, size in functions for k in range(size)}
+    inside = {pc for pc in pcs if any(low <= pc < high for low, high in text)}
+    for ranges, want in ((None, len(pcs)), (text, len(inside))):
+        bulk = lookup.covered_bytes(starts, sizes, ranges)
+        assert bulk == lookup.covered_bytes(starts, sizes, ranges, scalar=True) == want
+
+
+def test_covered_bytes_past_the_top_of_the_address_space_within_text() -> None:
+    """Past 2**64 the exact path counts the bytes up there with no text given, none with."""
+    starts = np.array([_TOP - 0x10], dtype=np.uint64)
+    sizes = np.array([0x20], dtype=np.uint64)
+    assert lookup.covered_bytes(starts, sizes) == 0x20
+    assert lookup.covered_bytes(starts, sizes, [(_TOP - 0x8, _TOP + 0x100)]) == 0x8

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
+import numpy.typing as npt
+
 from ..errors import EncodeError
 from .constants import (
     DEFAULT_FIXED_OFFSETS,
@@ -26,27 +29,39 @@ from .constants import (
     Version,
 )
 from .encode import SectionSpec, encode_section
-from .layout import fde_info, fre_info
+from .layout import fde_info
 from .model import CfaRule, FrameRow, Function, RegRule
-from .rules import (
-    RowContext,
-    decode_rules,
-    encode_rules,
-    flex_control_positions,
-    stored_words,
-    word_size_for,
-)
+from .rules import RowContext, decode_rules, encode_row
 from .section import SFrameSection
+
+_ADDR1, _ADDR2, _ADDR4 = FreType
+
+
+def fre_type_for_size(size: int) -> FreType:
+    """The FRE type of a function of ``size`` bytes (gas and libsframe's
+    sframe_calc_fre_type): ADDR1 below 0x100 bytes, ADDR2 below 0x10000, else ADDR4."""
+    if size < _ADDR1.limit:
+        return _ADDR1
+    return _ADDR2 if size < _ADDR2.limit else _ADDR4
+
+
+#: First sizes each FRE type cannot describe, but the last.
+_FRE_TYPE_LIMITS = np.array([_ADDR1.limit, _ADDR2.limit], dtype=np.int64)
+
+
+def fre_types_for_sizes(sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """:func:`fre_type_for_size` of every one of ``sizes``, with numpy."""
+    return np.searchsorted(_FRE_TYPE_LIMITS, sizes, side="right").astype(np.int64)
 
 
 def fre_type_for(function_size: int, last_row_offset: int = 0) -> FreType:
-    """FRE type for a function of ``function_size`` bytes: size < 0x100 gives ADDR1, size <
-    0x10000 ADDR2, else ADDR4 (gas and libsframe's sframe_calc_fre_type)."""
+    """FRE type for a function of ``function_size`` bytes whose last row starts
+    ``last_row_offset`` bytes in (:func:`fre_type_for_size` of the larger); EncodeError when
+    that does not fit a 32-bit FRE start address."""
     needed = max(function_size, last_row_offset, 0)
-    for fre_type in FreType:
-        if needed < fre_type.limit:
-            return fre_type
-    raise EncodeError(f"row offset {needed} does not fit a 32-bit FRE start address")
+    if needed >= _ADDR4.limit:
+        raise EncodeError(f"row offset {needed} does not fit a 32-bit FRE start address")
+    return fre_type_for_size(needed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +216,11 @@ class SFrameBuilder:
         encoded = [_encoded(ctx, r.cfa, r.fp, r.ra, r.mangled_ra) for r in function.rows]
         if function.fde_type is None and any(isinstance(e, EncodeError) for e in encoded):
             if self.version is not Version.V3:
-                row = next(r for r, e in zip(function.rows, encoded, strict=True)
-                           if isinstance(e, EncodeError))
+                row = next(
+                    r
+                    for r, e in zip(function.rows, encoded, strict=True)
+                    if isinstance(e, EncodeError)
+                )
                 raise EncodeError(
                     f"function at {function.start:#x}, row at +{row.offset}: rules need a "
                     f"FLEX FDE, which SFrame V{int(self.version)} does not have"
@@ -283,13 +301,9 @@ def _encoded(
     Cached: real and synthetic sections repeat the same few rules many times.
     """
     try:
-        base, words = encode_rules(ctx, cfa, fp, ra)
+        info, size, words = encode_row(ctx, cfa, fp, ra, mangled_ra)
     except EncodeError as error:
         return error
-    flex = ctx.fde_type is FdeType.FLEX
-    size = word_size_for(words, flex_control_positions(len(words)) if flex else ())
-    info = fre_info(base, len(words), size, mangled_ra)
-    words = stored_words(words, size)
     decoded_cfa, decoded_fp, decoded_ra = decode_rules(ctx, info, words, size.size)
     return FrameRow(0, 0, info, words, decoded_cfa, decoded_fp, decoded_ra)
 
@@ -299,4 +313,12 @@ def row_spec(row: FrameRow) -> RowSpec:
     return RowSpec(row.start_offset, row.cfa, row.fp, row.ra, row.mangled_ra)
 
 
-__all__ = ["FunctionBuilder", "RowSpec", "SFrameBuilder", "fre_type_for", "row_spec"]
+__all__ = [
+    "FunctionBuilder",
+    "RowSpec",
+    "SFrameBuilder",
+    "fre_type_for",
+    "fre_type_for_size",
+    "fre_types_for_sizes",
+    "row_spec",
+]

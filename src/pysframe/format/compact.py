@@ -35,7 +35,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import EncodeError
-from .constants import FdeType, FreType, Version, WordSize
+from .builder import fre_types_for_sizes
+from .constants import FdeType, Version, WordSize
 from .encode import FdeColumns, assemble_section, encode_fre_blocks
 from .layout import (
     fde_fre_type,
@@ -228,10 +229,7 @@ def _fre_types(scan: RowScan, old_type: I64) -> I64:
     with_rows = np.flatnonzero(np.diff(scan.row_base) > 0)
     if len(with_rows):
         largest[with_rows] = np.maximum.reduceat(scan.start_offset, scan.row_base[with_rows])
-    fits = np.full(count, int(FreType.ADDR4), dtype=np.int64)
-    for fre_type in (FreType.ADDR2, FreType.ADDR1):
-        fits[largest < fre_type.limit] = int(fre_type)
-    return np.minimum(fits, old_type)
+    return np.minimum(fre_types_for_sizes(largest), old_type)
 
 
 # -- sharing ----------------------------------------------------------------------------------

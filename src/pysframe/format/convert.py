@@ -35,7 +35,6 @@ from .layout import (
     fde_pc_type,
     fde_signal_frame,
     fde_type_of,
-    fre_info,
     fre_mangled_ra,
     fre_word_size,
     fre_word_size_code,
@@ -47,11 +46,8 @@ from .rules import (
     RowContext,
     Rules,
     decode_rules,
-    encode_rules,
-    flex_control_positions,
+    encode_row,
     row_context,
-    stored_words,
-    word_size_for,
 )
 from .walk import RowForm, RowScan, scan_rows
 
@@ -215,11 +211,8 @@ def _converted_form(
     its own when they read the same there, else encoded again (EncodeError if they cannot)."""
     if source == target or decode_rules(target, info, words, fre_word_size(info)) == rules:
         return info, words
-    base, encoded = encode_rules(target, *rules)
-    flex = target.fde_type is FdeType.FLEX
-    size = word_size_for(encoded, flex_control_positions(len(encoded)) if flex else ())
-    mangled = bool(fre_mangled_ra(info))
-    return fre_info(base, len(encoded), size, mangled), stored_words(encoded, size)
+    encoded = encode_row(target, *rules, bool(fre_mangled_ra(info)))
+    return encoded.info, encoded.words
 
 
 # -- every row at once ----------------------------------------------------------------------------

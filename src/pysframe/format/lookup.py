@@ -55,6 +55,66 @@ def first_function_containing(table: FunctionTable, pc: int) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
+def covered_bytes(
+    starts: U64Array,
+    sizes: U64Array,
+    within: Sequence[tuple[int, int]] | None = None,
+    *,
+    scalar: bool = False,
+) -> int:
+    """Bytes the functions [start, start + size) cover together, each byte once (functions
+    may overlap); with ``within`` ([low, high) pairs that do not overlap, read inside
+    [0, 2**64 - 1]), only the bytes inside them.  A function ending past 2**64 counts its
+    bytes up there too, as Python integers do.  ``scalar``: the reference path, in Python
+    integers, the numpy one is tested against (and taken when an end is past 2**64)."""
+    import numpy as np
+
+    starts = np.asarray(starts, dtype=np.uint64)
+    sizes = np.asarray(sizes, dtype=np.uint64)
+    if len(starts) == 0:
+        return 0
+    if scalar or bool(np.any(starts > np.uint64(_U64 - 1) - sizes)):
+        ends = [b + n for b, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
+        return _covered_exact(_merged(sorted(zip(starts.tolist(), ends, strict=True))), within)
+    order = np.argsort(starts, kind="stable")
+    low, high = starts[order], np.maximum.accumulate(starts[order] + sizes[order])
+    # A merged range begins where a function starts past every earlier function's end.
+    begins = np.ones(len(low), dtype=bool)
+    begins[1:] = low[1:] > high[:-1]
+    first = np.flatnonzero(begins)
+    merged_low, merged_high = low[first], high[np.append(first[1:], len(low)) - 1]
+    if within is None:
+        return int((merged_high - merged_low).sum(dtype=np.uint64))
+    total = 0
+    for within_low, within_high in within:
+        begin = np.maximum(merged_low, np.uint64(min(max(within_low, 0), _U64 - 1)))
+        end = np.minimum(merged_high, np.uint64(min(max(within_high, 0), _U64 - 1)))
+        total += int(np.where(end > begin, end - begin, np.uint64(0)).sum(dtype=np.uint64))
+    return total
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The sorted [start, end) ``ranges`` merged where they overlap or touch."""
+    merged: list[tuple[int, int]] = []
+    for start, end in ranges:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _covered_exact(merged: list[tuple[int, int]], within: Sequence[tuple[int, int]] | None) -> int:
+    """Bytes of the merged ranges, or of them inside ``within`` (read, as the numpy path
+    does, inside [0, 2**64 - 1])."""
+    if within is None:
+        return sum(end - start for start, end in merged)
+    bounds = [(min(max(low, 0), _U64 - 1), min(max(high, 0), _U64 - 1)) for low, high in within]
+    return sum(
+        max(0, min(end, high) - max(start, low)) for start, end in merged for low, high in bounds
+    )
+
+
 def find_row_index(
     function: Function, rows: Sequence[FrameRow], version: Version, pc: int
 ) -> int | None:
@@ -112,9 +172,7 @@ RULE_KINDS: tuple[RuleKind, ...] = tuple(RuleKind)
 
 
 #: The columns of a BatchResult that hold -1 where no row applies (the others hold 0).
-_MINUS_ONE_WHEN_MISSING = frozenset(
-    {"function_index", "row_index", "cfa_reg", "fp_reg", "ra_reg"}
-)
+_MINUS_ONE_WHEN_MISSING = frozenset({"function_index", "row_index", "cfa_reg", "fp_reg", "ra_reg"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,10 +30,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ..format.builder import fre_types_for_sizes
 from ..format.constants import FreType, PcType
 from ..format.layout import fde_info
 from .cfi import Cie, FdeSpan
-from .fres_bulk import RowBytes, encode_rows, fre_types_for_sizes, function_rows, write_fres
+from .fres_bulk import RowBytes, encode_rows, function_rows, write_fres
 from .instructions_bulk import (
     NOT_HANDLED,
     BoolArray,
@@ -69,6 +70,7 @@ from .rows import (
     RowState,
     row_at,
 )
+from .translator import TOO_MANY_FRES
 
 #: Zero bytes after the section so operands can be read past a truncated last record.
 PAD = 8
@@ -77,11 +79,28 @@ _INT32_MAX = (1 << 31) - 1
 
 
 class Start(NamedTuple):
-    """Interpreter state before a program's first instruction (after its CIE's)."""
+    """Interpreter state before a program's first instruction: after its CIE's, or, for a
+    program run in slices (see :func:`interpret`), after its instructions in the slices
+    before."""
 
+    #: There is a scratch row (gas cur_fre).
     has_row: BoolArray
+    #: Its rules changed since the last row was written.
     dirty: BoolArray
     state: RowState[Column]
+    #: The location (bytes from the function's start), and where the scratch row begins.
+    loc: IntArray
+    begin: IntArray
+
+    def take(self, index: IntArray | slice) -> Start:
+        """The state of the programs ``index``."""
+        return Start(
+            self.has_row[index],
+            self.dirty[index],
+            RowState._make(column[index] for column in self.state),
+            self.loc[index],
+            self.begin[index],
+        )
 
 
 class Programs(NamedTuple):
@@ -145,10 +164,6 @@ def _full_state(tracked: _Tracked) -> RowState[Column]:
         mangled_ra=constant(EMPTY_STATE.mangled_ra),
         ra_undefined=constant(EMPTY_STATE.ra_undefined),
     )
-
-
-def _take(state: RowState[Column], index: IntArray) -> RowState[Column]:
-    return RowState._make(column[index] for column in state)
 
 
 #: The instructions this path handles; a program with another goes to the per-function path.
@@ -324,14 +339,62 @@ def interpret(
     start: Start,
     params: AbiParams,
     big_endian: bool,
+    max_rows: int | None = None,
 ) -> Programs:
     """Run every program ``buf[starts[i]:ends[i]]`` from ``start``, with the rules of
-    :func:`~pysframe.generate.translator.translate_ops`.
+    :func:`~pysframe.generate.translator.translate_ops`; ``max_rows``: the rows of a program
+    after its first ``max_rows`` are left out (all kept when None).
 
-    Programs must not overlap and must be in section order."""
+    The columns take some 200 bytes per instruction, so programs of more than :data:`SLICE`
+    instructions in all are run a slice of instructions at a time, a program cut between two
+    slices going on in the next from where it stopped (its :class:`Start`): the memory stays
+    bounded, one long program included.  Programs must not overlap and must be in section
+    order."""
     count = len(starts)
     ok = np.ones(count, dtype=bool)
-    walk = _Walk(*instruction_positions(lengths, starts, ends, ok), count)
+    pos, prg = instruction_positions(lengths, starts, ends, ok)
+    if len(pos) > SLICE:
+        return _interpret_in_slices(
+            buf, pos, prg, ok, code_alignment, data_alignment, start, params, big_endian, max_rows
+        )
+    found = _interpret_slice(
+        buf,
+        _Walk(pos, prg, count),
+        ok,
+        code_alignment,
+        data_alignment,
+        start,
+        np.ones(count, dtype=bool),
+        params,
+        big_endian,
+    )
+    if max_rows is None or len(found.row_program) <= max_rows:
+        return found
+    kept = _first_rows(found.row_program, np.zeros(count, dtype=np.int64), max_rows)
+    return found._replace(
+        row_program=found.row_program[kept],
+        row_begin=found.row_begin[kept],
+        rows=RowState._make(column[kept] for column in found.rows),
+    )
+
+
+#: Instructions run together by :func:`interpret` (some 13 MB of columns).
+SLICE = 1 << 16
+
+
+def _interpret_slice(
+    buf: ByteArray,
+    walk: _Walk,
+    ok: BoolArray,
+    code_alignment: IntArray,
+    data_alignment: IntArray,
+    start: Start,
+    closes: BoolArray,
+    params: AbiParams,
+    big_endian: bool,
+) -> Programs:
+    """:func:`interpret` of the programs (or pieces of programs) of ``walk``; their last
+    rows are written only for the programs ``closes`` (the others go on in another slice)."""
     ins = _decode(buf, walk, code_alignment, data_alignment, params, big_endian)
     initial = _tracked(start.state)
     # An advance that moves: a row is written there (when there is one and it changed).
@@ -341,23 +404,118 @@ def interpret(
     dirty = ins.is_def_cfa | ins.is_def_offset | ins.is_def_register | ins.is_fp | ins.is_ra
     moved = np.where(ins.is_advance, ins.delta, 0)
     loc = np.cumsum(moved)
-    loc -= (loc - moved)[walk.first]
+    loc -= (loc - moved)[walk.first] - walk.per_op(start.loc)
     last_advance = walk.last(effective)
     at, at_begin, at_state = _rows_at_advances(
-        walk, effective & has_row, dirty, loc, last_advance, after, initial, start.dirty
+        walk, effective & has_row, dirty, loc, last_advance, after, initial, start
     )
-    end_state, end_begin, loc_end = _program_ends(walk, loc, last_advance, after, initial)
+    end_state, end_begin, loc_end, end_dirty = _program_ends(
+        walk, loc, last_advance, dirty, after, initial, start
+    )
     ok &= loc_end < (1 << 32)
     end = Start(
         start.has_row | (walk.sums(effective | ins.is_def_cfa) > 0),
-        start.dirty | (walk.sums(dirty) > 0),
+        end_dirty,
         _full_state(end_state),
+        loc_end,
+        end_begin,
     )
     row_program, row_begin, rows = _in_program_order(
-        walk.prg[at], at_begin, at_state, end.has_row, end_begin, end_state, ok
+        walk.prg[at], at_begin, at_state, end.has_row & closes, end_begin, end_state, ok
     )
     has_advance = walk.sums(ins.is_advance) > 0
     return Programs(ok, has_advance, end, row_program, row_begin, _full_state(rows))
+
+
+def _interpret_in_slices(
+    buf: ByteArray,
+    pos: IntArray,
+    prg: IntArray,
+    ok: BoolArray,
+    code_alignment: IntArray,
+    data_alignment: IntArray,
+    start: Start,
+    params: AbiParams,
+    big_endian: bool,
+    max_rows: int | None,
+) -> Programs:
+    """:func:`interpret` of the instructions at ``pos`` (of programs ``prg``), :data:`SLICE`
+    at a time.  A slice runs the programs from the one its first instruction is in to the one
+    its last is in (those without instructions between included); a program cut at the end of
+    a slice writes no last row there and starts the next slice where it stopped."""
+    count = len(ok)
+    has_advance = np.zeros(count, dtype=bool)
+    end_flags = np.zeros((2, count), dtype=bool)  # has_row, dirty
+    end_numbers = np.zeros((2 + len(_Tracked._fields), count), dtype=np.int64)  # loc, begin...
+    rows_before = np.zeros(count, dtype=np.int64)
+    parts: list[tuple[IntArray, IntArray, _Tracked]] = []
+    carried: Start | None = None
+    first = 0
+    for low in range(0, len(pos), SLICE):
+        high = min(low + SLICE, len(pos))
+        last = count - 1 if high == len(pos) else int(prg[high - 1])
+        goes_on = high < len(pos) and int(prg[high]) == last
+        programs = slice(first, last + 1)
+        if carried is None:
+            piece_start = start.take(programs)
+        else:
+            piece_start = _joined(carried, start.take(slice(first + 1, last + 1)))
+        closes = np.ones(last + 1 - first, dtype=bool)
+        closes[-1] = not goes_on
+        found = _interpret_slice(
+            buf,
+            _Walk(pos[low:high], prg[low:high] - first, last + 1 - first),
+            ok[programs],  # a view: the slice marks the programs it refuses in ``ok``
+            code_alignment[programs],
+            data_alignment[programs],
+            piece_start,
+            closes,
+            params,
+            big_endian,
+        )
+        has_advance[programs] |= found.has_advance
+        end = found.end
+        end_flags[:, programs] = end.has_row, end.dirty
+        end_numbers[:, programs] = end.loc, end.begin, *_tracked(end.state)
+        row_program, row_begin, rows = found.row_program + first, found.row_begin, found.rows
+        if max_rows is not None:
+            kept = _first_rows(row_program, rows_before, max_rows)
+            row_program, row_begin = row_program[kept], row_begin[kept]
+            rows = RowState._make(column[kept] for column in rows)
+        rows_before[programs] += np.bincount(row_program - first, minlength=last + 1 - first)
+        parts.append((row_program, row_begin, _tracked(rows)))
+        carried = end.take(slice(-1, None)) if goes_on else None
+        first = last if goes_on else last + 1
+    row_program = np.concatenate([part[0] for part in parts])
+    kept = ok[row_program]
+    tracked = _Tracked._make(
+        np.concatenate([part[2][k] for part in parts])[kept] for k in range(len(_Tracked._fields))
+    )
+    end = Start(
+        end_flags[0], end_flags[1], _full_state(_Tracked._make(end_numbers[2:])), *end_numbers[:2]
+    )
+    row_begin = np.concatenate([part[1] for part in parts])[kept]
+    return Programs(ok, has_advance, end, row_program[kept], row_begin, _full_state(tracked))
+
+
+def _joined(head: Start, rest: Start) -> Start:
+    """The state of the programs of ``head``, then those of ``rest``."""
+    return Start(
+        np.concatenate([head.has_row, rest.has_row]),
+        np.concatenate([head.dirty, rest.dirty]),
+        RowState._make(np.concatenate(pair) for pair in zip(head.state, rest.state, strict=True)),
+        np.concatenate([head.loc, rest.loc]),
+        np.concatenate([head.begin, rest.begin]),
+    )
+
+
+def _first_rows(row_program: IntArray, earlier: IntArray, max_rows: int) -> BoolArray:
+    """Which of the rows (grouped by program, in order) are among the first ``max_rows`` of
+    their program, ``earlier[p]`` rows of program ``p`` having come before them."""
+    first_of_program = np.searchsorted(row_program, row_program, side="left")
+    rank = np.arange(len(row_program), dtype=np.int64) - first_of_program
+    kept: BoolArray = rank + earlier[row_program] < max_rows
+    return kept
 
 
 def _rules_after(
@@ -407,7 +565,7 @@ def _rows_at_advances(
     last_advance: IntArray,
     after: _Tracked,
     initial: _Tracked,
-    start_dirty: BoolArray,
+    start: Start,
 ) -> tuple[IntArray, IntArray, list[IntArray]]:
     """The rows written at advances: at the advances ``writes`` where a rule changed since the
     previous advance (gas writes a row at each advance after a state change).  Returns those
@@ -421,10 +579,10 @@ def _rows_at_advances(
     previous = np.maximum(previous, 0)
     dirty_before: IntArray = np.cumsum(dirty) - dirty
     changed = dirty_before > np.where(has_previous, dirty_before[previous], dirty_before[first])
-    changed |= ~has_previous & walk.per_op(start_dirty)
+    changed |= ~has_previous & walk.per_op(start.dirty)
     at = np.flatnonzero(writes & changed)
     at_prog = walk.prg[at]
-    at_begin = np.where(has_previous[at], loc[previous[at]], 0)
+    at_begin = np.where(has_previous[at], loc[previous[at]], start.begin[at_prog])
     at_first = walk.is_first[at]
     at_prev = np.maximum(at - 1, 0)
     at_state = [
@@ -435,14 +593,20 @@ def _rows_at_advances(
 
 
 def _program_ends(
-    walk: _Walk, loc: IntArray, last_advance: IntArray, after: _Tracked, initial: _Tracked
-) -> tuple[_Tracked, IntArray, IntArray]:
+    walk: _Walk,
+    loc: IntArray,
+    last_advance: IntArray,
+    dirty: BoolArray,
+    after: _Tracked,
+    initial: _Tracked,
+    start: Start,
+) -> tuple[_Tracked, IntArray, IntArray, BoolArray]:
     """Per program: the rules after its last instruction (its last row's), where that row
-    starts (the last advance that moved), and the location after its last instruction."""
+    starts (the last advance that moved), the location after its last instruction, and
+    whether the rules changed since that advance (since the start, when none moved)."""
     bounds = walk.bounds
     if not len(walk.pos):
-        zeros = np.zeros(len(bounds) - 1, dtype=np.int64)
-        return initial, zeros, zeros
+        return initial, start.begin, start.loc, start.dirty
     has_ops = bounds[1:] > bounds[:-1]
     last_op = np.maximum(bounds[1:] - 1, 0)
     end_state = _Tracked._make(
@@ -450,8 +614,14 @@ def _program_ends(
         for column, start_column in zip(after, initial, strict=True)
     )
     last_eff = last_advance[last_op]
-    end_begin = np.where(has_ops & (last_eff >= bounds[:-1]), loc[np.maximum(last_eff, 0)], 0)
-    return end_state, end_begin, np.where(has_ops, loc[last_op], 0)
+    moved = has_ops & (last_eff >= bounds[:-1])
+    last_eff = np.maximum(last_eff, 0)
+    end_begin = np.where(moved, loc[last_eff], start.begin)
+    dirty_upto = np.cumsum(dirty)
+    end_dirty = np.where(
+        moved, dirty_upto[last_op] > dirty_upto[last_eff], start.dirty | (walk.sums(dirty) > 0)
+    )
+    return end_state, end_begin, np.where(has_ops, loc[last_op], start.loc), end_dirty
 
 
 def _in_program_order(
@@ -493,7 +663,10 @@ def _in_program_order(
 def empty_start(count: int) -> Start:
     """gas' state before a CIE's first instruction (no row, no rules), for ``count`` programs."""
     no = np.zeros(count, dtype=bool)
-    return Start(no, no.copy(), RowState._make(np.full(count, value) for value in EMPTY_STATE))
+    zero = np.zeros(count, dtype=np.int64)
+    return Start(
+        no, no.copy(), RowState._make(np.full(count, value) for value in EMPTY_STATE), zero, zero
+    )
 
 
 def tuple_columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
@@ -506,8 +679,9 @@ def translate_fdes(
     cies: dict[int, Cie],
     spans: list[FdeSpan],
     encoder: FunctionEncoder,
-) -> list[GeneratedFunction | None]:
-    """The functions this module translates, in ``spans`` order (None for the others).
+) -> list[GeneratedFunction | str | None]:
+    """The functions this module translates, in ``spans`` order: the function, or why gas
+    leaves it out (more rows than an FDE can count), or None for the others.
 
     Their rows are those :func:`~pysframe.generate.translator.translate_ops` gives, and their
     FREs those the per-function path writes; everything it does not handle (other
@@ -516,7 +690,7 @@ def translate_fdes(
     """
     params = encoder.params
     big_endian = encoder.big_endian
-    done: list[GeneratedFunction | None] = [None] * len(spans)
+    done: list[GeneratedFunction | str | None] = [None] * len(spans)
     usable = [
         offset
         for offset in sorted({span[0] for span in spans})
@@ -638,9 +812,9 @@ def _chunk_programs(context: _Context, spans: list[FdeSpan]) -> _ChunkPrograms |
 
 def _translate_chunk(
     context: _Context, spans: list[FdeSpan], encoder: FunctionEncoder
-) -> list[GeneratedFunction | None]:
+) -> list[GeneratedFunction | str | None]:
     """The functions of one chunk of :func:`translate_fdes` (None for those it leaves)."""
-    done: list[GeneratedFunction | None] = [None] * len(spans)
+    done: list[GeneratedFunction | str | None] = [None] * len(spans)
     chunk = _chunk_programs(context, spans)
     if chunk is None:
         return done
@@ -653,9 +827,10 @@ def _translate_chunk(
         chunk.ends_at,
         context.code_alignment[cie_of],
         context.data_alignment[cie_of],
-        Start(cie_end.has_row[cie_of], cie_end.dirty[cie_of], _take(cie_end.state, cie_of)),
+        cie_end.take(cie_of),  # CIE programs do not advance: at location 0
         encoder.params,
         encoder.big_endian,
+        MAX_FRES + 1,  # a function of more rows is left out, whatever they are
     )
     chosen = np.flatnonzero(found.ok[chunk.program])
     program = chunk.program[chosen]
@@ -664,8 +839,12 @@ def _translate_chunk(
     encoded = encode_rows(found.rows, _tracked(found.rows), encoder)
     refused = np.zeros(len(encoded.code) + 1, dtype=np.int64)
     np.cumsum(encoded.refused[encoded.code], out=refused[1:])
-    # gas' end-of-function checks refuse these: the per-function path says why.
-    good = (refused[end] == refused[first]) & (end - first <= MAX_FRES)
+    # gas' end-of-function checks (translator.finish) refuse these.  Too many rows is the
+    # first of them: its reason is known here; the per-function path says why for the others.
+    few = end - first <= MAX_FRES
+    for i in chosen[~few].tolist():
+        done[chunk.picked[i]] = TOO_MANY_FRES
+    good = (refused[end] == refused[first]) & few
     _write_functions(
         context,
         chunk,
@@ -691,7 +870,7 @@ def _write_functions(
     first: IntArray,
     end: IntArray,
     encoder: FunctionEncoder,
-    done: list[GeneratedFunction | None],
+    done: list[GeneratedFunction | str | None],
 ) -> None:
     """The functions ``chosen`` of the chunk (of ``sizes``, their rows ``[first, end)``),
     written into ``done`` at their places in the chunk: FRE type by size, sfde_func_info, and

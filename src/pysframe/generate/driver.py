@@ -28,11 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import CfiError, ElfError, EncodeError
+from ..format.builder import fre_type_for_size
 from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Version
 from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
+from ..format.lookup import covered_bytes
 from ..format.section import SFrameSection
 from .bulk import translate_fdes, tuple_columns
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
+from .locate import find_eh_frame
 from .ops import Op, decode_instructions
 from .plt import plt_functions, s390x_plt_functions
 from .rows import (
@@ -42,9 +45,8 @@ from .rows import (
     GeneratedFunction,
     SkippedFunction,
     Translation,
-    fre_type_for_size,
 )
-from .translator import NO_FDE, StateTable, finish, translate_ops
+from .translator import NO_FDE, StateTable, finish, rows_before_end, translate_ops
 
 if TYPE_CHECKING:
     from ..elf.image import ElfImage
@@ -207,10 +209,7 @@ def _translate_fdes(
     aarch64 = encoder.params.aarch64
     done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
     for span, made_in_bulk in zip(todo, done, strict=True):
-        if made_in_bulk is not None:
-            out.append(made_in_bulk)
-            continue
-        made = one_by_one.function(span)
+        made = one_by_one.function(span) if made_in_bulk is None else made_in_bulk
         if not isinstance(made, str):
             out.append(made)
             continue
@@ -281,7 +280,7 @@ class _PerFunction:
             return result
         cie = self.cies[cie_offset]
         fre_type = fre_type_for_size(size)
-        if result.rows and result.rows[-1][0] >= size:  # rows cut at the end: not shared
+        if rows_before_end(result.rows, size) is not result.rows:  # rows cut: not shared
             made = _make_function(result, size, cie, self.encoder, self.version, fre_type)
         else:
             key = (cie_offset, program, fre_type)
@@ -332,7 +331,7 @@ def skip_reasons(
     (a signal frame gas keeps without rows has its reason too)."""
     abi = Abi(abi)
     encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
-    _, skipped, _ = _translate_fdes(data, cies, spans, encoder, Version(version), bulk=False)
+    _, skipped, _ = _translate_fdes(data, cies, spans, encoder, Version(version), bulk=True)
     reasons: dict[tuple[int, int], str] = {}
     for function in skipped:
         reasons.setdefault((function.start, function.size), function.reason)
@@ -397,40 +396,16 @@ def _result(
     data = encode_functions(functions, abi, version, section_address)
     section = SFrameSection.from_bytes(data, section_address)
     total = sum(max(0, hi - lo) for lo, hi in text_ranges)
-    top = (1 << 64) - 1  # a hostile file's function may end past the address space
-    covered = _covered_bytes(
-        [(f.start, min(f.start + f.size, top)) for f in functions] if text_ranges else [],
-        text_ranges,
-    )
+    covered = 0
+    if text_ranges and functions:
+        top = (1 << 64) - 1  # a hostile file's function may end past the address space
+        starts = np.array([f.start for f in functions], dtype=np.uint64)
+        sizes = np.array([min(f.size, top - f.start) for f in functions], dtype=np.uint64)
+        covered = covered_bytes(starts, sizes, text_ranges)
     skipped.sort(key=lambda s: s.start)
     return GenerateResult(
         section, data, skipped, considered, total, covered, functions, abi, version, section_address
     )
-
-
-def _covered_bytes(spans: list[tuple[int, int]], text_ranges: Sequence[tuple[int, int]]) -> int:
-    """Bytes of ``text_ranges`` inside the union of ``spans``."""
-    if not text_ranges or not spans:
-        return 0
-    bounds = np.array(spans, dtype=np.uint64)
-    order = np.argsort(bounds[:, 0], kind="stable")
-    lo = bounds[order, 0]
-    hi = np.maximum.accumulate(bounds[order, 1])
-    # A new merged interval starts where a span begins after every earlier span ended.
-    starts = np.ones(len(lo), dtype=bool)
-    starts[1:] = lo[1:] > hi[:-1]
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:], len(lo)) - 1
-    merged_lo = lo[first]
-    merged_hi = hi[last]
-    total = 0
-    top = (1 << 64) - 1
-    for t_lo, t_hi in text_ranges:  # uint64 throughout: a hostile file's addresses may be any
-        begin = np.maximum(merged_lo, np.uint64(min(max(t_lo, 0), top)))
-        end = np.minimum(merged_hi, np.uint64(min(max(t_hi, 0), top)))
-        inside = end > begin
-        total += int((end[inside] - begin[inside]).sum(dtype=np.uint64))
-    return total
 
 
 @contextmanager
@@ -514,6 +489,8 @@ def _generate_image(
         for s in image.sections()
         if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size
     ]
+    if not image.has_section_headers():  # headers stripped: the executable segments are the text
+        text_ranges = [(low, high) for low, high in _code_segments(image) if high > low]
     plts: dict[str, tuple[int, bytes, int]] = {}
     if abi is Abi.AMD64_ENDIAN_LITTLE and not image.is_relocatable:
         for name in _PLT_NAMES:
@@ -564,9 +541,7 @@ def _inside_code(
     of a damaged ``.eh_frame`` (a wrong section address or pointer) describes code that is not
     there, and a reader that checks (the Linux kernel; the fde-text rule) refuses a whole
     section for one such function.  A file without an executable segment keeps them all."""
-    from ..elf.layout import PF_X
-
-    code = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
+    code = _code_segments(image)
     if not code:
         return functions, []
     inside: list[GeneratedFunction] = []
@@ -579,6 +554,13 @@ def _inside_code(
             reason = f"{NO_FDE}[{start:#x}, {end:#x}) is outside every executable segment"
             outside.append(SkippedFunction(function.start, function.size, reason))
     return inside, outside
+
+
+def _code_segments(image: ElfImage) -> list[tuple[int, int]]:
+    """[start, end) of the executable segments of ``image``."""
+    from ..elf.layout import PF_X
+
+    return [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
 
 
 def _translate_cfi(
@@ -602,7 +584,8 @@ def _translate_cfi(
         sources.append((".debug_frame", CfiFormat.DEBUG_FRAME))
     covered_starts: set[int] = set()
     for name, cfi_format in sources:
-        sec = image.section(name)
+        # Without section headers, .eh_frame is found through PT_GNU_EH_FRAME.
+        sec = find_eh_frame(image) if cfi_format is CfiFormat.EH_FRAME else image.section(name)
         if sec is None or not sec.size or sec.type == SHT_NOBITS:
             continue
         data = relocated(image, sec, sec.data())

@@ -25,14 +25,6 @@ from .translator import row_problem
 
 #: Row starts and function sizes are combined with the program number in one int64 key.
 _KEY_SHIFT = 33
-#: First sizes each FRE type cannot describe, but the last (libsframe sframe_calc_fre_type).
-_FRE_TYPE_LIMITS = np.array([fre_type.limit for fre_type in FreType][:-1], dtype=np.int64)
-
-
-def fre_types_for_sizes(sizes: IntArray) -> IntArray:
-    """The FRE types of functions of ``sizes`` bytes, as
-    :func:`pysframe.generate.rows.fre_type_for_size` gives one."""
-    return np.searchsorted(_FRE_TYPE_LIMITS, sizes, side="right").astype(np.int64)
 
 
 class RowBytes(NamedTuple):
@@ -104,7 +96,7 @@ def function_rows(
     row_program: IntArray, row_begin: IntArray, programs: IntArray, sizes: IntArray
 ) -> tuple[IntArray, IntArray]:
     """[first, end) row numbers of each function: its program's rows that start before its
-    end (gas drops rows at or past the end of the function)."""
+    end (:func:`pysframe.generate.translator.rows_before_end` of one function)."""
     key = (row_program << _KEY_SHIFT) | row_begin
     first = np.searchsorted(key, programs << _KEY_SHIFT, side="left")
     end = np.searchsorted(key, (programs << _KEY_SHIFT) | np.minimum(sizes, 1 << 32), side="left")
@@ -155,7 +147,6 @@ def write_fres(
 __all__ = [
     "RowBytes",
     "encode_rows",
-    "fre_types_for_sizes",
     "function_rows",
     "write_fres",
 ]

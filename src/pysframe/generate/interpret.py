@@ -325,10 +325,14 @@ class _ProgramRows:
             np.array(self.begins, dtype=np.int64),
             RuleColumns.of(self.rules),
         )
-        blocks = [*self.blocks, listed]
-        program = np.concatenate([block[0] for block in blocks])
-        begin = np.concatenate([block[1] for block in blocks])
-        rules = concatenate([block[2] for block in blocks])
+        blocks = [block for block in (*self.blocks, listed) if len(block[0])] or [listed]
+        self.blocks = []  # released: the rows are held once, here or in the joined columns
+        if len(blocks) == 1:
+            program, begin, rules = blocks[0]
+        else:
+            program = np.concatenate([block[0] for block in blocks])
+            begin = np.concatenate([block[1] for block in blocks])
+            rules = concatenate([block[2] for block in blocks])
         return program, begin, np.arange(len(program), dtype=np.int64), rules
 
 

@@ -304,6 +304,7 @@ def interpret_programs(
             cfi_abi,
         )  # fmt: skip
     begins = np.concatenate([advances.begin, advances.end_loc])
+    del pos, prg, op, kind_of, lebs  # the per-instruction columns: only the rows are left
     return _in_program_order(advances.row_program, at_program, begins, columns, ok)
 
 
@@ -375,7 +376,9 @@ def _in_program_order(
     row_begin = np.empty(total, dtype=np.int64)
     row_begin[slot] = begins
     ordered = []
-    for column in columns:
+    columns.reverse()
+    while columns:  # each column let go once placed: the rows are held once
+        column = columns.pop()
         out = np.empty(total, dtype=np.int64)
         out[slot] = column
         ordered.append(out)
@@ -431,6 +434,7 @@ def _rules_at(
     where = sets_offset.at
     offset = _cfa_offsets(op[where], pos[where] + 1, data_alignment[prg[where]], lebs)
     (cfa_offset,) = effective(sets_offset, (offset,), (start.cfa_offset,))
+    del sets_register, sets_offset, register_at, where, offset  # one setter's columns at a time
 
     # The FP and the RA (DWARF 5 6.4.2.3).
     extended = np.flatnonzero(kind_of == _C_EXTENDED)

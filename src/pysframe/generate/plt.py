@@ -15,13 +15,13 @@ CFA = sp+160 throughout (the PLT does not touch the stack).
 
 from __future__ import annotations
 
+from ..format.builder import fre_type_for_size
 from ..format.constants import S390X_CFA_OFFSET_ADJUSTMENT, Abi, DwarfReg
 from .rows import (
     FunctionEncoder,
     GeneratedFunction,
     SkippedFunction,
     Translation,
-    fre_type_for_size,
     sp_based_row,
 )
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..format import rules
+from ..format.builder import fre_type_for_size
 from ..format.constants import (
     DEFAULT_FIXED_OFFSETS,
     Abi,
@@ -170,18 +171,6 @@ class GeneratedFunction(NamedTuple):
     v3_only: bool = False
 
 
-_ADDR1, _ADDR2, _ADDR4 = FreType
-_ADDR1_LIMIT, _ADDR2_LIMIT = _ADDR1.limit, _ADDR2.limit
-
-
-def fre_type_for_size(size: int) -> FreType:
-    """The FRE type of a function of ``size`` bytes (libsframe sframe_calc_fre_type): ADDR1
-    below 0x100 bytes, ADDR2 below 0x10000, else ADDR4."""
-    if size < _ADDR1_LIMIT:
-        return _ADDR1
-    return _ADDR2 if size < _ADDR2_LIMIT else _ADDR4
-
-
 def row_rules(
     state: RowState[int], flex: bool, params: AbiParams
 ) -> tuple[CfaRule | None, RegRule, RegRule]:
@@ -312,7 +301,6 @@ __all__ = [
     "SkippedFunction",
     "Translation",
     "encode_row",
-    "fre_type_for_size",
     "row_at",
     "row_rules",
     "sp_based_row",

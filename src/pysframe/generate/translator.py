@@ -80,6 +80,8 @@ from .rows import (
 
 #: The start of every reason gas gives for leaving a function out.
 NO_FDE = "no SFrame FDE emitted; "
+#: gas' reason for a function of more rows than an FDE can count (``sframe_do_fde``).
+TOO_MANY_FRES = NO_FDE + "Number of FREs exceeds UINT16_MAX"
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
@@ -441,13 +443,23 @@ _OTHER: dict[int, Callable[[list[Any], int, int | bytes, AbiParams], int | str]]
 }
 
 
+def rows_before_end(
+    rows: list[tuple[int, RowState[int]]], size: int
+) -> list[tuple[int, RowState[int]]]:
+    """The rows that start before the function's end, ``size`` bytes in (gas drops rows at or
+    past the end of the function); ``rows`` itself when it drops none.  The bulk path's rule
+    is :func:`pysframe.generate.fres_bulk.function_rows`."""
+    if not rows or rows[-1][0] < size:
+        return rows
+    return [row for row in rows if row[0] < size]
+
+
 def finish(translation: Translation, size: int, params: AbiParams) -> Translation | str:
     """gas' checks after the last instruction (``sframe_do_fde``), plus rows that would
     mislead an unwinder: the rows before ``size``, or why the function is left out."""
-    rows = translation.rows
-    kept = rows if not rows or rows[-1][0] < size else [row for row in rows if row[0] < size]
+    kept = rows_before_end(translation.rows, size)
     if len(kept) > MAX_FRES:
-        return NO_FDE + "Number of FREs exceeds UINT16_MAX"
+        return TOO_MANY_FRES
     undefined = False
     for _begin, state in kept:
         if state.ra_undefined:
@@ -508,10 +520,12 @@ def _breg_offset(expr: bytes, params: AbiParams) -> int | None:
 
 __all__ = [
     "NO_FDE",
+    "TOO_MANY_FRES",
     "StateTable",
     "finish",
     "restore_source",
     "row_problem",
+    "rows_before_end",
     "translate",
     "translate_ops",
 ]

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SFrameError
+from ..format import lookup
 from ..format.constants import FdeType, Flags, PcType
 from ..format.layout import fde_pc_type, fde_signal_frame, fde_type_of
 from ..format.section import SFrameSection
@@ -55,39 +56,13 @@ class SectionInfo:
 
 
 def covered_bytes(section: SFrameSection, relocatable: bool) -> int:
-    """Bytes of code the functions of ``section`` cover: their ranges merged, or (relocatable
-    objects, where every text section starts at 0) summed."""
+    """Bytes of code the functions of ``section`` cover: their ranges merged
+    (:func:`pysframe.format.lookup.covered_bytes`), or (relocatable objects, where every text
+    section starts at 0) summed."""
     table = section.table
-    sized = table.size > 0
-    start, size = table.start[sized], table.size[sized].astype(np.uint64)
     if relocatable:
-        return int(size.sum())
-    if bool(np.any(start > np.uint64(_U64_MAX) - size)):  # an end past 2**64: exact integers
-        begins, sizes = start.tolist(), size.tolist()
-        return _merged_length(sorted((b, b + n) for b, n in zip(begins, sizes, strict=True)))
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], start[order] + size[order]
-    # Each range adds what lies past the furthest end of the ranges starting before it.
-    reach = np.maximum.accumulate(end)
-    low = start.copy()
-    low[1:] = np.maximum(start[1:], reach[:-1])
-    return int(np.where(end > low, end - low, np.uint64(0)).sum())
-
-
-_U64_MAX = (1 << 64) - 1
-
-
-def _merged_length(ranges: list[tuple[int, int]]) -> int:
-    """Bytes the sorted [start, end) ``ranges`` cover together."""
-    covered, reach = 0, None
-    for start, end in ranges:
-        if reach is None or start >= reach:
-            covered += end - start
-            reach = end
-        elif end > reach:
-            covered += end - reach
-            reach = end
-    return covered
+        return int(table.size.sum())
+    return lookup.covered_bytes(table.start, table.size.astype(np.uint64))
 
 
 def section_info(

@@ -31,6 +31,7 @@ from ..format.section import SFrameSection
 from ..format.walk import fre_infos
 from ..sources import ResolvedSFrame, resolve_image
 from .compact import compact
+from .info import covered_bytes
 from .parallel import map_files
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ def _from_section(result: FileStats, found: ResolvedSFrame) -> FileStats:
         sframe=len(data),
         sframe_version=int(section.version),
         origin=str(found.origin),
-        covered_bytes=min(int(section.table.size.sum()), result.text_bytes),
+        covered_bytes=min(covered_bytes(section, found.relocatable), result.text_bytes),
     )
     notes: list[str] = []
     sizes: dict[Version, int | None] = {}
