@@ -34,6 +34,7 @@ from pysframe.generate import (
     GeneratedFunction,
     Translation,
     bulk,
+    bulk_section,
     cfi,
     encode_functions,
     generate_from_eh_frame,
@@ -131,7 +132,7 @@ def test_bulk_generation_equals_per_function(case: tuple) -> None:  # type: igno
             assert fast == slow, (abi, version, [f[2].hex() for f in fdes])
         cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=order == ">")
         encoder = FunctionEncoder(ABI_PARAMS[abi], order == ">")
-        done = bulk.translate_fdes(data, cies, [s for s in spans if s[2]], encoder)
+        done = bulk_section.translate_fdes(data, cies, [s for s in spans if s[2]], encoder)
         bulk_handled += sum(made is not None for made in done)
     assert bulk_handled > 100  # the bulk path was exercised
 
@@ -383,12 +384,12 @@ def test_bulk_instruction_lengths_are_the_declared_ones() -> None:
 
 
 def test_bulk_generation_across_chunks() -> None:
-    """More functions than one chunk of the bulk path (bulk.CHUNK) holds, programs shared
+    """More functions than one chunk of the bulk path (bulk_section.CHUNK) holds, programs shared
     across chunk boundaries: the same section as the per-function path."""
     abi, order, cie, pieces = CASES[0]
     rng = random.Random(2026)
     fdes: list[tuple[int, int, bytes]] = []
-    for index in range(2 * bulk.CHUNK + 123):
+    for index in range(2 * bulk_section.CHUNK + 123):
         if fdes and rng.random() < 0.5:
             program = fdes[rng.randrange(len(fdes))][2]
         else:
@@ -397,8 +398,9 @@ def test_bulk_generation_across_chunks() -> None:
     data = eh_frame(order, cie, fdes)
     assert outcome(data, abi, 3) == outcome(data, abi, 3, bulk=False)
     cies, spans = cfi.scan_fdes(data, 0x1000, big_endian=order == ">")
-    done = bulk.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], order == ">"))
-    handled = [at // bulk.CHUNK for at, made in enumerate(done) if made is not None]
+    encoder = FunctionEncoder(ABI_PARAMS[abi], order == ">")
+    done = bulk_section.translate_fdes(data, cies, spans, encoder)
+    handled = [at // bulk_section.CHUNK for at, made in enumerate(done) if made is not None]
     assert set(handled) == {0, 1, 2} and len(handled) > 1000  # every chunk went the bulk path
 
 
@@ -472,7 +474,7 @@ def test_bulk_generation_of_a_function_of_too_many_rows() -> None:
     _data, functions, skipped, _total = fast
     assert [(f.size, f.num_fres) for f in functions] == [(0x4000, 0x4000), (65_535, 65_535)]
     cies, spans = cfi.scan_fdes(data, 0x1000)
-    done = bulk.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], False))
+    done = bulk_section.translate_fdes(data, cies, spans, FunctionEncoder(ABI_PARAMS[abi], False))
     assert None not in done  # all through the bulk path
     assert [(s.size, s.reason) for s in skipped] == [
         (size, "no SFrame FDE emitted; Number of FREs exceeds UINT16_MAX") for size in sizes[2:]

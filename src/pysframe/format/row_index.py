@@ -1,11 +1,11 @@
 """Finding the row of one function that applies at a PC by binary search, without numpy.
 
-A function's FREs are stepped through once (:func:`step_fres`: only each FRE's position is
-read, its length coming from a table indexed by the info byte, V2 spec 2.4), their start
-addresses read, and the result kept as a :class:`RowIndex`.  A lookup then searches the start
-addresses (``bisect``) and decodes the one row it lands on, so that a function of millions of
-rows costs one pass to index and a logarithmic search per PC, where the scan of
-``sframe_find_fre`` costs a pass per PC.
+A function's FREs are stepped through once (:func:`~pysframe.format.walk.step_fres`: only
+each FRE's position is read, its length coming from a table indexed by the info byte, V2 spec
+2.4), their start addresses read, and the result kept as a :class:`RowIndex`.  A lookup then
+searches the start addresses (``bisect``) and decodes the one row it lands on, so that a
+function of millions of rows costs one pass to index and a logarithmic search per PC, where
+the scan of ``sframe_find_fre`` costs a pass per PC.
 
 The answers are the scan's (:func:`pysframe.format.lookup.find_row_index`, the reference,
 tests/test_properties.py holds them equal) whatever the order of the rows:
@@ -20,7 +20,7 @@ tests/test_properties.py holds them equal) whatever the order of the rows:
 * V1 PCMASK rows match the low four bits of the address (libsframe 2.40): the first row
   matching each of the 16 values is found once.
 
-:func:`step_fres` is also the scalar leg of the bulk walk (:func:`pysframe.format.walk.locate_fres`)
+The stepper is also the scalar leg of the bulk walk (:func:`pysframe.format.walk.locate_fres`)
 for the few functions still walking after the others have ended.
 """
 
@@ -29,17 +29,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
-from functools import cache
 from itertools import accumulate, chain, islice, pairwise
 from typing import TYPE_CHECKING
 
 from .constants import FdeType, PcType, Version
 from .layout import (
-    FRE_BAD_WORD_SIZE,
     FRE_INFO_SIZE,
     fre_address_size,
     fre_address_struct,
-    fre_length,
     fre_word_count,
     fre_word_size,
     fre_word_size_code,
@@ -47,51 +44,18 @@ from .layout import (
 )
 from .model import FrameRow
 from .rules import decode_rules, row_context, rules_cache
+from .walk import step_fres, walk_fres
 
 if TYPE_CHECKING:
     from .model import Function, Header
     from .view import Buffer
 
 _U64 = 1 << 64
-#: Far past any section: the "length" of an FRE with the invalid data-word size code.
-_TOO_LONG = 1 << 40
 #: V1 PCMASK rows compare the low four bits of addresses (libsframe 2.40).
 _V1_MASK = 0xF
 #: Unsigned 32-bit items: FRE start addresses, and FRE positions from a function's first FRE
 #: (both less than 2**32: the fields are u32 at most, sfh_fre_len is a u32).
 _U32 = "I" if array("I").itemsize == 4 else "L"
-
-
-@cache
-def fre_lengths(fre_type: int) -> tuple[int, ...]:
-    """Bytes of an FRE of ``fre_type`` by info byte (start address, info, data words);
-    far too many for the invalid data-word size code."""
-    return tuple(
-        _TOO_LONG if fre_word_size_code(info) == FRE_BAD_WORD_SIZE else fre_length(fre_type, info)
-        for info in range(256)
-    )
-
-
-def step_fres(
-    data: Buffer, fre_type: int, position: int, count: int, end: int, out: array[int], base: int
-) -> int:
-    """Append to ``out`` the position (less ``base``) of each of ``count`` FREs from byte
-    ``position`` on, and return the byte after the last one.
-
-    It stops early, before an FRE whose info byte is not before ``end``; an FRE running past
-    ``end`` makes the returned position pass it.  Either way the walk is not sound:
-    ``len(out)`` short of ``count``, or the result past ``end``; the checked walk
-    (:func:`pysframe.format.walk.walk_fres`) then says why."""
-    lengths = fre_lengths(fre_type)
-    at_info = fre_address_size(fre_type)
-    last = end - FRE_INFO_SIZE - at_info  # the last position whose info byte is before end
-    append = out.append
-    for _ in range(count):
-        if position > last:
-            break
-        append(position - base)
-        position += lengths[data[position + at_info]]
-    return position
 
 
 class RowIndex:
@@ -284,8 +248,6 @@ def _raise_walk_error(
     """Raise what decoding the rows raises first when :func:`step_fres` did not walk them all
     soundly: a FLEX row's error before the bad FRE, else the checked walk's problem, from
     the last FRE stepped to on (only it, or the one after it, can be the bad one)."""
-    from .walk import walk_fres
-
     number = max(len(positions) - 1, 0)
     at = first + positions[number] if len(positions) else first
     walk = walk_fres(data, header, function.fre_type, at, function.num_rows - number, number)

@@ -15,7 +15,7 @@ those checks and the layout:
   every function that has one, functions ordered by descending FRE count so that the ones
   still walking are a prefix; an FRE's length comes from a table indexed by FRE type and
   info.  Once only a few functions are still walking, each finishes alone
-  (:func:`pysframe.format.row_index.step_fres`, the same table in a loop), so that a
+  (:func:`step_fres`, the same table in a loop), so that a
   function of millions of FREs does not cost a bulk step per FRE.  On a problem the scalar
   walk runs over the functions in order, so that the error raised is the one it finds
   first.  :func:`fre_infos` gives every FRE's info byte, :func:`fre_ends` where each
@@ -59,7 +59,6 @@ from .layout import (
     fre_words_struct,
     word_mask,
 )
-from .row_index import step_fres
 from .rules import Rules, decode_rules, row_context, rules_cache
 
 if TYPE_CHECKING:
@@ -117,6 +116,42 @@ def _info_table(big_endian: bool) -> tuple[tuple[int, struct.Struct | None], ...
             words = fre_words_struct(size_code, count, big_endian)
             table.append((count * fre_word_size(info), words))
     return tuple(table)
+
+
+#: Far past any section: the "length" of an FRE with the invalid data-word size code.
+_TOO_LONG = 1 << 40
+
+
+@cache
+def fre_lengths(fre_type: int) -> tuple[int, ...]:
+    """Bytes of an FRE of ``fre_type`` by info byte (start address, info, data words);
+    far too many for the invalid data-word size code."""
+    return tuple(
+        _TOO_LONG if fre_word_size_code(info) == FRE_BAD_WORD_SIZE else fre_length(fre_type, info)
+        for info in range(256)
+    )
+
+
+def step_fres(
+    data: Buffer, fre_type: int, position: int, count: int, end: int, out: array[int], base: int
+) -> int:
+    """Append to ``out`` the position (less ``base``) of each of ``count`` FREs from byte
+    ``position`` on, and return the byte after the last one.
+
+    It stops early, before an FRE whose info byte is not before ``end``; an FRE running past
+    ``end`` makes the returned position pass it.  Either way the walk is not sound:
+    ``len(out)`` short of ``count``, or the result past ``end``; the checked walk
+    (:func:`pysframe.format.walk.walk_fres`) then says why."""
+    lengths = fre_lengths(fre_type)
+    at_info = fre_address_size(fre_type)
+    last = end - FRE_INFO_SIZE - at_info  # the last position whose info byte is before end
+    append = out.append
+    for _ in range(count):
+        if position > last:
+            break
+        append(position - base)
+        position += lengths[data[position + at_info]]
+    return position
 
 
 def walk_fres(
@@ -297,7 +332,7 @@ def _locate(view: SectionView) -> FreLocations:
 
 #: When at most this many functions are still walking, each finishes on its own: a step of
 #: the bulk walk costs some microseconds whatever the number of functions it moves, a scalar
-#: step (:func:`pysframe.format.row_index.step_fres`) a fraction of one.  So every bulk step
+#: step (:func:`step_fres`) a fraction of one.  So every bulk step
 #: moves more than this many FREs, and a function of millions of FREs is walked in one loop.
 _FEW_WALKING = 32
 

@@ -17,6 +17,8 @@ Modules, each with one job:
   numpy (per-opcode tables from the one operand table, the walk, advance operands);
 * :mod:`~pysframe.generate.bulk`: gas' rules for the common programs of a whole section, with
   numpy;
+* :mod:`~pysframe.generate.bulk_section`: a section's FDEs translated through it, a chunk of
+  functions at a time;
 * :mod:`~pysframe.generate.fres_bulk`: the FREs of many functions at once, with numpy;
 * :mod:`~pysframe.generate.plt`: the PLT FDEs GNU ld writes;
 * :mod:`~pysframe.generate.driver`: sections from ``.eh_frame`` bytes or ELF files;

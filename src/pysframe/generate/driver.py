@@ -33,7 +33,7 @@ from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Versi
 from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
 from ..format.lookup import covered_bytes
 from ..format.section import SFrameSection
-from .bulk import translate_fdes, tuple_columns
+from .bulk_section import translate_fdes, tuple_columns
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
 from .locate import find_eh_frame
 from .ops import Op, decode_instructions
