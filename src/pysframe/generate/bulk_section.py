@@ -10,6 +10,7 @@ FRE type and row count are the same.  What it does not take is left to the per-f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise, repeat
@@ -30,7 +31,7 @@ from .rows import MAX_FRES, FunctionEncoder, GeneratedFunction
 from .translator import TOO_MANY_FRES
 
 
-def tuple_columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+def tuple_columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     """The columns of equal-length tuples (faster than ``zip(*rows)`` for many rows)."""
     return [list(map(itemgetter(k), rows)) for k in range(width)]
 

@@ -542,17 +542,33 @@ def _inside_code(
     there, and a reader that checks (the Linux kernel; the fde-text rule) refuses a whole
     section for one such function.  A file without an executable segment keeps them all."""
     code = _code_segments(image)
-    if not code:
+    if not code or not functions:
         return functions, []
-    inside: list[GeneratedFunction] = []
-    outside: list[SkippedFunction] = []
-    for function in functions:
-        start, end = function.start, function.start + function.size
-        if any(low <= start and end <= high for low, high in code):
-            inside.append(function)
-        else:
-            reason = f"{NO_FDE}[{start:#x}, {end:#x}) is outside every executable segment"
-            outside.append(SkippedFunction(function.start, function.size, reason))
+    starts, sizes = tuple_columns(functions, 2)
+    try:
+        start = np.array(starts, dtype=np.uint64)
+        end = start + np.array(sizes, dtype=np.uint64)
+        held = np.zeros(len(functions), dtype=bool)
+        for low, high in code:  # a few segments: one numpy pass each
+            held |= (start >= np.uint64(low)) & (end <= np.uint64(high)) & (end >= start)
+        kept = held.tolist()
+    except OverflowError:  # a segment or function past 2**64: Python integers
+        kept = [
+            any(low <= b and b + n <= high for low, high in code)
+            for b, n in zip(starts, sizes, strict=True)
+        ]
+    if all(kept):
+        return functions, []
+    inside = [f for f, ok in zip(functions, kept, strict=True) if ok]
+    outside = [
+        SkippedFunction(
+            f.start,
+            f.size,
+            f"{NO_FDE}[{f.start:#x}, {f.start + f.size:#x}) is outside every executable segment",
+        )
+        for f, ok in zip(functions, kept, strict=True)
+        if not ok
+    ]
     return inside, outside
 
 
