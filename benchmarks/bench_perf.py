@@ -94,13 +94,7 @@ def record(perf: str, workload: str, samples: int, period: int = 100_000) -> Pat
     seconds = samples / (1e9 / period) / min(threads, os.cpu_count() or 1) * 1.3
     for _ in range(4):
         partial = out / "perf.partial"
-        done = subprocess.run(
-            [perf, "record", "-q", "-e", "cpu-clock", "-c", str(period), "--call-graph",
-             "dwarf", "-o", str(partial), "--", *command, f"{seconds:.2f}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode:
-            print(f"perf record cannot record here: {done.stderr.strip()[:200]}")
+        if not common.perf_record(perf, [*command, f"{seconds:.2f}"], partial, period):
             return None
         got = count_samples(perf, partial)
         if got >= samples:

@@ -95,15 +95,9 @@ def recording(perf: str, samples: int, quick: bool) -> Path | None:
         # cpu-clock every 20 us of CPU time; measured here: 150 million iterations per
         # thread give about 20,000 samples.
         millions = max(0.2, samples / 130)
-        period = "100000" if quick else "20000"
+        period = 100_000 if quick else 20_000
         partial = path.with_suffix(".partial")
-        done = subprocess.run(
-            [perf, "record", "-q", "-e", "cpu-clock", "-c", period, "--call-graph", "dwarf",
-             "-o", str(partial), "--", str(program), f"{millions:g}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode:
-            print(f"perf record cannot record here: {done.stderr.strip()[:200]}")
+        if not common.perf_record(perf, [str(program), f"{millions:g}"], partial, period):
             return None
         partial.replace(path)
     return path

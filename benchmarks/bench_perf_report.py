@@ -20,7 +20,6 @@ import argparse
 import io
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -114,14 +113,8 @@ def python_recording(perf: str, quick: bool) -> Path | None:
         return path
     partial = path.with_suffix(".partial")
     count = 20_000 if quick else 240_000
-    done = subprocess.run(
-        [perf, "record", "-q", "-e", "cpu-clock", "-c", "100000" if quick else "50000",
-         "--call-graph", "dwarf", "-o", str(partial), "--", sys.executable, "-c",
-         WORKLOAD.format(count=count)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode:
-        print(f"perf record cannot record here: {done.stderr.strip()[:200]}")
+    command = [sys.executable, "-c", WORKLOAD.format(count=count)]
+    if not common.perf_record(perf, command, partial, 100_000 if quick else 50_000):
         return None
     partial.replace(path)
     return path

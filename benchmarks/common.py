@@ -98,6 +98,21 @@ def run_process(
     return run
 
 
+def perf_record(perf: str, command: list[str], output: Path, period: int) -> bool:
+    """``perf record --call-graph dwarf`` of ``command`` into ``output``, sampling cpu-clock
+    every ``period`` ns of CPU time; False, with perf's reason printed, where perf cannot record
+    here (no perf_event_open, say)."""
+    done = subprocess.run(
+        [perf, "record", "-q", "-e", "cpu-clock", "-c", str(period), "--call-graph", "dwarf",
+         "-o", str(output), "--", *command],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode:
+        print(f"perf record cannot record here: {done.stderr.strip()[:200]}")
+        return False
+    return True
+
+
 # -- command line ------------------------------------------------------------------------------
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)

@@ -16,11 +16,9 @@ from perf_support import Unavailable, check_perf
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-@pytest.mark.parametrize(("script", "expected"), [
-    ("bench_perf_read.py", ("CPU time, whole process", "peak resident set")),
-    ("bench_perf_symbols.py", ("CPU time, the symbols alone",)),
-])  # fmt: skip
-def test_perf_benchmarks_run_quick(tmp_path: Path, script: str, expected: tuple[str, ...]) -> None:
+def run_quick(tmp_path: Path, script: str, timeout: int) -> str:
+    """The output of ``benchmarks/SCRIPT --quick`` (its recordings cached in ``tmp_path``),
+    which must end well and print no traceback."""
     try:
         check_perf()
     except Unavailable as why:
@@ -28,27 +26,26 @@ def test_perf_benchmarks_run_quick(tmp_path: Path, script: str, expected: tuple[
     env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(tmp_path))
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick"], capture_output=True, text=True,
-        env=env, timeout=300, check=False,
+        env=env, timeout=timeout, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert all(text in done.stdout for text in expected), done.stdout
+    return done.stdout
+
+
+@pytest.mark.parametrize(("script", "expected"), [
+    ("bench_perf_read.py", ("CPU time, whole process", "peak resident set")),
+    ("bench_perf_symbols.py", ("CPU time, the symbols alone",)),
+])  # fmt: skip
+def test_perf_benchmarks_run_quick(tmp_path: Path, script: str, expected: tuple[str, ...]) -> None:
+    output = run_quick(tmp_path, script, 300)
+    assert all(text in output for text in expected), output
 
 
 def test_perf_benchmark_runs_quick(tmp_path: Path) -> None:
     """benchmarks/bench_perf.py: the three workloads recorded small, every command timed,
     the walk rate and the agreement with perf script printed."""
-    try:
-        check_perf()
-    except Unavailable as why:
-        unavailable(why)
-    env = dict(os.environ, PYSFRAME_BENCH_CACHE=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "bench_perf.py"), "--quick"], capture_output=True,
-        text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
+    output = run_quick(tmp_path, "bench_perf.py", 600)
     for workload in ("c", "c++", "python"):
-        assert f"== {workload}: " in done.stdout
-    assert done.stdout.count("CPU ratio") == 6 and done.stdout.count("agreement over") == 3
+        assert f"== {workload}: " in output
+    assert output.count("CPU ratio") == 6 and output.count("agreement over") == 3

@@ -108,7 +108,7 @@ def _copy_over(path: str, temporary: str, target: str) -> None:
         except OSError as error:
             raise OutputError(error.strerror or str(error), path=path) from None
         _write_all(path, out, iter(lambda: source.read(1 << 20), b""), sync=True, truncate=True)
-    os.unlink(temporary)
+    _written(path, os.unlink, temporary)
 
 
 def _write_stream(path: str, data: Iterable[bytes | bytearray | memoryview]) -> None:
