@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import OutputError
 from ..output import write_file
 from .aggregate import FlatStacks, column, group
-from .profile import FrameInfo, Profile
+from .profile import FrameInfo, Profile, interned
 
 #: The schema: message → fields (name, number, type, repeated, message type).
 _SCHEMA: dict[str, list[tuple[str, int, str, bool, str | None]]] = {
@@ -146,11 +146,7 @@ class _Strings:
         self.index: dict[str, int] = {"": 0}
 
     def __call__(self, text: str) -> int:
-        found = self.index.get(text)
-        if found is None:
-            found = self.index[text] = len(self.table)
-            self.table.append(text)
-        return found
+        return interned(self.index, self.table, text)
 
 
 def _value_type(name: str, unit: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 #: The module name perf gives kernel frames.
 KERNEL_MODULE = "[kernel.kallsyms]"
@@ -48,6 +48,19 @@ class FrameInfo:
     def name(self) -> str:
         """The function's name, or perf's ``[unknown]``."""
         return self.symbol if self.symbol is not None else UNKNOWN
+
+
+_Key = TypeVar("_Key")
+
+
+def interned(index: dict[_Key, int], items: list[_Key], key: _Key) -> int:
+    """The number of ``key`` in ``items`` (``index`` maps each item to its number), appended
+    when new: the ids of a profile's tables and of pprof's string table."""
+    found = index.get(key)
+    if found is None:
+        found = index[key] = len(items)
+        items.append(key)
+    return found
 
 
 @dataclass(slots=True)
@@ -98,35 +111,17 @@ class Profile:
     # -- building -------------------------------------------------------------------------------
     def frame_id(self, frame: FrameInfo) -> int:
         """The id of ``frame``, added when new."""
-        found = self._frame_ids.get(frame)
-        if found is None:
-            found = self._frame_ids[frame] = len(self.frames)
-            self.frames.append(frame)
-        return found
+        return interned(self._frame_ids, self.frames, frame)
 
     def stack_id(self, frames: Sequence[int]) -> int:
         """The id of the stack of frame ids ``frames`` (innermost first), added when new."""
-        key = tuple(frames)
-        found = self._stack_ids.get(key)
-        if found is None:
-            found = self._stack_ids[key] = len(self.stacks)
-            self.stacks.append(key)
-        return found
+        return interned(self._stack_ids, self.stacks, tuple(frames))
 
     def comm_id(self, comm: str) -> int:
-        found = self._comm_ids.get(comm)
-        if found is None:
-            found = self._comm_ids[comm] = len(self.comms)
-            self.comms.append(comm)
-        return found
+        return interned(self._comm_ids, self.comms, comm)
 
     def event_id(self, name: str, unit: str) -> int:
-        key = (name, unit)
-        found = self._event_ids.get(key)
-        if found is None:
-            found = self._event_ids[key] = len(self.events)
-            self.events.append(key)
-        return found
+        return interned(self._event_ids, self.events, (name, unit))
 
     def add(
         self,
@@ -235,4 +230,4 @@ class Profile:
         return chosen
 
 
-__all__ = ["KERNEL_MODULE", "UNKNOWN", "FrameInfo", "Profile"]
+__all__ = ["KERNEL_MODULE", "UNKNOWN", "FrameInfo", "Profile", "interned"]
