@@ -185,8 +185,10 @@ class _Namer:
         ids = np.empty(len(unique), dtype=np.int64)
         missing: dict[int, list[int]] = {}
         at_end: list[int] = []
-        for position, (module, address) in enumerate(unique.tolist()):
-            key = (int(np.int64(np.uint64(module))), int(address))
+        # The module column back to signed ids (-1: none), as the walk gave them.
+        pairs = list(zip(unique[:, 0].astype(np.int64).tolist(), unique[:, 1].tolist(),
+                         strict=True))  # fmt: skip
+        for position, key in enumerate(pairs):
             found = self.ids.get(key)
             if found is not None:
                 ids[position] = found
@@ -197,7 +199,7 @@ class _Namer:
         first = np.zeros(len(unique), dtype=np.int64)  # a frame of each distinct one
         first[inverse[::-1]] = np.arange(len(inverse))[::-1]
         for module_id, positions in missing.items():
-            addresses = [int(unique[position][1]) for position in positions]
+            addresses = [pairs[position][1] for position in positions]
             named = self._user_names(module_id, addresses)
             for position, address, name in zip(positions, addresses, named, strict=True):
                 if isinstance(name, _AtEnd):
@@ -211,14 +213,14 @@ class _Namer:
                     self._inlined(profile, module_id, pc, frame, int(ids[position]))
         out = ids[inverse]
         if at_end:
-            self._name_at_end(profile, out, unique, inverse, at_end, lookup, pids)
+            self._name_at_end(profile, out, pairs, inverse, at_end, lookup, pids)
         return out
 
     def _name_at_end(
         self,
         profile: Profile,
         out: npt.NDArray[np.int64],
-        unique: npt.NDArray[np.uint64],
+        pairs: list[tuple[int, int]],
         inverse: npt.NDArray[np.intp],
         positions: list[int],
         lookup: npt.NDArray[np.uint64],
@@ -228,7 +230,7 @@ class _Namer:
         symbol's start less the map's start (util/symbol.c __symbol__fprintf_symname_offs),
         so it depends on where the process mapped the module."""
         for position in positions:
-            module_id, address = int(unique[position][0]), int(unique[position][1])
+            module_id, address = pairs[position]
             name = self.at_end[(module_id, address)]
             for frame in np.flatnonzero(inverse == position).tolist():
                 pc = int(lookup[frame])
