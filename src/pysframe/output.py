@@ -18,7 +18,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from .errors import OutputError
 
@@ -103,10 +103,7 @@ def _copy_over(path: str, temporary: str, target: str) -> None:
     links: a rename would leave them naming the old bytes (binutils' ``smart_rename`` copies
     for the same reason).  The new bytes are whole on disk before the target is touched."""
     with open(temporary, "rb") as source:
-        try:
-            out = open(target, "r+b")  # noqa: SIM115  (closed by _write_all)
-        except OSError as error:
-            raise OutputError(error.strerror or str(error), path=path) from None
+        out = _opened(path, target, "r+b")
         _write_all(path, out, iter(lambda: source.read(1 << 20), b""), sync=True, truncate=True)
     _written(path, os.unlink, temporary)
 
@@ -114,11 +111,16 @@ def _copy_over(path: str, temporary: str, target: str) -> None:
 def _write_stream(path: str, data: Iterable[bytes | bytearray | memoryview]) -> None:
     """Write ``data`` to the character device or FIFO ``path`` as it is (no temporary file:
     a device cannot be renamed over)."""
+    _write_all(path, _opened(path, path, "wb"), data, sync=False)
+
+
+def _opened(path: str, name: str, mode: Literal["wb", "r+b"]) -> BinaryIO:
+    """``name`` opened for writing the output ``path`` (closed by :func:`_write_all`); an
+    OSError becomes an OutputError naming the output."""
     try:
-        out = open(path, "wb")  # noqa: SIM115  (closed below; open errors name the output)
+        return open(name, mode)
     except OSError as error:
         raise OutputError(error.strerror or str(error), path=path) from None
-    _write_all(path, out, data, sync=False)
 
 
 def _write_all(
