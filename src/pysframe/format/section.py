@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 import numpy.typing as npt
 
+from .bounded import BoundedCache
 from .constants import Abi, Flags, Version
 from .decode import (
     decode_rows,
@@ -98,10 +99,14 @@ class SFrameSection(Sequence[Function]):
         self._starts: U64Array = read_starts(data, self.header, section_address)
         self._sorted = self.header.sorted
         self._table: FunctionTable | None = None
-        self._function_cache: dict[int, Function] = {}
+        self._function_cache: BoundedCache[int, Function] = BoundedCache(self.ROW_CACHE_SIZE)
         self._row_table: RowTable | None = None
-        self._row_cache: dict[tuple[int, ...], tuple[FrameRow, ...]] = {}
-        self._index_cache: dict[tuple[int, ...], RowIndex] = {}
+        self._row_cache: BoundedCache[tuple[int, ...], tuple[FrameRow, ...]] = BoundedCache(
+            self.ROW_CACHE_SIZE
+        )
+        self._index_cache: BoundedCache[tuple[int, ...], RowIndex] = BoundedCache(
+            self.ROW_CACHE_SIZE
+        )
 
     @classmethod
     def from_bytes(cls, data: Buffer, section_address: int = 0) -> SFrameSection:
@@ -181,14 +186,11 @@ class SFrameSection(Sequence[Function]):
             )
 
     def _function(self, index: int) -> Function:
-        function = self._function_cache.get(index)
-        if function is None:
-            start = int(self._starts[index])
-            function = read_function(self._data, self.header, index, start, self._rows_of)
-            if len(self._function_cache) >= self.ROW_CACHE_SIZE:
-                self._function_cache.clear()
-            self._function_cache[index] = function
-        return function
+        return self._function_cache.get(index, self._read_function, index)
+
+    def _read_function(self, index: int) -> Function:
+        start = int(self._starts[index])
+        return read_function(self._data, self.header, index, start, self._rows_of)
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
         """The rows of function ``index`` (negative: from the end, as ``section[index]``),
@@ -196,26 +198,16 @@ class SFrameSection(Sequence[Function]):
         return self._rows_of(self[index])
 
     def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
-        key = _rows_key(function)
-        cached = self._row_cache.get(key)
-        if cached is None:
-            cached = decode_rows(self._data, self.header, function)
-            if len(self._row_cache) >= self.ROW_CACHE_SIZE:
-                self._row_cache.clear()
-            self._row_cache[key] = cached
-        return cached
+        return self._row_cache.get(
+            _rows_key(function), decode_rows, self._data, self.header, function
+        )
 
     def _row_index(self, function: Function) -> RowIndex:
         """``function``'s rows as a lookup searches them, indexed on first use (a bounded
         cache keeps them)."""
-        key = _rows_key(function)
-        index = self._index_cache.get(key)
-        if index is None:
-            index = index_rows(self._data, self.header, function)
-            if len(self._index_cache) >= self.ROW_CACHE_SIZE:
-                self._index_cache.clear()
-            self._index_cache[key] = index
-        return index
+        return self._index_cache.get(
+            _rows_key(function), index_rows, self._data, self.header, function
+        )
 
     @property
     def num_rows(self) -> int:

@@ -21,6 +21,7 @@ holds, every read stays inside its bytes.
 
 from __future__ import annotations
 
+from .bounded import BoundedCache
 from .decode import decode_rows, fde_position, parse_header, read_function
 from .layout import FDE_SIZE, fde_start_struct, fde_struct
 from .lookup import lookup_in
@@ -62,9 +63,9 @@ class SectionLookup:
         self.section_address = section_address
         self.header: Header = parse_header(data)
         self._start_field = fde_start_struct(self.header.version, self.header.big_endian)
-        self._functions: dict[int, Function] = {}
-        self._rows: dict[int, tuple[FrameRow, ...]] = {}
-        self._indexes: dict[int, RowIndex] = {}
+        self._functions: BoundedCache[int, Function] = BoundedCache(self.CACHE_SIZE)
+        self._rows: BoundedCache[int, tuple[FrameRow, ...]] = BoundedCache(self.CACHE_SIZE)
+        self._indexes: BoundedCache[int, RowIndex] = BoundedCache(self.CACHE_SIZE)
 
     def __len__(self) -> int:
         return self.header.num_fdes
@@ -113,31 +114,15 @@ class SectionLookup:
         return None
 
     def _function(self, index: int, start: int) -> Function:
-        function = self._functions.get(index)
-        if function is None:
-            function = read_function(self.data, self.header, index, start, self._rows_of)
-            if len(self._functions) >= self.CACHE_SIZE:
-                self._functions.clear()
-            self._functions[index] = function
-        return function
+        return self._functions.get(
+            index, read_function, self.data, self.header, index, start, self._rows_of
+        )
 
     def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
-        rows = self._rows.get(function.index)
-        if rows is None:
-            rows = decode_rows(self.data, self.header, function)
-            if len(self._rows) >= self.CACHE_SIZE:
-                self._rows.clear()
-            self._rows[function.index] = rows
-        return rows
+        return self._rows.get(function.index, decode_rows, self.data, self.header, function)
 
     def _row_index(self, function: Function) -> RowIndex:
-        index = self._indexes.get(function.index)
-        if index is None:
-            index = index_rows(self.data, self.header, function)
-            if len(self._indexes) >= self.CACHE_SIZE:
-                self._indexes.clear()
-            self._indexes[function.index] = index
-        return index
+        return self._indexes.get(function.index, index_rows, self.data, self.header, function)
 
     def lookup(self, pc: int) -> LookupResult | None:
         """The function and the row that apply at ``pc``, or None."""
