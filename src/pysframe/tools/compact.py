@@ -174,7 +174,7 @@ def _write(
     if target is None:
         return False
     rewritten = rewrite_sframe(loaded.data, loaded.header, sframe)
-    write_file(target, rewritten.data, input_path=path, in_place=in_place, mode_from=path)
+    write_file(target, rewritten.data, inputs=[path], in_place=in_place, mode_from=path)
     return True
 
 
