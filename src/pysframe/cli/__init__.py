@@ -83,6 +83,7 @@ def _main(argv: Sequence[str] | None) -> int:
         status: int = args.func(args)
         sys.stdout.flush()
     except SFrameError as error:
+        _cache_warnings()
         report.report_error(error.at(path=_only_input(args, error)), args)
         return 1
     except BrokenPipeError:
@@ -96,6 +97,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return 0
         report.line(f"{error.filename or _output_name(args)}: {error.strerror or error}")
         return 1
+    _cache_warnings()
     return status
 
 
@@ -106,6 +108,15 @@ def _refuse_standard_output_over_inputs(args: argparse.Namespace) -> None:
     from ..output import STDOUT, refuse_inputs
 
     refuse_inputs(STDOUT, _inputs(args))
+
+
+def _cache_warnings() -> None:
+    """Warn with what the cache of generated SFrame found wrong (an entry not used, a directory
+    not trusted), once each; nothing to say when the command did not use the cache."""
+    cache = sys.modules.get("pysframe.sources.cache")
+    if cache is not None:
+        for warning in cache.take_warnings():
+            report.warn(warning)
 
 
 def _output_name(args: argparse.Namespace) -> str:
