@@ -153,7 +153,7 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
     from ..tools.parallel import map_files
     from .options import batch_progress, progress_callback
 
-    paths = list(args.files) or ["perf.data"]
+    paths = _paths(args)
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
         raise UsageError("perf: standard input (-) is read in this process, once")
     options = _options(args)
@@ -174,9 +174,22 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
         profile.merge(part)
         all_stats.append(stats)
     total = merged(all_stats)
-    for problem in total.problems:
+    for problem in dict.fromkeys(total.problems):  # each once (worker processes say the same)
         warn(problem)
     return profile, total
+
+
+def _paths(args: argparse.Namespace) -> list[str]:
+    """The recordings named (default ``perf.data``)."""
+    return list(args.files) or ["perf.data"]
+
+
+def _refuse_inputs(args: argparse.Namespace, output: str | None) -> None:
+    """Refuse, before reading anything, an output (None: standard output) that is one of the
+    recordings (:func:`pysframe.output.refuse_inputs`)."""
+    from ..output import STDOUT, refuse_inputs
+
+    refuse_inputs(output or STDOUT, _paths(args))
 
 
 def _profile_one(
@@ -244,6 +257,7 @@ def _filtered(profile: Profile, args: argparse.Namespace) -> Profile:
 def run_script(args: argparse.Namespace) -> int:
     from ..perf.script import write_script
 
+    _refuse_inputs(args, None)
     profile, _stats = _read(args)
     write_script(_filtered(profile, args), sys.stdout)
     return 0
@@ -257,6 +271,7 @@ def run_report(args: argparse.Namespace) -> int:
             raise UsageError("perf report: pprof is binary: give -o OUT")
         from ..perf.pprof import pprof_bytes  # checks that protobuf is there, before any reading
 
+    _refuse_inputs(args, args.output)
     profile, _stats = _read(args)
     profile = _filtered(profile, args)
     writers = {
@@ -266,16 +281,18 @@ def run_report(args: argparse.Namespace) -> int:
         "flamegraph": lambda out: flamegraph.write_flamegraph(profile, out),
         "json": lambda out: report.write_json(profile, out),
     }
+    inputs = _paths(args)
     if args.format == "pprof":
-        _write_binary(args.output, pprof_bytes(profile))
+        _write_binary(args.output, pprof_bytes(profile), inputs)
         return 0
-    _write_text(args.output, writers[args.format])
+    _write_text(args.output, writers[args.format], inputs)
     return 0
 
 
 def run_stats(args: argparse.Namespace) -> int:
     from ..perf.stats import stats_json, stats_text
 
+    _refuse_inputs(args, None)
     _profile, stats = _read(args)
     if args.json:
         json.dump(stats_json(stats), sys.stdout, indent=1)
@@ -285,7 +302,7 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_text(output: str | None, write: Any) -> None:
+def _write_text(output: str | None, write: Any, inputs: list[str]) -> None:
     import io
 
     from ..output import write_file
@@ -295,10 +312,10 @@ def _write_text(output: str | None, write: Any) -> None:
         return
     buffer = io.StringIO()
     write(buffer)
-    write_file(output, buffer.getvalue().encode())
+    write_file(output, buffer.getvalue().encode(), inputs=inputs)
 
 
-def _write_binary(output: str | None, data: bytes) -> None:
+def _write_binary(output: str | None, data: bytes, inputs: list[str]) -> None:
     from ..output import write_file
 
-    write_file(output or "-", data)
+    write_file(output or "-", data, inputs=inputs)

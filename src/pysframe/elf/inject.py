@@ -775,7 +775,7 @@ def inject_file(
     with _image(original) as image:
         new = _inject(image, original, data, plan, replace)
     # Atomically, never over the input, a new file with the input's permissions.
-    write_file(output, new, input_path=path, mode_from=path)
+    write_file(output, new, inputs=[path], mode_from=path)
 
 
 __all__ = [

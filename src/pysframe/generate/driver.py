@@ -490,7 +490,7 @@ def _generate_image(
         if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size
     ]
     if not image.has_section_headers():  # headers stripped: the executable segments are the text
-        text_ranges = [(low, high) for low, high in _code_segments(image) if high > low]
+        text_ranges = [(low, high) for low, high in image.code_ranges() if high > low]
     plts: dict[str, tuple[int, bytes, int]] = {}
     if abi is Abi.AMD64_ENDIAN_LITTLE and not image.is_relocatable:
         for name in _PLT_NAMES:
@@ -541,7 +541,7 @@ def _inside_code(
     of a damaged ``.eh_frame`` (a wrong section address or pointer) describes code that is not
     there, and a reader that checks (the Linux kernel; the fde-text rule) refuses a whole
     section for one such function.  A file without an executable segment keeps them all."""
-    code = _code_segments(image)
+    code = image.code_ranges()
     if not code or not functions:
         return functions, []
     starts, sizes = tuple_columns(functions, 2)
@@ -570,13 +570,6 @@ def _inside_code(
         if not ok
     ]
     return inside, outside
-
-
-def _code_segments(image: ElfImage) -> list[tuple[int, int]]:
-    """[start, end) of the executable segments of ``image``."""
-    from ..elf.layout import PF_X
-
-    return [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
 
 
 def _translate_cfi(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..sources.cache import take_warnings
 from ..sources.trust import Policy
 from ..unwind.symbolize import SymbolOptions
 from .data import DEFAULT_CHUNK, PerfData
@@ -128,6 +129,9 @@ def profile_recording(
         }
         stats.problems += [str(problem) for problem in data.problems]
         stats.problems += finder.symbol_problems
+        # What the cache of generated SFrame found wrong, with the rest (the warnings of a
+        # worker process come back this way).
+        stats.problems += take_warnings()
         stats.without_own_sframe = dict(finder.problems)
         stats.origins = {module.name: module.origin for module in spaces.modules}
     return profile, stats

@@ -334,7 +334,8 @@ _PLOT_MAX_FILES = 20
 
 
 def plot_stats(results: Sequence[FileStats], summary: FileStats, path: str) -> None:
-    """Draw the size comparison and the distributions into a PNG (needs matplotlib)."""
+    """Draw the size comparison and the distributions into the PNG file ``path`` (needs
+    matplotlib), written as every output is (:func:`pysframe.output.write_file`)."""
     try:
         import matplotlib
 
@@ -372,8 +373,15 @@ def plot_stats(results: Sequence[FileStats], summary: FileStats, path: str) -> N
     words = figure.add_subplot(grid[1, 1])
     labels = ["no words", "1 byte", "2 bytes", "4 bytes"]
     _bars(words, labels, summary.word_sizes, "rows", "Data-word sizes")
-    figure.savefig(path, dpi=100)
+    import io
+
+    from ..output import write_file
+
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=100)
     plt.close(figure)
+    # Atomically, never over one of the files read.
+    write_file(path, image.getvalue(), inputs=[r.path for r in results])
 
 
 def _short_name(path: str) -> str:
