@@ -172,3 +172,33 @@ def test_an_output_in_a_missing_directory_is_named(tmp_path: Path) -> None:
     with pytest.raises(OutputError) as error:
         write_file(str(target), b"data")
     assert str(error.value) == f"{target}: No such file or directory"  # not the temporary file
+
+
+def test_an_output_that_is_a_link_is_replaced_not_followed(tmp_path: Path) -> None:
+    # A link planted where the output will go (a shared directory) must not turn the write
+    # into a write over the file it points to: the link is replaced by the new file.
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    output = tmp_path / "profile.html"
+    output.symlink_to(victim)
+    write_file(str(output), b"profile")
+    assert victim.read_bytes() == b"precious"
+    assert not output.is_symlink()
+    assert output.read_bytes() == b"profile"
+
+
+def test_a_dangling_link_as_the_output_is_replaced(tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    output.symlink_to(tmp_path / "nowhere")
+    write_file(str(output), b"bytes")
+    assert not output.is_symlink()
+    assert output.read_bytes() == b"bytes"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_link_to_a_device_is_written_through(tmp_path: Path) -> None:
+    # /dev/stdout is such a link: writing through it replaces no file.
+    link = tmp_path / "sink"
+    link.symlink_to("/dev/null")
+    write_file(str(link), b"discarded")
+    assert link.is_symlink()

@@ -97,8 +97,10 @@ def write_file(
     of ``mode_from`` (for example the input program, so that a copy stays executable); an
     existing regular file keeps its own.  A character device or a FIFO is written to directly;
     any other file that is not a regular file (a directory, a socket, a block device) is
-    refused as a target.  A symbolic link named as the output is the user's: the file it
-    points to is replaced.
+    refused as a target.  A symbolic link named as the output is not followed: the link
+    itself is replaced by the new file, and what it pointed to is left as it was (a link to a
+    character device or a FIFO, such as ``/dev/stdout``, is written through, since no file is
+    replaced).  An in-place rewrite rewrites the file its input names, links followed.
     """
     data = [chunks] if isinstance(chunks, bytes | bytearray | memoryview) else chunks
     if not in_place:
@@ -109,9 +111,14 @@ def write_file(
             out.write(chunk)
         out.flush()
         return
-    target = os.path.realpath(path)
+    target = os.path.realpath(path) if in_place else path
+    existing: os.stat_result | None
     try:
-        existing = os.stat(target)
+        existing = os.lstat(target)
+        if stat.S_ISLNK(existing.st_mode):  # the output names a link: replaced, not followed
+            pointed = os.stat(target)
+            stream = stat.S_ISCHR(pointed.st_mode) | stat.S_ISFIFO(pointed.st_mode)
+            existing = pointed if stream else None
     except FileNotFoundError:
         existing = None
     if existing is not None and stat.S_ISCHR(existing.st_mode) | stat.S_ISFIFO(existing.st_mode):
