@@ -446,9 +446,9 @@ class PerfFile:
         self.record(SAMPLE, misc, body)
 
     def mmap2(
-        self, attr: int, pid: int, tid: int, start: int, length: int, pgoff: int, name: str,
-        *, prot: int = 5, flags: int = 2, build_id: bytes | None = None, time: int = 0,
-        misc: int = 2,
+        self, attr: int, pid: int, tid: int, start: int, length: int, pgoff: int,
+        name: str | bytes, *, prot: int = 5, flags: int = 2, build_id: bytes | None = None,
+        time: int = 0, misc: int = 2,
     ) -> None:
         body = self.pack("iiQQQ", pid, tid, start, length, pgoff)  # pid, tid, addr, len, pgoff
         if build_id is None:
@@ -472,7 +472,8 @@ class PerfFile:
         self.record(MMAP, misc, body)
 
     def comm(
-        self, attr: int, pid: int, tid: int, name: str, *, time: int = 0, exec_: bool = False
+        self, attr: int, pid: int, tid: int, name: str | bytes, *, time: int = 0,
+        exec_: bool = False,
     ) -> None:
         body = self.pack("ii", pid, tid) + _padded_name(name)  # pid, tid, char comm[]
         body += self.trailer(attr, pid, tid, time, self._ident(attr))
@@ -545,9 +546,10 @@ class PerfFile:
         return out + b"".join(self.records)
 
 
-def _padded_name(name: str) -> bytes:
-    """A NUL-terminated name padded to 8 bytes, as perf writes file and comm names."""
-    raw = name.encode() + b"\0"
+def _padded_name(name: str | bytes) -> bytes:
+    """A NUL-terminated name padded to 8 bytes, as perf writes file and comm names (bytes as
+    they are: a name need not be UTF-8)."""
+    raw = (name if isinstance(name, bytes) else name.encode()) + b"\0"
     return raw.ljust(-(-len(raw) // 8) * 8, b"\0")
 
 

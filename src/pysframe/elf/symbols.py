@@ -3,7 +3,8 @@
 A symbol table (``SHT_SYMTAB`` ``.symtab``, ``SHT_DYNSYM`` ``.dynsym``) is an array of gABI
 ``Elf64_Sym`` / ``Elf32_Sym`` entries; it is read here in one piece with numpy rather than
 entry by entry, and only the names of function symbols (``STT_FUNC``, ``STT_GNU_IFUNC``) are
-decoded from the linked string table.  Versioned names (``memcpy@@GLIBC_2.14``) lose their
+decoded from the linked string table (by :func:`pysframe.names.decode_name`: bytes that are not
+UTF-8 as ``\\xNN``).  Versioned names (``memcpy@@GLIBC_2.14``) lose their
 version, as gdb records them (``elf_symtab_read``).  :func:`read_symbol_entries` gives every
 entry of a table as arrays, names with their versions, for readers with rules of their own
 (perf's: :mod:`pysframe.perf.symbols`).
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ElfError
+from ..names import decode_name
 from .layout import (
     SHN_UNDEF,
     SHT_DYNSYM,
@@ -76,7 +78,7 @@ def symbol_name(strings: bytes, at: int, *, versions: bool = False) -> str:
     ``bfd_elf_get_str_section``); empty past the table's end.  The reference for
     :func:`symbol_names`."""
     end = strings.find(b"\0", at)
-    raw = strings[at : end if end >= 0 else len(strings)].decode("utf-8", "replace")
+    raw = decode_name(strings[at : end if end >= 0 else len(strings)])
     return raw if versions else raw.split("@", 1)[0]
 
 
@@ -109,7 +111,7 @@ def symbol_names(
         )
     if versions:
         return [
-            strings[start:end].decode("utf-8", "replace") if end > start else ""
+            decode_name(strings[start:end]) if end > start else ""
             for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
         ]
     return [
@@ -120,7 +122,7 @@ def symbol_names(
 
 def name_between(strings: bytes, start: int, end: int) -> str:
     """The name stored in ``strings[start:end]``, without its version; empty if none."""
-    return strings[start:end].decode("utf-8", "replace").split("@", 1)[0] if end > start else ""
+    return decode_name(strings[start:end]).split("@", 1)[0] if end > start else ""
 
 
 def _table_entries(image: ElfReader, table: str) -> tuple[np.ndarray, bytes] | None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..names import shown_name
 from ..sources.cache import take_warnings
 from ..sources.trust import Policy
 from ..unwind.symbolize import SymbolOptions
@@ -106,7 +107,7 @@ def profile_recording(
         spaces = AddressSpaces(finder)
         kernel = kernel_symbols(data.features.build_id(KERNEL_MODULE), options.debug_dir)
         namer = _Namer(finder, spaces, kernel, options.symbols, options.inline)
-        profile = Profile(sources=[path])
+        profile = Profile(sources=[shown_name(str(path))])
         stats = WalkStats()
         events = [
             profile.event_id(attr.name or f"event{number}", _unit(attr.name))
@@ -125,15 +126,15 @@ def profile_recording(
                 end = header.data_offset + header.data_size if not header.pipe else 0
                 on_chunk(walked.read_to, end)
         profile.build_ids = {
-            entry.filename: entry.build_id.hex() for entry in data.features.build_ids
+            shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
         stats.problems += [str(problem) for problem in data.problems]
         stats.problems += finder.symbol_problems
         # What the cache of generated SFrame found wrong, with the rest (the warnings of a
         # worker process come back this way).
         stats.problems += take_warnings()
-        stats.without_own_sframe = dict(finder.problems)
-        stats.origins = {module.name: module.origin for module in spaces.modules}
+        stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
+        stats.origins = {shown_name(module.name): module.origin for module in spaces.modules}
     return profile, stats
 
 
@@ -253,20 +254,21 @@ class _Namer:
         if module_id < 0:
             return [(UNKNOWN, None, 0)] * len(addresses)
         module = self.spaces.modules[module_id]
+        shown = shown_name(module.name)  # a path: its bytes that are not UTF-8 as \xNN
         symbols = self.finder.perf_symbols(module)
         if symbols is None:
-            return [(module.name, None, 0)] * len(addresses)
+            return [(shown, None, 0)] * len(addresses)
         out: list[tuple[str, str | None, int] | _AtEnd] = []
         found = symbols.find_many(np.array(addresses, dtype=np.uint64))
         for address, index in zip(addresses, found.tolist(), strict=True):
             if index < 0:
-                out.append((module.name, None, 0))
+                out.append((shown, None, 0))
                 continue
             start = symbols.start_of(index)
             if address < int(symbols.ends[index]):
-                out.append((module.name, symbols.name_of(index), address - start))
+                out.append((shown, symbols.name_of(index), address - start))
             else:
-                out.append(_AtEnd(module.name, symbols.name_of(index), start))
+                out.append(_AtEnd(shown, symbols.name_of(index), start))
         return out
 
     def _inlined(
@@ -283,8 +285,9 @@ class _Namer:
         sources = symbols.source((pc - module.bias) & ((1 << 64) - 1))
         inlined = [
             profile.frame_id(
-                FrameInfo(frame.address, frame.module, source.function, frame.offset,
-                          frame.module_address, inlined=True, file=source.file,
+                FrameInfo(frame.address, frame.module, shown_name(source.function),
+                          frame.offset, frame.module_address, inlined=True,
+                          file=None if source.file is None else shown_name(source.file),
                           line=source.line)
             )
             for source in sources
@@ -446,7 +449,7 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
     stats.stack_used += walks.stack_used[has_stack].tolist()
     stats.stack_copied += walked.samples.stack_dyn_size[has_stack].astype(np.int64).tolist()
     stats.reference += int(walks.reference.sum())
-    names = [module.name for module in spaces.modules] + [UNKNOWN]
+    names = [shown_name(module.name) for module in spaces.modules] + [UNKNOWN]
     ended = depth > 0
     last_module = walks.module[walks.offsets[1:][ended] - 1]  # -1: [unknown], names[-1]
     pairs = walks.stop[ended].astype(np.int64) * (len(names) + 1) + (last_module + 1)

@@ -8,6 +8,12 @@ with microseconds as ``%12s``, the period as ``%10lu``, the event name), then on
 frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name;
 with ``--inline``, each function inlined at a frame before it, ``(inlined)``), then an empty
 line.
+
+One difference from perf, on purpose: control characters and line separators in a command,
+function, module or event name are escaped (``\\x0a`` for a newline:
+:func:`pysframe.names.escape_controls`), so that every sample stays one header line and its
+frame lines; perf prints them as they are, and a newline in a name breaks its text into lines
+no reader can parse.  Other names are printed as perf prints them, byte for byte.
 """
 
 from __future__ import annotations
@@ -15,14 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TextIO
 
+from ..names import escape_controls
 from .profile import UNKNOWN, FrameInfo, Profile
 
 
 def frame_line(frame: FrameInfo) -> str:
     """One frame as perf script prints it (with a tab before, a newline after); a function
     inlined there (``--inline``) says ``(inlined)`` where the module stands."""
-    name = UNKNOWN if frame.symbol is None else f"{frame.symbol}+{frame.offset:#x}"
-    where = "inlined" if frame.inlined else frame.module
+    name = UNKNOWN if frame.symbol is None else f"{escape_controls(frame.symbol)}+{frame.offset:#x}"
+    where = "inlined" if frame.inlined else escape_controls(frame.module)
     return f"\t{frame.address:16x} {name} ({where})\n"
 
 
@@ -30,11 +37,9 @@ def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
     """Sample ``index`` as perf script prints it (``frames``: its frames' lines)."""
     time = profile.time[index]
     stamp = f"{time // 1_000_000_000}.{time % 1_000_000_000 // 1000:06d}"
-    event = profile.events[profile.event[index]][0]
-    header = (
-        f"{profile.comms[profile.comm[index]]} {profile.tid[index]:5d} {stamp:>12}: "
-        f"{profile.period[index]:10d} {event}: \n"
-    )
+    event = escape_controls(profile.events[profile.event[index]][0])
+    comm = escape_controls(profile.comms[profile.comm[index]])
+    header = f"{comm} {profile.tid[index]:5d} {stamp:>12}: {profile.period[index]:10d} {event}: \n"
     return header + "".join(frames) + "\n"
 
 
@@ -58,8 +63,8 @@ def script_text(profile: Profile, batch: int = 4096) -> Iterator[str]:
     def template(key: int) -> str:
         found = templates.get(key)
         if found is None:
-            name = profile.comms[key // kinds].replace("%", "%%")
-            event = profile.events[key % kinds][0].replace("%", "%%")
+            name = escape_controls(profile.comms[key // kinds]).replace("%", "%%")
+            event = escape_controls(profile.events[key % kinds][0]).replace("%", "%%")
             found = templates[key] = f"{name} %5d %5d.%06d: %10d {event}: \n"
         return found
 
