@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.sources import generated_sframe, resolve_sframe
 from pysframe.sources.cache import CACHE_ENVIRONMENT, cache_directory
 from pysframe.sources.trust import Verdict, checked, trust_problems
@@ -34,7 +34,7 @@ def _generate_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_second_look_generates_nothing(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with ElfImage.open(str(CORPUS)) as image:
+    with ElfReader.open(str(CORPUS)) as image:
         first = generated_sframe(image, cached=True)
         build_id = image.build_id()
     assert build_id is not None and first.generation is not None
@@ -43,7 +43,7 @@ def test_second_look_generates_nothing(cache: Path, monkeypatch: pytest.MonkeyPa
     entry = cache / f"{key}.sframe"
     assert entry.read_bytes() == first.stored
     _generate_refused(monkeypatch)
-    with ElfImage.open(str(CORPUS)) as image:
+    with ElfReader.open(str(CORPUS)) as image:
         second = generated_sframe(image, cached=True)
     assert second.generation is None  # from the cache
     assert second.stored == first.stored and second.address == first.address
@@ -51,11 +51,11 @@ def test_second_look_generates_nothing(cache: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_a_damaged_entry_is_generated_again(cache: Path) -> None:
-    with ElfImage.open(str(CORPUS)) as image:
+    with ElfReader.open(str(CORPUS)) as image:
         first = generated_sframe(image, cached=True)
     (entry,) = cache.glob("*.sframe")
     entry.write_bytes(entry.read_bytes()[:40])  # cut inside its FDE table
-    with ElfImage.open(str(CORPUS)) as image:
+    with ElfReader.open(str(CORPUS)) as image:
         again = generated_sframe(image, cached=True)
     assert again.generation is not None and again.stored == first.stored
     assert entry.read_bytes() == first.stored  # and kept whole again
@@ -64,7 +64,7 @@ def test_a_damaged_entry_is_generated_again(cache: Path) -> None:
 def test_cache_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_ENVIRONMENT, "")
     assert cache_directory() is None
-    with ElfImage.open(str(CORPUS)) as image:
+    with ElfReader.open(str(CORPUS)) as image:
         assert generated_sframe(image, cached=True).generation is not None
     assert list(tmp_path.iterdir()) == []
 

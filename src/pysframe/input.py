@@ -14,7 +14,7 @@ paths, files under ``--sysroot``, separate debug files found by build ID or
 * with ``max_size``, refuses a file larger than the caller will read of it (a sparse file may
   claim any size).
 
-The file is then read where it is needed: :class:`pysframe.elf.image.ElfImage` seeks to what
+The file is then read where it is needed: :class:`pysframe.elf.reader.ElfReader` seeks to what
 it parses, a debuglink's CRC reads its file a MiB at a time (faster than a mapping, whose
 holes in a sparse file fault in page by page), and :func:`read_input` reads a whole input
 only for the commands that rewrite it.
