@@ -80,6 +80,8 @@ def check_name_bytes(strings: bytes, offsets: Sequence[int], *, section: str | N
     so far would pass it, so that the work stays linear in the table however the names lie."""
     size = len(strings)
     limit = MAX_NAME_BYTES_FACTOR * size + (1 << 20)
+    if len(offsets) * (size + 1) <= limit:
+        return  # a few names: even each running the whole table would do
     if len(offsets) * (max(map(len, strings.split(b"\0"))) + 1) <= limit:
         return  # each name is at most the longest run between NULs
     total = 0
@@ -138,16 +140,6 @@ class SymbolTableColumns:
     def __len__(self) -> int:
         return len(self.columns["name"])
 
-    def names(self, indexes: Iterable[int], *, versions: bool = False) -> list[str]:
-        """The names of the entries at ``indexes`` (:func:`symbol_names`)."""
-        offsets = self.columns["name"]
-        try:
-            return symbol_names(
-                self.strings, [offsets[i] for i in indexes], section=self.table, versions=versions
-            )
-        except ElfError as error:
-            raise error.at(path=self.path) from None
-
 
 def read_symbol_table(image: ElfReader, table: str | ElfSection) -> SymbolTableColumns | None:
     """The entries of ``table`` (a symbol table, or the name of one: ``.symtab``,
@@ -177,10 +169,10 @@ _NO_NAME = frozenset(b"\0@")
 
 
 @dataclass(frozen=True, slots=True)
-class FunctionTable:
+class FunctionColumns:
     """Function symbols of one table as columns: addresses, sizes and whether each is global
     or weak (gdb's ``mst_text``: 1) rather than local (0); names are decoded when asked for
-    (:meth:`names`), each symbol's name is not empty."""
+    (``names``), and none is empty."""
 
     addresses: Sequence[int]
     sizes: Sequence[int]
@@ -202,7 +194,7 @@ class FunctionTable:
         ]
 
     @classmethod
-    def of_records(cls, records: Iterable[SymbolRecord]) -> FunctionTable:
+    def of_records(cls, records: Iterable[SymbolRecord]) -> FunctionColumns:
         """The table of symbols already read (the PLT's, or made in code)."""
         kept = [record for record in records if record.name]
         return cls(
@@ -213,9 +205,9 @@ class FunctionTable:
         )
 
 
-def read_function_table(
+def read_function_columns(
     image: ElfReader, table: str, layout: dict[int, int] | None = None
-) -> FunctionTable:
+) -> FunctionColumns:
     """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); an
     empty table if the file has none.  ``layout`` (a relocatable object's sections laid out,
     :func:`pysframe.elf.relocation.object_layout`) adds to each symbol's value the address of
@@ -223,7 +215,7 @@ def read_function_table(
     the names add up to too much (:func:`check_name_bytes`)."""
     symbols = read_symbol_table(image, table)
     if symbols is None:
-        return FunctionTable.of_records([])
+        return FunctionColumns.of_records([])
     column, strings = symbols.columns, symbols.strings
     infos = bytes(column["info"])
     # Function type (by st_info, at C speed), defined (st_shndx not SHN_UNDEF, 0) and named
@@ -255,7 +247,7 @@ def read_function_table(
             for v, i in zip(values, chosen, strict=True)
         ]
     is_global = infos.translate(_GLOBAL_FUNCTIONS)
-    return FunctionTable(
+    return FunctionColumns(
         values,
         [column["size"][i] for i in chosen],
         [is_global[i] for i in chosen],
@@ -266,8 +258,8 @@ def read_function_table(
 def read_function_symbols(
     image: ElfReader, table: str, layout: dict[int, int] | None = None
 ) -> list[SymbolRecord]:
-    """:func:`read_function_table`'s symbols, names decoded."""
-    return read_function_table(image, table, layout).records()
+    """:func:`read_function_columns`'s symbols, names decoded."""
+    return read_function_columns(image, table, layout).records()
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,11 +349,13 @@ class FunctionSymbols:
     """Function symbols merged from one or more tables, searchable by address (one at a time,
     or many at once with numpy) and by name."""
 
-    def __init__(self, *tables: FunctionTable | Iterable[SymbolRecord]) -> None:
-        """The symbols of ``tables`` (each a :class:`FunctionTable`, or symbols already read):
+    def __init__(self, *tables: FunctionColumns | Iterable[SymbolRecord]) -> None:
+        """The symbols of ``tables`` (each a :class:`FunctionColumns`, or symbols already read):
         only the names of symbols that share an address are decoded here, the others' when
         asked for."""
-        parts = [t if isinstance(t, FunctionTable) else FunctionTable.of_records(t) for t in tables]
+        parts = [
+            t if isinstance(t, FunctionColumns) else FunctionColumns.of_records(t) for t in tables
+        ]
         addresses: list[int] = []
         sizes: list[int] = []
         is_global: list[int] = []
@@ -556,8 +550,8 @@ def find_in_objfiles(
 
 
 __all__ = [
+    "FunctionColumns",
     "FunctionSymbols",
-    "FunctionTable",
     "SymbolEntries",
     "SymbolRecord",
     "SymbolTable",
@@ -565,8 +559,8 @@ __all__ = [
     "check_name_bytes",
     "find_in_objfiles",
     "pick_in_group",
+    "read_function_columns",
     "read_function_symbols",
-    "read_function_table",
     "read_symbol_entries",
     "read_symbol_table",
     "symbol_names",

@@ -31,11 +31,11 @@ from ..elf.layout import SHF_ALLOC, SHF_TLS, SHT_NOBITS
 from ..elf.plt import plt_symbols
 from ..elf.reader import ElfReader
 from ..elf.symbols import (
+    FunctionColumns,
     FunctionSymbols,
-    FunctionTable,
     SymbolRecord,
     find_in_objfiles,
-    read_function_table,
+    read_function_columns,
 )
 from ..errors import SFrameError
 from .demangle import (
@@ -156,8 +156,8 @@ class ModuleSymbols:
 
 
 def _attempt(
-    call: Callable[[], FunctionTable | list[SymbolRecord]], problems: list[str]
-) -> FunctionTable | list[SymbolRecord]:
+    call: Callable[[], FunctionColumns | list[SymbolRecord]], problems: list[str]
+) -> FunctionColumns | list[SymbolRecord]:
     """The symbols ``call`` reads; none when they cannot be read, the reason in ``problems``."""
     try:
         return call()
@@ -178,9 +178,9 @@ def symbols_of_image(
     elsewhere (``/proc/PID/map_files/...`` for a deleted file)."""
     problems: list[str] = []
     sources: list[str] = []
-    parts: list[FunctionTable | list[SymbolRecord]] = []
+    parts: list[FunctionColumns | list[SymbolRecord]] = []
     for table in (".symtab", ".dynsym"):
-        found = _attempt(functools.partial(read_function_table, image, table), problems)
+        found = _attempt(functools.partial(read_function_columns, image, table), problems)
         if len(found):
             sources.append(table)
             parts.append(found)
@@ -200,7 +200,7 @@ def symbols_of_image(
             path = debug.path
             try:
                 with ElfReader.open(path) as opened:
-                    found = read_function_table(opened, ".symtab")
+                    found = read_function_columns(opened, ".symtab")
             except SFrameError as error:
                 problems.append(str(error))
             else:
@@ -214,7 +214,7 @@ def symbols_of_image(
             mini = minidebuginfo(image)
             if mini is not None:
                 with ElfReader.from_bytes(f"{image.path}:.gnu_debugdata", mini) as inner:
-                    tables.append(FunctionSymbols(read_function_table(inner, ".symtab")))
+                    tables.append(FunctionSymbols(read_function_columns(inner, ".symtab")))
                 sources.append(".gnu_debugdata")
         except SFrameError as error:
             problems.append(str(error))
