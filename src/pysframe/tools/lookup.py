@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..elf.layout import SHF_EXECINSTR
-from ..elf.reader import ElfReader
+from ..elf.reader import ElfReader, ElfSection
 from ..elf.symbols import FunctionSymbols, read_function_symbols
-from ..errors import ElfError
+from ..errors import ElfError, SFrameError
 from ..format.model import LookupResult
 from ..format.section import SFrameSection
 from ..sources import Origin, ResolvedSFrame
@@ -79,29 +79,32 @@ class FileLookup:
             self.section = found.section
             self._why = "a section generated for a relocatable object"
         else:
-            self._place(found)
+            self._place(found, found.elf_section)
 
-    def _place(self, found: ResolvedSFrame) -> None:
-        """The object's own section, and its symbols, laid out (see the module's docstring)."""
-        assert found.elf_section is not None
+    def _place(self, found: ResolvedSFrame, section: ElfSection) -> None:
+        """The object's own ``section``, and its symbols, laid out (see the module's
+        docstring); symbols that cannot be read are none, and a problem to warn of."""
+        problems: list[str] = []
         with ElfReader.open(found.path) as image, found.located():
             placement = Placement(image)
-            data = placement.sframe(found.elf_section, found.stored)
-            address = placement.address(found.elf_section.index, 0)
-            self.section = SFrameSection.from_bytes(data, address)
+            data = placement.sframe(section, found.stored)
+            self.section = SFrameSection.from_bytes(data, placement.address(section.index, 0))
             for sec in image.sections():
                 if sec.flags & SHF_EXECINSTR and sec.index in (placement.layout or {}):
                     start = placement.address(sec.index, 0)
                     self._sections.append((start, start + sec.size, sec.name))
-            records = read_function_symbols(image, ".symtab", placement.layout)
+            try:
+                records = read_function_symbols(image, ".symtab", placement.layout)
+            except SFrameError as error:
+                records, problems = [], [str(error)]
         self._sections.sort()
         spans = sorted((f.start, f.end) for f in self.section)
         #: The functions' starts in order, and the furthest end up to each.
         self._starts = [start for start, _ in spans]
         self._reach = list(itertools.accumulate((end for _, end in spans), max))
-        self.symbols = ModuleSymbols(
-            found.path, [FunctionSymbols(records)], [".symtab"] if records else []
-        )
+        sources = [".symtab"] if records else []
+        table = FunctionSymbols(records)
+        self.symbols = ModuleSymbols(found.path, [table], sources, problems=problems)
 
     # -- resolving ---------------------------------------------------------------------------
 

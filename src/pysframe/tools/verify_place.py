@@ -1,4 +1,5 @@
-"""Where ``pysframe verify`` puts a file's code, and what it calls it.
+"""Where ``pysframe verify`` (and ``lookup``, in objects) puts a file's code, and what it calls
+it.
 
 A linked file's sections are at their addresses.  A relocatable object's sections all sit at
 address 0; :class:`Placement` lays them out one after the other
