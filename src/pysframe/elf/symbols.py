@@ -347,78 +347,104 @@ def pick_in_group(
 
 class FunctionSymbols:
     """Function symbols merged from one or more tables, searchable by address (one at a time,
-    or many at once with numpy) and by name."""
+    or many at once with numpy) and by name.
+
+    The symbols are kept in the order of their addresses; an index is a place in that order.
+    What gdb's scan needs of an address is worked out when first asked, and kept: the symbols
+    that share it, merged and in the order of their names (their names decoded then), and the
+    nearest sized and zero-sized symbols the scan down from it finds.  Naming a few PCs so
+    costs the sort of the addresses and the names of the symbols passed; naming many at once
+    works out every address once."""
 
     def __init__(self, *tables: FunctionColumns | Iterable[SymbolRecord]) -> None:
-        """The symbols of ``tables`` (each a :class:`FunctionColumns`, or symbols already read):
-        only the names of symbols that share an address are decoded here, the others' when
-        asked for."""
-        parts = [
+        """The symbols of ``tables`` (each a :class:`FunctionColumns`, or symbols already
+        read)."""
+        self._parts = [
             t if isinstance(t, FunctionColumns) else FunctionColumns.of_records(t) for t in tables
         ]
-        addresses: list[int] = []
-        sizes: list[int] = []
-        is_global: list[int] = []
-        #: The part each symbol is in (by the index of its first symbol), for its name.
-        self._parts, self._firsts = parts, []
-        for part in parts:
-            self._firsts.append(len(addresses))
-            addresses += part.addresses
-            sizes += part.sizes
-            is_global += part.is_global
-        count = len(addresses)
-        order = sorted(range(count), key=addresses.__getitem__)
-        ordered = list(map(addresses.__getitem__, order))
-        # Where each distinct address starts in ``order``, and the names of the symbols that
-        # share an address with another (gdb's choice among them goes by name).
-        bounds = [0, *itertools.compress(range(1, count), map(operator.ne, ordered[1:], ordered))]
-        bounds.append(count)
-        shared = [
-            i for first, stop in itertools.pairwise(bounds) if stop - first > 1
-            for i in order[first:stop]
-        ]  # fmt: skip
-        names = dict(zip(shared, self._read_names(shared), strict=True))
-        # The merged symbols, in the order of address and name: start, size, global, and the
-        # index of the symbol read (its name decoded when asked for), or the name itself.
-        self._starts: list[int] = []
+        #: The index of each part's first symbol among all, for its names.
+        self._firsts: list[int] = []
+        self._addresses: list[int] = []
         self._sizes: list[int] = []
         self._global: list[int] = []
-        self._names: list[int | str] = []
-        # Per distinct address: its start, and the symbols gdb's scan from there finds: the
-        # nearest sized one at or below it, the nearest zero-sized one (-1: none).
-        self._group_starts = ordered[:1] and [ordered[first] for first in bounds[:-1]]
-        self._nearest_sized: list[int] = []
-        self._nearest_zero: list[int] = []
-        sized = zero = -1
-        for first, stop in itertools.pairwise(bounds):
-            base = len(self._starts)
-            if stop - first == 1:  # a lone symbol (most addresses): its name is not needed
-                i = order[first]
-                self._starts.append(addresses[i])
-                self._sizes.append(sizes[i])
-                self._global.append(is_global[i])
-                self._names.append(i)
-                if sizes[i]:
-                    sized = base
-                else:
-                    zero = base
-            else:
-                # Same name twice (.symtab and .dynsym): one symbol, global if either is, with
-                # the size that is not zero (the first's first).
-                merged: dict[str, tuple[int, int]] = {}
-                for i in order[first:stop]:
-                    size, bound = merged.get(names[i], (0, 0))
-                    merged[names[i]] = (size or sizes[i], bound | is_global[i])
-                for name in sorted(merged):
-                    self._starts.append(addresses[order[first]])
-                    self._sizes.append(merged[name][0])
-                    self._global.append(merged[name][1])
-                    self._names.append(name)
-                here = pick_in_group(self._sizes, self._global, base, len(self._starts) - 1)
-                sized, zero = max(sized, here[0]), max(zero, here[1])
-            self._nearest_sized.append(sized)
-            self._nearest_zero.append(zero)
+        for part in self._parts:
+            self._firsts.append(len(self._addresses))
+            self._addresses += part.addresses
+            self._sizes += part.sizes
+            self._global += part.is_global
+        #: The symbols read, in the order of their addresses, and those addresses.
+        self._order = sorted(range(len(self._addresses)), key=self._addresses.__getitem__)
+        self._ordered = list(map(self._addresses.__getitem__, self._order))
+        #: Per address several symbols share (by its first place): their merged sizes,
+        #: whether global, and names, in the order of the names.
+        self._shared: dict[int, tuple[list[int], list[int], list[str]]] = {}
+        #: Per address (by its first place): the places of the nearest sized symbol at or
+        #: below it, and of the nearest zero-sized one above that (-1: none).
+        self._nearest: dict[int, tuple[int, int]] = {}
+        self._names: dict[int, str] = {}
+        #: Every symbol's index, and the indexes by name, once asked for.
+        self._every: list[int] | None = None
+        self._by_name: dict[str, list[int]] | None = None
         self._arrays: tuple[np.ndarray, ...] | None = None
+
+    # -- the symbols of one address ------------------------------------------------------------
+
+    def _first(self, index: int) -> int:
+        """The first place of the address of place ``index``."""
+        return bisect.bisect_left(self._ordered, self._ordered[index], 0, index + 1)
+
+    def _merged(self, first: int) -> tuple[list[int], list[int], list[str]] | None:
+        """The symbols of the address at place ``first`` when several share it: the same name
+        twice (.symtab and .dynsym) is one symbol, global if either is, with the size that is
+        not zero (the first's first); ordered by name.  None for a lone symbol."""
+        stop = bisect.bisect_right(self._ordered, self._ordered[first], first)
+        if stop - first == 1:
+            return None
+        known = self._shared.get(first)
+        if known is None:
+            members = self._order[first:stop]
+            merged: dict[str, tuple[int, int]] = {}
+            for i, name in zip(members, self._read_names(members), strict=True):
+                size, bound = merged.get(name, (0, 0))
+                merged[name] = (size or self._sizes[i], bound | self._global[i])
+            names = sorted(merged)
+            known = self._shared[first] = (
+                [merged[name][0] for name in names], [merged[name][1] for name in names], names
+            )  # fmt: skip
+        return known
+
+    def _picks(self, first: int) -> tuple[int, int]:
+        """gdb's scan down through the symbols of the address at place ``first``: the place
+        of the sized symbol it stops at, and of the first zero-sized one it passes (-1:
+        none)."""
+        merged = self._merged(first)
+        if merged is None:
+            return (first, -1) if self._sizes[self._order[first]] else (-1, first)
+        sizes, is_global, _ = merged
+        sized, zero = pick_in_group(sizes, is_global, 0, len(sizes) - 1)
+        return (first + sized if sized >= 0 else -1), (first + zero if zero >= 0 else -1)
+
+    def _scan(self, first: int) -> tuple[int, int]:
+        """gdb's scan down from the address at place ``first``: the place of the nearest sized
+        symbol, and of the nearest zero-sized one above it (-1: none).  Every address the scan
+        passes keeps its answer, so no address is scanned twice."""
+        passed: list[tuple[int, int]] = []  # (first place, zero-sized pick) of each address
+        sized, zero = -1, -1
+        while first >= 0:
+            known = self._nearest.get(first)
+            if known is not None:
+                sized, zero = known
+                break
+            here_sized, here_zero = self._picks(first)
+            passed.append((first, here_zero))
+            if here_sized >= 0:
+                sized = here_sized
+                break
+            first = self._first(first - 1) if first else -1
+        for place, here_zero in reversed(passed):  # from the lowest address up
+            zero = max(zero, here_zero)
+            self._nearest[place] = (sized, zero)
+        return sized, zero
 
     def _read_names(self, indexes: list[int]) -> list[str]:
         """The names of the symbols read at ``indexes`` (over all the parts)."""
@@ -431,37 +457,47 @@ class FunctionSymbols:
                 names[k] = name
         return names
 
+    # -- looking up ----------------------------------------------------------------------------
+
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._places())
 
     def find_index(self, address: int) -> int:
         """The index of the symbol that names ``address`` (-1: none)."""
-        group = bisect.bisect_right(self._group_starts, address) - 1
-        if group < 0:
+        position = bisect.bisect_right(self._ordered, address)
+        if not position:
             return -1
-        sized, zero = self._nearest_sized[group], self._nearest_zero[group]
-        if sized >= 0 and address < self._starts[sized] + self._sizes[sized]:
+        sized, zero = self._scan(self._first(position - 1))
+        if sized >= 0 and address < self._ordered[sized] + self._size(sized):
             return sized
-        return zero if zero > sized else -1
+        return zero
 
     def find(self, address: int) -> tuple[str, int] | None:
         """(name, offset from its start) of the symbol naming ``address``, or None."""
         index = self.find_index(address)
         if index < 0:
             return None
-        return self.name_of(index), address - self._starts[index]
+        return self.name_of(index), address - self._ordered[index]
 
     def _columns(self) -> tuple[np.ndarray, ...]:
-        """The starts and sizes of the symbols, and the groups, as numpy arrays (made once)."""
+        """Every address's first place and start, and the scan's answers from it, as numpy
+        arrays (worked out once); the symbols' starts and sizes by place."""
         import numpy as np
 
         if self._arrays is None:
+            firsts = [0, *itertools.compress(
+                range(1, len(self._ordered)), map(operator.ne, self._ordered[1:], self._ordered)
+            )] if self._ordered else []  # fmt: skip
+            scans = list(map(self._scan, firsts))
+            sizes = np.zeros(len(self._ordered), dtype=np.uint64)  # 0 where no symbol is
+            places = self._places()
+            sizes[places] = list(map(self._size, places))
             self._arrays = (
-                np.array(self._starts, dtype=np.uint64),
-                np.array(self._sizes, dtype=np.uint64),
-                np.array(self._group_starts, dtype=np.uint64),
-                np.array(self._nearest_sized, dtype=np.int64),
-                np.array(self._nearest_zero, dtype=np.int64),
+                np.array([self._ordered[first] for first in firsts], dtype=np.uint64),
+                np.array([sized for sized, _ in scans], dtype=np.int64),
+                np.array([zero for _, zero in scans], dtype=np.int64),
+                np.array(self._ordered, dtype=np.uint64),
+                sizes,
             )
         return self._arrays
 
@@ -470,7 +506,7 @@ class FunctionSymbols:
         import numpy as np
 
         pcs = np.asarray(addresses, dtype=np.uint64)
-        starts, sizes, group_starts, nearest_sized, nearest_zero = self._columns()
+        group_starts, nearest_sized, nearest_zero, starts, sizes = self._columns()
         if not len(group_starts) or not len(pcs):
             return np.full(len(pcs), -1, dtype=np.int64)
         group = np.searchsorted(group_starts, pcs, side="right").astype(np.int64) - 1
@@ -478,39 +514,61 @@ class FunctionSymbols:
         at = np.where(valid, group, 0)
         sized = np.where(valid, nearest_sized[at], -1)
         zero = np.where(valid, nearest_zero[at], -1)
-        # A zero-sized symbol counts only above the sized one (gdb scans down from the PC
-        # and stops at the first sized symbol).
-        zero = np.where(zero > sized, zero, -1)
         safe = np.maximum(sized, 0)
         inside = (sized >= 0) & (pcs < starts[safe] + sizes[safe])
         found: np.ndarray = np.where(inside, sized, zero)
         return found
 
+    # -- the symbols -------------------------------------------------------------------------
+
+    def _size(self, index: int) -> int:
+        merged = self._merged(first := self._first(index))
+        return self._sizes[self._order[index]] if merged is None else merged[0][index - first]
+
     def starts_of(self, indexes: np.ndarray) -> np.ndarray:
         """The start addresses of the symbols at ``indexes`` (all found, none -1)."""
-        starts: np.ndarray = self._columns()[0][indexes]
+        starts: np.ndarray = self._columns()[3][indexes]
         return starts
 
     def start_of(self, index: int) -> int:
-        return self._starts[index]
+        return self._ordered[index]
 
     def name_of(self, index: int) -> str:
-        name = self._names[index]
-        if isinstance(name, int):
-            name = self._names[index] = self._read_names([name])[0]
+        merged = self._merged(first := self._first(index))
+        if merged is not None:
+            return merged[2][index - first]
+        name = self._names.get(index)
+        if name is None:
+            name = self._names[index] = self._read_names([self._order[index]])[0]
         return name
 
     def symbol(self, index: int) -> SymbolRecord:
-        return SymbolRecord(self._starts[index], self._sizes[index], self.name_of(index))
+        return SymbolRecord(self._ordered[index], self._size(index), self.name_of(index))
+
+    def _places(self) -> list[int]:
+        """The index of every symbol (an address several share has fewer once merged)."""
+        if self._every is None:
+            places: list[int] = []
+            first = 0
+            while first < len(self._ordered):
+                merged = self._merged(first)
+                places += range(first, first + (1 if merged is None else len(merged[0])))
+                first = bisect.bisect_right(self._ordered, self._ordered[first], first)
+            self._every = places
+        return self._every
 
     def by_name(self, name: str) -> list[SymbolRecord]:
         """Every symbol called ``name`` (several for a local name used by several objects)."""
-        return [self.symbol(i) for i, n in enumerate(self.names) if n == name]
+        if self._by_name is None:
+            self._by_name = {}
+            for index, known in zip(self._places(), self.names, strict=True):
+                self._by_name.setdefault(known, []).append(index)
+        return [self.symbol(i) for i in self._by_name.get(name, [])]
 
     @property
     def names(self) -> list[str]:
         """Every symbol's name, in the order of the symbols."""
-        return [self.name_of(index) for index in range(len(self._names))]
+        return [self.name_of(i) for i in self._places()]
 
 
 class SymbolTable(Protocol):
