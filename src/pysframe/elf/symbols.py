@@ -393,11 +393,15 @@ class FunctionSymbols:
         """The first place of the address of place ``index``."""
         return bisect.bisect_left(self._ordered, self._ordered[index], 0, index + 1)
 
-    def _merged(self, first: int) -> tuple[list[int], list[int], list[str]] | None:
-        """The symbols of the address at place ``first`` when several share it: the same name
-        twice (.symtab and .dynsym) is one symbol, global if either is, with the size that is
-        not zero (the first's first); ordered by name.  None for a lone symbol."""
-        stop = bisect.bisect_right(self._ordered, self._ordered[first], first)
+    def _merged(
+        self, first: int, stop: int | None = None
+    ) -> tuple[list[int], list[int], list[str]] | None:
+        """The symbols of the address at places ``first`` to ``stop`` (found when not given)
+        when several share it: the same name twice (.symtab and .dynsym) is one symbol, global
+        if either is, with the size that is not zero (the first's first); ordered by name.
+        None for a lone symbol."""
+        if stop is None:
+            stop = bisect.bisect_right(self._ordered, self._ordered[first], first)
         if stop - first == 1:
             return None
         known = self._shared.get(first)
@@ -413,11 +417,11 @@ class FunctionSymbols:
             )  # fmt: skip
         return known
 
-    def _picks(self, first: int) -> tuple[int, int]:
-        """gdb's scan down through the symbols of the address at place ``first``: the place
-        of the sized symbol it stops at, and of the first zero-sized one it passes (-1:
-        none)."""
-        merged = self._merged(first)
+    def _picks(self, first: int, stop: int | None = None) -> tuple[int, int]:
+        """gdb's scan down through the symbols of the address at places ``first`` to
+        ``stop``: the place of the sized symbol it stops at, and of the first zero-sized one
+        it passes (-1: none)."""
+        merged = self._merged(first, stop)
         if merged is None:
             return (first, -1) if self._sizes[self._order[first]] else (-1, first)
         sizes, is_global, _ = merged
@@ -480,24 +484,40 @@ class FunctionSymbols:
         return self.name_of(index), address - self._ordered[index]
 
     def _columns(self) -> tuple[np.ndarray, ...]:
-        """Every address's first place and start, and the scan's answers from it, as numpy
-        arrays (worked out once); the symbols' starts and sizes by place."""
+        """Every address's start and the scan's answers from it, as numpy arrays, and the
+        symbols' starts and sizes by place (0 where no symbol is): worked out once, in one
+        pass up through the addresses (the answers kept as :meth:`_scan` keeps them)."""
         import numpy as np
 
         if self._arrays is None:
+            count = len(self._ordered)
             firsts = [0, *itertools.compress(
-                range(1, len(self._ordered)), map(operator.ne, self._ordered[1:], self._ordered)
-            )] if self._ordered else []  # fmt: skip
-            scans = list(map(self._scan, firsts))
-            sizes = np.zeros(len(self._ordered), dtype=np.uint64)  # 0 where no symbol is
-            places = self._places()
-            sizes[places] = list(map(self._size, places))
+                range(1, count), map(operator.ne, self._ordered[1:], self._ordered)
+            )] if count else []  # fmt: skip
+            sizes = [0] * count
+            nearest: list[tuple[int, int]] = []
+            sized = zero = -1
+            for first, stop in itertools.pairwise([*firsts, count]):
+                merged = None if stop - first == 1 else self._merged(first, stop)
+                if merged is None:  # a lone symbol (most addresses)
+                    size = sizes[first] = self._sizes[self._order[first]]
+                    here_sized, here_zero = (first, -1) if size else (-1, first)
+                else:
+                    sizes[first : first + len(merged[0])] = merged[0]
+                    here_sized, here_zero = self._picks(first, stop)
+                # A sized symbol here ends the scan from above; the zero-sized ones that
+                # count are those above the nearest sized one.
+                if here_sized >= 0:
+                    sized, zero = here_sized, here_zero
+                else:
+                    zero = max(zero, here_zero)
+                nearest.append(self._nearest.setdefault(first, (sized, zero)))
             self._arrays = (
                 np.array([self._ordered[first] for first in firsts], dtype=np.uint64),
-                np.array([sized for sized, _ in scans], dtype=np.int64),
-                np.array([zero for _, zero in scans], dtype=np.int64),
+                np.array([s for s, _ in nearest], dtype=np.int64),
+                np.array([z for _, z in nearest], dtype=np.int64),
                 np.array(self._ordered, dtype=np.uint64),
-                sizes,
+                np.array(sizes, dtype=np.uint64),
             )
         return self._arrays
 
