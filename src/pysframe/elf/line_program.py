@@ -6,16 +6,14 @@ op_index, file, line, ...) are appended to the line table as a row at each speci
 file, line, end of sequence), never as an object per row: a program of two million rows costs
 tens of MB, not a GB.
 
-* :func:`line_rows` decodes a program in bulk: each run of consecutive special opcodes (one
-  byte each, most of a program) is decoded at once with numpy, the other opcodes one by one.
-* :func:`line_rows_reference` decodes it one opcode at a time, the reference the bulk path is
-  tested against.
+:func:`line_rows` decodes a program: each long run of consecutive special opcodes (one byte
+each, most of a program) is decoded at once with numpy, the other opcodes one by one.
 
 As gdb (``dwarf_decode_lines_1``) and unlike pyelftools, an unknown standard opcode skips the
 operands ``standard_opcode_lengths`` gives it, an extended opcode always ends where its length
 says, and ``maximum_operations_per_instruction`` 0 is taken as 1.  Addresses and lines wrap
 at 64 bits, as the registers of a reader in C do.  The header itself is parsed by pyelftools
-(:meth:`pysframe.elf.image.ElfImage.dwarf`).
+(:func:`pysframe.elf.dwarf_lines.dwarf_info`).
 """
 
 from __future__ import annotations
@@ -109,17 +107,6 @@ class LineRows:
         return len(self.addresses)
 
 
-def line_rows(program: bytes, header: LineProgramHeader) -> LineRows:
-    """The rows of the line program ``program`` (its bytes after the header), runs of special
-    opcodes decoded with numpy; ElfError when it is malformed."""
-    return _decode(program, header, bulk=True)
-
-
-def line_rows_reference(program: bytes, header: LineProgramHeader) -> LineRows:
-    """:func:`line_rows`, one opcode at a time."""
-    return _decode(program, header, bulk=False)
-
-
 class _Out:
     """Rows appended to typed arrays (8 + 8 + 8 + 1 bytes a row)."""
 
@@ -155,8 +142,11 @@ class _Out:
         )
 
 
-def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRows:
-    """The state machine of DWARF 5 6.2.5.  Over 80 lines: one loop over the opcodes, each
+def line_rows(program: bytes, header: LineProgramHeader) -> LineRows:
+    """The rows of the line program ``program`` (its bytes after the header), long runs of
+    special opcodes decoded with numpy; ElfError when it is malformed.
+
+    The state machine of DWARF 5 6.2.5.  Over 80 lines: one loop over the opcodes, each
     branch the few lines its opcode's rule takes (6.2.5.1-6.2.5.3), which read best together."""
     import numpy as np
 
@@ -189,7 +179,7 @@ def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRow
             if opcode >= base:
                 # A run of special opcodes: each one byte, no operands.  Long runs at once.
                 run_end = pos + 1
-                if bulk and max_ops == 1:
+                if max_ops == 1:
                     while run_end < size and run_end - pos < _RUN and program[run_end] >= base:
                         run_end += 1
                     if run_end - pos == _RUN:
@@ -314,4 +304,4 @@ def _run_end(others: np.ndarray, pos: int, size: int) -> int:
     return int(others[following]) if following < len(others) else size
 
 
-__all__ = ["LineProgramHeader", "LineRows", "line_rows", "line_rows_reference"]
+__all__ = ["LineProgramHeader", "LineRows", "line_rows"]

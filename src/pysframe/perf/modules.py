@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..elf.image import ElfImage
+from ..elf.reader import ElfReader
 from ..errors import SFrameError
 from ..format.section import SFrameSection
 from ..sources.trust import Policy
@@ -255,7 +255,7 @@ def _file_build_id(name: str, symfs: str | None) -> bytes | None:
     if not os.path.isfile(name):
         return None
     try:
-        with ElfImage.open(join_symfs(symfs, name)) as image:
+        with ElfReader.open(join_symfs(symfs, name)) as image:
             return image.build_id_as_perf()
     except SFrameError:
         return None
@@ -265,7 +265,7 @@ def _own_build_id(image: bytes | None) -> bytes | None:
     if image is None:
         return None
     try:
-        with ElfImage.from_bytes(VDSO, image) as elf:
+        with ElfReader.from_bytes(VDSO, image) as elf:
             return elf.build_id_as_perf()
     except SFrameError:
         return None
