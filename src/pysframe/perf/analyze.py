@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..elf.addr2line import Addr2Line, Record
+from ..errors import SFrameError
 from ..sources.trust import Policy
 from ..unwind.symbolize import SymbolOptions
 from .data import DEFAULT_CHUNK, PerfData
@@ -115,14 +117,19 @@ def profile_recording(
             if isinstance(event, LostEvent) and event.id is None:  # LOST_SAMPLES
                 profile.lost_samples += event.lost
 
-        for walked in walk_recording(data, spaces, chunk=options.chunk,
-                                     max_frames=options.max_frames,
-                                     on_event=count_lost):  # fmt: skip
-            _add_chunk(profile, stats, walked, namer, events)
-            if on_chunk is not None:
-                header = data.header
-                end = header.data_offset + header.data_size if not header.pipe else 0
-                on_chunk(walked.read_to, end)
+        try:
+            for walked in walk_recording(data, spaces, chunk=options.chunk,
+                                         max_frames=options.max_frames,
+                                         on_event=count_lost):  # fmt: skip
+                _add_chunk(profile, stats, walked, namer, events)
+                if on_chunk is not None:
+                    header = data.header
+                    end = header.data_offset + header.data_size if not header.pipe else 0
+                    on_chunk(walked.read_to, end)
+        finally:
+            namer.close()
+        for reader in namer.readers_used:
+            stats.problems += reader.problems
         profile.build_ids = {
             entry.filename: entry.build_id.hex() for entry in data.features.build_ids
         }
@@ -138,6 +145,31 @@ def _unit(name: str | None) -> str:
 
 
 _MASK = (1 << 64) - 1
+#: perf reads at most this many inliners of an address (util/srcline.c MAX_INLINE_NEST).
+MAX_INLINE_NEST = 1024
+
+
+def _open_addr2line(path: str) -> Addr2Line | None:
+    """The file at ``path`` read as addr2line reads it, when perf would ask addr2line about
+    it (util/srcline.c addr2line: only a file with a ``.debug_line`` section)."""
+    try:
+        reader = Addr2Line(path)
+    except (OSError, SFrameError):
+        return None
+    if not reader.has_section(".debug_line"):
+        reader.close()
+        return None
+    return reader
+
+
+def _srcline(answer: Record) -> tuple[str | None, int]:
+    """The srcline perf keeps for an answer of addr2line (util/srcline.c
+    read_addr2line_record, filename_split, srcline_from_fileline): the text after the name's
+    last ``/`` up to its first ``:``, and the number after that (0 for addr2line's ``?``)."""
+    text = f"{'??' if answer.file is None else answer.file}:{answer.line or '?'}"
+    name, _, number = text.partition(":")
+    digits = len(number) - len(number.lstrip("0123456789"))
+    return name[name.rfind("/") + 1 :], int(number[:digits] or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +197,12 @@ class _Namer:
         self.inline = inline
         #: (module id, address in the module) -> frame id; kernel frames: (-2, address).
         self.ids: dict[tuple[int, int], int] = {}
-        #: With ``inline``: a user frame's id -> the ids of the functions inlined there,
-        #: innermost first, then its own.
+        #: With ``inline``: a user frame's id -> the ids of the entries perf prints in its
+        #: place (the functions inlined there, innermost first, and the one holding them).
         self.expanded: dict[int, tuple[int, ...]] = {}
+        #: Per module id: the file perf asks addr2line about and its text offset, or None.
+        self.srcline_files: dict[int, tuple[Addr2Line, int] | None] = {}
+        self.readers: dict[str, Addr2Line | None] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
         self.at_end: dict[tuple[int, int], _AtEnd] = {}
 
@@ -196,8 +231,6 @@ class _Namer:
                 at_end.append(position)
             else:
                 missing.setdefault(key[0], []).append(position)
-        first = np.zeros(len(unique), dtype=np.int64)  # a frame of each distinct one
-        first[inverse[::-1]] = np.arange(len(inverse))[::-1]
         for module_id, positions in missing.items():
             addresses = [pairs[position][1] for position in positions]
             named = self._user_names(module_id, addresses)
@@ -208,9 +241,8 @@ class _Namer:
                     continue
                 frame = FrameInfo(address, name[0], name[1], name[2], address)
                 ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
-                if self.inline:
-                    pc = int(lookup[first[position]])
-                    self._inlined(profile, module_id, pc, frame, int(ids[position]))
+                if self.inline and name[1] is not None:
+                    self._inlined(profile, module_id, frame, int(ids[position]))
         out = ids[inverse]
         if at_end:
             self._name_at_end(profile, out, pairs, inverse, at_end, lookup, pids)
@@ -265,29 +297,58 @@ class _Namer:
                 out.append(_AtEnd(module.name, symbols.name_of(index), start))
         return out
 
-    def _inlined(
-        self, profile: Profile, module_id: int, pc: int, frame: FrameInfo, frame_id: int
-    ) -> None:
-        """Record the functions inlined at ``frame`` (from its module's DWARF, as ``stack
-        --lines`` reads it): frames of their own before it, at its address and offset."""
-        if module_id < 0:
+    def _inlined(self, profile: Profile, module_id: int, frame: FrameInfo, frame_id: int) -> None:
+        """The entries perf 6.1 puts in place of a named user frame (util/machine.c
+        append_inlines): one per answer of ``addr2line -f -i`` for its address
+        (:class:`pysframe.elf.addr2line.Addr2Line`), innermost first, each the frame's own
+        symbol where the answer's name, demangled as perf demangles, is its name, else an
+        inlined function of that symbol (util/srcline.c new_inline_sym); none when
+        addr2line knows nothing of the address or perf would not ask (no ``.debug_line``)."""
+        answers = self._addr2line(module_id, frame.address)
+        if not answers:
             return
-        module = self.spaces.modules[module_id]
-        symbols = self.finder.symbols(module)
-        if symbols is None:
-            return
-        sources = symbols.source((pc - module.bias) & ((1 << 64) - 1))
-        inlined = [
-            profile.frame_id(
-                FrameInfo(frame.address, frame.module, source.function, frame.offset,
-                          frame.module_address, inlined=True, file=source.file,
-                          line=source.line)
-            )
-            for source in sources
-            if source.inlined and source.function
-        ]  # fmt: skip
-        if inlined:
-            self.expanded[frame_id] = (*inlined, frame_id)
+        names = self.symbols.perf_names([answer.function or "??" for answer in answers])
+        entries = []
+        for answer, name in zip(answers[: 1 + MAX_INLINE_NEST], names, strict=False):
+            file, line = _srcline(answer)
+            if name == frame.symbol:
+                entry = FrameInfo(frame.address, frame.module, frame.symbol, frame.offset,
+                                  frame.module_address, file=file, line=line)  # fmt: skip
+            else:
+                entry = FrameInfo(frame.address, frame.module, name, frame.offset,
+                                  frame.module_address, inlined=True, file=file, line=line,
+                                  base_symbol=frame.symbol)  # fmt: skip
+            entries.append(profile.frame_id(entry))
+        self.expanded[frame_id] = tuple(entries)
+
+    def _addr2line(self, module_id: int, address: int) -> list[Record]:
+        """addr2line's answers for the module's printed ``address`` (perf's map_ip), asked of
+        the file perf asks (:meth:`pysframe.perf.modules.ModuleFinder.srcline_file`) at its
+        link-time address (map__rip_2objdump); each address once."""
+        if module_id not in self.srcline_files:
+            self.srcline_files[module_id] = None
+            where = self.finder.srcline_file(self.spaces.modules[module_id])
+            if where is not None:
+                path, text_offset = where
+                if path not in self.readers:
+                    self.readers[path] = _open_addr2line(path)
+                reader = self.readers[path]
+                if reader is not None:
+                    self.srcline_files[module_id] = (reader, text_offset)
+        found = self.srcline_files[module_id]
+        if found is None:
+            return []
+        reader, text_offset = found
+        return reader.records((address + text_offset) & _MASK)
+
+    @property
+    def readers_used(self) -> list[Addr2Line]:
+        return [reader for reader in self.readers.values() if reader is not None]
+
+    def close(self) -> None:
+        """Close the files read for inline frames."""
+        for reader in self.readers_used:
+            reader.close()
 
     def expanded_all(
         self, frames: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]

@@ -39,6 +39,7 @@ from ..unwind.mappings import Mapping
 from ..unwind.modules import load_bias
 from ..unwind.symbolize import ModuleSymbols, SymbolOptions
 from .symbols import (
+    DsoFiles,
     SymbolSource,
     candidate_files,
     choose_files,
@@ -111,6 +112,7 @@ class ModuleFinder:
         self._facts: dict[str, ElfFacts | str] = {}
         self._modules: dict[tuple[str, bytes | None, int], Module] = {}
         self._perf_symbols: dict[tuple[str, bytes | None], PerfSymbols | None] = {}
+        self._dso_files: dict[tuple[str, bytes | None], DsoFiles] = {}
         #: Modules that had no SFrame of their own, and why not, for the statistics.
         self.problems: dict[str, str] = {}
         #: Symbol files that could not be read, one line each.
@@ -181,13 +183,33 @@ class ModuleFinder:
         if own is not None:
             sources.append(SymbolSource(VDSO, own))
         options = self.symbol_options
+        files = self._dso_files[(name, build_id)] = choose_files(sources, build_id)
         try:
-            return dso_symbols(
-                choose_files(sources, build_id), options.perf_names, key=options.demangle
-            )
+            return dso_symbols(files, options.perf_names, key=options.demangle)
         except SFrameError as error:
             self.symbol_problems.append(str(error))
             return None
+
+    def srcline_file(self, module: Module) -> tuple[str, int] | None:
+        """The file perf 6.1 asks addr2line about for the module's addresses (util/srcline.c
+        dso__name: the one it read symbols from, else the module's own name; none for
+        ``[...]`` names and ``/tmp/perf-`` maps) and the ``text_offset`` that makes its
+        printed addresses link-time ones (map__rip_2objdump: ``.text``'s sh_addr less
+        sh_offset in the runtime file); None when perf asks nothing."""
+        if self.perf_symbols(module) is None:  # no symbol: perf looks for no inline frames
+            return None
+        files = self._dso_files.get((module.name, module.build_id))
+        if files is None or files.runtime is None:
+            return None
+        path = files.symtab.path if files.symtab is not None else module.name
+        if path.startswith("[") or path.startswith("/tmp/perf-"):
+            return None
+        try:
+            with files.runtime.open() as image:
+                text = image.section(".text")
+        except SFrameError:
+            return None
+        return path, (text.address - text.offset) if text is not None else 0
 
     # -- finding files ----------------------------------------------------------------------------
     def file(self, path: str, build_id: bytes | None) -> ModuleFile:
