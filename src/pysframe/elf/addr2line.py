@@ -28,9 +28,14 @@ gdb's (:mod:`pysframe.elf.dwarf_lines` follows gdb's):
 * the inline chain: from an inlined function, each enclosing function DIE in turn, at the
   inlined call's DW_AT_call_file and DW_AT_call_line (``scan_unit_for_symbols``).
 
-Where BFD's answer depends on the questions asked before (its caches), the first answer is
-given.  Tables are built per compilation unit when an address first falls in it
-(:class:`UnitTable`): flat lists of numbers and names.
+BFD's answers depend on the questions asked before, and so do these: a function named by
+such a DW_AT_name is looked up in the symbols once, and named by its DWARF name from then on
+(by the symbol's where the symbol starts at the function); the last symbol found is given
+again for an address inside it.  Ask in the order perf asks (each address once, in the
+order it first prints them) to get its answers.
+
+Tables are built per compilation unit when an address first falls in it
+(:mod:`pysframe.elf.addr2line_tables`): flat lists of numbers and names.
 """
 
 from __future__ import annotations
@@ -115,6 +120,17 @@ class _Symbol:
     hidden: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _FoundSymbol:
+    """A symbol _bfd_elf_find_function gives: its name, the STT_FILE name it gives with it,
+    and where it starts and ends (its size, at least 1)."""
+
+    name: str
+    file: str | None
+    value: int
+    end: int
+
+
 class Addr2Line:
     """addr2line's answers for the addresses of one ELF file (link-time addresses, as
     ``objdump`` prints them).  Keeps the file open: :meth:`close` it.  ``problems``: a line
@@ -139,7 +155,9 @@ class Addr2Line:
             #: each; None without it.
             self._aranges: tuple[list[tuple[int, int, int]], list[int]] | None = None
             self._readers: dict[int, DieReader] = {}
-            self._symbols: dict[int, tuple[list[int], list[tuple[str, str | None]]]] | None = None
+            self._symbols: dict[int, tuple[list[int], list[_FoundSymbol]]] | None = None
+            #: The last symbol _bfd_elf_find_function found, with its section.
+            self._last_symbol: tuple[int, _FoundSymbol] | None = None
         except SFrameError:
             self._reader.close()
             raise
@@ -183,9 +201,17 @@ class Addr2Line:
         if not is_linkage:  # no function, or one named by a DW_AT_name of a mangling language
             symbol = self._find_function(address, section)
             if symbol is not None:
-                name = symbol[0]
-                file = symbol[1] if file is None else file
+                name = symbol.name
+                file = symbol.file if file is None else file
                 found = True
+            if table is not None and function >= 0:
+                # BFD looks the function up in the symbols once: later answers name it by
+                # its DWARF name, or by this symbol's where the symbol starts at its first
+                # range.
+                kept = table.names[function][0]
+                if symbol is not None and symbol.value == table.functions[function].ranges[0][0]:
+                    kept = symbol.name
+                table.names[function] = (kept, True)
         if not found:
             return []
         records = [Record(name, file, number)]
@@ -383,23 +409,29 @@ class Addr2Line:
 
     # -- symbols -----------------------------------------------------------------------------
 
-    def _find_function(self, address: int, section: int) -> tuple[str, str | None] | None:
-        """_bfd_elf_find_function: (name, file) of the symbol at or nearest below
-        ``address`` in ``section`` (of equals, the larger, then the first), with the name of
-        the STT_FILE symbol before it where BFD gives it; None without one."""
+    def _find_function(self, address: int, section: int) -> _FoundSymbol | None:
+        """_bfd_elf_find_function: the symbol at or nearest below ``address`` in ``section``
+        (of equals, the larger, then the first), with the name of the STT_FILE symbol before
+        it where BFD gives it; None without one.  As BFD, the last one found is kept and
+        given again for an address inside it (its size, at least 1) in the same section."""
+        last = self._last_symbol
+        if last is not None and last[0] == section and last[1].value <= address < last[1].end:
+            return last[1]
         by_section = self._symbols_by_section()
         found = by_section.get(section)
-        if found is None:
-            return None
-        values, symbols = found
-        at = bisect.bisect_right(values, address) - 1
-        return symbols[at] if at >= 0 else None
+        symbol = None
+        if found is not None:
+            values, symbols = found
+            at = bisect.bisect_right(values, address) - 1
+            symbol = symbols[at] if at >= 0 else None
+        self._last_symbol = None if symbol is None else (section, symbol)
+        return symbol
 
-    def _symbols_by_section(self) -> dict[int, tuple[list[int], list[tuple[str, str | None]]]]:
+    def _symbols_by_section(self) -> dict[int, tuple[list[int], list[_FoundSymbol]]]:
         """Per section, the symbols _bfd_elf_find_function may take (_bfd_elf_maybe_function_sym
         keeps no section, file, object, TLS or RELC symbol, nor a local hidden STT_NOTYPE one of
         size 0), sorted so that the last at or below an address is its choice: by value, size
-        (0 counting as 1), then table order reversed; each with its name and file name."""
+        (0 counting as 1), then table order reversed."""
         if self._symbols is None:
             eligible: list[tuple[int, int, int, int, str, str | None]] = []
             file: str | None = None
@@ -421,8 +453,11 @@ class Addr2Line:
             self._symbols = {}
             for section, group in itertools.groupby(eligible, key=lambda entry: entry[0]):
                 entries = list(group)
-                self._symbols[section] = ([entry[1] for entry in entries],
-                                          [(entry[4], entry[5]) for entry in entries])  # fmt: skip
+                self._symbols[section] = (
+                    [entry[1] for entry in entries],
+                    [_FoundSymbol(entry[4], entry[5], entry[1], entry[1] + entry[2])
+                     for entry in entries],
+                )  # fmt: skip
         return self._symbols
 
     def _bfd_symbols(self) -> list[_Symbol]:

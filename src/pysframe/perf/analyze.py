@@ -203,6 +203,8 @@ class _Namer:
         #: Per module id: the file perf asks addr2line about and its text offset, or None.
         self.srcline_files: dict[int, tuple[Addr2Line, int] | None] = {}
         self.readers: dict[str, Addr2Line | None] = {}
+        #: addr2line's answers by (file, link-time address).
+        self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
         self.at_end: dict[tuple[int, int], _AtEnd] = {}
 
@@ -231,6 +233,7 @@ class _Namer:
                 at_end.append(position)
             else:
                 missing.setdefault(key[0], []).append(position)
+        named_frames: list[tuple[int, int, FrameInfo]] = []
         for module_id, positions in missing.items():
             addresses = [pairs[position][1] for position in positions]
             named = self._user_names(module_id, addresses)
@@ -242,7 +245,14 @@ class _Namer:
                 frame = FrameInfo(address, name[0], name[1], name[2], address)
                 ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
                 if self.inline and name[1] is not None:
-                    self._inlined(profile, module_id, frame, int(ids[position]))
+                    named_frames.append((position, module_id, frame))
+        if named_frames:
+            # In the order perf asks addr2line: as the frames first come, sample by sample.
+            first = np.full(len(unique), len(inverse), dtype=np.int64)
+            np.minimum.at(first, inverse, np.arange(len(inverse)))
+            named_frames.sort(key=lambda entry: int(first[entry[0]]))
+            for position, module_id, frame in named_frames:
+                self._inlined(profile, module_id, frame, int(ids[position]))
         out = ids[inverse]
         if at_end:
             self._name_at_end(profile, out, pairs, inverse, at_end, lookup, pids)
@@ -339,7 +349,11 @@ class _Namer:
         if found is None:
             return []
         reader, text_offset = found
-        return reader.records((address + text_offset) & _MASK)
+        objdump = (address + text_offset) & _MASK
+        answers = self.answers.get((reader.path, objdump))
+        if answers is None:  # perf asks once per dso and address (util/machine.c inlines__tree)
+            answers = self.answers[(reader.path, objdump)] = reader.records(objdump)
+        return answers
 
     @property
     def readers_used(self) -> list[Addr2Line]:

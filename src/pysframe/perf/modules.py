@@ -170,6 +170,7 @@ class ModuleFinder:
     def _read_perf_symbols(self, name: str, build_id: bytes | None) -> PerfSymbols | None:
         """dso__load for the dso ``name``: its build ID is the recorded one, else its file's
         own (the vDSO's: this machine's, perf's stand-in for it)."""
+        key = (name, build_id)
         vdso = name == VDSO
         own = own_vdso_image() if vdso else None
         if build_id is None:
@@ -183,7 +184,7 @@ class ModuleFinder:
         if own is not None:
             sources.append(SymbolSource(VDSO, own))
         options = self.symbol_options
-        files = self._dso_files[(name, build_id)] = choose_files(sources, build_id)
+        files = self._dso_files[key] = choose_files(sources, build_id)
         try:
             return dso_symbols(files, options.perf_names, key=options.demangle)
         except SFrameError as error:
