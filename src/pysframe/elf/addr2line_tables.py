@@ -13,9 +13,11 @@ import bisect
 import itertools
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import ElfError
 from .dwarf_info import (
+    Abbreviation,
     DebugSections,
     DieReader,
     DW_AT_abstract_origin,
@@ -27,7 +29,6 @@ from .dwarf_info import (
     DW_AT_MIPS_linkage_name,
     DW_AT_name,
     DW_AT_ranges,
-    DW_AT_sibling,
     DW_AT_specification,
     DW_FORM_addr,
     DW_TAG_entry_point,
@@ -40,6 +41,9 @@ from .dwarf_info import (
 )
 from .line_program import line_rows, read_line_program, read_uleb
 
+if TYPE_CHECKING:
+    import numpy as np
+
 _MASK = (1 << 64) - 1
 _FUNCTION_TAGS = frozenset({DW_TAG_subprogram, DW_TAG_entry_point, DW_TAG_inlined_subroutine})
 #: Tags whose children are read for functions: the rest (types, call sites...) hold none
@@ -49,6 +53,8 @@ _DESCEND = _FUNCTION_TAGS | {DW_TAG_lexical_block, DW_TAG_namespace, DW_TAG_modu
 #: The attributes that name a function, in the order BFD meets them.
 NAMING = frozenset({DW_AT_abstract_origin, DW_AT_specification, DW_AT_name,
                     DW_AT_linkage_name, DW_AT_MIPS_linkage_name})  # fmt: skip
+#: The attributes of a function DIE that are read.
+_WANTED = NAMING | {DW_AT_low_pc, DW_AT_high_pc, DW_AT_ranges, DW_AT_call_file, DW_AT_call_line}
 
 
 @dataclass(slots=True)
@@ -236,44 +242,57 @@ def _read_lines(sections: DebugSections, unit: UnitFacts, table: UnitTable) -> N
         _concat_filename(program.directories, files_read, number, version, unit.comp_dir)
         for number in range(len(files_read) + (0 if version >= 5 else 1))
     ]
-    addresses = rows.addresses.tolist()
-    files = rows.files.tolist()
-    lines = rows.lines.tolist()
-    ends = rows.ends.tolist()
-    # Sequences as add_line_info builds them: of rows in a row at one address (both ends
-    # of a sequence or neither), the last; each sequence's rows sorted by address.
-    built: list[tuple[int, int, list[tuple[int, int, int]]]] = []
-    current: list[tuple[int, int, int]] = []
-    last_end = False
-    for address, file, line, end in zip(addresses, files, lines, ends, strict=True):
-        if current and current[-1][0] == address and not end and not last_end:
-            current[-1] = (address, file, line)
-        else:
-            current.append((address, file, line))
-        last_end = end
-        if end:
-            built.append(_sequence(current))
-            current = []
-    if current:
-        built.append(_sequence(current))
-    # sort_line_sequences: by low, then the higher end first, then the later sequence.
-    order = sorted(range(len(built)),
-                   key=lambda n: (built[n][0], -built[n][1], -n))  # fmt: skip
+    if len(rows):
+        _sequences(rows.addresses, rows.files, rows.lines, rows.ends, table)
+
+
+def _sequences(
+    addresses: np.ndarray, files: np.ndarray, lines: np.ndarray, ends: np.ndarray,
+    table: UnitTable,
+) -> None:
+    """The line table's sequences as add_line_info and sort_line_sequences leave them: of
+    rows in a row at one address (neither ending its sequence), the last; each sequence's
+    rows sorted by address, its end (the end_sequence row, or the last row of a program cut
+    short) last; the sequences sorted by low address, the higher end first, then the later
+    sequence, those inside an earlier one dropped and those overlapping one cut."""
+    import numpy as np
+
+    count = len(addresses)
+    sequence = np.zeros(count, dtype=np.int64)
+    sequence[1:] = np.cumsum(ends[:-1])
+    last = np.zeros(count, dtype=bool)  # each sequence's end
+    last[:-1] = sequence[:-1] != sequence[1:]
+    last[-1] = True
+    repeated = np.zeros(count, dtype=bool)
+    repeated[:-1] = ~last[:-1] & ~last[1:] & (addresses[:-1] == addresses[1:])
+    kept = np.flatnonzero(~repeated)
+    order = kept[np.lexsort((addresses[kept], last[kept], sequence[kept]))]
+    addresses, files, lines, sequence = (column[order] for column in
+                                         (addresses, files, lines, sequence))  # fmt: skip
+    starts = np.flatnonzero(np.r_[True, sequence[1:] != sequence[:-1]])
+    stops = np.r_[starts[1:], len(order)]
+    lows = np.minimum.reduceat(addresses, starts).tolist()
+    highs = addresses[stops - 1].tolist()
+    numbers = sorted(range(len(starts)), key=lambda n: (lows[n], -highs[n], -n))
+    picked: list[int] = []
     high_so_far = None
-    for n in order:
-        low, high, sequence_rows = built[n]
+    rows = 0
+    for n in numbers:
+        low, high = lows[n], highs[n]
         if high_so_far is not None and low < high_so_far:
             if high <= high_so_far:
                 continue  # nested: dropped
             low = high_so_far  # overlapping: cut
         high_so_far = high
-        first = len(table.row_addresses)
-        for address, file, line in sequence_rows:
-            table.row_addresses.append(address)
-            table.row_files.append(file)
-            table.row_lines.append(line)
-        table.sequences.append((low, high, first, len(table.row_addresses)))
+        size = int(stops[n] - starts[n])
+        table.sequences.append((low, high, rows, rows + size))
         table.sequence_lows.append(low)
+        picked.append(n)
+        rows += size
+    chosen = np.concatenate([np.arange(starts[n], stops[n]) for n in picked])
+    table.row_addresses = addresses[chosen].tolist()
+    table.row_files = files[chosen].tolist()
+    table.row_lines = lines[chosen].tolist()
 
 
 def _read_functions(
@@ -308,17 +327,11 @@ def _read_functions(
             continue
         tag = abbrev.tag
         if tag in _FUNCTION_TAGS:
-            pos = _function(sections, reader, unit, abbrev.attributes, at, pos, tag, level,
-                            path, functions)  # fmt: skip
+            pos = _function(sections, reader, unit, abbrev, at, pos, level, path, functions)
         else:
             path[level] = -1
             if abbrev.children and tag not in _DESCEND:
-                sibling = None
-                if any(name == DW_AT_sibling for name, _, _ in abbrev.attributes):
-                    _, values, pos = reader.attributes(at)
-                    sibling = number(values.get(DW_AT_sibling))
-                else:
-                    pos = reader.skip(abbrev, pos)
+                sibling, pos = reader.sibling(abbrev, pos)
                 if sibling is not None and pos <= sibling <= end:
                     pos = sibling
                     continue
@@ -340,14 +353,14 @@ def _read_functions(
     table.lows = [span[0] for span in spans]
     table.reach = list(itertools.accumulate((span[1] for span in spans), max))
 
+
 def _function(
     sections: DebugSections,
     reader: DieReader,
     unit: UnitFacts,
-    attributes: tuple[tuple[int, int, int], ...],
+    abbrev: Abbreviation,
     at: int,
     pos: int,
-    tag: int,
     level: int,
     path: list[int],
     functions: list[Function],
@@ -355,7 +368,7 @@ def _function(
     """Read the function DIE at ``at`` (its attributes from ``pos``) into ``functions``;
     the offset after it."""
     caller = -1
-    if tag == DW_TAG_inlined_subroutine:
+    if abbrev.tag == DW_TAG_inlined_subroutine:
         for depth in range(level - 1, -1, -1):
             if path[depth] >= 0:
                 caller = path[depth]
@@ -366,7 +379,13 @@ def _function(
     high_relative = False
     call_file: int | None = None
     call_line = 0
-    for name, form, const in attributes:
+    for (name, form, const), size in zip(abbrev.attributes, reader.sizes(abbrev), strict=True):
+        if name not in _WANTED:
+            if size >= 0:
+                pos += size
+            else:
+                _, pos = reader.value(form, const, pos)
+            continue
         value, pos = reader.value(form, const, pos)
         if name in NAMING:
             naming.append((name, form, value))
@@ -385,16 +404,8 @@ def _function(
     if high:
         arange_add(ranges, low, (high + (low if high_relative else 0)) & _MASK)
     path[level] = len(functions)
-    functions.append(Function(at, tag, ranges, caller, call_file, call_line, naming))
+    functions.append(Function(at, abbrev.tag, ranges, caller, call_file, call_line, naming))
     return pos
-
-
-def _sequence(rows: list[tuple[int, int, int]]) -> tuple[int, int, list[tuple[int, int, int]]]:
-    """(low, high, rows sorted by address) of one sequence: its end is its last row's
-    address (the end_sequence row, or the last row of a program cut short)."""
-    high = rows[-1][0]
-    ordered = [*sorted(rows[:-1], key=lambda row: row[0]), rows[-1]]
-    return min(row[0] for row in rows), high, ordered
 
 
 def _concat_filename(

@@ -324,6 +324,7 @@ class DieReader:
         self.info = sections.get(_INFO)
         self.order: Literal["little", "big"] = "little" if sections.little else "big"
         self.abbrevs = Abbreviations(sections.get(".debug_abbrev"), unit.abbrev_offset, unit)
+        self._sizes: dict[int, tuple[int, ...]] = {}
         self.str_offsets_base = 8 if unit.offset_size == 4 else 16
         self.addr_base = 8 if unit.offset_size == 4 else 16
 
@@ -359,6 +360,36 @@ class DieReader:
         except IndexError:
             raise ElfError("DIE runs past the section", offset, section=_INFO) from None
 
+    def sizes(self, abbrev: Abbreviation) -> tuple[int, ...]:
+        """The size of each attribute of ``abbrev`` in this unit, -1 where it varies."""
+        found = self._sizes.get(id(abbrev))
+        if found is None:
+            unit = self.unit
+            out = []
+            for _name, form, _const in abbrev.attributes:
+                fixed = _FIXED.get(form)
+                if form == DW_FORM_ref_addr:
+                    fixed = -2 if unit.version == 2 else -1
+                out.append(-3 if fixed is None else unit.offset_size if fixed == -1 else (
+                    unit.address_size if fixed == -2 else fixed
+                ))
+            found = self._sizes[id(abbrev)] = tuple(-1 if size == -3 else size for size in out)
+        return found
+
+    def sibling(self, abbrev: Abbreviation, pos: int) -> tuple[int | None, int]:
+        """(DW_AT_sibling's offset or None, the offset after the attributes) of a DIE of
+        ``abbrev`` whose attributes start at ``pos``."""
+        found = None
+        for (name, form, const), size in zip(abbrev.attributes, self.sizes(abbrev), strict=True):
+            if name == DW_AT_sibling:
+                value, pos = self.value(form, const, pos)
+                found = value if isinstance(value, int) else None
+            elif size >= 0:
+                pos += size
+            else:
+                _, pos = self.value(form, const, pos)
+        return found, pos
+
     def skip(self, abbrev: Abbreviation, pos: int) -> int:
         """The offset after the attributes of a DIE of ``abbrev`` that start at ``pos``."""
         if abbrev.size >= 0:
@@ -392,6 +423,8 @@ class DieReader:
             fixed = unit.address_size if unit.version == 2 else unit.offset_size
         if form == DW_FORM_implicit_const:
             return const, pos
+        if form == DW_FORM_flag_present:
+            return 1, pos
         if fixed is not None:
             size = (
                 unit.offset_size if fixed == -1 else unit.address_size if fixed == -2 else fixed

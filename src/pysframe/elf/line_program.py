@@ -320,6 +320,11 @@ def _decode(
     # Where each long run of special opcodes ends: at the next byte below opcode_base (found
     # for the whole program at the first long run).
     others: np.ndarray | None = None
+    # Special opcode N moves the address and the line by these (6.2.5.1).
+    address_steps = [(n - base) // line_range * min_length for n in range(256)]
+    line_steps = [line_base + (n - base) % line_range for n in range(256)]
+    add_address, add_file = out.addresses.append, out.files.append
+    add_line, add_end = out.lines.append, out.ends.append
 
     def advance(operations: int) -> None:
         nonlocal address, op_index
@@ -336,6 +341,15 @@ def _decode(
             if opcode >= base:
                 # A run of special opcodes: each one byte, no operands.  Long runs at once.
                 run_end = pos + 1
+                if bulk and max_ops == 1 and (run_end == size or program[run_end] < base):
+                    address += address_steps[opcode]  # alone (most are): from the tables
+                    line += line_steps[opcode]
+                    add_address(address & _MASK)
+                    add_file(file)
+                    add_line(line & _MASK)
+                    add_end(0)
+                    pos = run_end
+                    continue
                 if bulk and max_ops == 1:
                     while run_end < size and run_end - pos < _RUN and program[run_end] >= base:
                         run_end += 1
@@ -354,6 +368,16 @@ def _decode(
                         address, line = int(addresses[-1]), int(lines[-1])
                         pos = run_end
                         continue
+                if bulk and max_ops == 1:  # each special opcode's steps, from tables
+                    for special in program[pos:run_end]:
+                        address += address_steps[special]
+                        line += line_steps[special]
+                        add_address(address & _MASK)
+                        add_file(file)
+                        add_line(line & _MASK)
+                        add_end(0)
+                    pos = run_end
+                    continue
                 for special in program[pos:run_end]:
                     adjusted = special - base
                     advance(adjusted // line_range)
@@ -384,6 +408,13 @@ def _decode(
                     directory, _ = read_uleb(program, name_end + 1, end)
                     defined.append((program[pos + 1 : name_end], directory))
                 pos = end  # DW_LNE_set_discriminator and unknown ones: skipped
+            elif opcode == DW_LNS_set_column:  # the commonest: one ULEB, mostly one byte
+                if program[pos] < 0x80:
+                    pos += 1
+                else:
+                    _, pos = read_uleb(program, pos, size)
+            elif opcode == DW_LNS_negate_stmt:
+                pass
             elif opcode == DW_LNS_copy:
                 out.row(address, file, line, False)
             elif opcode == DW_LNS_advance_pc:
