@@ -171,9 +171,6 @@ class Addr2Line:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def has_section(self, name: str) -> bool:
-        return self._reader.section(name) is not None
-
     # -- the answer -------------------------------------------------------------------------
 
     def records(self, address: int) -> list[Record]:

@@ -191,26 +191,28 @@ class ModuleFinder:
             self.symbol_problems.append(str(error))
             return None
 
-    def srcline_file(self, module: Module) -> tuple[str, int] | None:
+    def srcline_file(self, module: Module) -> tuple[str | None, int]:
         """The file perf 6.1 asks addr2line about for the module's addresses (util/srcline.c
-        dso__name: the one it read symbols from, else the module's own name; none for
+        dso__name: the one it read symbols from, else the module's own name; None for
         ``[...]`` names and ``/tmp/perf-`` maps) and the ``text_offset`` that makes its
         printed addresses link-time ones (map__rip_2objdump: ``.text``'s sh_addr less
-        sh_offset in the runtime file); None when perf asks nothing."""
-        if self.perf_symbols(module) is None:  # no symbol: perf looks for no inline frames
-            return None
+        sh_offset in the file it reads the program headers from, 0 without symbols)."""
+        symbols = self.perf_symbols(module)
         files = self._dso_files.get((module.name, module.build_id))
-        if files is None or files.runtime is None:
-            return None
-        path = files.symtab.path if files.symtab is not None else module.name
-        if path.startswith("[") or path.startswith("/tmp/perf-"):
-            return None
-        try:
-            with files.runtime.open() as image:
-                text = image.section(".text")
-        except SFrameError:
-            return None
-        return path, (text.address - text.offset) if text is not None else 0
+        path: str | None = module.name
+        if files is not None and files.symtab is not None:
+            path = files.symtab.path
+        if path is not None and path.startswith(("[", "/tmp/perf-")):
+            path = None
+        text_offset = 0
+        if symbols is not None and files is not None and files.runtime is not None:
+            try:
+                with files.runtime.open() as image:
+                    text = image.section(".text")
+            except SFrameError:
+                text = None
+            text_offset = (text.address - text.offset) if text is not None else 0
+        return (path, text_offset)
 
     # -- finding files ----------------------------------------------------------------------------
     def file(self, path: str, build_id: bytes | None) -> ModuleFile:
