@@ -351,3 +351,35 @@ def test_line_lookup_stops_at_a_sequences_end() -> None:
     assert table.line_at(0x10) == (1, 5)
     assert table.line_at(0x2F) == (1, 6)
     assert table.line_at(0x30) is None
+
+
+def test_damaged_dwarf_costs_answers_never_an_error(
+    builds: dict[str, Path], tmp_path: Path
+) -> None:
+    """Bytes of ``.debug_info``, ``.debug_abbrev``, ``.debug_line`` and ``.debug_rnglists``
+    overwritten at random: every question gets an answer or none, never an exception, and
+    the damage is said in ``problems``."""
+    source = builds["c"]
+    data = source.read_bytes()
+    with ElfReader.open(str(source)) as reader:
+        damaged = [section for section in reader.sections()
+                   if section.name in (".debug_info", ".debug_abbrev", ".debug_line",
+                                       ".debug_rnglists", ".debug_aranges")]  # fmt: skip
+        code = [s for s in reader.sections() if s.flags & 0x4 and s.size]
+    assert len(damaged) >= 4
+    chance = random.Random(11)
+    addresses = [chance.randrange(s.address, s.address + s.size) for s in code for _ in range(20)]
+    problems = 0
+    for round_ in range(60):
+        copy = bytearray(data)
+        section = damaged[round_ % len(damaged)]
+        for _ in range(1 + round_ % 8):
+            copy[section.offset + chance.randrange(section.size)] = chance.randrange(256)
+        path = tmp_path / f"damaged-{round_}"
+        path.write_bytes(bytes(copy))
+        with Addr2Line(str(path)) as ours:
+            for address in addresses:
+                for record in ours.records(address):
+                    assert record.function is None or isinstance(record.function, str)
+            problems += bool(ours.problems)
+    assert problems > 0

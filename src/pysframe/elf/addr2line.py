@@ -176,12 +176,19 @@ class Addr2Line:
     def records(self, address: int) -> list[Record]:
         """What ``addr2line -f -i`` prints for ``address``: the innermost function, file and
         line first, then each function it was inlined into; empty where it prints ``??`` and
-        ``??:0`` (nothing known)."""
-        for low, high, section in self._alloc:  # find_address_in_section, in header order
-            if low <= address < high:
-                found = self._nearest(address, section)
-                if found:
-                    return found
+        ``??:0`` (nothing known), and where the DWARF it needs cannot be read (a line in
+        :attr:`problems` says why)."""
+        try:
+            for low, high, section in self._alloc:  # find_address_in_section, header order
+                if low <= address < high:
+                    found = self._nearest(address, section)
+                    if found:
+                        return found
+        except (ElfError, IndexError, ValueError) as error:
+            why = error.message if isinstance(error, ElfError) else "runs past its section"
+            line = f"{self.path}: DWARF at {address:#x}: {why}"
+            if line not in self.problems:
+                self.problems.append(line)
         return []
 
     def _nearest(self, address: int, section: int) -> list[Record]:
