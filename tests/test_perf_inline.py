@@ -15,7 +15,8 @@ append_inlines).  Recordings made here (``perf record --call-graph dwarf``, one 
 ``pysframe perf script`` (inline frames by default) must be perf script's text for at least
 99% of the samples, and each sample that differs must differ in ``--no-inline`` text too (its
 walk differs: tests/test_perf_walk.py is about those).  ``perf report --children`` rows, the
-``(inlined)`` ones included, must be perf's.
+``(inlined)`` ones included, must be perf's; so must each frame's source line as ``perf script
+-F +srcline`` prints it.
 
 Then the answers of :class:`pysframe.elf.addr2line.Addr2Line` against ``addr2line -f -i``,
 asked the same addresses in the same order, on those builds and on the system's debug files
@@ -36,6 +37,8 @@ import pytest
 from pysframe.elf.addr2line import Addr2Line
 from pysframe.elf.addr2line_tables import UnitTable, arange_add
 from pysframe.elf.reader import ElfReader
+from pysframe.perf.analyze import Options, profile_recording
+from pysframe.perf.script import script_text
 
 from conftest import require_program, unavailable
 from perf_support import PERF, Unavailable, check_perf
@@ -157,6 +160,26 @@ def test_no_inline_and_inline_options(recordings: dict[str, Path]) -> None:
     plain = _pysframe("script", "--no-inline", path)
     assert " (inlined)" not in plain
     assert _samples(plain) == _samples(_perf("script", "--no-inline", "-i", path))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_srcline_is_perf_scripts(recordings: dict[str, Path], kind: str) -> None:
+    """Each frame's source line as ``perf script -F +srcline`` prints it: an inline entry's
+    own, addr2line's first answer's, or the module's short name and address, ``??:0``
+    (util/evsel_fprintf.c, util/srcline.c)."""
+    path = str(recordings[kind])
+    profile, _ = profile_recording(path, Options(inline=True, srcline=True))
+    ours = _samples("".join(script_text(profile, srcline=True)))
+    theirs = _samples(_perf("script", "-F", "+srcline", "-i", path))
+    assert len(ours) == len(theirs)
+    differ = [index for index, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
+    assert len(differ) <= len(theirs) // 100, differ[:5]
+    text = "\n".join(theirs)
+    assert "\n  inlined.h:" in text or "\n  profiledcxx.cc:" in text
+    if differ:  # walks apart, as above
+        plain_ours = _samples(_pysframe("script", "--no-inline", path))
+        plain_theirs = _samples(_perf("script", "--no-inline", "-i", path))
+        assert all(plain_ours[index] != plain_theirs[index] for index in differ)
 
 
 # -- perf report --children ------------------------------------------------------------------
