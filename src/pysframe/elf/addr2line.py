@@ -10,7 +10,9 @@ gdb's (:mod:`pysframe.elf.dwarf_lines` follows gdb's):
 
 * the compilation unit: the first, in section order, whose own ranges (DW_AT_low_pc,
   DW_AT_high_pc, DW_AT_ranges) hold the address and which finds a line or a function for
-  it, then the units without ranges (``_bfd_dwarf2_find_nearest_line_with_alt``);
+  it, then the units without ranges (``_bfd_dwarf2_find_nearest_line_with_alt``); where
+  ``.debug_aranges`` lists the units, only those it says hold the address are read (a unit
+  without ranges has no code there);
 * the function: of every DW_TAG_subprogram, DW_TAG_entry_point and DW_TAG_inlined_subroutine
   of the unit, the one with the smallest range holding the address, the later one on a tie
   (``lookup_address_in_function_table``); a DIE's ranges are merged as they are read where
