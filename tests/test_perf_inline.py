@@ -198,9 +198,8 @@ def _names_walked_apart(path: str) -> set[str]:
     names = set()
     for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if a != b:
-            for line in inlined[index].splitlines()[1:]:
-                names.add(line.split(" ", 1)[1].strip().rsplit("+0x", 1)[0] if " " in
-                          line.strip() else line)  # fmt: skip
+            for line in inlined[index].splitlines()[1:]:  # ADDRESS NAME+0xOFFSET (MODULE)
+                names.add(line.strip().partition(" ")[2].rsplit("+0x", 1)[0])
     return names
 
 
