@@ -469,7 +469,8 @@ def section_perf(work: Path, picture: Path | None) -> None:
     ours, theirs = (
         subprocess.run(command, cwd=folder, env=environment(), capture_output=True, text=True,
                        errors="replace", check=False).stdout
-        for command in (pysframe("perf", "script"), ["perf", "script", "--no-inline"])
+        for command in (pysframe("perf", "script", "--no-inline"),
+                        ["perf", "script", "--no-inline"])
     )  # fmt: skip
     ours_lines, theirs_lines = ours.splitlines(), theirs.splitlines()
     differing = sum(a != b for a, b in zip(ours_lines, theirs_lines, strict=False))

@@ -154,7 +154,7 @@ def _samples(text: str) -> dict[tuple[int, str], list[Frame]]:
 
 def _script_texts(path: Path) -> tuple[str, str]:
     ours = subprocess.run(
-        [sys.executable, "-m", "pysframe", "perf", "script", str(path)],
+        [sys.executable, "-m", "pysframe", "perf", "script", "--no-inline", str(path)],
         capture_output=True, text=True, timeout=600, check=True,
     ).stdout  # fmt: skip
     theirs = subprocess.run(

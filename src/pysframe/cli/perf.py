@@ -1,7 +1,7 @@
 """``pysframe perf``: profiles from perf.data recordings, every sample's user stack unwound with
 SFrame (:mod:`pysframe.perf`).
 
-pysframe perf script [FILE...]          # the text of perf script --no-inline
+pysframe perf script [FILE...]          # the text of perf script (--no-inline: of its --no-inline)
 pysframe perf report [FILE...] --format top|folded|speedscope|pprof|flamegraph|json
 pysframe perf stats [FILE...]           # how the walks went, and what stack copies they needed
 
@@ -40,18 +40,15 @@ def register(subparsers: Any) -> None:
     )
     commands = parser.add_subparsers(dest="perf_command", metavar="COMMAND", required=True)
     script = commands.add_parser(
-        "script", help="print the samples as perf script --no-inline prints them",
+        "script", help="print the samples as perf script prints them",
         description="Print every sample with its kernel and user frames, in time order, with the "
-        "text of perf script --no-inline (what stackcollapse-perf.pl, speedscope and the Firefox "
-        "Profiler read).",
+        "text of perf script (what stackcollapse-perf.pl, speedscope and the Firefox Profiler "
+        "read): the functions inlined at each frame too, as perf shows them by default; "
+        "--no-inline: the text of perf script --no-inline.",
     )  # fmt: skip
     _add_common(script)
     _add_filters(script)
-    script.add_argument(
-        "--inline", action="store_true",
-        help="also the functions inlined at each user frame, from DWARF (the file's, or its "
-        "separate debug file's), as stack --lines shows them",
-    )  # fmt: skip
+    _add_inline(script)
     script.set_defaults(func=run_script)
     report = commands.add_parser(
         "report", help="a profile: a top table, folded stacks, speedscope, pprof, a flame graph",
@@ -67,6 +64,7 @@ def register(subparsers: Any) -> None:
     report.add_argument(
         "--children", action="store_true", help="top: a total (children) column as well"
     )
+    _add_inline(report)
     report.add_argument(
         "-o", "--output", metavar="OUT",
         help="write to OUT instead of standard output (pprof is binary: OUT is needed unless "
@@ -120,6 +118,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _add_inline(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--inline", action=argparse.BooleanOptionalAction, default=True,
+        help="the functions inlined at each user frame as perf shows them, perf's default: "
+        "from the DWARF of the file perf takes the module's symbols from, as binutils' "
+        "addr2line -i finds them, with (inlined) after each; --no-inline: without",
+    )  # fmt: skip
+
+
 def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", metavar="PID,...", help="only these processes")
     parser.add_argument("--tid", metavar="TID,...", help="only these threads")
@@ -140,8 +147,17 @@ def _options(args: argparse.Namespace) -> Options:
 
     return Options(
         debug_dir=args.buildid_dir, symfs=args.symfs, policy=Policy(args.sframe),
-        symbols=symbol_options(args), inline=getattr(args, "inline", False),
+        symbols=symbol_options(args), inline=_inline(args),
     )  # fmt: skip
+
+
+def _inline(args: argparse.Namespace) -> bool:
+    """Whether inline frames are wanted: by default (perf's), except where they change
+    nothing (stats; report's table without a children column names each sample's own
+    symbol)."""
+    if not getattr(args, "inline", False):
+        return False
+    return getattr(args, "format", "top") != "top" or bool(getattr(args, "children", True))
 
 
 def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:

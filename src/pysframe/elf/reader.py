@@ -25,12 +25,13 @@ file, this reader refuses it too, with its own message:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import operator
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -173,6 +174,8 @@ _SHDR_AS_SECTION = operator.itemgetter(
 MAX_EXPANSION = 64
 #: ... and never more than this (512 MiB).
 MAX_DECOMPRESSED = 512 << 20
+#: Bytes read at a time for a digest of a whole file.
+_DIGEST_CHUNK = 1 << 20
 #: What reading a damaged file raises below this module's checks.
 _STRUCT_ERRORS = (struct.error, OverflowError, ValueError, LookupError, EOFError, OSError)
 
@@ -360,6 +363,31 @@ class ElfReader:
                 s.size for s in sections if s.flags & wanted == wanted and s.type != SHT_NOBITS
             )
         return sum(seg.filesz for seg in self.load_segments() if seg.flags & PF_X)
+
+    def code_ranges(self) -> list[tuple[int, int]]:
+        """The link-time ``[start, end)`` ranges of the executable PT_LOAD segments."""
+        return [(s.vaddr, s.vaddr + s.memsz) for s in self.load_segments() if s.flags & PF_X]
+
+    def content_digest(self, names: Collection[str]) -> str:
+        """A SHA-256 (hex) of the file's headers -- the ELF header, the program headers, the
+        section headers with their names -- and of the stored bytes of the sections called
+        one of ``names``; of every byte of the file when it has no section headers (nothing
+        then says where a section ends).  ElfError when they cannot be read."""
+        header = self.header
+        digest = hashlib.sha256(header.pack())
+        for segment in self.segments():
+            digest.update(segment.pack(header.bits, header.big_endian))
+        if not self.has_section_headers():
+            size = self.file_size
+            for at in range(0, size, _DIGEST_CHUNK):
+                digest.update(self.read(at, min(_DIGEST_CHUNK, size - at)))
+            return digest.hexdigest()
+        for section in self.sections():
+            digest.update(section.name.encode() + b"\0")
+            digest.update(section.pack(header.bits, header.big_endian))
+            if section.name in names and section.type != SHT_NOBITS:
+                digest.update(self.read(section.offset, section.size))
+        return digest.hexdigest()
 
     # -- sections ------------------------------------------------------------------------------
     def sections(self) -> list[ElfSection]:

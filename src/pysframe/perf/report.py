@@ -19,7 +19,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TextIO
 
 import numpy as np
@@ -53,6 +53,15 @@ def _entry(frame: FrameInfo) -> _Entry:
     if frame.symbol is not None:
         address -= frame.offset
     return _Entry(frame.module, frame.symbol, address, frame.kernel, frame.inlined)
+
+
+def _own_entry(frame: FrameInfo) -> _Entry:
+    """The entry of the sample whose innermost frame is ``frame``: the frame's, or for an
+    inline entry, the symbol holding it (perf's self entry names the sample's IP's symbol,
+    util/hist.c iter_add_single_cumulative_entry)."""
+    if frame.inlined and frame.base_symbol is not None:
+        return replace(_entry(frame), symbol=frame.base_symbol, inlined=False)
+    return _entry(frame)
 
 
 #: The row of a sample that has no frame at all.
@@ -125,13 +134,18 @@ def top_table(profile: Profile, *, children: bool = False) -> list[TopSection]:
         (entry_ids.setdefault(_entry(frame), len(entry_ids)) for frame in profile.frames),
         dtype=np.int64, count=len(profile.frames),
     )  # fmt: skip
+    # A sample's own entry is its IP's symbol, also where an inline entry stands first.
+    self_entry = np.fromiter(
+        (entry_ids.setdefault(_own_entry(frame), len(entry_ids)) for frame in profile.frames),
+        dtype=np.int64, count=len(profile.frames),
+    )  # fmt: skip
     no_frame = entry_ids.setdefault(_NO_FRAME, len(entry_ids))
     entries = list(entry_ids)
     dsos = [module_short_name(entry.module) for entry in entries]
     symbol_texts = [_symbol_text(entry) for entry in entries]
     flat = FlatStacks.of(profile)
     own = innermost_real_frames(profile, flat)
-    own_entry = np.where(own >= 0, frame_entry[np.maximum(own, 0)], no_frame)
+    own_entry = np.where(own >= 0, self_entry[np.maximum(own, 0)], no_frame)
     stack, comm, event = (column(profile, name) for name in ("stack", "comm", "event"))
     period = column(profile, "period")
     selfs = group([event, comm, own_entry[stack]], period)

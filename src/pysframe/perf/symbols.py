@@ -195,6 +195,9 @@ class DsoFiles:
 
     symbols: SymbolSource | None
     runtime: SymbolSource | None
+    #: The first candidate with a ``.symtab`` (perf's ``dso->symsrc_filename``, the file
+    #: util/srcline.c gives addr2line), None when none has one.
+    symtab: SymbolSource | None = None
 
 
 def choose_files(sources: Iterable[SymbolSource], build_id: bytes | None) -> DsoFiles:
@@ -219,7 +222,7 @@ def choose_files(sources: Iterable[SymbolSource], build_id: bytes | None) -> Dso
             runtime = source
         if symbols is not None and runtime is not None:
             break
-    return DsoFiles(symbols or runtime, runtime or symbols)
+    return DsoFiles(symbols or runtime, runtime or symbols, symbols)
 
 
 def _table_type(image: ElfReader, name: str) -> int | None:
