@@ -103,9 +103,7 @@ PYTHON_PAGES = [page for page in PAGES if any(b.language == "python" for b in re
 
 
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda page: str(page.relative_to(ROOT)))
-def test_python_examples_run(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(_workdir(tmp_path))
     monkeypatch.setenv("PYSFRAME_CACHE_DIR", str(tmp_path / "cache"))
     namespace: dict[str, object] = {"__name__": "__docs__"}
@@ -178,8 +176,10 @@ def test_console_examples_print_what_they_show(block: Block, tmp_path: Path) -> 
         )
         actual = done.stdout.splitlines()
         assert matches(expected, actual), (
-            f"{block.name}: $ {command}\nexpected:\n" + "\n".join(expected)
-            + "\nprinted:\n" + "\n".join(actual)
+            f"{block.name}: $ {command}\nexpected:\n"
+            + "\n".join(expected)
+            + "\nprinted:\n"
+            + "\n".join(actual)
         )
 
 
@@ -198,6 +198,6 @@ def test_the_examples_are_found() -> None:
     assert sum(block.language == "python" for block in blocks) >= 5
     assert len(_console_blocks()) >= 5
     for block in blocks:
-        assert not block.marker or block.marker == "needs ptrace" or NOT_RUN.match(
-            block.marker
-        ), f"{block.name}: unknown example marker {block.marker!r}"
+        assert not block.marker or block.marker == "needs ptrace" or NOT_RUN.match(block.marker), (
+            f"{block.name}: unknown example marker {block.marker!r}"
+        )

@@ -1,6 +1,6 @@
 """The public API is what ``pysframe`` exports: every type a public method or field of an
-exported class takes or returns is exported too, and the names the README's library tour uses
-work."""
+exported class takes or returns is exported too, and libsframe's names are the
+section's own methods (the library guide's examples run in tests/test_docs_examples.py)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,13 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
-import subprocess
-import sys
 import typing
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import pysframe
-from pysframe import Abi, CfaRule, RegRule, SFrameBuilder, SFrameSection, Version
-
-sys.path.insert(0, str(Path(__file__).parent))
-from stack_support import Unavailable, check_ptrace
-
-from conftest import require, unavailable
-
-README = Path(__file__).resolve().parent.parent / "README.md"
+from pysframe import SFrameBuilder, SFrameSection
 
 
 def _format_namespace() -> dict[str, object]:
@@ -120,58 +110,7 @@ def test_every_exported_name_resolves() -> None:
 
 
 def test_lookup_names_are_one_method_each() -> None:
-    """libsframe's names (README's tour) are the function/row-named methods themselves."""
+    """libsframe's names (the library guide) are the function/row-named methods themselves."""
     assert SFrameSection.find_fde is SFrameSection.find_function
     assert SFrameSection.find_fre is SFrameSection.find_row
     assert SFrameSection.find_fres is SFrameSection.find_rows
-
-
-def test_the_readme_tour_runs() -> None:
-    """The README's library tour, run whole on the section its builder part makes."""
-    tour = README.read_text().split("## Library tour", 1)[1]
-    code = tour.split("```python\n", 1)[1].split("```", 1)[0]
-    made: dict[str, object] = {}
-    exec(code[code.index("builder = SFrameBuilder") :], dict(vars(pysframe)), made)
-    data = made["data"]
-    assert isinstance(data, bytes)
-    # The tour opens it at 0x3278: PCREL starts move with the section.
-    start = int(SFrameSection.from_bytes(data, section_address=0x3278).starts[0])
-    namespace: dict[str, object] = {"data": data, "pc": start + 4, "pcs": [start, start + 4]}
-    exec(code, namespace)
-    section = namespace["section"]
-    assert isinstance(section, SFrameSection) and section.section_address == 0x3278
-    row = section.find_fre(start + 4)
-    assert row is not None and row == section.find_row(start + 4)
-    assert row.cfa == CfaRule(7, 16) and row.fp == RegRule.at_cfa(-16)
-    assert section.find_fres([start]).cfa_offset.tolist() == [8]
-    converted = section.convert(version=2)
-    assert converted.version is Version.V2 and converted.abi is Abi.AMD64_ENDIAN_LITTLE
-
-
-def test_the_readme_entry_points_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's second block (the entry points above the format), run from the top of the
-    repository on a child process it may trace; its last line's answer checked."""
-    if not Path("/usr/bin/ls").exists():
-        require("coreutils", "the README's block reads /usr/bin/ls")
-    try:
-        check_ptrace()
-    except Unavailable as why:
-        unavailable(why)
-    tour = README.read_text().split("## Library tour", 1)[1].split("## Layout", 1)[0]
-    code = tour.split("```python\n")[2].split("```", 1)[0]
-    monkeypatch.chdir(README.parent)
-    child = subprocess.Popen(["sleep", "60"])
-    try:
-        namespace: dict[str, object] = {"pid": child.pid}
-        exec(code, namespace)
-    finally:
-        child.kill()
-        child.wait()
-    found = namespace["found"]
-    assert isinstance(found, pysframe.ResolvedSFrame) and found.origin is pysframe.Origin.GENERATED
-    report = namespace["report"]
-    assert isinstance(report, pysframe.StackReport) and report.threads[0].backtrace.frames
-    trace = namespace["trace"]
-    assert isinstance(trace, pysframe.Backtrace)
-    assert [frame.pc for frame in trace.frames] == [0x1004, 0x2004]
-    assert trace.stop is pysframe.StopKind.OUTERMOST
