@@ -43,8 +43,10 @@ def _count(text: str) -> int:
     return int(float(text.rstrip("KM")) * scale)
 
 
-def piped(record: list[str], reader: list[str], env: dict[str, str] | None = None) -> str:
-    """Run ``record | reader``; the reader's standard output."""
+def piped(
+    record: list[str], reader: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``record | reader``; the reader's run."""
     producer = subprocess.Popen(record, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert producer.stdout is not None
     try:
@@ -55,7 +57,7 @@ def piped(record: list[str], reader: list[str], env: dict[str, str] | None = Non
     finally:
         producer.stdout.close()
         producer.wait()
-    return done.stdout
+    return done
 
 
 def lost_and_samples(report: str) -> tuple[int, int] | None:
@@ -94,15 +96,23 @@ def main() -> None:
             "pysframe perf report -": [sys.executable, "-m", "pysframe", "perf", "report", "-"],
         }
         results: dict[str, list[tuple[int, int]]] = {name: [] for name in readers}
+        failures: dict[str, list[str]] = {name: [] for name in readers}
         for _ in range(runs):
             for name, reader in readers.items():
-                found = lost_and_samples(piped(record, reader, env))
-                if found is None:
-                    raise SystemExit(f"{name}: no report (can perf record here?)")
-                results[name].append(found)
+                done = piped(record, reader, env)
+                found = lost_and_samples(done.stdout)
+                if found is None:  # a run without a report: its first line of error
+                    failures[name].append((done.stderr.strip() or "no output").splitlines()[0])
+                else:
+                    results[name].append(found)
     print(f"perf record --call-graph dwarf of gzip on {megabytes} MB, {runs} run(s) each")
     print(f"{'reader':<26}{'lost (median)':>14}{'share':>9}   each run")
     medians = {}
+    for name, errors in failures.items():
+        for error in errors:
+            print(f"{name}: a run without a report: {error}")
+    if not all(results.values()):
+        raise SystemExit("a reader never gave a report (can perf record here?)")
     for name, found in results.items():
         lost = statistics.median(n for n, _ in found)
         share = statistics.median(100 * n / (n + k) if n + k else 0 for n, k in found)
