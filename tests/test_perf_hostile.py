@@ -574,7 +574,12 @@ def test_a_pipe_is_read_ahead_of_the_reader() -> None:
     come, up to the limit; past it, the writer waits until the reader takes some."""
     from pysframe.input import ReadAhead
 
-    payload = os.urandom(3 << 20)  # more than any pipe buffer
+    try:
+        pipe_max = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except (OSError, ValueError):
+        pipe_max = 1 << 20
+    # More than the limit, a read (1 MiB) past it and the largest pipe buffer hold.
+    payload = os.urandom((3 << 20) + pipe_max)
     for limit, writer_waits in ((1 << 30, False), (1 << 20, True)):
         read_end, write_end = os.pipe()
 
@@ -585,7 +590,7 @@ def test_a_pipe_is_read_ahead_of_the_reader() -> None:
         reader = ReadAhead(read_end, "pipe", limit=limit)
         writer = threading.Thread(target=write, daemon=True)
         writer.start()
-        writer.join(timeout=3 if not writer_waits else 0.5)
+        writer.join(timeout=10 if not writer_waits else 0.5)
         assert writer.is_alive() == writer_waits
         received = b"".join(iter(partial(reader.read, 1 << 16), b""))
         writer.join(timeout=10)
