@@ -41,8 +41,9 @@ records may straddle two pieces (util/session.c perf_session__process_compressed
 that reading them would need a zstd decompressor the project does not depend on, and the
 stack copies could no longer be views into the file; ``perf inject`` keeps them compressed.
 
-Errors: :class:`PerfDataError` (a FormatError) with ``path`` and ``offset``; a file cut short
-is read up to its last whole record and the cut noted in ``data.problems`` (once).
+Errors: :class:`PerfDataError` (a FormatError) with ``path`` and ``offset``; a file cut short,
+or one perf record did not finish (data size 0), is read up to its last whole record and what
+happened noted in ``data.problems`` (once).
 """
 
 from __future__ import annotations

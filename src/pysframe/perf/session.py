@@ -12,6 +12,7 @@ are walked together across them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from .data import DEFAULT_CHUNK, PerfData
 from .errors import PerfDataError
 from .order import time_ordered
 from .records import SideBandEvent
-from .registers import RegisterLayout, register_layout
+from .registers import RegisterLayout, architecture_of, register_layout
 from .samples import SampleChunk
 from .spaces import AddressSpaces
 from .walk import MAX_FRAMES, Walks, as_walks, joined, no_walks, walk_sample, walk_samples
@@ -61,7 +62,6 @@ def walk_recording(
         if on_event is not None:
             on_event(event)
 
-    arch = data.features.arch or ""
     layouts: dict[int, RegisterLayout | None] = {}
     for delivery in time_ordered(data.read(chunk)):
         samples = delivery.samples
@@ -69,7 +69,7 @@ def walk_recording(
             for event in delivery.events:
                 apply(event)
             continue
-        layout = _layout(layouts, arch, samples, data)
+        layout = _Layout(layouts, samples, data, spaces)
         parts: list[Walks] = []
         comms: list[str] = []
         walked = named = 0
@@ -88,21 +88,44 @@ def walk_recording(
         yield WalkedChunk(samples, joined(parts), comms, delivery.read_to)
 
 
-def _layout(
-    layouts: dict[int, RegisterLayout | None], arch: str, samples: SampleChunk, data: PerfData
-) -> RegisterLayout | None:
-    mask = samples.regs_mask
-    if mask not in layouts:
-        try:
-            layouts[mask] = register_layout(arch, mask, data.header.big_endian) if mask else None
-        except PerfDataError as error:
-            raise error.at(path=data.path) from None
-    return layouts[mask]
+@dataclass(slots=True)
+class _Layout:
+    """The register layout of a chunk's samples, found when first needed: by then the
+    mappings of the samples walked are applied, for :func:`recorded_architecture`."""
+
+    layouts: dict[int, RegisterLayout | None]
+    samples: SampleChunk
+    data: PerfData
+    spaces: AddressSpaces
+
+    def get(self) -> RegisterLayout | None:
+        mask = self.samples.regs_mask
+        if mask not in self.layouts:
+            arch = self.data.features.arch or recorded_architecture(self.spaces)
+            try:
+                layout = register_layout(arch, mask, self.data.header.big_endian) if mask else None
+            except PerfDataError as error:
+                raise error.at(path=self.data.path) from None
+            self.layouts[mask] = layout
+        return self.layouts[mask]
+
+
+def recorded_architecture(spaces: AddressSpaces) -> str:
+    """The architecture of a recording without the ARCH feature (perf record killed, a file
+    cut short: the features come after the data): the machine of the first mapped file that
+    has one SFrame knows (its ELF e_machine and byte order), else this machine's (perf
+    itself takes this machine's)."""
+    for module in spaces.modules:
+        if module.facts is not None and module.facts.abi is not None:
+            found = architecture_of(module.facts.abi)
+            if found is not None:
+                return found
+    return os.uname().machine
 
 
 def _walk(
     samples: SampleChunk,
-    layout: RegisterLayout | None,
+    layout_of: _Layout,
     spaces: AddressSpaces,
     start: int,
     end: int,
@@ -110,6 +133,7 @@ def _walk(
     reference: bool,
 ) -> Walks:
     select = np.arange(start, end, dtype=np.int64)
+    layout = layout_of.get()
     if layout is None:  # no user registers recorded
         return no_walks(len(select))
     if not reference:
