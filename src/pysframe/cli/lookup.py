@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             report_error(error, args)
             status = 1
     with found.located():
-        results = [(pc, found.section.lookup(pc)) for pc in pcs]
+        results = [(pc, found.section.find_row(pc)) for pc in pcs]
     names = symbols.find_many(pcs) if symbols is not None else [None] * len(pcs)
     named = [None if n is None else (options.name(n[0]), n[1]) for n in names]
     pairs = zip(results, named, strict=True)

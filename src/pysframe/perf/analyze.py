@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..sources.trust import Policy
-from ..unwind.symbolize import SymbolOptions
+from ..unwind import STOPS, StopKind, SymbolOptions
 from .data import DEFAULT_CHUNK, PerfData
 from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel_symbols
 from .layout import MISC_CPUMODE_MASK, MISC_KERNEL
@@ -33,7 +33,7 @@ from .records import LostEvent, SideBandEvent
 from .samples import range_positions
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES, STOPS, Stop
+from .walk import MAX_FRAMES
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -67,16 +67,16 @@ class WalkStats:
     frames: int = 0
     #: Walks by depth (user frames), and by why they stopped.
     depths: Counter[int] = field(default_factory=Counter)
-    stops: Counter[Stop] = field(default_factory=Counter)
+    stops: Counter[StopKind] = field(default_factory=Counter)
     #: Bytes of its stack copy each walk read, and how many were copied.
     stack_used: list[int] = field(default_factory=list)
     stack_copied: list[int] = field(default_factory=list)
-    #: Samples walked by the reference unwinder.
-    reference: int = 0
+    #: Frames the unwinder stepped one at a time (the others were stepped in bulk).
+    stepped: int = 0
     #: Samples with a user frame in each module (by name).
     module_samples: Counter[str] = field(default_factory=Counter)
     #: Walks by why they stopped and the module of their last frame (``[unknown]``: none).
-    stop_modules: Counter[tuple[Stop, str]] = field(default_factory=Counter)
+    stop_modules: Counter[tuple[StopKind, str]] = field(default_factory=Counter)
     #: Modules without SFrame of their own, and why.
     without_own_sframe: dict[str, str] = field(default_factory=dict)
     #: Where each module's SFrame came from.
@@ -129,7 +129,7 @@ def profile_recording(
         stats.problems += [str(problem) for problem in data.problems]
         stats.problems += finder.symbol_problems
         stats.without_own_sframe = dict(finder.problems)
-        stats.origins = {module.name: module.origin for module in spaces.modules}
+        stats.origins = {module.path: module.origin for module in spaces.modules}
     return profile, stats
 
 
@@ -251,18 +251,18 @@ class _Namer:
         module = self.spaces.modules[module_id]
         symbols = self.finder.perf_symbols(module)
         if symbols is None:
-            return [(module.name, None, 0)] * len(addresses)
+            return [(module.path, None, 0)] * len(addresses)
         out: list[tuple[str, str | None, int] | _AtEnd] = []
         found = symbols.find_many(np.array(addresses, dtype=np.uint64))
         for address, index in zip(addresses, found.tolist(), strict=True):
             if index < 0:
-                out.append((module.name, None, 0))
+                out.append((module.path, None, 0))
                 continue
             start = symbols.start_of(index)
             if address < int(symbols.ends[index]):
-                out.append((module.name, symbols.name_of(index), address - start))
+                out.append((module.path, symbols.name_of(index), address - start))
             else:
-                out.append(_AtEnd(module.name, symbols.name_of(index), start))
+                out.append(_AtEnd(module.path, symbols.name_of(index), start))
         return out
 
     def _inlined(
@@ -434,15 +434,15 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
     walks = walked.walks
     depth = np.diff(walks.offsets)
     stats.samples += len(walks)
-    has_stack = walks.stop != STOPS.index(Stop.NO_USER_STACK)
+    has_stack = walks.stop != STOPS.index(StopKind.NO_STACK)
     stats.walked += int(has_stack.sum())
     stats.frames += int(depth.sum())
     stats.depths.update(_tally(depth[has_stack]))
     stats.stops.update({STOPS[code]: n for code, n in _tally(walks.stop).items()})
     stats.stack_used += walks.stack_used[has_stack].tolist()
     stats.stack_copied += walked.samples.stack_dyn_size[has_stack].astype(np.int64).tolist()
-    stats.reference += int(walks.reference.sum())
-    names = [module.name for module in spaces.modules] + [UNKNOWN]
+    stats.stepped += int(walks.stepped.sum())
+    names = [module.path for module in spaces.modules] + [UNKNOWN]
     ended = depth > 0
     last_module = walks.module[walks.offsets[1:][ended] - 1]  # -1: [unknown], names[-1]
     pairs = walks.stop[ended].astype(np.int64) * (len(names) + 1) + (last_module + 1)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..unwind import BatchUnwinder, Walks, joined, no_walks
 from .data import DEFAULT_CHUNK, PerfData
 from .errors import PerfDataError
 from .order import time_ordered
@@ -25,7 +26,7 @@ from .records import SideBandEvent
 from .registers import RegisterLayout, register_layout
 from .samples import SampleChunk
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES, Walks, as_walks, joined, no_walks, walk_sample, walk_samples
+from .walk import MAX_FRAMES, sample_unwinder, walk_samples
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -49,11 +50,9 @@ def walk_recording(
     *,
     chunk: int = DEFAULT_CHUNK,
     max_frames: int = MAX_FRAMES,
-    reference: bool = False,
     on_event: Callable[[SideBandEvent], None] | None = None,
 ) -> Iterator[WalkedChunk]:
-    """Every sample of ``data`` with its user stack walked (``reference``: one sample at a time
-    by the single-stack unwinder, the batch walk's reference); ``on_event`` is shown every
+    """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
     side-band record as it is applied."""
 
     def apply(event: SideBandEvent) -> None:
@@ -62,14 +61,14 @@ def walk_recording(
             on_event(event)
 
     arch = data.features.arch or ""
-    layouts: dict[int, RegisterLayout | None] = {}
+    layouts: dict[int, tuple[RegisterLayout, BatchUnwinder] | None] = {}
     for delivery in time_ordered(data.read(chunk)):
         samples = delivery.samples
         if samples is None or not len(samples):
             for event in delivery.events:
                 apply(event)
             continue
-        layout = _layout(layouts, arch, samples, data)
+        layout = _layout(layouts, arch, samples, data, max_frames)
         parts: list[Walks] = []
         comms: list[str] = []
         walked = named = 0
@@ -78,45 +77,46 @@ def walk_recording(
                 comms += _comms(spaces, samples.tid[named:cut])
                 named = cut
             if cut > walked and spaces.changes_lookups(event):
-                parts.append(_walk(samples, layout, spaces, walked, cut, max_frames, reference))
+                parts.append(_walk(samples, layout, spaces, walked, cut))
                 walked = cut
             apply(event)
         end = len(samples)
         comms += _comms(spaces, samples.tid[named:end])
         if walked < end:
-            parts.append(_walk(samples, layout, spaces, walked, end, max_frames, reference))
+            parts.append(_walk(samples, layout, spaces, walked, end))
         yield WalkedChunk(samples, joined(parts), comms, delivery.read_to)
 
 
 def _layout(
-    layouts: dict[int, RegisterLayout | None], arch: str, samples: SampleChunk, data: PerfData
-) -> RegisterLayout | None:
+    layouts: dict[int, tuple[RegisterLayout, BatchUnwinder] | None],
+    arch: str,
+    samples: SampleChunk,
+    data: PerfData,
+    max_frames: int,
+) -> tuple[RegisterLayout, BatchUnwinder] | None:
+    """The registers of the samples' layout, and the unwinder of its samples (one for the
+    recording, so that what it caches serves every chunk)."""
     mask = samples.regs_mask
     if mask not in layouts:
         try:
-            layouts[mask] = register_layout(arch, mask, data.header.big_endian) if mask else None
+            layout = register_layout(arch, mask, data.header.big_endian) if mask else None
         except PerfDataError as error:
             raise error.at(path=data.path) from None
+        layouts[mask] = None if layout is None else (layout, sample_unwinder(layout, max_frames))
     return layouts[mask]
 
 
 def _walk(
     samples: SampleChunk,
-    layout: RegisterLayout | None,
+    layout: tuple[RegisterLayout, BatchUnwinder] | None,
     spaces: AddressSpaces,
     start: int,
     end: int,
-    max_frames: int,
-    reference: bool,
 ) -> Walks:
     select = np.arange(start, end, dtype=np.int64)
     if layout is None:  # no user registers recorded
         return no_walks(len(select))
-    if not reference:
-        return walk_samples(samples, layout, spaces, select=select, max_frames=max_frames)
-    return as_walks([
-        walk_sample(samples, int(i), layout, spaces, max_frames=max_frames) for i in select
-    ])
+    return walk_samples(samples, layout[0], spaces, layout[1], select=select)
 
 
 def _comms(spaces: AddressSpaces, tids: npt.NDArray[np.int32]) -> list[str]:
