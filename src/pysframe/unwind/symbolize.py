@@ -12,10 +12,14 @@ directories), the symbols are the union of, as gdb's minimal symbols are (gdb/el
 The name for an address is then picked by gdb's rules (:mod:`pysframe.elf.symbols`), and
 demangled (:mod:`pysframe.unwind.demangle`) unless told not to be.
 
-Each table is read in one piece (:class:`~pysframe.elf.symbols.FunctionSymbols`), and names
-one address (``stack``) or many at once (``lookup``, ``perf``).  A table that cannot be read is
-left out, with the reason in :attr:`ModuleSymbols.problems`.  The owner of a file's facts keeps
-its symbols (:class:`pysframe.unwind.modules.ElfFacts`).
+Naming addresses needs a few of each table's symbols: the tables are read entry by entry
+with struct, and a search decodes the names of the symbols it passes
+(:class:`~pysframe.elf.symbols.LazyFunctionSymbols`), without numpy (``stack`` names a few
+dozen frames).  A file these readers cannot read whole is read with the reference readers
+instead, so that what is said about it is their word.  Finding symbols by name
+(:meth:`ModuleSymbols.by_name`, ``lookup SYMBOL``) needs every name: the tables are then read
+whole (:class:`~pysframe.elf.symbols.FunctionSymbols`) when first asked.  The owner of a file's
+facts keeps its symbols (:class:`pysframe.unwind.modules.ElfFacts`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ from ..elf.debuginfo import DEFAULT_DEBUG_DIRS, find_debug_file, minidebuginfo
 from ..elf.layout import SHF_ALLOC, SHF_TLS, SHT_NOBITS
 from ..elf.plt import plt_symbols
 from ..elf.reader import ElfReader
-from ..elf.symbols import FunctionSymbols, SymbolRecord, find_in_objfiles, read_function_symbols
+from ..elf.symbols import (
+    FunctionEntries,
+    FunctionSymbols,
+    LazyFunctionSymbols,
+    SymbolRecord,
+    SymbolTable,
+    read_function_entries,
+    read_function_symbols,
+)
 from ..errors import SFrameError
 from .demangle import (
     bare_name,
@@ -46,6 +58,10 @@ if TYPE_CHECKING:
 
     from ..elf.dwarf_lines import SourceFrame, SourceLines
 
+#: A table as read: records (whole, and the PLT's), entries (entry by entry), or None (none).
+_Part = list[SymbolRecord] | FunctionEntries | None
+
+
 @dataclass(slots=True)
 class ModuleSymbols:
     """The function symbols of one ELF file, and where they came from.  ``tables``: the file's
@@ -53,7 +69,7 @@ class ModuleSymbols:
     gdb keeps them as separate objfiles, and so do these."""
 
     path: str
-    tables: Sequence[FunctionSymbols]
+    tables: Sequence[SymbolTable]
     #: Where the symbols came from: ".symtab", ".dynsym", ".plt", the debug file's path,
     #: ".gnu_debugdata".
     sources: list[str] = field(default_factory=list)
@@ -68,6 +84,8 @@ class ModuleSymbols:
     sections: tuple[tuple[int, int], ...] = ()
     #: The DWARF reader for source lines: not yet opened (False), none (None), or open.
     _lines: SourceLines | bool | None = False
+    #: Reads the tables whole (for :meth:`by_name`); None: not from a file.
+    _whole: Callable[[], ModuleSymbols] | None = None
 
     def _section_of(self, address: int) -> int:
         """The index in :attr:`sections` of the one holding ``address``, -1 for none."""
@@ -107,7 +125,7 @@ class ModuleSymbols:
         """(mangled name, offset) of the function holding link-time ``address``: the first
         table's symbol, unless a later table's starts higher (see
         :func:`pysframe.elf.symbols.find_in_objfiles`)."""
-        best: tuple[FunctionSymbols, int] | None = None
+        best: tuple[SymbolTable, int] | None = None
         for table in self.tables:
             index = table.find_index(address)
             if index >= 0 and (best is None or table.start_of(index) > best[0].start_of(best[1])):
@@ -117,24 +135,25 @@ class ModuleSymbols:
         table, index = best
         return table.name_of(index), address - table.start_of(index)
 
+    def _whole_tables(self) -> list[FunctionSymbols]:
+        """The tables read whole, when first asked."""
+        tables = [table for table in self.tables if isinstance(table, FunctionSymbols)]
+        if len(tables) == len(self.tables):
+            return tables
+        if self._whole is None:
+            raise TypeError("symbols read from no file cannot be searched by name")
+        whole = self._whole()
+        self.tables, self._whole = whole.tables, None
+        return self._whole_tables()
+
     def find_many(self, addresses: Sequence[int] | np.ndarray) -> list[tuple[str, int] | None]:
-        """:meth:`find` for many addresses at once (one numpy search per table)."""
-        tables = self.tables
-        out: list[tuple[str, int] | None] = []
-        for address, (table, index) in zip(
-            addresses, find_in_objfiles(tables, addresses), strict=True
-        ):
-            found = tables[table] if index >= 0 else None
-            if found is None or not self._in_its_section(int(address), found.start_of(index)):
-                out.append(None)
-            else:
-                out.append((found.name_of(index), int(address) - found.start_of(index)))
-        return out
+        """:meth:`find` of each address."""
+        return [self.find(int(address)) for address in addresses]
 
     def by_name(self, name: str) -> list[SymbolRecord]:
         """Symbols called ``name``, mangled or demangled (with or without the parameter list
         of a C++ function), from the first table that has one."""
-        for table in self.tables:
+        for table in self._whole_tables():
             found = table.by_name(name)
             if not found:
                 names = table.names
@@ -150,13 +169,65 @@ class ModuleSymbols:
         return []
 
 
-def _attempt(call: Callable[[], list[SymbolRecord]], problems: list[str]) -> list[SymbolRecord]:
-    """The symbols ``call`` reads; none when they cannot be read, the reason in ``problems``."""
-    try:
+class _Whole:
+    """How :func:`symbols_of_image` reads tables whole: numpy, every name decoded; a table that
+    cannot be read is left out, with the reason."""
+
+    entry_by_entry = False
+
+    def attempt(self, call: Callable[[], _Part], problems: list[str], failed: _Part) -> _Part:
+        try:
+            return call()
+        except SFrameError as error:
+            problems.append(str(error))
+            return failed
+
+    def table(self, image: ElfReader, name: str) -> _Part:
+        return read_function_symbols(image, name)
+
+    def named(self, part: _Part) -> bool:
+        return bool(part)
+
+    def merged(self, parts: list[_Part]) -> SymbolTable:
+        return FunctionSymbols(r for part in parts if isinstance(part, list) for r in part)
+
+    def open(self, path: str) -> ElfReader:
+        from ..elf.image import ElfImage
+
+        return ElfImage.open(path)
+
+    def from_bytes(self, name: str, data: bytes) -> ElfReader:
+        from ..elf.image import ElfImage
+
+        return ElfImage.from_bytes(name, data)
+
+
+class _EntryByEntry(_Whole):
+    """How :func:`symbols_of_image` reads for naming addresses: struct, names decoded when a
+    search passes them; anything that cannot be read raises (the reference readers then read
+    it whole)."""
+
+    entry_by_entry = True
+
+    def attempt(self, call: Callable[[], _Part], problems: list[str], failed: _Part) -> _Part:
         return call()
-    except SFrameError as error:
-        problems.append(str(error))
-        return []
+
+    def table(self, image: ElfReader, name: str) -> _Part:
+        return read_function_entries(image, name)
+
+    def named(self, part: _Part) -> bool:
+        if isinstance(part, FunctionEntries):
+            return any(part.name(index) for index in range(len(part)))
+        return bool(part)
+
+    def merged(self, parts: list[_Part]) -> SymbolTable:
+        return LazyFunctionSymbols([part for part in parts if part is not None])
+
+    def open(self, path: str) -> ElfReader:
+        return ElfReader.open(path)
+
+    def from_bytes(self, name: str, data: bytes) -> ElfReader:
+        return ElfReader.from_bytes(name, data)
 
 
 def symbols_of_image(
@@ -166,23 +237,45 @@ def symbols_of_image(
     search: bool = True,
     link_path: str | None = None,
 ) -> ModuleSymbols:
-    """The symbols of an open ELF image (``search``: also look for its separate debug file).
-    ``link_path``: the file's name for the debuglink search when the image is read from
-    elsewhere (``/proc/PID/map_files/...`` for a deleted file)."""
+    """The symbols of an open ELF image (``search``: also look for its separate debug file),
+    read for naming addresses (see the module's docstring).  ``link_path``: the file's name
+    for the debuglink search when the image is read from elsewhere
+    (``/proc/PID/map_files/...`` for a deleted file)."""
+    try:
+        return _symbols_of_image(image, debug_dirs, search, link_path, _EntryByEntry())
+    except SFrameError:
+        pass  # the reference readers say what is wrong, or read it
+    from ..elf.image import ElfImage
+
+    if not isinstance(image, ElfImage):
+        with ElfImage.reopen(image) as reference:
+            return _symbols_of_image(reference, debug_dirs, search, link_path, _Whole())
+    return _symbols_of_image(image, debug_dirs, search, link_path, _Whole())
+
+
+def _symbols_of_image(
+    image: ElfReader,
+    debug_dirs: tuple[str, ...],
+    search: bool,
+    link_path: str | None,
+    reading: _Whole,
+) -> ModuleSymbols:
     problems: list[str] = []
     sources: list[str] = []
-    records: list[SymbolRecord] = []
+    parts: list[_Part] = []
     for table in (".symtab", ".dynsym"):
-        found = _attempt(functools.partial(read_function_symbols, image, table), problems)
-        if found:
+        found = reading.attempt(functools.partial(reading.table, image, table), problems, [])
+        if reading.named(found):
             sources.append(table)
-            records += found
+            parts.append(found)
     # gdb's minimal symbols include BFD's NAME@plt.
-    stubs = _attempt(functools.partial(plt_symbols, image), problems)
+    stubs = reading.attempt(
+        functools.partial(plt_symbols, image, scalar=reading.entry_by_entry), problems, []
+    )
     if stubs:
         sources.append(".plt")
-        records += stubs
-    tables = [FunctionSymbols(records)]
+        parts.append(stubs)
+    tables = [reading.merged(parts)]
     has_symtab = ".symtab" in sources
     debug_file = None
     if search:
@@ -191,37 +284,35 @@ def symbols_of_image(
         problems += debug.rejected
         if debug.path is not None:
             path = debug.path
-            try:
-                with ElfReader.open(path) as opened:
-                    found = read_function_symbols(opened, ".symtab") or []
-            except SFrameError as error:
-                problems.append(str(error))
-            else:
+            found = reading.attempt(lambda: _debug_table(reading, path), problems, None)
+            if found is not None:
                 debug_file = path
                 sources.append(path)
-                tables.append(FunctionSymbols(found))
-                has_symtab = has_symtab or bool(found)
+                tables.append(reading.merged([found]))
+                has_symtab = has_symtab or reading.named(found)
     if not has_symtab:
         # gdb reads MiniDebugInfo only for a file without .symtab (elf_symfile_read).
-        try:
-            inner = _minidebuginfo_table(image)
-        except SFrameError as error:
-            problems.append(str(error))
-        else:
-            if inner is not None:
-                tables.append(FunctionSymbols(inner))
-                sources.append(".gnu_debugdata")
+        inner = reading.attempt(lambda: _minidebuginfo_table(reading, image), problems, None)
+        if inner is not None:
+            tables.append(reading.merged([inner]))
+            sources.append(".gnu_debugdata")
     return ModuleSymbols(image.path, tables, sources, debug_file, problems, _sections(image))
 
 
-def _minidebuginfo_table(image: ElfReader) -> list[SymbolRecord] | None:
+def _debug_table(reading: _Whole, path: str) -> _Part:
+    """The ``.symtab`` of the separate debug file at ``path`` (an empty one when it has none)."""
+    with reading.open(path) as image:
+        return reading.table(image, ".symtab") or []
+
+
+def _minidebuginfo_table(reading: _Whole, image: ElfReader) -> _Part:
     """The ``.symtab`` of the image's MiniDebugInfo (an empty one when it has none); None
     without MiniDebugInfo."""
     mini = minidebuginfo(image)
     if mini is None:
         return None
-    with ElfReader.from_bytes(f"{image.path}:.gnu_debugdata", mini) as inner:
-        return read_function_symbols(inner, ".symtab") or []
+    with reading.from_bytes(f"{image.path}:.gnu_debugdata", mini) as inner:
+        return reading.table(inner, ".symtab") or []
 
 
 def _sections(image: ElfReader) -> tuple[tuple[int, int], ...]:
@@ -251,22 +342,28 @@ def _identity(image: ElfReader) -> tuple[bytes | None, tuple[str, int] | None]:
 def symbols_of_file(
     path: str, debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS, link_path: str | None = None
 ) -> ModuleSymbols:
-    """The symbols of the ELF file at ``path``; an unreadable file has none (its ``problems``
-    say why).  ``link_path``: see :func:`symbols_of_image`."""
+    """The symbols of the ELF file at ``path`` (see the module's docstring); an unreadable
+    file has none (its ``problems`` say why).  ``link_path``: see :func:`symbols_of_image`."""
     try:
         os.stat(path)
     except OSError as error:
         return ModuleSymbols(path, [], problems=[f"{path}: {error.strerror}"])
     try:
         with ElfReader.open(path) as reader:
-            return symbols_of_image(reader, debug_dirs, link_path=link_path)
+            symbols = symbols_of_image(reader, debug_dirs, link_path=link_path)
     except SFrameError:
-        pass  # the reference reader says what is wrong, or reads it
+        symbols = _read_whole(path, debug_dirs, link_path)
+    symbols._whole = functools.partial(_read_whole, path, debug_dirs, link_path)
+    return symbols
+
+
+def _read_whole(path: str, debug_dirs: tuple[str, ...], link_path: str | None) -> ModuleSymbols:
+    """The symbols of the file at ``path``, its tables read whole (by the reference readers)."""
     from ..elf.image import ElfImage
 
     try:
         with ElfImage.open(path) as image:
-            return symbols_of_image(image, debug_dirs, link_path=link_path)
+            return _symbols_of_image(image, debug_dirs, True, link_path, _Whole())
     except SFrameError as error:
         return ModuleSymbols(path, [], problems=[str(error)])
 
