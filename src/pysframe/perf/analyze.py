@@ -28,7 +28,7 @@ from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
 from ..sources.trust import Policy
-from ..unwind.symbolize import SymbolOptions
+from ..unwind import STOPS, StopKind, SymbolOptions
 from .data import DEFAULT_CHUNK, PerfData
 from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel_symbols
 from .layout import MISC_CPUMODE_MASK, MISC_KERNEL, RecordType
@@ -38,7 +38,7 @@ from .records import LostEvent, SideBandEvent
 from .samples import range_positions
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES, STOPS, Stop
+from .walk import MAX_FRAMES
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -76,16 +76,16 @@ class WalkStats:
     frames: int = 0
     #: Walks by depth (user frames), and by why they stopped.
     depths: Counter[int] = field(default_factory=Counter)
-    stops: Counter[Stop] = field(default_factory=Counter)
+    stops: Counter[StopKind] = field(default_factory=Counter)
     #: Bytes of its stack copy each walk read, and how many were copied.
     stack_used: list[int] = field(default_factory=list)
     stack_copied: list[int] = field(default_factory=list)
-    #: Samples walked by the reference unwinder.
-    reference: int = 0
+    #: Frames the unwinder stepped one at a time (the others were stepped in bulk).
+    stepped: int = 0
     #: Samples with a user frame in each module (by name).
     module_samples: Counter[str] = field(default_factory=Counter)
     #: Walks by why they stopped and the module of their last frame (``[unknown]``: none).
-    stop_modules: Counter[tuple[Stop, str]] = field(default_factory=Counter)
+    stop_modules: Counter[tuple[StopKind, str]] = field(default_factory=Counter)
     #: Modules without SFrame of their own, and why.
     without_own_sframe: dict[str, str] = field(default_factory=dict)
     #: Where each module's SFrame came from.
@@ -157,7 +157,7 @@ def profile_recording(
         # worker process come back this way).
         stats.problems += take_warnings()
         stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
-        stats.origins = {shown_name(module.name): module.origin for module in spaces.modules}
+        stats.origins = {shown_name(module.path): module.origin for module in spaces.modules}
     return profile, stats
 
 
@@ -334,7 +334,7 @@ class _Namer:
         if module_id < 0:
             return [(UNKNOWN, None, 0)] * len(addresses)
         module = self.spaces.modules[module_id]
-        shown = shown_name(module.name)  # a path: its bytes that are not UTF-8 as \xNN
+        shown = shown_name(module.path)  # a path: its bytes that are not UTF-8 as \xNN
         symbols = self.finder.perf_symbols(module)
         if symbols is None:
             return [(shown, None, 0)] * len(addresses)
@@ -390,7 +390,7 @@ class _Namer:
             return (None, None) if f"{file}:{line}".startswith("??:0") else (file, line)
         module = self.spaces.modules[module_id]
         _, text_offset = self._srcline_file(module_id)
-        short = module.name if module.name.startswith("[") else os.path.basename(module.name)
+        short = module.path if module.path.startswith("[") else os.path.basename(module.path)
         return f"{short}[{(address + text_offset) & _MASK:x}]", None
 
     def _addr2line(self, module_id: int, address: int) -> list[Record]:
@@ -590,15 +590,15 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
     walks = walked.walks
     depth = np.diff(walks.offsets)
     stats.samples += len(walks)
-    has_stack = walks.stop != STOPS.index(Stop.NO_USER_STACK)
+    has_stack = walks.stop != STOPS.index(StopKind.NO_STACK)
     stats.walked += int(has_stack.sum())
     stats.frames += int(depth.sum())
     stats.depths.update(_tally(depth[has_stack]))
     stats.stops.update({STOPS[code]: n for code, n in _tally(walks.stop).items()})
     stats.stack_used += walks.stack_used[has_stack].tolist()
     stats.stack_copied += walked.samples.stack_dyn_size[has_stack].astype(np.int64).tolist()
-    stats.reference += int(walks.reference.sum())
-    names = [shown_name(module.name) for module in spaces.modules] + [UNKNOWN]
+    stats.stepped += int(walks.stepped.sum())
+    names = [shown_name(module.path) for module in spaces.modules] + [UNKNOWN]
     ended = depth > 0
     last_module = walks.module[walks.offsets[1:][ended] - 1]  # -1: [unknown], names[-1]
     pairs = walks.stop[ended].astype(np.int64) * (len(names) + 1) + (last_module + 1)

@@ -72,8 +72,8 @@ Mode = Literal["bulk", "scalar", "events"]
 @dataclass(eq=False)
 class Stretch:
     """The records of one stretch of the data, in file order: the side-band ``events`` and the
-    ``samples`` (a :class:`SampleChunk`; a list of :class:`Sample` from :meth:`PerfData.read`
-    with ``scalar=True``).  ``start`` and ``end`` are file offsets; every event's and
+    ``samples`` (a :class:`SampleChunk`; a list of :class:`Sample` for
+    :meth:`PerfData.sample_records`).  ``start`` and ``end`` are file offsets; every event's and
     sample's file offset lies between them, so that a consumer can merge the two lists back
     in file order."""
 
@@ -321,11 +321,10 @@ class PerfData:
 
     # -- reading the records --------------------------------------------------------------------
 
-    def read(self, chunk: int = DEFAULT_CHUNK, *, scalar: bool = False) -> Iterator[Stretch]:
+    def read(self, chunk: int = DEFAULT_CHUNK) -> Iterator[Stretch]:
         """The records in file order, a stretch at a time: side-band events and up to
-        ``chunk`` samples per stretch.  ``scalar``: samples decoded one record at a time
-        (the reference path; a list of :class:`Sample` per stretch)."""
-        return self._walk(chunk, "scalar" if scalar else "bulk")
+        ``chunk`` samples per stretch."""
+        return self._walk(chunk, "bulk")
 
     def samples(self, chunk: int = DEFAULT_CHUNK) -> Iterator[SampleChunk]:
         """The samples, ``chunk`` at most at a time, in file order."""

@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..format.constants import Abi
-from ..unwind.core import Registers
-from ..unwind.ptrace import S390X_FPR_DWARF
+from ..unwind import S390X_FPR_DWARF, Registers
 from .errors import PerfDataError
 
 
