@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 import pysframe
-from pysframe import SFrameBuilder, SFrameSection
+from pysframe import SFrameBuilder
 
 
 def _format_namespace() -> dict[str, object]:
@@ -107,10 +107,3 @@ def test_every_exported_name_resolves() -> None:
         assert getattr(pysframe, name) is not None, name
     with pytest.raises(AttributeError):
         pysframe.FdeTable  # noqa: B018  (the old name of FunctionTable)
-
-
-def test_lookup_names_are_one_method_each() -> None:
-    """libsframe's names (the library guide) are the function/row-named methods themselves."""
-    assert SFrameSection.find_fde is SFrameSection.find_function
-    assert SFrameSection.find_fre is SFrameSection.find_row
-    assert SFrameSection.find_fres is SFrameSection.find_rows
