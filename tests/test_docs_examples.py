@@ -6,8 +6,9 @@
   checked (``...`` stands for any text).
 - A ```console block runs each ``$ COMMAND`` line with bash in such a directory, with this
   environment's ``pysframe`` first on PATH, and compares what it prints (standard output and
-  error) with the lines that follow it, up to the next ``$``: line for line, where a line
-  ``...`` stands for any lines.  Blocks without a ``$ pysframe`` command are not run.
+  error) with the lines that follow it, up to the next ``$``: line for line (trailing blanks
+  aside, which Markdown editors drop), where a line ``...`` stands for any lines.  Blocks
+  without a ``$ pysframe`` command are not run.
 
 The one way to leave a console block out is an HTML comment just above it, ``<!-- example:
 not run: shows a PID -->`` (or ``a timing``): output that no second run repeats.  A block
@@ -138,7 +139,7 @@ def parse_session(text: str) -> list[tuple[str, list[str]]]:
             session.append((line[2:], []))
         else:
             assert session, f"output before the first command: {line!r}"
-            session[-1][1].append(line)
+            session[-1][1].append(line.rstrip())
     return session
 
 
@@ -174,7 +175,7 @@ def test_console_examples_print_what_they_show(block: Block, tmp_path: Path) -> 
             text=True,
             timeout=300,
         )
-        actual = done.stdout.splitlines()
+        actual = [line.rstrip() for line in done.stdout.splitlines()]
         assert matches(expected, actual), (
             f"{block.name}: $ {command}\nexpected:\n"
             + "\n".join(expected)
@@ -201,3 +202,29 @@ def test_the_examples_are_found() -> None:
         assert not block.marker or block.marker == "needs ptrace" or NOT_RUN.match(block.marker), (
             f"{block.name}: unknown example marker {block.marker!r}"
         )
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor, as GitHub and MyST make it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md"], ids=["README.md"])
+def test_relative_links_name_files_and_headings_that_exist(page: Path) -> None:
+    """The README is not part of the docs build, whose -W checks the pages' own links: its
+    links to files and their headings are checked here."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path) if path else page
+        if not linked.exists():
+            broken.append(target)
+        elif anchor and linked.suffix == ".md":
+            headings = re.findall(r"^#+ (.*)$", linked.read_text(), flags=re.M)
+            if anchor not in {_slug(heading) for heading in headings}:
+                broken.append(target)
+    assert not broken, broken
