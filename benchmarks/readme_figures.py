@@ -1,7 +1,8 @@
-"""Every figure the README states about runs on this machine, printed with a label that
-matches the README's sentence, and the transcripts of its console examples.
+"""Every figure the documentation (the README and docs/) states about runs on this machine,
+printed with a label that matches the sentence, and the transcripts of its console examples
+that tests/test_docs_examples.py cannot run (a PID, what perf sampled, inputs not shipped).
 
-Each section runs what the README describes (the commands as a user types them, in a fresh
+Each section runs what the documentation describes (the commands as a user types them, in a fresh
 process, or the library functions they call) and prints what the README quotes: counts of
 files, byte totals, ratios, the lines of the examples.  Performance tables (medians against a
 reference tool) are the other benchmarks' job and are not repeated here; the wall times and
