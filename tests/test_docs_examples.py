@@ -228,3 +228,16 @@ def test_relative_links_name_files_and_headings_that_exist(page: Path) -> None:
             if anchor not in {_slug(heading) for heading in headings}:
                 broken.append(target)
     assert not broken, broken
+
+
+def test_the_files_the_pages_name_exist() -> None:
+    """Every ``tests/...`` and ``benchmarks/...`` path the README and the docs name is there
+    (test files move; the pages must follow)."""
+    named = {
+        match.rstrip(".,)")
+        for page in PAGES
+        for match in re.findall(r"\b(?:tests|benchmarks|scripts)/[\w./*-]+", page.read_text())
+    }
+    assert len(named) > 20, named
+    missing = sorted(path for path in named if not list(ROOT.glob(path)))
+    assert not missing, missing
