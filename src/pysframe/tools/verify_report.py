@@ -46,8 +46,6 @@ class Options:
     kernel: bool = False
     #: The SFrame section's name (default: .sframe, or by type).
     section: str | None = None
-    #: Interpret the CFI of programs one at a time (the bulk path's reference).
-    bulk: bool = True
 
 
 @dataclass(frozen=True, slots=True)
