@@ -14,8 +14,9 @@ and the report says:
 
 ``--kernel`` adds the Linux kernel's acceptance rules (:mod:`pysframe.tools.validate`).  A
 relocatable object's sections all sit at address 0; they are laid out one after the other
-(:mod:`pysframe.tools.verify_place`) and both ``.eh_frame`` and the SFrame section relocated
-for that layout, so that each function has an address of its own.  The report's values are
+(:class:`Placement`) and both ``.eh_frame`` and the SFrame section relocated for that
+layout, so that each function has an address of its own; functions are named as gdb names
+them (:class:`Namer`).  The report's values are
 those of :mod:`pysframe.tools.verify_report`.
 """
 
@@ -31,12 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from ..elf.image import ElfImage
+from ..elf.image import ElfImage, ElfSection
 from ..elf.layout import SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS
+from ..elf.relocation import object_layout, relocated_at
 from ..elf.sframe import ElfSFrame
+from ..elf.symbols import FunctionSymbols, read_function_symbols
 from ..errors import ElfError, NoSFrameError, NotSFrameDataError, SFrameError
 from ..format.constants import Abi, Version
 from ..format.findings import Severity
+from ..format.merge import with_pcrel_starts
 from ..format.section import SFrameSection
 from ..generate.cfi import CfiFormat, PointerContext
 from ..generate.interpret import CfiTable, interpret_cfi
@@ -50,7 +54,6 @@ from .verify_compare import (
     segments,
     signal_frames_without_rows,
 )
-from .verify_place import Namer, Placement
 from .verify_report import (
     CONSISTENT,
     DISAGREEMENT,
@@ -78,6 +81,73 @@ from .verify_rules import (
 
 #: Verify with the default options.
 DEFAULT_OPTIONS = Options()
+
+
+# -- where a file's code is, and what it is called -------------------------------------------
+class Placement:
+    """Addresses of an image: a relocatable object's sections laid out, a linked file's as
+    they are."""
+
+    def __init__(self, image: ElfImage) -> None:
+        self.image = image
+        self.layout = object_layout(image) if image.is_relocatable else None
+
+    def address(self, index: int, address: int) -> int:
+        """The address of section ``index`` whose header says ``address``."""
+        return address if self.layout is None else self.layout.get(index, 0)
+
+    def contents(self, section: ElfSection, data: bytes | None = None) -> bytes:
+        """The contents of ``section`` (``data`` if given), relocated for the layout."""
+        if data is None:
+            data = section.data()
+        if self.layout is None:
+            return data
+        return relocated_at(self.image, section, data, self.layout)
+
+    def sframe(self, section: ElfSection, stored: bytes) -> bytes:
+        """An SFrame section's bytes as placed: in an object, relocated for the layout, with
+        its function starts read PC-relative
+        (:func:`pysframe.format.merge.with_pcrel_starts`)."""
+        if self.layout is None:
+            return stored
+        return with_pcrel_starts(self.contents(section, stored))
+
+
+class Namer:
+    """The function at an address, named as gdb names it (read on first use), or the
+    linker-made section it is in; ``plt`` lists those sections as (start, end, name)."""
+
+    def __init__(
+        self, image: ElfImage, placement: Placement, plt: list[tuple[int, int, str]]
+    ) -> None:
+        self.image = image
+        self.placement = placement
+        self.plt = plt
+        self._symbols: FunctionSymbols | None = None
+
+    def __call__(self, address: int) -> str:
+        # Linker-made code has no symbols of its own: name its section.
+        section = next((name for lo, hi, name in self.plt if lo <= address < hi), None)
+        if section is not None:
+            return section
+        if self._symbols is None:
+            self._symbols = self._read()
+        found = self._symbols.find(address)
+        return "" if found is None else found[0]
+
+    def _read(self) -> FunctionSymbols:
+        """The file's function symbols (.symtab, else .dynsym), placed; none when they cannot
+        be read (names are a courtesy of the report)."""
+        layout = self.placement.layout
+        records = []
+        try:
+            for table in (".symtab", ".dynsym"):
+                records = read_function_symbols(self.image, table, layout)
+                if records:
+                    break
+        except SFrameError:
+            records = []
+        return FunctionSymbols(records)
 
 
 # -- one file --------------------------------------------------------------------------------
