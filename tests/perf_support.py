@@ -446,9 +446,9 @@ class PerfFile:
         self.record(SAMPLE, misc, body)
 
     def mmap2(
-        self, attr: int, pid: int, tid: int, start: int, length: int, pgoff: int, name: str,
-        *, prot: int = 5, flags: int = 2, build_id: bytes | None = None, time: int = 0,
-        misc: int = 2,
+        self, attr: int, pid: int, tid: int, start: int, length: int, pgoff: int,
+        name: str | bytes, *, prot: int = 5, flags: int = 2, build_id: bytes | None = None,
+        time: int = 0, misc: int = 2,
     ) -> None:
         body = self.pack("iiQQQ", pid, tid, start, length, pgoff)  # pid, tid, addr, len, pgoff
         if build_id is None:
@@ -472,7 +472,8 @@ class PerfFile:
         self.record(MMAP, misc, body)
 
     def comm(
-        self, attr: int, pid: int, tid: int, name: str, *, time: int = 0, exec_: bool = False
+        self, attr: int, pid: int, tid: int, name: str | bytes, *, time: int = 0,
+        exec_: bool = False,
     ) -> None:
         body = self.pack("ii", pid, tid) + _padded_name(name)  # pid, tid, char comm[]
         body += self.trailer(attr, pid, tid, time, self._ident(attr))
@@ -545,9 +546,10 @@ class PerfFile:
         return out + b"".join(self.records)
 
 
-def _padded_name(name: str) -> bytes:
-    """A NUL-terminated name padded to 8 bytes, as perf writes file and comm names."""
-    raw = name.encode() + b"\0"
+def _padded_name(name: str | bytes) -> bytes:
+    """A NUL-terminated name padded to 8 bytes, as perf writes file and comm names (bytes as
+    they are: a name need not be UTF-8)."""
+    raw = (name if isinstance(name, bytes) else name.encode()) + b"\0"
     return raw.ljust(-(-len(raw) // 8) * 8, b"\0")
 
 
@@ -585,3 +587,39 @@ def read_both(path: Path | str, chunk: int = 3) -> Reading:
         return Reading(
             bulk, scalar, events, [str(p) for p in data.problems], bulk_error, scalar_error
         )
+
+
+# -- a recording of one sample in a real file -----------------------------------------------------
+
+#: Where :func:`one_sample_recording` maps its file (where a PIE's first page is loaded).
+ONE_SAMPLE_BASE = 0x555555554000
+#: perf's x86_64 user registers of a --call-graph dwarf recording (arch/x86 PERF_REG_X86_*):
+#: AX BX CX DX SI DI BP SP IP FLAGS CS SS, then R8-R15.
+X86_64_USER_REGS = 0xFF0FFF
+#: Their positions among the registers recorded: BP, SP, IP.
+X86_64_BP, X86_64_SP, X86_64_IP = 6, 7, 8
+
+
+def one_sample_recording(
+    program: Path, build_id: bytes, segment: tuple[int, int, int], pc: int
+) -> bytes:
+    """A perf.data file of one x86_64 sample with a user stack copy, at the link-time address
+    ``pc`` of ``program``, whose executable segment ``segment`` (file offset, address, size) is
+    mapped with ``build_id`` at :data:`ONE_SAMPLE_BASE`: unwinding it needs the program's
+    SFrame (its own, or generated from its CFI and kept in the cache)."""
+    offset, address, size = segment
+    perf = PerfFile()
+    attr = perf.add_attr(Attr(
+        IP | TID | TIME | PERIOD | REGS_USER | STACK_USER, regs_user=X86_64_USER_REGS,
+        stack_user=64, size=120,
+    ))  # fmt: skip
+    perf.add_feature(FEAT_ARCH, perf.string("x86_64"))
+    perf.comm(attr, 42, 42, "prog", time=1)
+    perf.mmap2(attr, 42, 42, ONE_SAMPLE_BASE + address, size, offset, str(program), prot=5,
+               time=2, build_id=build_id)  # fmt: skip
+    regs = [0] * X86_64_USER_REGS.bit_count()
+    sp = 0x7FFC_0000_0000
+    regs[X86_64_BP], regs[X86_64_SP], regs[X86_64_IP] = sp + 32, sp, ONE_SAMPLE_BASE + pc
+    perf.sample(attr, ip=ONE_SAMPLE_BASE + pc, pid=42, tid=42, time=10, period=1,
+                regs=tuple(regs), stack=bytes(64))  # fmt: skip
+    return perf.build()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.format.model import Function
 from pysframe.generate import generate_from_elf
 from pysframe.sources import load_sframe
@@ -166,7 +166,7 @@ def _assemble(target: Target, folder: Path, seed: int) -> tuple[Path, list[str]]
 def _symbols(obj: Path) -> dict[int, str]:
     from pysframe.elf.symbols import read_function_symbols
 
-    with ElfImage.open(str(obj)) as image:
+    with ElfReader.open(str(obj)) as image:
         return {symbol.address: symbol.name for symbol in read_function_symbols(image, ".symtab")}
 
 
@@ -183,7 +183,7 @@ def test_random_cfi_generates_what_gnu_as_writes(arch: str, tmp_path: Path) -> N
     functions = left_out = 0
     for seed in range(40):
         obj, warned = _assemble(target, tmp_path, seed)
-        with ElfImage.open(str(obj)) as image:
+        with ElfReader.open(str(obj)) as image:
             gas = load_sframe(image)
         ours = generate_from_elf(str(obj))
         names = _symbols(obj)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.relocation import relocated
 from pysframe.format.constants import Abi
 from pysframe.generate.cfa_rules import (
@@ -138,7 +138,7 @@ def _agrees(token: str | None, kind: int, reg: int, offset: int) -> bool:
 def check_against_readelf(path: Path) -> int:
     """Every FDE of ``path``'s ``.eh_frame``: its rows (CFA, FP, RA) as readelf's at every
     address where either side's change; how many FDEs were compared."""
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         abi = image.abi
         section = image.section(".eh_frame")
         assert abi is not None and section is not None
@@ -177,7 +177,7 @@ def _corpus_id(path: Path) -> str:
 
 @pytest.mark.parametrize("path", corpus_files(), ids=_corpus_id)
 def test_the_corpus_rows_are_readelfs(path: Path) -> None:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         if image.section(".eh_frame") is None:
             pytest.skip("no .eh_frame")
     assert check_against_readelf(path) > 0

@@ -12,9 +12,12 @@ paths, files under ``--sysroot``, separate debug files found by build ID or
   end) or a directory gets one clear error instead of a hang, an unbounded read or an OS error
   later;
 * with ``max_size``, refuses a file larger than the caller will read of it (a sparse file may
-  claim any size).
+  claim any size);
+* with ``follow_links=False``, refuses a symbolic link instead of following it
+  (``O_NOFOLLOW``), and opens a name in an open directory (``directory``): the cache of
+  generated SFrame reads its entries so (:mod:`pysframe.sources.cache`).
 
-The file is then read where it is needed: :class:`pysframe.elf.image.ElfImage` seeks to what
+The file is then read where it is needed: :class:`pysframe.elf.reader.ElfReader` seeks to what
 it parses, a debuglink's CRC reads its file a MiB at a time (faster than a mapping, whose
 holes in a sparse file fault in page by page), and :func:`read_input` reads a whole input
 only for the commands that rewrite it.
@@ -29,6 +32,7 @@ which refuses a name that leaves the sysroot, by ``..`` or through a symbolic li
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import BinaryIO
@@ -50,24 +54,43 @@ def _printable(name: str) -> str:
     return name.replace("\0", "\\0")
 
 
-def open_input(path: str | os.PathLike[str], *, max_size: int | None = None) -> BinaryIO:
+def open_input(
+    path: str | os.PathLike[str],
+    *,
+    max_size: int | None = None,
+    directory: int | None = None,
+    follow_links: bool = True,
+    shown: str | None = None,
+) -> BinaryIO:
     """``path`` opened for binary reading; InputError when its name holds a NUL byte, it
-    cannot be opened, it is not a regular file, or it is larger than ``max_size`` bytes."""
+    cannot be opened, it is not a regular file, or it is larger than ``max_size`` bytes.
+
+    ``directory``: an open directory ``path`` is relative to; ``follow_links=False``: a
+    symbolic link named by ``path`` is refused, not followed (``O_NOFOLLOW``); ``shown``: what
+    errors call the file (default ``path``)."""
     name = os.fspath(path)
+    shown = name if shown is None else shown
     if "\0" in name:
-        raise InputError("the file name holds a NUL byte", path=_printable(name))
+        raise InputError("the file name holds a NUL byte", path=_printable(shown))
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
     try:
-        descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        descriptor = os.open(name, flags, dir_fd=directory)
     except OSError as error:
-        raise InputError(error.strerror or str(error), path=name, errno=error.errno) from None
+        if not follow_links and error.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise InputError(
+                "a symbolic link, not followed", path=shown, errno=error.errno
+            ) from None
+        raise InputError(error.strerror or str(error), path=shown, errno=error.errno) from None
     try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             kind = next((f"{text}, " for test, text in _KINDS if test(info.st_mode)), "")
-            raise InputError(f"{kind}not a regular file", path=name)
+            raise InputError(f"{kind}not a regular file", path=shown)
         if max_size is not None and info.st_size > max_size:
             raise InputError(
-                f"{info.st_size} bytes, more than the {max_size} that are read of it", path=name
+                f"{info.st_size} bytes, more than the {max_size} that are read of it", path=shown
             )
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")

@@ -1,7 +1,7 @@
 // Open a flame graph page (write_flamegraph's HTML) in headless Chromium and try it as a
-// person would: the frames drawn, a click on a frame (it must fill the width), a search (the
-// matching frames highlighted, the matched share shown), a tooltip; and any request for
-// something that is not the page itself.  Prints one JSON object; exits 0 unless Chromium
+// person would: the frames drawn (and the names they show), a click on a frame (it must fill
+// the width), a search (the matching frames highlighted, the matched share shown), a tooltip;
+// and any request for something that is not the page itself.  Prints one JSON object; exits 0 unless Chromium
 // could not be driven (the checks are the caller's).
 //
 //   node tests/node/flamegraph_check.mjs PAGE.html SEARCH [SCREENSHOT.png]
@@ -15,6 +15,11 @@ import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const [page_path, search, screenshot] = process.argv.slice(2);
+// The result on one line of ASCII, for a reader that splits lines at U+0085, U+2028 and
+// U+2029 too (Python's str.splitlines): JSON.stringify leaves them as they are in names.
+const report = (value) =>
+  console.log(JSON.stringify(value).replace(
+    /[\u007f-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")));
 const url = pathToFileURL(resolve(page_path)).href;
 const profile = mkdtempSync(join(tmpdir(), "flamegraph-check-"));
 const result = { url, foreign_requests: [], errors: [] };
@@ -47,6 +52,7 @@ try {
   const frames = await page.evaluate(() => window.flamegraph.frames());
   result.frames_drawn = frames.length;
   result.first_frames = frames.slice(0, 3);
+  result.names_drawn = [...new Set(frames.map((f) => f.name))];
   // Click the widest frame two levels above the root that is not full width.
   const rowOf = (frame) => Math.round((box.height - frame.y) / 17);
   const candidates = frames.filter((f) => rowOf(f) >= 3 && f.width < box.width * 0.9 && f.width > 20);
@@ -95,10 +101,10 @@ try {
   }
 } catch (error) {
   result.errors.push(String(error && error.stack ? error.stack : error));
-  console.log(JSON.stringify(result));
+  report(result);
   process.exitCode = 2;
 } finally {
   if (context) await context.close();
   rmSync(profile, { recursive: true, force: true });
 }
-if (!process.exitCode) console.log(JSON.stringify(result));
+if (!process.exitCode) report(result);

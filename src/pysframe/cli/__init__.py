@@ -79,9 +79,11 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        _refuse_standard_output_over_inputs(args)
         status: int = args.func(args)
         sys.stdout.flush()
     except SFrameError as error:
+        _cache_warnings()
         report.report_error(error.at(path=_only_input(args, error)), args)
         return 1
     except BrokenPipeError:
@@ -95,7 +97,26 @@ def _main(argv: Sequence[str] | None) -> int:
             return 0
         report.line(f"{error.filename or _output_name(args)}: {error.strerror or error}")
         return 1
+    _cache_warnings()
     return status
+
+
+def _refuse_standard_output_over_inputs(args: argparse.Namespace) -> None:
+    """OutputError when standard output is redirected onto one of the command's input files
+    (``pysframe dump prog >> prog``): text written there would damage it
+    (:func:`pysframe.output.refuse_inputs`)."""
+    from ..output import STDOUT, refuse_inputs
+
+    refuse_inputs(STDOUT, _inputs(args))
+
+
+def _cache_warnings() -> None:
+    """Warn with what the cache of generated SFrame found wrong (an entry not used, a directory
+    not trusted), once each; nothing to say when the command did not use the cache."""
+    cache = sys.modules.get("pysframe.sources.cache")
+    if cache is not None:
+        for warning in cache.take_warnings():
+            report.warn(warning)
 
 
 def _output_name(args: argparse.Namespace) -> str:
@@ -108,11 +129,16 @@ def _output_name(args: argparse.Namespace) -> str:
 def _only_input(args: argparse.Namespace, error: SFrameError) -> str | None:
     """The command's input file when it has exactly one (an error that names no file is about
     it: ``pysframe: FILE: what``), else None."""
-    given = getattr(args, "files", None)
-    inputs = [args.file] if isinstance(getattr(args, "file", None), str) else list(given or [])
+    inputs = _inputs(args)
     if len(inputs) != 1 or error.message.startswith(f"{inputs[0]}:"):
         return None
     return str(inputs[0])
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """The input files named on the command line (``FILE`` or ``FILE...``)."""
+    given = getattr(args, "files", None)
+    return [args.file] if isinstance(getattr(args, "file", None), str) else list(given or [])
 
 
 def _quiet_broken_pipe() -> None:

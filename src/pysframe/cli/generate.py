@@ -77,11 +77,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("generate: --inject needs -o NEWFILE")
     if args.replace and not args.inject:
         raise UsageError("generate: --replace goes with --inject")
-    from ..errors import OutputError
-    from ..output import same_file
+    from ..output import refuse_inputs
 
-    if args.output and same_file(args.output, args.file):
-        raise OutputError("is the input file; refusing to write over it", path=args.output)
+    if args.output:
+        refuse_inputs(args.output, [args.file])  # before the work, not only when writing
     result = generate_from_elf(args.file, args.sframe_version, ld_compatible=args.ld_compatible)
     written: EncodableSection = result
     if args.compact:
@@ -99,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             from ..output import write_file
 
             # Atomically, never over the input; "-" is standard output.
-            write_file(args.output, bytes(written.data), input_path=args.file)
+            write_file(args.output, bytes(written.data), inputs=[args.file])
             _warn_if_relocatable(args.file)
     if args.report:
         print_report(args.file, result)
@@ -109,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _warn_if_relocatable(path: str) -> None:
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
 
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         if image.is_relocatable:
             warn(
                 "a relocatable object: function starts are addresses in its unlinked code "

@@ -1,7 +1,7 @@
 """``pysframe perf``: profiles from perf.data recordings, every sample's user stack unwound with
 SFrame (:mod:`pysframe.perf`).
 
-pysframe perf script [FILE...]          # the text of perf script --no-inline
+pysframe perf script [FILE...]          # the text of perf script (--no-inline: of its --no-inline)
 pysframe perf report [FILE...] --format top|folded|speedscope|pprof|flamegraph|json
 pysframe perf stats [FILE...]           # how the walks went, and what stack copies they needed
 
@@ -40,18 +40,15 @@ def register(subparsers: Any) -> None:
     )
     commands = parser.add_subparsers(dest="perf_command", metavar="COMMAND", required=True)
     script = commands.add_parser(
-        "script", help="print the samples as perf script --no-inline prints them",
+        "script", help="print the samples as perf script prints them",
         description="Print every sample with its kernel and user frames, in time order, with the "
-        "text of perf script --no-inline (what stackcollapse-perf.pl, speedscope and the Firefox "
-        "Profiler read).",
+        "text of perf script (what stackcollapse-perf.pl, speedscope and the Firefox Profiler "
+        "read): the functions inlined at each frame too, as perf shows them by default; "
+        "--no-inline: the text of perf script --no-inline.",
     )  # fmt: skip
     _add_common(script)
     _add_filters(script)
-    script.add_argument(
-        "--inline", action="store_true",
-        help="also the functions inlined at each user frame, from DWARF (the file's, or its "
-        "separate debug file's), as stack --lines shows them",
-    )  # fmt: skip
+    _add_inline(script)
     script.set_defaults(func=run_script)
     report = commands.add_parser(
         "report", help="a profile: a top table, folded stacks, speedscope, pprof, a flame graph",
@@ -67,6 +64,7 @@ def register(subparsers: Any) -> None:
     report.add_argument(
         "--children", action="store_true", help="top: a total (children) column as well"
     )
+    _add_inline(report)
     report.add_argument(
         "-o", "--output", metavar="OUT",
         help="write to OUT instead of standard output (pprof is binary: OUT is needed unless "
@@ -120,6 +118,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _add_inline(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--inline", action=argparse.BooleanOptionalAction, default=True,
+        help="the functions inlined at each user frame as perf shows them, perf's default: "
+        "from the DWARF of the file perf takes the module's symbols from, as binutils' "
+        "addr2line -i finds them, with (inlined) after each; --no-inline: without",
+    )  # fmt: skip
+
+
 def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", metavar="PID,...", help="only these processes")
     parser.add_argument("--tid", metavar="TID,...", help="only these threads")
@@ -140,8 +147,17 @@ def _options(args: argparse.Namespace) -> Options:
 
     return Options(
         debug_dir=args.buildid_dir, symfs=args.symfs, policy=Policy(args.sframe),
-        symbols=symbol_options(args), inline=getattr(args, "inline", False),
+        symbols=symbol_options(args), inline=_inline(args),
     )  # fmt: skip
+
+
+def _inline(args: argparse.Namespace) -> bool:
+    """Whether inline frames are wanted: by default (perf's), except where they change
+    nothing (stats; report's table without a children column names each sample's own
+    symbol)."""
+    if not getattr(args, "inline", False):
+        return False
+    return getattr(args, "format", "top") != "top" or bool(getattr(args, "children", True))
 
 
 def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
@@ -153,7 +169,7 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
     from ..tools.parallel import map_files
     from .options import batch_progress, progress_callback
 
-    paths = list(args.files) or ["perf.data"]
+    paths = _paths(args)
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
         raise UsageError("perf: standard input (-) is read in this process, once")
     options = _options(args)
@@ -174,9 +190,22 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
         profile.merge(part)
         all_stats.append(stats)
     total = merged(all_stats)
-    for problem in total.problems:
+    for problem in dict.fromkeys(total.problems):  # each once (worker processes say the same)
         warn(problem)
     return profile, total
+
+
+def _paths(args: argparse.Namespace) -> list[str]:
+    """The recordings named (default ``perf.data``)."""
+    return list(args.files) or ["perf.data"]
+
+
+def _refuse_inputs(args: argparse.Namespace, output: str | None) -> None:
+    """Refuse, before reading anything, an output (None: standard output) that is one of the
+    recordings (:func:`pysframe.output.refuse_inputs`)."""
+    from ..output import STDOUT, refuse_inputs
+
+    refuse_inputs(output or STDOUT, _paths(args))
 
 
 def _profile_one(
@@ -244,6 +273,7 @@ def _filtered(profile: Profile, args: argparse.Namespace) -> Profile:
 def run_script(args: argparse.Namespace) -> int:
     from ..perf.script import write_script
 
+    _refuse_inputs(args, None)
     profile, _stats = _read(args)
     write_script(_filtered(profile, args), sys.stdout)
     return 0
@@ -257,6 +287,7 @@ def run_report(args: argparse.Namespace) -> int:
             raise UsageError("perf report: pprof is binary: give -o OUT")
         from ..perf.pprof import pprof_bytes  # checks that protobuf is there, before any reading
 
+    _refuse_inputs(args, args.output)
     profile, _stats = _read(args)
     profile = _filtered(profile, args)
     writers = {
@@ -266,16 +297,18 @@ def run_report(args: argparse.Namespace) -> int:
         "flamegraph": lambda out: flamegraph.write_flamegraph(profile, out),
         "json": lambda out: report.write_json(profile, out),
     }
+    inputs = _paths(args)
     if args.format == "pprof":
-        _write_binary(args.output, pprof_bytes(profile))
+        _write_binary(args.output, pprof_bytes(profile), inputs)
         return 0
-    _write_text(args.output, writers[args.format])
+    _write_text(args.output, writers[args.format], inputs)
     return 0
 
 
 def run_stats(args: argparse.Namespace) -> int:
     from ..perf.stats import stats_json, stats_text
 
+    _refuse_inputs(args, None)
     _profile, stats = _read(args)
     if args.json:
         json.dump(stats_json(stats), sys.stdout, indent=1)
@@ -285,7 +318,7 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_text(output: str | None, write: Any) -> None:
+def _write_text(output: str | None, write: Any, inputs: list[str]) -> None:
     import io
 
     from ..output import write_file
@@ -295,10 +328,10 @@ def _write_text(output: str | None, write: Any) -> None:
         return
     buffer = io.StringIO()
     write(buffer)
-    write_file(output, buffer.getvalue().encode())
+    write_file(output, buffer.getvalue().encode(), inputs=inputs)
 
 
-def _write_binary(output: str | None, data: bytes) -> None:
+def _write_binary(output: str | None, data: bytes, inputs: list[str]) -> None:
     from ..output import write_file
 
-    write_file(output or "-", data)
+    write_file(output or "-", data, inputs=inputs)

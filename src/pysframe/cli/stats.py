@@ -44,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     paths = batch_paths(args, "stats")
     if args.plot:
+        from ..output import refuse_inputs
+
+        refuse_inputs(args.plot, paths)  # before the work, not only when writing
         _check_matplotlib()
     progress = batch_progress(args, len(paths))
     results = collect(

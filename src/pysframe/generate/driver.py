@@ -39,7 +39,7 @@ from .rows import ABI_PARAMS, FunctionEncoder, GeneratedFunction, SkippedFunctio
 from .translator import NO_FDE, V3_ONLY, translate_fdes
 
 if TYPE_CHECKING:
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
 
 
 @dataclass(slots=True)
@@ -294,28 +294,28 @@ def generate_from_elf(
     ld_compatible: bool = False,
     use_debug_frame: bool = True,
 ) -> GenerateResult:
-    """Generate an SFrame section for an ELF file (a path or an open :class:`ElfImage`).
+    """Generate an SFrame section for an ELF file (a path or an open :class:`ElfReader`).
 
     Uses ``.eh_frame`` (relocated in relocatable objects, where every section sits at address
     0) and, for functions it does not describe, ``.debug_frame``; adds PLT FDEs.
     ``section_address`` defaults to where :mod:`pysframe.elf.inject` would place the section.
     """
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
 
-    if isinstance(path_or_image, ElfImage):
+    if isinstance(path_or_image, ElfReader):
         image = path_or_image
     elif isinstance(path_or_image, str):
-        with ElfImage.open(path_or_image) as opened:
+        with ElfReader.open(path_or_image) as opened:
             return _generate_image(
                 opened, Version(version), section_address, ld_compatible, use_debug_frame
             )
     else:
-        raise TypeError("generate_from_elf needs a path or an ElfImage")
+        raise TypeError("generate_from_elf needs a path or an ElfReader")
     return _generate_image(image, Version(version), section_address, ld_compatible, use_debug_frame)
 
 
 def _generate_image(
-    image: ElfImage,
+    image: ElfReader,
     version: Version,
     section_address: int | None,
     ld_compatible: bool,
@@ -340,7 +340,7 @@ def _generate_image(
         if s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size
     ]
     if not image.has_section_headers():  # headers stripped: the executable segments are the text
-        text_ranges = [(low, high) for low, high in _code_segments(image) if high > low]
+        text_ranges = [(low, high) for low, high in image.code_ranges() if high > low]
     plts: dict[str, tuple[int, bytes, int]] = {}
     if abi is Abi.AMD64_ENDIAN_LITTLE and not image.is_relocatable:
         for name in _PLT_NAMES:
@@ -385,13 +385,13 @@ def _generate_image(
 
 
 def _inside_code(
-    functions: list[GeneratedFunction], image: ElfImage
+    functions: list[GeneratedFunction], image: ElfReader
 ) -> tuple[list[GeneratedFunction], list[SkippedFunction]]:
     """The functions that lie inside an executable segment, and the others as skipped: an FDE
     of a damaged ``.eh_frame`` (a wrong section address or pointer) describes code that is not
     there, and a reader that checks (the Linux kernel; the fde-text rule) refuses a whole
     section for one such function.  A file without an executable segment keeps them all."""
-    code = _code_segments(image)
+    code = image.code_ranges()
     if not code or not functions:
         return functions, []
     starts, sizes = tuple_columns(functions, 2)
@@ -422,15 +422,8 @@ def _inside_code(
     return inside, outside
 
 
-def _code_segments(image: ElfImage) -> list[tuple[int, int]]:
-    """[start, end) of the executable segments of ``image``."""
-    from ..elf.layout import PF_X
-
-    return [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
-
-
 def _translate_cfi(
-    image: ElfImage,
+    image: ElfReader,
     encoder: FunctionEncoder,
     version: Version,
     exclude: Sequence[tuple[int, int]],
@@ -475,7 +468,7 @@ def _translate_cfi(
     return functions, skipped, considered
 
 
-def _pointer_context(image: ElfImage) -> PointerContext:
+def _pointer_context(image: ElfReader) -> PointerContext:
     """Bases for .eh_frame pointer encodings: .text (textrel), .got (datarel, i386 style), and a
     memory reader over the file's loadable segments (indirect pointers)."""
     text = image.section(".text")

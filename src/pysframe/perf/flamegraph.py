@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TextIO
@@ -163,9 +164,22 @@ def _template() -> str:
     return resources.files(__package__).joinpath("flamegraph.html").read_text(encoding="utf-8")
 
 
+#: What JSON inside a <script> element must not hold as it is (the HTML Living Standard,
+#: "Restrictions for contents of script elements"): "<" ("</script" ends the element, and
+#: "<!--" followed by "<script" makes the parser look past the next "</script>"); ">" and
+#: "&" for markup tools that read the page as XML or HTML; U+2028 and U+2029, line ends
+#: for JavaScript before ES2019.  Each is written as its \u escape, which JSON.parse reads
+#: back to the same character; they stand only inside strings, so nothing else changes.
+_SCRIPT_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
 def _script_json(value: object) -> str:
-    """JSON that may stand inside a <script> element: no "</" can close it."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    """JSON that may stand inside a <script> element whatever its strings hold."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
+
+
+#: The places the template fills in.
+_PLACES = re.compile(r"\{\{(TITLE|DATA)\}\}")
 
 
 def write_flamegraph(
@@ -196,10 +210,9 @@ def write_flamegraph(
         "events": [profile.events[at][0] for at in used],
         "sources": list(profile.sources),
     }
-    page = _template()
-    page = page.replace("{{TITLE}}", html.escape(title))
-    page = page.replace("{{DATA}}", _script_json(data))
-    out.write(page)
+    filled = {"TITLE": html.escape(title), "DATA": _script_json(data)}
+    # One pass, so that a title holding "{{DATA}}" is not filled in again.
+    out.write(_PLACES.sub(lambda place: filled[place[1]], _template()))
 
 
 __all__ = [

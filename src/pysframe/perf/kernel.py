@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..elf.image import iter_notes
 from ..elf.layout import NT_GNU_BUILD_ID
+from ..elf.reader import iter_notes
 from ..errors import InputError, SFrameError
 from ..input import open_input, read_input
+from ..names import decode_name
 from .profile import KERNEL_MODULE
 from .symtab import STB_GLOBAL, STB_LOCAL, STB_WEAK, SymbolSet
 
@@ -93,7 +94,7 @@ _TEXT_SYMBOL = re.compile(
 def _lines_reference(text: bytes) -> _Lines:
     """The text-symbol lines, one at a time (the reference :func:`_lines` is held equal
     to)."""
-    found = _TEXT_SYMBOL.findall(text.decode("utf-8", "replace"))
+    found = _TEXT_SYMBOL.findall(decode_name(text))
     return _Lines(
         np.array([int(entry[0], 16) for entry in found], dtype=np.uint64),
         "".join(entry[1] for entry in found).encode(),
@@ -157,11 +158,9 @@ def _lines(text: bytes) -> _Lines:
     for at in np.flatnonzero(name_ends < line_ends).tolist():
         if name := _module_name(decoded[name_ends[at] : line_ends[at]]):
             modules[at] = name
-    if not text.isascii():  # names are UTF-8: decode them as such
-        names = [name.encode("latin-1").decode("utf-8", "replace") for name in names]
-        modules = {
-            at: name.encode("latin-1").decode("utf-8", "replace") for at, name in modules.items()
-        }
+    if not text.isascii():  # names are UTF-8: decode them by the rule for names
+        names = [decode_name(name.encode("latin-1")) for name in names]
+        modules = {at: decode_name(name.encode("latin-1")) for at, name in modules.items()}
     return _Lines(addresses, padded[name_starts + 14].tobytes(), names, modules)
 
 

@@ -12,8 +12,10 @@ order.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..names import decode_name
 from . import layout
 from .attrs import AttrTable
 from .errors import PerfDataError
@@ -78,7 +80,8 @@ class MmapEvent:
 
 @dataclass(frozen=True, slots=True)
 class CommEvent:
-    """A thread's command name (``exec``: it changed because of an exec)."""
+    """A thread's command name (``exec``: it changed because of an exec), its bytes that are
+    not UTF-8 written ``\\xNN`` (:func:`pysframe.names.decode_name`)."""
 
     offset: int
     misc: int
@@ -177,10 +180,14 @@ def _sample_id(
     return SampleId(**values), trailer.size
 
 
-def _string(buffer: Buffer, start: int, end: int) -> str:
-    """The NUL-terminated file or command name in ``buffer[start:end]``."""
+def _string(
+    buffer: Buffer, start: int, end: int, decode: Callable[[bytes], str] = os.fsdecode
+) -> str:
+    """The NUL-terminated name in ``buffer[start:end]``: a file's as the file system decodes
+    it (it must still open the file), a command's by pysframe's rule for names (``\\xNN`` for
+    bytes that are not UTF-8: :func:`pysframe.names.decode_name`)."""
     raw = bytes(buffer[start:end])
-    return os.fsdecode(raw.split(b"\0", 1)[0])
+    return decode(raw.split(b"\0", 1)[0])
 
 
 def decode_side_band(
@@ -224,7 +231,8 @@ def decode_side_band(
         )
     if kind == RecordType.COMM:
         pid, tid = values
-        return CommEvent(where, misc, sample_id, pid, tid, _string(buffer, tail, end))
+        comm = _string(buffer, tail, end, decode_name)
+        return CommEvent(where, misc, sample_id, pid, tid, comm)
     if kind in (RecordType.FORK, RecordType.EXIT):
         pid, ppid, tid, ptid, time = values
         return TaskEvent(

@@ -19,11 +19,12 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TextIO
 
 import numpy as np
 
+from ..names import escape_controls
 from .aggregate import FlatStacks, Groups, column, group, innermost_real_frames
 from .profile import UNKNOWN, FrameInfo, Profile
 
@@ -52,6 +53,15 @@ def _entry(frame: FrameInfo) -> _Entry:
     if frame.symbol is not None:
         address -= frame.offset
     return _Entry(frame.module, frame.symbol, address, frame.kernel, frame.inlined)
+
+
+def _own_entry(frame: FrameInfo) -> _Entry:
+    """The entry of the sample whose innermost frame is ``frame``: the frame's, or for an
+    inline entry, the symbol holding it (perf's self entry names the sample's IP's symbol,
+    util/hist.c iter_add_single_cumulative_entry)."""
+    if frame.inlined and frame.base_symbol is not None:
+        return replace(_entry(frame), symbol=frame.base_symbol, inlined=False)
+    return _entry(frame)
 
 
 #: The row of a sample that has no frame at all.
@@ -124,13 +134,18 @@ def top_table(profile: Profile, *, children: bool = False) -> list[TopSection]:
         (entry_ids.setdefault(_entry(frame), len(entry_ids)) for frame in profile.frames),
         dtype=np.int64, count=len(profile.frames),
     )  # fmt: skip
+    # A sample's own entry is its IP's symbol, also where an inline entry stands first.
+    self_entry = np.fromiter(
+        (entry_ids.setdefault(_own_entry(frame), len(entry_ids)) for frame in profile.frames),
+        dtype=np.int64, count=len(profile.frames),
+    )  # fmt: skip
     no_frame = entry_ids.setdefault(_NO_FRAME, len(entry_ids))
     entries = list(entry_ids)
     dsos = [module_short_name(entry.module) for entry in entries]
     symbol_texts = [_symbol_text(entry) for entry in entries]
     flat = FlatStacks.of(profile)
     own = innermost_real_frames(profile, flat)
-    own_entry = np.where(own >= 0, frame_entry[np.maximum(own, 0)], no_frame)
+    own_entry = np.where(own >= 0, self_entry[np.maximum(own, 0)], no_frame)
     stack, comm, event = (column(profile, name) for name in ("stack", "comm", "event"))
     period = column(profile, "period")
     selfs = group([event, comm, own_entry[stack]], period)
@@ -226,13 +241,19 @@ def write_top(profile: Profile, out: TextIO, *, children: bool = False) -> None:
 
 def _section_lines(section: TopSection, children: bool) -> Iterator[str]:
     count, unit = _convert_unit(section.samples)
-    yield f"# Samples: {count}{unit} of event '{section.event}'\n"
+    yield f"# Samples: {count}{unit} of event '{escape_controls(section.event)}'\n"
     yield f"# Event count (approx.): {section.period}\n#\n"
     rows = section.rows
-    comm_width = max([len("Command"), *(len(row.comm) for row in rows)])
-    known = [len(row.dso) for row in rows if row.module != UNKNOWN]
+    # Names with their control characters escaped, as perf script's text has them, so that
+    # each row stays one line.
+    comms = [escape_controls(row.comm) for row in rows]
+    dsos = [escape_controls(row.dso) for row in rows]
+    comm_width = max([len("Command"), *map(len, comms)])
+    known = [len(dso) for row, dso in zip(rows, dsos, strict=True) if row.module != UNKNOWN]
     dso_width = max([len("Shared Object"), *known])
-    symbol_width = max([len("Symbol"), *(len(row.symbol) + 4 for row in rows if row.symbol)])
+    symbol_width = max([
+        len("Symbol"), *(len(escape_controls(row.symbol)) + 4 for row in rows if row.symbol)
+    ])  # fmt: skip
     if any(row.symbol is None for row in rows):
         dso_width, symbol_width = max(dso_width, 16), max(symbol_width, 22)
     percents = ["Children", "Self"] if children else ["Overhead"]
@@ -242,11 +263,12 @@ def _section_lines(section: TopSection, children: bool) -> Iterator[str]:
     yield "# " + "  ".join([*names, f"{'Symbol':<{symbol_width}}"]) + "\n"
     yield "# " + "  ".join("." * width for width in widths) + "\n#\n"
     total = section.period
-    for row in rows:
+    for row, comm, dso in zip(rows, comms, dsos, strict=True):
         shares = [row.total_period, row.period] if children else [row.period]
         cells = [f"{100.0 * share / total if total else 0.0:7.2f}%" for share in shares]
+        symbol = escape_controls(row.symbol_text)
         yield "  " + "  ".join(
-            [*cells, f"{row.comm:<{comm_width}}", f"{row.dso:<{dso_width}}", row.symbol_text]
+            [*cells, f"{comm:<{comm_width}}", f"{dso:<{dso_width}}", symbol]
         ) + "\n"
     yield "\n\n"
 
@@ -287,6 +309,14 @@ def _perl_split(text: str, separator: str) -> list[str]:
     return pieces
 
 
+def _folded_name(name: str) -> str:
+    """``name`` made one element of a folded line, the process name and every frame's alike:
+    its control characters and line separators escaped as perf script's text has them
+    (:func:`pysframe.names.escape_controls`), ``;`` (the separator) made ``:``, and
+    ``[unknown]`` for a name left empty, so that a line is always ``NAME;NAME;... COUNT``."""
+    return escape_controls(name).replace(";", ":") or UNKNOWN
+
+
 def fold_frame(frame: FrameInfo, options: FoldOptions, java: bool = False) -> str | None:
     """The folded name of one frame, as stackcollapse-perf.pl makes it of the line
     ``perf script`` prints for it (``ADDRESS NAME+0xOFF (MODULE)``, ``(inlined)`` as the module
@@ -294,30 +324,31 @@ def fold_frame(frame: FrameInfo, options: FoldOptions, java: bool = False) -> st
     name is exactly ``java`` (the script then drops a leading ``L`` of names with a ``/``).
 
     One frame can give several names (a name with ``->`` in it is split there, the pieces
-    after the first annotated ``_[i]``): they are joined with ``;``, outermost first.
+    after the first annotated ``_[i]``): they are joined with ``;``, outermost first.  Each is
+    made one element of the line (:func:`_folded_name`) before its annotation.
     """
-    raw = frame.name
+    raw = escape_controls(frame.name)  # the name as perf script's text has it
     if raw.startswith("("):
         return None
     module = "inlined" if frame.inlined else frame.module
     if not _TIDIED.search(raw) and not java and not (
         options.annotate_kernel or options.annotate_jit or raw == UNKNOWN
     ):
-        return raw  # nothing of the rules below applies
+        return _folded_name(raw)  # nothing of the rules below applies
     names = []
-    for index, piece in enumerate(_perl_split(raw, "->")):
+    for index, piece in enumerate(_perl_split(raw, "->") or [""]):
         name = piece
         if name == UNKNOWN:
             known = os.path.basename(module) if module != UNKNOWN else "unknown"
             name = f"[{known} <{_script_address(frame):x}>]" if options.addresses else (
                 f"[{known}]"
             )
-        name = name.replace(";", ":")
         if not _GO_METHOD.search(name):
             name = _ARGUMENTS.sub("", name, count=1)
         name = name.replace('"', "").replace("'", "")
         if java and "/" in name and name.startswith("L"):
             name = name[1:]
+        name = _folded_name(name)
         if index > 0:
             name += "_[i]"
         elif options.annotate_kernel and _KERNEL_MODULE.search(module) and "unknown" not in module:
@@ -373,7 +404,7 @@ def folded_stacks(
 
     folded: dict[str, int] = {}
     for values in zip(*(key.tolist() for key in groups.keys), groups.count.tolist(), strict=True):
-        comm, stack, count = profile.comms[values[0]], values[-2], values[-1]
+        comm, stack, count = _folded_name(profile.comms[values[0]]), values[-2], values[-1]
         process = comm
         if options.tid:
             process = f"{comm}-{values[1]}/{values[2]}"
@@ -405,7 +436,10 @@ def write_folded(
     ``(anonymous namespace)``), ``;`` made ``:``, quotes dropped; ``[MODULE]`` (its base name)
     for a frame without a symbol, ``[unknown]`` without a module either; inlined functions as
     frames of their own (``perf script --inline`` prints them on lines of their own).  Counts
-    are numbers of samples, not periods, of one event only.
+    are numbers of samples, not periods, of one event only.  Whatever the names hold, every
+    line is ``NAME;NAME;... COUNT`` (:func:`_folded_name`, for the process name as for the
+    frames': control characters escaped, ``;`` made ``:``, an empty name ``[unknown]``), where
+    the script would split a process name with a ``;`` or a newline over two lines.
     """
     folded = folded_stacks(profile, options, event)
     out.writelines(f"{line} {folded[line]}\n" for line in sorted(folded))

@@ -1,13 +1,19 @@
-"""A profile as ``perf script --no-inline`` prints it, so that what reads perf's text
-(FlameGraph's stackcollapse-perf.pl, speedscope, the Firefox Profiler) reads this too.
+"""A profile as ``perf script`` prints it, so that what reads perf's text (FlameGraph's
+stackcollapse-perf.pl, speedscope, the Firefox Profiler) reads this too.
 
 Each sample, in time order as perf orders them (stable for equal times): a header line with
 the fields perf prints by default for a sampling event with callchains (builtin-script.c
 perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the time in seconds
 with microseconds as ``%12s``, the period as ``%10lu``, the event name), then one line per
 frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name;
-with ``--inline``, each function inlined at a frame before it, ``(inlined)``), then an empty
+an inline entry, perf's default, says ``(inlined)`` instead of its module), then an empty
 line.
+
+One difference from perf, on purpose: control characters and line separators in a command,
+function, module or event name are escaped (``\\x0a`` for a newline:
+:func:`pysframe.names.escape_controls`), so that every sample stays one header line and its
+frame lines; perf prints them as they are, and a newline in a name breaks its text into lines
+no reader can parse.  Other names are printed as perf prints them, byte for byte.
 """
 
 from __future__ import annotations
@@ -15,36 +21,42 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TextIO
 
+from ..names import escape_controls
 from .profile import UNKNOWN, FrameInfo, Profile
 
 
-def frame_line(frame: FrameInfo) -> str:
-    """One frame as perf script prints it (with a tab before, a newline after); a function
-    inlined there (``--inline``) says ``(inlined)`` where the module stands."""
-    name = UNKNOWN if frame.symbol is None else f"{frame.symbol}+{frame.offset:#x}"
-    where = "inlined" if frame.inlined else frame.module
-    return f"\t{frame.address:16x} {name} ({where})\n"
+def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
+    """One frame as perf script prints it (with a tab before, a newline after); an inline
+    entry says ``(inlined)`` where the module stands.  ``srcline`` (``-F +srcline``): the
+    frame's source line on a line of its own, two spaces in, before ``(inlined)``
+    (util/evsel_fprintf.c sample__fprintf_callchain)."""
+    name = UNKNOWN if frame.symbol is None else f"{escape_controls(frame.symbol)}+{frame.offset:#x}"
+    text = f"\t{frame.address:16x} {name}"
+    text += "" if frame.inlined else f" ({escape_controls(frame.module)})"
+    if srcline and frame.file is not None:
+        line = "" if frame.line is None else f":{frame.line}"
+        text += f"\n  {escape_controls(frame.file)}{line}"
+    return text + (" (inlined)\n" if frame.inlined else "\n")
 
 
 def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
     """Sample ``index`` as perf script prints it (``frames``: its frames' lines)."""
     time = profile.time[index]
     stamp = f"{time // 1_000_000_000}.{time % 1_000_000_000 // 1000:06d}"
-    event = profile.events[profile.event[index]][0]
-    header = (
-        f"{profile.comms[profile.comm[index]]} {profile.tid[index]:5d} {stamp:>12}: "
-        f"{profile.period[index]:10d} {event}: \n"
-    )
+    event = escape_controls(profile.events[profile.event[index]][0])
+    comm = escape_controls(profile.comms[profile.comm[index]])
+    header = f"{comm} {profile.tid[index]:5d} {stamp:>12}: {profile.period[index]:10d} {event}: \n"
     return header + "".join(frames) + "\n"
 
 
-def script_text(profile: Profile, batch: int = 4096) -> Iterator[str]:
+def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -> Iterator[str]:
     """The text of every sample, in time order, ``batch`` samples at a time: each frame and
     each distinct stack is formatted once, each header from a template per (command, event)
-    (the same text as :func:`sample_lines`: ``%5d.%06d`` is ``%12s`` of the time stamp)."""
+    (the same text as :func:`sample_lines`: ``%5d.%06d`` is ``%12s`` of the time stamp).
+    ``srcline``: with each frame's source line (:func:`frame_line`)."""
     import numpy as np
 
-    frame_text = [frame_line(frame) for frame in profile.frames]
+    frame_text = [frame_line(frame, srcline) for frame in profile.frames]
     stacks: dict[int, str] = {}
     templates: dict[int, str] = {}
     kinds = len(profile.events) or 1
@@ -58,8 +70,8 @@ def script_text(profile: Profile, batch: int = 4096) -> Iterator[str]:
     def template(key: int) -> str:
         found = templates.get(key)
         if found is None:
-            name = profile.comms[key // kinds].replace("%", "%%")
-            event = profile.events[key % kinds][0].replace("%", "%%")
+            name = escape_controls(profile.comms[key // kinds]).replace("%", "%%")
+            event = escape_controls(profile.events[key % kinds][0]).replace("%", "%%")
             found = templates[key] = f"{name} %5d %5d.%06d: %10d {event}: \n"
         return found
 
@@ -78,9 +90,10 @@ def script_text(profile: Profile, batch: int = 4096) -> Iterator[str]:
         ])  # fmt: skip
 
 
-def write_script(profile: Profile, out: TextIO) -> None:
-    """Write the profile as ``perf script --no-inline`` text, in batches."""
-    for piece in script_text(profile):
+def write_script(profile: Profile, out: TextIO, *, srcline: bool = False) -> None:
+    """Write the profile as ``perf script`` text (``srcline``: ``perf script -F +srcline``),
+    in batches."""
+    for piece in script_text(profile, srcline=srcline):
         out.write(piece)
 
 

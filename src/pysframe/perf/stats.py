@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..names import escape_controls
 from .analyze import WalkStats
 from .walk import Stop
 
@@ -115,7 +116,7 @@ def stats_text(stats: WalkStats, limit: int = 20) -> str:
     if ends:
         lines.append("where walks stopped early (last frame's module):")
         for (stop, module), count in ends[:limit]:
-            lines.append(f"  {count:>9,}  {stop.value}: {module}")
+            lines.append(f"  {count:>9,}  {stop.value}: {escape_controls(module)}")
     if stats.stack_used:
         used = np.asarray(stats.stack_used)
         read = stats_json(stats)["stack_bytes_read"]
@@ -131,7 +132,8 @@ def stats_text(stats: WalkStats, limit: int = 20) -> str:
         why = stats.without_own_sframe.get(name)
         origin = stats.origins.get(name, "none")
         note = f" ({why})" if why else ""
-        lines.append(f"  {_share(count, walked)} {count:>9,}  {name}: {origin}{note}")
+        shown = escape_controls(name)  # one line whatever the path holds
+        lines.append(f"  {_share(count, walked)} {count:>9,}  {shown}: {origin}{note}")
     if stats.reference:
         lines.append(f"walked by the reference unwinder: {stats.reference:,}")
     lines += [f"problem: {problem}" for problem in stats.problems]

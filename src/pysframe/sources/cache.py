@@ -2,33 +2,62 @@
 ``perf report`` of the same programs generates nothing; and what the checks found in a
 section, so that they need not run again on the same bytes.
 
-Each entry is a bare section file (as ``generate -o`` writes it; ``pysframe dump --raw
---address ADDRESS`` shows it): ``DIR/BUILD-ID.ADDRESS.sframe``, ADDRESS being the section
-address it was encoded for (hex).  Beside it, ``DIR/BUILD-ID.ADDRESS.KIND`` holds a check's
-verdict on a section of that file at that address (:mod:`pysframe.sources.trust`): a JSON
-object whose ``digest`` names the bytes checked (with what else the check read), so that a
-verdict is used only for those bytes.  ``DIR`` is ``$PYSFRAME_CACHE_DIR`` when set (empty: no
-cache), else ``$XDG_CACHE_HOME/pysframe`` or ``~/.cache/pysframe``, then a folder named after
-the generator's own code (a digest of the ``format`` and ``generate`` packages' sources): a
-pysframe whose generator writes other bytes never reads an older one's entries.
+Where: ``DIR`` is ``$PYSFRAME_CACHE_DIR`` when set (empty: no cache), else
+``$XDG_CACHE_HOME/pysframe`` or ``~/.cache/pysframe``, then a folder named after the
+generator's own code and the entries' layout (a digest of the ``format`` and ``generate``
+packages' sources and :data:`ENTRY_FORMAT`): a pysframe whose generator writes other bytes never
+reads an older one's entries.
 
-The cache is a convenience, never a source of truth: an entry is read through the one bounded
-input path, decoded and checked before use, and anything wrong with it (unreadable, too large,
-malformed) makes it count as absent; writing is atomic (:func:`pysframe.output.write_file`)
-and a failed write is ignored.
+What: ``DIR/BUILD-ID.ADDRESS.sframe`` holds a section generated for the file with that build
+ID, encoded for the section address ADDRESS (hex), after a header that binds it to what it was
+made from (:func:`generation_binding`): the line ``pysframe generated SFrame``, then one line
+of JSON -- the build ID, a digest of the file's headers and of the sections the generator reads
+(``.eh_frame``, ``.debug_frame``, the PLT), the address, the generator's digest and the SHA-256
+of the section bytes that follow.  Beside it, ``DIR/BUILD-ID.ADDRESS.KIND`` holds a check's
+verdict on a section of that file at that address (:mod:`pysframe.sources.trust`): a JSON
+object whose ``digest`` names the bytes checked (with the build ID and what else the check
+read), so that a verdict is used only for those bytes.
+
+The cache is a convenience, never a source of truth, and a place others may have written to:
+
+* the directory is made with mode 0700 (its missing parents too), and one that is a symbolic
+  link, belongs to another user or is writable by its group or others is not used (one warning
+  per process says so);
+* the directory is opened once per use and every name is looked up in it (``dir_fd``): an
+  entry is opened with ``O_NOFOLLOW | O_NONBLOCK`` and read only when it is a regular file of
+  bounded size (:func:`pysframe.input.open_input`), and written as a new temporary file renamed
+  over its name (:func:`pysframe.output.write_in_directory`), so that a symbolic link, a FIFO
+  or a hard link of that name is replaced, never followed, opened or written through;
+* an entry is used only when its header names the same build ID, inputs, address and
+  generator and the bytes it holds are the ones written; then its functions must lie in the
+  file's executable segments (:func:`pysframe.sources.trust.checked`, by its caller).  Anything
+  else (a link, a FIFO, another file's entry, damaged bytes) is a miss: one warning names the
+  entry, which is removed and made again.
+
+Library code does not print: the warnings wait in :func:`take_warnings` for the command line,
+which prints each once.  A failed write is ignored.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
+import string
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import SFrameError
+from ..errors import InputError, SFrameError
 from ..input import open_input
+
+if TYPE_CHECKING:
+    from ..elf.reader import ElfReader
 
 #: The environment variable naming the cache's directory (empty: no cache).
 CACHE_ENVIRONMENT = "PYSFRAME_CACHE_DIR"
@@ -36,14 +65,72 @@ CACHE_ENVIRONMENT = "PYSFRAME_CACHE_DIR"
 MAX_ENTRY = 256 << 20
 #: A verdict larger than this is not read (a few lines of text).
 MAX_VERDICT = 1 << 20
+#: The layout of the entries (part of the folder's name): 2 is a header binding the section.
+ENTRY_FORMAT = 2
+#: The first line of an entry.
+ENTRY_MAGIC = b"pysframe generated SFrame\n"
+#: The longest header line read (the JSON binding is some 300 bytes).
+MAX_HEADER = 4096
+#: The sections whose bytes the generator reads (pysframe.generate.driver: ``.eh_frame`` and
+#: ``.debug_frame``, relocated in an object; the PLT sections it describes): with the file's
+#: headers, an entry is bound to them.
+GENERATOR_INPUTS = frozenset(
+    {
+        ".eh_frame", ".debug_frame", ".rela.eh_frame", ".rel.eh_frame", ".rela.debug_frame",
+        ".rel.debug_frame", ".plt", ".plt.sec", ".plt.got",
+    }
+)  # fmt: skip
+#: The suffix of generated sections' entries.
+_SFRAME = ".sframe"
+
+#: Warnings waiting for the command line (take_warnings), and the ones already given.
+_pending: list[str] = []
+_given: set[str] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What a generated section is made from: the file's build ID and a digest of its headers
+    and of the sections the generator reads (:data:`GENERATOR_INPUTS`)."""
+
+    build_id: bytes
+    inputs: str
+
+
+def generation_binding(image: ElfReader) -> Binding | None:
+    """The binding of a section generated for ``image``; None when caching is off, or the file
+    has no build ID or its headers or CFI cannot be read (nothing is then cached)."""
+    if cache_directory() is None:
+        return None
+    build_id = image.build_id()
+    if not build_id:
+        return None
+    try:
+        return Binding(build_id, image.content_digest(GENERATOR_INPUTS))
+    except SFrameError:
+        return None
+
+
+def take_warnings() -> list[str]:
+    """The warning lines (``PATH: why``) the cache has given since the last call, each once per
+    process: an entry or a verdict not used, a directory not trusted."""
+    taken = list(_pending)
+    _pending.clear()
+    return taken
+
+
+def _warn(line: str) -> None:
+    if line not in _given:
+        _given.add(line)
+        _pending.append(line)
 
 
 @cache
 def generator_digest() -> str:
     """A digest of the code that generates and encodes SFrame (the ``generate`` and
-    ``format`` packages' sources), naming the cache's folder."""
+    ``format`` packages' sources) and of the entries' layout, naming the cache's folder."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(f"entries {ENTRY_FORMAT}\n".encode())
     for package in ("format", "generate"):
         directory = os.path.join(root, package)
         for name in sorted(n for n in os.listdir(directory) if n.endswith(".py")):
@@ -64,75 +151,259 @@ def cache_directory() -> Path | None:
     return None if base is None else base / f"generated-{generator_digest()}"
 
 
-def cached_generation(build_id: bytes) -> tuple[bytes, int] | None:
-    """The generated section kept for ``build_id`` and its address, or None."""
-    directory = cache_directory()
-    if directory is None or not build_id:
-        return None
-    prefix = f"{build_id.hex()}."
+# -- the directory ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Directory:
+    """The cache directory, open (``descriptor``) and checked; ``path`` names it in warnings."""
+
+    descriptor: int
+    path: Path
+
+    def shown(self, name: str) -> str:
+        return str(self.path / name)
+
+
+@contextmanager
+def _opened(*, create: bool) -> Iterator[_Directory | None]:
+    """The cache directory, opened and checked (made first when ``create``); None when there is
+    no cache, none yet, or it is not trusted (warned once)."""
+    path = cache_directory()
+    descriptor = None if path is None else _open_directory(path, create)
+    if path is None or descriptor is None:
+        yield None
+        return
     try:
-        names = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
-    except OSError:
-        return None
-    for path in (directory / name for name in names if name.endswith(".sframe")):
+        yield _Directory(descriptor, path)
+    finally:
+        os.close(descriptor)
+
+
+def _open_directory(path: Path, create: bool) -> int | None:
+    """A descriptor of the directory ``path`` when it is the user's own and nobody else may
+    write to it (checked on the open directory, which is what every later call uses)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        if not create:
+            return None
         try:
-            address = int(path.name.split(".")[1], 16)
-            with open_input(path) as stream:
-                if os.fstat(stream.fileno()).st_size > MAX_ENTRY:
-                    continue
-                return stream.read(), address
-        except (ValueError, IndexError, OSError, SFrameError):
-            continue
+            _make_directories(path)
+            descriptor = os.open(path, flags)
+        except OSError:
+            return None  # no place for a cache (read-only, no permission): none, as when off
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link, or a file
+            _distrust(path, "a symbolic link" if path.is_symlink() else "not a directory")
+        return None
+    try:
+        info = os.fstat(descriptor)
+    except OSError:
+        os.close(descriptor)
+        return None
+    why = None
+    if info.st_uid != os.geteuid():
+        why = f"owned by another user (uid {info.st_uid})"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "others" if info.st_mode & stat.S_IWOTH else "its group"
+        why = f"writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+    if why is not None:
+        os.close(descriptor)
+        _distrust(path, why)
+        return None
+    return descriptor
+
+
+def _distrust(path: Path, why: str) -> None:
+    _warn(f"{path}: not used as the cache of generated SFrame: {why}")
+
+
+def _make_directories(path: Path) -> None:
+    """Make ``path`` and its missing parents, each with mode 0700 (the XDG base directory
+    specification's for a cache: nobody else reads or writes what is kept there)."""
+    missing = []
+    for directory in (path, *path.parents):
+        if os.path.lexists(directory):
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        with suppress(FileExistsError):  # made meanwhile: checked when opened
+            os.mkdir(directory, 0o700)
+
+
+def _read(directory: _Directory, name: str, limit: int) -> bytes | None:
+    """The content of the regular file ``name`` of the directory (no link followed, no wait
+    on a FIFO, at most ``limit`` bytes); None when there is none.  A name that is something
+    else is warned about and removed (InputError, for the caller's warning)."""
+    try:
+        with open_input(
+            name, max_size=limit, directory=directory.descriptor, follow_links=False,
+            shown=directory.shown(name),
+        ) as stream:  # fmt: skip
+            return stream.read(limit + 1)
+    except InputError as error:
+        if error.errno == errno.ENOENT:
+            return None
+        raise
+    except OSError as error:  # a read error: the name is not usable either
+        raise InputError(error.strerror or str(error), path=directory.shown(name)) from None
+
+
+def _reject(directory: _Directory, name: str, why: str, then: str) -> None:
+    """Warn that the entry ``name`` is not used, and remove it (a link is removed, not what it
+    points to), so that the one made ``then`` takes its place."""
+    _warn(f"{directory.shown(name)}: cache entry not used: {why}; {then}")
+    with suppress(OSError):
+        os.unlink(name, dir_fd=directory.descriptor)
+
+
+def _write(directory: _Directory, name: str, chunks: list[bytes]) -> None:
+    """Write an entry (best effort: a failure is ignored)."""
+    from ..output import write_in_directory
+
+    with suppress(OSError, SFrameError):
+        write_in_directory(directory.descriptor, name, chunks, shown=directory.shown(name))
+
+
+# -- generated sections -------------------------------------------------------------------------
+
+
+def _prefix(build_id: bytes) -> str:
+    return f"{build_id.hex()}."
+
+
+def _entry_name(build_id: bytes, address: int, kind: str) -> str:
+    return f"{build_id.hex()}.{address:x}.{kind}"
+
+
+def cached_generation(binding: Binding) -> tuple[bytes, int] | None:
+    """The generated section kept for the file ``binding`` describes, and its address; None
+    when there is none that was made from it (any other is warned about and removed)."""
+    with _opened(create=False) as directory:
+        if directory is None:
+            return None
+        prefix = _prefix(binding.build_id)
+        try:
+            names = sorted(
+                n for n in os.listdir(directory.descriptor)
+                if n.startswith(prefix) and n.endswith(_SFRAME)
+            )  # fmt: skip
+        except OSError:
+            return None
+        for name in names:
+            try:
+                address = int(name[len(prefix) : -len(_SFRAME)], 16)
+            except ValueError:
+                continue  # no name this cache gives
+            try:
+                data = _read(directory, name, MAX_ENTRY + len(ENTRY_MAGIC) + MAX_HEADER)
+            except InputError as error:
+                _reject(directory, name, error.message, "SFrame is generated again")
+                continue
+            if data is None:
+                continue
+            section, why = _unpacked(data, binding, address)
+            if section is None:
+                _reject(directory, name, why, "SFrame is generated again")
+                continue
+            return section, address
     return None
+
+
+def _unpacked(data: bytes, binding: Binding, address: int) -> tuple[bytes | None, str]:
+    """The section an entry holds when its header binds it to ``binding`` at ``address``;
+    else None and why not."""
+    if not data.startswith(ENTRY_MAGIC):
+        return None, "not an entry this pysframe writes"
+    end = data.find(b"\n", len(ENTRY_MAGIC), len(ENTRY_MAGIC) + MAX_HEADER)
+    try:
+        record = json.loads(data[len(ENTRY_MAGIC) : end]) if end >= 0 else None
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
+        record = None
+    if not isinstance(record, dict):
+        return None, "its header is damaged"
+    section = data[end + 1 :]
+    build_id = record.get("build_id")
+    if build_id != binding.build_id.hex():
+        readable = isinstance(build_id, str) and 0 < len(build_id) <= 128 and all(
+            c in string.hexdigits for c in build_id
+        )  # a hostile header's text stays out of the warning line
+        return None, f"made for another file (build ID {build_id if readable else '?'})"
+    if record.get("inputs") != binding.inputs:
+        return None, "made from other CFI or headers than the file's"
+    if record.get("address") != address or record.get("generator") != generator_digest():
+        return None, "made for another address or by another generator"
+    if record.get("sframe") != hashlib.sha256(section).hexdigest():
+        return None, "its section is not the one written (damaged)"
+    return section, ""
+
+
+def reject_generation(build_id: bytes, address: int, why: str) -> None:
+    """Warn that the entry of ``build_id`` at ``address`` is not used (its functions lie
+    outside the file's code, say), and remove it."""
+    with _opened(create=False) as directory:
+        if directory is not None:
+            name = _entry_name(build_id, address, _SFRAME[1:])
+            _reject(directory, name, why, "SFrame is generated again")
 
 
 def has_generation(build_id: bytes) -> bool:
     """Whether the cache holds a generated section for ``build_id`` (not read: it may still
     turn out unusable)."""
-    directory = cache_directory()
-    if directory is None or not build_id:
-        return False
-    prefix = f"{build_id.hex()}."
-    try:
-        return any(n.startswith(prefix) and n.endswith(".sframe") for n in os.listdir(directory))
-    except OSError:
-        return False
+    with _opened(create=False) as directory:
+        if directory is None or not build_id:
+            return False
+        prefix = _prefix(build_id)
+        try:
+            names = os.listdir(directory.descriptor)
+        except OSError:
+            return False
+        return any(n.startswith(prefix) and n.endswith(_SFRAME) for n in names)
 
 
-def keep_generation(build_id: bytes, data: bytes, address: int) -> None:
-    """Keep a generated section for ``build_id`` (best effort: a failure is ignored)."""
-    directory = cache_directory()
-    if directory is None or not build_id or len(data) > MAX_ENTRY:
+def keep_generation(binding: Binding, data: bytes, address: int) -> None:
+    """Keep a section generated for the file ``binding`` describes, encoded for ``address``
+    (best effort: a failure is ignored)."""
+    if len(data) > MAX_ENTRY:
         return
-    from ..output import write_file
+    record = {
+        "build_id": binding.build_id.hex(),
+        "inputs": binding.inputs,
+        "address": address,
+        "generator": generator_digest(),
+        "sframe": hashlib.sha256(data).hexdigest(),
+    }
+    header = ENTRY_MAGIC + json.dumps(record, sort_keys=True).encode() + b"\n"
+    with _opened(create=True) as directory:
+        if directory is not None:
+            _write(directory, _entry_name(binding.build_id, address, _SFRAME[1:]), [header, data])
 
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_file(str(directory / f"{build_id.hex()}.{address:x}.sframe"), data)
-    except (OSError, SFrameError):
-        return
 
-
-def _verdict_path(build_id: bytes, address: int, kind: str) -> Path | None:
-    directory = cache_directory()
-    if directory is None or not build_id:
-        return None
-    return directory / f"{build_id.hex()}.{address:x}.{kind}"
+# -- verdicts -----------------------------------------------------------------------------------
 
 
 def cached_verdict(build_id: bytes, address: int, kind: str, digest: str) -> dict[str, Any] | None:
     """The verdict of check ``kind`` kept for the section at ``address`` of the file with
     ``build_id``, when it was found for the bytes named by ``digest``; else None."""
-    path = _verdict_path(build_id, address, kind)
-    if path is None:
+    if not build_id:
         return None
+    with _opened(create=False) as directory:
+        if directory is None:
+            return None
+        name = _entry_name(build_id, address, kind)
+        try:
+            data = _read(directory, name, MAX_VERDICT)
+        except InputError as error:
+            _reject(directory, name, error.message, "checked again")
+            return None
     try:
-        with open_input(path, max_size=MAX_VERDICT) as stream:
-            found = json.loads(stream.read())
-    except (OSError, ValueError, SFrameError):
-        return None
+        found = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
+        return None  # damaged: a miss, written again
     if not isinstance(found, dict) or found.get("digest") != digest:
-        return None
+        return None  # another section's, or other bytes' (its digest names them): a miss
     return found
 
 
@@ -140,27 +411,30 @@ def keep_verdict(
     build_id: bytes, address: int, kind: str, digest: str, verdict: dict[str, Any]
 ) -> None:
     """Keep the verdict of check ``kind`` on the bytes named by ``digest`` (best effort)."""
-    from ..output import write_file
-
-    path = _verdict_path(build_id, address, kind)
-    if path is None:
+    if not build_id:
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(str(path), json.dumps({**verdict, "digest": digest}).encode())
-    except (OSError, SFrameError):
-        return
+    with _opened(create=True) as directory:
+        if directory is not None:
+            text = json.dumps({**verdict, "digest": digest}).encode()
+            _write(directory, _entry_name(build_id, address, kind), [text])
 
 
 __all__ = [
     "CACHE_ENVIRONMENT",
+    "ENTRY_FORMAT",
+    "ENTRY_MAGIC",
+    "GENERATOR_INPUTS",
     "MAX_ENTRY",
     "MAX_VERDICT",
+    "Binding",
     "cache_directory",
     "cached_generation",
     "cached_verdict",
+    "generation_binding",
     "generator_digest",
     "has_generation",
     "keep_generation",
     "keep_verdict",
+    "reject_generation",
+    "take_warnings",
 ]

@@ -176,9 +176,7 @@ def load_sframe(
     :func:`resolve_sframe` does; NoSFrameError when it has none."""
     if isinstance(source, ElfReader):
         return resolve_image(source, section=section, relocate=relocate).section
-    from ..elf.image import ElfImage
-
-    with ElfImage.open(source) as image:
+    with ElfReader.open(source) as image:
         return resolve_image(image, section=section, relocate=relocate).section
 
 
@@ -207,9 +205,7 @@ def resolve_sframe(
     relocations unapplied (the stored fields)."""
     if raw or is_bare_section(path):
         return bare_sframe(path, address or 0)
-    from ..elf.image import ElfImage
-
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         return resolve_image(image, section=section, generate=generate, relocate=relocate)
 
 
@@ -283,42 +279,47 @@ def generated_sframe(image: ElfReader, *, cached: bool = False) -> ResolvedSFram
     would give it); the generator's errors name the file.
 
     ``cached``: take it from, and keep it in, the cache of generated sections
-    (:mod:`pysframe.sources.cache`) by the file's build ID; such a section has no
-    :attr:`~ResolvedSFrame.generation` when it comes from the cache."""
+    (:mod:`pysframe.sources.cache`), bound to the file's build ID, headers and CFI; such a
+    section has no :attr:`~ResolvedSFrame.generation` when it comes from the cache."""
     note = f"no {DEFAULT_NAME} section; using one generated from its CFI"
-    build_id = image.build_id() if cached else None
-    if build_id:
-        from .cache import cached_generation
+    binding = None
+    if cached:
+        from .cache import generation_binding
 
-        kept = cached_generation(build_id)
+        binding = generation_binding(image)
+    if binding is not None:
+        from .cache import cached_generation, reject_generation
+
+        kept = cached_generation(binding)  # made from this file's CFI, or a miss
         if kept is not None:
             from .trust import checked
 
             data, address = kept
             found = _generated(image, data, address, note, None)
-            # Checked before use (a cache is no proof); the verdict is kept beside it.
-            verdict = checked(found, (), build_id, trust=False)
-            if verdict.malformed is None and verdict.table is None:
+            # Checked before use (a cache is no proof): it decodes, and its functions lie in
+            # the file's code; the verdict is kept beside it.
+            verdict = checked(found, image.code_ranges(), binding.build_id, trust=False)
+            why = verdict.malformed or verdict.table or "; ".join(verdict.problems)
+            if not why:
                 return found
-    from ..elf.image import ElfImage
+            reject_generation(binding.build_id, address, why)
     from ..generate import generate_from_elf
 
     try:
-        if isinstance(image, ElfImage):
-            result = generate_from_elf(image)
-        else:  # the generator reads the file with pyelftools
-            with ElfImage.reopen(image) as reopened:
-                result = generate_from_elf(reopened)
+        result = generate_from_elf(image)
     except SFrameError as error:
         raise error.at(path=image.path) from None
     data = bytes(result.data)
     found = _generated(image, data, result.section_address, note, result)
-    if build_id:
+    if binding is not None:
         from .cache import keep_generation
         from .trust import checked
 
-        keep_generation(build_id, data, result.section_address)
-        checked(found, (), build_id, trust=False)  # its verdict kept: the next use reads it
+        # Its verdict kept first (the next use reads it), then the section, unless it would
+        # fail the checks when read back (no entry to refuse at every use).
+        verdict = checked(found, image.code_ranges(), binding.build_id, trust=False)
+        if not (verdict.malformed or verdict.table or verdict.problems):
+            keep_generation(binding, data, result.section_address)
     return found
 
 

@@ -17,11 +17,15 @@ section as it is; ``generated`` SFrame generated from the file's CFI, whatever t
 ``auto`` (the default) the own section when it passes the checks, else one generated from its
 ``.eh_frame``, with the reason, for one warning line.
 
+A section generated from the CFI is checked too when it comes from the cache (which is no
+proof): it must decode, its table pass the decoder's checks, and every function lie inside the
+module's code (:func:`outside_code`).
+
 The checks read every FDE, with numpy.  :func:`checked` keeps what they found (a
 :class:`Verdict`) in the cache (:mod:`pysframe.sources.cache`) per build ID, section address
-and a digest of the bytes checked and the code ranges, so that the next command on the same
-files finds it there and needs neither numpy nor the work: a section whose verdict is kept is
-looked up one PC at a time (:mod:`pysframe.format.single`).
+and a digest of the build ID, the bytes checked and the code ranges, so that the next command
+on the same files finds it there and needs neither numpy nor the work: a section whose verdict
+is kept is looked up one PC at a time (:mod:`pysframe.format.single`).
 """
 
 from __future__ import annotations
@@ -99,19 +103,40 @@ def trust_problems(found: Checked, code: Sequence[tuple[int, int]]) -> list[str]
             f"first at {int(starts[first + 1]):#x}, inside [{int(starts[first]):#x}, "
             f"{int(ends[first]):#x}))"
         )
-    if code:
-        ranges = np.array(sorted(code), dtype=np.uint64).reshape(-1, 2)
-        holder = np.searchsorted(ranges[:, 0], starts, side="right").astype(np.int64) - 1
-        safe = np.maximum(holder, 0)
-        inside = (holder >= 0) & (ends <= ranges[safe, 1]) & (starts >= ranges[safe, 0])
-        outside = np.flatnonzero(~inside)
-        if len(outside):
-            first = int(outside[0])
-            problems.append(
-                f"{len(outside)} of its {count} functions lie outside the file's code (the "
-                f"first [{int(starts[first]):#x}, {int(ends[first]):#x}))"
-            )
-    return problems
+    return problems + outside_code(found, code)
+
+
+def outside_code(found: Checked, code: Sequence[tuple[int, int]]) -> list[str]:
+    """Why the functions of ``found`` do not all lie inside the executable ranges ``code``
+    (link-time ``[start, end)``): one line, or none when they do, ``code`` is empty (unknown)
+    or the section has no readable FDE table (the caller finds that out)."""
+    import numpy as np
+
+    if not code:
+        return []
+    try:
+        table = found.section.table
+    except SFrameError:
+        return []
+    count = len(table)
+    if not count:
+        return []
+    starts = table.start.astype(np.uint64)
+    order = np.argsort(starts, kind="stable")  # in address order: the first is named
+    ends = (starts + table.size.astype(np.uint64))[order]
+    starts = starts[order]
+    ranges = np.array(sorted(code), dtype=np.uint64).reshape(-1, 2)
+    holder = np.searchsorted(ranges[:, 0], starts, side="right").astype(np.int64) - 1
+    safe = np.maximum(holder, 0)
+    inside = (holder >= 0) & (ends <= ranges[safe, 1]) & (starts >= ranges[safe, 0])
+    outside = np.flatnonzero(~inside)
+    if not len(outside):
+        return []
+    first = int(outside[0])
+    return [
+        f"{len(outside)} of its {count} functions lie outside the file's code (the first "
+        f"[{int(starts[first]):#x}, {int(ends[first]):#x}))"
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +148,8 @@ class Verdict:
     #: Why its FDE table fails the decoder's checks (SFrameSection.table), None when it passes.
     table: str | None = None
     #: Why an own section must not be used (:func:`trust_problems`; with ``malformed``, that it
-    #: is malformed); empty for a section that passes, and for a generated one (not asked).
+    #: is malformed), or why a generated one must not (:func:`outside_code` alone: a cache
+    #: entry is checked with it); empty for a section that passes.
     problems: tuple[str, ...] = ()
 
 
@@ -134,12 +160,14 @@ def checked(
     *,
     trust: bool,
 ) -> Verdict:
-    """The verdict on ``found`` at its address: decoded, its table checked, and with ``trust``
-    its :func:`trust_problems` against ``code``; kept in the cache for ``build_id`` (and taken
-    from it when it holds the verdict for the same bytes and code)."""
+    """The verdict on ``found`` at its address: decoded, its table checked, and against the
+    executable ranges ``code`` its :func:`trust_problems` with ``trust`` (an own section),
+    else :func:`outside_code` (a generated one); kept in the cache for ``build_id`` (and taken
+    from it when it holds the verdict for the same file, bytes, address and code)."""
     kind = "trusted" if trust else "checked"
     digest = hashlib.sha256(found.stored)
-    digest.update(f"{kind} {found.address:#x} {sorted(code) if trust else ''}".encode())
+    bound = build_id.hex() if build_id else ""
+    digest.update(f"{kind} {bound} {found.address:#x} {sorted(code)}".encode())
     name = digest.hexdigest()[:32]
     if build_id:
         from .cache import cached_verdict
@@ -179,8 +207,11 @@ def _check(found: Checked, code: Sequence[tuple[int, int]], trust: bool) -> Verd
         table: str | None = error.detail
     else:
         table = None
-    problems = tuple(trust_problems(found, code)) if trust else ()
+    if trust:
+        problems = tuple(trust_problems(found, code))
+    else:
+        problems = tuple(outside_code(found, code)) if table is None else ()
     return Verdict(None, table, problems)
 
 
-__all__ = ["Checked", "Policy", "Verdict", "checked", "trust_problems"]
+__all__ = ["Checked", "Policy", "Verdict", "checked", "outside_code", "trust_problems"]

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..elf.image import ElfImage, ElfSection
-from ..elf.layout import PF_X
+from ..elf.reader import ElfReader, ElfSection
 from ..elf.rewrite import rewrite_sframe
 from ..elf.sframe import ElfSFrame
 from ..elf.symbols import SymbolRecord, read_function_symbols
@@ -135,7 +134,7 @@ class _Loaded:
 
 def _load(path: str) -> _Loaded:
     data = read_input(path)
-    with ElfImage.from_bytes(path, data) as image:
+    with ElfReader.from_bytes(path, data) as image:
         if image.is_relocatable:
             raise ElfError(
                 "a relocatable object: its linker lays its FREs out again (compact and repair "
@@ -148,12 +147,12 @@ def _load(path: str) -> _Loaded:
         segment = any(
             s.type == PT_GNU_SFRAME and s.offset == found.section.offset for s in segments
         )
-        text = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & PF_X]
+        text = image.code_ranges()
         starts = frozenset(s.address for s in _function_symbols(image))
     return _Loaded(data, found, found.section, segment, text, starts)
 
 
-def _function_symbols(image: ElfImage) -> list[SymbolRecord]:
+def _function_symbols(image: ElfReader) -> list[SymbolRecord]:
     """The file's function symbols (.symtab, else .dynsym); none when they cannot be read."""
     try:
         return read_function_symbols(image, ".symtab") or read_function_symbols(image, ".dynsym")
@@ -174,7 +173,7 @@ def _write(
     if target is None:
         return False
     rewritten = rewrite_sframe(loaded.data, loaded.header, sframe)
-    write_file(target, rewritten.data, input_path=path, in_place=in_place, mode_from=path)
+    write_file(target, rewritten.data, inputs=[path], in_place=in_place, mode_from=path)
     return True
 
 

@@ -14,9 +14,8 @@ and the report says:
 
 ``--kernel`` adds the Linux kernel's acceptance rules (:mod:`pysframe.tools.validate`).  A
 relocatable object's sections all sit at address 0; they are laid out one after the other
-(:class:`Placement`) and both ``.eh_frame`` and the SFrame section relocated for that
-layout, so that each function has an address of its own; functions are named as gdb names
-them (:class:`Namer`).  The report's values are
+(:mod:`pysframe.tools.verify_place`) and both ``.eh_frame`` and the SFrame section relocated
+for that layout, so that each function has an address of its own.  The report's values are
 those of :mod:`pysframe.tools.verify_report`.
 """
 
@@ -32,15 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from ..elf.image import ElfImage, ElfSection
 from ..elf.layout import SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS
-from ..elf.relocation import object_layout, relocated_at
+from ..elf.reader import ElfReader
 from ..elf.sframe import ElfSFrame
-from ..elf.symbols import FunctionSymbols, read_function_symbols
 from ..errors import ElfError, NoSFrameError, NotSFrameDataError, SFrameError
 from ..format.constants import Abi, Version
 from ..format.findings import Severity
-from ..format.merge import with_pcrel_starts
 from ..format.section import SFrameSection
 from ..generate.cfi import CfiFormat, PointerContext
 from ..generate.interpret import CfiTable, interpret_cfi
@@ -54,6 +50,7 @@ from .verify_compare import (
     segments,
     signal_frames_without_rows,
 )
+from .verify_place import Namer, Placement
 from .verify_report import (
     CONSISTENT,
     DISAGREEMENT,
@@ -83,79 +80,12 @@ from .verify_rules import (
 DEFAULT_OPTIONS = Options()
 
 
-# -- where a file's code is, and what it is called -------------------------------------------
-class Placement:
-    """Addresses of an image: a relocatable object's sections laid out, a linked file's as
-    they are."""
-
-    def __init__(self, image: ElfImage) -> None:
-        self.image = image
-        self.layout = object_layout(image) if image.is_relocatable else None
-
-    def address(self, index: int, address: int) -> int:
-        """The address of section ``index`` whose header says ``address``."""
-        return address if self.layout is None else self.layout.get(index, 0)
-
-    def contents(self, section: ElfSection, data: bytes | None = None) -> bytes:
-        """The contents of ``section`` (``data`` if given), relocated for the layout."""
-        if data is None:
-            data = section.data()
-        if self.layout is None:
-            return data
-        return relocated_at(self.image, section, data, self.layout)
-
-    def sframe(self, section: ElfSection, stored: bytes) -> bytes:
-        """An SFrame section's bytes as placed: in an object, relocated for the layout, with
-        its function starts read PC-relative
-        (:func:`pysframe.format.merge.with_pcrel_starts`)."""
-        if self.layout is None:
-            return stored
-        return with_pcrel_starts(self.contents(section, stored))
-
-
-class Namer:
-    """The function at an address, named as gdb names it (read on first use), or the
-    linker-made section it is in; ``plt`` lists those sections as (start, end, name)."""
-
-    def __init__(
-        self, image: ElfImage, placement: Placement, plt: list[tuple[int, int, str]]
-    ) -> None:
-        self.image = image
-        self.placement = placement
-        self.plt = plt
-        self._symbols: FunctionSymbols | None = None
-
-    def __call__(self, address: int) -> str:
-        # Linker-made code has no symbols of its own: name its section.
-        section = next((name for lo, hi, name in self.plt if lo <= address < hi), None)
-        if section is not None:
-            return section
-        if self._symbols is None:
-            self._symbols = self._read()
-        found = self._symbols.find(address)
-        return "" if found is None else found[0]
-
-    def _read(self) -> FunctionSymbols:
-        """The file's function symbols (.symtab, else .dynsym), placed; none when they cannot
-        be read (names are a courtesy of the report)."""
-        layout = self.placement.layout
-        records = []
-        try:
-            for table in (".symtab", ".dynsym"):
-                records = read_function_symbols(self.image, table, layout)
-                if records:
-                    break
-        except SFrameError:
-            records = []
-        return FunctionSymbols(records)
-
-
 # -- one file --------------------------------------------------------------------------------
 def verify_file(path: str | os.PathLike[str], options: Options = DEFAULT_OPTIONS) -> FileReport:
     """Verify one ELF file; raises SFrameError when it cannot be read at all."""
     name = os.fspath(path)
     began = time.perf_counter()
-    with ElfImage.open(name) as image:
+    with ElfReader.open(name) as image:
         report = _verify_image(image, options)
     return replace(report, seconds=time.perf_counter() - began)
 
@@ -168,7 +98,7 @@ def verify_file_or_error(path: str, options: Options = DEFAULT_OPTIONS) -> FileR
         return FileReport(path=path, status=ERROR, error=str(error.at(path=path)))
 
 
-def _verify_image(image: ElfImage, options: Options) -> FileReport:
+def _verify_image(image: ElfReader, options: Options) -> FileReport:
     abi = image.abi
     report = FileReport(path=image.path, abi=abi.name if abi is not None else "")
     try:
@@ -217,11 +147,11 @@ def _verify_image(image: ElfImage, options: Options) -> FileReport:
     return _compare(report, image, place, section, combine(tables), abi, plt)
 
 
-def _no_abi(image: ElfImage) -> ElfError:
+def _no_abi(image: ElfReader) -> ElfError:
     return ElfError(f"SFrame defines no ABI for {image.file_format}", path=image.path)
 
 
-def _cfi_tables(image: ElfImage, place: Placement, abi: Abi) -> list[CfiTable]:
+def _cfi_tables(image: ElfReader, place: Placement, abi: Abi) -> list[CfiTable]:
     """The CFI of .eh_frame, then of .debug_frame (which the combination filters)."""
     tables = []
     for name, cfi_format in (
@@ -246,7 +176,7 @@ def _cfi_tables(image: ElfImage, place: Placement, abi: Abi) -> list[CfiTable]:
     return tables
 
 
-def _pointers(image: ElfImage, place: Placement) -> PointerContext:
+def _pointers(image: ElfReader, place: Placement) -> PointerContext:
     """Bases of .eh_frame pointer encodings (textrel: .text, datarel: .got)."""
     text = image.section(".text")
     got = image.section(".got")
@@ -258,7 +188,7 @@ def _pointers(image: ElfImage, place: Placement) -> PointerContext:
 
 
 def _sframe_section(
-    image: ElfImage,
+    image: ElfReader,
     place: Placement,
     abi: Abi,
     tables: list[CfiTable],
@@ -315,7 +245,7 @@ def _sframe_section(
 
 def _compare(
     report: FileReport,
-    image: ElfImage,
+    image: ElfReader,
     place: Placement,
     section: SFrameSection,
     cfi: CombinedCfi,
