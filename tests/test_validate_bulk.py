@@ -111,7 +111,7 @@ _TOP = (1 << 64) - 1
     st.lists(st.tuples(st.integers(-0x20, 0x360), st.integers(0, 0x80)), max_size=3),
     st.booleans(),
 )
-def test_covered_bytes_bulk_equals_scalar_and_counts_each_byte_once(
+def test_covered_bytes_counts_each_byte_once(
     functions: list[tuple[int, int]], within: list[tuple[int, int]], near_top: bool
 ) -> None:
     # Functions at 0x1000 + start, or just below 2**64 (ends up to the top itself); ``within``
@@ -128,8 +128,7 @@ def test_covered_bytes_bulk_equals_scalar_and_counts_each_byte_once(
     pcs = {base + start + k for start, size in functions for k in range(size)}
     inside = {pc for pc in pcs if any(low <= pc < high for low, high in text)}
     for ranges, want in ((None, len(pcs)), (text, len(inside))):
-        bulk = lookup.covered_bytes(starts, sizes, ranges)
-        assert bulk == lookup.covered_bytes(starts, sizes, ranges, scalar=True) == want
+        assert lookup.covered_bytes(starts, sizes, ranges) == want
 
 
 def test_covered_bytes_past_the_top_of_the_address_space_within_text() -> None:

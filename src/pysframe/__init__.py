@@ -44,7 +44,7 @@ _EXPORTS: dict[str, str] = {
          "UnsupportedVersionError", "UnwindError"),
         "pysframe.errors",
     ),
-    "BatchResult": "pysframe.format.lookup",
+    **dict.fromkeys(("BatchResult", "SectionLookup"), "pysframe.format.lookup"),
     **dict.fromkeys(("FunctionBuilder", "RowSpec", "SFrameBuilder"), "pysframe.format.builder"),
     "SectionSpec": "pysframe.format.encode",
     **dict.fromkeys(("Finding", "Severity"), "pysframe.format.findings"),
@@ -58,30 +58,31 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         ("Origin", "ResolvedSFrame", "load_sframe", "resolve_sframe"), "pysframe.sources.resolve"
     ),
-    "Policy": "pysframe.sources.trust",
+    **dict.fromkeys(("Policy", "Verdict"), "pysframe.sources.trust"),
     **dict.fromkeys(("GenerateResult", "generate_from_elf"), "pysframe.generate.driver"),
     **dict.fromkeys(("GeneratedFunction", "SkippedFunction"), "pysframe.generate.rows"),
-    "ElfSection": "pysframe.elf.reader",
+    **dict.fromkeys(("ElfSection", "ElfSegment"), "pysframe.elf.reader"),
     **dict.fromkeys(
         ("FunctionColumns", "FunctionSymbols", "SymbolRecord", "SymbolTable"),
         "pysframe.elf.symbols",
     ),
     "SourceFrame": "pysframe.elf.dwarf_lines",
-    **dict.fromkeys(("Module", "ModuleTable"), "pysframe.unwind.modules"),
-    "ModuleSymbols": "pysframe.unwind.symbolize",
+    **dict.fromkeys(("AddressSpace", "ElfFacts", "ElfFiles", "Module"), "pysframe.unwind.modules"),
+    **dict.fromkeys(("ModuleSymbols", "SymbolOptions"), "pysframe.unwind.symbolize"),
     **dict.fromkeys(
         ("StackReport", "ThreadTrace", "stack_of_core", "stack_of_process", "stack_of_remote"),
         "pysframe.unwind.stack",
     ),
     **dict.fromkeys(
-        ("Backtrace", "Frame", "FrameSource", "ModuleInfo", "Registers", "RowLookup", "StopKind",
-         "Unwinder"),
+        ("Backtrace", "Frame", "FrameSource", "ModuleInfo", "Registers", "RowLookup", "Step",
+         "StopKind", "Unwinder", "WalkState"),
         "pysframe.unwind.core",
     ),
 }
 
 __all__ = [
     "Abi",
+    "AddressSpace",
     "Backtrace",
     "BadMagicError",
     "BaseReg",
@@ -91,7 +92,10 @@ __all__ = [
     "CfiError",
     "ConversionError",
     "ElfError",
+    "ElfFacts",
+    "ElfFiles",
     "ElfSection",
+    "ElfSegment",
     "EncodeError",
     "FdeType",
     "Finding",
@@ -115,7 +119,6 @@ __all__ = [
     "Module",
     "ModuleInfo",
     "ModuleSymbols",
-    "ModuleTable",
     "NoSFrameError",
     "Origin",
     "OutOfBoundsError",
@@ -132,12 +135,15 @@ __all__ = [
     "SFrameBuilder",
     "SFrameError",
     "SFrameSection",
+    "SectionLookup",
     "SectionSpec",
     "Severity",
     "SkippedFunction",
     "SourceFrame",
     "StackReport",
+    "Step",
     "StopKind",
+    "SymbolOptions",
     "SymbolRecord",
     "SymbolTable",
     "ThreadTrace",
@@ -146,7 +152,9 @@ __all__ = [
     "UnsupportedVersionError",
     "UnwindError",
     "Unwinder",
+    "Verdict",
     "Version",
+    "WalkState",
     "WordSize",
     "__version__",
     "generate_from_elf",
@@ -173,7 +181,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .elf.dwarf_lines import SourceFrame
-    from .elf.reader import ElfSection
+    from .elf.reader import ElfSection, ElfSegment
     from .elf.symbols import FunctionColumns, FunctionSymbols, SymbolRecord, SymbolTable
     from .errors import (
         BadMagicError,
@@ -207,7 +215,7 @@ if TYPE_CHECKING:
     )
     from .format.encode import SectionSpec
     from .format.findings import Finding, Severity
-    from .format.lookup import BatchResult
+    from .format.lookup import BatchResult, SectionLookup
     from .format.model import (
         CfaRule,
         FrameRow,
@@ -222,7 +230,7 @@ if TYPE_CHECKING:
     from .generate.driver import GenerateResult, generate_from_elf
     from .generate.rows import GeneratedFunction, SkippedFunction
     from .sources.resolve import Origin, ResolvedSFrame, load_sframe, resolve_sframe
-    from .sources.trust import Policy
+    from .sources.trust import Policy, Verdict
     from .unwind.core import (
         Backtrace,
         Frame,
@@ -230,10 +238,12 @@ if TYPE_CHECKING:
         ModuleInfo,
         Registers,
         RowLookup,
+        Step,
         StopKind,
         Unwinder,
+        WalkState,
     )
-    from .unwind.modules import Module, ModuleTable
+    from .unwind.modules import AddressSpace, ElfFacts, ElfFiles, Module
     from .unwind.stack import (
         StackReport,
         ThreadTrace,
@@ -241,4 +251,4 @@ if TYPE_CHECKING:
         stack_of_process,
         stack_of_remote,
     )
-    from .unwind.symbolize import ModuleSymbols
+    from .unwind.symbolize import ModuleSymbols, SymbolOptions

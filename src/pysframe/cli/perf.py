@@ -270,7 +270,17 @@ def _filtered(profile: Profile, args: argparse.Namespace) -> Profile:
         raise UsageError(f"perf: {error.message}") from None
 
 
+def _read_ahead(args: argparse.Namespace) -> None:
+    """Start reading a pipe on standard input (``-``) now, before the modules the reading
+    needs are imported: a pipe left full makes perf record lose samples."""
+    if "-" in args.files:
+        from ..input import standard_input
+
+        standard_input()
+
+
 def run_script(args: argparse.Namespace) -> int:
+    _read_ahead(args)
     from ..perf.script import write_script
 
     _refuse_inputs(args, None)
@@ -280,6 +290,7 @@ def run_script(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    _read_ahead(args)
     from ..perf import flamegraph, report, speedscope
 
     if args.format == "pprof":
@@ -306,6 +317,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_stats(args: argparse.Namespace) -> int:
+    _read_ahead(args)
     from ..perf.stats import stats_json, stats_text
 
     _refuse_inputs(args, None)

@@ -119,9 +119,9 @@ def _exercise_section(section: SFrameSection, data: bytes) -> None:
     _stage(rows_by_iteration)
     pcs = _pcs(section, data)
     for pc in pcs:
-        _stage(lambda pc=pc: section.lookup(pc))  # type: ignore[misc]
-        _stage(lambda pc=pc: section.find_fde(pc))  # type: ignore[misc]
-    _stage(lambda: section.find_fres(pcs))
+        _stage(lambda pc=pc: section.find_row(pc))  # type: ignore[misc]
+        _stage(lambda pc=pc: section.find_function(pc))  # type: ignore[misc]
+    _stage(lambda: section.find_rows(pcs))
     _stage(section.to_bytes)
     _dump(section)
     _unwind(section, data, pcs)
