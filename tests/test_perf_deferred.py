@@ -13,6 +13,8 @@ util/evsel_fprintf.c of Linux 6.19 (a merged sample, the ``(cookie)`` entry,
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ import pytest
 from pysframe.elf.reader import ElfReader
 from pysframe.perf import PerfData, PerfDataError
 from pysframe.perf.analyze import Options, profile_recording
+from pysframe.perf.profile import Profile
 from pysframe.perf.records import DeferredCallchainEvent
 from pysframe.perf.script import script_text
 
@@ -188,3 +191,108 @@ def test_hostile_deferred_records(
         list(data.events())
     assert message in str(caught.value)
     assert caught.value.offset == offset
+
+
+# -- stitching ---------------------------------------------------------------------------------
+
+
+def test_merged_text_is_perfs(tmp_path: Path) -> None:
+    perf = _recording()
+    _two_threads(perf)
+    text, problems = _script(tmp_path, perf)
+    # Each sample with its kernel frames, then the user frames of its thread's chain, printed
+    # when that chain comes: thread 8's (at 11.5 ms) before thread 7's two (at 13 ms).
+    assert text == (
+        _header("worker", 8, 11_000, 2) + K[WRITE] + U[MAIN] + "\n"
+        + _header("prog", 7, 10_000, 1) + KERNEL_TEXT + U[LEAF] + U[SMALL] + U[MAIN] + "\n"
+        + _header("prog", 7, 12_000, 3) + K[SYSCALL] + K[ENTRY] + U[LEAF] + U[SMALL] + U[MAIN]
+        + "\n"
+    )  # fmt: skip
+    assert problems == []
+
+
+def test_unmerged_text_is_perfs(tmp_path: Path) -> None:
+    perf = _recording()
+    _two_threads(perf)
+    text, problems = _script(tmp_path, perf, merge=False)
+    assert text == (
+        _header("prog", 7, 10_000, 1) + KERNEL_TEXT + _cookie_line(COOKIE) + "\n"
+        + _header("worker", 8, 11_000, 2) + K[WRITE] + _cookie_line(OTHER_COOKIE) + "\n"
+        + _deferred_header("worker", 8, 11_500, OTHER_COOKIE) + U[MAIN] + "\n"
+        + _header("prog", 7, 12_000, 3) + K[SYSCALL] + K[ENTRY] + _cookie_line(COOKIE) + "\n"
+        + _deferred_header("prog", 7, 13_000, COOKIE) + U[LEAF] + U[SMALL] + U[MAIN] + "\n"
+    )  # fmt: skip
+    assert problems == []
+
+
+def test_chains_that_never_come_leave_kernel_frames_and_one_warning(tmp_path: Path) -> None:
+    perf = _recording()
+    # thread 7: a chain of another thread only, then none; thread 8: a chain with another
+    # cookie (perf delivers the sample then, its cookie an ordinary user address)
+    _sample(perf, 7, 10_000_000, (*KERNEL_CHAIN, CONTEXT_USER_DEFERRED, COOKIE), 1)
+    _sample(perf, 8, 11_000_000, (CONTEXT_KERNEL, WRITE, CONTEXT_USER_DEFERRED, COOKIE), 2)
+    perf.callchain_deferred(0, 7, 8, OTHER_COOKIE, (MAIN,), time=12_000_000)
+    _sample(perf, 7, 13_000_000, (CONTEXT_KERNEL, SYSCALL, CONTEXT_USER_DEFERRED, COOKIE), 3)
+    text, problems = _script(tmp_path, perf)
+    # thread 8's sample when the chain of its thread comes, thread 7's at the end
+    assert text == (
+        _header("worker", 8, 11_000, 2) + K[WRITE]
+        + f"\t{COOKIE:16x} [unknown] ([unknown])\n\n"
+        + _header("prog", 7, 10_000, 1) + KERNEL_TEXT + _cookie_line(COOKIE) + "\n"
+        + _header("prog", 7, 13_000, 3) + K[SYSCALL] + _cookie_line(COOKIE) + "\n"
+    )  # fmt: skip
+    path = tmp_path / "perf.data"
+    assert problems == [
+        f"{path}: 3 of 3 samples waiting for a deferred user callchain got none (no "
+        "CALLCHAIN_DEFERRED record of their thread and cookie came): they have their kernel "
+        "frames alone"
+    ]
+
+
+def test_samples_of_events_without_defer_do_not_wait(tmp_path: Path) -> None:
+    """Only an attribute with defer_callchain makes its samples wait (evsel__parse_sample):
+    without it the marker and cookie are left as they are, and no warning is given."""
+    perf = _recording()
+    perf.attrs[0].defer = False
+    _sample(perf, 7, 10_000_000, (*KERNEL_CHAIN, CONTEXT_USER_DEFERRED, COOKIE), 1)
+    perf.callchain_deferred(0, 7, 7, COOKIE, (LEAF,), time=11_000_000)
+    text, problems = _script(tmp_path, perf)
+    assert text == _header("prog", 7, 10_000, 1) + KERNEL_TEXT + "\n"
+    assert problems == []
+
+
+def test_cli_no_merge_callchain_and_warning(tmp_path: Path) -> None:
+    perf = _recording()
+    _sample(perf, 7, 10_000_000, (*KERNEL_CHAIN, CONTEXT_USER_DEFERRED, COOKIE), 1)
+    path = tmp_path / "perf.data"
+    path.write_bytes(perf.build())
+    debug = str(_debug_dir(tmp_path))
+    command = [sys.executable, "-m", "pysframe", "perf", "script", "--buildid-dir", debug]
+    merged = subprocess.run([*command, str(path)], capture_output=True, text=True, check=False)
+    apart = subprocess.run([*command, "--no-merge-callchain", str(path)], capture_output=True,
+                           text=True, check=False)  # fmt: skip
+    expected = _header("prog", 7, 10_000, 1) + KERNEL_TEXT + _cookie_line(COOKIE) + "\n"
+    assert (merged.returncode, merged.stdout) == (0, expected)
+    assert merged.stderr == (
+        f"pysframe: warning: {path}: 1 of 1 samples waiting for a deferred user callchain got "
+        "none (no CALLCHAIN_DEFERRED record of their thread and cookie came): they have their "
+        "kernel frames alone\n"
+    )
+    assert (apart.returncode, apart.stdout, apart.stderr) == (0, expected, "")
+
+
+def test_perfs_order_survives_filters_and_merges(tmp_path: Path) -> None:
+    """Where perf delivers a sample (when its chain came) is kept by the profile's selections
+    (the filters) and by merging recordings."""
+    perf = _recording()
+    _two_threads(perf)
+    path = tmp_path / "perf.data"
+    path.write_bytes(perf.build())
+    profile, _ = profile_recording(str(path), Options(debug_dir=str(_debug_dir(tmp_path))))
+    text = "".join(script_text(profile))
+    merged = Profile()
+    merged.merge(profile)
+    for chosen in (profile.take(range(len(profile))), profile.where([True] * len(profile)),
+                   merged):  # fmt: skip
+        assert "".join(script_text(chosen)) == text
+    assert text.startswith(_header("worker", 8, 11_000, 2))
