@@ -196,8 +196,9 @@ def test_hostile_deferred_records(
 # -- stitching ---------------------------------------------------------------------------------
 
 
-def test_merged_text_is_perfs(tmp_path: Path) -> None:
-    perf = _recording()
+@pytest.mark.parametrize(("big_endian", "pipe"), [(False, False), (True, False), (False, True)])
+def test_merged_text_is_perfs(tmp_path: Path, big_endian: bool, pipe: bool) -> None:
+    perf = _recording(big_endian, pipe)
     _two_threads(perf)
     text, problems = _script(tmp_path, perf)
     # Each sample with its kernel frames, then the user frames of its thread's chain, printed
