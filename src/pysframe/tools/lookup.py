@@ -198,7 +198,7 @@ class FileLookup:
         :meth:`pysframe.unwind.symbolize.SymbolOptions.name`)."""
         addresses = [t.address for t in targets if t.address is not None]
         with self.found.located():
-            rows = dict(zip(addresses, map(self.section.lookup, addresses), strict=True))
+            rows = dict(zip(addresses, map(self.section.find_row, addresses), strict=True))
         names: list[tuple[str, int] | None] = [None] * len(addresses)
         if self.symbols is not None:
             names = self.symbols.find_many(addresses)
