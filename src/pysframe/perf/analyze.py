@@ -499,21 +499,16 @@ class _Namer:
         )
 
     def recorded(self, profile: Profile, pid: int, ips: list[int]) -> list[int]:
-        """Frame ids of user addresses a callchain recorded in process ``pid``, named as perf
-        names them (the module's symbol at its map_ip) and printed at the address itself, as
-        perf prints a recorded callchain's entries (the return addresses as they are)."""
+        """Frame ids of user addresses a callchain recorded in process ``pid``, as perf 6.1
+        prints a recorded (frame-pointer) callchain's entries: each looked up at its own
+        address (a return address as it is, not one byte back), printed at map_ip."""
         if not ips:
             return []
         pcs = np.array(ips, dtype=np.uint64)
         module, delta = self.spaces.mappings_at(pid, pcs)
         ids = self.user(profile, module, pcs, pcs + delta, np.full(len(ips), pid, np.int64))
-        out = []
-        for frame_id, ip in zip(ids.tolist(), ips, strict=True):
-            frame = profile.frames[frame_id]
-            out.append(frame_id if frame.address == ip else profile.frame_id(replace(
-                frame, address=ip
-            )))  # fmt: skip
-        return out
+        found: list[int] = ids.tolist()
+        return found
 
     def lost_return(self, profile: Profile) -> int:
         """The frame perf's walk adds where a return address is outside the stack copy: at
