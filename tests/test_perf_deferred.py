@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.elf.reader import ElfReader
-from pysframe.perf import PerfData, PerfDataError
+from pysframe.perf import PerfData, PerfDataError, filters
 from pysframe.perf.analyze import Options, profile_recording
 from pysframe.perf.profile import Profile
 from pysframe.perf.records import DeferredCallchainEvent
@@ -299,3 +299,25 @@ def test_perfs_order_survives_filters_and_merges(tmp_path: Path) -> None:
                    merged):  # fmt: skip
         assert "".join(script_text(chosen)) == text
     assert text.startswith(_header("worker", 8, 11_000, 2))
+
+
+def test_filters_choose_deferred_records_shown_apart(tmp_path: Path) -> None:
+    """perf script filters a CALLCHAIN_DEFERRED record by its thread and time, and drops it
+    under --dsos (it has no sampled address)."""
+    perf = _recording()
+    _two_threads(perf)
+    path = tmp_path / "perf.data"
+    path.write_bytes(perf.build())
+    options = Options(debug_dir=str(_debug_dir(tmp_path)), merge_callchains=False)
+    profile, _ = profile_recording(str(path), options)
+    for name in ("filter_profile", "filter_profile_scalar"):
+        choose = getattr(filters, name)
+        assert "".join(script_text(choose(profile, tids=[8]))) == (
+            _header("worker", 8, 11_000, 2) + K[WRITE] + _cookie_line(OTHER_COOKIE) + "\n"
+            + _deferred_header("worker", 8, 11_500, OTHER_COOKIE) + U[MAIN] + "\n"
+        )  # fmt: skip
+        late = choose(profile, comms=["prog"], time_range=(12_500_000, None))
+        assert "".join(script_text(late)) == (
+            _deferred_header("prog", 7, 13_000, COOKIE) + U[LEAF] + U[SMALL] + U[MAIN] + "\n"
+        )
+        assert choose(profile, dsos=["[kernel.kallsyms]"]).deferred == []
