@@ -7,7 +7,9 @@ perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the time
 with microseconds as ``%12s``, the period as ``%10lu``, the event name), then one line per
 frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name;
 an inline entry, perf's default, says ``(inlined)`` instead of its module), then an empty
-line.
+line.  Deferred user callchains (Linux 6.19, deferred.py): a merged sample is printed when
+perf delivers it, once its chain came; an unmerged one shows its cookie as perf does
+(``(cookie)``), and ``--no-merge-callchain`` prints each CALLCHAIN_DEFERRED record apart.
 
 One difference from perf, on purpose: control characters and line separators in a command,
 function, module or event name are escaped (``\\x0a`` for a newline:
@@ -18,8 +20,8 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TextIO
 
 from ..names import escape_controls
 from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile
@@ -67,7 +69,8 @@ def deferred_lines(profile: Profile, chain: DeferredChain, frames: list[str]) ->
 
 
 def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -> Iterator[str]:
-    """The text of every sample, in time order, ``batch`` samples at a time: each frame and
+    """The text of every sample, in time order (a sample whose deferred user callchain came
+    later where perf prints it, when it came), ``batch`` samples at a time: each frame and
     each distinct stack is formatted once, each header from a template per (command, event)
     (the same text as :func:`sample_lines`: ``%5d.%06d`` is ``%12s`` of the time stamp).
     ``srcline``: with each frame's source line (:func:`frame_line`)."""
@@ -114,7 +117,10 @@ def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -
 
 
 def _with_deferred(
-    profile: Profile, order: list[int], times: npt.NDArray[np.uint64], stack_text: Any
+    profile: Profile,
+    order: list[int],
+    times: npt.NDArray[np.uint64],
+    stack_text: Callable[[int], str],
 ) -> Iterator[str]:
     """The samples in ``order`` (by the time perf delivers them, ``times``) with the
     deferred records shown apart among them, each after the samples of its time or before
