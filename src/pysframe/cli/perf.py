@@ -49,6 +49,12 @@ def register(subparsers: Any) -> None:
     _add_common(script)
     _add_filters(script)
     _add_inline(script)
+    script.add_argument(
+        "--merge-callchains", action=argparse.BooleanOptionalAction, default=True,
+        help="stitch each sample whose user callchain was deferred (Linux 6.19, perf record "
+        "--call-graph fp,defer) to the one its thread recorded later, perf's default; "
+        "--no-merge-callchain(s): print them apart, as perf script --no-merge-callchains does",
+    )  # fmt: skip
     script.set_defaults(func=run_script)
     report = commands.add_parser(
         "report", help="a profile: a top table, folded stacks, speedscope, pprof, a flame graph",
@@ -148,6 +154,7 @@ def _options(args: argparse.Namespace) -> Options:
     return Options(
         debug_dir=args.buildid_dir, symfs=args.symfs, policy=Policy(args.sframe),
         symbols=symbol_options(args), inline=_inline(args),
+        merge_callchains=getattr(args, "merge_callchains", True),
     )  # fmt: skip
 
 

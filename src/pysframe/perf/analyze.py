@@ -30,11 +30,12 @@ from ..sources.cache import take_warnings
 from ..sources.trust import Policy
 from ..unwind import STOPS, StopKind, SymbolOptions
 from .data import DEFAULT_CHUNK, PerfData
+from .deferred import DeferredTally, deferred_cookie
 from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel_symbols
-from .layout import MISC_CPUMODE_MASK, MISC_KERNEL, RecordType
+from .layout import CONTEXT_USER, MISC_CPUMODE_MASK, MISC_KERNEL, RecordType
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
-from .profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
-from .records import LostEvent, SideBandEvent
+from .profile import KERNEL_MODULE, UNKNOWN, DeferredChain, FrameInfo, Profile
+from .records import DeferredCallchainEvent, LostEvent, SideBandEvent
 from .samples import range_positions
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
@@ -64,6 +65,9 @@ class Options:
     #: Give each frame the srcline ``perf script -F +srcline`` prints under it (its
     #: ``file`` and ``line``; a ``file`` alone where perf prints no line).
     srcline: bool = False
+    #: Stitch deferred user callchains to their samples (perf's default); False: keep them
+    #: apart, as ``perf script --no-merge-callchain`` does (deferred.py).
+    merge_callchains: bool = True
 
 
 @dataclass(slots=True)
@@ -126,18 +130,26 @@ def profile_recording(
               for number, attr in enumerate(data.attrs)), -1,
         ], dtype=np.int64)  # fmt: skip
         lost = Counter[bool]()  # LOST_SAMPLES (True) and LOST (False) records' counts
+        # Per attribute: its samples' user callchains are deferred (Linux 6.19); the last
+        # entry stands for attributes that come later.
+        defers = np.array([*(attr.defer_callchain for attr in data.attrs), False], dtype=bool)
+        tally = DeferredTally()
 
         def count_lost(event: SideBandEvent) -> None:
             if isinstance(event, LostEvent):
                 lost[event.id is None] += event.lost
                 if event.id is None:  # LOST_SAMPLES
                     profile.lost_samples += event.lost
+            elif isinstance(event, DeferredCallchainEvent) and not options.merge_callchains:
+                _add_deferred(profile, namer, event)  # named in the address space of its time
 
         try:
             for walked in walk_recording(data, spaces, chunk=options.chunk,
                                          max_frames=options.max_frames,
-                                         on_event=count_lost):  # fmt: skip
-                _add_chunk(profile, stats, walked, namer, events)
+                                         on_event=count_lost,
+                                         merge_deferred=options.merge_callchains,
+                                         deferred=tally):  # fmt: skip
+                _add_chunk(profile, stats, walked, namer, events, defers)
                 if on_chunk is not None:
                     header = data.header
                     end = header.data_offset + header.data_size if not header.pipe else 0
@@ -152,6 +164,8 @@ def profile_recording(
         stats.problems += [str(problem) for problem in data.problems]
         if lost:
             stats.problems.append(_lost_problem(path, lost, data.record_counts[RecordType.SAMPLE]))
+        if tally.unmatched:
+            stats.problems.append(_unmatched_problem(path, tally))
         stats.problems += finder.symbol_problems
         # What the cache of generated SFrame found wrong, with the rest (the warnings of a
         # worker process come back this way).
@@ -174,6 +188,42 @@ def _lost_problem(path: str, lost: Counter[bool], samples: int) -> str:
         "dropped them when perf record did not keep up (LOST records); check the I/O and CPU "
         "load, or record at a lower frequency"
     )
+
+
+def _unmatched_problem(path: str, tally: DeferredTally) -> str:
+    """The one line on the samples whose deferred user callchain never came (perf delivers
+    them as they are, without a word: util/session.c session__flush_deferred_samples)."""
+    return (
+        f"{path}: {tally.unmatched:,} of {tally.waited:,} samples waiting for a deferred user "
+        "callchain got none (no CALLCHAIN_DEFERRED record of their thread and cookie came): "
+        "they have their kernel frames alone"
+    )
+
+
+def _add_deferred(profile: Profile, namer: _Namer, event: DeferredCallchainEvent) -> None:
+    """A CALLCHAIN_DEFERRED record kept apart from its samples (``--no-merge-callchain``),
+    its addresses named as recorded user frames of its thread's process."""
+    pid = -1 if event.sample_id.pid is None else event.sample_id.pid
+    tid = -1 if event.sample_id.tid is None else event.sample_id.tid
+    frames = namer.recorded(profile, pid, list(event.ips))
+    profile.deferred.append(DeferredChain(
+        event.time or 0, pid, tid, profile.comm_id(namer.spaces.comm(tid)), event.cookie,
+        profile.stack_id(frames),
+    ))  # fmt: skip
+
+
+def _recorded_user(chain: list[int]) -> tuple[list[int], int | None]:
+    """The user addresses a callchain recorded (after its PERF_CONTEXT_USER, up to the next
+    marker) and the cookie of a deferred user callchain it waited for in vain (None: not
+    one)."""
+    cookie = deferred_cookie(chain)
+    if cookie is not None or CONTEXT_USER not in chain:
+        return [], cookie
+    start = len(chain) - chain[::-1].index(CONTEXT_USER)
+    end = start
+    while end < len(chain) and chain[end] < PERF_CONTEXT_MAX:
+        end += 1
+    return chain[start:end], None
 
 
 def _unit(name: str | None) -> str:
@@ -448,6 +498,18 @@ class _Namer:
             np.int64
         )
 
+    def recorded(self, profile: Profile, pid: int, ips: list[int]) -> list[int]:
+        """Frame ids of user addresses a callchain recorded in process ``pid``, as perf 6.1
+        prints a recorded (frame-pointer) callchain's entries: each looked up at its own
+        address (a return address as it is, not one byte back), printed at map_ip."""
+        if not ips:
+            return []
+        pcs = np.array(ips, dtype=np.uint64)
+        module, delta = self.spaces.mappings_at(pid, pcs)
+        ids = self.user(profile, module, pcs, pcs + delta, np.full(len(ips), pid, np.int64))
+        found: list[int] = ids.tolist()
+        return found
+
     def lost_return(self, profile: Profile) -> int:
         """The frame perf's walk adds where a return address is outside the stack copy: at
         address 0, printed one byte back."""
@@ -494,10 +556,14 @@ def _add_chunk(
     walked: WalkedChunk,
     namer: _Namer,
     events: npt.NDArray[np.int64],
+    defers: npt.NDArray[np.bool_],
 ) -> None:
     """Name the frames of a chunk's samples and add the samples to ``profile``: each sample's
     stack is its recorded kernel frames, its walked user frames (with the functions inlined
-    there, ``--inline``), and perf's frame at 0 where its walk lost a return address."""
+    there, ``--inline``), and perf's frame at 0 where its walk lost a return address.  A
+    sample of an attribute with deferred user callchains (``defers``) that was not walked
+    has the user frames its callchain recorded (merged from a CALLCHAIN_DEFERRED record:
+    deferred.py), or the cookie of the one that never came."""
     samples, walks = walked.samples, walked.walks
     count = len(samples)
     # User frames: a return address is printed and looked up one byte back.
@@ -524,6 +590,15 @@ def _add_chunk(
         profile.stack_id(flat[start : start + length])
         for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
     ]
+    deferring = defers[np.minimum(samples.attr.astype(np.int64), len(defers) - 1)]
+    for index in np.flatnonzero(deferring & (user_lengths == 0)).tolist():
+        user, cookie = _recorded_user(samples.callchain_of(index).tolist())
+        extra = namer.recorded(profile, int(samples.pid[index]), user)
+        if cookie is not None:
+            extra.append(profile.frame_id(FrameInfo(cookie, UNKNOWN, cookie=True)))
+        if extra:
+            stacks[index] = profile.stack_id([*profile.stacks[stacks[index]], *extra])
+            lengths[index] += len(extra)
     # A user-mode sample without frames: its IP alone, in the map holding it, as perf
     # prints it (thread__find_map of the sample's IP)
     kernel_mode = (samples.misc & MISC_CPUMODE_MASK) == MISC_KERNEL
@@ -544,6 +619,9 @@ def _add_chunk(
         event=events[attrs].tolist(),
     )  # fmt: skip
     assert len(stacks) == count
+    first = len(profile) - count
+    for row, time in walked.late.items():
+        profile.delivered[first + row] = time
     _count(stats, walked, namer.spaces)
 
 

@@ -7,7 +7,9 @@ perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the time
 with microseconds as ``%12s``, the period as ``%10lu``, the event name), then one line per
 frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name;
 an inline entry, perf's default, says ``(inlined)`` instead of its module), then an empty
-line.
+line.  Deferred user callchains (Linux 6.19, deferred.py): a merged sample is printed when
+perf delivers it, once its chain came; an unmerged one shows its cookie as perf does
+(``(cookie)``), and ``--no-merge-callchain`` prints each CALLCHAIN_DEFERRED record apart.
 
 One difference from perf, on purpose: control characters and line separators in a command,
 function, module or event name are escaped (``\\x0a`` for a newline:
@@ -18,11 +20,15 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TextIO
 
 from ..names import escape_controls
-from .profile import UNKNOWN, FrameInfo, Profile
+from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
@@ -31,6 +37,8 @@ def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
     frame's source line on a line of its own, two spaces in, before ``(inlined)``
     (util/evsel_fprintf.c sample__fprintf_callchain)."""
     name = UNKNOWN if frame.symbol is None else f"{escape_controls(frame.symbol)}+{frame.offset:#x}"
+    if frame.cookie:
+        name = "(cookie)"
     text = f"\t{frame.address:16x} {name}"
     text += "" if frame.inlined else f" ({escape_controls(frame.module)})"
     if srcline and frame.file is not None:
@@ -49,8 +57,20 @@ def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
     return header + "".join(frames) + "\n"
 
 
+def deferred_lines(profile: Profile, chain: DeferredChain, frames: list[str]) -> str:
+    """A deferred user callchain as ``perf script --no-merge-callchain`` prints a
+    CALLCHAIN_DEFERRED record (builtin-script.c process_deferred_sample_event, Linux 6.19):
+    the command, thread and time as a sample's header has them, ``DEFERRED CALLCHAIN
+    [cookie: HEX]``, then its frames (``frames``: their lines) and an empty line."""
+    stamp = f"{chain.time // 1_000_000_000}.{chain.time % 1_000_000_000 // 1000:06d}"
+    comm = escape_controls(profile.comms[chain.comm])
+    header = f"{comm} {chain.tid:5d} {stamp:>12}: DEFERRED CALLCHAIN [cookie: {chain.cookie:x}]\n"
+    return header + "".join(frames) + "\n"
+
+
 def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -> Iterator[str]:
-    """The text of every sample, in time order, ``batch`` samples at a time: each frame and
+    """The text of every sample, in time order (a sample whose deferred user callchain came
+    later where perf prints it, when it came), ``batch`` samples at a time: each frame and
     each distinct stack is formatted once, each header from a template per (command, event)
     (the same text as :func:`sample_lines`: ``%5d.%06d`` is ``%12s`` of the time stamp).
     ``srcline``: with each frame's source line (:func:`frame_line`)."""
@@ -80,7 +100,13 @@ def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -
     columns = (keys, np.array(profile.tid, np.int64), times // np.uint64(10**9),
                times % np.uint64(10**9) // np.uint64(1000),
                np.array(profile.period, np.uint64), np.array(profile.stack, np.int64))  # fmt: skip
-    order = np.argsort(times, kind="stable")
+    delivered = times.copy()  # perf prints a sample when it delivers it
+    for index, time in profile.delivered.items():
+        delivered[index] = time
+    order = np.argsort(delivered, kind="stable")
+    if profile.deferred:  # records shown apart, each after the samples up to its time
+        yield from _with_deferred(profile, order.tolist(), delivered, stack_text)
+        return
     for start in range(0, len(order), batch):
         chosen = order[start : start + batch]
         key, tid, second, micro, period, stack = (column[chosen].tolist() for column in columns)
@@ -90,6 +116,26 @@ def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -
         ])  # fmt: skip
 
 
+def _with_deferred(
+    profile: Profile,
+    order: list[int],
+    times: npt.NDArray[np.uint64],
+    stack_text: Callable[[int], str],
+) -> Iterator[str]:
+    """The samples in ``order`` (by the time perf delivers them, ``times``) with the
+    deferred records shown apart among them, each after the samples of its time or before
+    (perf delivers both by time, a record after the samples it follows in the file)."""
+    chains = sorted(profile.deferred, key=lambda chain: chain.time)
+    taken = 0
+    for index in order:
+        while taken < len(chains) and chains[taken].time < int(times[index]):
+            yield deferred_lines(profile, chains[taken], [stack_text(chains[taken].stack)[:-1]])
+            taken += 1
+        yield sample_lines(profile, index, [stack_text(profile.stack[index])[:-1]])
+    for chain in chains[taken:]:
+        yield deferred_lines(profile, chain, [stack_text(chain.stack)[:-1]])
+
+
 def write_script(profile: Profile, out: TextIO, *, srcline: bool = False) -> None:
     """Write the profile as ``perf script`` text (``srcline``: ``perf script -F +srcline``),
     in batches."""
@@ -97,4 +143,4 @@ def write_script(profile: Profile, out: TextIO, *, srcline: bool = False) -> Non
         out.write(piece)
 
 
-__all__ = ["frame_line", "sample_lines", "script_text", "write_script"]
+__all__ = ["deferred_lines", "frame_line", "sample_lines", "script_text", "write_script"]

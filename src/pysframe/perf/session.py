@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..unwind import BatchUnwinder, Walks, joined, no_walks
 from .data import DEFAULT_CHUNK, PerfData
+from .deferred import DeferredTally, stitch_deferred
 from .errors import PerfDataError
 from .order import time_ordered
 from .records import SideBandEvent
@@ -43,6 +44,8 @@ class WalkedChunk:
     walks: Walks
     comms: list[str]
     read_to: int = 0
+    #: Samples delivered after their time (order.Delivery.late).
+    late: dict[int, int] = field(default_factory=dict)
 
 
 def walk_recording(
@@ -52,9 +55,13 @@ def walk_recording(
     chunk: int = DEFAULT_CHUNK,
     max_frames: int = MAX_FRAMES,
     on_event: Callable[[SideBandEvent], None] | None = None,
+    merge_deferred: bool = True,
+    deferred: DeferredTally | None = None,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
-    side-band record as it is applied."""
+    side-band record as it is applied.  Samples whose user callchain was deferred are
+    delivered with it, merged, where it comes (deferred.py; ``merge_deferred`` False: as
+    they are, perf's ``--no-merge-callchain``); ``deferred`` counts what stitching did."""
 
     def apply(event: SideBandEvent) -> None:
         spaces.apply(event)
@@ -62,7 +69,12 @@ def walk_recording(
             on_event(event)
 
     layouts: dict[int, tuple[RegisterLayout, BatchUnwinder] | None] = {}
-    for delivery in time_ordered(data.read(chunk)):
+    def defers() -> list[bool]:
+        return [attr.defer_callchain for attr in data.attrs]
+
+    tally = DeferredTally() if deferred is None else deferred
+    ordered = time_ordered(data.read(chunk))
+    for delivery in stitch_deferred(ordered, defers, tally, merge=merge_deferred):
         samples = delivery.samples
         if samples is None or not len(samples):
             for event in delivery.events:
@@ -84,7 +96,7 @@ def walk_recording(
         comms += _comms(spaces, samples.tid[named:end])
         if walked < end:
             parts.append(_walk(samples, layout, spaces, walked, end))
-        yield WalkedChunk(samples, joined(parts), comms, delivery.read_to)
+        yield WalkedChunk(samples, joined(parts), comms, delivery.read_to, delivery.late)
 
 
 @dataclass(slots=True)
