@@ -21,7 +21,7 @@ build ID is the recorded one.
 
 A module's symbols are the ones perf reads for it (:meth:`ModuleFinder.perf_symbols`), from
 files perf chooses its own way (:mod:`pysframe.perf.symbols`), found once per name and build
-ID.
+ID; JIT code's (``/tmp/perf-PID.map``) from that map.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ from .symbols import (
     candidate_files,
     choose_files,
     dso_symbols,
+    is_perf_map,
     join_symfs,
+    perf_map_symbols,
 )
 from .symtab import PerfSymbols
 
@@ -121,6 +123,8 @@ class ModuleFinder:
     ) -> Module | None:
         """The module for the mapping ``[start, end)`` of ``path`` from file offset ``pgoff``;
         None when the mapping is no ELF file (data, anonymous memory)."""
+        if is_perf_map(path):  # JIT code: no ELF file, named from the map alone
+            return self._jit_module(path)
         build_id = build_id or self.build_ids.get(path)
         found = self.file(path, build_id)
         if found.path is None:
@@ -147,6 +151,15 @@ class ModuleFinder:
                 self.problems.setdefault(path, why)
         return module
 
+    def _jit_module(self, path: str) -> Module:
+        key = (path, None, 0)
+        module = self._modules.get(key)
+        if module is None:
+            module = self._modules[key] = Module(
+                path, 0, None, reason="JIT code, which has no SFrame"
+            )
+        return module
+
     def symbols(self, module: Module) -> ModuleSymbols | None:
         """The module's symbols and DWARF as ``stack`` reads them (for ``--inline``: the
         functions inlined at a PC), or None without a file."""
@@ -168,6 +181,12 @@ class ModuleFinder:
     def _read_perf_symbols(self, name: str, build_id: bytes | None) -> PerfSymbols | None:
         """dso__load for the dso ``name``: its build ID is the recorded one, else its file's
         own (the vDSO's: this machine's, perf's stand-in for it)."""
+        if is_perf_map(name):  # read where it is, as perf 6.1 does (not under --symfs)
+            try:
+                return perf_map_symbols(name)
+            except SFrameError as error:
+                self.symbol_problems.append(str(error))
+                return None
         vdso = name == VDSO
         own = own_vdso_image() if vdso else None
         if build_id is None:

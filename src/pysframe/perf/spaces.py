@@ -5,7 +5,8 @@ perf's own bookkeeping (util/machine.c) is followed where it matters for user st
 
 * MMAP and MMAP2 of user code map a file into the process: a later mapping replaces what it
   covers of earlier ones.  Mappings without execute permission (MMAP2 ``prot``, MMAP's
-  PERF_RECORD_MISC_MMAP_DATA) hold no code and are left out;
+  PERF_RECORD_MISC_MMAP_DATA) hold no code and are left out.  Executable anonymous memory is
+  JIT code, the module ``/tmp/perf-PID.map`` (:func:`pysframe.perf.symbols.perf_map_dso`);
 * COMM with PERF_RECORD_MISC_COMM_EXEC is an exec: the process's mappings are gone;
 * FORK of a new process (pid other than the parent's) gives it a copy of the parent's
   mappings and command name (machine__process_fork_event); a new thread shares its process's;
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 from .layout import MISC_MMAP_DATA, MISC_USER
 from .modules import Module, ModuleFinder
 from .records import CommEvent, MmapEvent, SideBandEvent, TaskEvent
+from .symbols import perf_map_dso
 
 if TYPE_CHECKING:
     import numpy as np
@@ -150,7 +152,10 @@ class AddressSpaces:
         elif event.misc & MISC_MMAP_DATA:
             return
         start, end = event.start, event.start + event.length
-        module = self.finder.module(event.filename, start, end, event.pgoff, event.build_id)
+        # JIT code: the dso /tmp/perf-PID.map, at its own addresses (perf's map__new).
+        jit = perf_map_dso(event.filename, event.pid, event.prot, event.flags or 0)
+        filename, pgoff = (event.filename, event.pgoff) if jit is None else (jit, start)
+        module = self.finder.module(filename, start, end, pgoff, event.build_id)
         space = self._spaces.setdefault(event.pid, _Space())
         if module is None:
             return
@@ -159,7 +164,7 @@ class AddressSpaces:
         if number is None:
             number = self._module_ids[key] = len(self.modules)
             self.modules.append(module)
-        space.insert(start, end, number, event.pgoff - start)
+        space.insert(start, end, number, pgoff - start)
 
     # -- lookups ----------------------------------------------------------------------------------
     def modules_at(self, pid: int, pcs: np.ndarray) -> np.ndarray:
