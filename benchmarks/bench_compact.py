@@ -48,8 +48,8 @@ import common
 import numpy as np
 
 from pysframe import SFrameSection, Version
-from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import inject_file
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.sframe import find_sframe
 from pysframe.errors import SFrameError
 from pysframe.format.compact import NO_TRICKS, CompactOptions, compact_section
@@ -129,7 +129,7 @@ def main() -> int:
         if built is not None:
             libraries.append(built)
     for library in libraries:
-        with ElfImage.open(str(library)) as image:
+        with ElfReader.open(str(library)) as image:
             found = find_sframe(image)
             if found is None:
                 print(f"({library} has no .sframe: skipped)", file=sys.stderr)
@@ -157,7 +157,7 @@ def main() -> int:
 
 def file_sizes(path: str) -> tuple[Sizes, SFrameSection] | None:
     """One file's sizes and its V3 section (own or generated); None without one."""
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         eh = image.section(".eh_frame")
         hdr = image.section(".eh_frame_hdr")
         found = find_sframe(image)
@@ -308,7 +308,7 @@ def timing(section: SFrameSection, path: Path | None, runs: int) -> None:
 def carrier_file(path: Path, scratch: Path) -> Path:
     """A copy of ``path`` with an SFrame section: its own, or one generated and injected."""
     carrier = scratch / "input"
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         has_own = find_sframe(image) is not None
     if has_own:
         shutil.copyfile(path, carrier)
@@ -329,11 +329,11 @@ def check(section: SFrameSection, path: Path, pcs: int) -> None:
         report = compact_file(str(carrier), str(out))
         print(f"  check: {path.name} compacted in its file, {report.old_size:,} -> "
               f"{report.new_size:,} bytes")  # fmt: skip
-        with ElfImage.open(str(carrier)) as image:
+        with ElfReader.open(str(carrier)) as image:
             found = find_sframe(image)
             assert found is not None
             before = found.decode()
-        with ElfImage.open(str(out)) as image:
+        with ElfReader.open(str(out)) as image:
             found = find_sframe(image)
             assert found is not None
             after = found.decode()

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import SFrameError
 from pysframe.generate import generate_from_elf
 
@@ -37,7 +37,7 @@ def biggest_library() -> str | None:
                 try:
                     if os.path.islink(path) or os.path.getsize(path) < 1 << 20:
                         continue
-                    with ElfImage.open(path) as image:
+                    with ElfReader.open(path) as image:
                         if image.abi is None:
                             continue
                         sec = image.section(".eh_frame")

@@ -1,6 +1,6 @@
-"""``pysframe perf`` against ``perf script --no-inline``: CPU time, memory and agreement.
+"""``pysframe perf`` against ``perf script``: CPU time, memory and agreement.
 
-Three workloads are recorded once with ``perf record -e cpu-clock -c 100000 --call-graph
+Four workloads are recorded once with ``perf record -e cpu-clock -c 100000 --call-graph
 dwarf`` (at least 30,000 samples each; ``--quick``: a few hundred) and kept, with their
 programs, under the benchmark cache:
 
@@ -8,14 +8,18 @@ programs, under the benchmark cache:
   qsort, 40 frames of 512 bytes), built with -O2 -fomit-frame-pointer;
 * ``c++``: tests/data/perf/profiledcxx.cc (std::sort with lambdas, virtual calls,
   std::function, exceptions, templates, threads), built the same way;
-* ``python``: python3 running a JSON loop (deep interpreter stacks).
+* ``python``: python3 running a JSON loop (deep interpreter stacks);
+* ``inline``: tests/data/perf/inlined.c and its library inlinedlib.c, built with -O2 -g
+  (hot chains of inlined functions, the DWARF perf's inline frames come from).
 
 For each recording, each command runs in a fresh process with its output to /dev/null, and
 the kernel's account of it (wait4) gives its CPU time (user + system), wall time and peak
-resident set; medians of ``--runs``.  pysframe runs once first, so that the SFrame it
-generates for modules without their own is in its cache (what a second report sees).  The
-ratios printed are pysframe's over perf's: the goals are at most 0.5 for ``perf script`` and
-0.2 for ``perf report --format folded``.
+resident set; medians of ``--runs``.  perf's default ``perf script`` (inline frames) is
+counted with the addr2line processes it starts and never waits for.  pysframe runs once
+first, so that the SFrame it generates for modules without their own is in its cache (what a
+second report sees).  The ratios printed are pysframe's over perf's: the goals are at most 0.5
+for ``perf script --no-inline`` and ``perf script`` and 0.2 for ``perf report --format
+folded`` (against ``perf script --no-inline``, both without inline frames).
 
 Then, in this process: the walk alone (:func:`pysframe.perf.session.walk_recording`), in
 frames per second of CPU time (goal: 1M); and the agreement of the two texts, sample by
@@ -27,7 +31,7 @@ frames perf names whose names are perf's.
 
 The installed package is measured as users have it, its modules compiled (``compileall``).
 
-    python benchmarks/bench_perf.py [--quick] [--runs N] [--samples N] [--big]
+    python benchmarks/bench_perf.py [--quick] [--runs N] [--samples N] [--big] [--workloads W,...]
 """
 
 from __future__ import annotations
@@ -75,6 +79,14 @@ def build(workload: str, out: Path) -> list[str]:
         subprocess.run(["gcc", *FLAGS, "-pthread", "-o", str(program), str(DATA / "profiled.c"),
                         f"-L{out}", "-lprofiled", "-Wl,-rpath,$ORIGIN"], check=True)  # fmt: skip
         return [str(program)]
+    if workload == "inline":
+        library = out / "libinlined.so"
+        subprocess.run(["gcc", *FLAGS, "-g", "-fPIC", "-shared", "-o", str(library),
+                        str(DATA / "inlinedlib.c")], check=True)  # fmt: skip
+        program = out / "inlined"
+        subprocess.run(["gcc", *FLAGS, "-g", "-o", str(program), str(DATA / "inlined.c"),
+                        f"-L{out}", "-linlined", "-Wl,-rpath,$ORIGIN"], check=True)  # fmt: skip
+        return [str(program)]
     program = out / "profiledcxx"
     subprocess.run(["g++", *FLAGS, "-pthread", "-o", str(program),
                     str(DATA / "profiledcxx.cc")], check=True)  # fmt: skip
@@ -90,7 +102,7 @@ def record(perf: str, workload: str, samples: int, period: int = 100_000) -> Pat
         return path
     out.mkdir(parents=True, exist_ok=True)
     command = build(workload, out)
-    threads = 1 if workload == "python" else 3
+    threads = 1 if workload in ("python", "inline") else 3
     seconds = samples / (1e9 / period) / min(threads, os.cpu_count() or 1) * 1.3
     for _ in range(4):
         partial = out / "perf.partial"
@@ -111,15 +123,16 @@ def count_samples(perf: str, path: Path) -> int:
     return text.count("\n")
 
 
-def measured(command: list[str]) -> dict[str, float]:
+def measured(command: list[str], descendants: bool = False) -> dict[str, float]:
     """Wall time, CPU time (user + system) and peak resident set of ``command``, its output
-    thrown away, from the kernel's account of that one process."""
-    run = common.run_process(command)
+    thrown away, from the kernel's account of that one process (``descendants``: and of every
+    process it started)."""
+    run = common.run_process(command, descendants=descendants)
     return {"wall": run.wall, "cpu": run.cpu, "rss": run.peak_bytes}
 
 
-def medians(command: list[str], runs: int) -> dict[str, float]:
-    figures = [measured(command) for _ in range(runs)]
+def medians(command: list[str], runs: int, descendants: bool = False) -> dict[str, float]:
+    figures = [measured(command, descendants) for _ in range(runs)]
     return {key: statistics.median(f[key] for f in figures) for key in figures[0]}
 
 
@@ -172,7 +185,7 @@ def agreement(perf: str, path: Path) -> tuple[int, float, float]:
         capture_output=True, text=True, check=True,
     ).stdout)  # fmt: skip
     ours = script_samples(subprocess.run(
-        [sys.executable, "-m", "pysframe", "perf", "script", str(path)],
+        [sys.executable, "-m", "pysframe", "perf", "script", "--no-inline", str(path)],
         capture_output=True, text=True, check=True,
     ).stdout)  # fmt: skip
 
@@ -197,25 +210,46 @@ def _figures(figures: dict[str, float]) -> str:
             f"peak {figures['rss'] / 2**20:6.0f} MiB")  # fmt: skip
 
 
+def inline_agreement(perf: str, path: Path) -> tuple[int, float]:
+    """Samples compared, and the share whose text ``pysframe perf script`` gives as perf's
+    default ``perf script`` does (inline frames included), byte for byte."""
+
+    def samples(command: list[str]) -> list[str]:
+        text = subprocess.run(command, capture_output=True, text=True, check=True,
+                              errors="replace").stdout  # fmt: skip
+        return [block for block in text.split("\n\n") if block.strip()]
+
+    theirs = samples([perf, "script", "-i", str(path)])
+    ours = samples([sys.executable, "-m", "pysframe", "perf", "script", str(path)])
+    same = sum(a == b for a, b in zip(ours, theirs, strict=False))
+    return len(theirs), same / max(len(theirs), 1)
+
+
 def compare(perf: str, name: str, path: Path, runs: int) -> None:
     common.heading(f"{name}: {path} ({path.stat().st_size / 2**20:.0f} MiB)")
     pysframe = [sys.executable, "-m", "pysframe", "perf"]
     measured([*pysframe, "script", str(path)])  # fills the SFrame cache
-    reference = medians([perf, "script", "--no-inline", "-i", str(path)], runs)
-    print(f"  {'perf script --no-inline':<30} {_figures(reference)}")
-    for label, command, goal in (
-        ("pysframe perf script", [*pysframe, "script", str(path)], 0.5),
-        ("pysframe perf report folded", [*pysframe, "report", "--format", "folded", str(path)],
-         0.2),
+    plain = medians([perf, "script", "--no-inline", "-i", str(path)], runs)
+    inline = medians([perf, "script", "-i", str(path)], runs, descendants=True)
+    print(f"  {'perf script --no-inline':<34} {_figures(plain)}")
+    print(f"  {'perf script (inline, addr2line)':<34} {_figures(inline)}")
+    for label, command, reference, goal in (
+        ("pysframe perf script --no-inline", [*pysframe, "script", "--no-inline", str(path)],
+         plain, 0.5),
+        ("pysframe perf script (inline)", [*pysframe, "script", str(path)], inline, 0.5),
+        ("pysframe perf report folded", [*pysframe, "report", "--format", "folded",
+                                         "--no-inline", str(path)], plain, 0.2),
     ):  # fmt: skip
         ours = medians(command, runs)
         ratio = ours["cpu"] / reference["cpu"]
-        print(f"  {label:<30} {_figures(ours)}   CPU ratio {ratio:.2f} (goal {goal})")
+        print(f"  {label:<34} {_figures(ours)}   CPU ratio {ratio:.2f} (goal {goal})")
     frames, rate = walk_rate(path)
     print(f"  the walk alone: {frames:,} frames, {rate / 1e6:.2f} M frames/s of CPU (goal 1)")
     compared, frames_same, names_same = agreement(perf, path)
     print(f"  agreement over {compared:,} samples: user frames {100 * frames_same:.2f}% of "
           f"samples, names {100 * names_same:.2f}% of the frames perf names")  # fmt: skip
+    compared, same = inline_agreement(perf, path)
+    print(f"  perf script's text with inline frames: {100 * same:.2f}% of {compared:,} samples")
 
 
 def main() -> int:
@@ -224,6 +258,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs of each command; medians")
     parser.add_argument("--samples", type=int, default=None, help="samples per recording")
     parser.add_argument("--big", action="store_true", help="also a 1 GB recording's memory")
+    parser.add_argument(
+        "--workloads", default="c,c++,python,inline",
+        help="the workloads to measure, comma-separated (default c,c++,python,inline)",
+    )  # fmt: skip
     args = parser.parse_args()
     perf = shutil.which("perf")
     if perf is None or shutil.which("gcc") is None or shutil.which("g++") is None:
@@ -234,7 +272,7 @@ def main() -> int:
     runs = 1 if args.quick else args.runs
     workloads: list[tuple[str, Callable[[], Path | None]]] = [
         (name, lambda name=name: record(perf, name, samples))  # type: ignore[misc]
-        for name in ("c", "c++", "python")
+        for name in args.workloads.split(",")
     ]
     for name, make in workloads:
         path = make()

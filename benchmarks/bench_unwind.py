@@ -135,7 +135,7 @@ def _trust_times(
 ) -> list[tuple[str, int, str, float, list[str]]]:
     """The trust checks' cost on the program's and libc's sections and a large one: (name,
     functions, origin, median seconds, problems) each."""
-    from pysframe.elf.image import ElfImage
+    from pysframe.elf.reader import ElfReader
     from pysframe.sources import generated_sframe, resolve_image
     from pysframe.sources.trust import trust_problems
 
@@ -145,7 +145,7 @@ def _trust_times(
         chosen.append(large)
     out = []
     for path in chosen:
-        with ElfImage.open(path) as image:
+        with ElfReader.open(path) as image:
             try:
                 found = resolve_image(image, relocate=False)
             except Exception:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from common import cache_dir, fmt_seconds, median_seconds, parser, print_ratio
 
-from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import inject_file
+from pysframe.elf.reader import ElfReader
 from pysframe.generate import generate_from_elf
 from pysframe.tools.verify import verify_file
 
@@ -45,7 +45,7 @@ def readelf() -> tuple[str | None, str]:
 
 def with_sframe(path: Path) -> Path:
     """``path`` if it has an SFrame section, else a cached copy with one injected."""
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         if image.find_sframe() is not None:
             return path
     stat = path.stat()

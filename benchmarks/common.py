@@ -66,11 +66,23 @@ import os, sys, time
 actions = [(os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
 if sys.argv[1] == "0":
     actions.append((os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0))
+descendants = sys.argv[2] == "1"
+if descendants:  # the launcher adopts what the process leaves running (PR_SET_CHILD_SUBREAPER)
+    import ctypes, resource
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
 began = time.perf_counter()
-pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ, file_actions=actions)
+pid = os.posix_spawn(sys.argv[3], sys.argv[3:], os.environ, file_actions=actions)
 _, status, usage = os.wait4(pid, 0)
-figures = (time.perf_counter() - began, usage.ru_utime + usage.ru_stime, usage.ru_maxrss,
-           os.waitstatus_to_exitcode(status))
+wall, cpu, peak = time.perf_counter() - began, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+if descendants:
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, peak = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+figures = (wall, cpu, peak, os.waitstatus_to_exitcode(status))
 os.write(2, " ".join(map(str, figures)).encode())
 """
 
@@ -82,12 +94,17 @@ def run_process(
     cwd: Path | None = None,
     output: bool = False,
     check: bool = True,
+    descendants: bool = False,
 ) -> ProcessRun:
     """Run ``command`` (its standard error thrown away, its output too unless ``output``) and
-    measure that one process; a failure stops the benchmark unless ``check`` is false."""
+    measure that one process; a failure stops the benchmark unless ``check`` is false.
+    ``descendants``: the CPU time of every process it starts too, those it leaves running or
+    never waits for included (perf leaves its addr2line processes so), and the largest peak
+    among them."""
     path = shutil.which(command[0]) or command[0]
     done = subprocess.run(
-        [sys.executable, "-S", "-I", "-c", _LAUNCHER, "1" if output else "0", path, *command[1:]],
+        [sys.executable, "-S", "-I", "-c", _LAUNCHER, "1" if output else "0",
+         "1" if descendants else "0", path, *command[1:]],
         capture_output=True, env=env, cwd=cwd, check=True,
     )  # fmt: skip
     wall, cpu, peak_kb, status = done.stderr.split()[-4:]

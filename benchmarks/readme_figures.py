@@ -182,11 +182,11 @@ def section_damaged(work: Path) -> None:
         figure(f"damaged copies of {program.relative_to(ROOT)}", sum(1 for _ in _damaged(program)))
     figure("sub-commands run on each", len(COMMANDS))
     # The README's error example: the FRE sub-section's length (header byte 16) made 15.
-    from pysframe.elf.image import ElfImage
+    from pysframe.elf.reader import ElfReader
 
     source = CORPUS / "x86_64" / "v3" / "frames"
     data = bytearray(source.read_bytes())
-    with ElfImage.open(str(source)) as image:
+    with ElfReader.open(str(source)) as image:
         found = image.section(".sframe")
         assert found is not None
         data[found.offset + 16] = 0x0F
@@ -197,7 +197,7 @@ def section_damaged(work: Path) -> None:
 def section_demangle(work: Path) -> None:
     """'libstdc++'s N C++ names all read as c++filt 2.40 reads them, libLLVM-15's M all but K'."""
     need("c++filt")
-    from pysframe.elf.image import ElfImage
+    from pysframe.elf.reader import ElfReader
     from pysframe.elf.symbols import read_function_symbols
     from pysframe.unwind.demangle import demangle_many
 
@@ -205,7 +205,7 @@ def section_demangle(work: Path) -> None:
         if not library.exists():
             figure(str(library), "not on this machine")
             continue
-        with ElfImage.open(str(library)) as image:
+        with ElfReader.open(str(library)) as image:
             records = read_function_symbols(image, ".dynsym")
         names = sorted({r.name for r in records if r.name.startswith("_Z")})
         theirs = subprocess.run(
@@ -469,7 +469,8 @@ def section_perf(work: Path, picture: Path | None) -> None:
     ours, theirs = (
         subprocess.run(command, cwd=folder, env=environment(), capture_output=True, text=True,
                        errors="replace", check=False).stdout
-        for command in (pysframe("perf", "script"), ["perf", "script", "--no-inline"])
+        for command in (pysframe("perf", "script", "--no-inline"),
+                        ["perf", "script", "--no-inline"])
     )  # fmt: skip
     ours_lines, theirs_lines = ours.splitlines(), theirs.splitlines()
     differing = sum(a != b for a, b in zip(ours_lines, theirs_lines, strict=False))
@@ -617,8 +618,8 @@ def section_inject(work: Path) -> None:
     sys.path.insert(0, str(TESTS))
     # eu-elflint's lines about a file, without those about the SFrame types elfutils 0.188
     # does not know (the injection test's reading).
-    from pysframe.elf.image import ElfImage
     from pysframe.elf.inject import inject_file
+    from pysframe.elf.reader import ElfReader
     from pysframe.errors import SFrameError
     from pysframe.format.findings import Severity
     from pysframe.generate import generate_from_elf
@@ -627,7 +628,7 @@ def section_inject(work: Path) -> None:
     from test_inject_strip import _elflint as elflint
 
     def errors(path: Path) -> int:
-        with ElfImage.open(str(path)) as image:
+        with ElfReader.open(str(path)) as image:
             found = validate_elf(image)
         return sum(1 for finding in found if finding.severity is Severity.ERROR)
 
@@ -639,7 +640,7 @@ def section_inject(work: Path) -> None:
     no_cfi = 0
     out, stripped = work / "injected", work / "stripped"
     for path in files:
-        with ElfImage.open(path) as image:
+        with ElfReader.open(path) as image:
             if image.is_relocatable or image.section(".eh_frame") is None:
                 no_cfi += 1
                 continue

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import SFrameError
 from pysframe.perf import CommEvent, LostEvent, MmapEvent, PerfData, Sample, TaskEvent
 from pysframe.perf.profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
@@ -94,7 +94,7 @@ class _Map:
 def _segments(path: str) -> tuple[tuple[int, int, int], ...]:
     """(file offset, size, link address) of the PT_LOAD segments of ``path``."""
     try:
-        with ElfImage.open(path) as image:
+        with ElfReader.open(path) as image:
             return tuple(
                 (segment.offset, segment.filesz, segment.vaddr)
                 for segment in image.segments()
@@ -121,7 +121,7 @@ def _vdso_symbols() -> ModuleSymbols | None:
         with open("/proc/self/mem", "rb") as memory:
             memory.seek(start)
             image = memory.read(end - start)
-        with ElfImage.from_bytes("[vdso]", image) as elf:
+        with ElfReader.from_bytes("[vdso]", image) as elf:
             return symbols_of_image(elf, search=False)
     except (OSError, StopIteration, SFrameError):
         return None

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.sources import ResolvedSFrame, generated_sframe, resolve_sframe
 from pysframe.sources.cache import CACHE_ENVIRONMENT, cache_directory, take_warnings
 from pysframe.sources.trust import Verdict, checked, trust_problems
@@ -57,12 +57,12 @@ def _generate_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _generated(path: Path = CORPUS) -> ResolvedSFrame:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         return generated_sframe(image, cached=True)
 
 
 def _build_id(path: Path) -> bytes:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         build_id = image.build_id()
     assert build_id
     return build_id
@@ -112,7 +112,7 @@ def test_a_damaged_entry_is_generated_again(cache: Path) -> None:
 def test_cache_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_ENVIRONMENT, "")
     assert cache_directory() is None
-    with ElfImage.open(str(CORPUS)) as image:
+    with ElfReader.open(str(CORPUS)) as image:
         assert generated_sframe(image, cached=True).generation is not None
     assert list(tmp_path.iterdir()) == []
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 import pysframe
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 
 from conftest import CORPUS, require, unavailable
 from perf_support import Unavailable, build_program, one_sample_recording, record
@@ -105,7 +105,7 @@ def files_under(top: Path, *, skip: Path | None = None) -> dict[str, tuple[int, 
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One sample in PROGRAM, whose SFrame (its own and one generated from its CFI) the cache
     keeps."""
-    with ElfImage.open(str(PROGRAM)) as image:
+    with ElfReader.open(str(PROGRAM)) as image:
         build_id = image.build_id()
     assert build_id is not None
     path = tmp_path_factory.mktemp("recording") / "perf.data"
@@ -262,7 +262,7 @@ def program_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, P
 
 
 def _build_id_hex(path: Path) -> str:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         build_id = image.build_id()
     assert build_id is not None
     return build_id.hex()

@@ -285,9 +285,10 @@ def test_lookup_symbols(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_lookup_aarch64_signed_ra(capsys: pytest.CaptureFixture[str]) -> None:
-    path = str(CORPUS / "aarch64/v3/frames-pacb.o")
-    status, out, _ = run(["lookup", path, "0x30"], capsys)
+    path = str(CORPUS / "aarch64/v3/frames-pacb.o")  # .text and .text.startup both at 0
+    status, out, _ = run(["lookup", path, ".text+0x30"], capsys)
     assert status == 0
+    assert out.startswith(".text+0x30 <small_frame+0x10>: function 2 [0x20, 0x70) row 2 ")
     assert out.endswith("CFA=sp+48 FP=[CFA-48] RA=[CFA-40] (signed)\n")
 
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysframe import Abi, CfaRule, RegRule, SFrameSection, Version
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import EncodeError
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.compact import (
@@ -44,7 +44,7 @@ FP_SAVED = RegRule.at_cfa(-16)
 
 
 def _load(path: Path) -> tuple[SFrameSection, bool]:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         return load_sframe(image), image.is_relocatable
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from pysframe import SFrameSection, Version
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import ElfError
 from pysframe.format.constants import PT_GNU_SFRAME
 from pysframe.format.findings import Severity
@@ -115,8 +115,8 @@ def _run(path: Path) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
-def _sections(path: Path) -> tuple[ElfImage, SFrameSection]:
-    image = ElfImage.open(str(path))
+def _sections(path: Path) -> tuple[ElfReader, SFrameSection]:
+    image = ElfReader.open(str(path))
     return image, load_sframe(image)
 
 
@@ -128,11 +128,11 @@ def test_the_compacted_program_runs(program: Path, compacted: Path) -> None:
 def test_only_the_section_and_its_sizes_change(program: Path, compacted: Path) -> None:
     old, new = program.read_bytes(), compacted.read_bytes()
     assert len(old) == len(new)
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         section = image.find_sframe()
         header = image.header
         segments = image.segments()
-    with ElfImage.open(str(compacted)) as image:
+    with ElfReader.open(str(compacted)) as image:
         after = image.find_sframe()
         after_segments = image.segments()
     assert section is not None and after is not None
@@ -161,9 +161,9 @@ def test_only_the_section_and_its_sizes_change(program: Path, compacted: Path) -
 
 
 def test_every_pc_keeps_its_rules(program: Path, compacted: Path) -> None:
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         before = load_sframe(image)
-    with ElfImage.open(str(compacted)) as image:
+    with ElfReader.open(str(compacted)) as image:
         after = load_sframe(image)
     assert assert_same_rules(before, after) > 1000
     assert after.version is Version.V3
@@ -171,7 +171,7 @@ def test_every_pc_keeps_its_rules(program: Path, compacted: Path) -> None:
 
 def test_kernel_rules_still_pass(program: Path, compacted: Path) -> None:
     for path in (program, compacted):
-        with ElfImage.open(str(path)) as image:
+        with ElfReader.open(str(path)) as image:
             findings = validate_elf(image, kernel=True)
         assert not [f for f in findings if f.severity is Severity.ERROR], [str(f) for f in findings]
 
@@ -240,7 +240,7 @@ def test_big_endian_sections_share_only_when_asked(tmp_path: Path) -> None:
     _, original = _sections(path)
     _, shared = _sections(tmp_path / "always")
     assert_same_rules(original, shared)
-    with ElfImage.open(str(tmp_path / "always")) as image:
+    with ElfReader.open(str(tmp_path / "always")) as image:
         rules = {f.rule for f in validate_elf(image, foreign_endian=True)}
     assert rules == {"fre-block-shared"}
     # libsframe on this little-endian host swaps the section in place and rejects shared blocks.
@@ -310,7 +310,7 @@ def test_generate_compact(
         == 0
     )
     assert _run(injected) == _run(program)
-    with ElfImage.open(str(injected)) as image:
+    with ElfReader.open(str(injected)) as image:
         section = load_sframe(image)
         assert len(section.data) == len(after.data)
         assert not [f for f in validate_elf(image, kernel=True) if f.severity is Severity.ERROR]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 
 from conftest import CORPUS
 
@@ -80,7 +80,7 @@ def _damaged(path: Path) -> Iterator[tuple[str, bytes]]:
     """Damaged copies of the ELF file ``path``, with a label each (the damages of its SFrame
     section only when it has one)."""
     data = path.read_bytes()
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         header = image.header
         sections = {s.name: s.index for s in image.sections()}
         sframe = image.section(".sframe")

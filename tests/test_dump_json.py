@@ -18,7 +18,7 @@ import pytest
 
 from pysframe import SFrameSection
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.sframe import find_sframe
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.constants import Abi, Version
@@ -90,7 +90,7 @@ def model_json(section: SFrameSection) -> dict[str, Any]:
 def corpus_sections() -> list[tuple[str, SFrameSection]]:
     found = []
     for path in corpus_files():
-        with ElfImage.open(str(path)) as image:
+        with ElfReader.open(str(path)) as image:
             sframe = find_sframe(image, None)
             if sframe is not None:
                 found.append((str(path.relative_to(CORPUS)), sframe.decode(True)))
@@ -194,7 +194,7 @@ def test_cli_json_bad_files_write_nothing_for_them(
 ) -> None:
     broken = tmp_path / "broken"
     data = bytearray(Path(FRAMES).read_bytes())
-    with ElfImage.open(FRAMES) as image:
+    with ElfReader.open(FRAMES) as image:
         sframe = find_sframe(image, None)
         assert sframe is not None
         offset = image.section(sframe.name).offset

@@ -1,4 +1,4 @@
-"""pysframe.elf.image: finding .sframe, applying relocations, file facts and errors."""
+"""pysframe.elf.reader: finding .sframe, applying relocations, file facts and errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage, iter_notes
 from pysframe.elf.layout import EM_386, EM_AARCH64, EM_S390, EM_X86_64, SHT_RELA, ElfHeader
+from pysframe.elf.reader import ElfReader, iter_notes
 from pysframe.elf.relocation import Relocation, apply_relocations, relocations_for
 from pysframe.elf.symbols import read_function_symbols
 from pysframe.errors import ElfError, InputError
@@ -126,7 +126,7 @@ def _object_with_relocations(tmp_path: Path, use_rel: bool, big_endian: bool = F
 @pytest.mark.parametrize("use_rel", [False, True])
 def test_object_relocations_give_function_offsets(tmp_path: Path, use_rel: bool) -> None:
     path = _object_with_relocations(tmp_path, use_rel)
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         assert image.is_relocatable
         section = image.find_sframe()
         assert section is not None
@@ -140,13 +140,13 @@ def test_object_relocations_give_function_offsets(tmp_path: Path, use_rel: bool)
 
 
 def test_corpus_object_relocations_are_read() -> None:
-    with ElfImage.open(str(CORPUS / "s390x/v3/frames.o")) as image:
+    with ElfReader.open(str(CORPUS / "s390x/v3/frames.o")) as image:
         section = image.find_sframe()
         assert section is not None and section.type == SHT_GNU_SFRAME
         relocations = relocations_for(image, section)
         assert len(relocations) == 12
         assert {r.type for r in relocations} == {23}  # R_390_PC64
-        assert relocations[0].symbol_name == ""  # the .text section symbol
+        assert relocations[0].symbol_section == 1  # the .text section symbol's: .text
 
 
 # -- finding the section -----------------------------------------------------------------------
@@ -162,7 +162,7 @@ def test_found_by_type_when_renamed(tmp_path: Path) -> None:
     path.write_bytes(
         build_elf([Sec(".sfrm", SHT_GNU_SFRAME, _v3_section(), flags=SHF_ALLOC)], e_type=3)
     )
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         section = image.find_sframe()
         assert section is not None and section.name == ".sfrm"
         assert image.find_sframe(".sframe") is None
@@ -174,7 +174,7 @@ def test_found_through_pt_gnu_sframe_without_section_headers(tmp_path: Path) -> 
     sections = [Sec(".sframe", SHT_GNU_SFRAME, _v3_section(), flags=SHF_ALLOC, addr=0x4000)]
     segments = [Seg(1, ".sframe"), Seg(PT_GNU_SFRAME, ".sframe")]
     path.write_bytes(build_elf(sections, e_type=3, segments=segments, strip_section_headers=True))
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         assert image.sections() == []
         section = image.find_sframe()
         assert section is not None
@@ -187,7 +187,7 @@ def test_found_through_pt_gnu_sframe_without_section_headers(tmp_path: Path) -> 
 def test_no_sframe_section(tmp_path: Path) -> None:
     path = tmp_path / "plain"
     path.write_bytes(build_elf([Sec(".text", SHT_PROGBITS, b"\xc3", flags=6)]))
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         assert image.find_sframe() is None
         with pytest.raises(ElfError, match=r"no \.sframe section"):
             load_sframe(image)
@@ -206,7 +206,7 @@ def test_no_sframe_section(tmp_path: Path) -> None:
     ],
 )
 def test_file_format_and_abi(name: str, file_format: str, abi: Abi) -> None:
-    with ElfImage.open(str(CORPUS / name)) as image:
+    with ElfReader.open(str(CORPUS / name)) as image:
         assert image.file_format == file_format
         assert image.abi is abi
 
@@ -225,14 +225,14 @@ def test_32_bit_format_names(tmp_path: Path) -> None:
         )
         path = tmp_path / name
         path.write_bytes(header)
-        with ElfImage.open(str(path)) as image:
+        with ElfReader.open(str(path)) as image:
             assert image.elfclass == 32
             assert image.file_format == name
             assert image.abi is None
 
 
 def test_symbols_and_build_id() -> None:
-    with ElfImage.open(str(CORPUS / "x86_64/v3/frames")) as image:
+    with ElfReader.open(str(CORPUS / "x86_64/v3/frames")) as image:
         symbols = read_function_symbols(image, ".symtab")
         assert "main" in {s.name for s in symbols}
         build_id = image.build_id()
@@ -247,7 +247,7 @@ def test_symbols_and_build_id() -> None:
 def test_missing_file(tmp_path: Path) -> None:
     # A file that cannot be opened is an input error, whatever it was to be read as.
     with pytest.raises(InputError, match="No such file") as raised:
-        ElfImage.open(str(tmp_path / "nothing"))
+        ElfReader.open(str(tmp_path / "nothing"))
     assert raised.value.path == str(tmp_path / "nothing")
 
 
@@ -255,14 +255,14 @@ def test_not_elf(tmp_path: Path) -> None:
     path = tmp_path / "text"
     path.write_text("hello\n")
     with pytest.raises(ElfError, match="not an ELF file"):
-        ElfImage.open(str(path))
+        ElfReader.open(str(path))
 
 
 def test_truncated_elf(tmp_path: Path) -> None:
     path = tmp_path / "short"
     path.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(20))
     with pytest.raises(ElfError, match="unreadable ELF file"):
-        ElfImage.open(str(path))
+        ElfReader.open(str(path))
 
 
 def test_section_past_end_of_file(tmp_path: Path) -> None:
@@ -273,7 +273,7 @@ def test_section_past_end_of_file(tmp_path: Path) -> None:
     patched = bytearray(data)
     struct.pack_into("<Q", patched, shoff + 64 + 24, len(data) + 0x1000)
     path.write_bytes(bytes(patched))
-    with ElfImage.open(str(path)) as image, pytest.raises(ElfError):
+    with ElfReader.open(str(path)) as image, pytest.raises(ElfError):
         load_sframe(image)
 
 
@@ -287,7 +287,7 @@ def test_headers_pack_back_to_the_files_bytes(name: str) -> None:
     """The ELF header, program headers and section headers as read, packed with the layouts
     of elf.layout, are the file's own bytes (little- and big-endian files)."""
     data = (CORPUS / name).read_bytes()
-    with ElfImage.open(str(CORPUS / name)) as image:
+    with ElfReader.open(str(CORPUS / name)) as image:
         header = image.header
         assert header.pack() == data[: header.ehsize]
         assert (header.bits, header.big_endian) == (image.elfclass, image.big_endian)

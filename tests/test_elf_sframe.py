@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
 from pysframe.elf.layout import SHF_ALLOC, SHT_PROGBITS
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.relocation import relocated, relocations_for
 from pysframe.elf.sframe import find_sframe
 from pysframe.errors import ElfError
@@ -38,9 +38,9 @@ class CountingFile(io.BytesIO):
         return sum(1 for at, n in self.reads if n and at < offset + size and offset < at + n)
 
 
-def _counted(path: Path) -> tuple[ElfImage, CountingFile]:
+def _counted(path: Path) -> tuple[ElfReader, CountingFile]:
     file = CountingFile(path.read_bytes())
-    return ElfImage(str(path), file), file
+    return ElfReader(str(path), file), file
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_a_dump_reads_the_section_once(name: str) -> None:
 
 def test_v1_sections_are_not_relocated() -> None:
     """readelf 2.40 showed V1 objects' fields as stored; so does the loader."""
-    with ElfImage.open(str(CORPUS / "x86_64/v1/frames.o")) as image:
+    with ElfReader.open(str(CORPUS / "x86_64/v1/frames.o")) as image:
         found = locate_sframe(image)
         assert found.version is Version.V1
         assert relocations_for(image, found.section)
@@ -102,7 +102,7 @@ def test_objdumps_rule_for_sframe_data(
 ) -> None:
     path = tmp_path / "file"
     path.write_bytes(build_elf([Sec(name, sh_type, _v3_section(), flags=SHF_ALLOC)], e_type=3))
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         found = find_sframe(image, asked)
         assert found is not None and found.name == name
         assert found.is_sframe_data(asked) is is_sframe
@@ -111,7 +111,7 @@ def test_objdumps_rule_for_sframe_data(
 def test_no_section_names_the_file_and_the_section(tmp_path: Path) -> None:
     path = tmp_path / "plain"
     path.write_bytes(build_elf([Sec(".text", SHT_PROGBITS, b"\xc3", flags=6)]))
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         assert find_sframe(image) is None
         with pytest.raises(ElfError, match=rf"^{path}: no \.sframe section$"):
             load_sframe(image)

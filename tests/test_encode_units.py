@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import EncodeError
 from pysframe.format.constants import Abi, Flags, Version
 from pysframe.format.encode import FdeColumns, SectionSpec, assemble_section
@@ -24,7 +24,7 @@ IDS = [f"{p.parent.parent.name}/{p.parent.name}/{p.name}" for p in CORPUS]
 
 
 def _section(path: Path) -> tuple[SFrameSection, bytes]:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         section = load_sframe(image)
     return section, bytes(section.data)
 

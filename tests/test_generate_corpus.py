@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.format.model import Function
 from pysframe.format.section import SFrameSection
 from pysframe.generate import generate_from_elf
@@ -59,7 +59,7 @@ def test_agreement_with_gnu_as_v3_objects() -> None:
     assert V3_OBJECTS, "corpus V3 objects missing"
     same = total = functions = 0
     for path in V3_OBJECTS:
-        with ElfImage.open(str(path)) as image:
+        with ElfReader.open(str(path)) as image:
             gas = load_sframe(image)
         result = generate_from_elf(str(path))
         assert not result.skipped, (path, result.skipped)
@@ -81,7 +81,7 @@ def test_agreement_with_gnu_as_v3_objects() -> None:
 @pytest.mark.parametrize("path", V3_OBJECTS, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_fres_are_byte_identical_to_gnu_as(path: Path) -> None:
     """Beyond the rules: the same FREs (start, info byte, words) as GNU as writes."""
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         gas = load_sframe(image)
     gen = generate_from_elf(str(path)).section
     for reference, generated in _pair_by_start(gas, gen):
@@ -94,7 +94,7 @@ def test_fres_are_byte_identical_to_gnu_as(path: Path) -> None:
 def test_flex_drap_function_matches() -> None:
     """x86_64 frames.o: the DRAP-realigned function is a FLEX FDE with the CFA behind a deref."""
     path = CORPUS / "x86_64" / "v3" / "frames.o"
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         gas = load_sframe(image)
     gen = generate_from_elf(str(path)).section
     flex = [f for f in gas if f.info2 == 1]
@@ -114,7 +114,7 @@ def test_rules_agree_with_gnu_as_v1_v2_objects(path: Path) -> None:
     .cfi_startproc order (which is .eh_frame order), by size; functions the old assembler
     skipped (FLEX) are passed over.
     """
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         old = list(load_sframe(image))
     result = generate_from_elf(str(path))
     by_key = {(f.start, f.size): f for f in result.section}
@@ -132,7 +132,7 @@ def test_rules_agree_with_gnu_as_v1_v2_objects(path: Path) -> None:
 def test_linked_files_match_ld(path: Path) -> None:
     """Linked executables and libraries: every FDE GNU ld wrote (PLT ones included) is
     generated with the same rules at every PC, and the same FRE type, PC type and rep size."""
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         ld = load_sframe(image)
     gen = generate_from_elf(str(path), ld_compatible=True).section
     for reference in ld:
@@ -150,7 +150,7 @@ def test_plt_got_default_is_what_eh_frame_says() -> None:
     """Without ld_compatible, .plt.got entries get CFA = sp+8 (they are entered by a call),
     which is what ld's own .eh_frame says; ld 2.47's .sframe says sp+16."""
     path = CORPUS / "x86_64" / "v3" / "frames"
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         plt_got = image.section(".plt.got")
     assert plt_got is not None
     gen = generate_from_elf(str(path)).section

@@ -13,7 +13,7 @@ import pytest
 
 from pysframe import SFrameSection
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.generate import GenerateResult, generate_from_elf
 
 from conftest import CORPUS
@@ -88,9 +88,9 @@ def test_generated_without_section_headers(
     data[0x3C:0x40] = bytes(4)
     stripped = tmp_path / "stripped"
     stripped.write_bytes(bytes(data))
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         plt = [(s.address, s.address + s.size) for s in image.sections() if s.name in PLT_SECTIONS]
-    with ElfImage.open(str(stripped)) as image:
+    with ElfReader.open(str(stripped)) as image:
         assert not image.has_section_headers()
     full, headerless = generate_from_elf(str(program)), generate_from_elf(str(stripped))
     rows = _rows_outside(headerless, plt)

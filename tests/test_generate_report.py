@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.sources import load_sframe
 from pysframe.tools.info import section_info
 
@@ -30,7 +30,7 @@ def test_report_agrees_with_the_section_and_info(
     assert main(["generate", str(LIBC), "--inject", "--report", "-o", str(out)]) == 0
     report = capsys.readouterr().out
     info = section_info(str(out))
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         starts = {f.start for f in load_sframe(image)}
     skipped = [int(m, 16) for m in re.findall(r"^  skipped (0x[0-9a-f]+)", report, re.M)]
     kept = [int(m, 16) for m in re.findall(r"^  kept without rows (0x[0-9a-f]+)", report, re.M)]

@@ -356,11 +356,11 @@ def test_the_package_names_each_of_its_modules_and_its_job() -> None:
 
 def test_an_unreadable_eh_frame_is_an_error_naming_file_and_section(tmp_path: Path) -> None:
     """The CfiError of a damaged .eh_frame carries the file and the section as fields."""
-    from pysframe.elf.image import ElfImage
+    from pysframe.elf.reader import ElfReader
     from pysframe.errors import CfiError
 
     program = Path(__file__).parent / "data" / "corpus" / "x86_64" / "v3" / "app"
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         section = image.section(".eh_frame")
         assert section is not None
         at = section.offset

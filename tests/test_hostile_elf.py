@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import ElfError
 
 from conftest import CORPUS
@@ -31,7 +31,7 @@ SH_FLAGS, SH_OFFSET, SH_SIZE, SHDR = 8, 24, 32, 64
 
 def _section_header(data: bytes, name: str) -> int:
     """File offset of the section header of ``name`` in the corpus program."""
-    with ElfImage.open(str(APP)) as image:
+    with ElfReader.open(str(APP)) as image:
         section = image.section(name)
         assert section is not None
         index = section.index
@@ -99,7 +99,7 @@ def test_commands_give_one_line(tmp_path: Path, make: object, command: list[str]
 def test_library_raises_elf_error(tmp_path: Path) -> None:
     for make in CASES:
         path = make(tmp_path)
-        with pytest.raises(ElfError, match="run past the end of the file"), ElfImage.open(
+        with pytest.raises(ElfError, match="run past the end of the file"), ElfReader.open(
             str(path)
         ) as image:
             section = image.section(".sframe")
@@ -125,12 +125,12 @@ def _compressed(tmp_path: Path, claimed: int, payload: bytes) -> Path:
 
 
 def test_compressed_section_reads_back(tmp_path: Path) -> None:
-    with ElfImage.open(str(APP)) as image:
+    with ElfReader.open(str(APP)) as image:
         section = image.section(".sframe")
         assert section is not None
         original = section.data()
     path = _compressed(tmp_path, len(original), original)
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         section = image.section(".sframe")
         assert section is not None and section.data() == original
 
@@ -139,7 +139,7 @@ def test_decompression_bomb_is_refused(tmp_path: Path) -> None:
     # 400 MB of zeros compress to about 400 KB: above 64 times that plus 1 MiB.
     bomb = _compressed(tmp_path, 400_000_000, bytes(400_000_000))
     assert bomb.stat().st_size < 1_000_000
-    with ElfImage.open(str(bomb)) as image:
+    with ElfReader.open(str(bomb)) as image:
         section = image.section(".sframe")
         assert section is not None
         with pytest.raises(ElfError, match=r"more than the .* allowed"):
@@ -150,7 +150,7 @@ def test_decompression_bomb_is_refused(tmp_path: Path) -> None:
 
 def test_decompressed_size_must_match_the_header(tmp_path: Path) -> None:
     lying = _compressed(tmp_path, 1000, bytes(5000))
-    with ElfImage.open(str(lying)) as image:
+    with ElfReader.open(str(lying)) as image:
         section = image.section(".sframe")
         assert section is not None
         with pytest.raises(ElfError, match="decompresses to 1001 bytes, its header says 1000"):

@@ -28,7 +28,7 @@ import pytest
 
 from pysframe import Abi, CfaRule, RegRule, SFrameSection, Version
 from pysframe.elf.dwarf_lines import source_lines
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.symbols import FunctionSymbols, read_function_symbols
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.single import SectionLookup
@@ -244,7 +244,7 @@ def test_function_symbols(tmp_path: Path) -> None:
         ], e_type=3)))
 
         def run() -> None:
-            with ElfImage.open(path) as image:
+            with ElfReader.open(path) as image:
                 table = FunctionSymbols(read_function_symbols(image, ".symtab"))
             assert table.find(TEXT + 16 * (count - 1) + 3) == (f"function_{count - 1}", 3)
 
@@ -270,7 +270,6 @@ def test_line_rows(tmp_path: Path, opcode: int, sizes: list[int]) -> None:
             lines: Any = source_lines(path)
             # A special opcode 32 moves one byte on before its row; DW_LNS_copy does not.
             assert lines.starts_line(TEXT + count if opcode == 32 else TEXT)
-            lines.close()
 
         return run
 
@@ -287,7 +286,6 @@ def test_dies(tmp_path: Path) -> None:
             assert [f.function for f in lines.frames(TEXT + 16 * (count - 1))] == [
                 f"f{count - 1}"
             ]
-            lines.close()
 
         return run
 
@@ -411,7 +409,7 @@ def test_whole_file_commands_on_the_rows_of_one_function(
                 compacted = compact_file(path).compacted
                 assert compacted is not None and compacted.functions == 1
             else:
-                with ElfImage.open(path) as image:
+                with ElfReader.open(path) as image:
                     assert validate_elf(image) == []
 
         return run

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import inject_sframe, plan_injection
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.symbols import read_function_symbols
 from pysframe.generate import generate_from_elf
 from pysframe.sources import load_sframe
@@ -51,7 +51,7 @@ def test_injected_v3_runs_and_decodes(program: Path, capsys: pytest.CaptureFixtu
     report = capsys.readouterr().out
     assert "functions:" in report and "text bytes:" in report
     assert _run(out) == _run(program) == (3, "fib(22) = 17711\n")
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         sec = image.find_sframe()
         assert sec is not None and sec.type == 0x6FFFFFF4
         seg = image.segment(0x6474E554)
@@ -83,7 +83,7 @@ def test_injected_v1_is_read_by_readelf(program: Path) -> None:
         ["readelf", "--sframe", str(out)], capture_output=True, text=True, check=True
     ).stdout
     assert "SFRAME_VERSION_1" in text
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         section = load_sframe(image)
     assert f"Num FDEs: {len(section)}" in text
     for function in section:
@@ -135,7 +135,7 @@ def test_replace_the_files_own_section(
     subprocess.run(
         ["gcc", "-O1", "-Wa,--gsframe", "-o", str(exe), str(tmp_path / "fib.c")], check=True
     )
-    with ElfImage.open(str(exe)) as image:
+    with ElfReader.open(str(exe)) as image:
         if image.segment(0x6474E554) is None:
             require("ld --gsframe", "this toolchain does not link SFrame sections")
         old = load_sframe(image)
@@ -148,7 +148,7 @@ def test_replace_the_files_own_section(
     replace = ["generate", str(exe), "--inject", "--replace", "-o", str(out), "--version", "1"]
     assert main(replace) == 0
     assert _run(out) == _run(exe) == (3, "fib(22) = 17711\n")
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         segments = [s for s in image.segments() if s.type == 0x6474E554]
         headers = [s for s in image.sections() if s.type == 0x6FFFFFF4 or s.name == ".sframe"]
         assert len(segments) == 1 and len(headers) == 1

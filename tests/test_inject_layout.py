@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 
 from conftest import require_program
 
@@ -50,7 +50,7 @@ def test_bss_is_not_written_out_and_payloads_stay(program: Path, tmp_path: Path)
     before, after = program.read_bytes(), out.read_bytes()
     assert len(after) < len(before) + 64 * 1024  # was 268 MB: the .bss written out as zeros
     assert after[len(before) - len(PAYLOAD) : len(before)] == PAYLOAD
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         # The table grows in place over the sections after it (moved to the new segment);
         # .dynamic and .symtab point at them again.  Every other original byte is unchanged.
         table_page = image.load_segments()[1].offset
@@ -59,7 +59,7 @@ def test_bss_is_not_written_out_and_payloads_stay(program: Path, tmp_path: Path)
             for s in image.sections()
             if s.name in (".dynamic", ".symtab")
         ]
-    text = next(s for s in ElfImage.open(str(program)).sections() if s.name == ".text")
+    text = next(s for s in ElfReader.open(str(program)).sections() if s.name == ".text")
     assert table_page <= text.offset
     kept = [(table_page, len(before))]
     for start, end in sorted(patched):
@@ -68,7 +68,7 @@ def test_bss_is_not_written_out_and_payloads_stay(program: Path, tmp_path: Path)
     for start, end in kept:
         assert after[start:end] == before[start:end], (start, end)
     assert _run(out) == _run(program) == (3, "7 1\n")
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         loads = image.load_segments()
         new = max(loads, key=lambda s: s.vaddr)
         old_end = max(s.vaddr + s.memsz for s in loads if s is not new)

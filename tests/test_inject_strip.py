@@ -21,7 +21,6 @@ import pytest
 
 from cross_support import ARCHES
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import new_section_address, plan_injection
 from pysframe.elf.layout import (
     ET_DYN,
@@ -32,6 +31,7 @@ from pysframe.elf.layout import (
     SHT_PROGBITS,
     dyn64_struct,
 )
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import ElfError
 from stack_support import Unavailable
 
@@ -288,7 +288,7 @@ def _notes(path: Path) -> str:
 
 
 def _section_map(path: Path) -> dict[str, tuple[int, bytes]]:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         return {s.name: (s.address, s.data()) for s in image.sections() if s.name}
 
 
@@ -299,9 +299,9 @@ def test_moved_sections_are_pointed_at_again(cases: dict[str, Case], tmp_path: P
     out = tmp_path / "lib.so"
     assert main(["generate", str(library), "--inject", "-o", str(out)]) == 0
     before, after = _section_map(library), _section_map(out)
-    with ElfImage.open(str(library)) as image:
+    with ElfReader.open(str(library)) as image:
         old_phoff = image.header.phoff
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         assert image.header.phoff == old_phoff
         segments = image.segments()
         new_load = max((s for s in segments if s.type == PT_LOAD), key=lambda s: s.vaddr)
@@ -333,7 +333,7 @@ def test_position_independent_file_without_room_is_refused(tmp_path: Path) -> No
         plan_injection(data)
     # A section generated for it (shown, not injected) still gets an address above it.
     (tmp_path / "tight").write_bytes(data)
-    with ElfImage.open(str(tmp_path / "tight")) as image:
+    with ElfReader.open(str(tmp_path / "tight")) as image:
         assert new_section_address(image) == 0x1000
 
 
@@ -348,7 +348,7 @@ def test_fixed_address_executable_without_room_is_lowered(
     path, out = tmp_path / "tight", tmp_path / "tight.sf"
     path.write_bytes(data)
     assert main(["generate", str(path), "--inject", "-o", str(out)]) == 0
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         first = image.load_segments()[0]
         assert (first.offset, first.vaddr, first.filesz) == (0, 0x3FF000, 376 + 4096)
         assert image.header.phoff == 64 and image.header.phnum == 3
@@ -416,7 +416,7 @@ def test_lowered_aarch64_static_program_survives(tool: str, tmp_path: Path) -> N
 
     injected, processed = tmp_path / "injected", tmp_path / "processed"
     assert main(["generate", str(program), "--inject", "-o", str(injected)]) == 0
-    with ElfImage.open(str(injected)) as image:
+    with ElfReader.open(str(injected)) as image:
         kept = image.section(".pysframe.ehdr")
         assert kept is not None and kept.data()[:4] == b"\x7fELF"
         assert image.load_segments()[0].vaddr == 0x400000 - 0x10000

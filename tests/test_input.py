@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.errors import SFrameError
 from pysframe.input import InputError, open_input, read_input
 
@@ -49,7 +49,7 @@ def test_other_files_are_refused_at_open(tmp_path: Path, make: object, kind: str
     with pytest.raises(InputError, match=f"^{path}: {kind}, not a regular file$"):
         open_input(path)
     with pytest.raises(InputError, match=f"^{path}: {kind}, not a regular file$"):
-        ElfImage.open(str(path))
+        ElfReader.open(str(path))
     assert issubclass(InputError, SFrameError)
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.relocation import relocated
 from pysframe.errors import CfiError
 from pysframe.format.constants import Abi
@@ -270,7 +270,7 @@ def _corpus_cfi() -> list[tuple[str, bytes, int, Abi]]:
     for path in sorted(CORPUS.glob("*/v*/*")):
         if path.suffix == ".txt" or not path.is_file():
             continue
-        with ElfImage.open(str(path)) as image:
+        with ElfReader.open(str(path)) as image:
             sec = image.section(".eh_frame")
             if sec is None or image.abi is None:
                 continue
@@ -308,7 +308,7 @@ def test_bulk_rows_on_a_large_library() -> None:
     library = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
     if not library.exists():
         require("libstdc++6", f"{library} is not on this machine")
-    with ElfImage.open(str(library)) as image:
+    with ElfReader.open(str(library)) as image:
         sec = image.section(".eh_frame")
         assert sec is not None and image.abi is not None
         data = relocated(image, sec, sec.data())

@@ -25,7 +25,7 @@ import pytest
 
 import pysframe
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 
 from conftest import CORPUS
 from perf_support import one_sample_recording
@@ -37,7 +37,7 @@ ALIASES = ("same name", "symbolic link", "hard link")
 
 
 def _recording() -> bytes:
-    with ElfImage.open(str(PROGRAM)) as image:
+    with ElfReader.open(str(PROGRAM)) as image:
         build_id = image.build_id()
     assert build_id is not None
     return one_sample_recording(PROGRAM, build_id, TEXT, PC)

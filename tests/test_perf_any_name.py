@@ -483,7 +483,7 @@ def test_real_recording_is_perfs_text_with_names_escaped(real: Path) -> None:
         [PERF, "script", "--no-inline", "-i", str(real)], capture_output=True, timeout=300,
         check=True,
     ).stdout  # fmt: skip
-    ours = pysframe("script", real)
+    ours = pysframe("script", "--no-inline", real)
     # The names with their context: a function's before "+0x", a thread's at a line start.
     for raw, shown in RENAMED.values():
         theirs = theirs.replace(b" " + raw + b"+0x", b" " + shown + b"+0x")

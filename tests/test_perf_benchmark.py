@@ -43,9 +43,11 @@ def test_perf_benchmarks_run_quick(tmp_path: Path, script: str, expected: tuple[
 
 
 def test_perf_benchmark_runs_quick(tmp_path: Path) -> None:
-    """benchmarks/bench_perf.py: the three workloads recorded small, every command timed,
-    the walk rate and the agreement with perf script printed."""
-    output = run_quick(tmp_path, "bench_perf.py", 600)
-    for workload in ("c", "c++", "python"):
+    """benchmarks/bench_perf.py: the four workloads recorded small, every command timed
+    (perf script with and without inline frames), the walk rate and the agreement with perf
+    script printed."""
+    output = run_quick(tmp_path, "bench_perf.py", 900)
+    for workload in ("c", "c++", "python", "inline"):
         assert f"== {workload}: " in output
-    assert output.count("CPU ratio") == 6 and output.count("agreement over") == 3
+    assert output.count("CPU ratio") == 12 and output.count("agreement over") == 4
+    assert output.count("perf script's text with inline frames") == 4

@@ -38,7 +38,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.perf.kernel import parse_kallsyms
 from pysframe.perf.modules import ModuleFinder
 from pysframe.perf.symbols import candidate_files
@@ -154,7 +154,7 @@ def _samples(text: str) -> dict[tuple[int, str], list[Frame]]:
 
 def _script_texts(path: Path) -> tuple[str, str]:
     ours = subprocess.run(
-        [sys.executable, "-m", "pysframe", "perf", "script", str(path)],
+        [sys.executable, "-m", "pysframe", "perf", "script", "--no-inline", str(path)],
         capture_output=True, text=True, timeout=600, check=True,
     ).stdout  # fmt: skip
     theirs = subprocess.run(
@@ -485,7 +485,7 @@ def test_the_fallback_demangling_agrees_with_libiberty() -> None:
         pytest.skip(f"{path} is not here")
     from pysframe.elf.symbols import read_symbol_entries
 
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         entries = read_symbol_entries(image, ".dynsym")
     assert entries is not None
     names = [n for n in entries.names(np.arange(len(entries))) if n.startswith("_Z")]

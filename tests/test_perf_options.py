@@ -426,7 +426,6 @@ def test_flame_graph_title(jit: tuple[Path, int], tmp_path: Path) -> None:
      "perf report: -g: the recording has no callchains (record with -g or --call-graph)"),
     (["report", "--sort", "comm,srcline"],
      "perf report: --sort srcline of perf is not supported yet"),
-    (["script", "-F", "+srcline"], "perf script: -F srcline of perf is not supported yet"),
     (["script", "-F", "comm,cpu", "--cpu-less"], None),  # a misspelt option: argparse's
 ])  # fmt: skip
 def test_refusals_are_one_line(

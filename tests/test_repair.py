@@ -23,7 +23,7 @@ import pytest
 
 from pysframe import Abi, CfaRule, SFrameSection, Version
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.symbols import read_function_symbols
 from pysframe.errors import EncodeError, InvalidFieldError, SFrameError, UnsupportedVersionError
 from pysframe.format.builder import SFrameBuilder
@@ -170,7 +170,7 @@ def _objdump(path: Path) -> str:
 
 
 def _functions(path: Path) -> tuple[SFrameSection, dict[str, int]]:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         section = load_sframe(image)
         symbols = {s.name: s.address for s in read_function_symbols(image, ".symtab") if s.size}
     return section, symbols
@@ -220,7 +220,7 @@ def test_repaired_program_reads_in_objdump_and_runs(
     text = _objdump(out)
     assert "Num FDEs: 4\n" in text and "SFRAME_F_FDE_SORTED" in text
     assert _same_rules_as_gnu_ld(out, gnu) == 4
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         assert validate_elf(image) == []
         kernel = {f.rule for f in validate_elf(image, kernel=True) if f.severity is Severity.ERROR}
     assert kernel == {"elf-segment"}  # lld 14 writes no PT_GNU_SFRAME
@@ -279,7 +279,7 @@ def test_v1_repaired_as_gnu_ld_merges(v1_programs: tuple[Path, Path], tmp_path: 
     assert "(V1, AMD64_ENDIAN_LITTLE)" in report.found
     assert _same_rules_as_gnu_ld(tmp_path / "prog", gnu) == 4
     assert _run(tmp_path / "prog") == _run(gnu) == (5, "6 -6 21\n")
-    with ElfImage.open(str(tmp_path / "prog")) as image:
+    with ElfReader.open(str(tmp_path / "prog")) as image:
         assert [f for f in validate_elf(image) if f.severity is Severity.ERROR] == []
 
 

@@ -26,11 +26,11 @@ time.sleep(60)
 
 
 def _crafted(tmp_path: Path) -> list[Path]:
-    from pysframe.elf.image import ElfImage
+    from pysframe.elf.reader import ElfReader
 
     data = APP.read_bytes()
     (shoff,) = struct.unpack_from("<Q", data, 40)
-    with ElfImage.open(str(APP)) as image:
+    with ElfReader.open(str(APP)) as image:
         sframe = image.section(".sframe")
         assert sframe is not None
         header = shoff + sframe.index * 64

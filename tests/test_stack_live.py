@@ -172,11 +172,11 @@ def test_core_exe_build_id_mismatch_and_missing_exe(
 ) -> None:
     """The build ID of --exe is compared with the one the core holds in the first page of
     the executable's mapping: another build is one warning line, naming the file."""
-    from pysframe.elf.image import ElfImage
+    from pysframe.elf.reader import ElfReader
     from pysframe.unwind.corefile import CoreFile
     from pysframe.unwind.loadmap import build_id_in_memory
 
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         own = image.build_id()
     with CoreFile(str(core)) as opened:
         start = min(m.start for m in opened.mappings if m.path == str(program))
@@ -185,7 +185,7 @@ def test_core_exe_build_id_mismatch_and_missing_exe(
     source = tmp_path / "other.c"
     source.write_text("int main(void) { return 42; }\n")
     subprocess.run(["gcc", "-O2", "-o", str(other), str(source)], check=True)
-    with ElfImage.open(str(other)) as image:
+    with ElfReader.open(str(other)) as image:
         theirs = image.build_id()
     assert own is not None and theirs is not None
     assert cli_main(["stack", "--core", str(core), "--exe", str(other)]) == 0

@@ -7,8 +7,6 @@ the vDSO):
   sections), with the same origin and reason, under every policy, and answers the same row at
   PCs around every function -- once with the checks run, once with their verdicts taken from
   the cache;
-* the symbols read for a few addresses (``scalar``) name every address as the symbols read in
-  bulk do;
 * what the cache lacks is made before the threads are stopped, and nothing else;
 * the whole report of a stopped process, frame by frame, is the one the bulk path gives.
 """
@@ -38,7 +36,6 @@ from pysframe.unwind.facts import (
 from pysframe.unwind.mappings import process_mappings, process_vdso_address
 from pysframe.unwind.modules import ModuleSFrame, load_bias, load_modules, prepare_sframe
 from pysframe.unwind.stack import StackReport, report_json, report_lines, stack_of_process
-from pysframe.unwind.symbolize import SymbolOptions
 from pysframe.unwind.vdso import vdso_facts
 from stack_support import Running, Unavailable, build_programs, check_ptrace, run_program
 
@@ -139,24 +136,6 @@ def test_a_module_chooses_when_first_asked(running: Running) -> None:
     assert chosen is sframe.chosen and chosen.origin == sframe_for(facts, bias).origin, name
 
 
-def test_every_module_names_alike(running: Running) -> None:
-    options = SymbolOptions()
-    compared = 0
-    for name, facts, _ in _modules(running.pid):
-        lazy, bulk = facts.symbols(options, scalar=True), facts.symbols(options)
-        assert (lazy.sources, lazy.debug_file, lazy.problems) == (
-            bulk.sources, bulk.debug_file, bulk.problems,
-        ), name  # fmt: skip
-        section = sframe_for(facts, 0, Policy.GENERATED).section
-        addresses = list(_pcs(section)) if section is not None else []
-        for start, end in lazy.sections:
-            addresses += [start, (start + end) // 2, end - 1]
-        for address in addresses:
-            assert lazy.find(address) == bulk.find(address), (name, hex(address))
-            compared += 1
-    assert compared > 1000
-
-
 def test_prepare_makes_what_the_cache_lacks_and_reads_nothing_else(
     running: Running, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,19 +177,13 @@ def _lookups(report: StackReport) -> set[type]:
 def test_a_stopped_process_reports_as_the_bulk_path_reports_it(
     running: Running, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``stack_of_process`` with its single-PC lookups and symbols read for a few addresses,
-    then with the bulk path swapped in (decoded sections, symbols read with numpy): the same
-    lines, the same JSON (threads, frames, modules' origins and warnings)."""
+    """``stack_of_process`` with its single-PC lookups, then with the bulk path swapped in
+    (decoded sections): the same lines, the same JSON (threads, frames, modules' origins and
+    warnings)."""
     fast = stack_of_process(running.pid)
     assert _lookups(fast) == {SectionLookup}
-    read_symbols = ElfFacts.symbols
-
-    def bulk_symbols(facts: ElfFacts, options: SymbolOptions, *, scalar: bool = False) -> object:
-        return read_symbols(facts, options)
-
     monkeypatch.setattr(modules_module, "lookup_for", sframe_for)
     monkeypatch.setattr(modules_module, "generated_lookup_for", generated_for)
-    monkeypatch.setattr(ElfFacts, "symbols", bulk_symbols)
     bulk = stack_of_process(running.pid)
     assert _lookups(bulk) == {SFrameSection}
     frames = sum(len(thread.backtrace.frames) for thread in fast.threads)

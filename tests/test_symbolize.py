@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.elf.debuginfo import build_id_path, find_debug_file
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.symbols import (
     FunctionSymbols,
     SymbolRecord,
@@ -210,7 +210,7 @@ def test_build_id_layout(tmp_path: Path) -> None:
     assert symbols.debug_file is None
     assert symbols.problems == [f"{place}: build ID does not match"]
     write(place, debug_file(build_id))
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         found = find_debug_file(str(program), image.build_id(), None, (str(root),))
     assert (found.path, found.how) == (str(place), "build-id")
 
@@ -302,7 +302,6 @@ def test_damaged_dwarf_gives_no_lines_and_no_error(tmp_path: Path) -> None:
         if lines is not None:
             assert lines.frames(TEXT + 2) == []
             assert lines.starts_line(TEXT) in (True, False)
-            lines.close()
         symbols = symbols_of_file(str(path), ())
         assert symbols.source(TEXT + 2) == [] and symbols.find(TEXT + 2) == ("main", 2)
 
@@ -364,7 +363,7 @@ def test_pcs_named_as_gdb_at_section_edges_and_plt_entries(name: str, tmp_path: 
     require_program(gdb)
     corpus = Path(__file__).parent / "data" / "corpus"
     program = _static_program(tmp_path) if name == "static" else corpus / name
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         ranges = [(s.address, s.size, s.entsize, s.name) for s in image.sections() if s.address]
     pcs = {pc for a, size, _e, _n in ranges for pc in (a, a + size - 1, a + size, a + size + 16)}
     for address, size, entsize, section in ranges:
@@ -398,7 +397,7 @@ def test_demangled_as_cxxfilt_on_libstdcxx() -> None:
     require_program("c++filt", "binutils")
     if not library.exists():
         require("libstdc++6", f"{library} is not on this machine")
-    with ElfImage.open(str(library)) as image:
+    with ElfReader.open(str(library)) as image:
         records = read_function_symbols(image, ".dynsym")
     names = sorted({r.name for r in records if r.name.startswith("_Z")})
     theirs = subprocess.run(

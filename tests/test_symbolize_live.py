@@ -24,7 +24,7 @@ import pytest
 
 from pysframe.cli import main as cli_main
 from pysframe.elf.debuginfo import DEFAULT_DEBUG_DIRS, build_id_path
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.unwind.core import Frame
 from pysframe.unwind.demangle import bare_name as without_signature
 from pysframe.unwind.stack import StackReport, report_lines_gdb, stack_of_process
@@ -74,7 +74,7 @@ def build(out: Path) -> dict[str, Path]:
     directory.mkdir()
     program = directory / "cxx_prog"
     shutil.copy(full, program)
-    with ElfImage.open(str(program)) as image:
+    with ElfReader.open(str(program)) as image:
         build_id = image.build_id()
     assert build_id is not None, "g++ wrote no build ID"
     debug = Path(build_id_path(str(out / "debug"), build_id))
@@ -170,7 +170,7 @@ def libc_debug_file() -> str | None:
     libc = Path("/lib/x86_64-linux-gnu/libc.so.6")
     if not libc.exists():
         return None
-    with ElfImage.open(str(libc)) as image:
+    with ElfReader.open(str(libc)) as image:
         build_id = image.build_id()
     if build_id is None:
         return None

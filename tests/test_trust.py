@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.sources import ResolvedSFrame, resolve_sframe
 from pysframe.sources.trust import Policy, trust_problems
 from pysframe.unwind.facts import facts_of_image
@@ -93,7 +93,7 @@ def _frames(report: StackReport) -> dict[int, list[GdbFrame]]:
 def test_lld_section_fails_the_checks(lld_program: Path) -> None:
     # The premise: GNU tools and pysframe's validator both find the section wrong.
     found = resolve_sframe(str(lld_program))
-    with ElfImage.open(str(lld_program)) as image:
+    with ElfReader.open(str(lld_program)) as image:
         code = [(s.vaddr, s.vaddr + s.memsz) for s in image.load_segments() if s.flags & 1]
     problems = trust_problems(found, code)
     assert problems, "the lld-linked program's section passed the checks"
@@ -154,7 +154,7 @@ def test_damaged_section_is_not_used(tmp_path: Path) -> None:
         data[at] ^= 0xFF
     damaged = tmp_path / "damaged"
     damaged.write_bytes(bytes(data))
-    with ElfImage.open(str(damaged)) as image:
+    with ElfReader.open(str(damaged)) as image:
         facts = facts_of_image(image)
     # Either the section no longer opens, or it opens and fails the checks: never used.
     assert facts.own_problems(), "the damaged section passed the checks"

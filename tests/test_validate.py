@@ -15,7 +15,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from pysframe import SFrameSection, Version
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.sources import load_sframe
 from pysframe.tools.validate import (
     RULES,
@@ -572,20 +572,20 @@ def elf_with_function_outside_text(tmp_path: Path) -> Path:
 
 def test_elf_abi_mismatch(tmp_path: Path) -> None:
     path = elf_with_sframe_abi(tmp_path, 2)  # AArch64 little-endian in an x86-64 file
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         findings = validate_elf(image)
     assert rules(findings) == {"abi"}
     assert "ELF file is for AMD64_ENDIAN_LITTLE" in findings[0].message
 
 
 def test_elf_sframe_segment_mismatch(tmp_path: Path) -> None:
-    with ElfImage.open(str(elf_with_moved_sframe_segment(tmp_path))) as image:
+    with ElfReader.open(str(elf_with_moved_sframe_segment(tmp_path))) as image:
         findings = validate_elf(image)
     assert rules(findings) == {"elf-segment"}
 
 
 def test_elf_function_outside_executable_segment(tmp_path: Path) -> None:
-    with ElfImage.open(str(elf_with_function_outside_text(tmp_path))) as image:
+    with ElfReader.open(str(elf_with_function_outside_text(tmp_path))) as image:
         findings = validate_elf(image)
     assert rules(findings) == {"fde-text"}
 
@@ -595,7 +595,7 @@ def test_elf_function_outside_executable_segment(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: "/".join(p.parts[-3:]))
 def test_corpus_is_clean(path: Path) -> None:
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         assert validate_elf(image) == []
         assert validate_elf(image, address_gaps=False) == []
         if image.is_relocatable:
@@ -610,7 +610,7 @@ def test_load_overlap_in_a_program_stripped_after_injection() -> None:
     """See tests/test_check_elf_rules.py: binutils 2.40's strip laid an injected program's
     new segment out again over the RW segment's last page."""
     path = Path(__file__).parent / "data" / "elf-damaged" / "injected-then-stripped-by-2.40"
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         findings = validate_elf(image)
     assert [(f.rule, f.severity) for f in findings] == [("load-overlap", Severity.ERROR)]
 
@@ -619,7 +619,7 @@ def test_no_loadable_segment_in_a_program_eu_stripped_after_injection() -> None:
     """eu-strip (elfutils 0.188) wrote an injected program's program header table as NULL
     entries: no PT_LOAD is left, and the program does not start."""
     path = Path(__file__).parent / "data" / "elf-damaged" / "injected-then-eu-stripped"
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         findings = validate_elf(image)
     assert ("elf-segment", Severity.ERROR) in [(f.rule, f.severity) for f in findings]
     assert any("no loadable segment" in f.message for f in findings)

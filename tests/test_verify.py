@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
+from pysframe.elf.reader import ElfReader
 from pysframe.elf.sframe import find_sframe
 from pysframe.elf.symbols import read_function_symbols
 from pysframe.errors import SFrameError
@@ -88,7 +88,7 @@ def _damaged(
 ) -> SFrameSection:
     """A copy of ``source`` whose .sframe section is re-encoded, through the format package,
     from ``damage(functions)`` (zero-padded to its old size); returns the damaged section."""
-    with ElfImage.open(str(source)) as image:
+    with ElfReader.open(str(source)) as image:
         found = find_sframe(image)
         assert found is not None
         section = found.decode()
@@ -114,7 +114,7 @@ def _with_rows(function: Function, rows: list[FrameRow]) -> Function:
 
 # The function damaged: frames' "small_frame" (four rows: sp+8, sp+48, sp+8 ...).
 def _victim() -> tuple[int, str, list[FrameRow]]:
-    with ElfImage.open(str(FRAMES)) as image:
+    with ElfReader.open(str(FRAMES)) as image:
         section = load_sframe(image)
         symbols = {s.address: s.name for s in read_function_symbols(image, ".symtab")}
     for function in section:
@@ -205,7 +205,7 @@ def test_cut_function_size_is_reported_at_its_end(tmp_path: Path) -> None:
 def test_changed_plt_row_is_reported_in_every_entry(tmp_path: Path) -> None:
     """The .plt's PCMASK rows against ld's CFI expression, evaluated at every PC: a wrong CFA
     after the push is caught in each 16-byte entry."""
-    with ElfImage.open(str(FRAMES)) as image:
+    with ElfReader.open(str(FRAMES)) as image:
         section = load_sframe(image)
     masked = next(f for f in section if f.pc_type == 1)
     rows = list(masked.rows)
@@ -234,7 +234,7 @@ def test_changed_plt_row_is_reported_in_every_entry(tmp_path: Path) -> None:
 @pytest.mark.parametrize("arch", ["aarch64", "s390x"])
 def test_changed_cfa_offset_on_other_abis(arch: str, tmp_path: Path) -> None:
     source = CORPUS / arch / "v3" / ("frames" if arch == "aarch64" else "frames-nopie")
-    with ElfImage.open(str(source)) as image:
+    with ElfReader.open(str(source)) as image:
         section = load_sframe(image)
     victim = next(f for f in section if len(f.rows) >= 2 and f.rows[1].words)
     rows = list(victim.rows)
@@ -321,7 +321,7 @@ def test_damage_past_the_first_thousands_of_functions(tmp_path: Path) -> None:
     assert main(["generate", str(program), "--inject", "-o", str(injected)]) == 0
     clean = verify_file(injected)
     assert clean.status == CONSISTENT and clean.compared_functions > count
-    with ElfImage.open(str(injected)) as image:
+    with ElfReader.open(str(injected)) as image:
         start = next(
             s.address for s in read_function_symbols(image, ".symtab") if s.name == f"f{count - 1}"
         )

@@ -36,8 +36,8 @@ import pytest
 
 import pysframe
 from pysframe.cli import main
-from pysframe.elf.image import ElfImage
 from pysframe.elf.inject import new_section_address
+from pysframe.elf.reader import ElfReader
 from test_repair import HELPERS, MAIN, WALK, _link, _system_objects
 
 from conftest import CORPUS, require
@@ -137,7 +137,7 @@ def check_errors(
 def bare_address(path: Path) -> int:
     """The address ``generate -o`` writes the section of ``path`` for: where ``--inject`` would
     put it (0 in an object)."""
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         return 0 if image.is_relocatable else new_section_address(image)
 
 
@@ -571,14 +571,14 @@ def damaged_copy(path: Path, folder: Path, patches: list[tuple[int, str, int]]) 
 
 def section_header(path: Path, name: str) -> int:
     """The file offset of section ``name``'s header."""
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         (section,) = [s for s in image.sections() if s.name == name]
         return image.header.shoff + image.header.shentsize * section.index
 
 
 def program_header(path: Path, kind: int) -> int:
     """The file offset of the first program header of type ``kind``."""
-    with ElfImage.open(str(path)) as image:
+    with ElfReader.open(str(path)) as image:
         index = next(i for i, s in enumerate(image.segments()) if s.type == kind)
         return image.header.phoff + image.header.phentsize * index
 
@@ -645,7 +645,7 @@ def test_lowered_injection_keeps_e_shoff_zero(
     out = tmp_path / "out"
     assert one_run(["generate", str(damaged), "--inject", "--replace", "-o", str(out)],
                    capsys)[0] == 0  # fmt: skip
-    with ElfImage.open(str(out)) as image:
+    with ElfReader.open(str(out)) as image:
         assert image.header.shoff == 0 and image.sections() == []
     assert check_errors(out, capsys) == set()
     assert behaviour(out) == behaviour(nopie) is not None

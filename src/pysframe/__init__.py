@@ -62,7 +62,10 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("GenerateResult", "generate_from_elf"), "pysframe.generate.driver"),
     **dict.fromkeys(("GeneratedFunction", "SkippedFunction"), "pysframe.generate.rows"),
     "ElfSection": "pysframe.elf.reader",
-    **dict.fromkeys(("FunctionSymbols", "SymbolRecord", "SymbolTable"), "pysframe.elf.symbols"),
+    **dict.fromkeys(
+        ("FunctionColumns", "FunctionSymbols", "SymbolRecord", "SymbolTable"),
+        "pysframe.elf.symbols",
+    ),
     "SourceFrame": "pysframe.elf.dwarf_lines",
     **dict.fromkeys(("Module", "ModuleTable"), "pysframe.unwind.modules"),
     "ModuleSymbols": "pysframe.unwind.symbolize",
@@ -100,6 +103,7 @@ __all__ = [
     "FreType",
     "Function",
     "FunctionBuilder",
+    "FunctionColumns",
     "FunctionSymbols",
     "FunctionTable",
     "GenerateResult",
@@ -170,7 +174,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from .elf.dwarf_lines import SourceFrame
     from .elf.reader import ElfSection
-    from .elf.symbols import FunctionSymbols, SymbolRecord, SymbolTable
+    from .elf.symbols import FunctionColumns, FunctionSymbols, SymbolRecord, SymbolTable
     from .errors import (
         BadMagicError,
         CfiError,

@@ -17,7 +17,7 @@ paths, files under ``--sysroot``, separate debug files found by build ID or
   (``O_NOFOLLOW``), and opens a name in an open directory (``directory``): the cache of
   generated SFrame reads its entries so (:mod:`pysframe.sources.cache`).
 
-The file is then read where it is needed: :class:`pysframe.elf.image.ElfImage` seeks to what
+The file is then read where it is needed: :class:`pysframe.elf.reader.ElfReader` seeks to what
 it parses, a debuglink's CRC reads its file a MiB at a time (faster than a mapping, whose
 holes in a sparse file fault in page by page), and :func:`read_input` reads a whole input
 only for the commands that rewrite it.

@@ -57,7 +57,7 @@ def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
     """Findings for one file (a bare section with ``--raw`` or the SFrame magic, else an ELF
     file's section, or with ``--generate`` one generated for a file without); SFrameError when
     it cannot be read."""
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
     from ..errors import NoSFrameError, NotSFrameDataError
     from ..input import read_input
     from ..sources import generated_sframe, is_bare_section
@@ -68,7 +68,7 @@ def check_file(path: str, args: argparse.Namespace) -> list[Finding]:
     }
     if args.raw or is_bare_section(path):
         return validate_bytes(read_input(path), args.address or 0, **rules)
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         try:
             return validate_elf(image, args.section, **rules)
         except NotSFrameDataError:

@@ -125,7 +125,7 @@ def _no_section_text(
     path: str, error: NoSFrameError, args: argparse.Namespace, several: bool
 ) -> None:
     """What objdump (readelf) prints on stdout for an ELF file without the section."""
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
     from ..elf.sframe import DEFAULT_NAME
     from ..tools.dump import (
         objdump_file_header,
@@ -139,7 +139,7 @@ def _no_section_text(
         if several:
             sys.stdout.write(readelf_file_header(path))
         return
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         file_format = image.file_format
     present = isinstance(error, NotSFrameDataError)
     text = objdump_not_sframe(shown) if present else objdump_no_section(shown)

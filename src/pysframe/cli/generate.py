@@ -108,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _warn_if_relocatable(path: str) -> None:
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
 
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         if image.is_relocatable:
             warn(
                 "a relocatable object: function starts are addresses in its unlinked code "

@@ -9,6 +9,9 @@ The lookup follows libsframe's ``sframe_find_fre``.  A PC that names no symbol o
 gets an error line and the others are still looked up; the exit status is 1 if any PC could
 not be resolved or has no row.
 
+In a relocatable object a PC is an offset in its code section, given as a number, a symbol,
+or ``SECTION+OFFSET``, and printed as ``SECTION+OFFSET`` (:mod:`pysframe.tools.lookup`).
+
 FILE may also be a bare section file (``--raw``, or recognised by the SFrame magic; at
 ``--address``), which has no symbols, and ``--generate`` uses a section generated from the
 file's CFI when it has none (:func:`pysframe.sources.resolve_sframe`).
@@ -34,16 +37,13 @@ from .report import report_error, warn
 from .usage import UsageError
 
 if TYPE_CHECKING:
-    from ..unwind.symbolize import ModuleSymbols
-
-#: A location: an address, or (symbol name, offset).
-Location = int | tuple[str, int]
+    from ..tools.lookup import Location
 
 
 def parse_location(text: str) -> Location:
     """An address (:func:`~pysframe.cli.options.parse_address`: anything that starts with a
-    digit or a sign), or a symbol name with an optional ``+OFFSET`` (hex or decimal):
-    (name, offset)."""
+    digit or a sign), or a symbol name (in an object, or a code section's) with an optional
+    ``+OFFSET`` (hex or decimal): (name, offset)."""
     if not text or text[0].isdigit() or text[0] in "+-":
         return parse_address(text)
     name, plus, offset = text.rpartition("+")
@@ -93,9 +93,9 @@ def _pcs_from_file(name: str) -> Iterator[Location]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sources import Origin, resolve_sframe
+    from ..sources import resolve_sframe
+    from ..tools.lookup import FileLookup, Target
     from ..tools.lookup_text import result_json, result_text
-    from ..unwind.symbolize import symbols_of_file
 
     path: str = args.file
     check_source_options(args, "lookup", [path])
@@ -110,61 +110,25 @@ def run(args: argparse.Namespace) -> int:
     )
     if found.note:
         warn(found.note, path)
-    symbols = None
-    # An object's symbols are offsets in their own sections, not the section's PCs.
-    if found.origin is not Origin.BARE and not found.relocatable:
-        symbols = symbols_of_file(path, options.debug_dirs)
-    why = "a bare section" if found.origin is Origin.BARE else "a relocatable object"
+    lookup = FileLookup(found, options.debug_dirs)
     status = 0
-    pcs: list[int] = []
+    targets: list[Target] = []
     for location in locations:
         try:
-            pcs.append(_address(path, symbols, location, why))
+            targets.append(lookup.target(location))
         except SFrameError as error:
             report_error(error, args)
             status = 1
-    with found.located():
-        results = [(pc, found.section.lookup(pc)) for pc in pcs]
-    names = symbols.find_many(pcs) if symbols is not None else [None] * len(pcs)
-    named = [None if n is None else (options.name(n[0]), n[1]) for n in names]
-    pairs = zip(results, named, strict=True)
+    answers = lookup.answers(targets, options.name)
+    section = lookup.section
     if args.json:
-        answers = [result_json(found.section, pc, r, function) for (pc, r), function in pairs]
-        json.dump(answers, sys.stdout, indent=1)
+        json.dump([result_json(section, answer) for answer in answers], sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        out = sys.stdout
-        for (pc, r), function in pairs:
-            out.write(result_text(found.section, pc, r, function) + "\n")
-    for problem in [*(symbols.problems if symbols is not None else []), *options.warnings]:
+        sys.stdout.writelines(result_text(section, answer) + "\n" for answer in answers)
+    problems = lookup.symbols.problems if lookup.symbols is not None else []
+    for problem in [*problems, *options.warnings]:
         warn(problem)
-    if any(r is None for _, r in results):
+    if any(answer.found is None for answer in answers):
         status = 1
     return status
-
-
-def _address(path: str, symbols: ModuleSymbols | None, location: Location, why: str) -> int:
-    """The address ``location`` names; ``why`` says why a file has no symbols to look in."""
-    from ..errors import ElfError
-
-    if isinstance(location, int):
-        return location
-    name, offset = location
-    if symbols is None:
-        raise ElfError(f"{why}: give addresses, not symbols ({name})", path=path)
-    found = symbols.by_name(name)
-    if not found:
-        raise ElfError(f"no function symbol {name}", path=path)
-    starts = sorted({s.address for s in found})
-    if len(starts) > 1:
-        listed = ", ".join(f"{s:#x}" for s in starts)
-        raise ElfError(
-            f"{len(starts)} functions are called {name} (at {listed}): give an address",
-            path=path,
-        )
-    symbol = found[0]
-    if offset and symbol.size and offset >= symbol.size:
-        raise ElfError(
-            f"{name}+{offset:#x} is past the end of {name} ({symbol.size:#x} bytes)", path=path
-        )
-    return int(starts[0] + offset)

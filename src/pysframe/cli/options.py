@@ -92,7 +92,7 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
 def check_source_options(args: argparse.Namespace, command: str, paths: list[str]) -> None:
     """UsageError when ``--address`` is given for an ELF file without ``--raw`` (an ELF file
     gives its own section's address)."""
-    from ..elf.image import is_elf_file
+    from ..elf.reader import is_elf_file
 
     if args.address is not None and not args.raw and any(is_elf_file(p) for p in paths):
         raise UsageError(f"{command}: --address goes with bare sections (--raw)")

@@ -1,7 +1,7 @@
 """``pysframe perf``: profiles from perf.data recordings, every sample's user stack unwound with
 SFrame (:mod:`pysframe.perf`).
 
-pysframe perf script [FILE...] [-F FIELDS]   # the text of perf script --no-inline
+pysframe perf script [FILE...] [-F FIELDS]   # the text of perf script (--no-inline too)
 pysframe perf report [FILE...] --format top|folded|speedscope|pprof|flamegraph|json
 pysframe perf stats [FILE...]           # how the walks went, and what stack copies they needed
 
@@ -146,23 +146,20 @@ def register(subparsers: Any) -> None:
         dest="perf_command", metavar="COMMAND", required=True, parser_class=_PerfParser
     )
     script = commands.add_parser(
-        "script", help="print the samples as perf script --no-inline prints them",
+        "script", help="print the samples as perf script prints them",
         description="Print every sample with its kernel and user frames, in time order, with the "
-        "text of perf script --no-inline (what stackcollapse-perf.pl, speedscope and the Firefox "
-        "Profiler read).",
+        "text of perf script (what stackcollapse-perf.pl, speedscope and the Firefox Profiler "
+        "read): the functions inlined at each frame too, as perf shows them by default; "
+        "--no-inline: the text of perf script --no-inline.",
     )  # fmt: skip
     _add_common(script)
     _add_filters(script)
-    script.add_argument(
-        "--inline", action=argparse.BooleanOptionalAction, default=False,
-        help="also the functions inlined at each user frame, from DWARF (the file's, or its "
-        "separate debug file's), as stack --lines shows them (default: no)",
-    )  # fmt: skip
+    _add_inline(script)
     script.add_argument(
         "-F", "--fields", metavar="FIELDS",
         help="the fields to print, as perf script -F takes them: a list (comm,tid,ip,sym), "
         "or +FIELD and -FIELD to add to perf's default or take from it; of comm, tid, pid, "
-        "time, cpu, event, ip, sym, symoff, dso, period",
+        "time, cpu, event, ip, sym, symoff, dso, srcline, period",
     )  # fmt: skip
     script.add_argument(
         "--ns", action="store_true", help="times with nanoseconds (9 decimal places)"
@@ -217,10 +214,7 @@ def register(subparsers: Any) -> None:
     report.add_argument(
         "--title", metavar="TEXT", help="flamegraph: the page's title (default: Flame Graph)"
     )
-    report.add_argument(
-        "--inline", action=argparse.BooleanOptionalAction, default=False,
-        help="also the functions inlined at each user frame, from DWARF (default: no)",
-    )  # fmt: skip
+    _add_inline(report)
     report.add_argument(
         "-o", "--output", metavar="OUT",
         help="write to OUT instead of standard output (pprof is binary: OUT is needed unless "
@@ -291,6 +285,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _add_inline(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--inline", action=argparse.BooleanOptionalAction, default=True,
+        help="the functions inlined at each user frame as perf shows them, perf's default: "
+        "from the DWARF of the file perf takes the module's symbols from, as binutils' "
+        "addr2line -i finds them, with (inlined) after each; --no-inline: without",
+    )  # fmt: skip
+
+
 def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", metavar="PID,...", help="only these processes")
     parser.add_argument("--tid", metavar="TID,...", help="only these threads")
@@ -311,8 +314,21 @@ def _options(args: argparse.Namespace) -> Options:
 
     return Options(
         debug_dir=args.buildid_dir, symfs=args.symfs, policy=Policy(args.sframe),
-        symbols=symbol_options(args), inline=bool(getattr(args, "inline", False)),
+        symbols=symbol_options(args), inline=_inline(args),
+        srcline=bool(getattr(args, "srcline", False)),
     )  # fmt: skip
+
+
+def _inline(args: argparse.Namespace) -> bool:
+    """Whether inline frames are wanted: by default (perf's), except where they change
+    nothing (stats; report's table without a children column or call graphs names each
+    sample's own symbol)."""
+    if not getattr(args, "inline", False):
+        return False
+    if getattr(args, "format", "top") != "top":
+        return True
+    children, graph = getattr(args, "children", None), getattr(args, "call_graph", None)
+    return children is not False or graph != "none"
 
 
 def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
@@ -436,10 +452,6 @@ def _script_fields(args: argparse.Namespace) -> ScriptFields:
                 f"perf script: -F {error.unsupported} of perf is not supported"
             ) from None
         raise UsageError(f"perf script: -F {args.fields}: {error}") from None
-    if "srcline" in fields.fields:
-        # The text prints the frames' source lines, which the frames do not carry yet: perf's
-        # come from addr2line (util/srcline.c), which is not read here.
-        raise UsageError("perf script: -F srcline of perf is not supported yet")
     return fields
 
 
@@ -447,6 +459,7 @@ def run_script(args: argparse.Namespace) -> int:
     from ..perf.script import FieldError, write_script
 
     fields = _script_fields(args)
+    args.srcline = "srcline" in fields.fields  # addr2line's answers for each frame
     _refuse_inputs(args, None)
     profile, _stats = _read(args)
     try:

@@ -1,7 +1,21 @@
-"""ELF files: the only package that parses or writes ELF (and the only one importing pyelftools).
+"""ELF files: the only package that parses or writes ELF.
 
-``layout`` declares the ELF layouts and numbers; ``reader`` reads files with struct alone
-(headers, sections, segments, notes) and ``image`` with pyelftools (the same, and DWARF: the
-reference ``reader`` is held to); ``symbols`` reads symbol tables, in bulk or for a few
-addresses, ``relocation`` applies an object's relocations, ``sframe`` finds and loads a file's
-SFrame section, ``inject`` writes a copy carrying one."""
+Each module's job:
+
+* ``layout``: the ELF numbers and every layout read or written (headers, symbols,
+  relocations, notes, the dynamic linker's structures), declared once;
+* ``reader``: :class:`~pysframe.elf.reader.ElfReader`, the one reader of ELF files (headers,
+  section and program header tables, section contents, notes, build ID), with struct alone;
+* ``symbols``: symbol tables, the one reader of them; function symbols, and the one gdb
+  names an address with;
+* ``plt``: ``NAME@plt`` for PLT entries, as BFD's synthetic symbols;
+* ``relocation``: an object's relocations, read and applied (with every section at 0, as
+  objdump 2.47, or laid out one after the other);
+* ``sframe``: which section is a file's SFrame section, and how it is loaded;
+* ``debuginfo``: separate debug files (build ID, debuglink) and MiniDebugInfo;
+* ``dwarf_lines``, ``line_program``: source lines and inlined functions at an address from
+  DWARF, whose units and DIEs pyelftools parses from the reader's sections (the only use of
+  pyelftools in pysframe), and line-number programs decoded to flat arrays;
+* ``inject``, ``rewrite``: writing a copy that carries a new ``.sframe``, and a new SFrame
+  section over the old one in place.
+"""

@@ -14,7 +14,7 @@ Files", gdb manual; gdb/symfile.c, gdb/build-id.c, gdb/minidebug.c).
 * MiniDebugInfo: ``.gnu_debugdata`` holds an XZ-compressed ELF file with a ``.symtab`` (Fedora
   and others add it to stripped binaries); gdb reads it when the file has no ``.symtab``.  It
   is decompressed within a bound, as compressed sections are
-  (:data:`pysframe.elf.image.MAX_EXPANSION` times its size plus 1 MiB, and never more than
+  (:data:`pysframe.elf.reader.MAX_EXPANSION` times its size plus 1 MiB, and never more than
   :data:`MAX_MINIDEBUGINFO`): a symbol table of zeros compresses a thousandfold.
 
 Every candidate is opened as inputs are (:func:`pysframe.input.open_input`): a FIFO or a

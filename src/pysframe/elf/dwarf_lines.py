@@ -11,9 +11,10 @@ each unit's ``DW_AT_low_pc``/``DW_AT_high_pc``/``DW_AT_ranges``), then
   the line of the line table; each inlined function was called from its ``DW_AT_call_file``
   and ``DW_AT_call_line``, which is where the function around it is.
 
-The DWARF is read with pyelftools (:meth:`pysframe.elf.image.ElfImage.dwarf`), the line
-programs by :mod:`pysframe.elf.line_program` (flat arrays, not an object per row), and the DIE
-trees by :class:`_Dies`, whose walks always move forward and stop, with a warning in
+The DWARF is parsed by pyelftools' ``DWARFInfo`` (:func:`dwarf_info`: the ``.debug_*``
+sections as :class:`~pysframe.elf.reader.ElfReader` reads them, pyelftools reading no ELF),
+the line programs by :mod:`pysframe.elf.line_program` (flat arrays, not an object per row), and
+the DIE trees by :class:`_Dies`, whose walks always move forward and stop, with a warning in
 ``problems``, at a DIE they reach twice (a ``DW_AT_sibling`` pointing at its own DIE, back, or
 into another subtree).  Malformed DWARF gives no source for the addresses it covers, never an
 exception nor an endless walk.
@@ -22,14 +23,18 @@ exception nor an endless walk.
 from __future__ import annotations
 
 import bisect
+import io
 import itertools
 import os
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ElfError, SFrameError
 from .line_program import LineProgramHeader, line_rows
+from .reader import ElfReader, inflate
+from .relocation import relocated
 
 #: Names and files are bytes in pyelftools; they are decoded like file names.
 _TAGS_WITH_CODE = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine")
@@ -227,15 +232,12 @@ _UNIT_REFERENCES = frozenset(
 
 class SourceLines:
     """Source lines and inline chains of one ELF file's DWARF (a separate debug file, or the
-    file itself).  Keeps the file open: :meth:`close` it.  ``problems``: a line for each
+    file itself), its sections read once.  ``problems``: a line for each
     damage met that cost some addresses their source (a DIE walk stopped, ...)."""
 
     def __init__(self, path: str, problems: list[str] | None = None) -> None:
         self.path = path
         self.problems: list[str] = [] if problems is None else problems
-        from .image import ElfImage  # pyelftools reads the DWARF: imported when needed
-
-        self._image = ElfImage.open(path)
         self._dwarf: Any = None
         self._units: dict[int, _Unit | None] = {}
         #: The DIE walkers of units read only for a DIE's parent (by unit offset).
@@ -244,15 +246,13 @@ class SourceLines:
         self._ranges: list[tuple[int, int, int]] | None = None
         self._reach: list[int] = []
         self._aranges: Any = None
-        try:
-            self._dwarf = self._image.dwarf()
-            if self._dwarf is not None:
-                self._aranges = self._dwarf.get_aranges()
-        except Exception:  # malformed DWARF: no source lines from this file
-            self._dwarf = None
-
-    def close(self) -> None:
-        self._image.close()
+        with ElfReader.open(path) as image:
+            try:
+                self._dwarf = dwarf_info(image)
+                if self._dwarf is not None:
+                    self._aranges = self._dwarf.get_aranges()
+            except Exception:  # malformed DWARF: no source lines from this file
+                self._dwarf = None
 
     @property
     def available(self) -> bool:
@@ -474,10 +474,57 @@ def source_lines(path: str, problems: list[str] | None = None) -> SourceLines | 
         lines = SourceLines(path, problems)
     except SFrameError:
         return None
-    if not lines.available:
-        lines.close()
+    return lines if lines.available else None
+
+
+#: The sections pyelftools' DWARFInfo takes, by the names of its arguments (its ELFFile reads
+#: the same ones, ``get_dwarf_info``).
+_DWARF_SECTIONS = {
+    "debug_info_sec": ".debug_info", "debug_aranges_sec": ".debug_aranges",
+    "debug_abbrev_sec": ".debug_abbrev", "debug_str_sec": ".debug_str",
+    "debug_line_sec": ".debug_line", "debug_frame_sec": ".debug_frame",
+    "debug_loc_sec": ".debug_loc", "debug_ranges_sec": ".debug_ranges",
+    "debug_pubtypes_sec": ".debug_pubtypes", "debug_pubnames_sec": ".debug_pubnames",
+    "debug_addr_sec": ".debug_addr", "debug_str_offsets_sec": ".debug_str_offsets",
+    "debug_line_str_sec": ".debug_line_str", "debug_loclists_sec": ".debug_loclists",
+    "debug_rnglists_sec": ".debug_rnglists", "debug_sup_sec": ".debug_sup",
+    "gnu_debugaltlink_sec": ".gnu_debugaltlink", "debug_types_sec": ".debug_types",
+}  # fmt: skip
+
+
+def dwarf_info(image: ElfReader) -> Any:
+    """pyelftools' ``DWARFInfo`` of the DWARF sections of ``image``, or None without
+    ``.debug_info``.  The sections are read here: decompressed (``SHF_COMPRESSED``, or, as gdb
+    reads each one, ``.zdebug_*`` in the GNU form, whose contents start with ``ZLIB`` and the
+    size, big-endian u64), and in a relocatable object relocated
+    (:func:`pysframe.elf.relocation.relocated`); pyelftools parses the DWARF in them, lazily:
+    malformed DWARF raises when read."""
+    from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
+
+    def descriptor(name: str) -> DebugSectionDescriptor | None:
+        gnu = image.section(".z" + name[1:])
+        section = gnu or image.section(name)
+        if section is None:
+            return None
+        data = section.data()
+        if gnu is not None:
+            if data[:4] != b"ZLIB" or len(data) < 12:
+                raise ElfError("no ZLIB header", path=image.path, section=section.name)
+            (size,) = struct.unpack_from(">Q", data, 4)
+            data = inflate(data[12:], size, len(data), path=image.path, section=section.name)
+        data = relocated(image, section, data)
+        return DebugSectionDescriptor(io.BytesIO(data), name, section.offset, len(data),
+                                      section.address)
+
+    sections = {argument: descriptor(name) for argument, name in _DWARF_SECTIONS.items()}
+    if sections["debug_info_sec"] is None:
         return None
-    return lines
+    config = DwarfConfig(
+        little_endian=not image.big_endian,
+        machine_arch=image.machine_name,
+        default_address_size=image.elfclass // 8,
+    )
+    return DWARFInfo(config=config, eh_frame_sec=None, **sections)
 
 
-__all__ = ["SourceFrame", "SourceLines", "source_lines"]
+__all__ = ["SourceFrame", "SourceLines", "dwarf_info", "source_lines"]

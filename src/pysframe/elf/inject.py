@@ -38,7 +38,6 @@ from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
 from ..input import read_input
 from ..output import write_file
-from .image import ElfImage, ElfSection, ElfSegment
 from .layout import (
     DT_NULL,
     ELF_MAGIC,
@@ -73,6 +72,8 @@ from .layout import (
     shdr_struct,
     sym_dtype,
 )
+from .reader import ElfReader, ElfSection, ElfSegment
+from .symbols import read_symbol_table
 
 #: The section that keeps a lowered executable's original ELF header and program headers.
 ORIGINAL_HEADERS = ".pysframe.ehdr"
@@ -118,17 +119,17 @@ class InjectionPlan:
     file_shift: int = 0
 
 
-def _image(data: bytes) -> ElfImage:
+def _image(data: bytes) -> ElfReader:
     """``data`` opened as an ELF image whose header tables are whole and of the expected
     entry sizes."""
     if data[:4] != ELF_MAGIC:
         raise ElfError("not an ELF file")
-    image = ElfImage(_NAME, io.BytesIO(data))
+    image = ElfReader(_NAME, io.BytesIO(data))
     _check_tables(image, len(data))
     return image
 
 
-def _check_tables(image: ElfImage, file_size: int) -> None:
+def _check_tables(image: ElfReader, file_size: int) -> None:
     header = image.header
     if header.phnum and header.phentsize != phdr_struct(header.bits, header.big_endian).size:
         raise ElfError(f"unexpected program header size {header.phentsize}")
@@ -145,13 +146,13 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def _section_headers(image: ElfImage) -> list[ElfSection]:
+def _section_headers(image: ElfReader) -> list[ElfSection]:
     """The section headers as e_shnum counts them (none when it is 0: extended numbering,
     refused before anything is written, keeps them out)."""
     return image.sections() if image.header.shnum else []
 
 
-def _sframe_header(image: ElfImage) -> ElfSection | None:
+def _sframe_header(image: ElfReader) -> ElfSection | None:
     """The file's SFrame section header (by type, else by name), or None."""
     headers = _section_headers(image)
     by_type = next((h for h in headers if h.type == SHT_GNU_SFRAME), None)
@@ -176,7 +177,7 @@ def plan_injection(
 
 
 def _plan(
-    image: ElfImage, file_size: int, *, allow_existing: bool = False, replace: bool = False
+    image: ElfReader, file_size: int, *, allow_existing: bool = False, replace: bool = False
 ) -> InjectionPlan:
     if image.e_type not in (ET_EXEC, ET_DYN):
         raise ElfError("only executables and shared objects can get a loadable .sframe")
@@ -252,7 +253,7 @@ def _check_padding(padding: int, file_size: int, page: int) -> None:
         )
 
 
-def _address_checked(image: ElfImage, address: int) -> int:
+def _address_checked(image: ElfReader, address: int) -> int:
     if address >= 1 << (64 if image.elfclass == 64 else 32):
         raise ElfError("no address is left above the file's segments for a new one")
     return address
@@ -262,24 +263,19 @@ def _address_checked(image: ElfImage, address: int) -> int:
 _GAP_LIMIT = 16 << 20
 
 
-def _largest_dynamic_symbol(image: ElfImage) -> int:
+def _largest_dynamic_symbol(image: ElfReader) -> int:
     """The size of the largest dynamic symbol (up to 16 MiB), left free below the new
     segment: eu-elflint takes a dynamic relocation's offset plus its symbol's size as the
     bytes it writes, and calls a read-only segment within reach a text relocation."""
-    import numpy as np
-
     dynsym = next((s for s in _section_headers(image) if s.type == SHT_DYNSYM), None)
     if dynsym is None or dynsym.flags & SHF_COMPRESSED:
         return 0
-    dtype = sym_dtype(image.elfclass, image.big_endian)
     try:
-        data = image.section_data(dynsym)
+        table = read_symbol_table(image, dynsym)
     except ElfError:  # a damaged table: no gap (the injection itself decides about the file)
         return 0
-    symbols = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    sizes = symbols["size"]
-    sizes = sizes[sizes <= _GAP_LIMIT]
-    return int(sizes.max()) if len(sizes) else 0
+    sizes = [] if table is None else table.columns["size"]
+    return max((size for size in sizes if size <= _GAP_LIMIT), default=0)
 
 
 class _NoRoom(ElfError):
@@ -291,7 +287,7 @@ class _Unsafe(ElfError):
 
 
 def _lowering_for_table(
-    image: ElfImage, loads: list[ElfSegment], table_size: int, page: int
+    image: ElfReader, loads: list[ElfSegment], table_size: int, page: int
 ) -> int:
     """How many bytes (whole pages) the first PT_LOAD of an executable must be lowered by
     for the table to grow to ``table_size`` at e_phoff, or 0 when it cannot be."""
@@ -328,7 +324,7 @@ def _movable(section: ElfSection) -> bool:
 
 
 def _room_for_table(
-    image: ElfImage, segments: list[ElfSegment], file_size: int, table_size: int, page: int
+    image: ElfReader, segments: list[ElfSegment], file_size: int, table_size: int, page: int
 ) -> MovedSections | None:
     """What must move for the program header table to grow in place to ``table_size`` bytes.
 
@@ -386,7 +382,7 @@ def _room_for_table(
 
 
 def _check_table_can_grow(
-    image: ElfImage, segments: list[ElfSegment], file_size: int, old_end: int, new_end: int
+    image: ElfReader, segments: list[ElfSegment], file_size: int, old_end: int, new_end: int
 ) -> None:
     """_NoRoom when the table cannot grow to ``new_end`` whatever moves: its segment or the
     file ends first, the section header table follows it, or no section headers say what
@@ -456,7 +452,7 @@ def _moved_segments(segments: list[ElfSegment], start: int, end: int) -> tuple[i
     return tuple(moved)
 
 
-def new_section_address(image: ElfImage) -> int:
+def new_section_address(image: ElfReader) -> int:
     """The address :func:`inject_sframe` gives the ``.sframe`` section of ``image``."""
     _check_tables(image, image.file_size)
     try:
@@ -482,7 +478,7 @@ def inject_sframe(
 
 
 def _inject(
-    image: ElfImage, data: bytes, sframe: bytes, plan: InjectionPlan | None, replace: bool
+    image: ElfReader, data: bytes, sframe: bytes, plan: InjectionPlan | None, replace: bool
 ) -> bytearray:
     """The new file's bytes (a bytearray: the caller writes it without another copy): the
     grown program header table, the moved block and the SFrame data appended, the moved
@@ -597,7 +593,7 @@ def _patch_moved(
 
 
 def _write_section_headers(
-    image: ElfImage,
+    image: ElfReader,
     headers: list[ElfSection],
     out: bytearray,
     plan: InjectionPlan,

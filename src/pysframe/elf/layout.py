@@ -17,16 +17,18 @@ in the file's byte order (``e_ident[EI_DATA]``) and class (``e_ident[EI_CLASS]``
   pointer-authentication masks (NT_ARM_PAC_MASK) and the s390x floating-point registers
   (NT_PRFPREG).
 
-pyelftools parses files for reading; these declarations serve what it does not: writing
-headers (injection), sizing an image from its header (a vDSO read from memory) and notes.
+:mod:`pysframe.elf.reader` reads files with them, :mod:`pysframe.elf.inject` writes headers
+with them, and the unwinder sizes an image from its header (a vDSO read from memory).
 """
 
 from __future__ import annotations
 
 import struct
+import sys
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import ElfError
 
@@ -38,6 +40,11 @@ ELFDATA2LSB, ELFDATA2MSB = 1, 2
 ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
 EM_386, EM_S390, EM_ARM, EM_X86_64, EM_AARCH64, EM_RISCV = 3, 22, 40, 62, 183, 243
 EM_PPC, EM_PPC64 = 20, 21
+#: e_machine as the gABI names it, without ``EM_``, for the machines named here.
+MACHINE_NAMES = {
+    EM_386: "386", EM_S390: "S390", EM_ARM: "ARM", EM_X86_64: "X86_64", EM_AARCH64: "AARCH64",
+    EM_RISCV: "RISCV", EM_PPC: "PPC", EM_PPC64: "PPC64",
+}  # fmt: skip
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 0, 1, 2, 4, 8, 9, 11
 SHT_NOTE = 7
 SHT_DYNAMIC = 6
@@ -184,14 +191,14 @@ def unpack_chdr(data: bytes, bits: int, big_endian: bool) -> tuple[int, int, int
 # -- program and section headers ---------------------------------------------------------------
 
 #: Struct codes of a program header per class, and the fields in that order (named as the
-#: attributes of :class:`pysframe.elf.image.ElfSegment`).
+#: attributes of :class:`pysframe.elf.reader.ElfSegment`).
 PHDR_FIELDS: dict[int, str] = {32: "IIIIIIII", 64: "IIQQQQQQ"}
 PHDR_NAMES: dict[int, tuple[str, ...]] = {
     32: ("type", "offset", "vaddr", "paddr", "filesz", "memsz", "flags", "align"),
     64: ("type", "flags", "offset", "vaddr", "paddr", "filesz", "memsz", "align"),
 }
 #: Struct codes of a section header per class, and its fields (named as the attributes of
-#: :class:`pysframe.elf.image.ElfSection`; ``name_offset`` is sh_name).
+#: :class:`pysframe.elf.reader.ElfSection`; ``name_offset`` is sh_name).
 SHDR_FIELDS: dict[int, str] = {32: "IIIIIIIIII", 64: "IIQQQQIIQQ"}
 SHDR_NAMES = (
     "name_offset",
@@ -280,22 +287,6 @@ SYM_NAMES: dict[int, tuple[str, ...]] = {
 }
 
 
-#: Byte offset of each field of a symbol, per class.
-SYM_AT: dict[int, dict[str, int]] = {
-    bits: {
-        name: struct.calcsize("<" + SYM_FIELDS[bits][:index])
-        for index, name in enumerate(SYM_NAMES[bits])
-    }
-    for bits in (32, 64)
-}
-
-
-@cache
-def sym_struct(bits: int, big_endian: bool) -> struct.Struct:
-    """A symbol of class ``bits``, fields in :data:`SYM_NAMES` order."""
-    return struct.Struct(byte_order(big_endian) + SYM_FIELDS[bits])
-
-
 def sym_dtype(bits: int, big_endian: bool) -> Any:
     """The numpy dtype of a symbol: fields ``f0``.. in :data:`SYM_FIELDS` order, titled with
     :data:`SYM_NAMES` (``entries["value"]`` is ``entries["f4"]`` in a 64-bit table); numpy is
@@ -319,27 +310,39 @@ RELOCATION_FIELDS: dict[tuple[int, bool], str] = {
 R_INFO_SHIFT: dict[int, int] = {32: 8, 64: 32}
 
 
-@cache
-def rela64_struct(big_endian: bool) -> struct.Struct:
-    """An Elf64_Rela: r_offset, r_info, r_addend."""
-    return struct.Struct(byte_order(big_endian) + RELA64_FIELDS)
+def table_columns(
+    data: bytes, fields: str, names: tuple[str, ...], big_endian: bool
+) -> dict[str, Sequence[int]]:
+    """The whole entries of a table of struct-coded ``fields`` (symbols, relocations...) in
+    ``data``, one column per field of ``names``, read without numpy: in the machine's byte
+    order, each field whose offset is a multiple of its size is cut from the bytes
+    (memoryview casts, no step in Python per entry); else the entries are unpacked."""
+    layout = struct.Struct(byte_order(big_endian) + fields)
+    count = len(data) // layout.size
+    whole = memoryview(data)[: count * layout.size]
+    if big_endian == (sys.byteorder == "big"):
+        out: dict[str, Sequence[int]] = {}
+        for name, code, at in zip(names, fields, _offsets(fields), strict=True):
+            size = struct.calcsize(code)
+            if at % size or layout.size % size:
+                break
+            column = whole if size == 1 else whole.cast(_INTEGERS[code])
+            out[name] = column[at // size :: layout.size // size]
+        else:
+            return out
+    unpacked = list(zip(*layout.iter_unpack(whole), strict=True)) or [()] * len(names)
+    return dict(zip(names, unpacked, strict=True))
 
 
-def relocation_dtype(bits: int, big_endian: bool, addend: bool) -> Any:
-    """The numpy dtype of a REL (``addend`` False) or RELA entry of class ``bits``:
-    ``offset``, ``info`` and, for RELA, ``addend``."""
-    names = ("offset", "info", "addend") if addend else ("offset", "info")
-    return _dtype(RELOCATION_FIELDS[bits, addend], names, big_endian)
+#: The struct codes of integers, as memoryview.cast takes them.
+_INTEGERS: dict[str, Literal["B", "H", "I", "Q", "b", "h", "i", "q"]] = {
+    "B": "B", "H": "H", "I": "I", "Q": "Q", "b": "b", "h": "h", "i": "i", "q": "q",
+}  # fmt: skip
 
 
-def rela64_dtype(big_endian: bool) -> Any:
-    """The numpy dtype of an Elf64_Rela: ``offset``, ``info``, ``addend``."""
-    return relocation_dtype(64, big_endian, addend=True)
-
-
-def dyn64_dtype(big_endian: bool) -> Any:
-    """The numpy dtype of an Elf64_Dyn (:data:`DYN64_FIELDS`): ``tag``, ``value``."""
-    return _dtype(DYN64_FIELDS, ("tag", "value"), big_endian)
+def _offsets(fields: str) -> list[int]:
+    """The byte offset of each struct-coded field (none packed: the codes align nothing)."""
+    return [struct.calcsize("<" + fields[:index]) for index in range(len(fields))]
 
 
 def _dtype(fields: str, names: tuple[str, ...], big_endian: bool) -> Any:

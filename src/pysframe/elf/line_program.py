@@ -6,21 +6,21 @@ op_index, file, line, ...) are appended to the line table as a row at each speci
 file, line, end of sequence), never as an object per row: a program of two million rows costs
 tens of MB, not a GB.
 
-* :func:`line_rows` decodes a program in bulk: each run of consecutive special opcodes (one
-  byte each, most of a program) is decoded at once with numpy, the other opcodes one by one.
-* :func:`line_rows_reference` decodes it one opcode at a time, the reference the bulk path is
-  tested against.
+:func:`line_rows` decodes a program: each long run of consecutive special opcodes (one byte
+each, most of a program) is decoded at once with numpy, the other opcodes one by one.
 
 As gdb (``dwarf_decode_lines_1``) and unlike pyelftools, an unknown standard opcode skips the
 operands ``standard_opcode_lengths`` gives it, an extended opcode always ends where its length
 says, and ``maximum_operations_per_instruction`` 0 is taken as 1.  Addresses and lines wrap
 at 64 bits, as the registers of a reader in C do.  The header itself is parsed by pyelftools
-(:meth:`pysframe.elf.image.ElfImage.dwarf`).
+(:func:`pysframe.elf.dwarf_lines.dwarf_info`).
 """
 
 from __future__ import annotations
 
+import os
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -109,15 +109,145 @@ class LineRows:
         return len(self.addresses)
 
 
-def line_rows(program: bytes, header: LineProgramHeader) -> LineRows:
-    """The rows of the line program ``program`` (its bytes after the header), runs of special
-    opcodes decoded with numpy; ElfError when it is malformed."""
-    return _decode(program, header, bulk=True)
+@dataclass(frozen=True, slots=True)
+class LineProgram:
+    """A line-number program as its header gives it (DWARF 5 6.2.4): the state machine's
+    parameters, the directory and file tables as stored (DWARF 5: entry 0 is the
+    compilation's; earlier versions number both from 1), and the opcodes."""
+
+    version: int
+    header: LineProgramHeader
+    directories: list[str]
+    #: (name, directory index) of each file entry.
+    files: list[tuple[str, int]]
+    code: bytes
 
 
-def line_rows_reference(program: bytes, header: LineProgramHeader) -> LineRows:
-    """:func:`line_rows`, one opcode at a time."""
-    return _decode(program, header, bulk=False)
+# Content types of DWARF 5 directory and file entries (7.22, table 7.27) and the forms they
+# may take (table 7.6).
+_DW_LNCT_path, _DW_LNCT_directory_index = 0x1, 0x2
+_FORM_SIZES = {0x0B: 1, 0x05: 2, 0x06: 4, 0x07: 8, 0x1E: 16, 0x0C: 1}  # data1/2/4/8/16, flag
+_DW_FORM_string, _DW_FORM_udata, _DW_FORM_block = 0x08, 0x0F, 0x09
+_DW_FORM_strp, _DW_FORM_line_strp = 0x0E, 0x1F
+
+
+def read_line_program(
+    data: bytes,
+    offset: int,
+    *,
+    address_size: int,
+    big_endian: bool,
+    string: Callable[[int, int], str],
+) -> LineProgram:
+    """The line-number program at ``offset`` of ``.debug_line`` (versions 2 to 5), read as
+    BFD reads it (bfd/dwarf2.c ``decode_line_info``): the opcodes start right after the file
+    table and end with the unit.  ``string(form, offset)`` reads a DW_FORM_strp or
+    DW_FORM_line_strp name; ``address_size`` is the compilation unit's.  ElfError when the
+    header does not fit."""
+    order: Literal["big", "little"] = "big" if big_endian else "little"
+    end = len(data)
+    try:
+        length = int.from_bytes(data[offset : offset + 4], order)
+        pos, offset_size = offset + 4, 4
+        if length == 0xFFFFFFFF:
+            length = int.from_bytes(data[pos : pos + 8], order)
+            pos, offset_size = pos + 8, 8
+        if length > end - pos:
+            raise ElfError(f"line program of {length:#x} bytes runs past the section", offset,
+                           section=_SECTION)  # fmt: skip
+        end = pos + length
+        version = int.from_bytes(data[pos : pos + 2], order)
+        pos += 2
+        if not 2 <= version <= 5:
+            raise ElfError(f"line program of version {version}", offset, section=_SECTION)
+        if version >= 5:
+            pos += 2  # address_size, segment_selector_size
+        pos += offset_size  # header_length
+        min_length = data[pos]
+        pos += 1
+        max_ops = 1
+        if version >= 4:
+            max_ops = data[pos]
+            pos += 1
+        line_base = data[pos + 1] - (256 if data[pos + 1] >= 128 else 0)  # after default_is_stmt
+        line_range, opcode_base = data[pos + 2], data[pos + 3]
+        pos += 4
+        lengths = tuple(data[pos : pos + max(0, opcode_base - 1)])
+        pos += max(0, opcode_base - 1)
+        directories: list[str] = []
+        files: list[tuple[str, int]] = []
+        if version >= 5:
+            for table in (directories, files):
+                entries, pos = _formatted_entries(data, pos, end, order, offset_size, string)
+                if table is directories:
+                    directories += [name for name, _ in entries]
+                else:
+                    files += entries
+        else:
+            while data[pos]:
+                name_end = data.index(b"\0", pos, end)
+                directories.append(os.fsdecode(data[pos:name_end]))
+                pos = name_end + 1
+            pos += 1
+            while data[pos]:
+                name_end = data.index(b"\0", pos, end)
+                name = os.fsdecode(data[pos:name_end])
+                directory, pos = read_uleb(data, name_end + 1, end)
+                for _ in range(2):  # mtime, length
+                    _, pos = read_uleb(data, pos, end)
+                files.append((name, directory))
+            pos += 1
+    except (IndexError, ValueError):
+        raise ElfError("line program header runs past its end", offset,
+                       section=_SECTION) from None  # fmt: skip
+    header = LineProgramHeader(min_length, max_ops, line_base, line_range, opcode_base, lengths,
+                               address_size, big_endian)  # fmt: skip
+    return LineProgram(version, header, directories, files, data[pos:end])
+
+
+def _formatted_entries(
+    data: bytes, pos: int, end: int, order: Literal["big", "little"], offset_size: int,
+    string: Callable[[int, int], str],
+) -> tuple[list[tuple[str, int]], int]:
+    """DWARF 5 directory or file entries (6.2.4.1): the format (content type, form pairs),
+    then the entries; each as (path, directory index).  IndexError when they run past."""
+    count = data[pos]
+    pos += 1
+    formats = []
+    for _ in range(count):
+        kind, pos = read_uleb(data, pos, end)
+        form, pos = read_uleb(data, pos, end)
+        formats.append((kind, form))
+    entries, pos = read_uleb(data, pos, end)
+    out = []
+    for _ in range(min(entries, end - pos)):
+        name, directory = "", 0
+        for kind, form in formats:
+            value: int | str
+            if form == _DW_FORM_string:
+                name_end = data.index(b"\0", pos, end)
+                value, pos = os.fsdecode(data[pos:name_end]), name_end + 1
+            elif form in (_DW_FORM_strp, _DW_FORM_line_strp):
+                value = string(form, int.from_bytes(data[pos : pos + offset_size], order))
+                pos += offset_size
+            elif form == _DW_FORM_udata:
+                value, pos = read_uleb(data, pos, end)
+            elif form == _DW_FORM_block:
+                size, pos = read_uleb(data, pos, end)
+                value, pos = 0, pos + size
+            elif form in _FORM_SIZES:
+                value = int.from_bytes(data[pos : pos + _FORM_SIZES[form]], order)
+                pos += _FORM_SIZES[form]
+            else:
+                raise ElfError(f"line table entry of form {form:#x}", pos, section=_SECTION)
+            if kind == _DW_LNCT_path and isinstance(value, str):
+                name = value
+            elif kind == _DW_LNCT_directory_index and isinstance(value, int):
+                directory = value
+        if pos > end:
+            raise IndexError(pos)
+        out.append((name, directory))
+    return out, pos
 
 
 class _Out:
@@ -155,8 +285,13 @@ class _Out:
         )
 
 
-def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRows:
-    """The state machine of DWARF 5 6.2.5.  Over 80 lines: one loop over the opcodes, each
+def line_rows(program: bytes, header: LineProgramHeader, first_file: int = 1) -> LineRows:
+    """The rows of the line program ``program`` (its bytes after the header), long runs of
+    special opcodes decoded with numpy; ElfError when it is malformed.  ``first_file``: the
+    file register at the start of each sequence (1, as DWARF says; BFD starts DWARF 5
+    sequences at file 0).
+
+    The state machine of DWARF 5 6.2.5.  Over 80 lines: one loop over the opcodes, each
     branch the few lines its opcode's rule takes (6.2.5.1-6.2.5.3), which read best together."""
     import numpy as np
 
@@ -168,11 +303,16 @@ def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRow
     order: Literal["big", "little"] = "big" if header.big_endian else "little"
     out = _Out()
     defined: list[tuple[bytes, int]] = []
-    address, op_index, file, line = 0, 0, 1, 1
+    address, op_index, file, line = 0, 0, first_file, 1
     size = len(program)
     # Where each long run of special opcodes ends: at the next byte below opcode_base (found
     # for the whole program at the first long run).
     others: np.ndarray | None = None
+    # Special opcode N moves the address and the line by these (6.2.5.1).
+    address_steps = [(n - base) // line_range * min_length for n in range(256)]
+    line_steps = [line_base + (n - base) % line_range for n in range(256)]
+    add_address, add_file = out.addresses.append, out.files.append
+    add_line, add_end = out.lines.append, out.ends.append
 
     def advance(operations: int) -> None:
         nonlocal address, op_index
@@ -189,7 +329,16 @@ def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRow
             if opcode >= base:
                 # A run of special opcodes: each one byte, no operands.  Long runs at once.
                 run_end = pos + 1
-                if bulk and max_ops == 1:
+                if max_ops == 1 and (run_end == size or program[run_end] < base):
+                    address += address_steps[opcode]  # alone (most are): from the tables
+                    line += line_steps[opcode]
+                    add_address(address & _MASK)
+                    add_file(file)
+                    add_line(line & _MASK)
+                    add_end(0)
+                    pos = run_end
+                    continue
+                if max_ops == 1:
                     while run_end < size and run_end - pos < _RUN and program[run_end] >= base:
                         run_end += 1
                     if run_end - pos == _RUN:
@@ -207,6 +356,16 @@ def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRow
                         address, line = int(addresses[-1]), int(lines[-1])
                         pos = run_end
                         continue
+                if max_ops == 1:  # each special opcode's steps, from tables
+                    for special in program[pos:run_end]:
+                        address += address_steps[special]
+                        line += line_steps[special]
+                        add_address(address & _MASK)
+                        add_file(file)
+                        add_line(line & _MASK)
+                        add_end(0)
+                    pos = run_end
+                    continue
                 for special in program[pos:run_end]:
                     adjusted = special - base
                     advance(adjusted // line_range)
@@ -223,7 +382,7 @@ def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRow
                 extended = program[pos]
                 if extended == DW_LNE_end_sequence:
                     out.row(address, file, line, True)
-                    address, op_index, file, line = 0, 0, 1, 1
+                    address, op_index, file, line = 0, 0, first_file, 1
                 elif extended == DW_LNE_set_address:
                     if pos + 1 + header.address_size > end:
                         raise ElfError("DW_LNE_set_address too short", pos, section=_SECTION)
@@ -237,6 +396,13 @@ def _decode(program: bytes, header: LineProgramHeader, *, bulk: bool) -> LineRow
                     directory, _ = read_uleb(program, name_end + 1, end)
                     defined.append((program[pos + 1 : name_end], directory))
                 pos = end  # DW_LNE_set_discriminator and unknown ones: skipped
+            elif opcode == DW_LNS_set_column:  # the commonest: one ULEB, mostly one byte
+                if program[pos] < 0x80:
+                    pos += 1
+                else:
+                    _, pos = read_uleb(program, pos, size)
+            elif opcode == DW_LNS_negate_stmt:
+                pass
             elif opcode == DW_LNS_copy:
                 out.row(address, file, line, False)
             elif opcode == DW_LNS_advance_pc:
@@ -314,4 +480,10 @@ def _run_end(others: np.ndarray, pos: int, size: int) -> int:
     return int(others[following]) if following < len(others) else size
 
 
-__all__ = ["LineProgramHeader", "LineRows", "line_rows", "line_rows_reference"]
+__all__ = [
+    "LineProgram",
+    "LineProgramHeader",
+    "LineRows",
+    "line_rows",
+    "read_line_program",
+]

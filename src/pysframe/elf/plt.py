@@ -22,10 +22,8 @@ its entry.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable, Sequence
-from itertools import compress
-from typing import TYPE_CHECKING
+import itertools
+from collections.abc import Callable, Iterable
 
 from ..errors import ElfError
 from .layout import (
@@ -39,18 +37,11 @@ from .layout import (
     SHT_DYNSYM,
     SHT_PROGBITS,
     SHT_RELA,
-    SYM_NAMES,
     dyn64_struct,
-    rela64_dtype,
-    rela64_struct,
-    sym_dtype,
-    sym_struct,
 )
 from .reader import ElfReader, ElfSection
-from .symbols import SymbolRecord, check_name_bytes, name_between, name_end, symbol_names
-
-if TYPE_CHECKING:
-    import numpy as np
+from .relocation import relocation_columns
+from .symbols import SymbolRecord, read_symbol_table, symbol_names
 
 #: The sections that hold PLT entries (GNU ld; .plt.bnd is the MPX name of .plt.sec).
 PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got", ".plt.bnd")
@@ -60,18 +51,17 @@ _JMP_RIP = b"\xff\x25"  # jmp *disp32(%rip)
 _LARL_R1 = b"\xc0\x10"  # larl %r1, PC + 2 * imm32
 
 
-def plt_symbols(image: ElfReader, *, scalar: bool = False) -> list[SymbolRecord]:
+def plt_symbols(image: ElfReader) -> list[SymbolRecord]:
     """The ``NAME@plt`` symbols of ``image``'s PLT entries (empty for other machines, and for
-    files without section headers).  ``scalar``: read the relocations and dynamic symbols
-    without numpy (the reference path, for callers that must start fast)."""
+    files without section headers)."""
     if image.elfclass != 64:
         return []
     if image.machine == EM_X86_64:
-        return _slot_symbols(image, _x86_64_slot, 16, scalar)
+        return _slot_symbols(image, _x86_64_slot, 16)
     if image.machine == EM_S390:
-        return _slot_symbols(image, _s390x_slot, 32, scalar)
+        return _slot_symbols(image, _s390x_slot, 32)
     if image.machine == EM_AARCH64:
-        return _aarch64_symbols(image, scalar)
+        return _aarch64_symbols(image)
     return []
 
 
@@ -79,7 +69,6 @@ def _slot_symbols(
     image: ElfReader,
     slot_of: Callable[[bytes, int], int | None],
     default_size: int,
-    scalar: bool,
 ) -> list[SymbolRecord]:
     """The entries of the PLT sections (``sh_entsize`` bytes, else ``default_size``) whose
     code ``slot_of`` finds a GOT slot in, named after the slot's relocation."""
@@ -96,9 +85,8 @@ def _slot_symbols(
     if not entries:
         return []
     names: dict[int, str] = {}
-    relocation_names = _relocation_names_scalar if scalar else _relocation_names
     for section in _dynamic_relocation_sections(image):
-        names.update(relocation_names(image, section, {slot for _a, _s, slot in entries}))
+        names.update(_relocation_names(image, section, {slot for _a, _s, slot in entries}))
     return [
         SymbolRecord(address, size, f"{names[slot]}@plt")
         for address, size, slot in entries
@@ -132,15 +120,14 @@ def _address(slot: int) -> int | None:
     return slot if 0 <= slot < 1 << 64 else None
 
 
-def _aarch64_symbols(image: ElfReader, scalar: bool) -> list[SymbolRecord]:
+def _aarch64_symbols(image: ElfReader) -> list[SymbolRecord]:
     plt = image.section(".plt")
     relocations = image.section(".rela.plt")
     if plt is None or relocations is None or relocations not in _dynamic_relocation_sections(image):
         return []
     tags = _dynamic_tags(image)
     size = 24 if tags & {DT_AARCH64_BTI_PLT, DT_AARCH64_PAC_PLT} else 16
-    relocation_names = _relocation_names_scalar if scalar else _relocation_names
-    names = list(relocation_names(image, relocations).values())
+    names = list(_relocation_names(image, relocations).values())
     return [
         SymbolRecord(plt.address + _AARCH64_PLT0 + i * size, size, f"{name}@plt")
         for i, name in enumerate(names)
@@ -171,55 +158,22 @@ def _relocation_names(
     image: ElfReader, section: ElfSection, slots: set[int] | None = None
 ) -> dict[int, str]:
     """Per relocated address (in the section's order; only ``slots`` when given), the name
-    BFD gives the PLT entry whose slot it is, without ``@plt``."""
-    import numpy as np
-
-    rela = rela64_dtype(image.big_endian)
-    data = section.data()
-    entries = np.frombuffer(data, dtype=rela, count=len(data) // rela.itemsize)
+    BFD gives the PLT entry whose slot it is, without ``@plt``: the relocation's symbol, with
+    its addend; without a symbol, ``*ABS*`` and the addend."""
+    entries = relocation_columns(image, section)
+    offsets, infos, addends = entries["offset"], entries["info"], entries["addend"]
+    chosen: Iterable[int] = range(len(offsets))
     if slots is not None:
-        entries = entries[np.isin(entries["offset"], np.array(sorted(slots), dtype=np.uint64))]
-    if not len(entries):
-        return {}
-    symbols = _dynamic_symbol_names(image, section.link, entries["info"] >> np.uint64(32))
-    return _entry_names(entries.tolist(), symbols)
-
-
-def _relocation_names_scalar(
-    image: ElfReader, section: ElfSection, slots: set[int] | None = None
-) -> dict[int, str]:
-    """:func:`_relocation_names` without numpy."""
-    rela = rela64_struct(image.big_endian)
-    data = section.data()
-    count = len(data) // rela.size
-    if image.big_endian == (sys.byteorder == "big"):
-        # The machine's own byte order: the r_offset column straight from the bytes, and the
-        # relocations of the slots asked for chosen without a Python step per relocation.
-        offsets = memoryview(data)[: count * rela.size].cast("Q")[0::3].tolist()
-        chosen: Iterable[int] = range(count)
-        if slots is not None:
-            chosen = compress(chosen, map(slots.__contains__, offsets))
-        entries = [rela.unpack_from(data, i * rela.size) for i in chosen]
-    else:
-        entries = [
-            entry for entry in rela.iter_unpack(data[: count * rela.size])
-            if slots is None or entry[0] in slots
-        ]  # fmt: skip
-    if not entries:
-        return {}
-    indexes = [info >> 32 for _, info, _ in entries]
-    return _entry_names(entries, _dynamic_symbol_names_scalar(image, section.link, indexes))
-
-
-def _entry_names(entries: Sequence[tuple[int, int, int]], symbols: Sequence[str]) -> dict[int, str]:
-    """Per relocated address, in the relocations' order, the name BFD gives the PLT entry whose
-    slot it is (the relocation's symbol, with its addend), without ``@plt``."""
+        chosen = itertools.compress(chosen, map(slots.__contains__, offsets))
+    picked = list(chosen)
+    symbols = _dynamic_symbol_names(image, section.link, [infos[i] >> 32 for i in picked])
     names: dict[int, str] = {}
-    for (offset, info, addend), name in zip(entries, symbols, strict=True):
-        if info >> 32:
-            names[offset] = f"{name}+{addend:#x}" if addend else name
+    for i, name in zip(picked, symbols, strict=True):
+        addend = addends[i]
+        if infos[i] >> 32:
+            names[offsets[i]] = f"{name}+{addend:#x}" if addend else name
         else:
-            names[offset] = f"*ABS*+{addend:#x}"
+            names[offsets[i]] = f"*ABS*+{addend:#x}"
     return names
 
 
@@ -233,52 +187,15 @@ def _dynamic_tags(image: ElfReader) -> set[int]:
     return {tag for tag, _ in entry.iter_unpack(data[: len(data) - len(data) % entry.size])}
 
 
-def _dynamic_symbol_names(image: ElfReader, link: int, indexes: np.ndarray) -> list[str]:
+def _dynamic_symbol_names(image: ElfReader, link: int, indexes: list[int]) -> list[str]:
     """The names (without a version) of the symbols at ``indexes`` of the table at section
-    ``link``; empty for an index past its end (read in bulk: :func:`symbol_names`)."""
-    import numpy as np
-
-    table, strings_section = _dynamic_tables(image, link)
-    dtype = sym_dtype(image.elfclass, image.big_endian)
-    data = table.data()
-    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    strings = strings_section.data()
-    inside = indexes < len(entries)
-    offsets = np.full(len(indexes), len(strings), dtype=np.int64)  # past the end: ""
-    offsets[inside] = entries["name"][indexes[inside].astype(np.int64)]
+    ``link``; empty for an index past its end."""
+    table = read_symbol_table(image, image.sections()[link])
+    if table is None:  # the caller found a SHT_DYNSYM section there
+        raise ElfError("is no symbol table", path=image.path, section=image.sections()[link].name)
+    offsets, past = table.columns["name"], len(table.strings)  # past the end: ""
+    named = [offsets[i] if i < len(offsets) else past for i in indexes]
     try:
-        return symbol_names(strings, offsets, section=strings_section.name)
+        return symbol_names(table.strings, named, section=table.table)
     except ElfError as error:
         raise error.at(path=image.path) from None
-
-
-def _dynamic_tables(image: ElfReader, link: int) -> tuple[ElfSection, ElfSection]:
-    """The symbol table at section ``link`` and its string table; ElfError when it links to
-    no section."""
-    sections = image.sections()
-    table = sections[link]
-    if not 0 < table.link < len(sections):
-        raise ElfError(
-            f"links to no string table ({table.link})", path=image.path, section=table.name
-        )
-    return table, sections[table.link]
-
-
-def _dynamic_symbol_names_scalar(image: ElfReader, link: int, indexes: Sequence[int]) -> list[str]:
-    """:func:`_dynamic_symbol_names` without numpy (names bounded by
-    :func:`~pysframe.elf.symbols.check_name_bytes`)."""
-    table, strings_section = _dynamic_tables(image, link)
-    entry = sym_struct(image.elfclass, image.big_endian)
-    name_at = SYM_NAMES[image.elfclass].index("name")
-    data = table.data()
-    count = len(data) // entry.size
-    strings = strings_section.data()
-    offsets = [
-        entry.unpack_from(data, index * entry.size)[name_at] if index < count else len(strings)
-        for index in indexes
-    ]  # past the end: ""
-    try:
-        check_name_bytes(strings, offsets, section=strings_section.name)
-    except ElfError as error:
-        raise error.at(path=image.path) from None
-    return [name_between(strings, start, name_end(strings, start)) for start in offsets]

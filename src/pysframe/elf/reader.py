@@ -1,26 +1,25 @@
-"""ELF files read with struct alone: headers, section and program header tables, section
-contents, notes, build ID.
+"""ELF files read with struct: headers, section and program header tables, section contents,
+notes, build ID.
 
-:class:`ElfReader` reads what the layouts of :mod:`pysframe.elf.layout` declare, without
-pyelftools, so that opening a file costs a few reads (``pysframe stack`` opens every file a
-process maps).  :class:`pysframe.elf.image.ElfImage`, the reader every command uses, is an
-ElfReader whose tables and section contents come from pyelftools, the reference: what both
-give is one code (this module's), and tests/test_elf_reader.py holds the two equal on real
-files and damaged ones.
+:class:`ElfReader` is how pysframe reads an ELF file, for every command and the unwinder
+alike: the layouts of :mod:`pysframe.elf.layout`, read with struct, so that opening a file
+costs a few reads (``pysframe stack`` opens every file a process maps).  Every failure raises
+:class:`pysframe.errors.ElfError` naming the file; a header may claim any size, so every read
+is checked against the file's size first.
 
-Where the reference refuses a file, this reader refuses it too, with its own message (it may
-refuse more): a caller that must say exactly what the reference says about a damaged file
-opens it again with ElfImage when this reader raises.  The reference's refusals it mirrors:
+pyelftools is the oracle it is tested against (tests/test_elf_reader.py: the same headers,
+sections, segments and contents on real files and damaged ones).  Where pyelftools refuses a
+file, this reader refuses it too, with its own message:
 
 * section headers (pyelftools ``ELFFile``): a table past the end of the file or with entries
   smaller than the class's; with ``e_shnum`` 0 the count is section 0's ``sh_size``, with
   ``e_shstrndx`` SHN_XINDEX the name table's index section 0's ``sh_link``; the name table's
   header must lie in the file; names are read from the file up to their NUL, wherever it is
   (a name without one is empty);
-* a section's contents (pyelftools' section classes): a symbol table needs a non-zero
-  ``sh_entsize`` dividing its size and a string table at ``sh_link``; a relocation table
-  entries of its class's size; ``.dynamic`` a string table, NOBITS or NULL section at
-  ``sh_link``; other special types (hash tables, versions...) are not read here;
+* a section's contents, for the types pysframe reads entry by entry: a symbol table needs a
+  non-zero ``sh_entsize`` dividing its size and a string table at ``sh_link``; a relocation
+  table entries of its class's size; ``.dynamic`` a string table, NOBITS or NULL section at
+  ``sh_link``;
 * with ``e_phnum`` PN_XNUM the count is section 0's ``sh_info``.
 """
 
@@ -54,6 +53,7 @@ from .layout import (
     EM_S390,
     EM_X86_64,
     ET_REL,
+    MACHINE_NAMES,
     NOTE_HEADER_SIZE,
     NT_GNU_BUILD_ID,
     PF_X,
@@ -178,14 +178,6 @@ MAX_DECOMPRESSED = 512 << 20
 _DIGEST_CHUNK = 1 << 20
 #: What reading a damaged file raises below this module's checks.
 _STRUCT_ERRORS = (struct.error, OverflowError, ValueError, LookupError, EOFError, OSError)
-#: Section types whose contents the reference reads through classes that check more than
-#: this reader does: SHT_HASH, SHT_SYMTAB_SHNDX, SHT_RELR, SHT_SUNW_LDYNSYM, SHT_GNU_HASH,
-#: SHT_SUNW_syminfo, the GNU version sections, the ARM and RISC-V attributes (pyelftools'
-#: ``ELFFile._make_section``): not read here.
-_UNREAD_TYPES = frozenset(
-    {5, 18, 19, 0x6FFFFFF3, 0x6FFFFFF6, 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF, 0x70000003}
-)
-
 
 def is_elf_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file that starts with the ELF magic (False if it cannot
@@ -241,13 +233,6 @@ class ElfReader:
             raise ElfError("not an ELF file", path=name)
         return cls(name, io.BytesIO(data))
 
-    def reopened_file(self) -> BinaryIO:
-        """Another file object reading the same bytes (the same file again, or a copy of the
-        bytes in memory), for a second reader."""
-        if isinstance(self._file, io.BytesIO):
-            return io.BytesIO(self._file.getvalue())
-        return open_input(self.path)
-
     def close(self) -> None:
         self._file.close()
 
@@ -290,6 +275,12 @@ class ElfReader:
         if self.machine == EM_S390 and self.elfclass == 64:
             return Abi.S390X_ENDIAN_BIG
         return None
+
+    @property
+    def machine_name(self) -> str:
+        """The machine as the gABI names it, without ``EM_`` (``X86_64``, ``AARCH64``...);
+        its number for the machines :data:`~pysframe.elf.layout.MACHINE_NAMES` does not name."""
+        return MACHINE_NAMES.get(self.machine, str(self.machine))
 
     @property
     def file_format(self) -> str:
@@ -509,11 +500,9 @@ class ElfReader:
         return self.read(section.offset, section.size)
 
     def _check_readable(self, section: ElfSection) -> None:
-        """ElfError where the reference reader refuses the contents of ``section`` (see the
-        module's docstring)."""
+        """ElfError when the header of ``section``, of a type read entry by entry, does not fit
+        its type (see the module's docstring)."""
         kind = section.type
-        if kind in _UNREAD_TYPES:
-            raise ElfError(f"sections of type {kind:#x} are not read here", section=section.name)
         why = None
         if kind in (SHT_SYMTAB, SHT_DYNSYM):
             if not section.entsize or section.size % section.entsize:
@@ -541,38 +530,19 @@ class ElfReader:
 
     def _decompressed(self, section: ElfSection) -> bytes:
         """A SHF_COMPRESSED section's contents (gABI "Compressed Sections"), decompressed
-        within a bound: at most :data:`MAX_EXPANSION` times the compressed size plus 1 MiB,
-        and never more than :data:`MAX_DECOMPRESSED` bytes, so a small bomb stays small."""
+        within a bound (:func:`inflate`)."""
         stored = self.read(section.offset, section.size)
         try:
             kind, size, header = unpack_chdr(stored, self.header.bits, self.big_endian)
         except ElfError as error:
             raise error.at(path=self.path, section=section.name) from None
-        path, name = self.path, section.name
         if kind != ELFCOMPRESS_ZLIB:
             raise ElfError(
-                f"compression type {kind} is not supported (only zlib)", path=path, section=name
+                f"compression type {kind} is not supported (only zlib)",
+                path=self.path,
+                section=section.name,
             )
-        limit = min(MAX_DECOMPRESSED, MAX_EXPANSION * len(stored) + (1 << 20))
-        if size > limit:
-            raise ElfError(
-                f"claims {size} bytes decompressed from {len(stored)}, more than the {limit} "
-                "allowed",
-                path=path,
-                section=name,
-            )
-        inflater = zlib.decompressobj()
-        try:
-            data = inflater.decompress(stored[header:], size + 1)
-        except zlib.error as error:
-            raise ElfError(f"bad zlib data ({error})", path=path, section=name) from None
-        if len(data) != size:
-            raise ElfError(
-                f"decompresses to {len(data)} bytes, its header says {size}",
-                path=path,
-                section=name,
-            )
-        return data
+        return inflate(stored[header:], size, len(stored), path=self.path, section=section.name)
 
     # -- segments ------------------------------------------------------------------------------
     def segments(self) -> list[ElfSegment]:
@@ -603,7 +573,7 @@ class ElfReader:
 
     def _count_in_section_zero(self) -> int:
         """The program header count e_phnum PN_XNUM leaves to section 0's sh_info (x86-64
-        psABI 4.1.2), read as the reference reads it: section 0 named (its name table found),
+        psABI 4.1.2), read as pyelftools reads it: section 0 named (its name table found),
         of type SHT_NULL (another type is not read here)."""
         fields = self._section_header(0)
         self._name_table()(fields[0])
@@ -711,6 +681,31 @@ class ElfReader:
         return self.segment_data(seg).split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+def inflate(stream: bytes, size: int, stored: int, *, path: str, section: str) -> bytes:
+    """The ``size`` bytes the zlib ``stream`` of a compressed section of ``stored`` bytes
+    decompresses to, within a bound: at most :data:`MAX_EXPANSION` times ``stored`` plus 1 MiB,
+    and never more than :data:`MAX_DECOMPRESSED` bytes, so a small bomb stays small."""
+    limit = min(MAX_DECOMPRESSED, MAX_EXPANSION * stored + (1 << 20))
+    if size > limit:
+        raise ElfError(
+            f"claims {size} bytes decompressed from {stored}, more than the {limit} allowed",
+            path=path,
+            section=section,
+        )
+    inflater = zlib.decompressobj()
+    try:
+        data = inflater.decompress(stream, size + 1)
+    except zlib.error as error:
+        raise ElfError(f"bad zlib data ({error})", path=path, section=section) from None
+    if len(data) != size:
+        raise ElfError(
+            f"decompresses to {len(data)} bytes, its header says {size}",
+            path=path,
+            section=section,
+        )
+    return data
+
+
 def iter_notes(data: bytes, big_endian: bool) -> Iterator[tuple[bytes, int, bytes]]:
     """(name, type, descriptor) of each ELF note in ``data``, names without their NULs;
     ElfError when a note runs past the end of ``data``."""
@@ -736,6 +731,7 @@ __all__ = [
     "ElfReader",
     "ElfSection",
     "ElfSegment",
+    "inflate",
     "is_elf_file",
     "iter_notes",
 ]

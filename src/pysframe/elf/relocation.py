@@ -5,8 +5,8 @@ address).
 
 * :func:`relocations_for` reads the REL/RELA entries that apply to a section (gABI
   "Relocation": the relocation sections whose ``sh_info`` names it), each entry's symbol
-  resolved in the symbol table its ``sh_link`` names -- in bulk, with the layouts of
-  :mod:`pysframe.elf.layout`;
+  resolved in the symbol table its ``sh_link`` names (:mod:`pysframe.elf.symbols`) -- in bulk,
+  with the layouts of :mod:`pysframe.elf.layout`;
 * :func:`relocated` gives a section's contents as objdump 2.47 shows them (relocations applied
   with every section at 0);
 * :func:`object_layout` and :func:`relocated_at` lay an object's sections out one after the
@@ -17,7 +17,7 @@ address).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -28,15 +28,13 @@ from .layout import (
     EM_S390,
     EM_X86_64,
     R_INFO_SHIFT,
+    RELOCATION_FIELDS,
     SHF_ALLOC,
     SHN_LORESERVE,
-    SHT_DYNSYM,
     SHT_REL,
     SHT_RELA,
-    SHT_SYMTAB,
     byte_order,
-    relocation_dtype,
-    sym_dtype,
+    table_columns,
 )
 
 if TYPE_CHECKING:
@@ -76,7 +74,6 @@ class Relocation:
     type: int
     symbol_value: int
     addend: int | None = None
-    symbol_name: str = ""
     #: The index of the section the symbol is defined in (0: none, or a special index).
     symbol_section: int = 0
 
@@ -126,7 +123,7 @@ def apply_relocations(
 def relocations_for(image: ElfReader, section: ElfSection) -> list[Relocation]:
     """The REL/RELA entries of ``image`` that apply to ``section`` (those of the relocation
     sections whose sh_info names it), with their symbols' values (plus, for a symbol defined in
-    a section, that section's address) and names."""
+    a section, that section's address)."""
     if section.index < 0:
         return []
     sections = image.sections()
@@ -140,23 +137,16 @@ def relocations_for(image: ElfReader, section: ElfSection) -> list[Relocation]:
 def _read_relocations(
     image: ElfReader, rel: ElfSection, sections: list[ElfSection]
 ) -> list[Relocation]:
-    import numpy as np
+    from .symbols import read_symbol_table
 
-    bits, big_endian = image.elfclass, image.big_endian
-    dtype = relocation_dtype(bits, big_endian, addend=rel.type == SHT_RELA)
-    data = rel.data()
-    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    info = entries["info"].astype(np.uint64)
-    shift = np.uint64(R_INFO_SHIFT[bits])
-    symbol_index = (info >> shift).tolist()
-    types = (info & np.uint64((1 << R_INFO_SHIFT[bits]) - 1)).tolist()
-    addends = entries["addend"].tolist() if rel.type == SHT_RELA else [None] * len(entries)
-    symbols, names = _symbol_table(image, rel, sections)
+    entries = relocation_columns(image, rel)
+    shift = R_INFO_SHIFT[image.elfclass]
+    addends: Sequence[int | None] = entries.get("addend", [None] * len(entries["offset"]))
+    linked = sections[rel.link] if 0 < rel.link < len(sections) else None
+    symbols = None if linked is None else read_symbol_table(image, linked)
     out = []
-    for offset, index, kind, addend in zip(
-        entries["offset"].tolist(), symbol_index, types, addends, strict=True
-    ):
-        value, name, defined_in = 0, "", 0
+    for offset, info, addend in zip(entries["offset"], entries["info"], addends, strict=True):
+        index, value, defined_in = info >> shift, 0, 0
         if index and symbols is not None:
             if index >= len(symbols):
                 raise ElfError(
@@ -164,48 +154,32 @@ def _read_relocations(
                     f"of its {len(symbols)}-entry table",
                     path=image.path,
                 )
-            entry = symbols[index]
-            shndx = int(entry["shndx"])
-            value = int(entry["value"])
-            name = names(int(entry["name"]))
+            shndx = symbols.columns["shndx"][index]
+            value = symbols.columns["value"][index]
             if 0 < shndx < SHN_LORESERVE and shndx < len(sections):
                 value += sections[shndx].address
                 defined_in = shndx
-        out.append(Relocation(offset, kind, value, addend, name, defined_in))
+        out.append(Relocation(offset, info & ((1 << shift) - 1), value, addend, defined_in))
     return out
+
+
+def relocation_columns(image: ElfReader, rel: ElfSection) -> dict[str, Sequence[int]]:
+    """The entries of the REL or RELA section ``rel`` as columns: ``offset``, ``info`` and,
+    for RELA, ``addend`` (:func:`~pysframe.elf.layout.table_columns`)."""
+    addend = rel.type == SHT_RELA
+    names = ("offset", "info", "addend") if addend else ("offset", "info")
+    fields = RELOCATION_FIELDS[image.elfclass, addend]
+    return table_columns(rel.data(), fields, names, image.big_endian)
 
 
 def relocation_symbols(image: ElfReader, rel: ElfSection) -> np.ndarray:
     """The symbol index of each entry of the REL or RELA section ``rel``, in table order
-    (``r_info`` shifted by :data:`R_INFO_SHIFT`)."""
+    (``r_info`` shifted by :data:`R_INFO_SHIFT`), as a numpy array."""
     import numpy as np
 
-    bits = image.elfclass
-    dtype = relocation_dtype(bits, image.big_endian, addend=rel.type == SHT_RELA)
-    data = rel.data()
-    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    indexes: np.ndarray = entries["info"].astype(np.uint64) >> np.uint64(R_INFO_SHIFT[bits])
+    info = np.asarray(relocation_columns(image, rel)["info"], dtype=np.uint64)
+    indexes: np.ndarray = info >> np.uint64(R_INFO_SHIFT[image.elfclass])
     return indexes
-
-
-def _symbol_table(
-    image: ElfReader, rel: ElfSection, sections: list[ElfSection]
-) -> tuple[np.ndarray | None, Callable[[int], str]]:
-    """The symbol entries of the table ``rel`` links to (None without one) and a function
-    giving a symbol's name from its string offset."""
-    import numpy as np
-
-    from .symbols import symbol_name
-
-    if not 0 < rel.link < len(sections) or sections[rel.link].type not in (SHT_SYMTAB, SHT_DYNSYM):
-        return None, lambda _at: ""
-    table = sections[rel.link]
-    dtype = sym_dtype(image.elfclass, image.big_endian)
-    data = table.data()
-    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    strings_at = table.link
-    strings = sections[strings_at].data() if 0 < strings_at < len(sections) else b""
-    return entries, lambda at: symbol_name(strings, at)
 
 
 def relocated(image: ElfReader, section: ElfSection, data: bytes) -> bytes:
@@ -265,6 +239,7 @@ __all__ = [
     "object_layout",
     "relocated",
     "relocated_at",
+    "relocation_columns",
     "relocation_symbols",
     "relocations_for",
 ]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME
-from .image import ElfImage, ElfSection
 from .layout import ELF_MAGIC, SHF_COMPRESSED, SHT_NOBITS, phdr_struct, shdr_struct
+from .reader import ElfReader, ElfSection
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ def rewrite_sframe(data: bytes, section: ElfSection, sframe: bytes) -> Rewritten
     end = section.offset + len(sframe)
     out[section.offset : end] = sframe
     out[end : section.offset + section.size] = bytes(section.offset + section.size - end)
-    with ElfImage.from_bytes("ELF file", data) as image:
+    with ElfReader.from_bytes("ELF file", data) as image:
         header = image.header
         bits, big_endian = header.bits, header.big_endian
         if section.index >= 0:

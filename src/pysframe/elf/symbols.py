@@ -1,17 +1,22 @@
-"""Function symbols of ELF symbol tables, and the symbol that names an address, as gdb picks it.
+"""Symbol tables: their entries, the function symbols among them, and the symbol that names an
+address, as gdb picks it.
 
 A symbol table (``SHT_SYMTAB`` ``.symtab``, ``SHT_DYNSYM`` ``.dynsym``) is an array of gABI
-``Elf64_Sym`` / ``Elf32_Sym`` entries; it is read here in one piece with numpy rather than
-entry by entry, and only the names of function symbols (``STT_FUNC``, ``STT_GNU_IFUNC``) are
-decoded from the linked string table (by :func:`pysframe.names.decode_name`: bytes that are not
-UTF-8 as ``\\xNN``).  Versioned names (``memcpy@@GLIBC_2.14``) lose their
-version, as gdb records them (``elf_symtab_read``).  :func:`read_symbol_entries` gives every
-entry of a table as arrays, names with their versions, for readers with rules of their own
-(perf's: :mod:`pysframe.perf.symbols`).
+``Elf64_Sym`` / ``Elf32_Sym`` entries.  It is read here, and only here, in one piece
+(:func:`read_symbol_table`: a column per field, cut from the bytes without numpy, so that
+``pysframe stack`` names a few PCs without importing it), and its names are decoded from the
+linked string table only for the entries asked for (:func:`symbol_names`).  On top of it:
+
+* :func:`read_function_symbols`: the defined, named function symbols (``STT_FUNC``,
+  ``STT_GNU_IFUNC``), names without their version (``memcpy@@GLIBC_2.14`` is ``memcpy``), as
+  gdb records them (``elf_symtab_read``);
+* :func:`read_symbol_entries`: every entry as numpy arrays, for readers with rules of their
+  own (perf's, :mod:`pysframe.perf.symbols`).
 
 :class:`FunctionSymbols` merges tables (a file's ``.symtab`` and ``.dynsym``, a separate debug
-file's ``.symtab``, MiniDebugInfo's) and answers "which function holds this address" with the
-rules of gdb's ``lookup_minimal_symbol_by_pc_section`` (gdb/minsyms.c):
+file's ``.symtab``, MiniDebugInfo's) and answers "which function holds this address", for one
+address or many at once, with the rules of gdb's ``lookup_minimal_symbol_by_pc_section``
+(gdb/minsyms.c):
 
 * symbols are sorted by address, then by name (``compare_minimal_symbols``); duplicates of the
   same name and address are one symbol (``compact_minimal_symbols``);
@@ -28,23 +33,20 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ElfError
 from ..names import decode_name
 from .layout import (
-    SHN_UNDEF,
     SHT_DYNSYM,
     SHT_SYMTAB,
     STT_FUNC,
     STT_GNU_IFUNC,
-    SYM_AT,
+    SYM_FIELDS,
     SYM_NAMES,
-    sym_dtype,
-    sym_struct,
+    table_columns,
 )
 from .reader import ElfReader, ElfSection
 
@@ -71,152 +73,16 @@ class SymbolRecord:
 MAX_NAME_BYTES_FACTOR = 4
 
 
-def symbol_name(strings: bytes, at: int, *, versions: bool = False) -> str:
-    """The name at ``at`` in a string table, without its version (``@GLIBC_2.2.5``,
-    ``@@GLIBC_2.14``), as gdb records it, unless ``versions`` (as stored, as perf keeps it);
-    it ends at its NUL or at the table's end (BFD ends a table without a final NUL there:
-    ``bfd_elf_get_str_section``); empty past the table's end.  The reference for
-    :func:`symbol_names`."""
-    end = strings.find(b"\0", at)
-    raw = decode_name(strings[at : end if end >= 0 else len(strings)])
-    return raw if versions else raw.split("@", 1)[0]
-
-
-def symbol_names(
-    strings: bytes,
-    offsets: Sequence[int] | np.ndarray,
-    *,
-    section: str | None = None,
-    versions: bool = False,
-) -> list[str]:
-    """:func:`symbol_name` of each offset, in bulk: the table's NULs are found once, so each
-    name costs its own bytes, never a search through the rest of the table.  ElfError when the
-    names add up to more than :data:`MAX_NAME_BYTES_FACTOR` times the table (plus 1 MiB):
-    names laid over each other, each running to a far NUL or to the table's end."""
-    import numpy as np
-
-    starts = np.asarray(offsets, dtype=np.int64)
-    size = len(strings)
-    nuls = np.flatnonzero(np.frombuffer(strings, dtype=np.uint8) == 0)
-    following = np.searchsorted(nuls, np.minimum(starts, size))
-    ends = np.append(nuls, size)[following]
-    lengths = np.maximum(ends - starts, 0)
-    limit = MAX_NAME_BYTES_FACTOR * size + (1 << 20)
-    total = int(lengths.sum())
-    if total > limit:
-        raise ElfError(
-            f"{len(starts)} names of {total} bytes in all from a {size}-byte string table "
-            f"(more than {limit}): names laid over each other, not read",
-            section=section,
-        )
-    if versions:
-        return [
-            decode_name(strings[start:end]) if end > start else ""
-            for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
-        ]
-    return [
-        name_between(strings, start, end)
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
-    ]
-
-
-def name_between(strings: bytes, start: int, end: int) -> str:
-    """The name stored in ``strings[start:end]``, without its version; empty if none."""
-    return decode_name(strings[start:end]).split("@", 1)[0] if end > start else ""
-
-
-def _table_entries(image: ElfReader, table: str) -> tuple[np.ndarray, bytes] | None:
-    """The entries of ``table`` (:func:`_symbol_table`) read in one piece with numpy, and its
-    string table; None without one.  ElfError when either is unreadable."""
-    import numpy as np
-
-    found = _symbol_table(image, table)
-    if found is None:
-        return None
-    section, strings_section = found
-    dtype = sym_dtype(image.elfclass, image.big_endian)
-    data = section.data()
-    entries = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
-    return entries, strings_section.data()
-
-
-def read_function_symbols(
-    image: ElfReader, table: str, layout: dict[int, int] | None = None
-) -> list[SymbolRecord]:
-    """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); empty
-    if the file has no such table.  ``layout`` (a relocatable object's sections laid out,
-    :func:`pysframe.elf.relocation.object_layout`) adds to each symbol's value the address of
-    the section it is defined in.  ElfError when the table or its strings are unreadable."""
-    found = _table_entries(image, table)
-    if found is None:
-        return []
-    entries, strings = found
-    kind = entries["info"] & 0xF
-    keep = ((kind == STT_FUNC) | (kind == STT_GNU_IFUNC)) & (entries["shndx"] != SHN_UNDEF)
-    keep &= entries["name"] != 0
-    chosen = entries[keep]
-    if not len(chosen):
-        return []
-    name_offsets = chosen["name"]
-    past = name_offsets >= len(strings)
-    if past.any():
-        name_at = int(name_offsets[past][0])
-        raise ElfError(
-            f"a symbol name at {name_at:#x} is past the end of its {len(strings)}-byte string "
-            "table",
-            path=image.path,
-            section=table,
-        )
-    try:
-        names = symbol_names(strings, name_offsets, section=table)
-    except ElfError as error:
-        raise error.at(path=image.path) from None
-    binds = (chosen["info"] >> 4).tolist()
-    kinds = (chosen["info"] & 0xF).tolist()
-    values = chosen["value"].tolist()
-    if layout is not None:
-        sections_of = chosen["shndx"].tolist()
-        # Addresses wrap at 2**64 as the file's own would (a layout past a damaged size).
-        values = [
-            (v + layout.get(i, 0)) & 0xFFFF_FFFF_FFFF_FFFF
-            for v, i in zip(values, sections_of, strict=True)
-        ]
-    return [
-        SymbolRecord(value, size, name, bind != STB_LOCAL and kind == STT_FUNC)
-        for name, value, size, bind, kind in zip(
-            names, values, chosen["size"].tolist(), binds, kinds, strict=True
-        )
-        if name
-    ]
-
-
-def _symbol_table(image: ElfReader, table: str) -> tuple[ElfSection, ElfSection] | None:
-    """The symbol table ``table`` and the string table it links to; None if the file has no
-    such table, ElfError when it links to no section."""
-    section = image.section(table)
-    if section is None or section.type not in (SHT_SYMTAB, SHT_DYNSYM):
-        return None
-    sections = image.sections()
-    if not 0 < section.link < len(sections):
-        raise ElfError(
-            f"links to no string table ({section.link})", path=image.path, section=table
-        )
-    return section, sections[section.link]
-
-
-def name_end(strings: bytes, start: int) -> int:
-    """Where the name at ``start`` in a string table ends: its NUL, or the table's end."""
-    end = strings.find(b"\0", start)
-    return end if end >= 0 else max(len(strings), start)
-
-
 def check_name_bytes(strings: bytes, offsets: Sequence[int], *, section: str | None = None) -> None:
-    """ElfError when the names at ``offsets`` add up to more bytes than :func:`symbol_names`
-    allows (its scalar reference, without numpy).  Cheap when every name is short enough that
-    no count of them could pass the bound; else each search stops once the names found so far
-    would pass it, so that the work stays linear in the table however the names lie."""
+    """ElfError when the names at ``offsets`` of a string table add up to more than
+    :data:`MAX_NAME_BYTES_FACTOR` times the table (plus 1 MiB): names laid over each other,
+    each running to a far NUL or to the table's end.  Cheap when every name is short enough
+    that no count of them could pass the bound; else each search stops once the names found
+    so far would pass it, so that the work stays linear in the table however the names lie."""
     size = len(strings)
     limit = MAX_NAME_BYTES_FACTOR * size + (1 << 20)
+    if len(offsets) * (size + 1) <= limit:
+        return  # a few names: even each running the whole table would do
     if len(offsets) * (max(map(len, strings.split(b"\0"))) + 1) <= limit:
         return  # each name is at most the longest run between NULs
     total = 0
@@ -233,24 +99,62 @@ def check_name_bytes(strings: bytes, offsets: Sequence[int], *, section: str | N
             )
 
 
-@dataclass(frozen=True, slots=True)
-class FunctionEntries:
-    """The defined, named function symbols of one table, as :func:`read_function_symbols`
-    chooses them, read without numpy: names are decoded when asked for (a symbol whose name is
-    empty once its version is cut off is no symbol, as there)."""
+def symbol_names(
+    strings: bytes,
+    offsets: Sequence[int],
+    *,
+    section: str | None = None,
+    versions: bool = False,
+) -> list[str]:
+    """The name at each offset of a string table, without its version (``@GLIBC_2.2.5``,
+    ``@@GLIBC_2.14``), as gdb records it, unless ``versions`` (as stored, as perf keeps it).
+    A name ends at its NUL or at the table's end (BFD ends a table without a final NUL there:
+    ``bfd_elf_get_str_section``); empty past the table's end.  ElfError when they add up to
+    too much (:func:`check_name_bytes`)."""
+    check_name_bytes(strings, offsets, section=section)
+    return _names_at(strings, offsets, versions)
 
-    addresses: list[int]
-    sizes: list[int]
-    is_global: list[bool]
-    name_starts: list[int]
+
+def _names_at(strings: bytes, offsets: Iterable[int], versions: bool = False) -> list[str]:
+    """:func:`symbol_names` once the names are known to be within the bound."""
+    find, size = strings.find, len(strings)
+    names = [
+        decode_name(strings[start : end if (end := find(b"\0", start)) >= 0 else size])
+        for start in offsets
+    ]
+    return names if versions else [name.split("@", 1)[0] for name in names]
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolTableColumns:
+    """Every entry of one symbol table, in table order, a sequence of integers per gABI
+    ``Elf64_Sym`` / ``Elf32_Sym`` field (named as :data:`~pysframe.elf.layout.SYM_NAMES`
+    names them: ``name`` is ``st_name``...), and the string table its names are in."""
+
+    path: str
+    table: str
+    columns: dict[str, Sequence[int]]
     strings: bytes
 
     def __len__(self) -> int:
-        return len(self.addresses)
+        return len(self.columns["name"])
 
-    def name(self, index: int) -> str:
-        start = self.name_starts[index]
-        return name_between(self.strings, start, name_end(self.strings, start))
+
+def read_symbol_table(image: ElfReader, table: str | ElfSection) -> SymbolTableColumns | None:
+    """The entries of ``table`` (a symbol table, or the name of one: ``.symtab``,
+    ``.dynsym``) and its string table; None when the file has no such table.  ElfError when
+    the table links to no string table, or either is unreadable."""
+    section = image.section(table) if isinstance(table, str) else table
+    if section is None or section.type not in (SHT_SYMTAB, SHT_DYNSYM):
+        return None
+    sections = image.sections()
+    if not 0 < section.link < len(sections):
+        raise ElfError(
+            f"links to no string table ({section.link})", path=image.path, section=section.name
+        )
+    bits = image.elfclass
+    columns = table_columns(section.data(), SYM_FIELDS[bits], SYM_NAMES[bits], image.big_endian)
+    return SymbolTableColumns(image.path, section.name, columns, sections[section.link].data())
 
 
 #: Per st_info byte: 1 for the symbol types kept (STT_FUNC, STT_GNU_IFUNC), else 0...
@@ -259,59 +163,67 @@ _FUNCTION_TYPES = bytes(int(info & 0xF in (STT_FUNC, STT_GNU_IFUNC)) for info in
 _GLOBAL_FUNCTIONS = bytes(
     int(info >> 4 != STB_LOCAL and info & 0xF == STT_FUNC) for info in range(256)
 )
+#: The first byte of a name that is empty without its version: none (NUL) or "@".
+_NO_NAME = frozenset(b"\0@")
 
 
-def _function_columns(
-    image: ElfReader, data: bytes
-) -> tuple[list[int], bytes, list[int], list[int]]:
-    """st_name, st_info, st_value and st_size of the defined, named function symbols of a
-    symbol table's bytes, as columns.  In the machine's own byte order the columns are cut
-    from the bytes (memoryview casts at the offsets of :data:`~pysframe.elf.layout.SYM_AT`)
-    and the symbols chosen without a step in Python per symbol."""
-    bits = image.elfclass
-    entry = sym_struct(bits, image.big_endian)
-    count = len(data) // entry.size
-    size = entry.size
-    if bits == 64 and image.big_endian == (sys.byteorder == "big"):
-        at = SYM_AT[64]
-        table = memoryview(data)[: count * size]
-        names = table.cast("I")[at["name"] // 4 :: size // 4].tolist()
-        shndx = table.cast("H")[at["shndx"] // 2 :: size // 2].tolist()
-        infos = data[at["info"] : count * size : size]
-        wide = table.cast("Q")
-        values = wide[at["value"] // 8 :: size // 8].tolist()
-        sizes = wide[at["size"] // 8 :: size // 8].tolist()
-    else:
-        fields = list(zip(*entry.iter_unpack(memoryview(data)[: count * size]), strict=True))
-        if not fields:
-            return [], b"", [], []
-        column = {name: list(fields[i]) for i, name in enumerate(SYM_NAMES[bits])}
-        names, shndx, values, sizes = (column[k] for k in ("name", "shndx", "value", "size"))
-        infos = bytes(column["info"])
-    # Function type, defined (st_shndx not SHN_UNDEF, 0) and named (st_name not 0).
-    kept = map(operator.mul, map(operator.mul, infos.translate(_FUNCTION_TYPES), shndx), names)
-    picked = list(itertools.compress(range(count), kept))
-    return (
-        [names[i] for i in picked],
-        bytes([infos[i] for i in picked]),
-        [values[i] for i in picked],
-        [sizes[i] for i in picked],
-    )
+@dataclass(frozen=True, slots=True)
+class FunctionColumns:
+    """Function symbols of one table as columns: addresses, sizes and whether each is global
+    or weak (gdb's ``mst_text``: 1) rather than local (0); names are decoded when asked for
+    (``names``), and none is empty."""
+
+    addresses: Sequence[int]
+    sizes: Sequence[int]
+    is_global: Sequence[int]
+    #: The names of the symbols at some indexes.
+    names: Callable[[Sequence[int]], list[str]]
+
+    def __len__(self) -> int:
+        return len(self.addresses)
+
+    def records(self) -> list[SymbolRecord]:
+        """Every symbol, its name decoded."""
+        names = self.names(range(len(self)))
+        return [
+            SymbolRecord(address, size, name, bool(is_global))
+            for address, size, is_global, name in zip(
+                self.addresses, self.sizes, self.is_global, names, strict=True
+            )
+        ]
+
+    @classmethod
+    def of_records(cls, records: Iterable[SymbolRecord]) -> FunctionColumns:
+        """The table of symbols already read (the PLT's, or made in code)."""
+        kept = [record for record in records if record.name]
+        return cls(
+            [record.address for record in kept],
+            [record.size for record in kept],
+            [int(record.is_global) for record in kept],
+            lambda indexes: [kept[i].name for i in indexes],
+        )
 
 
-def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | None:
-    """The scalar reference of :func:`read_function_symbols` (without ``layout``): the same
-    symbols, the same ElfErrors (their messages may differ), names left undecoded; None when
-    the file has no such table or it holds no function."""
-    found = _symbol_table(image, table)
-    if found is None:
-        return None
-    section, strings_section = found
-    starts, infos, addresses, sizes = _function_columns(image, section.data())
-    if not starts:
-        return None
-    strings = strings_section.data()
-    if max(starts) >= len(strings):
+def read_function_columns(
+    image: ElfReader, table: str, layout: dict[int, int] | None = None
+) -> FunctionColumns:
+    """The defined, named function symbols of ``table`` (``.symtab`` or ``.dynsym``); an
+    empty table if the file has none.  ``layout`` (a relocatable object's sections laid out,
+    :func:`pysframe.elf.relocation.object_layout`) adds to each symbol's value the address of
+    the section it is defined in.  ElfError when the table or its strings are unreadable, or
+    the names add up to too much (:func:`check_name_bytes`)."""
+    symbols = read_symbol_table(image, table)
+    if symbols is None:
+        return FunctionColumns.of_records([])
+    column, strings = symbols.columns, symbols.strings
+    infos = bytes(column["info"])
+    # Function type (by st_info, at C speed), defined (st_shndx not SHN_UNDEF, 0) and named
+    # (st_name not 0): the product is not 0.
+    kept = map(int.__mul__, map(int.__mul__, infos.translate(_FUNCTION_TYPES), column["shndx"]),
+               column["name"])  # fmt: skip
+    chosen = list(itertools.compress(range(len(infos)), kept))
+    starts = [column["name"][i] for i in chosen]
+    if starts and max(starts) >= len(strings):
         past = next(start for start in starts if start >= len(strings))
         raise ElfError(
             f"a symbol name at {past:#x} is past the end of its {len(strings)}-byte string "
@@ -323,23 +235,92 @@ def read_function_entries(image: ElfReader, table: str) -> FunctionEntries | Non
         check_name_bytes(strings, starts, section=table)
     except ElfError as error:
         raise error.at(path=image.path) from None
-    is_global = list(map(bool, infos.translate(_GLOBAL_FUNCTIONS)))
-    return FunctionEntries(addresses, sizes, is_global, starts, strings)
+    # A name that is empty once its version is cut off is no symbol.
+    named = [i for i, start in enumerate(starts) if strings[start] not in _NO_NAME]
+    chosen, starts = [chosen[i] for i in named], [starts[i] for i in named]
+    values = [column["value"][i] for i in chosen]
+    if layout is not None:
+        # Addresses wrap at 2**64 as the file's own would (a layout past a damaged size).
+        values = [
+            (v + layout.get(column["shndx"][i], 0)) & 0xFFFF_FFFF_FFFF_FFFF
+            for v, i in zip(values, chosen, strict=True)
+        ]
+    is_global = infos.translate(_GLOBAL_FUNCTIONS)
+    return FunctionColumns(
+        values,
+        [column["size"][i] for i in chosen],
+        [is_global[i] for i in chosen],
+        lambda indexes: _names_at(strings, [starts[i] for i in indexes]),
+    )
 
 
-def _merged(seen: SymbolRecord | None, record: SymbolRecord) -> SymbolRecord:
-    """``record`` merged with the symbol of the same address and name ``seen`` before it
-    (.symtab and .dynsym both have it): one symbol, global if either is, with the size that is
-    not zero (``seen``'s first)."""
-    if seen is None:
-        return record
-    return SymbolRecord(
-        record.address, seen.size or record.size, record.name, seen.is_global or record.is_global
+def read_function_symbols(
+    image: ElfReader, table: str, layout: dict[int, int] | None = None
+) -> list[SymbolRecord]:
+    """:func:`read_function_columns`'s symbols, names decoded."""
+    return read_function_columns(image, table, layout).records()
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolEntries:
+    """Every entry of one symbol table, in table order, as numpy arrays of the gABI fields
+    (``st_info`` split into ``binds`` and ``types``, ``st_other`` cut to its visibility);
+    names are decoded on demand (:meth:`names`), versions kept."""
+
+    path: str
+    table: str
+    name_offsets: np.ndarray
+    values: np.ndarray
+    sizes: np.ndarray
+    binds: np.ndarray
+    types: np.ndarray
+    visibility: np.ndarray
+    shndx: np.ndarray
+    strings: bytes
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def names(self, indexes: np.ndarray) -> list[str]:
+        """The names of the entries at ``indexes`` as the table stores them
+        (``memcpy@@GLIBC_2.14``): each to its NUL; empty past the string table's end.
+        ElfError when they add up to too much (:func:`symbol_names`)."""
+        try:
+            return symbol_names(
+                self.strings, self.name_offsets[indexes].tolist(), section=self.table,
+                versions=True,
+            )  # fmt: skip
+        except ElfError as error:
+            raise error.at(path=self.path) from None
+
+
+def read_symbol_entries(image: ElfReader, table: str) -> SymbolEntries | None:
+    """All the entries of ``table`` (``.symtab`` or ``.dynsym``, :func:`read_symbol_table`)
+    as numpy arrays; None when the file has no such table.  ElfError when the table or its
+    strings are unreadable."""
+    import numpy as np
+
+    symbols = read_symbol_table(image, table)
+    if symbols is None:
+        return None
+    column = symbols.columns
+    info = np.asarray(column["info"], dtype=np.uint8)
+    return SymbolEntries(
+        image.path,
+        table,
+        np.asarray(column["name"], dtype=np.int64),
+        np.asarray(column["value"], dtype=np.uint64),
+        np.asarray(column["size"], dtype=np.uint64),
+        info >> 4,
+        info & 0xF,
+        np.asarray(column["other"], dtype=np.uint8) & 0x3,
+        np.asarray(column["shndx"], dtype=np.int64),
+        symbols.strings,
     )
 
 
 def pick_in_group(
-    sizes: Sequence[int] | np.ndarray, is_global: Sequence[bool], first: int, last: int
+    sizes: Sequence[int], is_global: Sequence[int], first: int, last: int
 ) -> tuple[int, int]:
     """gdb's scan down through the symbols of one address, ``first`` to ``last`` (in the
     order of address and name): the sized symbol it stops at, and the first zero-sized one it
@@ -363,263 +344,135 @@ def pick_in_group(
     return -1, zero
 
 
-@dataclass(frozen=True, slots=True)
-class SymbolEntries:
-    """Every entry of one symbol table, in table order, as arrays of the gABI ``Elf64_Sym`` /
-    ``Elf32_Sym`` fields (``st_info`` split into ``binds`` and ``types``, ``st_other`` cut to
-    its visibility); names are decoded on demand (:meth:`names`), versions kept."""
-
-    path: str
-    table: str
-    name_offsets: np.ndarray
-    values: np.ndarray
-    sizes: np.ndarray
-    binds: np.ndarray
-    types: np.ndarray
-    visibility: np.ndarray
-    shndx: np.ndarray
-    strings: bytes
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def names(self, indexes: np.ndarray) -> list[str]:
-        """The names of the entries at ``indexes`` as the table stores them
-        (``memcpy@@GLIBC_2.14``): each to its NUL; empty past the string table's end.
-        ElfError when they add up to too much (:func:`symbol_names`)."""
-        try:
-            return symbol_names(
-                self.strings, self.name_offsets[indexes], section=self.table, versions=True
-            )
-        except ElfError as error:
-            raise error.at(path=self.path) from None
-
-
-def read_symbol_entries(image: ElfReader, table: str) -> SymbolEntries | None:
-    """All the entries of ``table`` (``.symtab`` or ``.dynsym``), for readers that apply
-    rules of their own to them (perf's, :mod:`pysframe.perf.symbols`); None when the file
-    has no such table.  ElfError when the table or its strings are unreadable."""
-    import numpy as np
-
-    found = _table_entries(image, table)
-    if found is None:
-        return None
-    entries, strings = found
-    info = entries["info"].astype(np.uint8)
-    return SymbolEntries(
-        image.path,
-        table,
-        entries["name"].astype(np.int64),
-        entries["value"].astype(np.uint64),
-        entries["size"].astype(np.uint64),
-        info >> 4,
-        info & 0xF,
-        entries["other"].astype(np.uint8) & 0x3,
-        entries["shndx"].astype(np.int64),
-        strings,
-    )
-
-
 class FunctionSymbols:
-    """Function symbols merged from one or more tables, searchable by address (one at a time
-    or in bulk with numpy) and by name."""
+    """Function symbols merged from one or more tables, searchable by address (one at a time,
+    or many at once with numpy) and by name.
 
-    def __init__(self, records: Iterable[SymbolRecord]) -> None:
-        import numpy as np
+    The symbols are kept in the order of their addresses; an index is a place in that order.
+    What gdb's scan needs of an address is worked out when first asked, and kept: the symbols
+    that share it, merged and in the order of their names (their names decoded then), and the
+    nearest sized and zero-sized symbols the scan down from it finds.  Naming a few PCs so
+    costs the sort of the addresses and the names of the symbols passed; naming many at once
+    works out every address once."""
 
-        # Same address and name in two tables (.symtab and .dynsym): one symbol, global if
-        # either is, with the size that is not zero.
-        by_key: dict[tuple[int, str], SymbolRecord] = {}
-        for record in records:
-            key = (record.address, record.name)
-            by_key[key] = _merged(by_key.get(key), record)
-        merged = [by_key[key] for key in sorted(by_key)]
-        self._names = [m.name for m in merged]
-        self._starts = np.fromiter((m.address for m in merged), dtype=np.uint64, count=len(merged))
-        self._sizes = np.fromiter((m.size for m in merged), dtype=np.uint64, count=len(merged))
-        self._global = [m.is_global for m in merged]
-        self._groups = self._group()
-        # The same, as Python lists, for one address at a time (bisect beats a numpy call on
-        # a single value by an order of magnitude).
-        self._group_starts: list[int] = self._groups[0].tolist()
-        self._nearest_sized: list[int] = self._groups[1].tolist()
-        self._nearest_zero: list[int] = self._groups[2].tolist()
-        self._start_list: list[int] = self._starts.tolist()
-        self._size_list: list[int] = self._sizes.tolist()
+    def __init__(self, *tables: FunctionColumns | Iterable[SymbolRecord]) -> None:
+        """The symbols of ``tables`` (each a :class:`FunctionColumns`, or symbols already
+        read)."""
+        self._parts = [
+            t if isinstance(t, FunctionColumns) else FunctionColumns.of_records(t) for t in tables
+        ]
+        #: The index of each part's first symbol among all, for its names.
+        self._firsts: list[int] = []
+        self._addresses: list[int] = []
+        self._sizes: list[int] = []
+        self._global: list[int] = []
+        for part in self._parts:
+            self._firsts.append(len(self._addresses))
+            self._addresses += part.addresses
+            self._sizes += part.sizes
+            self._global += part.is_global
+        #: The symbols read, in the order of their addresses, and those addresses.
+        self._order = sorted(range(len(self._addresses)), key=self._addresses.__getitem__)
+        self._ordered = list(map(self._addresses.__getitem__, self._order))
+        #: Per address several symbols share (by its first place): their merged sizes,
+        #: whether global, and names, in the order of the names.
+        self._shared: dict[int, tuple[list[int], list[int], list[str]]] = {}
+        #: Per address (by its first place): the places of the nearest sized symbol at or
+        #: below it, and of the nearest zero-sized one above that (-1: none).
+        self._nearest: dict[int, tuple[int, int]] = {}
+        self._names: dict[int, str] = {}
+        #: Every symbol's index, and the indexes by name, once asked for.
+        self._every: list[int] | None = None
+        self._by_name: dict[str, list[int]] | None = None
+        self._arrays: tuple[np.ndarray, ...] | None = None
 
-    def _pick(self, first: int, last: int) -> tuple[int, int]:
-        return pick_in_group(self._sizes, self._global, first, last)
+    # -- the symbols of one address ------------------------------------------------------------
 
-    def _group(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per distinct address: its start, and the symbols gdb's scan from there finds: the
-        nearest sized one at or below it, the nearest zero-sized one."""
-        import numpy as np
+    def _first(self, index: int) -> int:
+        """The first place of the address of place ``index``."""
+        return bisect.bisect_left(self._ordered, self._ordered[index], 0, index + 1)
 
-        count = len(self._names)
-        starts = self._starts
-        if not count:
-            empty = np.zeros(0, dtype=np.int64)
-            return np.zeros(0, dtype=np.uint64), empty, empty
-        new_group = np.append(True, starts[1:] != starts[:-1])
-        firsts = np.flatnonzero(new_group)
-        lasts = np.append(firsts[1:] - 1, count - 1)
-        sized = self._sizes != 0
-        # Lone symbols (most addresses): sized or zero-sized, vectorized; groups of aliases go
-        # through gdb's scan one by one.
-        sized_pick = np.where(sized[firsts], firsts, -1).astype(np.int64)
-        zero_pick = np.where(sized[firsts], -1, firsts).astype(np.int64)
-        for group in np.flatnonzero(lasts > firsts).tolist():
-            sized_pick[group], zero_pick[group] = self._pick(int(firsts[group]),
-                                                             int(lasts[group]))
-        return starts[firsts], np.maximum.accumulate(sized_pick), np.maximum.accumulate(zero_pick)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def find_many(self, addresses: Sequence[int] | np.ndarray) -> np.ndarray:
-        """For each address, the index of the symbol that names it (-1: none)."""
-        import numpy as np
-
-        pcs = np.asarray(addresses, dtype=np.uint64)
-        group_starts, nearest_sized, nearest_zero = self._groups
-        out = np.full(len(pcs), -1, dtype=np.int64)
-        if not len(group_starts) or not len(pcs):
-            return out
-        group = np.searchsorted(group_starts, pcs, side="right").astype(np.int64) - 1
-        valid = group >= 0
-        at = np.where(valid, group, 0)
-        sized = np.where(valid, nearest_sized[at], -1)
-        zero = np.where(valid, nearest_zero[at], -1)
-        # A zero-sized symbol counts only above the sized one (gdb scans down from the PC
-        # and stops at the first sized symbol).
-        zero = np.where(zero > sized, zero, -1)
-        safe = np.maximum(sized, 0)
-        inside = (sized >= 0) & (pcs < self._starts[safe] + self._sizes[safe])
-        out = np.where(inside, sized, zero)
-        return out
-
-    def starts_of(self, indexes: np.ndarray) -> np.ndarray:
-        """The start addresses of the symbols at ``indexes`` (all found, none -1)."""
-        starts: np.ndarray = self._starts[indexes]
-        return starts
-
-    def find_index(self, address: int) -> int:
-        """:meth:`find_many` for one address, without numpy."""
-        group = bisect.bisect_right(self._group_starts, address) - 1
-        if group < 0:
-            return -1
-        sized, zero = self._nearest_sized[group], self._nearest_zero[group]
-        if sized >= 0 and address < self._start_list[sized] + self._size_list[sized]:
-            return sized
-        return zero if zero > sized else -1
-
-    def find(self, address: int) -> tuple[str, int] | None:
-        """(name, offset from its start) of the symbol naming ``address``, or None."""
-        index = self.find_index(address)
-        if index < 0:
+    def _merged(
+        self, first: int, stop: int | None = None
+    ) -> tuple[list[int], list[int], list[str]] | None:
+        """The symbols of the address at places ``first`` to ``stop`` (found when not given)
+        when several share it: the same name twice (.symtab and .dynsym) is one symbol, global
+        if either is, with the size that is not zero (the first's first); ordered by name.
+        None for a lone symbol."""
+        if stop is None:
+            stop = bisect.bisect_right(self._ordered, self._ordered[first], first)
+        if stop - first == 1:
             return None
-        return self._names[index], address - self._start_list[index]
-
-    def start_of(self, index: int) -> int:
-        return self._start_list[index]
-
-    def name_of(self, index: int) -> str:
-        return self._names[index]
-
-    def symbol(self, index: int) -> SymbolRecord:
-        return SymbolRecord(int(self._starts[index]), int(self._sizes[index]), self._names[index])
-
-    def by_name(self, name: str) -> list[SymbolRecord]:
-        """Every symbol called ``name`` (several for a local name used by several objects)."""
-        return [self.symbol(i) for i, n in enumerate(self._names) if n == name]
-
-    @property
-    def names(self) -> list[str]:
-        return list(self._names)
-
-
-class SymbolTable(Protocol):
-    """What naming one address needs of a table of function symbols (FunctionSymbols, or
-    LazyFunctionSymbols): the index of the symbol naming it, and that symbol's start and name."""
-
-    def find_index(self, address: int) -> int: ...
-
-    def start_of(self, index: int) -> int: ...
-
-    def name_of(self, index: int) -> str: ...
-
-
-class LazyFunctionSymbols:
-    """Function symbols merged from tables as :class:`FunctionSymbols` merges them, searched
-    one address at a time without numpy, decoding only the names of the symbols at the
-    addresses a search passes: the scalar reference of :meth:`FunctionSymbols.find_index`
-    (tests/test_symbols_scalar.py holds them equal), for callers that name a few PCs.
-
-    ``tables``: FunctionEntries (:func:`read_function_entries`) and records (the PLT's), in
-    the order FunctionSymbols would be given their records.  A search walks down from the PC
-    through the addresses that have symbols, as gdb's scan does, until a sized symbol: the
-    symbols of each address are merged and ordered by name when first passed."""
-
-    def __init__(self, tables: Sequence[FunctionEntries | Sequence[SymbolRecord]]) -> None:
-        self._tables = list(tables)
-        self._first: list[int] = []  # the index of each table's first symbol
-        addresses: list[int] = []
-        for table in self._tables:
-            self._first.append(len(addresses))
-            if isinstance(table, FunctionEntries):
-                addresses += table.addresses
-            else:
-                addresses += [record.address for record in table]
-        self._order = sorted(range(len(addresses)), key=addresses.__getitem__)
-        self._sorted = [addresses[i] for i in self._order]
-        #: Per address passed: where its merged symbols start in ``_records``, and its picks.
-        self._groups: dict[int, tuple[int, int, int]] = {}
-        self._records: list[SymbolRecord] = []
-
-    def _symbol(self, index: int) -> SymbolRecord:
-        at = bisect.bisect_right(self._first, index) - 1
-        table, local = self._tables[at], index - self._first[at]
-        if isinstance(table, FunctionEntries):
-            return SymbolRecord(
-                table.addresses[local], table.sizes[local], table.name(local),
-                table.is_global[local],
-            )  # fmt: skip
-        return table[local]
-
-    def _group(self, first: int, stop: int) -> tuple[int, int, int]:
-        """The symbols at the address of sorted positions [first, stop): merged (an empty
-        name is no symbol), ordered by name and kept; where they start in ``_records``, and
-        gdb's picks among them (-1: none), relative to that start."""
-        address = self._sorted[first]
-        known = self._groups.get(address)
+        known = self._shared.get(first)
         if known is None:
-            by_name: dict[str, SymbolRecord] = {}
-            for index in self._order[first:stop]:
-                record = self._symbol(index)
-                if record.name:
-                    by_name[record.name] = _merged(by_name.get(record.name), record)
-            ordered = [by_name[name] for name in sorted(by_name)]
-            sized, zero = pick_in_group(
-                [r.size for r in ordered], [r.is_global for r in ordered], 0, len(ordered) - 1
-            )
-            known = self._groups[address] = (len(self._records), sized, zero)
-            self._records += ordered
+            members = self._order[first:stop]
+            merged: dict[str, tuple[int, int]] = {}
+            for i, name in zip(members, self._read_names(members), strict=True):
+                size, bound = merged.get(name, (0, 0))
+                merged[name] = (size or self._sizes[i], bound | self._global[i])
+            names = sorted(merged)
+            known = self._shared[first] = (
+                [merged[name][0] for name in names], [merged[name][1] for name in names], names
+            )  # fmt: skip
         return known
 
+    def _picks(self, first: int, stop: int | None = None) -> tuple[int, int]:
+        """gdb's scan down through the symbols of the address at places ``first`` to
+        ``stop``: the place of the sized symbol it stops at, and of the first zero-sized one
+        it passes (-1: none)."""
+        merged = self._merged(first, stop)
+        if merged is None:
+            return (first, -1) if self._sizes[self._order[first]] else (-1, first)
+        sizes, is_global, _ = merged
+        sized, zero = pick_in_group(sizes, is_global, 0, len(sizes) - 1)
+        return (first + sized if sized >= 0 else -1), (first + zero if zero >= 0 else -1)
+
+    def _scan(self, first: int) -> tuple[int, int]:
+        """gdb's scan down from the address at place ``first``: the place of the nearest sized
+        symbol, and of the nearest zero-sized one above it (-1: none).  Every address the scan
+        passes keeps its answer, so no address is scanned twice."""
+        passed: list[tuple[int, int]] = []  # (first place, zero-sized pick) of each address
+        sized, zero = -1, -1
+        while first >= 0:
+            known = self._nearest.get(first)
+            if known is not None:
+                sized, zero = known
+                break
+            here_sized, here_zero = self._picks(first)
+            passed.append((first, here_zero))
+            if here_sized >= 0:
+                sized = here_sized
+                break
+            first = self._first(first - 1) if first else -1
+        for place, here_zero in reversed(passed):  # from the lowest address up
+            zero = max(zero, here_zero)
+            self._nearest[place] = (sized, zero)
+        return sized, zero
+
+    def _read_names(self, indexes: list[int]) -> list[str]:
+        """The names of the symbols read at ``indexes`` (over all the parts)."""
+        names = [""] * len(indexes)
+        for part, (first, stop) in zip(
+            self._parts, itertools.pairwise([*self._firsts, 1 << 63]), strict=True
+        ):
+            picks = [k for k, i in enumerate(indexes) if first <= i < stop]
+            for k, name in zip(picks, part.names([indexes[k] - first for k in picks]), strict=True):
+                names[k] = name
+        return names
+
+    # -- looking up ----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._places())
+
     def find_index(self, address: int) -> int:
-        """The index of the symbol naming ``address`` (-1: none), as
-        :meth:`FunctionSymbols.find_index` picks it."""
-        position = bisect.bisect_right(self._sorted, address)
-        zero = -1
-        while position > 0:
-            first = bisect.bisect_left(self._sorted, self._sorted[position - 1], 0, position)
-            base, sized, zero_here = self._group(first, position)
-            if zero < 0 and zero_here >= 0:
-                zero = base + zero_here  # the nearest zero-sized symbol, above any sized one
-            if sized >= 0:
-                record = self._records[base + sized]
-                return base + sized if address < record.address + record.size else zero
-            position = first
+        """The index of the symbol that names ``address`` (-1: none)."""
+        position = bisect.bisect_right(self._ordered, address)
+        if not position:
+            return -1
+        sized, zero = self._scan(self._first(position - 1))
+        if sized >= 0 and address < self._ordered[sized] + self._size(sized):
+            return sized
         return zero
 
     def find(self, address: int) -> tuple[str, int] | None:
@@ -627,13 +480,125 @@ class LazyFunctionSymbols:
         index = self.find_index(address)
         if index < 0:
             return None
-        return self._records[index].name, address - self._records[index].address
+        return self.name_of(index), address - self._ordered[index]
+
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        """Every address's start and the scan's answers from it, as numpy arrays, and the
+        symbols' starts and sizes by place (0 where no symbol is): worked out once, in one
+        pass up through the addresses (the answers kept as :meth:`_scan` keeps them)."""
+        import numpy as np
+
+        if self._arrays is None:
+            count = len(self._ordered)
+            firsts = [0, *itertools.compress(
+                range(1, count), map(operator.ne, self._ordered[1:], self._ordered)
+            )] if count else []  # fmt: skip
+            sizes = [0] * count
+            nearest: list[tuple[int, int]] = []
+            sized = zero = -1
+            for first, stop in itertools.pairwise([*firsts, count]):
+                merged = None if stop - first == 1 else self._merged(first, stop)
+                if merged is None:  # a lone symbol (most addresses)
+                    size = sizes[first] = self._sizes[self._order[first]]
+                    here_sized, here_zero = (first, -1) if size else (-1, first)
+                else:
+                    sizes[first : first + len(merged[0])] = merged[0]
+                    here_sized, here_zero = self._picks(first, stop)
+                # A sized symbol here ends the scan from above; the zero-sized ones that
+                # count are those above the nearest sized one.
+                if here_sized >= 0:
+                    sized, zero = here_sized, here_zero
+                else:
+                    zero = max(zero, here_zero)
+                nearest.append(self._nearest.setdefault(first, (sized, zero)))
+            self._arrays = (
+                np.array([self._ordered[first] for first in firsts], dtype=np.uint64),
+                np.array([s for s, _ in nearest], dtype=np.int64),
+                np.array([z for _, z in nearest], dtype=np.int64),
+                np.array(self._ordered, dtype=np.uint64),
+                np.array(sizes, dtype=np.uint64),
+            )
+        return self._arrays
+
+    def find_many(self, addresses: Sequence[int] | np.ndarray) -> np.ndarray:
+        """:meth:`find_index` of each address, at once."""
+        import numpy as np
+
+        pcs = np.asarray(addresses, dtype=np.uint64)
+        group_starts, nearest_sized, nearest_zero, starts, sizes = self._columns()
+        if not len(group_starts) or not len(pcs):
+            return np.full(len(pcs), -1, dtype=np.int64)
+        group = np.searchsorted(group_starts, pcs, side="right").astype(np.int64) - 1
+        valid = group >= 0
+        at = np.where(valid, group, 0)
+        sized = np.where(valid, nearest_sized[at], -1)
+        zero = np.where(valid, nearest_zero[at], -1)
+        safe = np.maximum(sized, 0)
+        inside = (sized >= 0) & (pcs < starts[safe] + sizes[safe])
+        found: np.ndarray = np.where(inside, sized, zero)
+        return found
+
+    # -- the symbols -------------------------------------------------------------------------
+
+    def _size(self, index: int) -> int:
+        merged = self._merged(first := self._first(index))
+        return self._sizes[self._order[index]] if merged is None else merged[0][index - first]
+
+    def starts_of(self, indexes: np.ndarray) -> np.ndarray:
+        """The start addresses of the symbols at ``indexes`` (all found, none -1)."""
+        starts: np.ndarray = self._columns()[3][indexes]
+        return starts
 
     def start_of(self, index: int) -> int:
-        return self._records[index].address
+        return self._ordered[index]
 
     def name_of(self, index: int) -> str:
-        return self._records[index].name
+        merged = self._merged(first := self._first(index))
+        if merged is not None:
+            return merged[2][index - first]
+        name = self._names.get(index)
+        if name is None:
+            name = self._names[index] = self._read_names([self._order[index]])[0]
+        return name
+
+    def symbol(self, index: int) -> SymbolRecord:
+        return SymbolRecord(self._ordered[index], self._size(index), self.name_of(index))
+
+    def _places(self) -> list[int]:
+        """The index of every symbol (an address several share has fewer once merged)."""
+        if self._every is None:
+            places: list[int] = []
+            first = 0
+            while first < len(self._ordered):
+                merged = self._merged(first)
+                places += range(first, first + (1 if merged is None else len(merged[0])))
+                first = bisect.bisect_right(self._ordered, self._ordered[first], first)
+            self._every = places
+        return self._every
+
+    def by_name(self, name: str) -> list[SymbolRecord]:
+        """Every symbol called ``name`` (several for a local name used by several objects)."""
+        if self._by_name is None:
+            self._by_name = {}
+            for index, known in zip(self._places(), self.names, strict=True):
+                self._by_name.setdefault(known, []).append(index)
+        return [self.symbol(i) for i in self._by_name.get(name, [])]
+
+    @property
+    def names(self) -> list[str]:
+        """Every symbol's name, in the order of the symbols."""
+        return [self.name_of(i) for i in self._places()]
+
+
+class SymbolTable(Protocol):
+    """What naming one address needs of a table of function symbols (:class:`FunctionSymbols`):
+    the index of the symbol naming it, and that symbol's start and name."""
+
+    def find_index(self, address: int) -> int: ...
+
+    def start_of(self, index: int) -> int: ...
+
+    def name_of(self, index: int) -> str: ...
 
 
 def find_in_objfiles(
@@ -662,20 +627,18 @@ def find_in_objfiles(
 
 
 __all__ = [
-    "FunctionEntries",
+    "FunctionColumns",
     "FunctionSymbols",
-    "LazyFunctionSymbols",
     "SymbolEntries",
     "SymbolRecord",
     "SymbolTable",
+    "SymbolTableColumns",
     "check_name_bytes",
     "find_in_objfiles",
-    "name_between",
-    "name_end",
     "pick_in_group",
-    "read_function_entries",
+    "read_function_columns",
     "read_function_symbols",
     "read_symbol_entries",
-    "symbol_name",
+    "read_symbol_table",
     "symbol_names",
 ]

@@ -49,7 +49,7 @@ from .rows import (
 from .translator import NO_FDE, StateTable, finish, rows_before_end, translate_ops
 
 if TYPE_CHECKING:
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
 
 #: The start of the reasons a function is left out of a V1/V2 section.
 _V3_ONLY = NO_FDE + "SFrame V"
@@ -440,31 +440,31 @@ def generate_from_elf(
     use_debug_frame: bool = True,
     bulk: bool = True,
 ) -> GenerateResult:
-    """Generate an SFrame section for an ELF file (a path or an open :class:`ElfImage`).
+    """Generate an SFrame section for an ELF file (a path or an open :class:`ElfReader`).
 
     Uses ``.eh_frame`` (relocated in relocatable objects, where every section sits at address
     0) and, for functions it does not describe, ``.debug_frame``; adds PLT FDEs.
     ``section_address`` defaults to where :mod:`pysframe.elf.inject` would place the section.
     ``bulk=False`` scans and translates every FDE one by one (same result, slower).
     """
-    from ..elf.image import ElfImage
+    from ..elf.reader import ElfReader
 
-    if isinstance(path_or_image, ElfImage):
+    if isinstance(path_or_image, ElfReader):
         image = path_or_image
     elif isinstance(path_or_image, str):
-        with ElfImage.open(path_or_image) as opened:
+        with ElfReader.open(path_or_image) as opened:
             return _generate_image(
                 opened, Version(version), section_address, ld_compatible, use_debug_frame, bulk
             )
     else:
-        raise TypeError("generate_from_elf needs a path or an ElfImage")
+        raise TypeError("generate_from_elf needs a path or an ElfReader")
     return _generate_image(
         image, Version(version), section_address, ld_compatible, use_debug_frame, bulk
     )
 
 
 def _generate_image(
-    image: ElfImage,
+    image: ElfReader,
     version: Version,
     section_address: int | None,
     ld_compatible: bool,
@@ -535,7 +535,7 @@ def _generate_image(
 
 
 def _inside_code(
-    functions: list[GeneratedFunction], image: ElfImage
+    functions: list[GeneratedFunction], image: ElfReader
 ) -> tuple[list[GeneratedFunction], list[SkippedFunction]]:
     """The functions that lie inside an executable segment, and the others as skipped: an FDE
     of a damaged ``.eh_frame`` (a wrong section address or pointer) describes code that is not
@@ -573,7 +573,7 @@ def _inside_code(
 
 
 def _translate_cfi(
-    image: ElfImage,
+    image: ElfReader,
     encoder: FunctionEncoder,
     version: Version,
     exclude: Sequence[tuple[int, int]],
@@ -620,7 +620,7 @@ def _translate_cfi(
     return functions, skipped, considered
 
 
-def _pointer_context(image: ElfImage) -> PointerContext:
+def _pointer_context(image: ElfReader) -> PointerContext:
     """Bases for .eh_frame pointer encodings: .text (textrel), .got (datarel, i386 style), and a
     memory reader over the file's loadable segments (indirect pointers)."""
     text = image.section(".text")

@@ -11,8 +11,8 @@ section reaches to the end of the loaded file bytes that hold it.
 
 from __future__ import annotations
 
-from ..elf.image import ElfImage, ElfSection
 from ..elf.layout import PT_LOAD, SHF_ALLOC, SHT_PROGBITS
+from ..elf.reader import ElfReader, ElfSection
 from ..errors import CfiError
 from .cfi import PointerContext, Reader, read_encoded
 
@@ -22,7 +22,7 @@ PT_GNU_EH_FRAME = 0x6474E550
 EH_FRAME_HDR_VERSION = 1
 
 
-def find_eh_frame(image: ElfImage) -> ElfSection | None:
+def find_eh_frame(image: ElfReader) -> ElfSection | None:
     """The ``.eh_frame`` section of ``image``: its section header, or one made up (index -1)
     from ``PT_GNU_EH_FRAME`` when the file has no section headers; None without either.
     CfiError when ``.eh_frame_hdr`` cannot be read."""

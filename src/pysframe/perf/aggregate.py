@@ -132,10 +132,11 @@ class FlatStacks:
 
 
 def innermost_real_frames(profile: Profile, flat: FlatStacks) -> np.ndarray:
-    """Per stack, the id of its innermost frame that is not an inlined function (the frame
-    holding the sample's IP, which perf's self entries name), or -1 when it has none."""
-    inlined = np.fromiter((frame.inlined for frame in profile.frames), dtype=bool,
-                          count=len(profile.frames))  # fmt: skip
+    """Per stack, the id of its innermost frame that stands for the sample's own entry (the
+    frame holding the sample's IP, which perf's self entries name): the innermost that is
+    not an inlined function, or an inlined one that names the symbol holding it
+    (``base_symbol``, perf's inline entries); -1 when it has none."""
+    inlined = _inlined_only(profile)
     result = np.full(len(profile.stacks), -1, dtype=np.int64)
     if len(flat.frames) == 0:
         return result
@@ -150,11 +151,18 @@ def innermost_real_frames(profile: Profile, flat: FlatStacks) -> np.ndarray:
 
 def innermost_real_frames_scalar(profile: Profile) -> np.ndarray:
     """:func:`innermost_real_frames`, one stack at a time: the reference."""
-    found = [
-        next((frame for frame in stack if not profile.frames[frame].inlined), -1)
-        for stack in profile.stacks
-    ]
+    inlined = _inlined_only(profile)
+    found = [next((frame for frame in stack if not inlined[frame]), -1)
+             for stack in profile.stacks]  # fmt: skip
     return np.array(found, dtype=np.int64)
+
+
+def _inlined_only(profile: Profile) -> np.ndarray:
+    """Per frame: an inlined function that does not name the symbol holding it."""
+    return np.fromiter(
+        (frame.inlined and frame.base_symbol is None for frame in profile.frames), dtype=bool,
+        count=len(profile.frames),
+    )  # fmt: skip
 
 
 __all__ = [

@@ -15,6 +15,7 @@ did (for ``perf stats``).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..elf.addr2line import Addr2Line, Record
+from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
 from ..sources.trust import Policy
@@ -55,8 +58,12 @@ class Options:
     symbols: SymbolOptions = field(default_factory=SymbolOptions)
     chunk: int = DEFAULT_CHUNK
     max_frames: int = MAX_FRAMES
-    #: Add the functions inlined at each user frame, from DWARF (``perf script --inline``).
+    #: Put perf's inline entries in place of each user frame, from DWARF (``perf script``'s
+    #: default, ``--inline``).
     inline: bool = False
+    #: Give each frame the srcline ``perf script -F +srcline`` prints under it (its
+    #: ``file`` and ``line``; a ``file`` alone where perf prints no line).
+    srcline: bool = False
 
 
 @dataclass(slots=True)
@@ -106,7 +113,7 @@ def profile_recording(
         )
         spaces = AddressSpaces(finder)
         kernel = kernel_symbols(data.features.build_id(KERNEL_MODULE), options.debug_dir)
-        namer = _Namer(finder, spaces, kernel, options.symbols, options.inline)
+        namer = _Namer(finder, spaces, kernel, options.symbols, options.inline, options.srcline)
         profile = Profile(sources=[shown_name(str(path))])
         stats = WalkStats()
         events = [
@@ -121,14 +128,19 @@ def profile_recording(
             if isinstance(event, LostEvent) and event.id is None:  # LOST_SAMPLES
                 profile.lost_samples += event.lost
 
-        for walked in walk_recording(data, spaces, chunk=options.chunk,
-                                     max_frames=options.max_frames,
-                                     on_event=count_lost):  # fmt: skip
-            _add_chunk(profile, stats, walked, namer, events)
-            if on_chunk is not None:
-                header = data.header
-                end = header.data_offset + header.data_size if not header.pipe else 0
-                on_chunk(walked.read_to, end)
+        try:
+            for walked in walk_recording(data, spaces, chunk=options.chunk,
+                                         max_frames=options.max_frames,
+                                         on_event=count_lost):  # fmt: skip
+                _add_chunk(profile, stats, walked, namer, events)
+                if on_chunk is not None:
+                    header = data.header
+                    end = header.data_offset + header.data_size if not header.pipe else 0
+                    on_chunk(walked.read_to, end)
+        finally:
+            namer.close()
+        for reader in namer.readers_used:
+            stats.problems += reader.problems
         profile.build_ids = {
             shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
@@ -147,6 +159,27 @@ def _unit(name: str | None) -> str:
 
 
 _MASK = (1 << 64) - 1
+#: perf reads at most this many inliners of an address (util/srcline.c MAX_INLINE_NEST).
+MAX_INLINE_NEST = 1024
+
+
+def _open_addr2line(path: str) -> Addr2Line | None:
+    """The file at ``path`` read as addr2line reads it; None where addr2line cannot read it
+    (perf 6.1 asks about every file, with DWARF or not: util/srcline.c addr2line)."""
+    try:
+        return Addr2Line(path)
+    except (OSError, SFrameError):
+        return None
+
+
+def _srcline(answer: Record) -> tuple[str | None, int]:
+    """The srcline perf keeps for an answer of addr2line (util/srcline.c
+    read_addr2line_record, filename_split, srcline_from_fileline): the text after the name's
+    last ``/`` up to its first ``:``, and the number after that (0 for addr2line's ``?``)."""
+    text = f"{'??' if answer.file is None else shown_name(answer.file)}:{answer.line or '?'}"
+    name, _, number = text.partition(":")
+    digits = len(number) - len(number.lstrip("0123456789"))
+    return name[name.rfind("/") + 1 :], int(number[:digits] or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +202,21 @@ class _Namer:
         kernel: KernelSymbols | None,
         symbols: SymbolOptions,
         inline: bool = False,
+        srcline: bool = False,
     ) -> None:
         self.finder, self.spaces, self.kernel, self.symbols = finder, spaces, kernel, symbols
-        self.inline = inline
+        self.inline, self.srcline = inline, srcline
         #: (module id, address in the module) -> frame id; kernel frames: (-2, address).
         self.ids: dict[tuple[int, int], int] = {}
-        #: With ``inline``: a user frame's id -> the ids of the functions inlined there,
-        #: innermost first, then its own.
+        #: With ``inline``: a user frame's id -> the ids of the entries perf prints in its
+        #: place (the functions inlined there, innermost first, and the one holding them).
         self.expanded: dict[int, tuple[int, ...]] = {}
+        #: Per module id: the file perf asks addr2line about (None: none) and the module's
+        #: text offset.
+        self.srcline_files: dict[int, tuple[Addr2Line | None, int]] = {}
+        self.readers: dict[str, Addr2Line | None] = {}
+        #: addr2line's answers by (file, link-time address).
+        self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
         self.at_end: dict[tuple[int, int], _AtEnd] = {}
 
@@ -205,8 +245,7 @@ class _Namer:
                 at_end.append(position)
             else:
                 missing.setdefault(key[0], []).append(position)
-        first = np.zeros(len(unique), dtype=np.int64)  # a frame of each distinct one
-        first[inverse[::-1]] = np.arange(len(inverse))[::-1]
+        named_frames: list[tuple[int, int, FrameInfo]] = []
         for module_id, positions in missing.items():
             addresses = [pairs[position][1] for position in positions]
             named = self._user_names(module_id, addresses)
@@ -216,10 +255,21 @@ class _Namer:
                     at_end.append(position)
                     continue
                 frame = FrameInfo(address, name[0], name[1], name[2], address)
-                ids[position] = self.ids[(module_id, address)] = profile.frame_id(frame)
-                if self.inline:
-                    pc = int(lookup[first[position]])
-                    self._inlined(profile, module_id, pc, frame, int(ids[position]))
+                named_frames.append((position, module_id, frame))
+        if (self.inline or self.srcline) and named_frames:
+            # In the order perf asks addr2line: as the frames first come, sample by sample.
+            first = np.full(len(unique), len(inverse), dtype=np.int64)
+            np.minimum.at(first, inverse, np.arange(len(inverse)))
+            named_frames.sort(key=lambda entry: int(first[entry[0]]))
+        for position, module_id, frame in named_frames:
+            entries = self._inlined(profile, module_id, frame) if self.inline else ()
+            if self.srcline and not entries and module_id >= 0:
+                file, line = self._plain_srcline(module_id, frame.address)
+                frame = replace(frame, file=file, line=line)
+            frame_id = profile.frame_id(frame)
+            ids[position] = self.ids[(module_id, frame.address)] = frame_id
+            if entries:
+                self.expanded[frame_id] = entries
         out = ids[inverse]
         if at_end:
             self._name_at_end(profile, out, pairs, inverse, at_end, lookup, pids)
@@ -302,30 +352,83 @@ class _Namer:
                 out.append(_AtEnd(shown, symbols.name_of(index), start))
         return out
 
-    def _inlined(
-        self, profile: Profile, module_id: int, pc: int, frame: FrameInfo, frame_id: int
-    ) -> None:
-        """Record the functions inlined at ``frame`` (from its module's DWARF, as ``stack
-        --lines`` reads it): frames of their own before it, at its address and offset."""
-        if module_id < 0:
-            return
+    def _inlined(self, profile: Profile, module_id: int, frame: FrameInfo) -> tuple[int, ...]:
+        """The ids of the entries perf 6.1 puts in place of a named user frame
+        (util/machine.c append_inlines): one per answer of ``addr2line -f -i`` for its
+        address (:class:`pysframe.elf.addr2line.Addr2Line`), innermost first, each the
+        frame's own symbol where the answer's name, demangled as perf demangles, is its
+        name, else an inlined function of that symbol (util/srcline.c new_inline_sym); none
+        for a frame without a symbol, where addr2line knows nothing of the address or where
+        perf does not ask (``[vdso]``, JIT maps)."""
+        if frame.symbol is None:
+            return ()
+        answers = self._addr2line(module_id, frame.address)
+        if not answers:
+            return ()
+        names = self.symbols.perf_names(
+            [shown_name(answer.function or "??") for answer in answers]
+        )
+        entries = []
+        for answer, name in zip(answers[: 1 + MAX_INLINE_NEST], names, strict=False):
+            file, line = _srcline(answer)
+            if name == frame.symbol:
+                entry = replace(frame, file=file, line=line)
+            else:
+                entry = replace(frame, symbol=name, inlined=True, file=file, line=line,
+                                base_symbol=frame.symbol)  # fmt: skip
+            entries.append(profile.frame_id(entry))
+        return tuple(entries)
+
+    def _plain_srcline(self, module_id: int, address: int) -> tuple[str | None, int | None]:
+        """The srcline ``perf script -F +srcline`` prints under a frame perf does not replace
+        with inline entries (util/map.c map__fprintf_srcline, util/srcline.c
+        __get_srcline): addr2line's first answer's, none when that is ``??:0``; without an
+        answer the module's short name and the link-time address, ``libc.so.6[27249]`` (the
+        line then None)."""
+        answers = self._addr2line(module_id, address)
+        if answers:
+            file, line = _srcline(answers[0])
+            return (None, None) if f"{file}:{line}".startswith("??:0") else (file, line)
         module = self.spaces.modules[module_id]
-        symbols = self.finder.symbols(module)
-        if symbols is None:
-            return
-        sources = symbols.source((pc - module.bias) & ((1 << 64) - 1))
-        inlined = [
-            profile.frame_id(
-                FrameInfo(frame.address, frame.module, shown_name(source.function),
-                          frame.offset, frame.module_address, inlined=True,
-                          file=None if source.file is None else shown_name(source.file),
-                          line=source.line)
-            )
-            for source in sources
-            if source.inlined and source.function
-        ]  # fmt: skip
-        if inlined:
-            self.expanded[frame_id] = (*inlined, frame_id)
+        _, text_offset = self._srcline_file(module_id)
+        short = module.name if module.name.startswith("[") else os.path.basename(module.name)
+        return f"{short}[{(address + text_offset) & _MASK:x}]", None
+
+    def _addr2line(self, module_id: int, address: int) -> list[Record]:
+        """addr2line's answers for the module's printed ``address`` (perf's map_ip), asked of
+        the file perf asks (:meth:`pysframe.perf.modules.ModuleFinder.srcline_file`) at its
+        link-time address (map__rip_2objdump); each address once."""
+        reader, text_offset = self._srcline_file(module_id)
+        if reader is None:
+            return []
+        objdump = (address + text_offset) & _MASK
+        answers = self.answers.get((reader.path, objdump))
+        if answers is None:  # perf asks once per dso and address (util/machine.c inlines__tree)
+            answers = self.answers[(reader.path, objdump)] = reader.records(objdump)
+        return answers
+
+    def _srcline_file(self, module_id: int) -> tuple[Addr2Line | None, int]:
+        """The reader of the file perf asks addr2line about for module ``module_id`` (None
+        when it asks nothing) and the module's text offset."""
+        found = self.srcline_files.get(module_id)
+        if found is None:
+            path, text_offset = self.finder.srcline_file(self.spaces.modules[module_id])
+            reader = None
+            if path is not None:
+                if path not in self.readers:
+                    self.readers[path] = _open_addr2line(path)
+                reader = self.readers[path]
+            found = self.srcline_files[module_id] = (reader, text_offset)
+        return found
+
+    @property
+    def readers_used(self) -> list[Addr2Line]:
+        return [reader for reader in self.readers.values() if reader is not None]
+
+    def close(self) -> None:
+        """Close the files read for inline frames."""
+        for reader in self.readers_used:
+            reader.close()
 
     def expanded_all(
         self, frames: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
@@ -370,6 +473,8 @@ class _Namer:
                         address - int(self.kernel.starts[number]),
                         kernel=True,
                     )
+                if self.srcline:  # __get_srcline without a file: "[kernel.kallsyms][ADDRESS]"
+                    frame = replace(frame, file=f"{frame.module}[{address:x}]")
                 found = self.ids[key] = profile.frame_id(frame)
             out.append(found)
         return out

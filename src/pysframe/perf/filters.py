@@ -81,8 +81,8 @@ def in_dsos(frame: FrameInfo, dsos: Collection[str]) -> bool:
 
 
 #: Which frames of a sample :func:`filter_profile` tests against ``dsos``: any frame of its
-#: stack, or only its own frame (the innermost that is not an inlined function: perf's
-#: self entry, whose dso perf report --dsos tests).
+#: stack, or only its own frame (the innermost that is not an inlined function, or an inline
+#: entry of the symbol holding it: perf's self entry, whose dso perf report --dsos tests).
 DsoFrames = Literal["any", "own"]
 
 
@@ -164,7 +164,8 @@ def filter_profile_scalar(profile: Profile, **filters: Any) -> Profile:
         if dsos is not None:
             frames = profile.stack_frames(profile.stack[index])
             if dso_frames == "own":
-                frames = [frame for frame in frames if not frame.inlined][:1]
+                frames = [frame for frame in frames
+                          if not frame.inlined or frame.base_symbol is not None][:1]  # fmt: skip
             if not any(in_dsos(frame, dsos) for frame in frames):
                 return False
         if ranges is not None:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..elf.image import iter_notes
 from ..elf.layout import NT_GNU_BUILD_ID
+from ..elf.reader import iter_notes
 from ..errors import InputError, SFrameError
 from ..input import open_input, read_input
 from ..names import decode_name

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..elf.image import ElfImage
+from ..elf.reader import ElfReader
 from ..errors import SFrameError
 from ..format.section import SFrameSection
 from ..sources.trust import Policy
@@ -39,6 +39,7 @@ from ..unwind.mappings import Mapping
 from ..unwind.modules import load_bias
 from ..unwind.symbolize import ModuleSymbols, SymbolOptions
 from .symbols import (
+    DsoFiles,
     SymbolSource,
     candidate_files,
     choose_files,
@@ -113,6 +114,7 @@ class ModuleFinder:
         self._facts: dict[str, ElfFacts | str] = {}
         self._modules: dict[tuple[str, bytes | None, int], Module] = {}
         self._perf_symbols: dict[tuple[str, bytes | None], PerfSymbols | None] = {}
+        self._dso_files: dict[tuple[str, bytes | None], DsoFiles] = {}
         #: Modules that had no SFrame of their own, and why not, for the statistics.
         self.problems: dict[str, str] = {}
         #: Symbol files that could not be read, one line each.
@@ -187,6 +189,7 @@ class ModuleFinder:
             except SFrameError as error:
                 self.symbol_problems.append(str(error))
                 return None
+        key = (name, build_id)
         vdso = name == VDSO
         own = own_vdso_image() if vdso else None
         if build_id is None:
@@ -200,13 +203,35 @@ class ModuleFinder:
         if own is not None:
             sources.append(SymbolSource(VDSO, own))
         options = self.symbol_options
+        files = self._dso_files[key] = choose_files(sources, build_id)
         try:
-            return dso_symbols(
-                choose_files(sources, build_id), options.perf_names, key=options.demangle
-            )
+            return dso_symbols(files, options.perf_names, key=options.demangle)
         except SFrameError as error:
             self.symbol_problems.append(str(error))
             return None
+
+    def srcline_file(self, module: Module) -> tuple[str | None, int]:
+        """The file perf 6.1 asks addr2line about for the module's addresses (util/srcline.c
+        dso__name: the one it read symbols from, else the module's own name; None for
+        ``[...]`` names and ``/tmp/perf-`` maps) and the ``text_offset`` that makes its
+        printed addresses link-time ones (map__rip_2objdump: ``.text``'s sh_addr less
+        sh_offset in the file it reads the program headers from, 0 without symbols)."""
+        symbols = self.perf_symbols(module)
+        files = self._dso_files.get((module.name, module.build_id))
+        path: str | None = module.name
+        if files is not None and files.symtab is not None:
+            path = files.symtab.path
+        if path is not None and path.startswith(("[", "/tmp/perf-")):
+            path = None
+        text_offset = 0
+        if symbols is not None and files is not None and files.runtime is not None:
+            try:
+                with files.runtime.open() as image:
+                    text = image.section(".text")
+            except SFrameError:
+                text = None
+            text_offset = (text.address - text.offset) if text is not None else 0
+        return (path, text_offset)
 
     # -- finding files ----------------------------------------------------------------------------
     def file(self, path: str, build_id: bytes | None) -> ModuleFile:
@@ -274,7 +299,7 @@ def _file_build_id(name: str, symfs: str | None) -> bytes | None:
     if not os.path.isfile(name):
         return None
     try:
-        with ElfImage.open(join_symfs(symfs, name)) as image:
+        with ElfReader.open(join_symfs(symfs, name)) as image:
             return image.build_id_as_perf()
     except SFrameError:
         return None
@@ -284,7 +309,7 @@ def _own_build_id(image: bytes | None) -> bytes | None:
     if image is None:
         return None
     try:
-        with ElfImage.from_bytes(VDSO, image) as elf:
+        with ElfReader.from_bytes(VDSO, image) as elf:
             return elf.build_id_as_perf()
     except SFrameError:
         return None

@@ -49,6 +49,12 @@ class FrameInfo:
     #: (kernel frames, frames without a module and named frames need none: their
     #: ``address`` is it, or their symbol names them).
     runtime_address: int | None = None
+    #: Of an inlined function: the symbol that holds the address (perf's base symbol of an
+    #: inline frame, util/srcline.c new_inline_sym), which names the sample's own entry
+    #: where this is its innermost frame.  perf names the function that holds the inlined
+    #: ones by its DWARF name when that is not its symbol's (``init_cpu_features`` in
+    #: ``init_cpu_features.constprop.0``), as an inlined function of that symbol.
+    base_symbol: str | None = None
 
     @property
     def name(self) -> str:

@@ -1,5 +1,5 @@
-"""A profile as ``perf script --no-inline`` prints it, so that what reads perf's text
-(FlameGraph's stackcollapse-perf.pl, speedscope, the Firefox Profiler) reads this too.
+"""A profile as ``perf script`` prints it, so that what reads perf's text (FlameGraph's
+stackcollapse-perf.pl, speedscope, the Firefox Profiler) reads this too.
 
 Each sample, in time order as perf orders them (stable for equal times): a header line with
 the fields perf prints by default for a sampling event (builtin-script.c
@@ -7,8 +7,8 @@ perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the CPU 
 ``[%03d]`` where the samples have one, the time in seconds with microseconds as ``%12s``, the
 period as ``%10lu``, the event name as wide as the longest), then, for an event with
 callchains, one line per frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``,
-``[unknown]`` without a name; with ``--inline``, each function inlined at a frame before it,
-``(inlined)``), then an empty line; for an event without, the sample's address, symbol and
+``[unknown]`` without a name; an inline entry, perf's default, says ``(inlined)`` instead of
+its module), then an empty line; for an event without, the sample's address, symbol and
 module on its header line.  ``perf script -F`` chooses the fields (:func:`script_fields`).
 
 One difference from perf, on purpose: control characters and line separators in a command,
@@ -28,12 +28,10 @@ from ..names import escape_controls
 from .profile import UNKNOWN, FrameInfo, Profile
 
 
-def frame_line(frame: FrameInfo) -> str:
-    """One frame as perf script prints it (with a tab before, a newline after); a function
-    inlined there (``--inline``) says ``(inlined)`` where the module stands."""
-    name = UNKNOWN if frame.symbol is None else f"{escape_controls(frame.symbol)}+{frame.offset:#x}"
-    where = "inlined" if frame.inlined else escape_controls(frame.module)
-    return f"\t{frame.address:16x} {name} ({where})\n"
+def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
+    """One frame as perf script prints it by default (with a tab before, a newline after;
+    ``srcline``: ``-F +srcline``), as :func:`script_text` prints it."""
+    return _frame_text(frame, DEFAULT_FIELDS | {"srcline"} if srcline else DEFAULT_FIELDS, True)
 
 
 def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
@@ -154,7 +152,9 @@ def _frame_text(frame: FrameInfo, fields: frozenset[str], callchain: bool) -> st
     if "dso" in fields and not (callchain and frame.inlined):
         parts.append(f" ({escape_controls(frame.module)})")
     if "srcline" in fields and frame.file is not None:
-        parts.append(f"\n  {escape_controls(frame.file)}:{frame.line or 0}")
+        # its source line on a line of its own, two spaces in, before (inlined)
+        line = "" if frame.line is None else f":{frame.line}"
+        parts.append(f"\n  {escape_controls(frame.file)}{line}")
     if callchain and frame.inlined:
         parts.append(" (inlined)")
     return "".join(parts) + ("\n" if callchain else "")
@@ -284,7 +284,7 @@ def script_text(
 
 
 def write_script(profile: Profile, out: TextIO, options: ScriptFields = ScriptFields()) -> None:
-    """Write the profile as ``perf script --no-inline`` text (with ``options``' fields:
+    """Write the profile as ``perf script`` text (with ``options``' fields:
     ``perf script -F``), in batches."""
     for piece in script_text(profile, options=options):
         out.write(piece)

@@ -60,7 +60,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..elf.image import ElfImage, ElfSection
 from ..elf.layout import (
     EM_AARCH64,
     EM_ARM,
@@ -76,6 +75,7 @@ from ..elf.layout import (
     STT_FUNC,
     STT_GNU_IFUNC,
 )
+from ..elf.reader import ElfReader, ElfSection
 from ..elf.symbols import SymbolEntries, read_symbol_entries
 from ..errors import SFrameError
 from .symtab import STB_GLOBAL, PerfSymbols, SymbolSet
@@ -104,10 +104,10 @@ class SymbolSource:
     path: str
     data: bytes | None = None
 
-    def open(self) -> ElfImage:
+    def open(self) -> ElfReader:
         if self.data is not None:
-            return ElfImage.from_bytes(self.path, self.data)
-        return ElfImage.open(self.path)
+            return ElfReader.from_bytes(self.path, self.data)
+        return ElfReader.open(self.path)
 
 
 def _regular_file(path: str) -> bool:
@@ -181,7 +181,7 @@ def _debuglink(path: str) -> str | None:
     """The file name ``.gnu_debuglink`` of the ELF file at ``path`` gives (perf reads the
     name only: filename__read_debuglink)."""
     try:
-        with ElfImage.open(path) as image:
+        with ElfReader.open(path) as image:
             found = image.debuglink()
     except SFrameError:
         return None
@@ -204,6 +204,9 @@ class DsoFiles:
 
     symbols: SymbolSource | None
     runtime: SymbolSource | None
+    #: The first candidate with a ``.symtab`` (perf's ``dso->symsrc_filename``, the file
+    #: util/srcline.c gives addr2line), None when none has one.
+    symtab: SymbolSource | None = None
 
 
 def choose_files(sources: Iterable[SymbolSource], build_id: bytes | None) -> DsoFiles:
@@ -228,10 +231,10 @@ def choose_files(sources: Iterable[SymbolSource], build_id: bytes | None) -> Dso
             runtime = source
         if symbols is not None and runtime is not None:
             break
-    return DsoFiles(symbols or runtime, runtime or symbols)
+    return DsoFiles(symbols or runtime, runtime or symbols, symbols)
 
 
-def _table_type(image: ElfImage, name: str) -> int | None:
+def _table_type(image: ElfReader, name: str) -> int | None:
     section = image.section(name)
     return section.type if section is not None else None
 
@@ -269,7 +272,7 @@ def load_symbols(
 
 
 def _load_pass(
-    symbols: SymbolSet, entries: SymbolEntries, syms: ElfImage, runtime: ElfImage
+    symbols: SymbolSet, entries: SymbolEntries, syms: ElfReader, runtime: ElfReader
 ) -> int | None:
     """One dso__load_sym_internal pass over ``entries``: the symbols it adds (in table order),
     how many; None when a kept symbol names a section the file lacks (perf stops there,
@@ -348,7 +351,7 @@ def _section_table(sections: list[ElfSection]) -> _Sections:
 
 
 def _file_deltas(
-    runtime: ElfImage, values: npt.NDArray[np.uint64], section_deltas: npt.NDArray[np.uint64]
+    runtime: ElfReader, values: npt.NDArray[np.uint64], section_deltas: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
     """What each value loses to become a file offset: ``p_vaddr - p_offset`` of the first
     PT_LOAD of ``runtime`` holding it (elf_read_program_header), else its section's
@@ -378,7 +381,7 @@ _PLT_SIZES = {EM_ARM: (20, 12), EM_AARCH64: (32, 16), 2: (48, 12), 43: (128, 32)
 
 
 def _add_plt(
-    symbols: SymbolSet, runtime: ElfImage, rename: Callable[[list[str]], list[str]] | None
+    symbols: SymbolSet, runtime: ElfReader, rename: Callable[[list[str]], list[str]] | None
 ) -> None:
     """dso__synthesize_plt_symbols (perf 6.1): ``NAME@plt`` for each relocation of
     ``.rela.plt`` (else ``.rel.plt``) when it is linked to ``.dynsym``: the entries of

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TextIO
 
 import numpy as np
@@ -140,6 +140,8 @@ class _Hist:
     chains: dict[tuple[int, ...], list[int]] | None = None
     #: The longest chain given it (callchain_root.max_depth).
     max_depth: int = 0
+    #: Made by a sample's own frame: an inline entry shows the symbol holding it.
+    own: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +261,7 @@ class _Frames:
         numbers: dict[tuple[str | None, tuple[object, ...] | None, str | None], int] = {}
 
         def part(number: int, own: bool) -> int:
-            info = frames[number]
+            info = self.own_info[number] if own else frames[number]
             symbol: tuple[object, ...] | None = None
             if with_symbol:
                 if info.symbol is None:
@@ -275,6 +277,13 @@ class _Frames:
                 self.parts.append(key)
             return found
 
+        # A sample's own entry is its IP's symbol, also where an inline entry stands first
+        # (util/hist.c iter_add_single_cumulative_entry): the frame as that symbol's.
+        self.own_info = [
+            replace(f, symbol=f.base_symbol, inlined=False)
+            if f.inlined and f.base_symbol is not None else f
+            for f in frames
+        ]  # fmt: skip
         self.own_part = [part(number, True) for number in range(len(frames))]
         self.chain_part = [part(number, False) for number in range(len(frames))]
         # A sample without frames: no map, no symbol.
@@ -339,11 +348,13 @@ def top_table(
     order_given = options.graph.order if options.graph is not None else None
     caller_first = order_given == "caller" or (order_given is None and children)
 
-    def new_hist(part: int, frame: int, address: int, level: str, index: int) -> _Hist:
+    def new_hist(
+        part: int, frame: int, address: int, level: str, index: int, own: bool = False
+    ) -> _Hist:
         comm = profile.comms[comm_of[index]]
         tid = tid_of[index] if tid_of is not None else None
         key = _Key(comm if with_comm else None, tid, *parts[part])
-        return _Hist(key, frame, address, level, first_tid[index], comm)
+        return _Hist(key, frame, address, level, first_tid[index], comm, own=own)
 
     for index in sequence:
         event = event_of[index]
@@ -360,7 +371,7 @@ def top_table(
         if own_hist is None:
             own_hist = hists[(*prefix, part)] = new_hist(
                 part, own, frames.own_address[own] if own >= 0 else 0,
-                "k" if own >= 0 and frames.kernel[own] else sample_level, index,
+                "k" if own >= 0 and frames.kernel[own] else sample_level, index, own=True,
             )  # fmt: skip
         own_hist.samples += count
         own_hist.period += period
@@ -431,7 +442,8 @@ def _section(
     made: list[tuple[_Hist, TopRow]] = []
     caller_first = options.graph is not None and options.graph.caller_first(options.children)
     for hist in collapsed:
-        info = profile.frames[hist.frame] if hist.frame >= 0 else FrameInfo(0, UNKNOWN)
+        shown = frames.own_info if hist.own else profile.frames
+        info = shown[hist.frame] if hist.frame >= 0 else FrameInfo(0, UNKNOWN)
         dso = frames.dso[hist.frame] if hist.frame >= 0 else None
         thread_comm = last_comm.get(hist.first_tid, hist.comm)
         tree = None

@@ -176,9 +176,7 @@ def load_sframe(
     :func:`resolve_sframe` does; NoSFrameError when it has none."""
     if isinstance(source, ElfReader):
         return resolve_image(source, section=section, relocate=relocate).section
-    from ..elf.image import ElfImage
-
-    with ElfImage.open(source) as image:
+    with ElfReader.open(source) as image:
         return resolve_image(image, section=section, relocate=relocate).section
 
 
@@ -207,9 +205,7 @@ def resolve_sframe(
     relocations unapplied (the stored fields)."""
     if raw or is_bare_section(path):
         return bare_sframe(path, address or 0)
-    from ..elf.image import ElfImage
-
-    with ElfImage.open(path) as image:
+    with ElfReader.open(path) as image:
         return resolve_image(image, section=section, generate=generate, relocate=relocate)
 
 
@@ -307,15 +303,10 @@ def generated_sframe(image: ElfReader, *, cached: bool = False) -> ResolvedSFram
             if not why:
                 return found
             reject_generation(binding.build_id, address, why)
-    from ..elf.image import ElfImage
     from ..generate import generate_from_elf
 
     try:
-        if isinstance(image, ElfImage):
-            result = generate_from_elf(image)
-        else:  # the generator reads the file with pyelftools
-            with ElfImage.reopen(image) as reopened:
-                result = generate_from_elf(reopened)
+        result = generate_from_elf(image)
     except SFrameError as error:
         raise error.at(path=image.path) from None
     data = bytes(result.data)

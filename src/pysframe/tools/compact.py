@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..elf.image import ElfImage, ElfSection
+from ..elf.reader import ElfReader, ElfSection
 from ..elf.rewrite import rewrite_sframe
 from ..elf.sframe import ElfSFrame
 from ..elf.symbols import SymbolRecord, read_function_symbols
@@ -134,7 +134,7 @@ class _Loaded:
 
 def _load(path: str) -> _Loaded:
     data = read_input(path)
-    with ElfImage.from_bytes(path, data) as image:
+    with ElfReader.from_bytes(path, data) as image:
         if image.is_relocatable:
             raise ElfError(
                 "a relocatable object: its linker lays its FREs out again (compact and repair "
@@ -152,7 +152,7 @@ def _load(path: str) -> _Loaded:
     return _Loaded(data, found, found.section, segment, text, starts)
 
 
-def _function_symbols(image: ElfImage) -> list[SymbolRecord]:
+def _function_symbols(image: ElfReader) -> list[SymbolRecord]:
     """The file's function symbols (.symtab, else .dynsym); none when they cannot be read."""
     try:
         return read_function_symbols(image, ".symtab") or read_function_symbols(image, ".dynsym")

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..elf.image import is_elf_file
+from ..elf.reader import is_elf_file
 from ..errors import InputError
 
 

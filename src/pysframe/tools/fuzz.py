@@ -248,7 +248,7 @@ def load_seeds(directory: Path | None = None) -> list[bytes]:
 
 def extract_seeds(corpus: Path, out: Path) -> int:
     """Write the SFrame section (as stored) of every ELF file under ``corpus`` to ``out``."""
-    from ..elf.image import ElfImage, is_elf_file
+    from ..elf.reader import ElfReader, is_elf_file
     from ..elf.sframe import find_sframe
 
     out.mkdir(parents=True, exist_ok=True)
@@ -256,7 +256,7 @@ def extract_seeds(corpus: Path, out: Path) -> int:
     for path in sorted(corpus.rglob("*")):
         if not path.is_file() or path.suffix in (".txt", ".c", ".cc") or not is_elf_file(path):
             continue
-        with ElfImage.open(str(path)) as image:
+        with ElfReader.open(str(path)) as image:
             found = find_sframe(image)
             if found is None:
                 continue

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from ..elf.image import ElfImage, is_elf_file
 from ..elf.layout import EHDR_SIZE, EI_CLASS, EI_DATA, ELFCLASS64, ELFDATA2MSB
+from ..elf.reader import ElfReader, is_elf_file
 from ..elf.sframe import ElfSFrame, find_sframe
 from ..elf.symbols import read_function_symbols
 from ..errors import SFrameError
@@ -51,7 +51,7 @@ def exercise_elf(data: bytes) -> None:
     from .validate import validate_elf
 
     try:
-        image = ElfImage.from_bytes("fuzz.elf", data)
+        image = ElfReader.from_bytes("fuzz.elf", data)
     except SFrameError:
         return
     with image:
@@ -115,7 +115,7 @@ def cfi_seeds(corpus: Path | None = None) -> list[bytes]:
     """The ``.eh_frame`` sections of the corpus's ELF files (distinct ones)."""
     seeds: dict[bytes, None] = {}
     for data in elf_seeds(corpus):
-        with ElfImage.from_bytes("seed", data) as image:
+        with ElfReader.from_bytes("seed", data) as image:
             section = image.section(".eh_frame")
             if section is not None and section.size:
                 seeds[section.data()] = None

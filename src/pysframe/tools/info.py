@@ -35,7 +35,7 @@ class SectionInfo:
     #: Bytes of code the functions cover (their ranges merged; summed in relocatable objects,
     #: where every text section starts at 0).
     covered_bytes: int
-    #: Bytes of executable code (:meth:`pysframe.elf.image.ElfImage.code_bytes`).
+    #: Bytes of executable code (:meth:`pysframe.elf.reader.ElfReader.code_bytes`).
     text_bytes: int
     #: Where the section came from (:class:`pysframe.sources.Origin`): "section" or "segment"
     #: (the file's own), "bare" (a bare section file) or "generated" (from the file's CFI).

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..format.constants import Abi
-from ..format.model import CfaRule, LookupResult, RegRule, RuleKind
+from ..format.model import CfaRule, RegRule, RuleKind
 from ..format.section import SFrameSection
+from .lookup import Answer
 
 #: DWARF register names (the psABIs' DWARF register number mappings).
 _AMD64 = [
@@ -61,19 +62,25 @@ def _rule_json(abi: Abi, rule: RegRule) -> dict[str, Any]:
     }
 
 
-def result_json(
-    section: SFrameSection,
-    pc: int,
-    found: LookupResult | None,
-    symbol: tuple[str, int] | None = None,
-) -> dict[str, Any]:
-    """``symbol``: (name, offset) of the function symbol holding the PC."""
+def _where(answer: Answer) -> str:
+    """The PC as the user reads it: an address, or ``SECTION+OFFSET`` in an object."""
+    target = answer.target
+    return f"{target.pc:#x}" if target.section is None else f"{target.section}+{target.pc:#x}"
+
+
+def result_json(section: SFrameSection, answer: Answer) -> dict[str, Any]:
+    """``pc``: the address (in an object: the offset in ``section``, the code section's name);
+    ``symbol``: the function symbol holding it."""
+    pc, found = answer.target.pc, answer.found
+    symbol = answer.symbol
     named = None if symbol is None else {"name": symbol[0], "offset": symbol[1]}
+    placed = {} if answer.target.section is None else {"section": answer.target.section}
     if found is None:
-        return {"pc": pc, "symbol": named, "found": False}
+        return {"pc": pc, **placed, "symbol": named, "found": False}
     f, row, abi = found.function, found.row, section.abi
     return {
         "pc": pc,
+        **placed,
         "symbol": named,
         "found": True,
         "function": {"index": f.index, "start": f.start, "size": f.size},
@@ -92,14 +99,10 @@ def result_json(
     }
 
 
-def result_text(
-    section: SFrameSection,
-    pc: int,
-    found: LookupResult | None,
-    symbol: tuple[str, int] | None = None,
-) -> str:
-    """One line; ``symbol`` (name, offset) is shown as gdb shows it, ``0x1139 <main+4>``."""
-    where = f"{pc:#x}"
+def result_text(section: SFrameSection, answer: Answer) -> str:
+    """One line: the PC (``SECTION+OFFSET`` in an object), the symbol holding it as gdb shows
+    it (``0x1139 <main+4>``), the function and row found, and the rules."""
+    where, found, symbol = _where(answer), answer.found, answer.symbol
     if symbol is not None:
         name, offset = symbol
         where += f" <{name}+{offset:#x}>" if offset else f" <{name}>"

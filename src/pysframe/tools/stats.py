@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..elf.image import ElfImage
+from ..elf.reader import ElfReader
 from ..errors import NoSFrameError, SFrameError
 from ..format.constants import FreType, Version
 from ..format.layout import fde_fre_type, fre_word_count, fre_word_size_code
@@ -136,7 +136,7 @@ def file_stats(path: str | os.PathLike[str], *, generate: bool = False) -> FileS
     """The statistics of one ELF file (with ``generate``, of SFrame generated from its CFI
     when it has no section of its own); raises SFrameError when it cannot be read."""
     name = os.fspath(path)
-    with ElfImage.open(name) as image:
+    with ElfReader.open(name) as image:
         eh_frame, eh_frame_hdr = image.section(".eh_frame"), image.section(".eh_frame_hdr")
         result = FileStats(
             path=name,
@@ -205,7 +205,7 @@ def _compacted_size(section: SFrameSection | None, notes: list[str]) -> int | No
         return None
 
 
-def _from_generation(result: FileStats, image: ElfImage, primary: GenerateResult) -> FileStats:
+def _from_generation(result: FileStats, image: ElfReader, primary: GenerateResult) -> FileStats:
     """Figures of the V3 section generated from the file's CFI, with the same functions
     encoded as V2; if V2 cannot hold them (FLEX FDEs, signal frames), V2 generated on its own,
     and a note says so."""

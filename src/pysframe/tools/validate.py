@@ -27,7 +27,7 @@ from ..format.validate import validate_section as validate_section
 from ..format.view import Buffer
 
 if TYPE_CHECKING:
-    from ..elf.image import ElfImage, ElfSegment
+    from ..elf.reader import ElfReader, ElfSegment
     from ..sources import ResolvedSFrame
 
 
@@ -97,7 +97,7 @@ _PF_X = 0x1
 
 
 def validate_elf(
-    image: ElfImage,
+    image: ElfReader,
     name: str | None = None,
     *,
     kernel: bool = False,

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..elf.image import ElfImage
 from ..elf.layout import SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS
+from ..elf.reader import ElfReader
 from ..elf.sframe import ElfSFrame
 from ..errors import ElfError, NoSFrameError, NotSFrameDataError, SFrameError
 from ..format.constants import Abi, Version
@@ -85,7 +85,7 @@ def verify_file(path: str | os.PathLike[str], options: Options = DEFAULT_OPTIONS
     """Verify one ELF file; raises SFrameError when it cannot be read at all."""
     name = os.fspath(path)
     began = time.perf_counter()
-    with ElfImage.open(name) as image:
+    with ElfReader.open(name) as image:
         report = _verify_image(image, options)
     return replace(report, seconds=time.perf_counter() - began)
 
@@ -98,7 +98,7 @@ def verify_file_or_error(path: str, options: Options = DEFAULT_OPTIONS) -> FileR
         return FileReport(path=path, status=ERROR, error=str(error.at(path=path)))
 
 
-def _verify_image(image: ElfImage, options: Options) -> FileReport:
+def _verify_image(image: ElfReader, options: Options) -> FileReport:
     abi = image.abi
     report = FileReport(path=image.path, abi=abi.name if abi is not None else "")
     try:
@@ -147,11 +147,11 @@ def _verify_image(image: ElfImage, options: Options) -> FileReport:
     return _compare(report, image, place, section, combine(tables), abi, plt)
 
 
-def _no_abi(image: ElfImage) -> ElfError:
+def _no_abi(image: ElfReader) -> ElfError:
     return ElfError(f"SFrame defines no ABI for {image.file_format}", path=image.path)
 
 
-def _cfi_tables(image: ElfImage, place: Placement, abi: Abi, bulk: bool) -> list[CfiTable]:
+def _cfi_tables(image: ElfReader, place: Placement, abi: Abi, bulk: bool) -> list[CfiTable]:
     """The CFI of .eh_frame, then of .debug_frame (which the combination filters)."""
     tables = []
     for name, cfi_format in (
@@ -177,7 +177,7 @@ def _cfi_tables(image: ElfImage, place: Placement, abi: Abi, bulk: bool) -> list
     return tables
 
 
-def _pointers(image: ElfImage, place: Placement) -> PointerContext:
+def _pointers(image: ElfReader, place: Placement) -> PointerContext:
     """Bases of .eh_frame pointer encodings (textrel: .text, datarel: .got)."""
     text = image.section(".text")
     got = image.section(".got")
@@ -189,7 +189,7 @@ def _pointers(image: ElfImage, place: Placement) -> PointerContext:
 
 
 def _sframe_section(
-    image: ElfImage,
+    image: ElfReader,
     place: Placement,
     abi: Abi,
     tables: list[CfiTable],
@@ -246,7 +246,7 @@ def _sframe_section(
 
 def _compare(
     report: FileReport,
-    image: ElfImage,
+    image: ElfReader,
     place: Placement,
     section: SFrameSection,
     cfi: CombinedCfi,

@@ -1,4 +1,5 @@
-"""Where ``pysframe verify`` puts a file's code, and what it calls it.
+"""Where ``pysframe verify`` (and ``lookup``, in objects) puts a file's code, and what it calls
+it.
 
 A linked file's sections are at their addresses.  A relocatable object's sections all sit at
 address 0; :class:`Placement` lays them out one after the other
@@ -11,7 +12,7 @@ name, other code with the symbol gdb would give the address (:mod:`pysframe.elf.
 
 from __future__ import annotations
 
-from ..elf.image import ElfImage, ElfSection
+from ..elf.reader import ElfReader, ElfSection
 from ..elf.relocation import object_layout, relocated_at
 from ..elf.symbols import FunctionSymbols, read_function_symbols
 from ..errors import SFrameError
@@ -22,7 +23,7 @@ class Placement:
     """Addresses of an image: a relocatable object's sections laid out, a linked file's as
     they are."""
 
-    def __init__(self, image: ElfImage) -> None:
+    def __init__(self, image: ElfReader) -> None:
         self.image = image
         self.layout = object_layout(image) if image.is_relocatable else None
 
@@ -52,7 +53,7 @@ class Namer:
     linker-made section it is in; ``plt`` lists those sections as (start, end, name)."""
 
     def __init__(
-        self, image: ElfImage, placement: Placement, plt: list[tuple[int, int, str]]
+        self, image: ElfReader, placement: Placement, plt: list[tuple[int, int, str]]
     ) -> None:
         self.image = image
         self.placement = placement

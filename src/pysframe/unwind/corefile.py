@@ -29,7 +29,6 @@ import os
 import struct
 from typing import BinaryIO
 
-from ..elf.image import ElfImage, ElfSegment, iter_notes
 from ..elf.layout import (
     ELF_MAGIC,
     ET_CORE,
@@ -42,6 +41,7 @@ from ..elf.layout import (
     phdr_struct,
     s390x_fpregs_struct,
 )
+from ..elf.reader import ElfReader, ElfSegment, iter_notes
 from ..errors import ElfError, SFrameError, UnwindError
 from ..format.constants import Abi
 from ..input import InputError, open_input
@@ -114,7 +114,7 @@ class CoreFile:
     # -- headers ----------------------------------------------------------------------------
 
     @staticmethod
-    def _open(path: str) -> ElfImage:
+    def _open(path: str) -> ElfReader:
         try:
             file = open_input(path)  # the image closes it
         except InputError as error:
@@ -123,7 +123,7 @@ class CoreFile:
             if file.read(4) != ELF_MAGIC:
                 raise CoreFileError("not an ELF file", path=path)
             file.seek(0)
-            return ElfImage(path, file)
+            return ElfReader(path, file)
         except ElfError as error:
             file.close()
             raise CoreFileError(error.message, error.offset, path=error.path or path) from None

@@ -68,8 +68,8 @@ class ElfFacts:
     link_path: str | None = None
     #: The checks' verdict on the own section, found when first asked.
     _verdict: Verdict | None = None
-    #: The symbols of an image that is no file, per way of reading them (scalar or not).
-    _image_symbols: dict[bool, ModuleSymbols] = field(default_factory=dict)
+    #: The symbols of an image that is no file, read on first use.
+    _image_symbols: ModuleSymbols | None = None
 
     @property
     def code(self) -> list[tuple[int, int]]:
@@ -93,21 +93,14 @@ class ElfFacts:
         check (or there is none)."""
         return list(self.own_verdict().problems)
 
-    def symbols(self, options: SymbolOptions, *, scalar: bool = False) -> ModuleSymbols:
-        """The file's symbols (with its separate debug file's), read on first use; ``scalar``:
-        read for naming a few addresses, without numpy."""
+    def symbols(self, options: SymbolOptions) -> ModuleSymbols:
+        """The file's symbols (with its separate debug file's), read on first use."""
         if self.image is None:
-            return symbols_of_file(self.path, options.debug_dirs, self.link_path, scalar=scalar)
-        if scalar not in self._image_symbols:
-            if scalar:
-                opened = ElfReader.from_bytes(self.path, self.image)
-            else:
-                from ..elf.image import ElfImage
-
-                opened = ElfImage.from_bytes(self.path, self.image)
-            with opened:
-                self._image_symbols[scalar] = symbols_of_image(opened, search=False, scalar=scalar)
-        return self._image_symbols[scalar]
+            return symbols_of_file(self.path, options.debug_dirs, self.link_path)
+        if self._image_symbols is None:
+            with ElfReader.from_bytes(self.path, self.image) as opened:
+                self._image_symbols = symbols_of_image(opened, search=False)
+        return self._image_symbols
 
     @property
     def has_own(self) -> bool:
@@ -136,14 +129,7 @@ def _read_facts(path: str) -> ElfFacts | None:
     except InputError as error:
         raise OSError(error.message) from None
     try:
-        with ElfReader.open(path) as reader:
-            return facts_of_image(reader)
-    except Exception:  # a damaged file: the reference reader says what is wrong, or reads it
-        pass
-    from ..elf.image import ElfImage
-
-    try:
-        with ElfImage.open(path) as image:
+        with ElfReader.open(path) as image:
             return facts_of_image(image)
     except SFrameError as error:
         raise OSError(f"not a readable ELF file ({error.detail})") from None

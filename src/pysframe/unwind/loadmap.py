@@ -30,7 +30,6 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..elf.image import ElfImage, ElfSegment, is_elf_file, iter_notes
 from ..elf.layout import (
     AT_BASE,
     AT_ENTRY,
@@ -53,6 +52,7 @@ from ..elf.layout import (
     phdr_struct,
     r_debug64_struct,
 )
+from ..elf.reader import ElfReader, ElfSegment, is_elf_file, iter_notes
 from ..errors import SFrameError, UnwindError
 from ..format.constants import Abi
 from ..input import InputError, sysroot_path
@@ -131,7 +131,7 @@ class ElfLayout:
     @classmethod
     def read(cls, path: str) -> ElfLayout:
         """The layout of ``path``; ElfError (an SFrameError) if it is not a readable ELF file."""
-        with ElfImage.open(path) as image:
+        with ElfReader.open(path) as image:
             header = image.header
             segments = image.segments()
             phdr = next((s for s in segments if s.type == PT_PHDR), None)
@@ -505,7 +505,7 @@ def lookup_paths(
 
 def _layout(path: str, abi: Abi) -> ElfLayout | None:
     """The layout of the ELF file at ``path`` when it is one for ``abi``; None when it is
-    missing, not a regular file (:func:`pysframe.elf.image.is_elf_file`), or not ELF."""
+    missing, not a regular file (:func:`pysframe.elf.reader.is_elf_file`), or not ELF."""
     if not is_elf_file(path):
         return None
     try:

@@ -251,14 +251,14 @@ def module_from_facts(
     sframe = ModuleSFrame(facts, bias, policy)
 
     def symbolize(pc: int) -> tuple[str, int] | None:
-        found = facts.symbols(symbols, scalar=True).find(pc - bias)
+        found = facts.symbols(symbols).find(pc - bias)
         return None if found is None else (symbols.name(found[0]), found[1])
 
     # A file's own .sframe may leave code out (start-up objects assembled without SFrame):
     # SFrame generated from its CFI answers for those PCs.
     info = ModuleInfo(name, bias, sframe, symbolize, fallback=sframe.fallback)
     return Module(
-        name, start, end, bias, info, sframe, lambda: facts.symbols(symbols, scalar=True)
+        name, start, end, bias, info, sframe, lambda: facts.symbols(symbols)
     )
 
 

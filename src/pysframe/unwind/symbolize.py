@@ -12,11 +12,9 @@ directories), the symbols are the union of, as gdb's minimal symbols are (gdb/el
 The name for an address is then picked by gdb's rules (:mod:`pysframe.elf.symbols`), and
 demangled (:mod:`pysframe.unwind.demangle`) unless told not to be.
 
-The tables are read in bulk (:class:`~pysframe.elf.symbols.FunctionSymbols`, numpy: names for
-many addresses), or, ``scalar``, for a few addresses
-(:class:`~pysframe.elf.symbols.LazyFunctionSymbols`: struct, names decoded when a search
-passes them), which ``stack`` uses.  A file the scalar readers cannot read whole is read in
-bulk instead, so that what is said about it is the reference readers' word.
+Each table is read in one piece (:class:`~pysframe.elf.symbols.FunctionSymbols`), and names
+one address (``stack``) or many at once (``lookup``, ``perf``).  A table that cannot be read is
+left out, with the reason in :attr:`ModuleSymbols.problems`.
 """
 
 from __future__ import annotations
@@ -33,14 +31,11 @@ from ..elf.layout import SHF_ALLOC, SHF_TLS, SHT_NOBITS
 from ..elf.plt import plt_symbols
 from ..elf.reader import ElfReader
 from ..elf.symbols import (
-    FunctionEntries,
+    FunctionColumns,
     FunctionSymbols,
-    LazyFunctionSymbols,
     SymbolRecord,
-    SymbolTable,
     find_in_objfiles,
-    read_function_entries,
-    read_function_symbols,
+    read_function_columns,
 )
 from ..errors import SFrameError
 from .demangle import (
@@ -56,10 +51,6 @@ if TYPE_CHECKING:
 
     from ..elf.dwarf_lines import SourceFrame, SourceLines
 
-#: A table as read: records (bulk, and the PLT's), entries (scalar), or None (none).
-_Part = list[SymbolRecord] | FunctionEntries | None
-
-
 @dataclass(slots=True)
 class ModuleSymbols:
     """The function symbols of one ELF file, and where they came from.  ``tables``: the file's
@@ -67,7 +58,7 @@ class ModuleSymbols:
     gdb keeps them as separate objfiles, and so do these."""
 
     path: str
-    tables: Sequence[SymbolTable]
+    tables: Sequence[FunctionSymbols]
     #: Where the symbols came from: ".symtab", ".dynsym", ".plt", the debug file's path,
     #: ".gnu_debugdata".
     sources: list[str] = field(default_factory=list)
@@ -121,7 +112,7 @@ class ModuleSymbols:
         """(mangled name, offset) of the function holding link-time ``address``: the first
         table's symbol, unless a later table's starts higher (see
         :func:`pysframe.elf.symbols.find_in_objfiles`)."""
-        best: tuple[SymbolTable, int] | None = None
+        best: tuple[FunctionSymbols, int] | None = None
         for table in self.tables:
             index = table.find_index(address)
             if index >= 0 and (best is None or table.start_of(index) > best[0].start_of(best[1])):
@@ -131,17 +122,9 @@ class ModuleSymbols:
         table, index = best
         return table.name_of(index), address - table.start_of(index)
 
-    def _bulk_tables(self) -> list[FunctionSymbols]:
-        """The tables read in bulk (a ModuleSymbols read ``scalar`` names one address at a
-        time: :meth:`find`)."""
-        tables = [table for table in self.tables if isinstance(table, FunctionSymbols)]
-        if len(tables) != len(self.tables):
-            raise TypeError("symbols read for a few addresses: read them in bulk for this")
-        return tables
-
     def find_many(self, addresses: Sequence[int] | np.ndarray) -> list[tuple[str, int] | None]:
         """:meth:`find` for many addresses at once (one numpy search per table)."""
-        tables = self._bulk_tables()
+        tables = self.tables
         out: list[tuple[str, int] | None] = []
         for address, (table, index) in zip(
             addresses, find_in_objfiles(tables, addresses), strict=True
@@ -156,7 +139,7 @@ class ModuleSymbols:
     def by_name(self, name: str) -> list[SymbolRecord]:
         """Symbols called ``name``, mangled or demangled (with or without the parameter list
         of a C++ function), from the first table that has one."""
-        for table in self._bulk_tables():
+        for table in self.tables:
             found = table.by_name(name)
             if not found:
                 names = table.names
@@ -172,64 +155,15 @@ class ModuleSymbols:
         return []
 
 
-class _Bulk:
-    """How :func:`symbols_of_image` reads in bulk: numpy, every name decoded; a table that
-    cannot be read is left out, with the reason."""
-
-    scalar = False
-
-    def attempt(self, call: Callable[[], _Part], problems: list[str], failed: _Part) -> _Part:
-        try:
-            return call()
-        except SFrameError as error:
-            problems.append(str(error))
-            return failed
-
-    def table(self, image: ElfReader, name: str) -> _Part:
-        return read_function_symbols(image, name)
-
-    def named(self, part: _Part) -> bool:
-        return bool(part)
-
-    def merged(self, parts: list[_Part]) -> SymbolTable:
-        return FunctionSymbols(r for part in parts if isinstance(part, list) for r in part)
-
-    def open(self, path: str) -> ElfReader:
-        from ..elf.image import ElfImage
-
-        return ElfImage.open(path)
-
-    def from_bytes(self, name: str, data: bytes) -> ElfReader:
-        from ..elf.image import ElfImage
-
-        return ElfImage.from_bytes(name, data)
-
-
-class _Scalar(_Bulk):
-    """How :func:`symbols_of_image` reads for a few addresses: struct, names decoded when
-    a search passes them; anything that cannot be read raises (the caller reads in bulk)."""
-
-    scalar = True
-
-    def attempt(self, call: Callable[[], _Part], problems: list[str], failed: _Part) -> _Part:
+def _attempt(
+    call: Callable[[], FunctionColumns | list[SymbolRecord]], problems: list[str]
+) -> FunctionColumns | list[SymbolRecord]:
+    """The symbols ``call`` reads; none when they cannot be read, the reason in ``problems``."""
+    try:
         return call()
-
-    def table(self, image: ElfReader, name: str) -> _Part:
-        return read_function_entries(image, name)
-
-    def named(self, part: _Part) -> bool:
-        if isinstance(part, FunctionEntries):
-            return any(part.name(index) for index in range(len(part)))
-        return bool(part)
-
-    def merged(self, parts: list[_Part]) -> SymbolTable:
-        return LazyFunctionSymbols([part for part in parts if part is not None])
-
-    def open(self, path: str) -> ElfReader:
-        return ElfReader.open(path)
-
-    def from_bytes(self, name: str, data: bytes) -> ElfReader:
-        return ElfReader.from_bytes(name, data)
+    except SFrameError as error:
+        problems.append(str(error))
+        return []
 
 
 def symbols_of_image(
@@ -238,48 +172,24 @@ def symbols_of_image(
     *,
     search: bool = True,
     link_path: str | None = None,
-    scalar: bool = False,
 ) -> ModuleSymbols:
     """The symbols of an open ELF image (``search``: also look for its separate debug file).
     ``link_path``: the file's name for the debuglink search when the image is read from
-    elsewhere (``/proc/PID/map_files/...`` for a deleted file).  ``scalar``: read for naming
-    a few addresses, without numpy (in bulk, and with pyelftools, where that fails)."""
-    if scalar:
-        try:
-            return _symbols_of_image(image, debug_dirs, search, link_path, _Scalar())
-        except SFrameError:
-            pass  # the reference readers say what is wrong, or read it
-        from ..elf.image import ElfImage
-
-        if not isinstance(image, ElfImage):
-            with ElfImage.reopen(image) as reference:
-                return _symbols_of_image(reference, debug_dirs, search, link_path, _Bulk())
-    return _symbols_of_image(image, debug_dirs, search, link_path, _Bulk())
-
-
-def _symbols_of_image(
-    image: ElfReader,
-    debug_dirs: tuple[str, ...],
-    search: bool,
-    link_path: str | None,
-    reading: _Bulk,
-) -> ModuleSymbols:
+    elsewhere (``/proc/PID/map_files/...`` for a deleted file)."""
     problems: list[str] = []
     sources: list[str] = []
-    parts: list[_Part] = []
+    parts: list[FunctionColumns | list[SymbolRecord]] = []
     for table in (".symtab", ".dynsym"):
-        found = reading.attempt(functools.partial(reading.table, image, table), problems, [])
-        if reading.named(found):
+        found = _attempt(functools.partial(read_function_columns, image, table), problems)
+        if len(found):
             sources.append(table)
             parts.append(found)
     # gdb's minimal symbols include BFD's NAME@plt.
-    stubs = reading.attempt(
-        functools.partial(plt_symbols, image, scalar=reading.scalar), problems, []
-    )
+    stubs = _attempt(functools.partial(plt_symbols, image), problems)
     if stubs:
         sources.append(".plt")
         parts.append(stubs)
-    tables = [reading.merged(parts)]
+    tables = [FunctionSymbols(*parts)]
     has_symtab = ".symtab" in sources
     debug_file = None
     if search:
@@ -288,35 +198,27 @@ def _symbols_of_image(
         problems += debug.rejected
         if debug.path is not None:
             path = debug.path
-            found = reading.attempt(lambda: _debug_table(reading, path), problems, None)
-            if found is not None:
+            try:
+                with ElfReader.open(path) as opened:
+                    found = read_function_columns(opened, ".symtab")
+            except SFrameError as error:
+                problems.append(str(error))
+            else:
                 debug_file = path
                 sources.append(path)
-                tables.append(reading.merged([found]))
-                has_symtab = has_symtab or reading.named(found)
+                tables.append(FunctionSymbols(found))
+                has_symtab = has_symtab or bool(len(found))
     if not has_symtab:
         # gdb reads MiniDebugInfo only for a file without .symtab (elf_symfile_read).
-        inner = reading.attempt(lambda: _minidebuginfo_table(reading, image), problems, None)
-        if inner is not None:
-            tables.append(reading.merged([inner]))
-            sources.append(".gnu_debugdata")
+        try:
+            mini = minidebuginfo(image)
+            if mini is not None:
+                with ElfReader.from_bytes(f"{image.path}:.gnu_debugdata", mini) as inner:
+                    tables.append(FunctionSymbols(read_function_columns(inner, ".symtab")))
+                sources.append(".gnu_debugdata")
+        except SFrameError as error:
+            problems.append(str(error))
     return ModuleSymbols(image.path, tables, sources, debug_file, problems, _sections(image))
-
-
-def _debug_table(reading: _Bulk, path: str) -> _Part:
-    """The ``.symtab`` of the separate debug file at ``path`` (an empty one when it has none)."""
-    with reading.open(path) as image:
-        return reading.table(image, ".symtab") or []
-
-
-def _minidebuginfo_table(reading: _Bulk, image: ElfReader) -> _Part:
-    """The ``.symtab`` of the image's MiniDebugInfo (an empty one when it has none); None
-    without MiniDebugInfo."""
-    mini = minidebuginfo(image)
-    if mini is None:
-        return None
-    with reading.from_bytes(f"{image.path}:.gnu_debugdata", mini) as inner:
-        return reading.table(inner, ".symtab") or []
 
 
 def _sections(image: ElfReader) -> tuple[tuple[int, int], ...]:
@@ -343,45 +245,28 @@ def _identity(image: ElfReader) -> tuple[bytes | None, tuple[str, int] | None]:
     return build_id, debuglink
 
 
-_CACHE: dict[tuple[str, int, int, int, tuple[str, ...], str | None, bool], ModuleSymbols] = {}
+_CACHE: dict[tuple[str, int, int, int, tuple[str, ...], str | None], ModuleSymbols] = {}
 
 
 def symbols_of_file(
     path: str,
     debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS,
     link_path: str | None = None,
-    *,
-    scalar: bool = False,
 ) -> ModuleSymbols:
     """The symbols of the ELF file at ``path``, cached per file version; an unreadable file
-    has none (its ``problems`` say why).  ``link_path``, ``scalar``: see
-    :func:`symbols_of_image`."""
+    has none (its ``problems`` say why).  ``link_path``: see :func:`symbols_of_image`."""
     try:
         stat = os.stat(path)
     except OSError as error:
         return ModuleSymbols(path, [], problems=[f"{path}: {error.strerror}"])
-    key = (path, stat.st_mtime_ns, stat.st_size, stat.st_ino, tuple(debug_dirs), link_path, scalar)
+    key = (path, stat.st_mtime_ns, stat.st_size, stat.st_ino, tuple(debug_dirs), link_path)
     if key not in _CACHE:
-        _CACHE[key] = _read_symbols(path, debug_dirs, link_path, scalar)
-    return _CACHE[key]
-
-
-def _read_symbols(
-    path: str, debug_dirs: tuple[str, ...], link_path: str | None, scalar: bool
-) -> ModuleSymbols:
-    if scalar:
         try:
-            with ElfReader.open(path) as reader:
-                return symbols_of_image(reader, debug_dirs, link_path=link_path, scalar=True)
-        except SFrameError:
-            pass  # the reference reader says what is wrong, or reads it
-    from ..elf.image import ElfImage
-
-    try:
-        with ElfImage.open(path) as image:
-            return symbols_of_image(image, debug_dirs, link_path=link_path)
-    except SFrameError as error:
-        return ModuleSymbols(path, [], problems=[str(error)])
+            with ElfReader.open(path) as image:
+                _CACHE[key] = symbols_of_image(image, debug_dirs, link_path=link_path)
+        except SFrameError as error:
+            _CACHE[key] = ModuleSymbols(path, [], problems=[str(error)])
+    return _CACHE[key]
 
 
 @dataclass(frozen=True, slots=True)
