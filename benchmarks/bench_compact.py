@@ -361,7 +361,7 @@ def every_pc_rules(before: SFrameSection, after: SFrameSection, chunk: int = 1 <
             np.cumsum(size) - size, size
         )
         pcs = np.repeat(np.asarray(starts[first:last], dtype=np.int64), size) + within
-        old, new = before.find_fres(pcs), after.find_fres(pcs)
+        old, new = before.find_rows(pcs), after.find_rows(pcs)
         differing += sum(int(np.count_nonzero(getattr(old, f) != getattr(new, f)))
                          for f in old.__dataclass_fields__)  # fmt: skip
         compared += len(pcs)
@@ -396,10 +396,10 @@ def libsframe_lookups(before: SFrameSection, after: SFrameSection, count: int) -
     pcs = rng.integers(low, high, size=count).tolist()
     types = []
     for pc in pcs:
-        function = before.find_fde(pc)
+        function = before.find_function(pc)
         types.append(0 if function is None else int(function.fde_type))
-    old = lib.find_fres(bytes(before.data), [pc - before.section_address for pc in pcs], types)
-    new = lib.find_fres(bytes(after.data), [pc - after.section_address for pc in pcs], types)
+    old = lib.find_rows(bytes(before.data), [pc - before.section_address for pc in pcs], types)
+    new = lib.find_rows(bytes(after.data), [pc - after.section_address for pc in pcs], types)
     found = sum(1 for answer in old if answer != (-1,))
     differing = sum(1 for a, b in zip(old, new, strict=True) if a != b)
     print(f"    libsframe {lib.path} sframe_find_fre: {count:,} random PCs ({found:,} in a "

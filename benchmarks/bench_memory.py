@@ -5,7 +5,7 @@ Python and numpy allocations of ``SFrameSection.from_bytes`` (the bytes are alre
 and are not copied), and the peak resident set (``VmHWM`` of /proc/self/status, which starts
 afresh at exec, unlike ``ru_maxrss``) its growth.  Opening reads the lookup index only; the
 FDE table (every FDE as columns, checked: what iteration, dump and validation use) and the
-batch row table of ``find_fres`` are measured after it, each separately.  Target: opening
+batch row table of ``find_rows`` are measured after it, each separately.  Target: opening
 uses at most a few (here: 4) times the section's size.
 
     python benchmarks/bench_memory.py [--quick] [--functions N] [--libraries N]
@@ -51,7 +51,7 @@ def child(path: str) -> None:
     section.table  # noqa: B018
     table_retained, table_peak = tracemalloc.get_traced_memory()
     tracemalloc.reset_peak()
-    section.find_fres([])
+    section.find_rows([])
     index_retained, index_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(

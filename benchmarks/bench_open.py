@@ -10,7 +10,7 @@ ctypes: ``sframe_decode`` then ``sframe_decoder_free``.  pysframe is timed four 
   rows decoded), to show the index is complete;
 * ``open + FDE table``: the same plus every FDE read into columns and checked (what iteration,
   dump, validation and the batch lookup use);
-* ``open + batch index``: the same plus the columnar row table ``find_fres`` builds.
+* ``open + batch index``: the same plus the columnar row table ``find_rows`` builds.
 
 A libsframe that cannot read a version (binutils 2.40's reads V1 only) is reported, and the
 pysframe figure is printed alone; every input is therefore also measured in V1.
@@ -50,7 +50,7 @@ def main() -> int:
         middle = int(section.starts[len(section) // 2]) if len(section) else 0
 
         def open_and_lookup(d: bytes = data, pc: int = middle) -> None:
-            SFrameSection.from_bytes(d).lookup(pc)
+            SFrameSection.from_bytes(d).find_row(pc)
 
         looked_up = common.median_seconds(open_and_lookup, config.runs)
         common.print_ratio("  open + lookup", looked_up, reference, "libsframe")
@@ -62,11 +62,11 @@ def main() -> int:
         common.print_ratio("  open + FDE table", tabled, reference, "libsframe")
 
         def open_and_index(d: bytes = data) -> None:
-            SFrameSection.from_bytes(d).find_fres([])
+            SFrameSection.from_bytes(d).find_rows([])
 
         indexed = common.median_seconds(open_and_index, max(1, min(config.runs, 3)))
         common.print_ratio(
-            "  open + batch index (find_fres table)", indexed, reference, "libsframe"
+            "  open + batch index (find_rows table)", indexed, reference, "libsframe"
         )
     return 0
 

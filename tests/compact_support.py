@@ -43,7 +43,7 @@ def assert_same_rules(before: SFrameSection, after: SFrameSection) -> int:
     """Every PC of ``before`` finds the same function, row and CFA/FP/RA rules in ``after``
     (batch lookups); returns the number of PCs compared."""
     pcs = every_pc(before)
-    old, new = before.find_fres(pcs), after.find_fres(pcs)
+    old, new = before.find_rows(pcs), after.find_rows(pcs)
     for field in dataclasses.fields(old):
         a, b = getattr(old, field.name), getattr(new, field.name)
         differs = np.flatnonzero(a != b)

@@ -127,6 +127,12 @@ def _vdso_symbols() -> ModuleSymbols | None:
         return None
 
 
+@functools.cache
+def _file_symbols(path: str) -> ModuleSymbols:
+    """The symbols of the file at ``path``, read once for the whole test session."""
+    return symbols_of_file(path)
+
+
 def _user_frame(found: _Map | None, ip: int) -> FrameInfo:
     if found is None:
         return FrameInfo(ip, UNKNOWN, module_address=ip)
@@ -139,7 +145,7 @@ def _user_frame(found: _Map | None, ip: int) -> FrameInfo:
         return FrameInfo(ip, "[vdso]", module_address=module_address)
     link = _link_address(found.filename, module_address)
     if link is not None:
-        named = symbols_of_file(found.filename).find(link)
+        named = _file_symbols(found.filename).find(link)
         if named is not None:
             return FrameInfo(
                 ip, found.filename, SymbolOptions().name(named[0]), named[1],
@@ -178,12 +184,10 @@ def profile_of_ips(path: Path) -> Profile:
         for build_id in data.features.build_ids:
             profile.build_ids.setdefault(build_id.filename, build_id.hex)
         # perf processes records in time order (ordered_events), not in file order.
-        records: list[tuple[int, int, object]] = []
-        for stretch in data.read(scalar=True):
-            records += [(event.time or 0, event.offset, event) for event in stretch.events]
-            assert isinstance(stretch.samples, list | None)
-            samples = stretch.samples or []
-            records += [(sample.time, sample.file_offset, sample) for sample in samples]
+        records: list[tuple[int, int, object]] = [
+            (event.time or 0, event.offset, event) for event in data.events()
+        ]
+        records += [(sample.time, sample.file_offset, sample) for sample in data.sample_records()]
         for _, _, record in sorted(records, key=lambda entry: (entry[0], entry[1])):
             if isinstance(record, LostEvent):
                 # perf report's "Total Lost Samples" counts LOST_SAMPLES records (session.c).
@@ -324,14 +328,13 @@ def profile_of_perf_stacks(path: Path) -> Profile:
         stacks.events_without_callchain = {
             attr.name or "cpu-clock" for attr in data.attrs if not attr.sample_type & (1 << 5)
         }
-        for stretch in data.read(scalar=True):
-            for event in stretch.events:
-                if isinstance(event, LostEvent):
-                    stacks.lost_samples += event.lost if event.id is None else 0
-                elif isinstance(event, MmapEvent) and event.filename.startswith("/"):
-                    maps.setdefault(event.pid, []).append(_Map(
-                        event.start, event.start + event.length, event.pgoff, event.filename
-                    ))  # fmt: skip
+        for event in data.events():
+            if isinstance(event, LostEvent):
+                stacks.lost_samples += event.lost if event.id is None else 0
+            elif isinstance(event, MmapEvent) and event.filename.startswith("/"):
+                maps.setdefault(event.pid, []).append(_Map(
+                    event.start, event.start + event.length, event.pgoff, event.filename
+                ))  # fmt: skip
     profile = Profile(sources=stacks.sources, build_ids=stacks.build_ids,
                       lost_samples=stacks.lost_samples,
                       events_without_callchain=stacks.events_without_callchain)  # fmt: skip

@@ -1,7 +1,8 @@
 """Helpers of the perf.data tests: hand-built files, perf itself, and what perf prints.
 
 * :class:`PerfFile` writes small perf.data files field by field (file or pipe mode, either
-  byte order), after perf.data-file-format.txt and perf_event.h, for the unit tests.
+  byte order), after perf.data-file-format.txt and perf_event.h, for the unit tests;
+  :func:`unfinished` makes of one what ``perf record`` leaves when it is killed.
 * :func:`check_perf` raises :class:`Unavailable` (tool "perf": the tests stop through
   conftest.unavailable, a skip outside CI and a failure under CI) where perf is missing or may
   not open events (conftest.perf_problem); :func:`record` records a program.
@@ -317,6 +318,9 @@ class PerfFile:
         self.attrs: list[Attr] = []
         self.features: list[tuple[int, bytes]] = []
         self.records: list[bytes] = []
+        #: Attributes written as HEADER_ATTR records among the others (pipe mode), not
+        #: before them.
+        self.late_attrs: set[int] = set()
 
     def pack(self, codes: str, *values: Any) -> bytes:
         return struct.pack(self.o + codes, *values)
@@ -513,6 +517,31 @@ class PerfFile:
         body += self.trailer(attr, time=time, ident=self._ident(attr))
         self.record(LOST, 0, body)
 
+    def lost_samples(self, attr: int, count: int, *, time: int = 0) -> None:
+        body = self.pack("Q", count)                       # u64 lost
+        body += self.trailer(attr, time=time, ident=self._ident(attr))
+        self.record(LOST_SAMPLES, 0, body)
+
+    def auxtrace(self, size: int, payload: bytes = b"") -> None:
+        """A PERF_RECORD_AUXTRACE saying ``size`` bytes of trace data follow it (its own
+        size does not count them), then ``payload``."""
+        body = self.pack("QQQ", size, 0, 0)                # u64 size, offset, reference
+        body += self.pack("IIII", 0, 0, 0, 0)              # u32 idx, tid, cpu, reserved
+        self.record(AUXTRACE, 0, body)
+        self.records[-1] += payload
+
+    def attr_record(self, attr: Attr) -> int:
+        """Add ``attr`` as a HEADER_ATTR record here, among the records (pipe mode: perf
+        inject and perf record's later events write them so)."""
+        index = self.add_attr(attr)
+        self.late_attrs.add(index)
+        self.records.append(self._header_attr(attr))
+        return index
+
+    def _header_attr(self, attr: Attr) -> bytes:
+        body = self.attr_bytes(attr) + self.pack(f"{len(attr.ids)}Q", *attr.ids)
+        return self.pack("IHH", HEADER_ATTR, 0, 8 + len(body)) + body  # attr, u64 id[]
+
     def _ident(self, attr: int) -> int:
         ids = self.attrs[attr].ids
         return ids[0] if ids else 0
@@ -559,13 +588,23 @@ class PerfFile:
 
     def _build_pipe(self) -> bytes:
         out = b"PERFILE2"[:: -1 if self.big_endian else 1] + self.pack("Q", 16)  # magic, size
-        for attr in self.attrs:
-            body = self.attr_bytes(attr) + self.pack(f"{len(attr.ids)}Q", *attr.ids)
-            out += self.pack("IHH", HEADER_ATTR, 0, 8 + len(body)) + body  # attr, u64 id[]
+        for index, attr in enumerate(self.attrs):
+            if index not in self.late_attrs:
+                out += self._header_attr(attr)
         for feature, payload in self.features:
             body = self.pack("Q", feature) + payload       # u64 feat_id, then the section
             out += self.pack("IHH", HEADER_FEATURE, 0, 8 + len(body)) + body
         return out + b"".join(self.records)
+
+
+def unfinished(blob: bytes, big_endian: bool = False) -> bytes:
+    """The file-mode ``blob`` as ``perf record`` killed leaves it: the header's data size
+    still 0 (perf writes it at the end, with the feature sections after the data: none)."""
+    order = ">" if big_endian else "<"
+    data_offset, data_size = struct.unpack_from(order + "QQ", blob, 40)  # data section
+    out = bytearray(blob[: data_offset + data_size])
+    struct.pack_into(order + "Q", out, 48, 0)                              # data.size
+    return bytes(out)
 
 
 def _padded_name(name: str | bytes) -> bytes:

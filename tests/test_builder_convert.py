@@ -130,7 +130,7 @@ def test_pcmask_function() -> None:
     plt = builder.add_function(0x1030, 0x60, pc_type=PcType.MASK, rep_size=16)
     plt.add_row(0, CfaRule(7, 8)).add_row(11, CfaRule(7, 16))
     section = builder.build()
-    assert section.find_fre(0x1030 + 0x20 + 12).cfa == CfaRule(7, 16)  # type: ignore[union-attr]
+    assert section.find_row(0x1030 + 0x20 + 12).row.cfa == CfaRule(7, 16)  # type: ignore[union-attr]
 
 
 def test_s390x_needs_cfa_offsets_of_160_plus_eight_k() -> None:
@@ -272,8 +272,8 @@ def test_pcmask_rows_that_v1_would_match_differently_refuse() -> None:
     # 8-byte blocks, rows at 0 and 4: at 0x1008 V2 matches row 0 ((pc - start) % 8 = 0),
     # V1 row 1 (0x1008 & 0xf = 8 lies in row 1's [4, 15]).
     section = _pcmask_section(0x1000, 0x20, 8, [0, 4])
-    assert section.find_fre(0x1008) is not None
-    assert section.find_fre(0x1008).cfa.offset == 8  # type: ignore[union-attr]
+    assert section.find_row(0x1008) is not None
+    assert section.find_row(0x1008).row.cfa.offset == 8  # type: ignore[union-attr]
     with pytest.raises(ConversionError, match=r"function 0 at 0x1000 .* at 0x1008 row 0 becomes 1"):
         section.convert(Version.V1)
 
@@ -285,13 +285,13 @@ def test_pcmask_rows_v1_matches_alike_convert_and_keep_every_pc() -> None:
         section = _pcmask_section(start, size, rep_size, offsets)
         converted = section.convert(Version.V1)
         for pc in range(start - 1, start + size + 1):
-            before, after = section.find_fre(pc), converted.find_fre(pc)
-            assert (before and before.cfa) == (after and after.cfa), hex(pc)
+            before, after = section.find_row(pc), converted.find_row(pc)
+            assert (before and before.row.cfa) == (after and after.row.cfa), hex(pc)
 
 
 def test_v1_pcmask_to_v2_with_another_rep_size_refuses() -> None:
     section = _pcmask_section(0x1000, 0x20, 16, [0, 11]).convert(Version.V1)
-    assert section.convert(Version.V2, pcmask_rep_size=16).find_fre(0x101B) is not None
+    assert section.convert(Version.V2, pcmask_rep_size=16).find_row(0x101B) is not None
     with pytest.raises(ConversionError, match="would match differently"):
         section.convert(Version.V2, pcmask_rep_size=8)
 

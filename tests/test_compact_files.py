@@ -198,7 +198,7 @@ def test_libsframe_decodes_and_finds_alike(program: Path, compacted: Path) -> No
     pcs = every_pc(before).tolist()
     with lib.decode(bytes(before.data)) as old, lib.decode(bytes(after.data)) as new:  # type: ignore[union-attr]
         for pc in pcs:
-            function = before.find_fde(pc)
+            function = before.find_function(pc)
             fde_type = 0 if function is None else function.fde_type
             relative = pc - before.section_address
             assert new.find(relative, fde_type) == old.find(relative, fde_type), hex(pc)
@@ -222,7 +222,7 @@ def test_corpus_objdump_and_libsframe(tmp_path: Path) -> None:
         _, after = _sections(out)
         with lib.decode(bytes(before.data)) as old, lib.decode(bytes(after.data)) as new:  # type: ignore[union-attr]
             for pc in every_pc(before).tolist():
-                function = before.find_fde(pc)
+                function = before.find_function(pc)
                 fde_type = 0 if function is None else function.fde_type
                 relative = pc - before.section_address
                 assert new.find(relative, fde_type) == old.find(relative, fde_type)

@@ -27,6 +27,7 @@ from pysframe import (
     Version,
     WordSize,
 )
+from sframe_scan import scan
 
 
 def header(
@@ -97,9 +98,9 @@ def test_v1_amd64_rows() -> None:
     assert rows[1].fp == RegRule.at_cfa(-16)
     assert rows[2].cfa == CfaRule(6, 16) and rows[2].base_reg is BaseReg.FP
     assert all(r.ra == RegRule.fixed(-8) for r in rows)
-    assert section.find_fre(0x1003) == rows[1]
-    assert section.find_fre(0x101F) == rows[2]
-    assert section.find_fre(0x1020) is None and section.find_fre(0xFFF) is None
+    assert section.find_row(0x1003).row == rows[1]
+    assert section.find_row(0x101F).row == rows[2]
+    assert section.find_row(0x1020) is None and section.find_row(0xFFF) is None
     assert section.to_bytes() == v1_amd64()
 
 
@@ -111,8 +112,8 @@ def test_v1_pcmask_uses_low_four_bits() -> None:
     data = header("<", 1, 1, 3, 0, -8, 1, 2, len(fres), 0, len(fde)) + fde + fres
     section = SFrameSection.from_bytes(data)
     assert section[0].pc_type is PcType.MASK
-    assert section.find_fre(0x1025).cfa.offset == 8  # type: ignore[union-attr]
-    assert section.find_fre(0x102C).cfa.offset == 16  # type: ignore[union-attr]
+    assert section.find_row(0x1025).row.cfa.offset == 8  # type: ignore[union-attr]
+    assert section.find_row(0x102C).row.cfa.offset == 16  # type: ignore[union-attr]
 
 
 # -- V2 ---------------------------------------------------------------------------------------
@@ -176,9 +177,9 @@ def test_v2_pcmask_uses_rep_size() -> None:
     )
     data = header("<", 2, 1, 3, 0, -8, 1, 2, len(fres), 0, len(fde)) + fde + fres
     section = SFrameSection.from_bytes(data)
-    assert section.find_fre(0x1035).cfa.offset == 8  # type: ignore[union-attr]
-    assert section.find_fre(0x103B).cfa.offset == 16  # type: ignore[union-attr]
-    assert section.lookup(0x103B).row_index == 1  # type: ignore[union-attr]
+    assert section.find_row(0x1035).row.cfa.offset == 8  # type: ignore[union-attr]
+    assert section.find_row(0x103B).row.cfa.offset == 16  # type: ignore[union-attr]
+    assert section.find_row(0x103B).row_index == 1  # type: ignore[union-attr]
 
 
 def test_v2_s390x_registers_and_padding() -> None:
@@ -307,7 +308,7 @@ def test_v3_pcmask_and_rep_size() -> None:
     data = v3_section(fres, info=0x10, rep_size=16, num_fres=2)
     section = SFrameSection.from_bytes(data)
     assert section[0].rep_size == 16 and section[0].pc_type is PcType.MASK
-    assert section.find_fre(0x1027).cfa.offset == 16  # type: ignore[union-attr]
+    assert section.find_row(0x1027).row.cfa.offset == 16  # type: ignore[union-attr]
 
 
 def test_auxiliary_header_moves_the_subsections() -> None:
@@ -329,28 +330,31 @@ def test_v3_big_endian_s390x_cfa_decoding() -> None:
     assert (rows[1].ra, rows[1].fp) == (RegRule.at_cfa(-48), RegRule.at_cfa(-72))
 
 
-def test_batch_matches_scalar_on_hand_built_sections() -> None:
+def test_lookups_on_hand_built_sections_are_libsframes() -> None:
+    """One PC and many, against libsframe's scan (tests/sframe_scan.py)."""
     for data in (v1_amd64(), v2_aarch64(), v3_section(bytes([0, 3, 8, 6, 3, 16]), num_fres=2)):
         section = SFrameSection.from_bytes(data, 0x2000)
         pcs = np.arange(0, 0x5000, dtype=np.uint64)
-        batch = section.find_fres(pcs)
+        batch = section.find_rows(pcs)
         for i, pc in enumerate(pcs):
-            found = section.lookup(int(pc))
-            expected = -1 if found is None else found.row_index
-            assert batch.row_index[i] == expected
+            want = scan(section, int(pc))
+            found = section.find_row(int(pc))
+            assert (None if found is None else (found.function.index, found.row_index)) == want
+            assert batch.row_index[i] == (-1 if want is None else want[1])
 
 
-def test_batch_of_many_shuffled_pcs_matches_scalar() -> None:
-    # 1024 or more PCs out of order take the sort-first path of find_fres.
+def test_batch_of_many_shuffled_pcs_is_libsframes() -> None:
+    # 1024 or more PCs out of order take the sort-first path of find_rows.
     section = SFrameSection.from_bytes(v3_section(bytes([0, 3, 8, 6, 3, 16]), num_fres=2))
     pcs = np.random.default_rng(7).permutation(np.arange(0xE00, 0x1300, dtype=np.uint64))
     assert len(pcs) >= 1024
-    batch = section.find_fres(pcs)
+    batch = section.find_rows(pcs)
     for i, pc in enumerate(pcs):
-        found = section.lookup(int(pc))
-        assert batch.row_index[i] == (-1 if found is None else found.row_index)
-        if found is not None:
-            assert batch.cfa_offset[i] == found.row.cfa.offset  # type: ignore[union-attr]
+        want = scan(section, int(pc))
+        assert batch.row_index[i] == (-1 if want is None else want[1])
+        if want is not None:
+            row = section[want[0]].rows[want[1]]
+            assert batch.cfa_offset[i] == row.cfa.offset  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -92,10 +92,10 @@ def expect_function_error(
     pc = int(section.starts[0])
     readers: list[Callable[[], object]] = [
         lambda: section[0],
-        lambda: section.find_fde(pc),
+        lambda: section.find_function(pc),
         lambda: list(section),
         lambda: section.table,
-        lambda: section.find_fres([pc]),
+        lambda: section.find_rows([pc]),
     ]
     for read in readers:
         with pytest.raises(error, match=match) as info:
@@ -123,7 +123,7 @@ def test_invalid_word_size_is_found_when_rows_are_decoded() -> None:
         section[0].rows  # noqa: B018
     assert info.value.offset == 28 + 17 + 1
     with pytest.raises(InvalidFieldError):
-        section.find_fres([0x1000])
+        section.find_rows([0x1000])
 
 
 def test_truncated_fre_words() -> None:

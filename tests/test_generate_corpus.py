@@ -136,7 +136,7 @@ def test_linked_files_match_ld(path: Path) -> None:
         ld = load_sframe(image)
     gen = generate_from_elf(str(path), ld_compatible=True).section
     for reference in ld:
-        generated = gen.find_fde(reference.start)
+        generated = gen.find_function(reference.start)
         assert generated is not None and generated.start == reference.start
         assert (generated.size, generated.info, generated.rep_size) == (
             reference.size,
@@ -154,7 +154,7 @@ def test_plt_got_default_is_what_eh_frame_says() -> None:
         plt_got = image.section(".plt.got")
     assert plt_got is not None
     gen = generate_from_elf(str(path)).section
-    function = gen.find_fde(plt_got.address)
+    function = gen.find_function(plt_got.address)
     assert function is not None and function.rep_size == 8
     row = function.rows[0]
     assert row.cfa is not None and (row.cfa.reg, row.cfa.offset) == (7, 8)

@@ -301,8 +301,8 @@ def test_versions_1_and_2_skip_what_they_cannot_say() -> None:
         assert "FLEX" in reasons[0] and "undefined" in reasons[1]
     v3 = generate_from_eh_frame(data, 0x1000, Abi.AMD64_ENDIAN_LITTLE)
     assert len(v3.section) == 3 and not v3.skipped
-    undefined = v3.section.find_fre(0x2100)
-    assert undefined is not None and undefined.ra.kind is RuleKind.UNDEFINED
+    undefined = v3.section.find_row(0x2100)
+    assert undefined is not None and undefined.row.ra.kind is RuleKind.UNDEFINED
 
 
 def test_plt_functions_as_ld_writes_them() -> None:

@@ -31,13 +31,12 @@ from pysframe.elf.dwarf_lines import source_lines
 from pysframe.elf.reader import ElfReader
 from pysframe.elf.symbols import FunctionSymbols, read_function_symbols
 from pysframe.format.builder import SFrameBuilder
-from pysframe.format.single import SectionLookup
+from pysframe.format.lookup import SectionLookup
 from pysframe.generate import generate_from_eh_frame
 from pysframe.generate.interpret import interpret_cfi
 from pysframe.generate.translator import TOO_MANY_FRES
 from pysframe.tools.compact import compact_file
-from pysframe.tools.dump import section_chunks
-from pysframe.tools.dump_json import function_json_pieces, section_json_chunks
+from pysframe.tools.dump import function_json_pieces, section_chunks, section_json_chunks
 from pysframe.tools.info import section_info
 from pysframe.tools.stats import file_stats
 from pysframe.tools.validate import validate_elf
@@ -326,7 +325,7 @@ def test_lookup_of_one_pc_among_the_rows_of_one_function(version: Version) -> No
         data = _one_function(version, count)
 
         def run() -> None:
-            found = SFrameSection.from_bytes(data, SFRAME).lookup(TEXT + 4 * (count // 2) + 1)
+            found = SFrameSection.from_bytes(data, SFRAME).find_row(TEXT + 4 * (count // 2) + 1)
             assert found is not None and found.row_index == count // 2
 
         return run
@@ -345,10 +344,10 @@ def test_lookup_of_many_pcs_among_the_rows_of_one_function(version: Version) -> 
 
         def run() -> None:
             section = SFrameSection.from_bytes(data, SFRAME)
-            rows = [found.row_index for pc in pcs if (found := section.lookup(pc)) is not None]
+            rows = [found.row_index for pc in pcs if (found := section.find_row(pc)) is not None]
             assert rows == list(range(0, count, 40))
             single = SectionLookup(data, SFRAME)
-            found_once = [single.lookup(pc) for pc in pcs]
+            found_once = [single.find_row(pc) for pc in pcs]
             assert [found.row_index for found in found_once if found is not None] == rows
             batch = SFrameSection.from_bytes(data, SFRAME).find_rows(list(pcs))
             assert batch.row_index.tolist() == rows

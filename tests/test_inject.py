@@ -62,7 +62,7 @@ def test_injected_v3_runs_and_decodes(program: Path, capsys: pytest.CaptureFixtu
         )
         section = load_sframe(image)
         symbols = {s.name: s for s in read_function_symbols(image, ".symtab")}
-    main_fn = section.find_fde(symbols["main"].address)
+    main_fn = section.find_function(symbols["main"].address)
     assert main_fn is not None and main_fn.start == symbols["main"].address
     expected = generate_from_elf(str(program)).section
     assert [(f.start, f.size) for f in section] == [(f.start, f.size) for f in expected]

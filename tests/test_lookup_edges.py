@@ -27,7 +27,7 @@ def _section(version: Version, sort: bool) -> SFrameSection:
 
 
 def _scalar(section: SFrameSection, pc: int) -> tuple[int, int, int]:
-    found = section.lookup(pc) if 0 <= pc < U64 else None
+    found = section.find_row(pc) if 0 <= pc < U64 else None
     if found is None:
         return -1, -1, 0
     assert found.row.cfa is not None
@@ -43,7 +43,7 @@ def test_batch_equals_scalar_around_the_top_of_the_address_space(
     pcs = [U64 - 0x20 + i for i in range(0x50)] + list(range(0x30)) + list(range(0xFF0, 0x1050))
     pcs += [-5, -1, U64]
     pcs += [U64 + 0x1008, 1 << 70]
-    result = section.find_fres(pcs)
+    result = section.find_rows(pcs)
     batch = list(
         zip(
             result.function_index.tolist(),
@@ -60,9 +60,9 @@ def test_pcs_that_are_no_address_are_not_found() -> None:
     section = _section(Version.V3, True)
     inside = 0x1008
     for pcs in ([-1], [U64], [U64 + inside], [-1, inside, 1 << 70]):
-        result = section.find_fres(pcs)
+        result = section.find_rows(pcs)
         assert result.found.tolist() == [pc == inside for pc in pcs]
         assert result.cfa_reg.tolist() == [7 if pc == inside else -1 for pc in pcs]
-    signed = section.find_fres(np.array([-1, inside], dtype=np.int64))
+    signed = section.find_rows(np.array([-1, inside], dtype=np.int64))
     assert signed.found.tolist() == [False, True]
-    assert section.find_fre(-1) is None and section.find_fre(U64 + inside) is None
+    assert section.find_row(-1) is None and section.find_row(U64 + inside) is None

@@ -41,7 +41,7 @@ def decode_everything(data: bytes) -> None:
     section = SFrameSection.from_bytes(data)
     for function in section:
         function.rows  # noqa: B018
-    section.find_fres([0x1000, 0x1020])
+    section.find_rows([0x1000, 0x1020])
 
 
 def expect(data: bytes, error: type[SFrameError], message: str, offset: int | None) -> None:
@@ -503,7 +503,7 @@ def test_batch_lookup_in_pcmask_function_without_rows() -> None:
     # One PCMASK function (info 0x10, rep_size 16) and no FRE at all: the batch search marks
     # it for the scalar path; that marker (-2) was used as an index into a 1-entry array.
     data = v3([Fn(0x1000, 0x10, b"", 0, info=0x10, rep_size=16)])
-    result = SFrameSection.from_bytes(data).find_fres([0x0FFF, 0x1004, 0x1010])
+    result = SFrameSection.from_bytes(data).find_rows([0x0FFF, 0x1004, 0x1010])
     assert list(result.function_index) == [-1, -1, -1]
     assert list(result.row_index) == [-1, -1, -1]
 
@@ -518,11 +518,11 @@ def test_open_and_lookup_read_only_the_function_they_need() -> None:
     data[FRE_START + 12 + 2] = 0x03  # function 1's attribute record: info byte, FRE type 3
     section = SFrameSection.from_bytes(bytes(data))
     assert section.starts.tolist() == [F0.start, F1.start]
-    found = section.lookup(F0.start + 4)
+    found = section.find_row(F0.start + 4)
     assert found is not None and found.function.index == 0 and found.row_index == 1
     message = "function 1: invalid FRE type 3"
-    for read in (lambda: section[1], lambda: section.lookup(F1.start), lambda: list(section),
-                 lambda: section.table, lambda: section.find_fres([F0.start])):
+    for read in (lambda: section[1], lambda: section.find_row(F1.start), lambda: list(section),
+                 lambda: section.table, lambda: section.find_rows([F0.start])):
         with pytest.raises(InvalidFieldError) as info:
             read()
         assert info.value.function == 1 and info.value.description == message

@@ -274,12 +274,17 @@ def every_name(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 def pysframe(*arguments: str | Path) -> bytes:
     """What ``pysframe perf ARGUMENTS`` writes on stdout, which must exit 0 with nothing on
-    stderr (no traceback, no internal error)."""
+    stderr (no traceback, no internal error) but the warning of samples perf record lost, which
+    a loaded machine can give."""
     done = subprocess.run(
         [sys.executable, "-m", "pysframe", "perf", *map(str, arguments)],
         capture_output=True, timeout=300, check=False,
     )  # fmt: skip
-    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode(errors="replace")
+    others = [
+        line for line in done.stderr.splitlines()
+        if not (line.startswith(b"pysframe: warning: ") and b" samples were lost (" in line)
+    ]  # fmt: skip
+    assert done.returncode == 0 and not others, done.stderr.decode(errors="replace")
     return done.stdout
 
 

@@ -172,7 +172,10 @@ def pysframe_lines(*arguments: str) -> list[str]:
         [sys.executable, "-m", "pysframe", "perf", *arguments], capture_output=True, text=True,
         timeout=600, check=False, errors="surrogateescape",
     )  # fmt: skip
-    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    # The one warning a busy machine may give (perf record lost samples; perf says so too).
+    others = [line for line in done.stderr.splitlines()
+              if not re.match(r"pysframe: warning: .*: \d+ samples were lost ", line)]  # fmt: skip
+    assert done.returncode == 0 and not others, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     while lines and lines[-1] == "":
         lines.pop()

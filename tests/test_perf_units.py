@@ -580,7 +580,8 @@ def test_a_file_cut_short(tmp_path: Path) -> None:
     assert reading.bulk_error is None and reading.scalar_error is None
     assert [s.ip for s in reading.bulk] == [0, 1, 2] and reading.bulk == reading.scalar
     (problem,) = reading.problems
-    assert "the data is cut short: a record of 56 bytes" in problem
+    assert "the file is cut short: its data should run to" in problem
+    assert "a record of 56 bytes runs past the end of the file" in problem
     assert problem.endswith(f"(at byte offset {data_end - 56:#x})")
 
 
@@ -596,7 +597,7 @@ def test_a_header_with_data_size_zero(tmp_path: Path) -> None:
     path.write_bytes(bytes(blob))
     reading = read_both(path)
     assert [s.ip for s in reading.bulk] == [1, 2]
-    assert len(reading.problems) == 1 and "size of 0" in reading.problems[0]
+    assert len(reading.problems) == 1 and "the header's data size is 0" in reading.problems[0]
 
 
 def test_a_corrupt_sample_ends_the_reading_after_those_before(tmp_path: Path) -> None:
@@ -653,7 +654,11 @@ def test_a_payload_past_the_end_of_the_data(tmp_path: Path) -> None:
     perf.records[-1] += bytes(8)
     reading = read_both(write(tmp_path, perf))
     assert reading.bulk_error == reading.scalar_error
-    assert "the payload of the record before this offset runs past" in reading.bulk_error
+    at = 104 + 136 + 16 + len(perf.records[0])  # header, attribute and its ids' section
+    assert reading.bulk_error.endswith(
+        "the payload of 4096 bytes of the AUXTRACE record at this offset runs past the end of "
+        f"the data section (at byte offset {at:#x})"
+    )
     assert [s.ip for s in reading.bulk] == [1]
 
 
@@ -668,4 +673,4 @@ def test_a_file_cut_at_a_record_boundary(tmp_path: Path) -> None:
     reading = read_both(path)
     assert [s.ip for s in reading.bulk] == [0, 1]
     (problem,) = reading.problems
-    assert f"said to end at {len(blob):#x}" in problem
+    assert f"its data should run to {len(blob):#x}" in problem

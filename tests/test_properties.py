@@ -12,6 +12,7 @@ from pysframe import Abi, CfaRule, RegRule, RuleKind, SFrameError, SFrameSection
 from pysframe.format.builder import RowSpec, SFrameBuilder
 from pysframe.format.constants import DwarfReg
 from pysframe.format.lookup import RULE_KINDS
+from sframe_scan import scan
 from test_builder_convert import bulk_and_scalar
 
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
@@ -137,26 +138,28 @@ def test_decode_of_encode_gives_the_rules_back(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections(), st.data())
-def test_batch_lookup_equals_scalar_lookup(
+def test_lookups_are_libsframes(
     case: tuple[SFrameBuilder, list[list[RowSpec]]], data: st.DataObject
 ) -> None:
+    """One PC and many: the function and row libsframe's scan finds (tests/sframe_scan.py),
+    and the row's rules as decoding gives them."""
     builder, _ = case
     section = builder.build()
     if len(section) == 0:
         return
     start, end = int(section.table.start[0]), int(section[len(section) - 1].end)
     pcs = data.draw(st.lists(st.integers(max(start - 4, 0), end + 4), min_size=1, max_size=40))
-    batch = section.find_fres(np.array(pcs, dtype=np.uint64))
+    batch = section.find_rows(np.array(pcs, dtype=np.uint64))
     for i, pc in enumerate(pcs):
-        found = section.lookup(pc)
-        if found is None:
+        want = scan(section, pc)
+        found = section.find_row(pc)
+        assert (None if found is None else (found.function.index, found.row_index)) == want
+        if want is None:
             assert batch.row_index[i] == -1
             continue
-        row = found.row
-        assert (batch.function_index[i], batch.row_index[i]) == (
-            found.function.index,
-            found.row_index,
-        )
+        assert (batch.function_index[i], batch.row_index[i]) == want
+        row = section[want[0]].rows[want[1]]
+        assert found is not None and found.row == row
         assert RULE_KINDS[batch.ra_kind[i]] is row.ra.kind and batch.ra_offset[i] == row.ra.offset
         assert RULE_KINDS[batch.fp_kind[i]] is row.fp.kind and batch.fp_offset[i] == row.fp.offset
         if row.cfa is not None:
@@ -166,11 +169,11 @@ def test_batch_lookup_equals_scalar_lookup(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections(), st.integers(0, 2**32))
-def test_batch_lookup_of_many_unordered_pcs_equals_one_at_a_time(
+def test_batch_lookup_of_many_unordered_pcs_is_libsframes(
     case: tuple[SFrameBuilder, list[list[RowSpec]]], seed: int
 ) -> None:
-    """Enough unordered PCs (inside, around and far outside the section) for find_fres to
-    sort them first; every answer equals that of the same PC looked up alone."""
+    """Enough unordered PCs (inside, around and far outside the section) for find_rows to
+    sort them first; every answer is the one libsframe's scan finds, with its row's rules."""
     rng = random.Random(seed)
     section = case[0].build()
     if len(section) == 0:
@@ -180,15 +183,21 @@ def test_batch_lookup_of_many_unordered_pcs_equals_one_at_a_time(
     far = [0, 1, (1 << 64) - 1, (1 << 63) + 5, end + (1 << 40)]
     pcs = near + far + near[:50]
     rng.shuffle(pcs)
-    batch = section.find_fres(np.array(pcs, dtype=np.uint64))
+    batch = section.find_rows(np.array(pcs, dtype=np.uint64))
     for one in sorted(set(pcs)):
-        alone = section.find_fres(np.array([one], dtype=np.uint64))
+        want = scan(section, one)
         where = [i for i, pc in enumerate(pcs) if pc == one]
-        for column in ("function_index", "row_index", "cfa_reg", "cfa_offset", "fp_kind",
-                       "fp_offset", "ra_kind", "ra_offset", "mangled_ra"):
-            assert (getattr(batch, column)[where] == getattr(alone, column)[0]).all(), column
-        found = section.lookup(one)
-        assert batch.row_index[where[0]] == (-1 if found is None else found.row_index)
+        assert (batch.row_index[where] == (-1 if want is None else want[1])).all()
+        assert (batch.function_index[where] == (-1 if want is None else want[0])).all()
+        if want is None:
+            continue
+        row = section[want[0]].rows[want[1]]
+        assert (RULE_KINDS[batch.ra_kind[where[0]]], batch.ra_offset[where[0]]) == (
+            row.ra.kind, row.ra.offset)
+        assert (RULE_KINDS[batch.fp_kind[where[0]]], batch.fp_offset[where[0]]) == (
+            row.fp.kind, row.fp.offset)
+        if row.cfa is not None:
+            assert batch.cfa_offset[where[0]] == row.cfa.offset
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -216,8 +225,8 @@ def _exercise(data: bytes) -> None:
         for function in section:
             function.rows  # noqa: B018
         for pc in (0, 0x1000, 0x1010, 1 << 40):
-            section.find_fre(pc)
-        section.find_fres(np.arange(0x1000, 0x1100, 7, dtype=np.uint64))
+            section.find_row(pc)
+        section.find_rows(np.arange(0x1000, 0x1100, 7, dtype=np.uint64))
         section.to_bytes()
     except SFrameError:
         pass

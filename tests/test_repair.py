@@ -188,8 +188,8 @@ def _same_rules_as_gnu_ld(repaired: Path, gnu: Path) -> int:
         if name is None:  # GNU ld's own PLT FDEs: lld has no such entries
             continue
         offsets = np.arange(function.size, dtype=np.uint64)
-        expected = theirs.find_fres(np.uint64(function.start) + offsets)
-        found = ours.find_fres(np.uint64(our_symbols[name]) + offsets)
+        expected = theirs.find_rows(np.uint64(function.start) + offsets)
+        found = ours.find_rows(np.uint64(our_symbols[name]) + offsets)
         for field in ("row_index", "cfa_reg", "cfa_offset", "cfa_deref", "fp_kind", "fp_offset",
                       "fp_reg", "ra_kind", "ra_offset", "ra_reg", "mangled_ra"):  # fmt: skip
             assert np.array_equal(getattr(found, field), getattr(expected, field)), (name, field)

@@ -1,7 +1,7 @@
-"""The scalar lookup finds a function's row by binary search (pysframe.format.row_index); the
-reference is the scan of libsframe's sframe_find_fre (lookup.find_row_index).  They must agree
-on any function, rows in order or not, PCINC or PCMASK, in every version; and a lookup in a
-damaged function must raise what decoding its rows raises."""
+"""A lookup finds a function's row by binary search (pysframe.format.lookup.RowSearch); the
+oracle is libsframe's scan, sframe_find_fre (tests/sframe_scan.py).  They must agree on any
+function, rows in order or not, PCINC or PCMASK, in every version; and a lookup in a damaged
+function must raise what decoding its rows raises."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pysframe.format.builder import SFrameBuilder
 from pysframe.format.constants import Flags, FreType, PcType
 from pysframe.format.encode import SectionSpec, encode_section
 from pysframe.format.layout import fde_info
-from pysframe.format.lookup import find_row_index
 from pysframe.format.model import CfaRule, FrameRow, Function, RegRule
+from sframe_scan import find_row_index
 from test_properties import sections
 
 #: A DEFAULT FRE with one 1-byte word (the CFA offset): info 0x02 (bit 0 base register FP,
@@ -92,7 +92,7 @@ def test_binary_search_equals_the_scan(case: tuple[Version, Function]) -> None:
     for pc in [*range(stored.start - 2, stored.start + 340), 0, (1 << 64) - 1]:
         inside = stored.start <= pc < stored.end  # else no function: no row
         want = find_row_index(stored, rows, version, pc) if inside else None
-        found = section.lookup(pc)
+        found = section.find_row(pc)
         assert (None if found is None else found.row_index) == want, hex(pc)
         if found is not None and want is not None:
             assert found.row == rows[want]
@@ -137,9 +137,9 @@ def test_lookup_in_a_damaged_function_raises_what_decoding_raises(
                 continue
             if landed is None or landed.index != index:
                 continue
-            assert _error(partial(fresh.lookup, pc)) == decoded
+            assert _error(partial(fresh.find_row, pc)) == decoded
             if decoded is None:
-                found = fresh.lookup(pc)
+                found = fresh.find_row(pc)
                 want = find_row_index(function, function.rows, section.version, pc)
                 assert (None if found is None else found.row_index) == want
                 assert found is None or found.row == function.rows[found.row_index]
@@ -166,6 +166,6 @@ def test_rows_in_order_and_not(
     start = 0x2000
     function = _function(start, size, offsets, [8] * len(offsets), fde_info(fre_type, 0, 0), 0)
     section = _section(Version.V2, function)
-    found = [section.lookup(start + offset) for offset in range(size)]
+    found = [section.find_row(start + offset) for offset in range(size)]
     assert [None if f is None else f.row_index for f in found] == expected
-    assert section.lookup(start - 1) is None and section.lookup(start + size) is None
+    assert section.find_row(start - 1) is None and section.find_row(start + size) is None

@@ -26,7 +26,7 @@ from pysframe.cli import main
 from pysframe.elf.reader import ElfReader
 from pysframe.sources import ResolvedSFrame, resolve_sframe
 from pysframe.sources.trust import Policy, trust_problems
-from pysframe.unwind.facts import facts_of_image
+from pysframe.unwind.modules import facts_of_image
 from pysframe.unwind.stack import StackReport, module_warnings, stack_of_process
 
 sys.path.insert(0, str(Path(__file__).parent))

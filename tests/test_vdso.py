@@ -97,8 +97,8 @@ def test_this_process_vdso_is_a_module_with_symbols_and_sframe() -> None:
     mapped = [line.split()[0] for line in maps if line.endswith("[vdso]")]
     low, high = (int(part, 16) for part in mapped[0].split("-"))
     assert low == module.start and module.end <= high
-    assert module.info.section is module._sframe and module.origin in {"generated", "section"}
-    section = module._sframe.chosen.section  # chosen when first needed
+    assert module.info.section is module and module.origin in {"generated", "section"}
+    section = module.section  # chosen when first needed
     assert section is not None
     symbolize = module.info.symbolize
     assert symbolize is not None
@@ -106,7 +106,7 @@ def test_this_process_vdso_is_a_module_with_symbols_and_sframe() -> None:
     symbols = [start for start in starts if symbolize(start) is not None]
     assert symbols, "no generated function starts at a vDSO symbol"
     if platform.machine() == "x86_64":
-        found = section.lookup(symbols[0])
+        found = section.find_row(symbols[0])
         assert found is not None and found.row.cfa is not None
         assert (found.row.cfa.reg, found.row.cfa.offset) == (7, 8)  # CFA = rsp + 8 at entry
         assert found.row.ra.kind is RuleKind.FIXED

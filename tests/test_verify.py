@@ -253,9 +253,9 @@ def test_changed_cfa_offset_on_other_abis(arch: str, tmp_path: Path) -> None:
     (found,) = report.disagreements
     end = victim.start + (rows[2].start_offset if len(rows) > 2 else victim.size)
     assert (found.start, found.end) == (victim.start + rows[1].start_offset, end)
-    wrong = damaged.find_fre(found.start)
-    assert wrong is not None and wrong.cfa is not None
-    assert f"{wrong.cfa.offset:+d}," in found.sframe
+    wrong = damaged.find_row(found.start)
+    assert wrong is not None and wrong.row.cfa is not None
+    assert f"{wrong.row.cfa.offset:+d}," in found.sframe
 
 
 # -- GNU as' own differences ------------------------------------------------------------------

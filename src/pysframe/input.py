@@ -11,6 +11,11 @@ paths, files under ``--sysroot``, separate debug files found by build ID or
 * refuses anything but a regular file, so that a FIFO, a device (``/dev/zero`` reads without
   end) or a directory gets one clear error instead of a hang, an unbounded read or an OS error
   later;
+* refuses the regular files of the kernel's own file systems (``/proc``, ``/sys``, tracefs,
+  debugfs...): their size says nothing of what a read gives (``/proc/PID/mem`` fails with an
+  I/O error or reads a process's memory, tracefs's ``trace_pipe`` waits for events), so that
+  a name an input gives (a recording's mapped file, a core's ``NT_FILE`` path) cannot make
+  one of them read as a module;
 * with ``max_size``, refuses a file larger than the caller will read of it (a sparse file may
   claim any size);
 * with ``follow_links=False``, refuses a symbolic link instead of following it
@@ -22,20 +27,32 @@ it parses, a debuglink's CRC reads its file a MiB at a time (faster than a mappi
 holes in a sparse file fault in page by page), and :func:`read_input` reads a whole input
 only for the commands that rewrite it.
 
-``/proc`` files (``/proc/PID/maps``, ``/proc/PID/auxv``) are regular files whose ``stat`` size
-is 0, whatever they hold: :func:`read_proc` opens them the same way and reads at most a given
-number of bytes, refusing one that holds more.
+The kernel's files pysframe reads itself (``/proc/PID/maps``, ``/proc/PID/auxv``,
+``/sys/kernel/notes``) are read by :func:`read_proc`, which opens them the same way (but for
+that last refusal) and reads at most a given number of bytes, refusing one that holds more.
 
 A name an input gives for a file under ``--sysroot`` is looked up by :func:`sysroot_path`,
 which refuses a name that leaves the sysroot, by ``..`` or through a symbolic link.
+
+Standard input, when it is a pipe (``perf record -o - | pysframe perf report -``), is read by
+:func:`standard_input`: a thread reads the pipe as the bytes come, ahead of the reader, up to
+:data:`READ_AHEAD_LIMIT` bytes, and the pipe's buffer is made as large as the system lets a
+process make it.  A writer that finds the pipe full waits; ``perf record`` waiting is ``perf
+record`` not emptying the kernel's buffers, whose samples are then lost.  So the pipe is kept
+empty from the start of the command (not only once the modules the reading needs are
+imported) and while the reader is busy with the records it has, rather than between reads.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
-from typing import BinaryIO
+import sys
+import threading
+from collections import deque
+from typing import BinaryIO, Protocol
 
 from .errors import InputError
 
@@ -47,6 +64,39 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+#: The kernel's file systems (``/proc/self/mountinfo`` names) whose files are views of the
+#: kernel, not data.
+_KERNEL_FILE_SYSTEMS = frozenset({
+    "proc", "sysfs", "tracefs", "debugfs", "securityfs", "configfs", "pstore", "efivarfs",
+    "bpf", "cgroup", "cgroup2", "fusectl", "binfmt_misc",
+})  # fmt: skip
+#: The most of ``/proc/self/mountinfo`` read.
+_MOUNTINFO_LIMIT = 1 << 22
+
+
+@functools.cache
+def _kernel_devices() -> dict[int, str]:
+    """The devices (``st_dev``) of the kernel file systems mounted, and their types, from
+    ``/proc/self/mountinfo`` (proc(5): the third field is MAJOR:MINOR, the type follows the
+    ``-`` separator); empty where it cannot be read."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as mounts:
+            text = mounts.read(_MOUNTINFO_LIMIT)
+    except OSError:
+        return {}
+    devices = {}
+    for line in text.splitlines():
+        fields = line.split()
+        try:
+            kind = fields[fields.index(b"-") + 1].decode("ascii")
+            major, minor = fields[2].split(b":")
+            if kind in _KERNEL_FILE_SYSTEMS:
+                devices[os.makedev(int(major), int(minor))] = kind
+        except (ValueError, IndexError, UnicodeDecodeError):
+            continue
+    return devices
 
 
 def _printable(name: str) -> str:
@@ -61,9 +111,11 @@ def open_input(
     directory: int | None = None,
     follow_links: bool = True,
     shown: str | None = None,
+    kernel_files: bool = False,
 ) -> BinaryIO:
     """``path`` opened for binary reading; InputError when its name holds a NUL byte, it
-    cannot be opened, it is not a regular file, or it is larger than ``max_size`` bytes.
+    cannot be opened, it is not a regular file (or, unless ``kernel_files``, one of the
+    kernel's: see the module's documentation), or it is larger than ``max_size`` bytes.
 
     ``directory``: an open directory ``path`` is relative to; ``follow_links=False``: a
     symbolic link named by ``path`` is refused, not followed (``O_NOFOLLOW``); ``shown``: what
@@ -88,6 +140,13 @@ def open_input(
         if not stat.S_ISREG(info.st_mode):
             kind = next((f"{text}, " for test, text in _KINDS if test(info.st_mode)), "")
             raise InputError(f"{kind}not a regular file", path=shown)
+        system = None if kernel_files else _kernel_devices().get(info.st_dev)
+        if system is not None:
+            raise InputError(
+                f"a file of the kernel ({system} file system), whose size says nothing of "
+                "what it holds: not read as an input",
+                path=shown,
+            )
         if max_size is not None and info.st_size > max_size:
             raise InputError(
                 f"{info.st_size} bytes, more than the {max_size} that are read of it", path=shown
@@ -111,10 +170,10 @@ def read_input(path: str | os.PathLike[str], *, max_size: int | None = None) -> 
 
 
 def read_proc(path: str, limit: int) -> bytes:
-    """The content of a ``/proc`` file (which ``stat`` says is empty whatever it holds), opened
-    as :func:`open_input` opens any input; InputError when it holds more than ``limit``
-    bytes."""
-    with open_input(path) as stream:
+    """The content of a file of the kernel (``/proc``, ``/sys``: ``stat`` says nothing of what
+    it holds), opened as :func:`open_input` opens any other input; InputError when it holds
+    more than ``limit`` bytes."""
+    with open_input(path, kernel_files=True) as stream:
         try:
             data = stream.read(limit + 1)
         except OSError as error:
@@ -122,6 +181,118 @@ def read_proc(path: str, limit: int) -> bytes:
     if len(data) > limit:
         raise InputError(f"holds more than the {limit} bytes that are read of it", path=path)
     return data
+
+
+class ByteStream(Protocol):
+    """What the readers of a stream need of it: ``read(size)``, the bytes up to ``size``
+    (fewer only at the end: an empty result is the end)."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+#: Bytes read ahead of the reader from a pipe on standard input, at most (more wait in the
+#: pipe, and its writer with them).
+READ_AHEAD_LIMIT = 128 << 20
+#: Bytes asked of the pipe by one read.
+_READ_AHEAD_BLOCK = 1 << 20
+#: The largest pipe buffer an unprivileged process may ask for (``/proc/sys/fs/pipe-max-size``;
+#: Linux's default 1 MiB when it cannot be read).
+_PIPE_MAX_SIZE = "/proc/sys/fs/pipe-max-size"
+
+
+class ReadAhead:
+    """A pipe read by a thread as its bytes come, up to ``limit`` bytes ahead of
+    :meth:`read`.  A read error reaches the reader after the bytes read before it, as an
+    InputError naming ``name``."""
+
+    def __init__(self, descriptor: int, name: str, limit: int = READ_AHEAD_LIMIT) -> None:
+        self.name = name
+        self._descriptor = descriptor
+        self._limit = limit
+        self._blocks: deque[bytes] = deque()
+        self._held = 0
+        self._ended = False
+        self._error: OSError | None = None
+        self._changed = threading.Condition()
+        _enlarge_pipe(descriptor)
+        self._thread = threading.Thread(target=self._fill, name="read-ahead", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        while True:
+            with self._changed:
+                while self._held >= self._limit:
+                    self._changed.wait()
+            failed: OSError | None = None
+            try:
+                block = os.read(self._descriptor, _READ_AHEAD_BLOCK)
+            except OSError as error:
+                block, failed = b"", error
+            with self._changed:
+                if block:
+                    self._blocks.append(block)
+                    self._held += len(block)
+                else:
+                    self._ended, self._error = True, failed
+                self._changed.notify_all()
+            if not block:
+                return
+
+    def read(self, size: int = -1, /) -> bytes:
+        """The next ``size`` bytes (all the rest when negative), fewer only at the end."""
+        with self._changed:
+            while not self._ended and (size < 0 or self._held < size):
+                self._changed.wait()
+            if not self._held and self._error is not None:
+                error = self._error
+                raise InputError(error.strerror or str(error), path=self.name, errno=error.errno)
+            parts: list[bytes] = []
+            wanted = self._held if size < 0 else min(size, self._held)
+            taken = 0
+            while taken < wanted:
+                block = self._blocks.popleft()
+                if taken + len(block) > wanted:
+                    cut = wanted - taken
+                    self._blocks.appendleft(block[cut:])
+                    block = block[:cut]
+                parts.append(block)
+                taken += len(block)
+            self._held -= taken
+            self._changed.notify_all()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _enlarge_pipe(descriptor: int) -> None:
+    """Ask for the pipe's largest buffer (fcntl F_SETPIPE_SZ, Linux); a hint."""
+    try:
+        import fcntl
+
+        with open(_PIPE_MAX_SIZE, "rb") as limit:
+            largest = int(limit.read(32))
+        fcntl.fcntl(descriptor, fcntl.F_SETPIPE_SZ, largest)
+    except (ImportError, AttributeError, OSError, ValueError):
+        return
+
+
+_read_ahead: dict[tuple[int, int], ReadAhead] = {}
+
+
+def standard_input() -> ByteStream:
+    """Standard input, to read a stream from (``-``): read ahead by a thread when it is a pipe
+    or a socket (see the module's documentation), else as it is.  The first call starts the
+    reading ahead; the calls after it give the same stream."""
+    stream: ByteStream = sys.stdin.buffer
+    try:
+        descriptor = sys.stdin.buffer.fileno()
+        info = os.fstat(descriptor)
+    except (OSError, ValueError, AttributeError):
+        return stream  # no file of this process (replaced, as tests do): as it is
+    if not (stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode)):
+        return stream
+    key = (info.st_dev, info.st_ino)
+    if key not in _read_ahead:
+        _read_ahead[key] = ReadAhead(descriptor, "-")
+    return _read_ahead[key]
 
 
 def sysroot_path(sysroot: str, name: str) -> str:
@@ -139,9 +310,13 @@ def sysroot_path(sysroot: str, name: str) -> str:
 
 
 __all__ = [
+    "READ_AHEAD_LIMIT",
+    "ByteStream",
     "InputError",
+    "ReadAhead",
     "open_input",
     "read_input",
     "read_proc",
+    "standard_input",
     "sysroot_path",
 ]

@@ -441,6 +441,15 @@ def _filtered(profile: Profile, args: argparse.Namespace) -> Profile:
         raise UsageError(f"perf: {error.message}") from None
 
 
+def _read_ahead(args: argparse.Namespace) -> None:
+    """Start reading a pipe on standard input (``-``) now, before the modules the reading
+    needs are imported: a pipe left full makes perf record lose samples."""
+    if "-" in _paths(args):
+        from ..input import standard_input
+
+        standard_input()
+
+
 def _script_fields(args: argparse.Namespace) -> ScriptFields:
     from ..perf.script import FieldError, script_fields
 
@@ -456,6 +465,7 @@ def _script_fields(args: argparse.Namespace) -> ScriptFields:
 
 
 def run_script(args: argparse.Namespace) -> int:
+    _read_ahead(args)
     from ..perf.script import FieldError, write_script
 
     fields = _script_fields(args)
@@ -583,6 +593,7 @@ def _top_options(args: argparse.Namespace, profile: Profile) -> TopOptions:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    _read_ahead(args)
     from ..perf import flamegraph, report, speedscope
 
     if args.format != "top":
@@ -617,6 +628,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_stats(args: argparse.Namespace) -> int:
+    _read_ahead(args)
     from ..perf.stats import stats_json, stats_text
 
     _refuse_inputs(args, None)

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from ..errors import UnwindError
-from ..unwind import DEFAULT_MAX_FRAMES, EXCHANGE_TIMEOUT, TIME_LIMIT
+from ..unwind.limits import DEFAULT_MAX_FRAMES, EXCHANGE_TIMEOUT, TIME_LIMIT
 from .options import add_symbol_options, positive_int, symbol_options
 from .report import warn
 from .usage import UsageError

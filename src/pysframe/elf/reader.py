@@ -216,7 +216,10 @@ class ElfReader:
         not an ELF file."""
         file = open_input(path)  # closed by close()/__exit__
         try:
-            magic = file.read(4)
+            try:
+                magic = file.read(4)
+            except OSError as error:  # the read failed: it is this file's error
+                raise InputError(error.strerror or str(error), path=path) from None
             if magic != ELF_MAGIC:
                 raise ElfError("not an ELF file", path=path)
             file.seek(0)

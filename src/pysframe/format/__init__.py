@@ -10,13 +10,15 @@
 * :mod:`~pysframe.format.view`: what whole-section helpers read a section through (bytes,
   header, the FDE table as columns), so that they need not import the section type;
 * :mod:`~pysframe.format.section`: ``SFrameSection``;
-* :mod:`~pysframe.format.lookup`, :mod:`~pysframe.format.row_index`,
-  :mod:`~pysframe.format.rowtable`: scalar and batch lookups;
-  :mod:`~pysframe.format.single`: a section opened for a few lookups, without numpy;
+* :mod:`~pysframe.format.lookup`: ``SectionLookup``, the function and row at one PC or at
+  many, with libsframe's semantics (what sections and the unwinders look PCs up with), and
+  the bytes a section's functions cover;
 * :mod:`~pysframe.format.builder`, :mod:`~pysframe.format.convert`: building sections in code,
   changing their version or byte order;
-* :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`,
-  :mod:`~pysframe.format.validate_rows`: the format's, GNU ld's and the kernel's rules.
+* :mod:`~pysframe.format.compact`, :mod:`~pysframe.format.merge`: compaction, and sections a
+  linker concatenated, found and merged;
+* :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`: the format's, GNU ld's
+  and the kernel's rules.
 
 The public names are re-exported by :mod:`pysframe`.
 """

@@ -11,11 +11,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
+from ..bounded import BoundedCache
 from ..errors import EncodeError
 from .constants import (
     DEFAULT_FIXED_OFFSETS,
@@ -162,6 +162,10 @@ class SFrameBuilder:
         self.auxiliary_header = auxiliary_header
         self.section_address = section_address
         self.functions: list[FunctionBuilder] = []
+        #: Rows' encodings, by context and rules (real and synthetic sections repeat a few).
+        self._encodings: BoundedCache[tuple[object, ...], FrameRow | EncodeError] = (
+            BoundedCache(4096)
+        )
 
     def add_function(
         self,
@@ -202,9 +206,18 @@ class SFrameBuilder:
         return flags & KNOWN_FLAGS[self.version]
 
     def _context(self, fde_type: FdeType) -> RowContext:
-        return _context(
+        return RowContext(
             self.abi, self.version, fde_type, self.cfa_fixed_fp_offset, self.cfa_fixed_ra_offset
         )
+
+    def _encoded(self, ctx: RowContext, rows: list[RowSpec]) -> list[FrameRow | EncodeError]:
+        """Each row's encoding (at offset 0), or why it cannot be encoded."""
+        get = self._encodings.get
+        return [
+            get((ctx, r.cfa, r.fp, r.ra, r.mangled_ra), _encoded, ctx, r.cfa, r.fp, r.ra,
+                r.mangled_ra)
+            for r in rows
+        ]  # fmt: skip
 
     def _encode_rows(
         self, function: FunctionBuilder
@@ -213,7 +226,7 @@ class SFrameBuilder:
         given is DEFAULT unless some row needs FLEX (V3 only)."""
         fde_type = FdeType.DEFAULT if function.fde_type is None else function.fde_type
         ctx = self._context(fde_type)
-        encoded = [_encoded(ctx, r.cfa, r.fp, r.ra, r.mangled_ra) for r in function.rows]
+        encoded = self._encoded(ctx, function.rows)
         if function.fde_type is None and any(isinstance(e, EncodeError) for e in encoded):
             if self.version is not Version.V3:
                 row = next(
@@ -227,7 +240,7 @@ class SFrameBuilder:
                 )
             fde_type = FdeType.FLEX
             ctx = self._context(fde_type)
-            encoded = [_encoded(ctx, r.cfa, r.fp, r.ra, r.mangled_ra) for r in function.rows]
+            encoded = self._encoded(ctx, function.rows)
         return fde_type, encoded
 
     def _function(self, index: int, function: FunctionBuilder) -> Function:
@@ -284,22 +297,11 @@ class SFrameBuilder:
         return SFrameSection.from_bytes(self.to_bytes(), self.section_address)
 
 
-@lru_cache(maxsize=64)
-def _context(
-    abi: Abi, version: Version, fde_type: FdeType, fixed_fp: int, fixed_ra: int
-) -> RowContext:
-    """One RowContext object per setting, so encodings are cached on a cheap key."""
-    return RowContext(abi, version, fde_type, fixed_fp, fixed_ra)
-
-
-@lru_cache(maxsize=4096)
 def _encoded(
     ctx: RowContext, cfa: CfaRule | None, fp: RegRule, ra: RegRule, mangled_ra: bool
 ) -> FrameRow | EncodeError:
-    """A row (at offset 0) encoding the rules, as the reader decodes it; or why it cannot be.
-
-    Cached: real and synthetic sections repeat the same few rules many times.
-    """
+    """A row (at offset 0) encoding the rules, as the reader decodes it; or why it cannot be
+    (the builder keeps the answers: real and synthetic sections repeat the same few rules)."""
     try:
         info, size, words = encode_row(ctx, cfa, fp, ra, mangled_ra)
     except EncodeError as error:

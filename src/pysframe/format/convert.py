@@ -40,7 +40,7 @@ from .layout import (
     fre_word_size_code,
     fre_words_struct,
 )
-from .lookup import find_row_index
+from .lookup import RowSearch
 from .model import FrameRow, Function, Header
 from .rules import (
     RowContext,
@@ -167,15 +167,18 @@ def _check_pcmask_lookups(
     function: Function, source: Version, target: Version, rep_size: int
 ) -> None:
     """V2/V3 PCMASK rows match ``(pc - start) % rep_size``; V1 stores no rep_size and matches
-    the low four bits of the address (lookup.find_row_index).  Raise ConversionError unless
-    both find the same row at every PC of the function.  Both answers repeat every
+    the low four bits of the address (:class:`~pysframe.format.lookup.RowSearch` searches
+    both ways).  Raise ConversionError unless both find the same row at every PC of the
+    function.  Both answers repeat every
     lcm(16, rep_size) bytes from the start, so that many PCs (at most 4,080) decide it."""
     rows = function.rows
     converted = replace(function, rep_size=rep_size)
     period = math.lcm(_V1_PCMASK_PERIOD, rep_size or function.rep_size or 1)
+    starts = [row.start_offset for row in rows]
+    before_search = RowSearch(function, source, starts)
+    after_search = RowSearch(converted, target, starts)
     for pc in range(function.start, function.start + min(function.size, period)):
-        before = find_row_index(function, rows, source, pc)
-        after = find_row_index(converted, rows, target, pc)
+        before, after = before_search.find(pc), after_search.find(pc)
         if before != after:
             raise ConversionError(
                 f"{_where(function)} is a PCMASK FDE (rep_size {function.rep_size or rep_size}) "

@@ -5,13 +5,13 @@ through FREs is :mod:`pysframe.format.walk`'s.
 
 numpy is imported by the bulk readers (the lookup index, the FDE table) when they run: the
 header, one FDE and one function's rows are read without it
-(:mod:`pysframe.format.single`).
+(:class:`~pysframe.format.lookup.SectionLookup`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     BadMagicError,
@@ -48,6 +48,10 @@ from .layout import (
 from .model import FrameRow, Function, Header
 from .view import Buffer, FunctionTable, IntArray, U64Array
 from .walk import read_rows
+
+if TYPE_CHECKING:
+    from ..bounded import BoundedCache
+    from .rules import Rules
 
 _U64 = 1 << 64
 
@@ -420,9 +424,15 @@ def _distinct_block_bytes(fre_offset: IntArray, least: IntArray) -> int:
     return int(least[order][first].sum())
 
 
-def decode_rows(data: Buffer, header: Header, function: Function) -> tuple[FrameRow, ...]:
+def decode_rows(
+    data: Buffer,
+    header: Header,
+    function: Function,
+    known: BoundedCache[tuple[int, int, tuple[int, ...]], Rules] | None = None,
+) -> tuple[FrameRow, ...]:
     """Decode ``function``'s FREs (V2 spec 2.4), checking every bound; the first problem in
-    FRE order is raised."""
+    FRE order is raised.  ``known``: the caller's rules decoded before
+    (:func:`~pysframe.format.walk.read_rows`)."""
     start = function.start
     rows = []
     for start_offset, info, words, (cfa, fp, ra) in read_rows(
@@ -433,6 +443,7 @@ def decode_rows(data: Buffer, header: Header, function: Function) -> tuple[Frame
         fre_data_position(header, function.fre_offset),
         function.num_rows,
         function.info2,
+        known,
     ):
         rows.append(FrameRow(start_offset, (start + start_offset) % _U64, info, words, cfa, fp, ra))
     return tuple(rows)

@@ -97,26 +97,6 @@ def decode_rules(
     return _decode_default(ctx, info, words)
 
 
-#: Decoded rules per row context, keyed by (info, words).  Real sections repeat a few hundred
-#: distinct rows across hundreds of thousands of FREs, so the decoder looks them up instead of
-#: decoding each again; the values are immutable and can be shared.  Bounded: each map is
-#: emptied when it reaches _RULES_CACHE_LIMIT entries.
-_RULES_CACHES: dict[RowContext, dict[tuple[int, tuple[int, ...]], Rules]] = {}
-_RULES_CACHE_LIMIT = 1 << 14
-
-
-def rules_cache(ctx: RowContext) -> dict[tuple[int, tuple[int, ...]], Rules]:
-    """The decoded rules of ``ctx`` known so far, by (info, words); callers add to it."""
-    cache = _RULES_CACHES.get(ctx)
-    if cache is None:
-        if len(_RULES_CACHES) >= 64:
-            _RULES_CACHES.clear()
-        cache = _RULES_CACHES[ctx] = {}
-    elif len(cache) >= _RULES_CACHE_LIMIT:
-        cache.clear()
-    return cache
-
-
 def _decode_cfa_offset(ctx: RowContext, stored: int) -> int:
     if ctx.s390x:
         return stored * S390X_CFA_OFFSET_ALIGNMENT + S390X_CFA_OFFSET_ADJUSTMENT

@@ -10,32 +10,15 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 import numpy.typing as npt
 
-from .bounded import BoundedCache
 from .constants import Abi, Flags, Version
-from .decode import (
-    decode_rows,
-    parse_header,
-    read_fde_table,
-    read_function,
-    read_starts,
-)
+from .decode import parse_header
 from .encode import SectionSpec, encode_section
-from .lookup import (
-    BatchResult,
-    first_function_containing,
-    last_function_starting_at_or_before,
-    lookup_in,
-)
+from .lookup import BatchResult, SectionLookup
 from .model import FrameRow, Function, Header, LookupResult
-from .row_index import RowIndex, index_rows
 from .view import Buffer, FunctionTable, U64Array
 
 if TYPE_CHECKING:
     from .findings import Finding
-    from .rowtable import RowTable
-
-
-_U64 = 1 << 64
 
 
 class SFrameSection(Sequence[Function]):
@@ -45,14 +28,12 @@ class SFrameSection(Sequence[Function]):
     be in order when the section is flagged sorted).  A function reached by index or by a
     lookup is read and checked on its own; iteration, ``table`` and the batch and whole-section
     operations read every FDE at once and check them all first.  Each function's rows are
-    decoded when asked for; a lookup steps through its function's FREs once (checking them as
-    decoding does) and finds the row by binary search, decoding only that row
-    (:mod:`pysframe.format.row_index`).  ``section_address`` is the address of the section's
-    first byte (its ELF ``sh_addr``), which absolute function addresses are computed from.
+    decoded when asked for.  ``section_address`` is the address of the section's first byte
+    (its ELF ``sh_addr``), which absolute function addresses are computed from.
 
-    The section speaks of functions (FDEs) and their rows (FREs): :meth:`find_function`,
-    :meth:`find_row`, :meth:`find_rows`, and :meth:`lookup` for both at once.  ``find_fde``,
-    ``find_fre`` and ``find_fres`` are the same methods under libsframe's names.
+    Lookups are the section's :attr:`lookup` (:class:`~pysframe.format.lookup.SectionLookup`),
+    which keeps what it decodes: :meth:`find_function` (the FDE at a PC), :meth:`find_row`
+    (the function and its row at a PC) and :meth:`find_rows` (the rows at many PCs).
 
     >>> from pysframe import Abi, CfaRule, SFrameBuilder
     >>> builder = SFrameBuilder(Abi.AMD64_ENDIAN_LITTLE)
@@ -62,28 +43,13 @@ class SFrameSection(Sequence[Function]):
     (1, 2)
     >>> section.find_function(0x1004).start == 0x1000
     True
-    >>> section.find_row(0x1004).cfa
+    >>> section.find_row(0x1004).row.cfa
     CfaRule(reg=7, offset=16, deref=False)
     >>> section.find_rows([0x1000, 0x2000]).row_index.tolist()
     [0, -1]
     """
 
-    __slots__ = (
-        "_data",
-        "_function_cache",
-        "_index_cache",
-        "_pin",
-        "_row_cache",
-        "_row_table",
-        "_sorted",
-        "_starts",
-        "_table",
-        "header",
-        "section_address",
-    )
-
-    #: Functions read, and their decoded rows, kept per section (the most recently used).
-    ROW_CACHE_SIZE = 1024
+    __slots__ = ("_data", "_pin", "header", "lookup")
 
     def __init__(self, data: Buffer, section_address: int = 0) -> None:
         if isinstance(data, memoryview) and (data.itemsize != 1 or data.ndim != 1):
@@ -94,19 +60,10 @@ class SFrameSection(Sequence[Function]):
         # BufferError rather than leave this section reading past its new end.
         self._pin = memoryview(data) if isinstance(data, bytearray) else None
         self._data = data
-        self.section_address = section_address
         self.header: Header = parse_header(data)
-        self._starts: U64Array = read_starts(data, self.header, section_address)
-        self._sorted = self.header.sorted
-        self._table: FunctionTable | None = None
-        self._function_cache: BoundedCache[int, Function] = BoundedCache(self.ROW_CACHE_SIZE)
-        self._row_table: RowTable | None = None
-        self._row_cache: BoundedCache[tuple[int, ...], tuple[FrameRow, ...]] = BoundedCache(
-            self.ROW_CACHE_SIZE
-        )
-        self._index_cache: BoundedCache[tuple[int, ...], RowIndex] = BoundedCache(
-            self.ROW_CACHE_SIZE
-        )
+        #: The section's lookups, and what they decoded.
+        self.lookup = SectionLookup(data, section_address, header=self.header)
+        _ = self.lookup.starts  # the lookup index, checked to be in order now
 
     @classmethod
     def from_bytes(cls, data: Buffer, section_address: int = 0) -> SFrameSection:
@@ -138,22 +95,24 @@ class SFrameSection(Sequence[Function]):
         return self._data
 
     @property
+    def section_address(self) -> int:
+        return self.lookup.section_address
+
+    @property
     def starts(self) -> U64Array:
         """Every function's absolute start address, in stored order: the lookup index, read
         when the section is opened (read-only)."""
-        return self._starts
+        return self.lookup.starts
 
     @property
     def table(self) -> FunctionTable:
         """The FDE table as numpy columns (start addresses, sizes, ...), read and checked on
         first use."""
-        if self._table is None:
-            self._table = read_fde_table(self._data, self.header, self._starts)
-        return self._table
+        return self.lookup.table
 
     # -- functions ---------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._starts)
+        return self.header.num_fdes
 
     @overload
     def __getitem__(self, index: int) -> Function: ...
@@ -161,13 +120,13 @@ class SFrameSection(Sequence[Function]):
     def __getitem__(self, index: slice) -> list[Function]: ...
     def __getitem__(self, index: int | slice) -> Function | list[Function]:
         if isinstance(index, slice):
-            return [self._function(i) for i in range(*index.indices(len(self)))]
+            return [self.lookup.function(i) for i in range(*index.indices(len(self)))]
         count = len(self)
         if index < 0:
             index += count
         if not 0 <= index < count:
             raise IndexError(f"function index {index} out of range (section has {count})")
-        return self._function(index)
+        return self.lookup.function(index)
 
     def __iter__(self) -> Iterator[Function]:
         t = self.table
@@ -182,32 +141,13 @@ class SFrameSection(Sequence[Function]):
             yield Function(
                 index=index, start=start, size=size, start_field=field, fre_offset=fre_offset,
                 num_rows=num_fres, info=info, info2=info2, rep_size=rep, padding=pad,
-                _loader=self._rows_of,
+                _loader=self.lookup.rows,
             )
-
-    def _function(self, index: int) -> Function:
-        return self._function_cache.get(index, self._read_function, index)
-
-    def _read_function(self, index: int) -> Function:
-        start = int(self._starts[index])
-        return read_function(self._data, self.header, index, start, self._rows_of)
 
     def rows(self, index: int) -> tuple[FrameRow, ...]:
         """The rows of function ``index`` (negative: from the end, as ``section[index]``),
         decoded on first use (a bounded cache keeps them)."""
-        return self._rows_of(self[index])
-
-    def _rows_of(self, function: Function) -> tuple[FrameRow, ...]:
-        return self._row_cache.get(
-            _rows_key(function), decode_rows, self._data, self.header, function
-        )
-
-    def _row_index(self, function: Function) -> RowIndex:
-        """``function``'s rows as a lookup searches them, indexed on first use (a bounded
-        cache keeps them)."""
-        return self._index_cache.get(
-            _rows_key(function), index_rows, self._data, self.header, function
-        )
+        return self.lookup.rows(self[index])
 
     @property
     def num_rows(self) -> int:
@@ -218,50 +158,22 @@ class SFrameSection(Sequence[Function]):
     # -- lookups -------------------------------------------------------------------------------
     def find_function(self, pc: int) -> Function | None:
         """The function whose [start, start + size) holds ``pc``, or None."""
-        if not self._sorted:
-            index = first_function_containing(self.table, pc)
-            return None if index is None else self._function(index)
-        candidate = last_function_starting_at_or_before(self._starts, pc)
-        if candidate is None:
-            return None
-        function = self._function(candidate)
-        return function if pc - function.start < function.size else None
+        return self.lookup.find_function(pc)
 
-    def lookup(self, pc: int) -> LookupResult | None:
-        """The function and the row that apply at ``pc``, or None."""
-        return lookup_in(self.find_function(pc), self._row_index, pc)
-
-    def find_row(self, pc: int) -> FrameRow | None:
-        """The row that applies at ``pc``, or None, as libsframe's sframe_find_fre finds it."""
-        found = self.lookup(pc)
-        return None if found is None else found.row
+    def find_row(self, pc: int) -> LookupResult | None:
+        """The function and its row that apply at ``pc``, or None, as libsframe's
+        sframe_find_fre finds them."""
+        return self.lookup.find_row(pc)
 
     def find_rows(self, pcs: Sequence[int] | npt.ArrayLike) -> BatchResult:
         """Answer many PCs at once (element i of each column answers ``pcs[i]``); see
         :class:`~pysframe.format.lookup.BatchResult`."""
-        addresses, outside = _addresses(pcs)
-        result = self._rows_table().find(addresses)
-        if outside is not None and outside.any():
-            result = result.not_found_at(outside)
-        return result
-
-    #: libsframe's names (sframe_find_fde, sframe_find_fre), which the README's tour uses.
-    find_fde = find_function
-    find_fre = find_row
-    find_fres = find_rows
-
-    def _rows_table(self) -> RowTable:
-        from .rowtable import RowTable
-
-        if self._row_table is None:
-            self._row_table = RowTable(self, self.lookup)
-        return self._row_table
+        return self.lookup.find_rows(pcs)
 
     def row_starts(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Every row's function index and start offset (``sfre_start_address``), in stored
         order, from the batch index :meth:`find_rows` searches (built on first use)."""
-        table = self._rows_table()
-        return table.function_of_row, table.start_offset
+        return self.lookup.row_starts()
 
     # -- validation ----------------------------------------------------------------------------
     def validate(
@@ -354,47 +266,7 @@ class SFrameSection(Sequence[Function]):
         )
 
 
-def _rows_key(function: Function) -> tuple[int, ...]:
-    """What a function's rows are read from: a Function changed with dataclasses.replace
-    never reads or leaves another's rows."""
-    return (
-        function.index,
-        function.start,
-        function.fre_offset,
-        function.num_rows,
-        function.info,
-        function.info2,
-    )
-
-
 def _with_rows(function: Function) -> Function:
     from dataclasses import replace
 
     return replace(function, _rows=function.rows, _loader=None)
-
-
-def _addresses(
-    pcs: Sequence[int] | npt.ArrayLike,
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_] | None]:
-    """``pcs`` as uint64 addresses, and a mask of those that are no address (negative, or
-    2**64 and above), which :meth:`SFrameSection.find_rows` answers as not found, as
-    ``find_row`` does; None when every PC is one."""
-    if isinstance(pcs, np.ndarray):
-        values = pcs
-    else:
-        try:  # the common case: every PC an address
-            return np.asarray(pcs, dtype=np.uint64), None
-        except (OverflowError, TypeError, ValueError):
-            values = np.asarray(pcs, dtype=object)
-    if values.dtype == np.uint64:
-        return values, None
-    if values.dtype.kind == "i":
-        outside = values < 0
-        return np.where(outside, 0, values).astype(np.uint64), outside
-    if values.dtype == object:  # Python integers beyond 64 bits
-        flat = values.ravel().tolist()
-        inside = [isinstance(pc, int) and 0 <= pc < _U64 for pc in flat]
-        addresses = np.array([pc if ok else 0 for pc, ok in zip(flat, inside, strict=True)],
-                             dtype=np.uint64).reshape(values.shape)  # fmt: skip
-        return addresses, ~np.array(inside, dtype=bool).reshape(values.shape)
-    return values.astype(np.uint64), None

@@ -59,7 +59,7 @@ from .layout import (
     fre_words_struct,
     word_mask,
 )
-from .rules import Rules, decode_rules, row_context, rules_cache
+from .rules import Rules, decode_rules, row_context
 
 if TYPE_CHECKING:
     import struct
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from ..bounded import BoundedCache
     from .model import Header
     from .view import Buffer, SectionView
 
@@ -198,19 +199,21 @@ def read_rows(
     position: int,
     count: int,
     info2: int,
+    known: BoundedCache[tuple[int, int, tuple[int, ...]], Rules] | None = None,
 ) -> list[DecodedFre]:
     """Walk function ``function``'s ``count`` FREs from byte ``position`` on and decode their
     rules (FDE type from ``info2``); raise the first problem in FRE order, as the decoder
-    reports it."""
+    reports it.  ``known``: rules decoded before, by (info2, info, words), which the caller
+    keeps (a section's lookups: real sections repeat a few hundred forms)."""
     walk = walk_fres(data, header, fre_type, position, count)
     ctx = row_context(header, info2)
-    known = rules_cache(ctx)
     decoded = []
     for at, start_offset, info, words in walk.fres:
-        key = (info, words)
-        rules = known.get(key)
-        if rules is None:
-            rules = known[key] = decode_rules(ctx, info, words, fre_word_size(info), at)
+        size = fre_word_size(info)
+        if known is None:
+            rules = decode_rules(ctx, info, words, size, at)
+        else:
+            rules = known.get((info2, info, words), decode_rules, ctx, info, words, size, at)
         decoded.append((start_offset, info, words, rules))
     if walk.problem is not None:
         raise walk.problem.error(function)

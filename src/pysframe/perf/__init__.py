@@ -41,8 +41,30 @@ records may straddle two pieces (util/session.c perf_session__process_compressed
 that reading them would need a zstd decompressor the project does not depend on, and the
 stack copies could no longer be views into the file; ``perf inject`` keeps them compressed.
 
-Errors: :class:`PerfDataError` (a FormatError) with ``path`` and ``offset``; a file cut short
-is read up to its last whole record and the cut noted in ``data.problems`` (once).
+Errors: :class:`PerfDataError` (a FormatError) with ``path`` and ``offset``; a file cut short,
+or one perf record did not finish (data size 0), is read up to its last whole record and what
+happened noted in ``data.problems`` (once).
+
+The modules:
+
+* the reader: :mod:`~pysframe.perf.layout` (every binary layout), :mod:`~pysframe.perf.header`,
+  :mod:`~pysframe.perf.attrs`, :mod:`~pysframe.perf.records`, :mod:`~pysframe.perf.samples`,
+  :mod:`~pysframe.perf.data`, :mod:`~pysframe.perf.errors`; :mod:`~pysframe.perf.order`:
+  records in the order perf delivers them;
+* :mod:`~pysframe.perf.registers`: perf's register numbers per architecture;
+* :mod:`~pysframe.perf.modules`, :mod:`~pysframe.perf.spaces`: the file read for each mapped
+  module as perf finds it, and each process's address space over the recording;
+* :mod:`~pysframe.perf.walk`, :mod:`~pysframe.perf.session`: the samples' stack copies walked
+  by the unwinder's batch form, and a recording read through in perf's order;
+* :mod:`~pysframe.perf.kernel`, :mod:`~pysframe.perf.symbols`, :mod:`~pysframe.perf.symtab`:
+  frames named as perf 6.1 names them (JIT code's from its perf map);
+* :mod:`~pysframe.perf.analyze`, :mod:`~pysframe.perf.profile`: a recording made into a profile
+  with its walk statistics;
+* the writers: :mod:`~pysframe.perf.script`, :mod:`~pysframe.perf.stats`,
+  :mod:`~pysframe.perf.report`, :mod:`~pysframe.perf.speedscope`, :mod:`~pysframe.perf.pprof`,
+  :mod:`~pysframe.perf.flamegraph`; :mod:`~pysframe.perf.top`, :mod:`~pysframe.perf.callgraph`:
+  perf report's table and the call graphs under its rows; :mod:`~pysframe.perf.filters`,
+  :mod:`~pysframe.perf.aggregate`: choosing samples and grouping them for the writers.
 """
 
 from __future__ import annotations

@@ -28,17 +28,17 @@ from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
 from ..sources.trust import Policy
-from ..unwind.symbolize import SymbolOptions
+from ..unwind import STOPS, StopKind, SymbolOptions
 from .data import DEFAULT_CHUNK, PerfData
 from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel_symbols
-from .layout import MISC_CPUMODE_MASK, MISC_KERNEL, SampleType
+from .layout import MISC_CPUMODE_MASK, MISC_KERNEL, RecordType, SampleType
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
 from .profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
 from .records import LostEvent, SideBandEvent
 from .samples import range_positions
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES, STOPS, Stop
+from .walk import MAX_FRAMES
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -76,16 +76,16 @@ class WalkStats:
     frames: int = 0
     #: Walks by depth (user frames), and by why they stopped.
     depths: Counter[int] = field(default_factory=Counter)
-    stops: Counter[Stop] = field(default_factory=Counter)
+    stops: Counter[StopKind] = field(default_factory=Counter)
     #: Bytes of its stack copy each walk read, and how many were copied.
     stack_used: list[int] = field(default_factory=list)
     stack_copied: list[int] = field(default_factory=list)
-    #: Samples walked by the reference unwinder.
-    reference: int = 0
+    #: Frames the unwinder stepped one at a time (the others were stepped in bulk).
+    stepped: int = 0
     #: Samples with a user frame in each module (by name).
     module_samples: Counter[str] = field(default_factory=Counter)
     #: Walks by why they stopped and the module of their last frame (``[unknown]``: none).
-    stop_modules: Counter[tuple[Stop, str]] = field(default_factory=Counter)
+    stop_modules: Counter[tuple[StopKind, str]] = field(default_factory=Counter)
     #: Modules without SFrame of their own, and why.
     without_own_sframe: dict[str, str] = field(default_factory=dict)
     #: Where each module's SFrame came from.
@@ -112,21 +112,30 @@ def profile_recording(
             symbols=options.symbols,
         )
         spaces = AddressSpaces(finder)
-        kernel = kernel_symbols(data.features.build_id(KERNEL_MODULE), options.debug_dir)
-        namer = _Namer(finder, spaces, kernel, options.symbols, options.inline, options.srcline)
+        kernel_build_id = data.features.build_id(KERNEL_MODULE)
+        namer = _Namer(
+            finder, spaces, lambda: kernel_symbols(kernel_build_id, options.debug_dir),
+            options.symbols, options.inline, options.srcline,
+        )  # fmt: skip
         profile = Profile(sources=[shown_name(str(path))])
         stats = WalkStats()
-        events = [
-            profile.event_id(attr.name or f"event{number}", _unit(attr.name))
-            for number, attr in enumerate(data.attrs)
-        ]
+        # The profile's event of each attribute known now, then of those that come later
+        # (pipe mode): the last entry, made when first needed.
+        events = np.array([
+            *(profile.event_id(attr.name or f"event{number}", _unit(attr.name))
+              for number, attr in enumerate(data.attrs)), -1,
+        ], dtype=np.int64)  # fmt: skip
         profile.events_without_callchain.update(
             attr.name or f"event{number}" for number, attr in enumerate(data.attrs)
             if not attr.sample_type & SampleType.CALLCHAIN
         )  # fmt: skip
+        lost = Counter[bool]()  # LOST_SAMPLES (True) and LOST (False) records' counts
+
         def count_lost(event: SideBandEvent) -> None:
-            if isinstance(event, LostEvent) and event.id is None:  # LOST_SAMPLES
-                profile.lost_samples += event.lost
+            if isinstance(event, LostEvent):
+                lost[event.id is None] += event.lost
+                if event.id is None:  # LOST_SAMPLES
+                    profile.lost_samples += event.lost
 
         try:
             for walked in walk_recording(data, spaces, chunk=options.chunk,
@@ -145,13 +154,30 @@ def profile_recording(
             shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
         stats.problems += [str(problem) for problem in data.problems]
+        if lost:
+            stats.problems.append(_lost_problem(path, lost, data.record_counts[RecordType.SAMPLE]))
         stats.problems += finder.symbol_problems
         # What the cache of generated SFrame found wrong, with the rest (the warnings of a
         # worker process come back this way).
         stats.problems += take_warnings()
         stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
-        stats.origins = {shown_name(module.name): module.origin for module in spaces.modules}
+        stats.origins = {shown_name(module.path): module.origin for module in spaces.modules}
     return profile, stats
+
+
+def _lost_problem(path: str, lost: Counter[bool], samples: int) -> str:
+    """The one line on the samples the kernel dropped: perf record did not empty its buffers
+    in time (util/session.c perf_session__warn_about_errors warns of LOST records, and of the
+    share of samples LOST_SAMPLES give when over 5%).  perf 6 ends a recording with
+    LOST_SAMPLES records that count again what its LOST records counted: the larger count is
+    the number lost; the share is of the samples taken (those recorded and those lost)."""
+    count = max(lost[True], lost[False])
+    share = 100 * count / (samples + count) if samples + count else 0.0
+    return (
+        f"{path}: {count:,} samples were lost ({share:.2f}% of {samples + count:,}): the kernel "
+        "dropped them when perf record did not keep up (LOST records); check the I/O and CPU "
+        "load, or record at a lower frequency"
+    )
 
 
 def _unit(name: str | None) -> str:
@@ -199,12 +225,16 @@ class _Namer:
         self,
         finder: ModuleFinder,
         spaces: AddressSpaces,
-        kernel: KernelSymbols | None,
+        kernel: Callable[[], KernelSymbols | None],
         symbols: SymbolOptions,
         inline: bool = False,
         srcline: bool = False,
     ) -> None:
-        self.finder, self.spaces, self.kernel, self.symbols = finder, spaces, kernel, symbols
+        self.finder, self.spaces, self.symbols = finder, spaces, symbols
+        #: Reads the kallsyms, when a first kernel frame is named (a few MB of text to parse,
+        #: that a recording of user frames alone does without).
+        self._read_kernel: Callable[[], KernelSymbols | None] | None = kernel
+        self._kernel: KernelSymbols | None = None
         self.inline, self.srcline = inline, srcline
         #: (module id, address in the module) -> frame id; kernel frames: (-2, address).
         self.ids: dict[tuple[int, int], int] = {}
@@ -335,7 +365,7 @@ class _Namer:
         if module_id < 0:
             return [(UNKNOWN, None, 0)] * len(addresses)
         module = self.spaces.modules[module_id]
-        shown = shown_name(module.name)  # a path: its bytes that are not UTF-8 as \xNN
+        shown = shown_name(module.path)  # a path: its bytes that are not UTF-8 as \xNN
         symbols = self.finder.perf_symbols(module)
         if symbols is None:
             return [(shown, None, 0)] * len(addresses)
@@ -391,7 +421,7 @@ class _Namer:
             return (None, None) if f"{file}:{line}".startswith("??:0") else (file, line)
         module = self.spaces.modules[module_id]
         _, text_offset = self._srcline_file(module_id)
-        short = module.name if module.name.startswith("[") else os.path.basename(module.name)
+        short = module.path if module.path.startswith("[") else os.path.basename(module.path)
         return f"{short}[{(address + text_offset) & _MASK:x}]", None
 
     def _addr2line(self, module_id: int, address: int) -> list[Record]:
@@ -454,9 +484,18 @@ class _Namer:
         address 0, printed one byte back."""
         return profile.frame_id(FrameInfo((1 << 64) - 1, UNKNOWN))
 
+    @property
+    def kernel(self) -> KernelSymbols | None:
+        """The kernel's symbols (read when first asked for)."""
+        if self._read_kernel is not None:
+            self._kernel, self._read_kernel = self._read_kernel(), None
+        return self._kernel
+
     def kernel_frames(self, profile: Profile, addresses: npt.NDArray[np.uint64]) -> list[int]:
         """Frame ids of kernel frames at ``addresses``."""
         out: list[int] = []
+        if not len(addresses):
+            return out
         index = self.kernel.find_many(addresses) if self.kernel is not None else None
         for position, address in enumerate(addresses.tolist()):
             key = (-2, address)
@@ -481,7 +520,11 @@ class _Namer:
 
 
 def _add_chunk(
-    profile: Profile, stats: WalkStats, walked: WalkedChunk, namer: _Namer, events: list[int]
+    profile: Profile,
+    stats: WalkStats,
+    walked: WalkedChunk,
+    namer: _Namer,
+    events: npt.NDArray[np.int64],
 ) -> None:
     """Name the frames of a chunk's samples and add the samples to ``profile``: each sample's
     stack is its recorded kernel frames, its walked user frames (with the functions inlined
@@ -528,15 +571,16 @@ def _add_chunk(
             # perf script prints a sample without a callchain at its IP as it is
             frame = profile.frame_id(replace(info, runtime_address=int(ip[0])))
         stacks[index] = profile.stack_id([frame])
-    attrs = samples.attr.astype(np.int64)
-    unnamed = [profile.event_id("event", "events")] if (attrs >= len(events)).any() else [-1]
-    known = np.array([*events, *unnamed], dtype=np.int64)
+    later = len(events) - 1
+    attrs = np.minimum(samples.attr.astype(np.int64), later)
+    if events[later] < 0 and (attrs == later).any():
+        events[later] = profile.event_id("event", "events")
     comm_ids = {comm: profile.comm_id(comm) for comm in set(walked.comms)}
     profile.extend(
         stacks, pid=samples.pid.tolist(), tid=samples.tid.tolist(),
         time=samples.time.tolist(), cpu=samples.cpu.tolist(), period=samples.period.tolist(),
         comm=[comm_ids[comm] for comm in walked.comms],
-        event=known[np.where(attrs < len(events), attrs, len(events))].tolist(),
+        event=events[attrs].tolist(),
     )  # fmt: skip
     assert len(stacks) == count
     _count(stats, walked, namer.spaces)
@@ -585,15 +629,15 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
     walks = walked.walks
     depth = np.diff(walks.offsets)
     stats.samples += len(walks)
-    has_stack = walks.stop != STOPS.index(Stop.NO_USER_STACK)
+    has_stack = walks.stop != STOPS.index(StopKind.NO_STACK)
     stats.walked += int(has_stack.sum())
     stats.frames += int(depth.sum())
     stats.depths.update(_tally(depth[has_stack]))
     stats.stops.update({STOPS[code]: n for code, n in _tally(walks.stop).items()})
     stats.stack_used += walks.stack_used[has_stack].tolist()
     stats.stack_copied += walked.samples.stack_dyn_size[has_stack].astype(np.int64).tolist()
-    stats.reference += int(walks.reference.sum())
-    names = [shown_name(module.name) for module in spaces.modules] + [UNKNOWN]
+    stats.stepped += int(walks.stepped.sum())
+    names = [shown_name(module.path) for module in spaces.modules] + [UNKNOWN]
     ended = depth > 0
     last_module = walks.module[walks.offsets[1:][ended] - 1]  # -1: [unknown], names[-1]
     pairs = walks.stop[ended].astype(np.int64) * (len(names) + 1) + (last_module + 1)

@@ -17,6 +17,7 @@ synthesized it).  A sample with an id no attribute has is skipped, as perf skips
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import layout
@@ -138,37 +139,57 @@ def _trailer_id_position(sample_type: int) -> int | None:
 
 
 class AttrTable:
-    """The attributes of a recording with their formats, and the lookup of a record's one."""
+    """The attributes of a recording with their formats, and the lookup of a record's one.
 
-    def __init__(self, attrs: list[EventAttr]) -> None:
-        self.attrs = list(attrs)
-        self.formats = [sample_format(attr) for attr in self.attrs]
-        self.trailers = [trailer_format(attr) for attr in self.attrs]
+    Attributes are added one at a time (:meth:`add`: a pipe-mode stream brings them as
+    HEADER_ATTR records), each at a cost of its own ids: a recording of many attributes is
+    read in time linear in their number."""
+
+    def __init__(self, attrs: Iterable[EventAttr] = ()) -> None:
+        self.attrs: list[EventAttr] = []
+        self.formats: list[SampleFormat] = []
+        self.trailers: list[TrailerFormat] = []
         self.by_id: dict[int, int] = {}
-        for index, attr in enumerate(self.attrs):
-            for ident in attr.ids:
-                self.by_id.setdefault(ident, index)
-        self.single = len(self.attrs) == 1
-        first = self.attrs[0].sample_type if self.attrs else 0
-        self.id_position = _id_position(first)
-        self.trailer_id_position = _trailer_id_position(first)
-        self.first_sample_id_all = bool(self.attrs) and self.attrs[0].sample_id_all
-        if len(self.attrs) > 1:
-            # perf refuses such files (evlist__valid_sample_type): the ids could not be found.
-            for attr in self.attrs:
-                if (
-                    _id_position(attr.sample_type) != self.id_position
-                    or self.id_position is None
-                    or _trailer_id_position(attr.sample_type) != self.trailer_id_position
-                ):
-                    raise PerfDataError(
-                        "the event attributes do not agree on where a record's id lies"
-                    )
+        self.single = False
+        self.id_position: int | None = None
+        self.trailer_id_position: int | None = None
+        self.first_sample_id_all = False
         #: The union of the attributes' user register masks: the columns of a sample chunk's
         #: register array.
         self.regs_user_mask = 0
-        for sample in self.formats:
-            self.regs_user_mask |= sample.regs_user_mask
+        #: Each attribute's user register mask.
+        self.regs_user_masks: list[int] = []
+        #: What a bulk decoder derives from ``by_id`` (sorted arrays), kept until an
+        #: attribute is added (samples.py).
+        self.id_lookup: object | None = None
+        for attr in attrs:
+            self.add(attr)
+
+    def add(self, attr: EventAttr) -> None:
+        """Add the next attribute; PerfDataError when its samples cannot be read, or when it
+        does not put a record's id where the first attribute does (perf refuses such files:
+        evlist__valid_sample_type)."""
+        sample = sample_format(attr)
+        if not self.attrs:
+            self.id_position = _id_position(attr.sample_type)
+            self.trailer_id_position = _trailer_id_position(attr.sample_type)
+            self.first_sample_id_all = attr.sample_id_all
+        elif (
+            self.id_position is None
+            or _id_position(attr.sample_type) != self.id_position
+            or _trailer_id_position(attr.sample_type) != self.trailer_id_position
+        ):
+            raise PerfDataError("the event attributes do not agree on where a record's id lies")
+        index = len(self.attrs)
+        self.attrs.append(attr)
+        self.formats.append(sample)
+        self.trailers.append(trailer_format(attr))
+        for ident in attr.ids:
+            self.by_id.setdefault(ident, index)
+        self.single = len(self.attrs) == 1
+        self.regs_user_mask |= sample.regs_user_mask
+        self.regs_user_masks.append(sample.regs_user_mask)
+        self.id_lookup = None
 
     def __len__(self) -> int:
         return len(self.attrs)

@@ -13,12 +13,17 @@ the chunk being read are given back to the kernel (MADV_DONTNEED: they are read 
 file if a chunk kept from before touches them); a stream is read in blocks, one chunk never
 spanning two.  A chunk keeps the map or its block alive while it is referenced.
 
-Bad input: a record size under 8 bytes, a record that runs past the end of a data section the
-file holds whole, a corrupt sample or side-band record, a compressed record: PerfDataError
-with the path and the record's offset (the samples before it are delivered first).  A file or
-stream cut short (perf killed, a copy truncated) is read up to the last whole record, and the
-cut is noted once in ``problems``, as is a header whose data size is 0 (perf record did not
-finish).
+Bad input: a record size under 8 bytes, a record or the payload after it that runs past the
+end of a data section the file holds whole, a corrupt sample or side-band record, a compressed
+record: PerfDataError with the path and the record's offset (the samples before it are
+delivered first).  A file or stream cut short (a copy truncated, a pipe closed), or a file
+whose header says its data has a size of 0 (perf record killed before it wrote the header
+back, and the feature sections after the data), is read up to the last whole record, and what
+happened is noted once in ``problems``.
+
+Costs are linear in the recording: the attributes' id sections are read once each (sections
+that overlap are refused), an attribute added (a pipe-mode HEADER_ATTR record) costs its own
+ids (attrs.py), and a stream's window grows by doubling while the prologue is kept.
 """
 
 from __future__ import annotations
@@ -26,13 +31,12 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal
 
-from ..input import open_input
+from ..input import ByteStream, open_input, standard_input
 from . import layout
 from .attrs import AttrTable
 from .errors import PerfDataError
@@ -68,8 +72,8 @@ Mode = Literal["bulk", "scalar", "events"]
 @dataclass(eq=False)
 class Stretch:
     """The records of one stretch of the data, in file order: the side-band ``events`` and the
-    ``samples`` (a :class:`SampleChunk`; a list of :class:`Sample` from :meth:`PerfData.read`
-    with ``scalar=True``).  ``start`` and ``end`` are file offsets; every event's and
+    ``samples`` (a :class:`SampleChunk`; a list of :class:`Sample` for
+    :meth:`PerfData.sample_records`).  ``start`` and ``end`` are file offsets; every event's and
     sample's file offset lies between them, so that a consumer can merge the two lists back
     in file order."""
 
@@ -110,6 +114,7 @@ class _MappedSource:
         """Give back the pages of the map before ``before`` (a hint: they are read again from
         the file if touched)."""
         start = self.released - self.released % _PAGE
+        before = min(before, len(self.mapped))
         stop = before - before % _PAGE
         if stop > start:
             try:
@@ -123,24 +128,35 @@ class _StreamSource:
     """A pipe-mode stream read in blocks: each window is a new bytes object, so that chunks
     keep the window they index alive and valid."""
 
-    def __init__(self, stream: IO[bytes], start: int) -> None:
+    def __init__(self, stream: ByteStream, start: int) -> None:
         self.stream = stream
         self.data = b""
         self.base = start
         self.eof = False
 
     def ensure(self, keep: int, end: int) -> _Window:
-        """A window holding the bytes from ``keep`` to ``end`` (fewer at the stream's end)."""
+        """A window holding the bytes from ``keep`` to ``end`` (fewer at the stream's end).
+
+        The window at hand serves while it holds them.  Else the bytes from ``keep`` on are
+        kept and more are read: at least a block, and at least as many as are kept, so that a
+        window that grows record by record (the prologue, kept whole until the first sample)
+        is copied a bounded number of times per byte: reading stays linear in the stream."""
         have_end = self.base + len(self.data)
+        if self.base <= keep and (end <= have_end or self.eof):
+            return _Window(self.data, self.base, have_end, self.eof)
         if keep >= have_end:
-            self._discard(keep - have_end)
-            parts: list[bytes] = []
+            have_end += self._discard(keep - have_end)
+            if have_end < keep:  # the stream ended before ``keep``
+                self.data, self.base = b"", have_end
+                return _Window(self.data, have_end, have_end, True)
+            kept = b""
         else:
-            parts = [self.data[keep - self.base :]]
-        have = sum(len(part) for part in parts)
-        want = max(end - keep, STREAM_BLOCK)
+            kept = self.data[keep - self.base :]
+        parts = [kept]
+        have = len(kept)
+        want = max(end - keep, STREAM_BLOCK, 2 * have)
         while have < want and not self.eof:
-            block = self._read(want - have)
+            block = self._read(min(want - have, STREAM_BLOCK))
             parts.append(block)
             have += len(block)
         self.data = b"".join(parts)
@@ -156,9 +172,12 @@ class _StreamSource:
             self.eof = True
         return block or b""
 
-    def _discard(self, count: int) -> None:
-        while count > 0 and not self.eof:
-            count -= len(self._read(min(count, STREAM_BLOCK)))
+    def _discard(self, count: int) -> int:
+        """Read past ``count`` bytes (a payload stepped over); how many there were."""
+        done = 0
+        while done < count and not self.eof:
+            done += len(self._read(min(count - done, STREAM_BLOCK)))
+        return done
 
     def release(self, before: int) -> None:
         return
@@ -177,12 +196,16 @@ class PerfData:
     def __init__(self, path: str, header: FileHeader) -> None:
         self.path = path
         self.header = header
-        self.attrs: list[EventAttr] = []
         self.features = Features()
         self.problems: list[PerfDataError] = []
         self.record_counts: Counter[int] = Counter()
         self.unknown_id_samples = 0
-        self._table = AttrTable([])
+        #: The attributes as read (unnamed), with their formats.
+        self._table = AttrTable()
+        #: Names EVENT_UPDATE records give, by id: (record number, name).
+        self._updated_names: dict[int, tuple[int, str]] = {}
+        #: :attr:`attrs`, named; None when an attribute or a name came since.
+        self._named: list[EventAttr] | None = None
         self._file: IO[bytes] | None = None
         self._map: mmap.mmap | None = None
         self._stream: _StreamSource | None = None
@@ -194,13 +217,28 @@ class PerfData:
 
     # -- opening ------------------------------------------------------------------------------
 
+    @property
+    def attrs(self) -> list[EventAttr]:
+        """The event attributes, named from the EVENT_DESC feature and EVENT_UPDATE records
+        (a name an EVENT_UPDATE gives wins)."""
+        if self._named is None:
+            named = list(self._table.attrs)
+            name_attrs(named, self.features)
+            if self._updated_names:
+                for index, attr in enumerate(named):
+                    found = [self._updated_names[i] for i in attr.ids if i in self._updated_names]
+                    if found:
+                        named[index] = replace(attr, name=max(found)[1])
+            self._named = named
+        return self._named
+
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> PerfData:
         """The perf.data file at ``path`` (file or pipe format, read through a memory map), or
         standard input for ``-`` (pipe format)."""
         name = os.fspath(path)
         if name == "-":
-            return cls.from_stream(sys.stdin.buffer, "-")
+            return cls.from_stream(standard_input(), "-")
         stream = open_input(name)
         try:
             return cls._from_file(stream, name)
@@ -212,7 +250,7 @@ class PerfData:
             raise
 
     @classmethod
-    def from_stream(cls, stream: IO[bytes], path: str = "-") -> PerfData:
+    def from_stream(cls, stream: ByteStream, path: str = "-") -> PerfData:
         """A pipe-format stream (standard input), read once, in blocks."""
         try:
             big_endian, size = header_kind(stream.read(layout.PIPE_HEADER.size) or b"")
@@ -225,7 +263,7 @@ class PerfData:
             data._stream = _StreamSource(stream, header.size)
             data._data_end = -1
             data._read_prologue(data._stream)
-            data._named()
+            data._with_path()
         except OSError as error:
             raise PerfDataError(error.strerror or str(error), path=path) from None
         except PerfDataError as error:
@@ -244,28 +282,19 @@ class PerfData:
         if header.pipe:
             data._data_end = size
             data._read_prologue(_MappedSource(mapped, size))
-            return data._named()
+            return data._with_path()
         data._data_start = header.data_offset
         data._data_end = header.data_offset + header.data_size
         if header.data_offset < header.size or header.data_offset > size:
             raise PerfDataError("the data section lies outside the file", 40)
-        data.attrs = read_attr_section(mapped, header, size)
-        if header.data_size == 0:
-            # perf record killed before it wrote the header back (perf warns the same way).
-            data.problems.append(PerfDataError(
-                "the header gives the data section a size of 0 (perf record did not finish?): "
-                "reading to the end of the file", 48,
-            ))  # fmt: skip
-            data._data_end = size
-        elif data._data_end <= size:
+        data._table = AttrTable(read_attr_section(mapped, header, size))
+        if header.data_size != 0 and data._data_end <= size:
             data.features = read_feature_sections(mapped, header, size, data.problems)
-            name_attrs(data.attrs, data.features)
-        else:  # cut short: reading it says so once, at the cut
+        else:  # perf record killed, or a file cut short: reading says so once, at the end
             data._data_end = size
-        data._table = AttrTable(data.attrs)
-        return data._named()
+        return data._with_path()
 
-    def _named(self) -> PerfData:
+    def _with_path(self) -> PerfData:
         """This reader, its problems given its path."""
         for problem in self.problems:
             problem.at(path=self.path)
@@ -292,11 +321,10 @@ class PerfData:
 
     # -- reading the records --------------------------------------------------------------------
 
-    def read(self, chunk: int = DEFAULT_CHUNK, *, scalar: bool = False) -> Iterator[Stretch]:
+    def read(self, chunk: int = DEFAULT_CHUNK) -> Iterator[Stretch]:
         """The records in file order, a stretch at a time: side-band events and up to
-        ``chunk`` samples per stretch.  ``scalar``: samples decoded one record at a time
-        (the reference path; a list of :class:`Sample` per stretch)."""
-        return self._walk(chunk, "scalar" if scalar else "bulk")
+        ``chunk`` samples per stretch."""
+        return self._walk(chunk, "bulk")
 
     def samples(self, chunk: int = DEFAULT_CHUNK) -> Iterator[SampleChunk]:
         """The samples, ``chunk`` at most at a time, in file order."""
@@ -358,6 +386,9 @@ class PerfData:
         counts = self.record_counts
         side_band, user_start = SIDE_BAND_TYPES, layout.USER_TYPE_START
         budget, limit = chunk, position + MAX_STRETCH_BYTES
+        #: The last record followed by a payload its size does not count: (offset, type,
+        #: payload bytes).
+        payload: tuple[int, int, int] | None = None
 
         def flush() -> Iterator[Stretch]:
             nonlocal stretch, offsets, scalar, budget, limit
@@ -367,7 +398,7 @@ class PerfData:
             offsets, scalar = [], []
             budget, limit = chunk, position + MAX_STRETCH_BYTES
             error = None
-            if mode == "bulk":
+            if mode == "bulk" and (pending[0] or done.events or done.round_ends):
                 result = decode_chunk(buffer, pending[0], self._table, big_endian, base)
                 done.samples, error = result.chunk, result.error
                 self.unknown_id_samples += result.unknown_ids
@@ -394,7 +425,7 @@ class PerfData:
                     size, whole = None, False
                 if not whole:  # the window ends within this record
                     if window.final:
-                        self._note_end(position, end, size)
+                        self._note_end(position, end, size, payload)
                         break
                     yield from flush()
                     window = source.ensure(position, position + (size or header_size))
@@ -418,11 +449,15 @@ class PerfData:
                     if kind == RecordType.FINISHED_ROUND:
                         stretch.round_ends.append(position)
                     elif kind == RecordType.HEADER_ATTR and position > self._applied:
-                        yield from flush()
+                        yield from flush()  # the samples before it, by the attributes before
                         self._apply_user_record(window, position, kind, misc, size)
-                        self._table = AttrTable(self.attrs)
                     else:
                         extra = self._apply_user_record(window, position, kind, misc, size)
+                        if extra:
+                            payload = (position, kind, extra)
+                            if position + size + extra > end and window.final:
+                                self._note_end(position + size + extra, end, None, payload)
+                                break
                 position += size + extra
             yield from flush()
         except PerfDataError:
@@ -439,29 +474,54 @@ class PerfData:
             window.base,
         ))  # fmt: skip
 
-    def _note_end(self, position: int, end: int, size: int | None) -> None:
+    def _note_end(
+        self, position: int, end: int, size: int | None, payload: tuple[int, int, int] | None
+    ) -> None:
         """The data ended at ``end`` with the next record at ``position`` (``size`` bytes, None
-        when its header is not whole): fine at the end of the data section; a cut, noted once,
-        in a stream or a file whose header says the data goes on (or does not say where it
-        ends); an error when a record or its payload runs past the end of a data section the
-        file holds whole."""
+        when its header is not whole; past ``end`` when the ``payload`` of the record before,
+        (offset, type, bytes), runs past it).  Fine at the end of a data section the file holds
+        whole.  A record or payload past the end of such a section is an error.  In a stream,
+        a file whose header says the data goes on, or a file whose header says its data has
+        a size of 0 (perf record killed), the records were read up to the last whole one:
+        that is noted once, with what happened."""
         declared = self._data_end_declared()
-        cut = self.header.pipe or self.header.data_size == 0 or declared > end
-        if position == end and not declared > end:
-            return
-        if position > end:
-            what = "the payload of the record before this offset"
-        elif position == end:
-            what = f"the data section, said to end at {declared:#x},"
-        else:
+        unfinished = not self.header.pipe and self.header.data_size == 0
+        cut = self.header.pipe or unfinished or declared > end
+        container = "stream" if self._stream is not None else "file"
+        if position > end and payload is not None:
+            where, kind, length = payload
+            past = (
+                f"the payload of {length} bytes of the {layout.record_type_name(kind)} record "
+                "at this offset runs past the end of the "
+            )
+        elif position < end:
+            where = position
             what = f"a record of {size} bytes" if size is not None else "a record header"
-        if not cut:
-            raise PerfDataError(f"{what} runs past the end of the data section", position)
-        source = "stream" if self._stream is not None else "file"
-        problem = PerfDataError(
-            f"the data is cut short: {what} at this offset runs past the end of the {source}; "
-            "the records before it were read", position, path=self.path,
-        )  # fmt: skip
+            past = f"{what} runs past the end of the "
+        elif cut and (unfinished or declared > end):
+            where, past = position, None
+        else:
+            return  # the end of a data section the file holds whole, or of a stream
+        if not cut and past is not None:
+            raise PerfDataError(past + "data section", where)
+        if unfinished:
+            # perf's util/header.c perf_session__read_header warns so too, and reads on.
+            what = (
+                "the header's data size is 0: perf record did not finish (was it killed?) "
+                "and wrote no feature sections"
+            )
+        elif declared > end:
+            what = (
+                f"the file is cut short: its data should run to {declared:#x}, and the "
+                "feature sections after it are missing"
+            )
+        else:
+            what = f"the {container} is cut short"
+        if past is None:
+            what += f"; the records were read to the end of the {container}"
+        else:
+            what += f"; {past}{container}, the records before it were read"
+        problem = PerfDataError(what, where, path=self.path)
         if all(str(problem) != str(known) for known in self.problems):  # once, whatever the passes
             self.problems.append(problem)
 
@@ -493,7 +553,6 @@ class PerfData:
             if kind >= layout.USER_TYPE_START:
                 extra = self._apply_user_record(window, position, kind, misc, size)
             position += size + extra
-        self._table = AttrTable(self.attrs)
 
     def _apply_user_record(
         self, window: _Window, position: int, kind: int, misc: int, size: int
@@ -515,28 +574,30 @@ class PerfData:
         self._applied = position
         body = at + layout.RECORD_HEADER.size
         end = at + size
+        self._named = None  # named again when next asked (:attr:`attrs`)
         if kind == RecordType.HEADER_ATTR:
-            attr = decode_attr(buffer, body, end, big_endian, len(self.attrs), position + 8)
+            attr = decode_attr(buffer, body, end, big_endian, len(self._table), position + 8)
             ids = read_u64s(buffer, body + attr.size, (end - body - attr.size) // 8, big_endian)
-            self.attrs.append(replace(attr, ids=ids))
-            name_attrs(self.attrs, self.features)
+            try:
+                self._table.add(replace(attr, ids=ids))
+            except PerfDataError as error:
+                raise PerfDataError(error.message, position) from None
         elif kind == RecordType.HEADER_FEATURE and size >= 16:
             (feature,) = layout.U64.struct(big_endian).unpack_from(buffer, body)
             try:
                 decode_feature(self.features, feature, buffer, body + 8, end, big_endian)
             except PerfDataError as error:
                 where = position if error.offset is None else error.offset + window.base
-                self.problems.append(PerfDataError(
-                    f"feature {feature}: {error.message}", where, path=self.path
-                ))
-            name_attrs(self.attrs, self.features)
+                said = f"feature {feature}: "
+                if not any(known.message.startswith(said) for known in self.problems):
+                    self.problems.append(
+                        PerfDataError(said + error.message, where, path=self.path)
+                    )
         elif kind == RecordType.EVENT_UPDATE and size >= 24:
             update, ident = layout.EVENT_UPDATE.struct(big_endian).unpack_from(buffer, body)
             if update == layout.EVENT_UPDATE_NAME:
                 name = bytes(buffer[body + 16 : end]).split(b"\0", 1)[0].decode(errors="replace")
-                self.attrs = [
-                    replace(attr, name=name) if ident in attr.ids else attr for attr in self.attrs
-                ]
+                self._updated_names[ident] = (position, name)
         elif kind == RecordType.HEADER_BUILD_ID:
             if size < layout.RECORD_HEADER.size + layout.BUILD_ID.size:
                 raise PerfDataError("HEADER_BUILD_ID record too short", position)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 
 from . import layout
 from .errors import PerfDataError
@@ -364,7 +365,7 @@ def read_attr_section(data: Buffer, header: FileHeader, file_size: int) -> list[
     if header.attrs_offset + header.attrs_size > file_size:
         raise PerfDataError("the attribute section runs past the end of the file", 24)
     section = layout.FILE_SECTION.struct(header.big_endian)
-    attrs = []
+    found = []
     count = header.attrs_size // header.attr_size
     for index in range(count):
         at = header.attrs_offset + index * header.attr_size
@@ -373,9 +374,20 @@ def read_attr_section(data: Buffer, header: FileHeader, file_size: int) -> list[
         ids_offset, ids_size = section.unpack_from(data, at + attr.size)
         if ids_offset + ids_size > file_size or ids_size % 8:
             raise PerfDataError("the ids of an event attribute lie outside the file", at)
-        ids = read_u64s(data, ids_offset, ids_size // 8, header.big_endian)
-        attrs.append(replace(attr, ids=ids))
-    return attrs
+        found.append((attr, ids_offset, ids_size, at))
+    # perf writes each attribute's ids once, apart (perf_session__do_write_header): sections
+    # that overlap would have the same bytes read again and again, as many times as there are
+    # attributes (a file of a few MB holding more ids than memory).  Each is read once.
+    spans = sorted((offset, size, at) for _, offset, size, at in found if size)
+    for (offset, size, _), (next_offset, _, at) in pairwise(spans):
+        if next_offset < offset + size:
+            raise PerfDataError(
+                "the ids of this event attribute overlap those of another attribute", at
+            )
+    return [
+        replace(attr, ids=read_u64s(data, offset, size // 8, header.big_endian))
+        for attr, offset, size, _ in found
+    ]
 
 
 def read_u64s(data: Buffer, at: int, count: int, big_endian: bool) -> tuple[int, ...]:

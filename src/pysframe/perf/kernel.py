@@ -29,7 +29,7 @@ import numpy as np
 from ..elf.layout import NT_GNU_BUILD_ID
 from ..elf.reader import iter_notes
 from ..errors import InputError, SFrameError
-from ..input import open_input, read_input
+from ..input import open_input, read_proc
 from ..names import decode_name
 from .profile import KERNEL_MODULE
 from .symtab import STB_GLOBAL, STB_LOCAL, STB_WEAK, SymbolSet
@@ -44,6 +44,8 @@ PERF_CONTEXT_KERNEL = (1 << 64) - 128
 PERF_CONTEXT_USER = (1 << 64) - 512
 #: kallsyms files are a few MB; more than this is not read.
 MAX_KALLSYMS = 64 << 20
+#: The most of ``/sys/kernel/notes`` (the running kernel's ELF notes) read.
+MAX_NOTES = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +193,7 @@ def parse_kallsyms(text: bytes, *, reference: bool = False) -> KernelSymbols:
 def running_kernel_build_id() -> bytes | None:
     """The build ID of the running kernel (its NT_GNU_BUILD_ID note), or None."""
     try:
-        data = read_input("/sys/kernel/notes")
+        data = read_proc("/sys/kernel/notes", MAX_NOTES)
     except InputError:
         return None
     try:

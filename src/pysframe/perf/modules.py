@@ -13,7 +13,7 @@ build-ID feature) must be the file's: a file with another build ID is passed ove
 the one that ran), and a module without a file that fits is kept, without SFrame, with the
 reason.  Every file is opened through the one bounded input path (:mod:`pysframe.input`).
 
-Each file's SFrame is the unwinder's (:mod:`pysframe.unwind.facts`): its own section where the
+Each module is the unwinder's (:class:`pysframe.unwind.Module`): its own section where the
 trust checks pass (:mod:`pysframe.sources.trust`), else SFrame generated from its CFI, kept in
 the cache per build ID (:mod:`pysframe.sources.cache`).  The vDSO has no file: perf's cache
 holds it (``DEBUG_DIR/[vdso]/BUILD-ID/vdso``), else this machine's own vDSO is used when its
@@ -27,25 +27,32 @@ ID; JIT code's (``/tmp/perf-PID.map``) from that map.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..elf.reader import ElfReader
 from ..errors import SFrameError
-from ..format.section import SFrameSection
 from ..sources.trust import Policy
-from ..unwind.facts import ElfFacts, elf_facts, generated_for, sframe_for
-from ..unwind.mappings import Mapping
-from ..unwind.modules import load_bias
-from ..unwind.symbolize import ModuleSymbols, SymbolOptions
+from ..unwind import (
+    VDSO_NAME,
+    ElfFacts,
+    ElfFiles,
+    Mapping,
+    Module,
+    ModuleSymbols,
+    SymbolOptions,
+    load_bias,
+    process_vdso_address,
+    read_vdso_image,
+)
 from .symbols import (
     DsoFiles,
     SymbolSource,
     candidate_files,
     choose_files,
-    dso_symbols,
     is_perf_map,
     join_symfs,
+    load_symbols,
     perf_map_symbols,
 )
 from .symtab import PerfSymbols
@@ -53,7 +60,7 @@ from .symtab import PerfSymbols
 #: perf's build-ID cache, unless told otherwise (perf's buildid.dir).
 DEFAULT_DEBUG_DIR = "~/.debug"
 #: Names of mappings that are no file.
-VDSO = "[vdso]"
+VDSO = VDSO_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,34 +70,6 @@ class ModuleFile:
     path: str | None
     build_id: bytes | None
     problem: str | None = None
-
-
-@dataclass(slots=True)
-class Module:
-    """A module as mapped in one process: its facts at a load bias, and the SFrame chosen."""
-
-    #: The name perf prints (the recorded path, or ``[vdso]``).
-    name: str
-    bias: int
-    facts: ElfFacts | None
-    #: The build ID the recording gives it (None: none).
-    build_id: bytes | None = None
-    section: SFrameSection | None = None
-    #: Where its SFrame came from (:class:`pysframe.sources.Origin`), or none / invalid.
-    origin: str = "none"
-    #: Why it has no SFrame, or why its own section is not used.
-    reason: str | None = None
-    #: SFrame generated from its CFI, for PCs its own section leaves out (read when needed).
-    with_fallback: bool = False
-    _fallback: SFrameSection | bool | None = field(default=False, repr=False)
-
-    def fallback(self) -> SFrameSection | None:
-        """SFrame generated from the module's CFI beside its own section, or None."""
-        if self._fallback is False:
-            self._fallback = None
-            if self.with_fallback and self.facts is not None:
-                self._fallback = generated_for(self.facts, self.bias)
-        return self._fallback if isinstance(self._fallback, SFrameSection) else None
 
 
 class ModuleFinder:
@@ -111,7 +90,7 @@ class ModuleFinder:
         self.policy = policy
         self.symbol_options = symbols or SymbolOptions()
         self._files: dict[tuple[str, bytes | None], ModuleFile] = {}
-        self._facts: dict[str, ElfFacts | str] = {}
+        self._elf_files = ElfFiles()
         self._modules: dict[tuple[str, bytes | None, int], Module] = {}
         self._perf_symbols: dict[tuple[str, bytes | None], PerfSymbols | None] = {}
         self._dso_files: dict[tuple[str, bytes | None], DsoFiles] = {}
@@ -126,58 +105,45 @@ class ModuleFinder:
         """The module for the mapping ``[start, end)`` of ``path`` from file offset ``pgoff``;
         None when the mapping is no ELF file (data, anonymous memory)."""
         if is_perf_map(path):  # JIT code: no ELF file, named from the map alone
-            return self._jit_module(path)
+            return Module(path, start, end, problem="JIT code, which has no SFrame")
         build_id = build_id or self.build_ids.get(path)
         found = self.file(path, build_id)
         if found.path is None:
-            return Module(path, 0, None, build_id, reason=found.problem)
+            return Module(path, start, end, problem=found.problem, build_id=build_id)
         facts = self._read(found.path)
         if isinstance(facts, str):
-            return Module(path, 0, None, build_id, reason=facts)
+            return Module(path, start, end, problem=facts, build_id=build_id)
         bias = load_bias(facts, [Mapping(start, end, pgoff, path)], code=True)
         if bias is None:
-            return Module(path, 0, None, build_id, reason=f"{path} does not match its mapping")
+            why = f"{path} does not match its mapping"
+            return Module(path, start, end, problem=why, build_id=build_id)
         key = (path, build_id, bias)
         module = self._modules.get(key)
         if module is None:
-            chosen = sframe_for(facts, bias, self.policy)
-            module = Module(
-                path, bias, facts, build_id, chosen.section, chosen.origin, chosen.reason,
-                chosen.with_fallback,
-            )  # fmt: skip
+            module = Module(path, start, end, bias, facts, policy=self.policy,
+                            symbols=self.symbol_options, build_id=build_id)  # fmt: skip
             self._modules[key] = module
-            if chosen.origin not in ("section", "segment"):
-                why = chosen.reason or "no .sframe section"
-                if chosen.origin == "none":
+            if module.origin not in ("section", "segment"):
+                why = module.reason or "no .sframe section"
+                if module.origin == "none":
                     why += ", and none could be generated from its CFI"
                 self.problems.setdefault(path, why)
-        return module
-
-    def _jit_module(self, path: str) -> Module:
-        key = (path, None, 0)
-        module = self._modules.get(key)
-        if module is None:
-            module = self._modules[key] = Module(
-                path, 0, None, reason="JIT code, which has no SFrame"
-            )
         return module
 
     def symbols(self, module: Module) -> ModuleSymbols | None:
         """The module's symbols and DWARF as ``stack`` reads them (for ``--inline``: the
         functions inlined at a PC), or None without a file."""
-        if module.facts is None:
-            return None
         try:
-            return module.facts.symbols(self.symbol_options)
+            return module.symbols()
         except SFrameError:
             return None
 
     def perf_symbols(self, module: Module) -> PerfSymbols | None:
         """The module's symbols as perf reads them (:mod:`pysframe.perf.symbols`: its own
         choice of files, found once per name and build ID), or None without any."""
-        key = (module.name, module.build_id)
+        key = (module.path, module.build_id)
         if key not in self._perf_symbols:
-            self._perf_symbols[key] = self._read_perf_symbols(module.name, module.build_id)
+            self._perf_symbols[key] = self._read_perf_symbols(module.path, module.build_id)
         return self._perf_symbols[key]
 
     def _read_perf_symbols(self, name: str, build_id: bytes | None) -> PerfSymbols | None:
@@ -205,7 +171,7 @@ class ModuleFinder:
         options = self.symbol_options
         files = self._dso_files[key] = choose_files(sources, build_id)
         try:
-            return dso_symbols(files, options.perf_names, key=options.demangle)
+            return load_symbols(files, options.perf_names)
         except SFrameError as error:
             self.symbol_problems.append(str(error))
             return None
@@ -217,8 +183,8 @@ class ModuleFinder:
         printed addresses link-time ones (map__rip_2objdump: ``.text``'s sh_addr less
         sh_offset in the file it reads the program headers from, 0 without symbols)."""
         symbols = self.perf_symbols(module)
-        files = self._dso_files.get((module.name, module.build_id))
-        path: str | None = module.name
+        files = self._dso_files.get((module.path, module.build_id))
+        path: str | None = module.path
         if files is not None and files.symtab is not None:
             path = files.symtab.path
         if path is not None and path.startswith(("[", "/tmp/perf-")):
@@ -273,14 +239,15 @@ class ModuleFinder:
 
     def _read(self, path: str) -> ElfFacts | str:
         """The facts of the ELF file at ``path``, or why it cannot be read."""
-        if path not in self._facts:
-            try:
-                facts = _vdso_facts(path) if path.startswith(_OWN_VDSO_PREFIX) else elf_facts(path)
-            except (OSError, SFrameError) as error:
-                self._facts[path] = f"{path}: {getattr(error, 'strerror', None) or error}"
+        try:
+            if path.startswith(_OWN_VDSO_PREFIX):
+                image = own_vdso_image()
+                facts = None if image is None else self._elf_files.image(VDSO, image)
             else:
-                self._facts[path] = facts if facts is not None else f"{path}: not an ELF file"
-        return self._facts[path]
+                facts = self._elf_files.facts(path)
+        except (OSError, SFrameError) as error:
+            return f"{path}: {getattr(error, 'strerror', None) or error}"
+        return facts if facts is not None else f"{path}: not an ELF file"
 
 
 #: The name this process's own vDSO image goes by among the candidates.
@@ -317,9 +284,6 @@ def _own_build_id(image: bytes | None) -> bytes | None:
 
 def own_vdso_image() -> bytes | None:
     """This process's vDSO image (None where it cannot be read)."""
-    from ..unwind.mappings import process_vdso_address
-    from ..unwind.vdso import read_vdso_image
-
     address = process_vdso_address(os.getpid())
     if address is None:
         return None
@@ -330,16 +294,6 @@ def own_vdso_image() -> bytes | None:
             return memory.read(size)
 
     return read_vdso_image(address, read)
-
-
-def _vdso_facts(_name: str) -> ElfFacts | None:
-    from ..unwind.vdso import vdso_facts
-
-    image = own_vdso_image()
-    if image is None:
-        return None
-    found = vdso_facts(0, lambda at, size: image[at : at + size])
-    return None if found is None else found[0]
 
 
 __all__ = ["DEFAULT_DEBUG_DIR", "VDSO", "Module", "ModuleFile", "ModuleFinder"]

@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..format.constants import Abi
-from ..unwind.core import Registers
-from ..unwind.ptrace import S390X_FPR_DWARF
+from ..unwind import S390X_FPR_DWARF, Registers
 from .errors import PerfDataError
 
 
@@ -118,6 +117,11 @@ class RegisterLayout:
         )
 
 
+def architecture_of(abi: Abi) -> str | None:
+    """The name of :data:`ARCHES` (uname -m) of the machine of ``abi``."""
+    return next((name for name, (known, _) in ARCHES.items() if known == abi), None)
+
+
 def register_layout(arch: str, mask: int, big_endian: bool | None = None) -> RegisterLayout:
     """The layout of the registers ``mask`` selects on ``arch`` (uname -m, as the ARCH
     feature gives it, or perf's ``x86``/``arm64``/``s390``); ``big_endian`` (the file's
@@ -143,4 +147,4 @@ def register_layout(arch: str, mask: int, big_endian: bool | None = None) -> Reg
     )  # fmt: skip
 
 
-__all__ = ["RegisterLayout", "register_layout"]
+__all__ = ["ARCHES", "RegisterLayout", "architecture_of", "register_layout"]

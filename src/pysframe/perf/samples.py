@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
 U64_MAX = (1 << 64) - 1
 _HEADER = layout.RECORD_HEADER.size
+#: A chunk looks its samples' ids up one by one when the attributes have this many times more
+#: ids than it has samples, else sorts the ids (once per table) and searches: a chunk costs
+#: its own size, not the number of ids, however small the chunks are.
+_SORT_WORTH = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +277,9 @@ class SampleChunk:
     stack_offset: npt.NDArray[np.int64]
     stack_size: npt.NDArray[np.uint64]
     stack_dyn_size: npt.NDArray[np.uint64]
-    #: The user register mask of each attribute (to pick a sample's own registers).
-    attr_regs_masks: tuple[int, ...] = ()
+    #: The user register mask of each attribute (to pick a sample's own registers): the
+    #: attribute table's, which only grows.
+    attr_regs_masks: Sequence[int] = ()
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -470,11 +475,21 @@ def _lookup_attrs(
     short = size < at + 8
     raw = gather(np.where(short, start, start + at))
     ids = raw.view(np.dtype(layout.byte_order(big_endian) + "u8")).astype(np.uint64)
-    keys = np.array(sorted(table.by_id), np.uint64)
-    values = np.array([table.by_id[k] for k in sorted(table.by_id)], np.int32)
-    where = np.searchsorted(keys, ids).clip(0, max(len(keys) - 1, 0))
-    found = (keys[where] == ids) if len(keys) else np.zeros(count, bool)
-    attrs = np.where(found, values[where] if len(values) else -1, -1).astype(np.int32)
+    if count * _SORT_WORTH < len(table.by_id):  # a few samples among many ids
+        by_id = table.by_id
+        attrs = np.array([by_id.get(i, -1) for i in ids.tolist()], np.int32)
+    else:  # the ids sorted once per table, a search per sample
+        if table.id_lookup is None:
+            ordered = sorted(table.by_id)
+            table.id_lookup = (
+                np.array(ordered, np.uint64),
+                np.array([table.by_id[k] for k in ordered], np.int32),
+            )
+        keys, values = cast("tuple[npt.NDArray[np.uint64], npt.NDArray[np.int32]]",
+                            table.id_lookup)  # fmt: skip
+        where = np.searchsorted(keys, ids).clip(0, max(len(keys) - 1, 0))
+        found = (keys[where] == ids) if len(keys) else np.zeros(count, bool)
+        attrs = np.where(found, values[where] if len(values) else -1, -1).astype(np.int32)
     attrs[ids == 0] = 0
     return attrs, short
 
@@ -609,7 +624,7 @@ def decode_chunk(
         regs_abi=columns["regs_abi"][chosen], regs=regs[chosen],
         stack_offset=columns["stack_offset"][chosen], stack_size=columns["stack_size"][chosen],
         stack_dyn_size=columns["stack_dyn_size"][chosen],
-        attr_regs_masks=tuple(f.regs_user_mask for f in table.formats),
+        attr_regs_masks=table.regs_user_masks,
     )  # fmt: skip
     return ChunkResult(chunk, unknown, error)
 

@@ -12,20 +12,22 @@ are walked together across them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..unwind import BatchUnwinder, Walks, joined, no_walks
 from .data import DEFAULT_CHUNK, PerfData
 from .errors import PerfDataError
 from .order import time_ordered
 from .records import SideBandEvent
-from .registers import RegisterLayout, register_layout
+from .registers import RegisterLayout, architecture_of, register_layout
 from .samples import SampleChunk
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES, Walks, as_walks, joined, no_walks, walk_sample, walk_samples
+from .walk import MAX_FRAMES, sample_unwinder, walk_samples
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -49,11 +51,9 @@ def walk_recording(
     *,
     chunk: int = DEFAULT_CHUNK,
     max_frames: int = MAX_FRAMES,
-    reference: bool = False,
     on_event: Callable[[SideBandEvent], None] | None = None,
 ) -> Iterator[WalkedChunk]:
-    """Every sample of ``data`` with its user stack walked (``reference``: one sample at a time
-    by the single-stack unwinder, the batch walk's reference); ``on_event`` is shown every
+    """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
     side-band record as it is applied."""
 
     def apply(event: SideBandEvent) -> None:
@@ -61,15 +61,14 @@ def walk_recording(
         if on_event is not None:
             on_event(event)
 
-    arch = data.features.arch or ""
-    layouts: dict[int, RegisterLayout | None] = {}
+    layouts: dict[int, tuple[RegisterLayout, BatchUnwinder] | None] = {}
     for delivery in time_ordered(data.read(chunk)):
         samples = delivery.samples
         if samples is None or not len(samples):
             for event in delivery.events:
                 apply(event)
             continue
-        layout = _layout(layouts, arch, samples, data)
+        layout = _Layout(layouts, samples, data, spaces, max_frames)
         parts: list[Walks] = []
         comms: list[str] = []
         walked = named = 0
@@ -78,45 +77,68 @@ def walk_recording(
                 comms += _comms(spaces, samples.tid[named:cut])
                 named = cut
             if cut > walked and spaces.changes_lookups(event):
-                parts.append(_walk(samples, layout, spaces, walked, cut, max_frames, reference))
+                parts.append(_walk(samples, layout, spaces, walked, cut))
                 walked = cut
             apply(event)
         end = len(samples)
         comms += _comms(spaces, samples.tid[named:end])
         if walked < end:
-            parts.append(_walk(samples, layout, spaces, walked, end, max_frames, reference))
+            parts.append(_walk(samples, layout, spaces, walked, end))
         yield WalkedChunk(samples, joined(parts), comms, delivery.read_to)
 
 
-def _layout(
-    layouts: dict[int, RegisterLayout | None], arch: str, samples: SampleChunk, data: PerfData
-) -> RegisterLayout | None:
-    mask = samples.regs_mask
-    if mask not in layouts:
-        try:
-            layouts[mask] = register_layout(arch, mask, data.header.big_endian) if mask else None
-        except PerfDataError as error:
-            raise error.at(path=data.path) from None
-    return layouts[mask]
+@dataclass(slots=True)
+class _Layout:
+    """The register layout of a chunk's samples and the unwinder of its samples (one per
+    layout for the recording, so that what it caches serves every chunk), found when first
+    needed: by then the mappings of the samples walked are applied, for
+    :func:`recorded_architecture`."""
+
+    layouts: dict[int, tuple[RegisterLayout, BatchUnwinder] | None]
+    samples: SampleChunk
+    data: PerfData
+    spaces: AddressSpaces
+    max_frames: int
+
+    def get(self) -> tuple[RegisterLayout, BatchUnwinder] | None:
+        mask = self.samples.regs_mask
+        if mask not in self.layouts:
+            arch = self.data.features.arch or recorded_architecture(self.spaces)
+            try:
+                layout = register_layout(arch, mask, self.data.header.big_endian) if mask else None
+            except PerfDataError as error:
+                raise error.at(path=self.data.path) from None
+            self.layouts[mask] = (
+                None if layout is None else (layout, sample_unwinder(layout, self.max_frames))
+            )
+        return self.layouts[mask]
+
+
+def recorded_architecture(spaces: AddressSpaces) -> str:
+    """The architecture of a recording without the ARCH feature (perf record killed, a file
+    cut short: the features come after the data): the machine of the first mapped file that
+    has one SFrame knows (its ELF e_machine and byte order), else this machine's (perf
+    itself takes this machine's)."""
+    for module in spaces.modules:
+        if module.facts is not None and module.facts.abi is not None:
+            found = architecture_of(module.facts.abi)
+            if found is not None:
+                return found
+    return os.uname().machine
 
 
 def _walk(
     samples: SampleChunk,
-    layout: RegisterLayout | None,
+    layout_of: _Layout,
     spaces: AddressSpaces,
     start: int,
     end: int,
-    max_frames: int,
-    reference: bool,
 ) -> Walks:
     select = np.arange(start, end, dtype=np.int64)
+    layout = layout_of.get()
     if layout is None:  # no user registers recorded
         return no_walks(len(select))
-    if not reference:
-        return walk_samples(samples, layout, spaces, select=select, max_frames=max_frames)
-    return as_walks([
-        walk_sample(samples, int(i), layout, spaces, max_frames=max_frames) for i in select
-    ])
+    return walk_samples(samples, layout[0], spaces, layout[1], select=select)
 
 
 def _comms(spaces: AddressSpaces, tids: npt.NDArray[np.int32]) -> list[str]:

@@ -12,94 +12,27 @@ perf's own bookkeeping (util/machine.c) is followed where it matters for user st
   mappings and command name (machine__process_fork_event); a new thread shares its process's;
 * a thread's command name is its last COMM (a new thread's, its parent thread's).
 
-Lookups are in bulk: :meth:`AddressSpaces.modules_at` gives, for many PCs of one process, the
-index of the module holding each (numpy ``searchsorted`` over the process's sorted mappings).
+Each process's mappings are an :class:`~pysframe.unwind.AddressSpace` (one PC, or many at
+once); the modules are numbered across processes (:attr:`AddressSpaces.modules`).
 """
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..unwind import AddressSpace, Module, ModuleInfo
 from .layout import MISC_MMAP_DATA, MISC_USER
-from .modules import Module, ModuleFinder
+from .modules import ModuleFinder
 from .records import CommEvent, MmapEvent, SideBandEvent, TaskEvent
 from .symbols import perf_map_dso
 
 if TYPE_CHECKING:
     import numpy as np
+    import numpy.typing as npt
 
 #: mmap(2) PROT_EXEC.
 PROT_EXEC = 0x4
-
-
-@dataclass(slots=True)
-class _Space:
-    """One process's mappings: [start, end) -> module id and the mapping's file offset less
-    its start (perf's map_ip: an address in the file is ``pc + delta``), sorted and not
-    overlapping."""
-
-    starts: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
-    modules: list[int] = field(default_factory=list)
-    deltas: list[int] = field(default_factory=list)
-    #: numpy copies of the lists, made when first looked up after a change.
-    arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def copy(self) -> _Space:
-        return _Space(list(self.starts), list(self.ends), list(self.modules), list(self.deltas))
-
-    def insert(self, start: int, end: int, module: int, delta: int) -> None:
-        """Map ``[start, end)`` to ``module``, cutting what it covers of older mappings."""
-        self.arrays = None
-        starts, ends = self.starts, self.ends
-        at = bisect.bisect_left(ends, start + 1)  # the first mapping that ends after start
-        kept: list[tuple[int, int, int, int]] = []
-        stop = at
-        while stop < len(starts) and starts[stop] < end:
-            old = (self.modules[stop], self.deltas[stop])
-            if starts[stop] < start:
-                kept.append((starts[stop], start, *old))
-            if ends[stop] > end:
-                kept.append((end, ends[stop], *old))
-            stop += 1
-        pieces = sorted([*kept, (start, end, module, delta)])
-        starts[at:stop] = [p[0] for p in pieces]
-        ends[at:stop] = [p[1] for p in pieces]
-        self.modules[at:stop] = [p[2] for p in pieces]
-        self.deltas[at:stop] = [p[3] for p in pieces]
-
-    def lookup(self, pcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The module id holding each PC (-1 for none) and its mapping's delta."""
-        import numpy as np
-
-        if self.arrays is None:
-            self.arrays = (
-                np.array(self.starts, dtype=np.uint64),
-                np.array(self.ends, dtype=np.uint64),
-                np.array(self.modules, dtype=np.int64),
-                np.array([d & ((1 << 64) - 1) for d in self.deltas], dtype=np.uint64),
-            )
-        starts, ends, modules, deltas = self.arrays
-        if not len(starts):
-            return np.full(len(pcs), -1, dtype=np.int64), np.zeros(len(pcs), dtype=np.uint64)
-        at = np.searchsorted(starts, pcs, side="right").astype(np.int64) - 1
-        safe = np.maximum(at, 0)
-        found = (at >= 0) & (pcs < ends[safe])
-        return np.where(found, modules[safe], -1), np.where(found, deltas[safe], 0)
-
-    def module_at(self, pc: int) -> int:
-        """:meth:`lookup` of one PC, without numpy."""
-        at = bisect.bisect_right(self.starts, pc) - 1
-        return self.modules[at] if at >= 0 and pc < self.ends[at] else -1
-
-    def mapping_at(self, pc: int) -> tuple[int, int, int] | None:
-        """(start, module id, delta) of the mapping holding ``pc``, or None."""
-        at = bisect.bisect_right(self.starts, pc) - 1
-        if at < 0 or pc >= self.ends[at]:
-            return None
-        return self.starts[at], self.modules[at], self.deltas[at]
 
 
 class AddressSpaces:
@@ -107,11 +40,15 @@ class AddressSpaces:
 
     def __init__(self, finder: ModuleFinder) -> None:
         self.finder = finder
-        #: Every module met, by id.
-        self.modules: list[Module] = []
-        self._module_ids: dict[int, int] = {}
-        self._spaces: dict[int, _Space] = {}
+        #: Numbers the modules of every process alike.
+        self._numbering = AddressSpace()
+        self._spaces: dict[int, AddressSpace] = {}
         self._comms: dict[int, str] = {}
+
+    @property
+    def modules(self) -> list[Module]:
+        """Every module met, by number."""
+        return self._numbering.modules
 
     def apply(self, event: SideBandEvent) -> None:
         """Take one side-band record into account."""
@@ -119,7 +56,7 @@ class AddressSpaces:
             self._mmap(event)
         elif isinstance(event, CommEvent):
             if event.exec:
-                self._spaces[event.pid] = _Space()
+                self._spaces[event.pid] = AddressSpace(sharing=self._numbering)
             self._comms[event.tid] = event.comm
         elif isinstance(event, TaskEvent) and event.fork:
             if event.pid != event.ppid and event.ppid in self._spaces:
@@ -138,10 +75,7 @@ class AddressSpaces:
         if not isinstance(event, MmapEvent):
             return False
         space = self._spaces.get(event.pid)
-        if space is None or not space.starts:
-            return False
-        at = bisect.bisect_right(space.starts, event.start + event.length - 1) - 1
-        return at >= 0 and space.ends[at] > event.start
+        return space is not None and space.overlaps(event.start, event.start + event.length)
 
     def _mmap(self, event: MmapEvent) -> None:
         if event.cpumode != MISC_USER or event.pid < 0:
@@ -156,36 +90,31 @@ class AddressSpaces:
         jit = perf_map_dso(event.filename, event.pid, event.prot, event.flags or 0)
         filename, pgoff = (event.filename, event.pgoff) if jit is None else (jit, start)
         module = self.finder.module(filename, start, end, pgoff, event.build_id)
-        space = self._spaces.setdefault(event.pid, _Space())
-        if module is None:
-            return
-        key = id(module)
-        number = self._module_ids.get(key)
-        if number is None:
-            number = self._module_ids[key] = len(self.modules)
-            self.modules.append(module)
-        space.insert(start, end, number, pgoff - start)
+        space = self._spaces.get(event.pid)
+        if space is None:
+            space = self._spaces[event.pid] = AddressSpace(sharing=self._numbering)
+        if module is not None:
+            space.map(start, end, module, pgoff - start)
 
     # -- lookups ----------------------------------------------------------------------------------
-    def modules_at(self, pid: int, pcs: np.ndarray) -> np.ndarray:
-        """The id of the module holding each PC of process ``pid`` (-1: none)."""
-        return self.mappings_at(pid, pcs)[0]
-
-    def mappings_at(self, pid: int, pcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each PC of process ``pid``: the id of the module holding it (-1: none), and
+    def mappings_at(
+        self, pid: int, pcs: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+        """For each PC of process ``pid``: the number of the module holding it (-1: none), and
         what turns it into an address in the file (perf's map_ip: ``pc + delta``)."""
         import numpy as np
 
         space = self._spaces.get(pid)
         if space is None:
             return np.full(len(pcs), -1, dtype=np.int64), np.zeros(len(pcs), dtype=np.uint64)
-        return space.lookup(pcs)
+        return space.mappings_at(pcs)
 
-    def module_at(self, pid: int, pc: int) -> Module | None:
-        """The module holding ``pc`` in process ``pid``, or None."""
+    def find_module(self, pid: int) -> Callable[[int], ModuleInfo | None]:
+        """The unwinder's ``find_module`` in process ``pid``."""
         space = self._spaces.get(pid)
-        number = -1 if space is None else space.module_at(pc)
-        return self.modules[number] if number >= 0 else None
+        if space is None:
+            return _nowhere
+        return space
 
     def mapping_start(self, pid: int, pc: int, module: int, delta: int) -> int | None:
         """Where the mapping of ``module`` holding ``pc`` in process ``pid`` starts (perf's
@@ -200,6 +129,10 @@ class AddressSpaces:
     def comm(self, tid: int) -> str:
         """The thread's command name (perf's ``:TID`` for a thread it never named)."""
         return self._comms.get(tid, f":{tid}")
+
+
+def _nowhere(pc: int) -> ModuleInfo | None:
+    return None
 
 
 __all__ = ["PROT_EXEC", "AddressSpaces"]

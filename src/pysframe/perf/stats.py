@@ -1,9 +1,9 @@
 """What the walks of recordings did, in words and as JSON (``pysframe perf stats``).
 
 * how deep walks went (user frames: the distribution, and its quantiles);
-* where and why they stopped: the outermost frame, the end of the copied stack, no rule, a
-  return address outside every module, a bad frame, the frame limit; with the modules of the
-  last frames;
+* where and why they stopped (:class:`~pysframe.unwind.StopKind`: the outermost frame, memory
+  past the end of the copied stack, no rule, a bad frame, the frame limit...), with the modules
+  of the last frames;
 * how many bytes of each stack copy a walk read: the question the kernel's deferred-unwinding
   work asks of a user stack dump (how large must it be?) answered as the share of walks that
   a copy of 1, 2, 4... KiB would have been enough for;
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..names import escape_controls
+from ..unwind import StopKind
 from .analyze import WalkStats
-from .walk import Stop
 
 #: Stack copy sizes the "enough for" table asks about.
 COPY_SIZES = (1024, 2048, 4096, 8192, 16384, 32768, 65504)
@@ -36,7 +36,7 @@ def merged(parts: list[WalkStats]) -> WalkStats:
         total.stops.update(part.stops)
         total.stack_used += part.stack_used
         total.stack_copied += part.stack_copied
-        total.reference += part.reference
+        total.stepped += part.stepped
         total.module_samples.update(part.module_samples)
         total.stop_modules.update(part.stop_modules)
         for name, why in part.without_own_sframe.items():
@@ -70,9 +70,9 @@ def stats_json(stats: WalkStats) -> dict[str, Any]:
         "samples": stats.samples,
         "walked": stats.walked,
         "frames": stats.frames,
-        "reference_walks": stats.reference,
+        "frames_stepped_alone": stats.stepped,
         "depth": _quantiles(depths),
-        "stops": {stop.value: stats.stops.get(stop, 0) for stop in Stop},
+        "stops": {stop.value: stats.stops.get(stop, 0) for stop in StopKind},
         "stops_by_module": [
             {"stop": stop.value, "module": module, "walks": count}
             for (stop, module), count in stats.stop_modules.most_common()
@@ -107,12 +107,12 @@ def stats_text(stats: WalkStats, limit: int = 20) -> str:
     if depth:
         lines.append("depth: " + ", ".join(f"{k} {v}" for k, v in depth.items()))
     lines.append("walks stopped:")
-    for stop in Stop:
+    for stop in StopKind:
         count = stats.stops.get(stop, 0)
         if count:
             lines.append(f"  {_share(count, stats.samples)} {count:>9,}  {stop.value}")
     ends = [(key, count) for key, count in stats.stop_modules.most_common()
-            if key[0] is not Stop.OUTERMOST]  # fmt: skip
+            if key[0] is not StopKind.OUTERMOST]  # fmt: skip
     if ends:
         lines.append("where walks stopped early (last frame's module):")
         for (stop, module), count in ends[:limit]:
@@ -134,8 +134,8 @@ def stats_text(stats: WalkStats, limit: int = 20) -> str:
         note = f" ({why})" if why else ""
         shown = escape_controls(name)  # one line whatever the path holds
         lines.append(f"  {_share(count, walked)} {count:>9,}  {shown}: {origin}{note}")
-    if stats.reference:
-        lines.append(f"walked by the reference unwinder: {stats.reference:,}")
+    if stats.stepped:
+        lines.append(f"frames stepped one at a time: {stats.stepped:,} of {stats.frames:,}")
     lines += [f"problem: {problem}" for problem in stats.problems]
     return "\n".join(lines) + "\n"
 

@@ -418,38 +418,6 @@ def _add_plt(
     symbols.add(starts, [size] * len(texts), [STB_GLOBAL] * len(texts), texts, named=True)
 
 
-# -- a dso's table, found and read once --------------------------------------------------------
-
-
-#: Tables read, per (chosen files' identities, demangling).
-_TABLES: dict[tuple[object, ...], PerfSymbols | None] = {}
-
-
-def _identity(source: SymbolSource | None) -> object:
-    if source is None:
-        return None
-    if source.data is not None:
-        return (source.path, hash(source.data), len(source.data))
-    try:
-        found = os.stat(source.path)
-    except OSError:
-        return (source.path,)
-    return (source.path, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
-
-
-def dso_symbols(
-    files: DsoFiles, rename: Callable[[list[str]], list[str]] | None, key: object = None
-) -> PerfSymbols | None:
-    """:func:`load_symbols`, cached per file version (and ``key``: how names are made);
-    ElfError when the files cannot be read."""
-    cache_key = (_identity(files.symbols), _identity(files.runtime), key)
-    if cache_key not in _TABLES:
-        if len(_TABLES) >= 64:
-            _TABLES.clear()
-        _TABLES[cache_key] = load_symbols(files, rename)
-    return _TABLES[cache_key]
-
-
 # -- JIT code: perf maps ---------------------------------------------------------------------------
 
 #: mmap's PROT_EXEC and MAP_HUGETLB (asm-generic/mman-common.h).
@@ -573,7 +541,6 @@ __all__ = [
     "SymbolSource",
     "candidate_files",
     "choose_files",
-    "dso_symbols",
     "is_perf_map",
     "join_symfs",
     "load_symbols",

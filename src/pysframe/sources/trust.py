@@ -25,7 +25,8 @@ The checks read every FDE, with numpy.  :func:`checked` keeps what they found (a
 :class:`Verdict`) in the cache (:mod:`pysframe.sources.cache`) per build ID, section address
 and a digest of the build ID, the bytes checked and the code ranges, so that the next command
 on the same files finds it there and needs neither numpy nor the work: a section whose verdict
-is kept is looked up one PC at a time (:mod:`pysframe.format.single`).
+is kept is looked up one PC at a time without them
+(:class:`~pysframe.format.lookup.SectionLookup`).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from ..format.layout import (
 )
 from ..format.model import Function
 from ..format.section import SFrameSection
-from . import dump, dump_json
+from . import dump
 
 #: Peak traced memory allowed per input byte, plus a constant slack.
 MEMORY_FACTOR = 512
@@ -119,9 +119,9 @@ def _exercise_section(section: SFrameSection, data: bytes) -> None:
     _stage(rows_by_iteration)
     pcs = _pcs(section, data)
     for pc in pcs:
-        _stage(lambda pc=pc: section.lookup(pc))  # type: ignore[misc]
-        _stage(lambda pc=pc: section.find_fde(pc))  # type: ignore[misc]
-    _stage(lambda: section.find_fres(pcs))
+        _stage(lambda pc=pc: section.find_row(pc))  # type: ignore[misc]
+        _stage(lambda pc=pc: section.find_function(pc))  # type: ignore[misc]
+    _stage(lambda: section.find_rows(pcs))
     _stage(section.to_bytes)
     _dump(section)
     _unwind(section, data, pcs)
@@ -130,7 +130,7 @@ def _exercise_section(section: SFrameSection, data: bytes) -> None:
 def _dump(section: SFrameSection) -> None:
     """objdump-style text, readelf-style text and JSON of the section."""
     _stage(lambda: dump.section_text(section))
-    _stage(lambda: dump_json.section_json(section))
+    _stage(lambda: dump.section_json(section))
     _stage(lambda: dump.readelf_text(".sframe", section))
 
 

@@ -2,7 +2,7 @@
 
 Both sides are tables of rows: the CFI's (:func:`pysframe.generate.interpret.interpret_cfi`,
 DWARF semantics) and the section's (answered by the batch lookup
-:meth:`~pysframe.format.section.SFrameSection.find_fres`, libsframe semantics).  Between two
+:meth:`~pysframe.format.section.SFrameSection.find_rows`, libsframe semantics).  Between two
 consecutive row boundaries of either side, neither changes, so comparing the rules at every
 boundary inside each CFI function (its rows' starts, and the starts and ends of the SFrame
 functions and rows that fall in it) compares them at every PC.
@@ -225,13 +225,13 @@ def segments(
         agree = np.empty(len(pc), dtype=bool)
         for first_point in range(0, len(pc), CHUNK):
             part = slice(first_point, first_point + CHUNK)
-            found = section.find_fres(pc[part].astype(np.uint64))
+            found = section.find_rows(pc[part].astype(np.uint64))
             theirs_rules = sframe_columns(found, section, abi)
             agree[part] = rules_agree(cfi.rules.take(rule[part]), theirs_rules, abi)
         pieces.append((fde, start, end, pc, agree, rule))
     fde, start, end, pc, agree, rule = (np.concatenate(c) for c in zip(*pieces, strict=True))
     differ = np.flatnonzero(~agree)
-    found = section.find_fres(pc[differ].astype(np.uint64))
+    found = section.find_rows(pc[differ].astype(np.uint64))
     return Segments(
         fde,
         start,

@@ -23,7 +23,13 @@ Rules (V2 spec 2.4; docs/format.md, "DEFAULT rows", "FLEX FDEs", "RA undefined" 
 * Signal frames: a frame whose code is the Linux ``rt_sigreturn`` trampoline (or whose SFrame
   function has the V3 signal-frame bit) is a signal trampoline; the interrupted frame's
   registers are read from the ``ucontext`` the kernel pushed (AMD64 and AArch64 layouts).
-  On s390x the walk stops there with a reason.
+  The code is read from memory, else from the module's file (``ModuleInfo.trampolines``: a
+  recording's stack copy holds no code).  On s390x the walk stops there with a reason.
+
+One frame is one :meth:`Unwinder.step`: from a :class:`WalkState` (the frame's PC and the
+registers known there) to the frame and its caller's state, or the reason the walk ends.
+:meth:`Unwinder.unwind` steps from a thread's registers; the batch walk
+(:mod:`pysframe.unwind.batch`) steps the frames it does not vectorize, from where it is.
 
 The walk is bounded: ``max_frames`` frames, a CFA that must grow strictly from frame to frame
 (except across a signal frame, whose context may be on another stack), and a fixed, small
@@ -32,15 +38,17 @@ number of bytes read per frame.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from ..bounded import BoundedCache
 from ..errors import SFrameError, UnwindError
 from ..format.constants import S390X_SP_VAL_OFFSET, Abi, DwarfReg
 from ..format.model import FrameRow, Header, LookupResult, RegRule, RuleKind
-from . import DEFAULT_MAX_FRAMES
+from .limits import DEFAULT_MAX_FRAMES
 
 ReadMemory = Callable[[int, int], bytes]
 Symbolizer = Callable[[int], "tuple[str, int] | None"]
@@ -53,13 +61,13 @@ DEFAULT_VA_BITS = 48
 
 class RowLookup(Protocol):
     """What the unwinder reads of an SFrame section: its header, and the function and row at a
-    PC (:class:`~pysframe.format.section.SFrameSection`, or
-    :class:`~pysframe.format.single.SectionLookup` for a few PCs without numpy)."""
+    PC (:class:`~pysframe.format.lookup.SectionLookup`, or the
+    :class:`~pysframe.format.section.SFrameSection` holding one)."""
 
     @property
     def header(self) -> Header: ...
 
-    def lookup(self, pc: int) -> LookupResult | None: ...
+    def find_row(self, pc: int) -> LookupResult | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +79,9 @@ class ModuleInfo:
     trusted (file missing or changed); its section and symbols are then not used.
     ``fallback()``: another section (SFrame generated from the module's CFI), consulted for PCs
     ``section`` does not cover, such as start-up code assembled without SFrame; called on first
-    need.
+    need.  ``trampolines()``: the sorted addresses at which the module's code is the signal
+    return sequence (:func:`sigreturn_code`), read from its file on first need, for a walk
+    whose memory holds no code.
     """
 
     name: str
@@ -80,6 +90,7 @@ class ModuleInfo:
     symbolize: Symbolizer | None = None
     problem: str | None = None
     fallback: Callable[[], RowLookup | None] | None = None
+    trampolines: Callable[[], Sequence[int]] | None = None
 
 
 FindModule = Callable[[int], "ModuleInfo | None"]
@@ -123,12 +134,13 @@ class FrameSource(Enum):
 
 
 class StopKind(Enum):
-    """Why a walk ended."""
+    """Why a walk ended (``stack`` and ``perf stats`` say it in these words)."""
 
     OUTERMOST = "outermost"  # RA undefined, or a zero RA / frame pointer
     MAX_FRAMES = "max-frames"
     NO_UNWIND_INFO = "no-unwind-info"
     UNKNOWN_REGISTER = "unknown-register"
+    #: A read failed (a recording's walk: past the end of its stack copy).
     UNREADABLE = "unreadable-memory"
     CFA_NOT_GROWING = "cfa-not-growing"
     CFA_MISALIGNED = "cfa-misaligned"
@@ -137,6 +149,8 @@ class StopKind(Enum):
     #: A callable given to the unwinder (read_memory, find_module, a module's symbolizer or
     #: SFrame source) raised or answered with the wrong type.
     CALLBACK_FAILED = "callback-failed"
+    #: No registers or no stack to start from (a recorded sample of a kernel thread).
+    NO_STACK = "no-stack"
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +197,9 @@ class Backtrace:
 
 
 @dataclass(frozen=True, slots=True)
-class _Arch:
+class Arch:
+    """What the walk needs to know of an ABI: its SP, FP and RA registers (DWARF numbers)."""
+
     abi: Abi
     sp: int
     fp: int
@@ -193,14 +209,17 @@ class _Arch:
     #: Caller's SP = CFA + this (s390x: -160).
     sp_at_cfa: int
     big_endian: bool
+    #: Whether a frame no row covers is unwound by the frame-pointer chain (not on s390x).
+    fp_chain: bool
 
-
-def _arch(abi: Abi) -> _Arch:
-    align = 16 if abi.is_aarch64 else 8
-    sp_at_cfa = S390X_SP_VAL_OFFSET if abi is Abi.S390X_ENDIAN_BIG else 0
-    return _Arch(
-        abi, DwarfReg.SP[abi], DwarfReg.FP[abi], DwarfReg.RA[abi], align, sp_at_cfa, abi.big_endian
-    )
+    @classmethod
+    def of(cls, abi: Abi) -> Arch:
+        return cls(
+            abi, DwarfReg.SP[abi], DwarfReg.FP[abi], DwarfReg.RA[abi],
+            16 if abi.is_aarch64 else 8,
+            S390X_SP_VAL_OFFSET if abi is Abi.S390X_ENDIAN_BIG else 0,
+            abi.big_endian, abi is not Abi.S390X_ENDIAN_BIG,
+        )  # fmt: skip
 
 
 #: x86-64 Linux rt_sigreturn trampoline: mov $15, %rax; syscall.
@@ -209,6 +228,16 @@ _AMD64_SIGRETURN = bytes.fromhex("48c7c00f0000000f05")
 _AARCH64_SIGRETURN = bytes.fromhex("681180d2010000d4")
 #: s390x: svc 173 (rt_sigreturn).
 _S390X_SIGRETURN = bytes.fromhex("0aad")
+
+
+def sigreturn_code(abi: Abi) -> bytes:
+    """The code of the Linux signal return trampoline (rt_sigreturn) on ``abi``."""
+    if abi is Abi.AMD64_ENDIAN_LITTLE:
+        return _AMD64_SIGRETURN
+    if abi.is_aarch64:
+        return _AARCH64_SIGRETURN
+    return _S390X_SIGRETURN
+
 
 #: AMD64 struct ucontext: uc_flags, uc_link, uc_stack (24 bytes), then mcontext gregs
 #: r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip.  The trampoline runs with SP at it.
@@ -236,13 +265,39 @@ class _Stop(Exception):
 
 
 @dataclass(slots=True)
-class _State:
+class WalkState:
+    """Where a walk is: a frame's PC, the registers known there (by DWARF number) and how the
+    frame was reached."""
+
     pc: int
     regs: dict[int, int]
-    #: The PC is where execution stopped (frame 0, signal context), not a return address.
+    #: The PC is where execution stopped (frame 0, a signal context), not a return address.
     exact_pc: bool
-    #: Whether register rules may be used here (first frame, signal context).
+    #: Register rules may be used here (frame 0, a signal context).
     all_registers: bool
+    #: The frame's number.
+    index: int = 0
+    #: The CFA of the frame before (None: the first frame, or one restored from a signal
+    #: context, whose stack may be another).
+    prev_cfa: int | None = None
+    source: FrameSource = FrameSource.REGISTERS
+
+    @property
+    def lookup_pc(self) -> int:
+        """The address the frame's code is looked up at: a return address less one (it may
+        be past the end of the call's function)."""
+        return self.pc if self.exact_pc else (self.pc - 1) & _MASK64
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One frame of a walk, and its caller's state; or, ``caller`` None, why the walk ends
+    at this frame."""
+
+    frame: Frame
+    caller: WalkState | None
+    stop: StopKind | None = None
+    reason: str = ""
 
 
 class _Memory:
@@ -300,8 +355,12 @@ class Unwinder:
     """
 
     __slots__ = (
-        "_arch", "_cache", "_find_module", "_trampolines", "fp_fallback", "max_frames", "va_bits"
+        "_find_module", "_rows", "_trampolines", "arch", "fp_fallback", "max_frames", "names",
+        "va_bits",
     )
+
+    #: Row lookups, and answers to "is the code at this PC a signal trampoline", kept.
+    CACHE_SIZE = 1 << 16
 
     def __init__(
         self,
@@ -311,72 +370,91 @@ class Unwinder:
         max_frames: int = DEFAULT_MAX_FRAMES,
         fp_fallback: bool = True,
         va_bits: int = DEFAULT_VA_BITS,
+        names: bool = True,
     ) -> None:
         if max_frames < 1:
             raise UnwindError(f"max_frames must be at least 1, not {max_frames}")
-        self._arch = _arch(Abi(abi))
+        self.arch = Arch.of(Abi(abi))
+        #: Whether frames are named with the modules' symbolizers (a recording's frames are
+        #: named afterwards, as perf names them).
+        self.names = names
         self._find_module = find_module
         self.max_frames = max_frames
         self.fp_fallback = fp_fallback
         self.va_bits = va_bits
-        self._cache: dict[tuple[int, int], _Found | None] = {}
-        self._trampolines: dict[int, bool] = {}
+        self._rows: BoundedCache[tuple[int, int], _Found | None] = BoundedCache(self.CACHE_SIZE)
+        self._trampolines: BoundedCache[tuple[int, int], bool] = BoundedCache(self.CACHE_SIZE)
 
     @property
     def abi(self) -> Abi:
-        return self._arch.abi
+        return self.arch.abi
+
+    def start(self, registers: Registers) -> WalkState:
+        """The state of a walk from a thread's registers (frame 0)."""
+        return WalkState(registers.pc & _MASK64, registers.by_dwarf(self.arch.abi), True, True)
 
     def unwind(self, registers: Registers, read_memory: ReadMemory) -> Backtrace:
         """Walk one thread's stack."""
-        arch = self._arch
-        memory = _Memory(read_memory, arch.big_endian)
-        state = _State(registers.pc & _MASK64, registers.by_dwarf(arch.abi), True, True)
-        source = FrameSource.REGISTERS
+        memory = _Memory(read_memory, self.arch.big_endian)
+        state = self.start(registers)
         frames: list[Frame] = []
-        prev_cfa: int | None = None
-        for index in range(self.max_frames):
-            lookup_pc = state.pc if state.exact_pc else (state.pc - 1) & _MASK64
-            sp = state.regs.get(arch.sp)
-            try:
-                module = self._find_module(lookup_pc)
-                usable = module if module is not None and module.problem is None else None
-                symbol = _symbolize(usable, lookup_pc, state.pc)
-                found = self._row(usable, lookup_pc)
-            except Exception as error:  # a caller's callable failed: this walk stops, marked
-                args = (index, state.pc, sp, source, None, None, None, False)
-                frames.append(_frame(args, None, False, None))
-                reason = _failure("find_module or the module's callables", error)
-                return Backtrace(tuple(frames), StopKind.CALLBACK_FAILED, reason)
-            frame_args = (
-                index, state.pc, sp, source, module.name if module else None, *symbol,
-                found is not None,
-            )
-            trampoline = False
-            try:
-                trampoline = self._is_trampoline(memory, state, usable, found)
-                if trampoline:
-                    if sp is None:
-                        raise _Stop(StopKind.UNKNOWN_REGISTER, "signal frame without a known SP")
-                    state = self._signal_context(memory, sp)
-                    frames.append(_frame(frame_args, sp, True, module))
-                    source, prev_cfa = FrameSource.SIGNAL, None
-                    continue
-                if found is not None:
-                    cfa, state = self._step_sframe(memory, state, found, prev_cfa)
-                    next_source = FrameSource.SFRAME
-                elif self.fp_fallback:
-                    cfa, state = self._step_frame_pointer(memory, state, prev_cfa)
-                    next_source = FrameSource.FRAME_POINTER
-                else:
-                    raise _Stop(StopKind.NO_UNWIND_INFO, f"no SFrame row covers {lookup_pc:#x}")
-            except _Stop as stop:
-                frames.append(_frame(frame_args, stop.cfa, trampoline, module))
-                return Backtrace(tuple(frames), stop.kind, stop.reason)
-            frames.append(_frame(frame_args, cfa, False, module))
-            prev_cfa, source = cfa, next_source
+        while state.index < self.max_frames:
+            step = self._step(state, memory)
+            frames.append(step.frame)
+            if step.caller is None:
+                assert step.stop is not None
+                return Backtrace(tuple(frames), step.stop, step.reason)
+            state = step.caller
         return Backtrace(
             tuple(frames), StopKind.MAX_FRAMES, f"stopped after {self.max_frames} frames"
         )
+
+    def step(
+        self, state: WalkState, read_memory: ReadMemory, find_module: FindModule | None = None
+    ) -> Step:
+        """The frame at ``state`` and its caller's state: the walk's one step.
+        ``find_module``: the modules of the walk's address space, when they are not the
+        unwinder's (a recording's processes)."""
+        memory = _Memory(read_memory, self.arch.big_endian)
+        return self._step(state, memory, find_module or self._find_module)
+
+    def _step(
+        self, state: WalkState, memory: _Memory, find_module: FindModule | None = None
+    ) -> Step:
+        arch = self.arch
+        index, pc, source = state.index, state.pc, state.source
+        lookup_pc = state.lookup_pc
+        sp = state.regs.get(arch.sp)
+        try:
+            module = (find_module or self._find_module)(lookup_pc)
+            usable = module if module is not None and module.problem is None else None
+            symbol = _symbolize(usable, lookup_pc, pc) if self.names else (None, None)
+            found = self._row(usable, lookup_pc)
+        except Exception as error:  # a caller's callable failed: this walk stops, marked
+            frame = _frame((index, pc, sp, source, None, None, None, False), None, False, None)
+            reason = _failure("find_module or the module's callables", error)
+            return Step(frame, None, StopKind.CALLBACK_FAILED, reason)
+        frame_args = (
+            index, pc, sp, source, module.name if module else None, *symbol, found is not None,
+        )
+        trampoline = False
+        try:
+            trampoline = self._is_trampoline(memory, state, usable, found)
+            if trampoline:
+                if sp is None:
+                    raise _Stop(StopKind.UNKNOWN_REGISTER, "signal frame without a known SP")
+                caller = self._signal_context(memory, sp, index + 1)
+                return Step(_frame(frame_args, sp, True, module), caller)
+            if found is not None:
+                cfa, caller = self._step_sframe(memory, state, found)
+            elif self.fp_fallback:
+                cfa, caller = self._step_frame_pointer(memory, state)
+            else:
+                raise _Stop(StopKind.NO_UNWIND_INFO, f"no SFrame row covers {lookup_pc:#x}")
+        except _Stop as stop:
+            return Step(_frame(frame_args, stop.cfa, trampoline, module), None, stop.kind,
+                        stop.reason)  # fmt: skip
+        return Step(_frame(frame_args, cfa, False, module), caller)
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -392,24 +470,10 @@ class Unwinder:
     def _row_in(self, section: RowLookup | None, pc: int) -> _Found | None:
         if section is None:
             return None
-        key = (id(section), pc)
-        if key in self._cache:
-            return self._cache[key]
-        try:
-            result = section.lookup(pc)
-        except SFrameError:
-            result = None
-        found = None
-        if result is not None:
-            header = section.header
-            found = _Found(result.row, result.function.signal_frame, header.cfa_fixed_ra_offset)
-        if len(self._cache) >= 65536:
-            self._cache.clear()
-        self._cache[key] = found
-        return found
+        return self._rows.get((id(section), pc), _found_in, section, pc)
 
     def _is_trampoline(
-        self, memory: _Memory, state: _State, module: ModuleInfo | None, found: _Found | None
+        self, memory: _Memory, state: WalkState, module: ModuleInfo | None, found: _Found | None
     ) -> bool:
         """Is the frame at ``state.pc`` a signal trampoline (by SFrame flag or by its code)?"""
         pc = state.pc
@@ -420,40 +484,46 @@ class Unwinder:
             exact = self._row(module, pc)
             if exact is not None and exact.signal_frame:
                 return True
-        known = self._trampolines.get(pc)
-        if known is not None:
-            return known
-        pattern = _trampoline_pattern(self._arch.abi)
+        return self._trampolines.get((id(module), pc), self._sigreturn_at, memory, module, pc)
+
+    def _sigreturn_at(self, memory: _Memory, module: ModuleInfo | None, pc: int) -> bool:
+        """Whether the code at ``pc`` is the signal return trampoline: read from memory, else
+        (a stack copy holds no code) from the module's file."""
+        pattern = sigreturn_code(self.arch.abi)
         try:
-            answer = memory.read(pc, len(pattern)) == pattern
+            return memory.read(pc, len(pattern)) == pattern
         except _Stop:
-            answer = False
-        if len(self._trampolines) >= 65536:
-            self._trampolines.clear()
-        self._trampolines[pc] = answer
-        return answer
+            pass
+        if module is None or module.trampolines is None:
+            return False
+        try:
+            known = module.trampolines()
+        except Exception:  # the module's callable failed: its code is not known
+            return False
+        at = bisect_left(known, pc)
+        return at < len(known) and known[at] == pc
 
     # -- signal frames ----------------------------------------------------------------------------
 
-    def _signal_context(self, memory: _Memory, sp: int) -> _State:
-        abi = self._arch.abi
+    def _signal_context(self, memory: _Memory, sp: int, index: int) -> WalkState:
+        abi = self.arch.abi
         if abi is Abi.AMD64_ENDIAN_LITTLE:
             values = memory.words(sp + _AMD64_GREGS_OFFSET, 17)
             regs = dict(zip(_AMD64_GREGS_DWARF, values[:16], strict=True))
-            return _State(values[16], regs, True, True)
+            return WalkState(values[16], regs, True, True, index, None, FrameSource.SIGNAL)
         if abi.is_aarch64:
             values = memory.words(sp + _AARCH64_SIGCONTEXT_OFFSET + 8, 33)
             regs = {number: values[number] for number in range(31)}
             regs[31] = values[31]
-            return _State(values[32], regs, True, True)
+            return WalkState(values[32], regs, True, True, index, None, FrameSource.SIGNAL)
         raise _Stop(StopKind.UNSUPPORTED, f"signal frames are not unwound on {abi.name}")
 
     # -- SFrame rules ------------------------------------------------------------------------
 
     def _step_sframe(
-        self, memory: _Memory, state: _State, found: _Found, prev_cfa: int | None
-    ) -> tuple[int, _State]:
-        arch = self._arch
+        self, memory: _Memory, state: WalkState, found: _Found
+    ) -> tuple[int, WalkState]:
+        arch = self.arch
         row = found.row
         if row.cfa is None or row.ra.kind is RuleKind.UNDEFINED:
             raise _Stop(StopKind.OUTERMOST, "outermost frame (return address undefined)")
@@ -461,7 +531,7 @@ class Unwinder:
         cfa = (base + row.cfa.offset) & _MASK64
         if row.cfa.deref:
             cfa = memory.word(cfa)
-        _check_cfa(arch, state, cfa, prev_cfa)
+        _check_cfa(arch, state, cfa)
         try:
             ra_rule = row.ra
             if found.fixed_ra_offset and ra_rule.kind in (RuleKind.UNTRACKED, RuleKind.PADDING):
@@ -484,10 +554,11 @@ class Unwinder:
         except _Stop as stop:
             stop.cfa = cfa
             raise
-        return cfa, self._caller(cfa, (cfa + arch.sp_at_cfa) & _MASK64, fp, ra)
+        caller = self._caller(state, cfa, (cfa + arch.sp_at_cfa) & _MASK64, fp, ra)
+        return cfa, caller
 
     def _recover(
-        self, memory: _Memory, state: _State, cfa: int, rule: RegRule, own_reg: int, what: str
+        self, memory: _Memory, state: WalkState, cfa: int, rule: RegRule, own_reg: int, what: str
     ) -> int | None:
         kind = rule.kind
         if kind in (RuleKind.FIXED, RuleKind.SAVED):
@@ -508,24 +579,25 @@ class Unwinder:
             f"{what} is in register {own_reg}, whose value is known only in the first frame",
         )
 
-    def _caller(self, cfa: int, sp: int | None, fp: int | None, ra: int) -> _State:
+    def _caller(
+        self, state: WalkState, cfa: int, sp: int | None, fp: int | None, ra: int,
+        source: FrameSource = FrameSource.SFRAME,
+    ) -> WalkState:  # fmt: skip
         if ra == 0:
             raise _Stop(StopKind.OUTERMOST, "outermost frame (return address 0)")
         regs: dict[int, int] = {}
         if sp is not None:
-            regs[self._arch.sp] = sp
+            regs[self.arch.sp] = sp
         if fp is not None:
-            regs[self._arch.fp] = fp
-        return _State(ra, regs, False, False)
+            regs[self.arch.fp] = fp
+        return WalkState(ra, regs, False, False, state.index + 1, cfa, source)
 
     # -- frame-pointer fallback -----------------------------------------------------------------
 
-    def _step_frame_pointer(
-        self, memory: _Memory, state: _State, prev_cfa: int | None
-    ) -> tuple[int, _State]:
+    def _step_frame_pointer(self, memory: _Memory, state: WalkState) -> tuple[int, WalkState]:
         """Frame record at FP: [FP] = caller's FP, [FP + 8] = RA; CFA = FP + 16."""
-        arch = self._arch
-        if arch.abi is Abi.S390X_ENDIAN_BIG:
+        arch = self.arch
+        if not arch.fp_chain:
             raise _Stop(StopKind.NO_UNWIND_INFO, f"no SFrame row covers {state.pc:#x}")
         fp = state.regs.get(arch.fp)
         if fp is None or fp == 0:
@@ -539,14 +611,27 @@ class Unwinder:
         if sp is not None and fp < sp:
             raise _Stop(StopKind.CFA_NOT_GROWING, f"frame pointer {fp:#x} is below SP {sp:#x}")
         cfa = (fp + 16) & _MASK64
-        _check_cfa(arch, state, cfa, prev_cfa, align=8)
+        _check_cfa(arch, state, cfa, align=8)
         caller_fp, ra = memory.words(fp, 2)
         if arch.abi.is_aarch64:
             ra &= (1 << self.va_bits) - 1
         # AMD64: push %rbp; mov %rsp, %rbp puts the record right below the CFA.  AArch64 puts
         # it anywhere in the frame: the caller's SP is unknown.
         caller_sp = cfa if arch.abi is Abi.AMD64_ENDIAN_LITTLE else None
-        return cfa, self._caller(cfa, caller_sp, caller_fp, ra)
+        caller = self._caller(state, cfa, caller_sp, caller_fp, ra, FrameSource.FRAME_POINTER)
+        return cfa, caller
+
+
+def _found_in(section: RowLookup, pc: int) -> _Found | None:
+    """The row of ``section`` at ``pc`` (None: none, or a section the lookup rejects)."""
+    try:
+        result = section.find_row(pc)
+    except SFrameError:
+        return None
+    if result is None:
+        return None
+    header = section.header
+    return _Found(result.row, result.function.signal_frame, header.cfa_fixed_ra_offset)
 
 
 def _frame(
@@ -576,7 +661,7 @@ def _symbolize(module: ModuleInfo | None, lookup_pc: int, pc: int) -> tuple[str 
     return name, offset + (pc - lookup_pc)
 
 
-def _register(state: _State, reg: int, what: str) -> int:
+def _register(state: WalkState, reg: int, what: str) -> int:
     value = state.regs.get(reg)
     if value is None:
         where = "" if state.all_registers else " (register rules hold only in the first frame)"
@@ -586,11 +671,10 @@ def _register(state: _State, reg: int, what: str) -> int:
     return value
 
 
-def _check_cfa(
-    arch: _Arch, state: _State, cfa: int, prev_cfa: int | None, align: int | None = None
-) -> None:
+def _check_cfa(arch: Arch, state: WalkState, cfa: int, align: int | None = None) -> None:
     if cfa % (align or arch.cfa_align):
         raise _Stop(StopKind.CFA_MISALIGNED, f"CFA {cfa:#x} is misaligned")
+    prev_cfa = state.prev_cfa
     if prev_cfa is not None and cfa <= prev_cfa:
         raise _Stop(
             StopKind.CFA_NOT_GROWING, f"CFA {cfa:#x} does not grow (previous {prev_cfa:#x})"
@@ -598,14 +682,6 @@ def _check_cfa(
     sp = state.regs.get(arch.sp)
     if sp is not None and cfa < sp:
         raise _Stop(StopKind.CFA_NOT_GROWING, f"CFA {cfa:#x} is below SP {sp:#x}")
-
-
-def _trampoline_pattern(abi: Abi) -> bytes:
-    if abi is Abi.AMD64_ENDIAN_LITTLE:
-        return _AMD64_SIGRETURN
-    if abi.is_aarch64:
-        return _AARCH64_SIGRETURN
-    return _S390X_SIGRETURN
 
 
 def unwind(
@@ -632,6 +708,7 @@ def single_module(section: RowLookup, name: str = "") -> FindModule:
 
 
 __all__ = [
+    "Arch",
     "Backtrace",
     "FindModule",
     "Frame",
@@ -640,7 +717,11 @@ __all__ = [
     "ReadMemory",
     "Registers",
     "RowLookup",
+    "Step",
     "StopKind",
     "Unwinder",
+    "WalkState",
+    "sigreturn_code",
+    "single_module",
     "unwind",
 ]

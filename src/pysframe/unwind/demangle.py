@@ -47,8 +47,9 @@ import struct
 import sys
 import time
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+
+from ..bounded import BoundedCache, cached
 
 if TYPE_CHECKING:  # the worker's modules are imported when a worker is started
     import subprocess
@@ -174,13 +175,15 @@ def length_bound(name: str, limit: int = IN_PROCESS_BOUND) -> int | None:
     return bound if bound <= limit else None
 
 
-#: Why each name left mangled for its size or time was (see :func:`demangle_checked`).
-_LEFT_MANGLED: dict[str, str] = {}
+#: Names kept demangled, and why a name left mangled for its size or time was (see
+#: :func:`demangle_checked`), at most this many of each.
+CACHE_SIZE = 1 << 16
+_LEFT_MANGLED: BoundedCache[str, str] = BoundedCache(CACHE_SIZE)
 #: Answers of the worker for names :func:`demangle_many` sent it, taken by :func:`demangle`.
 _FROM_WORKER: dict[str, str | _Refused] = {}
 
 
-@lru_cache(maxsize=1 << 16)
+@cached(CACHE_SIZE)
 def demangle(name: str) -> str:
     """``name`` demangled, or ``name`` itself when it is not a mangled C++ or Rust name, no
     demangler for it is installed, or its demangled name is too long or too slow to make
@@ -190,8 +193,9 @@ def demangle(name: str) -> str:
     base, at, suffix = name.partition("@")  # a PLT entry's NAME@plt: NAME demangled, as gdb
     if at:
         text = demangle(base)
-        if base in _LEFT_MANGLED:
-            _LEFT_MANGLED[name] = _LEFT_MANGLED[base]
+        why = _LEFT_MANGLED.peek(base)
+        if why is not None:
+            _LEFT_MANGLED.put(name, why)
         return text + at + suffix
     if not _loaded:
         _load()
@@ -201,12 +205,13 @@ def demangle(name: str) -> str:
     else:
         answer = answer or _WORKER.demangle([name])[name]
         if isinstance(answer, _Refused):
-            _LEFT_MANGLED[name] = answer.why
+            _LEFT_MANGLED.put(name, answer.why)
             return name
         text = answer
     if len(text) > MAX_DEMANGLED:
-        _LEFT_MANGLED[name] = (
-            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
+        _LEFT_MANGLED.put(
+            name,
+            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}",
         )
         return name
     return text
@@ -232,14 +237,15 @@ def demangle_many(names: Iterable[str]) -> list[str]:
             _FROM_WORKER.pop(base, None)
 
 
-@lru_cache(maxsize=1 << 16)
+@cached(CACHE_SIZE)
 def _bounded(name: str) -> str:
     """:func:`demangle` of a name whose :func:`length_bound` is known to hold (a plain name
     with no ``@`` suffix), without computing it again."""
     text = demangle_unbounded(name)
     if len(text) > MAX_DEMANGLED:
-        _LEFT_MANGLED[name] = (
-            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
+        _LEFT_MANGLED.put(
+            name,
+            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}",
         )
         return name
     return text
@@ -255,7 +261,7 @@ def demangle_checked(name: str) -> tuple[str, str | None]:
 def left_mangled(name: str) -> str | None:
     """The line to warn with when ``name`` was left mangled for its size or time (by
     :func:`demangle` or :func:`demangle_like_perf`), else None."""
-    why = _LEFT_MANGLED.get(name)
+    why = _LEFT_MANGLED.peek(name)
     if why is None:
         return None
     shown = name if len(name) <= 80 else f"{name[:80]}..."
@@ -303,7 +309,7 @@ _FROM_WORKER_PERF: dict[str, Any] = {}
 _NOT_SENT = object()
 
 
-@lru_cache(maxsize=1 << 16)
+@cached(CACHE_SIZE)
 def demangle_like_perf(name: str) -> str | None:
     """``name`` as perf 6.1 demangles a symbol's name (util/symbol-elf.c demangle_sym:
     libiberty's ``cplus_demangle`` with ``DMGL_NO_OPTS``, then OCaml's names,
@@ -323,12 +329,12 @@ def demangle_like_perf(name: str) -> str | None:
     if answer is _NOT_SENT:
         answer = _WORKER.demangle([name], perf=True)[name]
     if isinstance(answer, _Refused):
-        _LEFT_MANGLED[name] = answer.why
+        _LEFT_MANGLED.put(name, answer.why)
         return None
     return _perf_checked(name, answer)
 
 
-@lru_cache(maxsize=1 << 16)
+@cached(CACHE_SIZE)
 def _perf_bounded(name: str) -> str | None:
     """:func:`demangle_like_perf` of a name whose :func:`length_bound` is known to hold."""
     return _perf_checked(name, demangle_like_perf_unbounded(name))
@@ -336,8 +342,9 @@ def _perf_bounded(name: str) -> str | None:
 
 def _perf_checked(name: str, text: str | None) -> str | None:
     if text is not None and len(text) > MAX_DEMANGLED:
-        _LEFT_MANGLED[name] = (
-            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}"
+        _LEFT_MANGLED.put(
+            name,
+            f"its demangled name of {len(text)} characters is longer than {MAX_DEMANGLED}",
         )
         return None
     return text

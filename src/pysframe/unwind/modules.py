@@ -1,98 +1,441 @@
-"""Modules of an address space: which ELF file is mapped where, with its SFrame and symbols.
+"""The address space of a process: which ELF file is mapped where, at what load bias, with its
+SFrame and its symbols.  ``stack`` and ``perf`` both unwind through it.
 
-* Mappings come from /proc/PID/maps (a live process) or a core file's NT_FILE note
-  (:mod:`pysframe.unwind.mappings`).
-* For each mapped ELF file, its facts (:mod:`pysframe.unwind.facts`): its own ``.sframe``
-  section if it has one, else SFrame generated from its ``.eh_frame``, read once per file.
-  Which one a module is unwound with is chosen when a PC in it is first looked up (or the
-  report asks where its SFrame came from): a module no frame lands in costs its headers only.
-  Lookups are single-PC ones without numpy (:class:`~pysframe.format.single.SectionLookup`).
-* The load bias (run-time address minus link-time address) comes from the mapping of the file
-  offset a PT_LOAD segment covers; the SFrame section is rebased by it.
-* Symbols: :mod:`pysframe.unwind.symbolize` (the file's symbol tables, its separate debug
-  file's, MiniDebugInfo's), read when a frame in the file is first named.
-* A file that is missing, or that is not the one the process mapped (other inode, "(deleted)",
-  other build ID), is kept as a module with a ``problem``: frames in it are printed unresolved.
-* The vDSO, which has no file, is read from the address space (:mod:`pysframe.unwind.vdso`).
+* :class:`ElfFiles`: the ELF files an address space maps, each read once per version (path,
+  modification time, size, inode) as an :class:`ElfFacts`: its load segments, build ID, own
+  SFrame section (read, decoded when a module first needs it: the trust checks of
+  :func:`pysframe.sources.trust.checked`, whose verdict the on-disk cache keeps), SFrame
+  generated from its CFI (:mod:`pysframe.sources`) and symbols (:mod:`pysframe.unwind.symbolize`),
+  each made when first needed.  Whoever unwinds owns one (a ``stack`` command, a ``perf``
+  session); it keeps a bounded number of files.
+* :class:`Module`: a file placed at a load bias (run-time address minus link-time address,
+  :func:`load_bias`), unwound with the SFrame :class:`~pysframe.sources.trust.Policy` chooses
+  when a PC in it is first looked up (a module no frame lands in costs its headers only): its
+  own section, SFrame generated from its CFI beside it for the PCs it leaves out, or generated
+  SFrame alone; each looked up through :class:`~pysframe.format.lookup.SectionLookup` (one PC
+  without numpy, many with it).  A file that is missing, or not the one the process mapped
+  (other inode, "(deleted)", other build ID), is a module with a ``problem``: frames in it are
+  printed unresolved.  :attr:`Module.info` is what the unwinder is told of it.
+* :class:`AddressSpace`: which module each address is in (a later mapping replaces what it
+  covers of earlier ones), for one PC (the unwinder's ``find_module``) or many (numpy).
+* :func:`load_modules`: the address space of mappings from /proc/PID/maps or a core file's
+  NT_FILE note (:mod:`pysframe.unwind.mappings`), and the vDSO, read from the address space
+  (:mod:`pysframe.unwind.vdso`).
 """
 
 from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..elf.layout import PF_X
-from ..errors import SFrameError
+from ..bounded import BoundedCache
+from ..elf.layout import ELF_MAGIC, PF_X
+from ..elf.reader import ElfReader, ElfSegment
+from ..errors import InputError, NoSFrameError, SFrameError
+from ..format.constants import Abi
+from ..format.lookup import SectionLookup
+from ..input import open_input
+from ..sources import Origin, ResolvedSFrame, generated_sframe, locate_sframe, own_sframe
 from ..sources.cache import has_generation
-from ..sources.trust import Policy
-from .core import ModuleInfo, ReadMemory
-from .facts import (
-    NO_SFRAME,
-    Chosen,
-    ChosenLookup,
-    ElfFacts,
-    elf_facts,
-    generate_for,
-    generated_lookup_for,
-    lookup_for,
-)
+from ..sources.trust import Policy, Verdict, checked
+from .core import ModuleInfo, ReadMemory, sigreturn_code
 from .mappings import DELETED, Mapping, mapped_file
-from .symbolize import ModuleSymbols, SymbolOptions
-from .vdso import VDSO_NAME, vdso_facts
+from .symbolize import ModuleSymbols, SymbolOptions, symbols_of_file, symbols_of_image
+from .vdso import VDSO_NAME, read_vdso_image
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from ..format.model import Header, LookupResult
-    from ..format.single import SectionLookup
 
+#: What a module's SFrame is when it has none: no section and nothing generated.
+NO_SFRAME = "none"
+#: ... and when its section cannot be read.
+INVALID = "invalid"
 _DEFAULT_SYMBOLS = SymbolOptions()
+_MASK64 = (1 << 64) - 1
 
 
-class ModuleSFrame:
-    """The SFrame a module is unwound with (a :class:`~pysframe.unwind.core.RowLookup`),
-    chosen by :func:`~pysframe.unwind.facts.lookup_for` when first needed, and SFrame generated
-    from its CFI beside its own section when that leaves a PC out (:meth:`fallback`)."""
+# -- one file -----------------------------------------------------------------------------------
 
-    __slots__ = ("_bias", "_chosen", "_facts", "_policy")
+
+@dataclass(slots=True)
+class ElfFacts:
+    """What unwinding needs of one ELF file, shared by every module that maps it."""
+
+    path: str
+    abi: Abi | None
+    #: The PT_LOAD program headers.
+    segments: tuple[ElfSegment, ...]
+    #: The file's own SFrame section as found (read, not yet decoded), or why it cannot be
+    #: read (None: it has none).
+    own: ResolvedSFrame | str | None
+    build_id: bytes | None
+    build_id_address: int | None
+    #: SFrame generated from the file's CFI (read when first needed), or why there is none.
+    generated: ResolvedSFrame | str | None = None
+    #: The bytes of an image that is no file (the vDSO), read instead of ``path``.
+    image: bytes | None = None
+    #: The file's own name when ``path`` is another way to it (/proc/PID/map_files/...): its
+    #: debuglink is looked for beside it.
+    link_path: str | None = None
+    #: The checks' verdict on the own section, found when first asked.
+    _verdict: Verdict | None = None
+    #: Sections opened for lookups at a load bias, by (origin, bias); None: it does not open.
+    _lookups: BoundedCache[tuple[str, int], SectionLookup | None] = field(
+        default_factory=lambda: BoundedCache(16)
+    )
+    #: Symbols, by the debug directories searched.
+    _symbols: BoundedCache[tuple[str, ...], ModuleSymbols] = field(
+        default_factory=lambda: BoundedCache(4)
+    )
+    #: Link-time addresses where the code is the signal return trampoline (read when asked).
+    _trampolines: tuple[int, ...] | None = None
+
+    @property
+    def code(self) -> list[tuple[int, int]]:
+        """The link-time ranges of the executable PT_LOAD segments."""
+        return [(s.vaddr, s.vaddr + s.memsz) for s in self.segments if s.flags & PF_X]
+
+    def own_verdict(self) -> Verdict:
+        """What the checks find in the file's own section (:func:`~pysframe.sources.trust.
+        checked`: decoded, its table, :func:`~pysframe.sources.trust.trust_problems`)."""
+        if self._verdict is None:
+            if isinstance(self.own, str):
+                self._verdict = Verdict(self.own, None, (f"it is malformed: {self.own}",))
+            elif self.own is None:
+                self._verdict = Verdict()
+            else:
+                self._verdict = checked(self.own, self.code, self.build_id, trust=True)
+        return self._verdict
+
+    def own_problems(self) -> list[str]:
+        """Why the file's own section must not be used to unwind: empty when it passes every
+        check (or there is none)."""
+        return list(self.own_verdict().problems)
+
+    def symbols(self, options: SymbolOptions) -> ModuleSymbols:
+        """The file's symbols (with its separate debug file's), read on first use."""
+        return self._symbols.get(options.debug_dirs, self._read_symbols, options.debug_dirs)
+
+    def _read_symbols(self, debug_dirs: tuple[str, ...]) -> ModuleSymbols:
+        if self.image is None:
+            return symbols_of_file(self.path, debug_dirs, self.link_path)
+        with ElfReader.from_bytes(self.path, self.image) as opened:
+            return symbols_of_image(opened, search=False)
+
+    def trampolines(self) -> tuple[int, ...]:
+        """The link-time addresses at which the file's executable segments hold the signal
+        return trampoline's code (:func:`~pysframe.unwind.core.sigreturn_code`), sorted;
+        read from the file when first asked."""
+        if self._trampolines is None:
+            found: list[int] = []
+            if self.abi is not None:
+                pattern = sigreturn_code(self.abi)
+                for segment, code in self._executable_code():
+                    at = code.find(pattern)
+                    while at >= 0:
+                        found.append(segment.vaddr + at)
+                        at = code.find(pattern, at + 1)
+            self._trampolines = tuple(sorted(found))
+        return self._trampolines
+
+    def _executable_code(self) -> list[tuple[ElfSegment, bytes]]:
+        """The bytes of each executable PT_LOAD segment (empty where they cannot be read)."""
+        chosen = [s for s in self.segments if s.flags & PF_X and s.filesz]
+        if self.image is not None:
+            return [(s, self.image[s.offset : s.offset + s.filesz]) for s in chosen]
+        out = []
+        try:
+            with open_input(self.path) as file:
+                for segment in chosen:
+                    file.seek(segment.offset)
+                    out.append((segment, file.read(segment.filesz)))
+        except (InputError, OSError):
+            return []
+        return out
+
+    @property
+    def has_own(self) -> bool:
+        """Whether the file has an SFrame section of its own (usable or not)."""
+        return self.own is not None
+
+
+def facts_of_image(image: ElfReader) -> ElfFacts:
+    """The facts of an open ELF image (its own section read, not decoded)."""
+    own: ResolvedSFrame | str | None
+    try:
+        own = own_sframe(locate_sframe(image), relocate=False)
+    except NoSFrameError:
+        own = None
+    except SFrameError as error:
+        own = error.detail
+    build_id = image.build_id()
+    build_id_address = None
+    note = image.section(".note.gnu.build-id")
+    if build_id is not None and note is not None and note.address:
+        at = note.data().find(build_id)
+        build_id_address = note.address + at if at >= 0 else None
+    segments = tuple(image.load_segments())
+    return ElfFacts(image.path, image.abi, segments, own, build_id, build_id_address)
+
+
+class ElfFiles:
+    """The ELF files address spaces map, read once per file version; the owner keeps at most
+    :attr:`CACHE_SIZE` of them (and of vDSO images)."""
+
+    CACHE_SIZE = 256
+
+    def __init__(self) -> None:
+        self._files: BoundedCache[tuple[str, int, int, int], ElfFacts | None] = BoundedCache(
+            self.CACHE_SIZE
+        )
+        self._images: BoundedCache[bytes, ElfFacts | None] = BoundedCache(8)
+
+    def facts(self, path: str) -> ElfFacts | None:
+        """Facts about the ELF file at ``path`` (None: not an ELF file); OSError when it
+        cannot be read."""
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        return self._files.get(key, _read_facts, path)
+
+    def image(self, name: str, image: bytes) -> ElfFacts | None:
+        """Facts about an ELF image that is no file (the vDSO; None: it cannot be read): its
+        symbols and generated SFrame are read from these bytes when first needed."""
+        return self._images.get(image, _image_facts, name, image)
+
+
+def _read_facts(path: str) -> ElfFacts | None:
+    try:
+        with open_input(path) as file:  # never a wait on a FIFO the mappings name
+            if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
+                return None
+    except InputError as error:
+        raise OSError(error.message) from None
+    try:
+        with ElfReader.open(path) as image:
+            return facts_of_image(image)
+    except SFrameError as error:
+        raise OSError(f"not a readable ELF file ({error.detail})") from None
+    except Exception as error:  # a hostile file must cost its own frames only, not the stack
+        raise OSError(f"not a readable ELF file ({type(error).__name__}: {error})") from None
+
+
+def _image_facts(name: str, image: bytes) -> ElfFacts | None:
+    try:
+        with ElfReader.from_bytes(name, image) as elf:
+            facts = facts_of_image(elf)
+    except SFrameError:
+        return None
+    facts.image = image
+    return facts
+
+
+# -- which SFrame -------------------------------------------------------------------------------
+
+
+def generate_for(facts: ElfFacts) -> ResolvedSFrame | None:
+    """SFrame generated from the file's CFI (from its image's bytes, else the file at its
+    path), made once and kept with the facts; None when it cannot be."""
+    if facts.generated is None:
+        try:
+            if facts.image is not None:
+                opened = ElfReader.from_bytes(facts.path, facts.image)
+            else:
+                opened = ElfReader.open(facts.path)
+            with opened:
+                facts.generated = generated_sframe(opened, cached=True)
+        except SFrameError as error:
+            facts.generated = error.detail
+        except Exception as error:  # a hostile file: no SFrame for it, the walk goes on
+            facts.generated = f"{type(error).__name__}: {error}"
+    return facts.generated if isinstance(facts.generated, ResolvedSFrame) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """The SFrame a module is unwound with, per :class:`~pysframe.sources.trust.Policy`."""
+
+    #: The section opened for lookups at the module's address, or None (frames fall back to
+    #: frame pointers).
+    section: SectionLookup | None
+    #: Where it came from (:class:`~pysframe.sources.Origin`), or ``none`` / ``invalid``.
+    origin: str
+    #: Why the file's own section is not used, or used though it fails the checks; None when
+    #: there is nothing to say.
+    reason: str | None = None
+    #: Whether SFrame generated from the file's CFI answers for PCs the own section leaves out.
+    with_fallback: bool = False
+
+
+def choose_sframe(facts: ElfFacts, bias: int, policy: Policy = Policy.AUTO) -> Chosen:
+    """The SFrame of the file at load bias ``bias``, chosen by ``policy``: its own section
+    (``own``, or ``auto`` when it passes the checks), else one generated from its CFI."""
+    asked = policy is not Policy.GENERATED and facts.own is not None
+    verdict = facts.own_verdict() if asked else Verdict()
+    problems = verdict.problems
+    if policy is Policy.OWN or (policy is Policy.AUTO and facts.own is not None and not problems):
+        if facts.own is None:
+            return Chosen(None, NO_SFRAME)
+        reason = None
+        if problems:
+            reason = "its .sframe fails the checks, used as asked: " + "; ".join(problems)
+        if isinstance(facts.own, str) or verdict.malformed is not None:
+            return Chosen(None, INVALID, reason)
+        opens, section = _rebased(facts, facts.own, bias)
+        if not opens:
+            return Chosen(None, INVALID, reason)
+        return Chosen(section, str(facts.own.origin), reason, policy is Policy.AUTO)
+    reason = None
+    if policy is Policy.AUTO and problems:
+        reason = "its .sframe is not used: " + "; ".join(problems)
+    generated = generate_for(facts)
+    if generated is None:
+        if reason is not None:
+            reason += f"; no SFrame could be generated from its CFI ({facts.generated})"
+        return Chosen(None, NO_SFRAME, reason)
+    if reason is not None:
+        reason += "; unwound with SFrame generated from its CFI"
+    return Chosen(_rebased(facts, generated, bias)[1], str(Origin.GENERATED), reason)
+
+
+def generated_for(facts: ElfFacts, bias: int) -> SectionLookup | None:
+    """SFrame generated from the file's CFI at load bias ``bias``, used beside the file's own
+    section for the PCs it leaves out; None when it cannot be generated."""
+    generated = generate_for(facts)
+    return None if generated is None else _rebased(facts, generated, bias)[1]
+
+
+def _rebased(
+    facts: ElfFacts, found: ResolvedSFrame, bias: int
+) -> tuple[bool, SectionLookup | None]:
+    """Whether ``found`` opens once rebased by ``bias`` (as :meth:`ResolvedSFrame.rebased`
+    would), and the section to look PCs up in: None also where every lookup of the decoded
+    section would fail (an unsorted section whose FDE table fails the checks)."""
+    section = facts._lookups.get((str(found.origin), bias), _open_lookup, facts, found, bias)
+    if section is None:
+        return False, None
+    if not section.header.sorted and _verdict_of(facts, found).table is not None:
+        return True, None
+    return True, section
+
+
+def _verdict_of(facts: ElfFacts, found: ResolvedSFrame) -> Verdict:
+    """The checks' verdict on the own section; a generated one passed them before it was
+    given (the generator's output, or a cache entry checked by generated_sframe)."""
+    return facts.own_verdict() if found is facts.own else Verdict()
+
+
+def _open_lookup(facts: ElfFacts, found: ResolvedSFrame, bias: int) -> SectionLookup | None:
+    """The section for lookups at its address plus ``bias``; None where
+    ResolvedSFrame.rebased raises: a section that does not decode at its address, or whose
+    sorted functions wrap around the top of the address space once rebased (the decoder then
+    finds them out of order)."""
+    if _verdict_of(facts, found).malformed is not None:
+        return None
+    try:
+        section = SectionLookup(found.stored, found.address + bias)
+    except SFrameError:
+        return None
+    count = len(section)
+    if section.header.sorted and count > 1 and section.start(0) > section.start(count - 1):
+        return None
+    return section
+
+
+# -- modules ------------------------------------------------------------------------------------
+
+
+class Module:
+    """A mapped ELF file: where it was placed (``start``, ``end``: the span of the mappings it
+    was made for), its load bias, and its SFrame, chosen by ``policy`` when first needed.  It
+    is also the unwinder's view of that SFrame (:attr:`header`, :meth:`find_row`), so that
+    :attr:`info` costs nothing until a frame lands in it.  ``problem``: why its file cannot be
+    used (missing, changed); ``build_id``: the one a recording gives it."""
+
+    __slots__ = (
+        "_chosen", "_info", "_trampolines", "bias", "build_id", "end", "facts", "path",
+        "policy", "problem", "start", "symbol_options",
+    )  # fmt: skip
 
     def __init__(
         self,
-        facts: ElfFacts | None,
+        path: str,
+        start: int,
+        end: int,
         bias: int = 0,
+        facts: ElfFacts | None = None,
+        *,
+        problem: str | None = None,
         policy: Policy = Policy.AUTO,
-        chosen: ChosenLookup | None = None,
+        symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+        build_id: bytes | None = None,
     ) -> None:
-        self._facts, self._bias, self._policy, self._chosen = facts, bias, policy, chosen
+        self.path, self.start, self.end, self.bias = path, start, end, bias
+        self.facts, self.problem, self.policy = facts, problem, policy
+        self.symbol_options, self.build_id = symbols, build_id
+        self._chosen: Chosen | None = None if facts is not None else Chosen(None, NO_SFRAME)
+        self._info: ModuleInfo | None = None
+        self._trampolines: tuple[int, ...] | None = None
 
-    @classmethod
-    def none(cls, origin: str = NO_SFRAME) -> ModuleSFrame:
-        """A module without SFrame (no file, or one that cannot be used)."""
-        return cls(None, chosen=Chosen(None, origin))
+    def with_problem(self, problem: str) -> Module:
+        """The same module, its file not to be used (``problem`` says why)."""
+        return Module(
+            self.path, self.start, self.end, self.bias, self.facts, problem=problem,
+            policy=self.policy, symbols=self.symbol_options, build_id=self.build_id,
+        )  # fmt: skip
 
+    # -- its SFrame ----------------------------------------------------------------------------
     @property
-    def chosen(self) -> ChosenLookup:
+    def _choice(self) -> Chosen:
         if self._chosen is None:
-            assert self._facts is not None
-            self._chosen = lookup_for(self._facts, self._bias, self._policy)
+            assert self.facts is not None
+            self._chosen = choose_sframe(self.facts, self.bias, self.policy)
         return self._chosen
 
     @property
+    def origin(self) -> str:
+        """Where its SFrame came from (:class:`pysframe.sources.Origin`: "section",
+        "segment", "generated"), or "none" / "invalid"."""
+        return self._choice.origin
+
+    @property
+    def reason(self) -> str | None:
+        """Why its own SFrame section is not used (or is used though it fails the checks), for
+        one warning line; None when there is nothing to say."""
+        return self._choice.reason
+
+    @property
+    def section(self) -> SectionLookup | None:
+        """The SFrame it is unwound with (None without a usable file, or without SFrame)."""
+        return None if self.problem is not None else self._choice.section
+
+    def fallback(self) -> SectionLookup | None:
+        """SFrame generated from its CFI, when its own section is used and may leave PCs out
+        (start-up code assembled without SFrame); None otherwise."""
+        if self.facts is None or self.problem is not None or not self._choice.with_fallback:
+            return None
+        return generated_for(self.facts, self.bias)
+
+    @property
     def header(self) -> Header:
-        section = self.chosen.section
+        section = self.section
         assert section is not None, "a header is asked for only after a lookup found a row"
         return section.header
 
-    def lookup(self, pc: int) -> LookupResult | None:
-        section = self.chosen.section
-        return None if section is None else section.lookup(pc)
+    def find_row(self, pc: int) -> LookupResult | None:
+        section = self.section
+        return None if section is None else section.find_row(pc)
 
     def prepare(self) -> None:
         """Make now what choosing will need that the cache does not hold: the checks'
         verdict on the file's own section, SFrame generated from its CFI when it will be
         unwound with it and the cache has none (see :func:`prepare_sframe`)."""
-        facts, policy = self._facts, self._policy
+        facts, policy = self.facts, self.policy
         if facts is None or self._chosen is not None or policy is Policy.OWN:
             return
         if facts.own is not None and policy is Policy.AUTO and not facts.own_problems():
@@ -100,70 +443,164 @@ class ModuleSFrame:
         if not facts.build_id or not has_generation(facts.build_id):
             generate_for(facts)
 
-    def fallback(self) -> SectionLookup | None:
-        """SFrame generated from the module's CFI, when its own section is used and may leave
-        PCs out (start-up code assembled without SFrame); None otherwise."""
-        if self._facts is None or not self.chosen.with_fallback:
+    # -- its code and names --------------------------------------------------------------------
+    def trampolines(self) -> tuple[int, ...]:
+        """Where its code is the signal return trampoline (run-time addresses, sorted)."""
+        if self._trampolines is None:
+            known = () if self.facts is None else self.facts.trampolines()
+            self._trampolines = tuple((address + self.bias) & _MASK64 for address in known)
+        return self._trampolines
+
+    def symbols(self) -> ModuleSymbols | None:
+        """Its symbols and source lines (read on first call); None without a usable file."""
+        if self.facts is None or self.problem is not None:
             return None
-        return generated_lookup_for(self._facts, self._bias)
+        return self.facts.symbols(self.symbol_options)
 
-
-@dataclass(frozen=True, slots=True)
-class Module:
-    """A mapped ELF file: its range, load bias and what the unwinder is told about it."""
-
-    path: str
-    start: int
-    end: int
-    bias: int
-    info: ModuleInfo
-    #: Its SFrame, chosen when first needed (``info.section`` is this too); how it is
-    #: chosen is no API: :attr:`origin` and :attr:`reason` say what was chosen.
-    _sframe: ModuleSFrame
-    #: The file's symbols and source lines (read on first call); None without a usable file.
-    symbols: Callable[[], ModuleSymbols] | None = None
+    def symbolize(self, pc: int) -> tuple[str, int] | None:
+        """(name, offset) of the function holding run-time ``pc``, or None."""
+        symbols = self.symbols()
+        found = None if symbols is None else symbols.find(pc - self.bias)
+        return None if found is None else (self.symbol_options.name(found[0]), found[1])
 
     @property
-    def origin(self) -> str:
-        """Where its SFrame came from (:class:`pysframe.sources.Origin`: "section",
-        "segment", "generated"), or "none" / "invalid"."""
-        return self._sframe.chosen.origin
+    def info(self) -> ModuleInfo:
+        """What the unwinder is told about the module."""
+        if self._info is None:
+            if self.facts is None or self.problem is not None:
+                self._info = ModuleInfo(self.path, problem=self.problem)
+            else:
+                # A file's own .sframe may leave code out (start-up objects assembled without
+                # SFrame): SFrame generated from its CFI answers for those PCs.
+                self._info = ModuleInfo(
+                    self.path, self.bias, self, self.symbolize, fallback=self.fallback,
+                    trampolines=self.trampolines,
+                )  # fmt: skip
+        return self._info
 
-    @property
-    def reason(self) -> str | None:
-        """Why its own SFrame section is not used (or is used though it fails the checks), for
-        one warning line; None when there is nothing to say."""
-        return self._sframe.chosen.reason
+    def __repr__(self) -> str:
+        return f"<Module {self.path} at {self.start:#x} bias {self.bias:#x}>"
 
 
-class ModuleTable:
-    """``find_module`` for an address space: the module whose mappings hold a PC."""
+def prepare_sframe(space: AddressSpace) -> None:
+    """Make, before a process is stopped, what choosing its modules' SFrame will need that the
+    cache does not hold yet (SFrame generated from their CFI, the checks' verdicts), so that
+    its threads stay stopped for the walk only; what the cache holds is read when a frame
+    first needs it."""
+    for module in space.modules:
+        module.prepare()
 
-    def __init__(self, modules: Iterable[Module]) -> None:
-        self.modules = sorted(modules, key=lambda m: m.start)
-        self._starts = [m.start for m in self.modules]
+
+# -- the address space --------------------------------------------------------------------------
+
+
+class AddressSpace:
+    """Which module each address of a process is in: mappings ``[start, end)`` of modules,
+    sorted and not overlapping (a later one replaces what it covers of earlier ones), each
+    with what turns its addresses into file offsets (``delta``: perf's map_ip is ``pc +
+    delta``).  Modules are numbered in :attr:`modules`, which address spaces made by
+    :meth:`copy` (and with ``sharing``) share: the numbers say the same in each.  Called with
+    a PC, it is the unwinder's ``find_module``."""
+
+    def __init__(self, modules: Iterable[Module] = (), *, sharing: AddressSpace | None = None):
+        #: Every module placed in this address space or those it shares with, by number.
+        self.modules: list[Module] = [] if sharing is None else sharing.modules
+        self._numbers: dict[int, int] = {} if sharing is None else sharing._numbers
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._placed: list[int] = []
+        self._deltas: list[int] = []
+        #: numpy copies of the lists, made when first looked up after a change.
+        self._arrays: tuple[npt.NDArray[np.uint64], ...] | None = None
+        for module in modules:
+            self.map(module.start, module.end, module)
+
+    def number(self, module: Module) -> int:
+        """The module's number in :attr:`modules` (given the first time it is asked)."""
+        number = self._numbers.get(id(module))
+        if number is None:
+            number = self._numbers[id(module)] = len(self.modules)
+            self.modules.append(module)
+        return number
+
+    def map(self, start: int, end: int, module: Module, delta: int = 0) -> None:
+        """Map ``[start, end)`` to ``module``, cutting what it covers of older mappings."""
+        self._arrays = None
+        number = self.number(module)
+        starts, ends = self._starts, self._ends
+        at = bisect.bisect_left(ends, start + 1)  # the first mapping that ends after start
+        kept: list[tuple[int, int, int, int]] = []
+        stop = at
+        while stop < len(starts) and starts[stop] < end:
+            old = (self._placed[stop], self._deltas[stop])
+            if starts[stop] < start:
+                kept.append((starts[stop], start, *old))
+            if ends[stop] > end:
+                kept.append((end, ends[stop], *old))
+            stop += 1
+        pieces = sorted([*kept, (start, end, number, delta)])
+        starts[at:stop] = [p[0] for p in pieces]
+        ends[at:stop] = [p[1] for p in pieces]
+        self._placed[at:stop] = [p[2] for p in pieces]
+        self._deltas[at:stop] = [p[3] for p in pieces]
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether ``[start, end)`` covers an address already mapped."""
+        at = bisect.bisect_right(self._starts, end - 1) - 1
+        return at >= 0 and self._ends[at] > start
+
+    def copy(self) -> AddressSpace:
+        """An address space with the same mappings (a forked process), sharing the modules'
+        numbers."""
+        other = AddressSpace(sharing=self)
+        other._starts, other._ends = list(self._starts), list(self._ends)
+        other._placed, other._deltas = list(self._placed), list(self._deltas)
+        return other
+
+    # -- one PC --------------------------------------------------------------------------------
+    def mapping_at(self, pc: int) -> tuple[int, int, int] | None:
+        """(start, module number, delta) of the mapping holding ``pc``, or None."""
+        at = bisect.bisect_right(self._starts, pc) - 1
+        if at < 0 or pc >= self._ends[at]:
+            return None
+        return self._starts[at], self._placed[at], self._deltas[at]
+
+    def module_at(self, pc: int) -> Module | None:
+        found = self.mapping_at(pc)
+        return None if found is None else self.modules[found[1]]
 
     def __call__(self, pc: int) -> ModuleInfo | None:
         module = self.module_at(pc)
         return None if module is None else module.info
 
-    def module_at(self, pc: int) -> Module | None:
-        index = bisect.bisect_right(self._starts, pc) - 1
-        if index >= 0 and pc < self.modules[index].end:
-            return self.modules[index]
-        return None
+    # -- many PCs ------------------------------------------------------------------------------
+    def mappings_at(
+        self, pcs: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+        """For each PC: the number of the module holding it (-1: none), and its mapping's
+        delta."""
+        import numpy as np
+
+        if self._arrays is None:
+            self._arrays = (
+                np.array(self._starts, dtype=np.uint64),
+                np.array(self._ends, dtype=np.uint64),
+                np.array(self._placed, dtype=np.int64),
+                np.array([d & _MASK64 for d in self._deltas], dtype=np.uint64),
+            )
+        starts, ends, placed, deltas = self._arrays
+        if not len(starts):
+            return np.full(len(pcs), -1, dtype=np.int64), np.zeros(len(pcs), dtype=np.uint64)
+        at = np.searchsorted(starts, pcs, side="right").astype(np.int64) - 1
+        safe = np.maximum(at, 0)
+        found = (at >= 0) & (pcs < ends[safe])
+        return np.where(found, placed[safe], -1), np.where(found, deltas[safe], 0)
 
     def __len__(self) -> int:
-        return len(self.modules)
+        return len(self._starts)
 
 
-def prepare_sframe(table: ModuleTable) -> None:
-    """Make, before a process is stopped, what choosing its modules' SFrame will need that the
-    cache does not hold yet (SFrame generated from their CFI, the checks' verdicts), so that
-    its threads stay stopped for the walk only; what the cache holds is read when a frame
-    first needs it."""
-    for module in table.modules:
-        module._sframe.prepare()
+# -- the modules of mappings --------------------------------------------------------------------
 
 
 def load_modules(
@@ -174,27 +611,30 @@ def load_modules(
     vdso: int | None = None,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
     pid: int | None = None,
-) -> ModuleTable:
-    """Modules for the mapped ELF files; ``read_memory`` lets build IDs be compared, and
-    reads the vDSO when its address (``vdso``, AT_SYSINFO_EHDR) is given.  ``symbols``: how
-    frames are named (debug directories, demangling).  ``pid``: the live process the mappings
-    are of, whose files deleted or replaced since they were mapped are read through
-    ``/proc/PID/map_files``."""
+    files: ElfFiles | None = None,
+) -> AddressSpace:
+    """The address space of the mapped ELF files; ``read_memory`` lets build IDs be compared,
+    and reads the vDSO when its address (``vdso``, AT_SYSINFO_EHDR) is given.  ``symbols``:
+    how frames are named (debug directories, demangling).  ``pid``: the live process the
+    mappings are of, whose files deleted or replaced since they were mapped are read through
+    ``/proc/PID/map_files``.  ``files``: the files read so far (a command loading the same
+    process twice reads each once)."""
+    files = files if files is not None else ElfFiles()
     by_path: dict[str, list[Mapping]] = {}
     for mapping in mappings:
         by_path.setdefault(mapping.path, []).append(mapping)
     modules = []
     for path, ranges in by_path.items():
-        module = _module(path, ranges, read_memory, policy, symbols, pid)
+        module = _module(path, ranges, read_memory, policy, symbols, pid, files)
         if module is not None:
             modules.append(module)
     if vdso is not None and read_memory is not None:
-        module = vdso_module(vdso, read_memory, policy=policy, symbols=symbols)
+        module = vdso_module(vdso, read_memory, policy=policy, symbols=symbols, files=files)
         if module is not None and not any(
             m.start < module.end and module.start < m.end for m in modules
         ):
             modules.append(module)
-    return ModuleTable(modules)
+    return AddressSpace(sorted(modules, key=lambda m: m.start))
 
 
 def _module(
@@ -204,6 +644,7 @@ def _module(
     policy: Policy,
     symbols: SymbolOptions,
     pid: int | None,
+    files: ElfFiles,
 ) -> Module | None:
     ranges.sort(key=lambda m: m.start)
     start, end = ranges[0].start, max(m.end for m in ranges)
@@ -218,7 +659,7 @@ def _module(
     facts: ElfFacts | None = None
     if problem is None:
         try:
-            facts = elf_facts(read_from)
+            facts = files.facts(read_from)
             if facts is not None and read_from != name:
                 facts.link_path = name.removesuffix(DELETED)
         except OSError as error:
@@ -227,39 +668,15 @@ def _module(
             if facts is None:
                 return None  # not an ELF file (data mapped from a file)
     if facts is None:
-        return Module(name, start, end, 0, ModuleInfo(name, problem=problem), ModuleSFrame.none())
+        return Module(name, start, end, problem=problem)
     bias = load_bias(facts, ranges)
     if bias is None:
         problem = f"{name} does not match its mappings (no PT_LOAD segment fits)"
     elif read_memory is not None:
         problem = _build_id_problem(facts, bias, read_memory)
     if problem is not None or bias is None:
-        info = ModuleInfo(name, problem=problem)
-        return Module(name, start, end, bias or 0, info, ModuleSFrame.none())
-    return module_from_facts(name, start, end, facts, bias, policy, symbols)
-
-
-def module_from_facts(
-    name: str,
-    start: int,
-    end: int,
-    facts: ElfFacts,
-    bias: int,
-    policy: Policy,
-    symbols: SymbolOptions,
-) -> Module:
-    sframe = ModuleSFrame(facts, bias, policy)
-
-    def symbolize(pc: int) -> tuple[str, int] | None:
-        found = facts.symbols(symbols).find(pc - bias)
-        return None if found is None else (symbols.name(found[0]), found[1])
-
-    # A file's own .sframe may leave code out (start-up objects assembled without SFrame):
-    # SFrame generated from its CFI answers for those PCs.
-    info = ModuleInfo(name, bias, sframe, symbolize, fallback=sframe.fallback)
-    return Module(
-        name, start, end, bias, info, sframe, lambda: facts.symbols(symbols)
-    )
+        return Module(name, start, end, bias or 0, problem=problem)
+    return Module(name, start, end, bias, facts, policy=policy, symbols=symbols)
 
 
 def _other_device(name: str, ranges: list[Mapping]) -> bool:
@@ -286,7 +703,7 @@ def _file_problem(path: str, name: str, ranges: list[Mapping]) -> str | None:
     return None
 
 
-def load_bias(facts: ElfFacts, ranges: list[Mapping], *, code: bool = False) -> int | None:
+def load_bias(facts: ElfFacts, ranges: Sequence[Mapping], *, code: bool = False) -> int | None:
     """What the file's link-time addresses gain where ``ranges`` map it: from the mapping of
     the lowest file offset and the first load segment on its file page.  ``code``: the
     ranges map code (a recording's executable mappings), so a segment that holds code is
@@ -319,27 +736,36 @@ def vdso_module(
     *,
     policy: Policy = Policy.AUTO,
     symbols: SymbolOptions = _DEFAULT_SYMBOLS,
+    files: ElfFiles | None = None,
 ) -> Module | None:
     """The vDSO mapped at ``address`` as a module (:mod:`pysframe.unwind.vdso`): its symbols,
     and SFrame generated from its ``.eh_frame`` unless it has a ``.sframe``; None if it cannot
     be read."""
-    found = vdso_facts(address, read_memory)
-    if found is None:
+    image = read_vdso_image(address, read_memory)
+    facts = None if image is None else (files or ElfFiles()).image(VDSO_NAME, image)
+    if image is None or facts is None:
         return None
-    facts, size = found
-    bias = load_bias(facts, [Mapping(address, address + size, 0, VDSO_NAME)])
+    end = address + len(image)
+    bias = load_bias(facts, [Mapping(address, end, 0, VDSO_NAME)])
     if bias is None:
         return None
-    return module_from_facts(VDSO_NAME, address, address + size, facts, bias, policy, symbols)
+    return Module(VDSO_NAME, address, end, bias, facts, policy=policy, symbols=symbols)
 
 
 __all__ = [
+    "INVALID",
+    "NO_SFRAME",
+    "AddressSpace",
+    "Chosen",
+    "ElfFacts",
+    "ElfFiles",
     "Module",
-    "ModuleSFrame",
-    "ModuleTable",
+    "choose_sframe",
+    "facts_of_image",
+    "generate_for",
+    "generated_for",
     "load_bias",
     "load_modules",
-    "module_from_facts",
     "prepare_sframe",
     "vdso_module",
 ]

@@ -40,7 +40,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from ..errors import UnwindError
-from . import EXCHANGE_TIMEOUT, TIME_LIMIT  # the defaults (see above), declared for the CLI
+from .limits import EXCHANGE_TIMEOUT, TIME_LIMIT
 
 #: The longest reply accepted (a register set, a memory block, a target description part), as
 #: sent and once its runs are expanded; also the most bytes that may come before a reply.

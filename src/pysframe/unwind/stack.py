@@ -14,7 +14,6 @@ outermost frame says why on a last line.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 from collections.abc import Iterator
@@ -24,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from ..elf.layout import AT_ENTRY
 from ..errors import InputError, UnwindError
 from ..sources.trust import Policy
-from . import DEFAULT_MAX_FRAMES, TIME_LIMIT
-from .core import Backtrace, Frame, FrameSource, ModuleInfo, StopKind, Unwinder
+from .core import Backtrace, Frame, FrameSource, StopKind, Unwinder
+from .limits import DEFAULT_MAX_FRAMES, TIME_LIMIT
 from .mappings import AT_SYSINFO_EHDR, process_mappings, process_vdso_address
-from .modules import ModuleTable, load_modules, prepare_sframe
+from .modules import AddressSpace, ElfFiles, load_modules, prepare_sframe
 from .ptrace import ThreadState, attach
 from .symbolize import SymbolOptions
 
@@ -51,7 +50,7 @@ class StackReport:
     pid: int
     kind: str  # "process", "core" or "remote"
     threads: tuple[ThreadTrace, ...]
-    modules: ModuleTable
+    modules: AddressSpace
     #: Lines to warn with, each ``FILE: why`` (an executable that is not the core's).
     warnings: tuple[str, ...] = ()
 
@@ -76,16 +75,18 @@ def stack_of_process(
             f"cannot read the mappings of process {pid}: {error.message}"
         ) from None
     # Generating SFrame for the modules happens before the threads are stopped.
-    modules = load_modules(mappings, policy=policy, symbols=symbols, pid=pid)
+    files = ElfFiles()
+    modules = load_modules(mappings, policy=policy, symbols=symbols, pid=pid, files=files)
     prepare_sframe(modules)
     with attach(pid) as process:
         now = process_mappings(pid)
         vdso = process_vdso_address(pid)
         if now != mappings or vdso is not None:
-            # Files already read are cached: this reads the vDSO and compares build IDs.
+            # The files were read above: this reads the vDSO and compares build IDs.
             modules = load_modules(
-                now, process.read_memory, policy=policy, vdso=vdso, symbols=symbols, pid=pid
-            )
+                now, process.read_memory, policy=policy, vdso=vdso, symbols=symbols, pid=pid,
+                files=files,
+            )  # fmt: skip
         unwinder = Unwinder(process.abi, modules, max_frames=max_frames)
         threads = tuple(
             ThreadTrace(state.tid, unwinder.unwind(state.registers, process.read_memory))
@@ -119,10 +120,8 @@ def stack_of_core(
         warnings: tuple[str, ...] = tuple(core.warnings)
         mismatch = _executable_mismatch(core, exe)
         if exe is not None and mismatch is not None:
-            modules = ModuleTable(
-                dataclasses.replace(m, info=ModuleInfo(m.path, problem=mismatch))
-                if m.path == exe else m
-                for m in modules.modules
+            modules = AddressSpace(
+                m.with_problem(mismatch) if m.path == exe else m for m in modules.modules
             )
             warnings += (f"{exe}: {mismatch}",)
         unwinder = Unwinder(core.abi, modules, max_frames=max_frames, va_bits=core.va_bits)
@@ -335,8 +334,9 @@ def _with_sources(
         sources: list[SourceFrame] = []
         if lines and not frame.signal_trampoline and not frame.problem:
             module = report.modules.module_at(frame.pc)
-            if module is not None and module.symbols is not None:
-                sources = module.symbols().source(_lookup_pc(frame, previous) - module.bias)
+            symbols = None if module is None else module.symbols()
+            if module is not None and symbols is not None:
+                sources = symbols.source(_lookup_pc(frame, previous) - module.bias)
         yield frame, sources
         previous = frame
 
@@ -346,11 +346,10 @@ def _at_line_start(report: StackReport, frame: Frame) -> bool:
     if frame.index != 0:
         return False
     module = report.modules.module_at(frame.pc)
-    return (
-        module is not None
-        and module.symbols is not None
-        and module.symbols().starts_line(frame.pc - module.bias)
-    )
+    symbols = None if module is None else module.symbols()
+    if module is None or symbols is None:
+        return False
+    return symbols.starts_line(frame.pc - module.bias)
 
 
 def module_warnings(report: StackReport) -> list[str]:
@@ -362,10 +361,11 @@ def module_warnings(report: StackReport) -> list[str]:
     for module in report.modules.modules:
         if module.path not in used:
             continue
-        problems = [module.reason, module.info.problem]
-        if module.symbols is not None:
+        problems = [module.reason, module.problem]
+        symbols = module.symbols()
+        if symbols is not None:
             # What reading its symbols met (debug files passed over, DWARF walks stopped).
-            problems += module.symbols().problems
+            problems += symbols.problems
         for why in problems:
             line = why if why and why.startswith(f"{module.path}:") else f"{module.path}: {why}"
             if why and line not in lines:
@@ -409,7 +409,7 @@ def report_json(report: StackReport, *, lines: bool = False) -> dict[str, Any]:
                 "bias": module.bias,
                 "origin": module.origin,
                 "reason": module.reason,
-                "problem": module.info.problem,
+                "problem": module.problem,
             }
             for module in report.modules.modules
         ],

@@ -1,7 +1,7 @@
 """Function names for PCs: each ELF file's symbols, from every place gdb takes them.
 
-For one file (:class:`ModuleSymbols`, read on first use and cached per file version and debug
-directories), the symbols are the union of, as gdb's minimal symbols are (gdb/elfread.c):
+For one file (:class:`ModuleSymbols`, read on first use and kept by the owner of the file's
+facts), the symbols are the union of, as gdb's minimal symbols are (gdb/elfread.c):
 
 * the file's ``.symtab`` and ``.dynsym``;
 * the ``.symtab`` of its separate debug file, found by build ID or ``.gnu_debuglink``
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -245,28 +244,19 @@ def _identity(image: ElfReader) -> tuple[bytes | None, tuple[str, int] | None]:
     return build_id, debuglink
 
 
-_CACHE: dict[tuple[str, int, int, int, tuple[str, ...], str | None], ModuleSymbols] = {}
-
-
 def symbols_of_file(
     path: str,
     debug_dirs: tuple[str, ...] = DEFAULT_DEBUG_DIRS,
     link_path: str | None = None,
 ) -> ModuleSymbols:
-    """The symbols of the ELF file at ``path``, cached per file version; an unreadable file
-    has none (its ``problems`` say why).  ``link_path``: see :func:`symbols_of_image`."""
+    """The symbols of the ELF file at ``path``; an unreadable file has none (its ``problems``
+    say why).  ``link_path``: see :func:`symbols_of_image`.  The owner of a file's facts keeps
+    them (:class:`pysframe.unwind.modules.ElfFacts`)."""
     try:
-        stat = os.stat(path)
-    except OSError as error:
-        return ModuleSymbols(path, [], problems=[f"{path}: {error.strerror}"])
-    key = (path, stat.st_mtime_ns, stat.st_size, stat.st_ino, tuple(debug_dirs), link_path)
-    if key not in _CACHE:
-        try:
-            with ElfReader.open(path) as image:
-                _CACHE[key] = symbols_of_image(image, debug_dirs, link_path=link_path)
-        except SFrameError as error:
-            _CACHE[key] = ModuleSymbols(path, [], problems=[str(error)])
-    return _CACHE[key]
+        with ElfReader.open(path) as image:
+            return symbols_of_image(image, debug_dirs, link_path=link_path)
+    except SFrameError as error:
+        return ModuleSymbols(path, [], problems=[str(error)])
 
 
 @dataclass(frozen=True, slots=True)
