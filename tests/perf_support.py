@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
@@ -77,6 +78,24 @@ def build_program(out: Path, name: str) -> Path:
     return program
 
 
+def build_profiled(out: Path) -> Path:
+    """Build ``tests/data/perf/profiled.c`` and its shared library (profiledlib.c) into
+    ``out``, -O2 without frame pointers: the program whose chains the walks are checked on."""
+    if shutil.which("gcc") is None:
+        raise Unavailable("gcc", "gcc is not installed")
+    flags = ["-O2", "-fomit-frame-pointer"]
+    for command in (
+        ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libprofiled.so"),
+         str(DATA / "profiledlib.c")],
+        ["gcc", *flags, "-pthread", "-o", str(out / "profiled"), str(DATA / "profiled.c"),
+         f"-L{out}", "-lprofiled", "-Wl,-rpath,$ORIGIN"],
+    ):  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise Unavailable("gcc", f"cannot build the program: {done.stderr[:200]}")
+    return out / "profiled"
+
+
 #: The options of the golden recordings: fixed period, DWARF call graphs (registers and user
 #: stack copies), the CPU and period in every sample.
 RECORD_OPTIONS = (
@@ -85,14 +104,17 @@ RECORD_OPTIONS = (
 
 
 def record(
-    out: Path, program: list[str], *, pipe: bool = False, options: tuple[str, ...] = RECORD_OPTIONS
+    out: Path, program: list[str], *, pipe: bool = False, options: tuple[str, ...] = RECORD_OPTIONS,
+    environment: dict[str, str] | None = None,
 ) -> Path:
-    """Record ``program`` into ``out`` (with ``-o -`` into the file when ``pipe``)."""
+    """Record ``program`` into ``out`` (with ``-o -`` into the file when ``pipe``), with
+    ``environment`` added to this process's."""
     check_perf()
     command = [PERF, "record", "-q", *options, "-o", "-" if pipe else str(out), "--", *program]
+    env = {**os.environ, **environment} if environment else None
     with open(out, "wb") if pipe else open("/dev/null", "wb") as sink:
         done = subprocess.run(
-            command, stdout=sink, stderr=subprocess.PIPE, timeout=120, check=False
+            command, stdout=sink, stderr=subprocess.PIPE, timeout=120, check=False, env=env
         )
     if done.returncode:
         message = f"perf record failed: {done.stderr.decode(errors='replace')[:300]}"

@@ -59,12 +59,13 @@ The modules:
 * :mod:`~pysframe.perf.walk`, :mod:`~pysframe.perf.session`: the samples' stack copies walked
   by the unwinder's batch form, and a recording read through in perf's order;
 * :mod:`~pysframe.perf.kernel`, :mod:`~pysframe.perf.symbols`, :mod:`~pysframe.perf.symtab`:
-  frames named as perf 6.1 names them;
+  frames named as perf 6.1 names them (JIT code's from its perf map);
 * :mod:`~pysframe.perf.analyze`, :mod:`~pysframe.perf.profile`: a recording made into a profile
   with its walk statistics;
 * the writers: :mod:`~pysframe.perf.script`, :mod:`~pysframe.perf.stats`,
   :mod:`~pysframe.perf.report`, :mod:`~pysframe.perf.speedscope`, :mod:`~pysframe.perf.pprof`,
-  :mod:`~pysframe.perf.flamegraph`; :mod:`~pysframe.perf.filters`,
+  :mod:`~pysframe.perf.flamegraph`; :mod:`~pysframe.perf.top`, :mod:`~pysframe.perf.callgraph`:
+  perf report's table and the call graphs under its rows; :mod:`~pysframe.perf.filters`,
   :mod:`~pysframe.perf.aggregate`: choosing samples and grouping them for the writers.
 """
 

@@ -32,7 +32,7 @@ from ..unwind import STOPS, StopKind, SymbolOptions
 from .data import DEFAULT_CHUNK, PerfData
 from .deferred import DeferredTally, deferred_cookie
 from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel_symbols
-from .layout import CONTEXT_USER, MISC_CPUMODE_MASK, MISC_KERNEL, RecordType
+from .layout import CONTEXT_USER, MISC_CPUMODE_MASK, MISC_KERNEL, RecordType, SampleType
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
 from .profile import KERNEL_MODULE, UNKNOWN, DeferredChain, FrameInfo, Profile
 from .records import DeferredCallchainEvent, LostEvent, SideBandEvent
@@ -129,6 +129,10 @@ def profile_recording(
             *(profile.event_id(attr.name or f"event{number}", _unit(attr.name))
               for number, attr in enumerate(data.attrs)), -1,
         ], dtype=np.int64)  # fmt: skip
+        profile.events_without_callchain.update(
+            attr.name or f"event{number}" for number, attr in enumerate(data.attrs)
+            if not attr.sample_type & SampleType.CALLCHAIN
+        )  # fmt: skip
         lost = Counter[bool]()  # LOST_SAMPLES (True) and LOST (False) records' counts
         # Per attribute: its samples' user callchains are deferred (Linux 6.19); the last
         # entry stands for attributes that come later.
@@ -349,6 +353,33 @@ class _Namer:
         out = ids[inverse]
         if at_end:
             self._name_at_end(profile, out, pairs, inverse, at_end, lookup, pids)
+        return self._at_runtime_addresses(profile, out, modules, lookup)
+
+    def _at_runtime_addresses(
+        self,
+        profile: Profile,
+        out: npt.NDArray[np.int64],
+        modules: npt.NDArray[np.int64],
+        lookup: npt.NDArray[np.uint64],
+    ) -> npt.NDArray[np.int64]:
+        """``out`` with each frame of a module that has no symbol there made the frame with its
+        runtime address (:attr:`FrameInfo.runtime_address`, perf's callchain address, which
+        perf report names such a caller by): one frame per distinct runtime address."""
+        unnamed_ids = [
+            frame for frame in np.unique(out).tolist() if profile.frames[frame].symbol is None
+        ]
+        if not unnamed_ids:
+            return out
+        chosen = np.flatnonzero(np.isin(out, unnamed_ids) & (modules >= 0))
+        if not len(chosen):
+            return out
+        pairs, inverse = _distinct_pairs(out[chosen], lookup[chosen])
+        renamed = np.array([
+            profile.frame_id(replace(profile.frames[int(frame)], runtime_address=int(address)))
+            for frame, address in pairs.tolist()
+        ], dtype=np.int64)  # fmt: skip
+        out = out.copy()
+        out[chosen] = renamed[inverse]
         return out
 
     def _name_at_end(
@@ -602,10 +633,18 @@ def _add_chunk(
     # A user-mode sample without frames: its IP alone, in the map holding it, as perf
     # prints it (thread__find_map of the sample's IP)
     kernel_mode = (samples.misc & MISC_CPUMODE_MASK) == MISC_KERNEL
+    # A kernel-mode sample without a callchain: its IP alone, as perf names it.
+    for index in np.flatnonzero((lengths == 0) & kernel_mode).tolist():
+        (frame,) = namer.kernel_frames(profile, samples.ip[index : index + 1])
+        stacks[index] = profile.stack_id([frame])
     for index in np.flatnonzero((lengths == 0) & ~kernel_mode).tolist():
         ip, pid = samples.ip[index : index + 1], np.array([samples.pid[index]], np.int64)
         module, delta = namer.spaces.mappings_at(int(pid[0]), ip)
         (frame,) = namer.user(profile, module, ip, ip + delta, pid).tolist()
+        info = profile.frames[frame]
+        if info.runtime_address is None and info.module != UNKNOWN:
+            # perf script prints a sample without a callchain at its IP as it is
+            frame = profile.frame_id(replace(info, runtime_address=int(ip[0])))
         stacks[index] = profile.stack_id([frame])
     later = len(events) - 1
     attrs = np.minimum(samples.attr.astype(np.int64), later)

@@ -43,6 +43,12 @@ class FrameInfo:
     #: Source file and line, when asked for and known.
     file: str | None = None
     line: int | None = None
+    #: Of a user frame without a symbol: its address as the process saw it (perf's
+    #: callchain address, which perf report names such a caller by: ``0x6456ee`` in a
+    #: non-PIE executable whose ``address`` in the file is ``0x2456ee``).  None elsewhere
+    #: (kernel frames, frames without a module and named frames need none: their
+    #: ``address`` is it, or their symbol names them).
+    runtime_address: int | None = None
     #: Of an inlined function: the symbol that holds the address (perf's base symbol of an
     #: inline frame, util/srcline.c new_inline_sym), which names the sample's own entry
     #: where this is its innermost frame.  perf names the function that holds the inlined
@@ -125,6 +131,17 @@ class Profile:
     #: Samples perf delivers after their time (their deferred user callchain came later):
     #: sample index -> the time it is delivered at, the place ``perf script`` prints it.
     delivered: dict[int, int] = field(default_factory=dict)
+    #: The events whose samples carry no callchain (no PERF_SAMPLE_CALLCHAIN): perf report
+    #: shows neither call graphs nor children by default when no event has one, and perf
+    #: script prints such a sample's IP on its line.  (Stacks come from callchains: a profile
+    #: made otherwise has every event here empty.)
+    events_without_callchain: set[str] = field(default_factory=set)
+
+    def has_callchains(self, event: str | None = None) -> bool:
+        """Whether the samples of ``event`` (None: of any event) carry callchains."""
+        if event is not None:
+            return event not in self.events_without_callchain
+        return any(name not in self.events_without_callchain for name, _ in self.events)
     _frame_ids: dict[FrameInfo, int] = field(default_factory=dict, repr=False)
     _stack_ids: dict[tuple[int, ...], int] = field(default_factory=dict, repr=False)
     _comm_ids: dict[str, int] = field(default_factory=dict, repr=False)
@@ -210,6 +227,7 @@ class Profile:
             event=[event_map[event] for event in other.event],
         )  # fmt: skip
         self.sources += other.sources
+        self.events_without_callchain |= other.events_without_callchain
         for module, build_id in other.build_ids.items():
             self.build_ids.setdefault(module, build_id)
         self.lost_samples += other.lost_samples
@@ -234,6 +252,7 @@ class Profile:
             self.frames, self.stacks, self.comms, self.events, sources=list(self.sources),
             build_ids=dict(self.build_ids), lost_samples=self.lost_samples,
             deferred=list(self.deferred),
+            events_without_callchain=set(self.events_without_callchain),
         )  # fmt: skip
         chosen._frame_ids, chosen._stack_ids = self._frame_ids, self._stack_ids
         chosen._comm_ids, chosen._event_ids = self._comm_ids, self._event_ids

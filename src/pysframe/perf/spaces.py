@@ -5,7 +5,8 @@ perf's own bookkeeping (util/machine.c) is followed where it matters for user st
 
 * MMAP and MMAP2 of user code map a file into the process: a later mapping replaces what it
   covers of earlier ones.  Mappings without execute permission (MMAP2 ``prot``, MMAP's
-  PERF_RECORD_MISC_MMAP_DATA) hold no code and are left out;
+  PERF_RECORD_MISC_MMAP_DATA) hold no code and are left out.  Executable anonymous memory is
+  JIT code, the module ``/tmp/perf-PID.map`` (:func:`pysframe.perf.symbols.perf_map_dso`);
 * COMM with PERF_RECORD_MISC_COMM_EXEC is an exec: the process's mappings are gone;
 * FORK of a new process (pid other than the parent's) gives it a copy of the parent's
   mappings and command name (machine__process_fork_event); a new thread shares its process's;
@@ -24,6 +25,7 @@ from ..unwind import AddressSpace, Module, ModuleInfo
 from .layout import MISC_MMAP_DATA, MISC_USER
 from .modules import ModuleFinder
 from .records import CommEvent, MmapEvent, SideBandEvent, TaskEvent
+from .symbols import perf_map_dso
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,12 +86,15 @@ class AddressSpaces:
         elif event.misc & MISC_MMAP_DATA:
             return
         start, end = event.start, event.start + event.length
-        module = self.finder.module(event.filename, start, end, event.pgoff, event.build_id)
+        # JIT code: the dso /tmp/perf-PID.map, at its own addresses (perf's map__new).
+        jit = perf_map_dso(event.filename, event.pid, event.prot, event.flags or 0)
+        filename, pgoff = (event.filename, event.pgoff) if jit is None else (jit, start)
+        module = self.finder.module(filename, start, end, pgoff, event.build_id)
         space = self._spaces.get(event.pid)
         if space is None:
             space = self._spaces[event.pid] = AddressSpace(sharing=self._numbering)
         if module is not None:
-            space.map(start, end, module, event.pgoff - start)
+            space.map(start, end, module, pgoff - start)
 
     # -- lookups ----------------------------------------------------------------------------------
     def mappings_at(

@@ -274,6 +274,38 @@ class _RbTree:
             self.child[side][parent] = node
         self._insert_color(node)
 
+    def insert_where(self, node: int, goes_left: Callable[[int, int], bool]) -> None:
+        """An insertion down from the root by another order: left of each node ``at`` where
+        ``goes_left(node, at)``, else right (perf's other rb_roots: hists' entries); then
+        rb_insert_color."""
+        parent, side = _NIL, 0
+        at = self.root
+        while at != _NIL:
+            parent = at
+            side = 0 if goes_left(node, at) else 1
+            at = self.child[side][at]
+        self.parent[node], self.red[node] = parent, True
+        self.child[0][node] = self.child[1][node] = _NIL
+        if parent == _NIL:
+            self.root = node
+        else:
+            self.child[side][parent] = node
+        self._insert_color(node)
+
+    def in_order(self) -> list[int]:
+        """The nodes from the leftmost (rb_first, rb_next)."""
+        out: list[int] = []
+        stack: list[int] = []
+        at = self.root
+        while stack or at != _NIL:
+            while at != _NIL:
+                stack.append(at)
+                at = self.child[0][at]
+            at = stack.pop()
+            out.append(at)
+            at = self.child[1][at]
+        return out
+
     def _insert_color(self, node: int) -> None:
         red, parents = self.red, self.parent
         parent = parents[node]
@@ -436,6 +468,18 @@ class _Shape:
         return self._index[found] if found >= 0 else -1
 
 
+def rb_order(count: int, goes_left: Callable[[int, int], bool]) -> list[int]:
+    """The order of ``count`` items inserted one after the other (0 first) into a Linux
+    red-black tree, each left of a node ``at`` it meets where ``goes_left(item, at)``, else
+    right: their order after rb_first and rb_next.  Where ``goes_left`` is no total order
+    (perf's comparisons of hist entries that give up between threads), the tree's shape
+    decides it, as it does in perf."""
+    tree = _RbTree([], count)
+    for item in range(count):
+        tree.insert_where(item, goes_left)
+    return tree.in_order()
+
+
 # -- the table and its lookups -------------------------------------------------------------------
 
 
@@ -541,4 +585,5 @@ __all__ = [
     "PerfSymbols",
     "SymbolSet",
     "choose_best_symbol",
+    "rb_order",
 ]
