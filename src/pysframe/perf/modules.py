@@ -51,7 +51,7 @@ from .symbols import (
     candidate_files,
     choose_files,
     join_symfs,
-    load_symbols,
+    load_symbols_kept,
 )
 from .symtab import PerfSymbols
 
@@ -161,7 +161,10 @@ class ModuleFinder:
         options = self.symbol_options
         files = self._dso_files[key] = choose_files(sources, build_id)
         try:
-            return load_symbols(files, options.perf_names)
+            return load_symbols_kept(
+                files, build_id, options.perf_names,
+                renamed="demangled" if options.demangle else "stored", warnings=options.warnings,
+            )  # fmt: skip
         except SFrameError as error:
             self.symbol_problems.append(str(error))
             return None
