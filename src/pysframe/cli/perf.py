@@ -166,8 +166,6 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
 
     from ..perf.profile import Profile
     from ..perf.stats import merged
-    from ..tools.parallel import map_files
-    from .options import batch_progress, progress_callback
 
     paths = _paths(args)
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
@@ -176,6 +174,9 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
     if len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
         results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
     else:
+        from ..tools.parallel import map_files  # worker processes: several recordings only
+        from .options import batch_progress, progress_callback
+
         progress = batch_progress(args, len(paths))
         task = partial(_profile_one, options=options)
         jobs = 1 if "-" in paths else batch_jobs(args)

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..elf.addr2line import Addr2Line, Record
 from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
@@ -42,6 +41,8 @@ from .walk import MAX_FRAMES
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from ..elf.addr2line import Addr2Line, Record
 
 #: The unit of the period of the software clock events (cpu-clock, task-clock).
 _CLOCK_EVENTS = frozenset({"cpu-clock", "task-clock"})
@@ -188,6 +189,8 @@ MAX_INLINE_NEST = 1024
 def _open_addr2line(path: str) -> Addr2Line | None:
     """The file at ``path`` read as addr2line reads it; None where addr2line cannot read it
     (perf 6.1 asks about every file, with DWARF or not: util/srcline.c addr2line)."""
+    from ..elf.addr2line import Addr2Line  # only with inline frames or srclines
+
     try:
         return Addr2Line(path)
     except (OSError, SFrameError):
