@@ -100,11 +100,19 @@ def profile_recording(
     options: Options | None = None,
     *,
     on_chunk: Callable[[int, int], None] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> tuple[Profile, WalkStats]:
     """The profile of the recording at ``path`` and what its walks did; ``on_chunk(done,
-    total)`` is told the bytes read so far (for a progress bar)."""
+    total)`` is told the bytes read so far (for a progress bar).
+
+    ``part`` (``(index, count)``): only the samples of the index-th of ``count`` time slices
+    (perf's deliveries, by how far into the data they are read), the whole recording read for
+    the address spaces at its start: the profiles of a file's parts, merged in order
+    (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's own
+    counts (lost samples, its name) are the first part's."""
     options = options or Options()
     with PerfData.open(path) as data:
+        wanted = None if part is None else _slice(data, *part)
         finder = ModuleFinder(
             build_ids={entry.filename: entry.build_id for entry in data.features.build_ids},
             debug_dir=options.debug_dir,
@@ -137,7 +145,7 @@ def profile_recording(
         try:
             for walked in walk_recording(data, spaces, chunk=options.chunk,
                                          max_frames=options.max_frames,
-                                         on_event=count_lost):  # fmt: skip
+                                         on_event=count_lost, wanted=wanted):  # fmt: skip
                 _add_chunk(profile, stats, walked, namer, events)
                 if on_chunk is not None:
                     header = data.header
@@ -159,7 +167,61 @@ def profile_recording(
         stats.problems += take_warnings()
         stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
         stats.origins = {shown_name(module.path): module.origin for module in spaces.modules}
+    if part is not None and part[0] > 0:  # counted once, by the first part
+        profile.sources, profile.lost_samples = [], 0
     return profile, stats
+
+
+def _slice(data: PerfData, index: int, count: int) -> Callable[[int], bool]:
+    """Whether a delivery read up to ``read_to`` is in the index-th of ``count`` slices of
+    the data, by bytes read (deliveries come with ``read_to`` never decreasing: each slice is
+    a run of them, the first and last open-ended)."""
+    header = data.header
+    if header.pipe:
+        raise ValueError("a pipe-mode recording is not read in parts")
+    start, size = header.data_offset, header.data_size
+    low = start + size * index // count if index > 0 else -1
+    high = start + size * (index + 1) // count if index < count - 1 else 1 << 64
+    return lambda read_to: low < read_to <= high
+
+
+def profile_parts(
+    path: str,
+    options: Options | None,
+    jobs: int,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> tuple[Profile, list[WalkStats]]:
+    """The profile of one recording read in ``jobs`` worker processes, each a time slice
+    (:func:`profile_recording` with ``part``), merged in order: the same profile as read in
+    one process.  Fewer workers for a small recording (a slice of less than
+    :data:`MIN_PART_BYTES` is not worth a process); ``on_chunk``: as for
+    :func:`profile_recording`, when it is read in this process."""
+    size = os.stat(path).st_size
+    count = max(1, min(jobs, size // MIN_PART_BYTES))
+    if count == 1:
+        profile, stats = profile_recording(path, options, on_chunk=on_chunk)
+        return profile, [stats]
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    task = partial(_profile_part, path, options, count)
+    with ProcessPoolExecutor(max_workers=count) as pool:
+        parts = list(pool.map(task, range(count)))
+    profile = parts[0][0]
+    for part, _stats in parts[1:]:
+        profile.merge(part)
+    return profile, [stats for _part, stats in parts]
+
+
+#: The least of a recording's bytes worth a worker process of its own (some 3,000 samples of
+#: 8 KB stack copies).
+MIN_PART_BYTES = 24 << 20
+
+
+def _profile_part(
+    path: str, options: Options | None, count: int, index: int
+) -> tuple[Profile, WalkStats]:
+    return profile_recording(path, options, part=(index, count))
 
 
 def _lost_problem(path: str, lost: Counter[bool], samples: int) -> str:
@@ -622,4 +684,4 @@ def _tally(values: npt.NDArray[np.int64] | npt.NDArray[np.int8]) -> dict[int, in
     return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
 
 
-__all__ = ["Options", "WalkStats", "profile_recording"]
+__all__ = ["MIN_PART_BYTES", "Options", "WalkStats", "profile_parts", "profile_recording"]

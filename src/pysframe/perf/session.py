@@ -52,9 +52,13 @@ def walk_recording(
     chunk: int = DEFAULT_CHUNK,
     max_frames: int = MAX_FRAMES,
     on_event: Callable[[SideBandEvent], None] | None = None,
+    wanted: Callable[[int], bool] | None = None,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
-    side-band record as it is applied."""
+    side-band record as it is applied.  ``wanted(read_to)``: whether the samples of a
+    delivery read up to ``read_to`` are walked (the others are skipped, their side-band
+    records applied all the same: a time slice of the recording, walked with the address
+    spaces as they were at its start)."""
 
     def apply(event: SideBandEvent) -> None:
         spaces.apply(event)
@@ -64,7 +68,8 @@ def walk_recording(
     layouts: dict[int, tuple[RegisterLayout, BatchUnwinder] | None] = {}
     for delivery in time_ordered(data.read(chunk)):
         samples = delivery.samples
-        if samples is None or not len(samples):
+        skipped = wanted is not None and not wanted(delivery.read_to)
+        if samples is None or not len(samples) or skipped:
             for event in delivery.events:
                 apply(event)
             continue
