@@ -1,7 +1,8 @@
-"""Symbol tables and kallsyms kept in the cache (pysframe.sources.cache ``cached_tables``): a
-second report of the same programs reads no symbol table and parses no kallsyms, and writes the
-same bytes as a report without a cache; an entry made from other files (a stale one), damaged,
-or something other than a regular file is refused, warned about and made again.
+"""Symbol tables, kallsyms and addr2line's answers kept in the cache (pysframe.sources.cache
+``cached_tables``): a second report of the same programs reads no symbol table, parses no
+kallsyms and reads no DWARF, and writes the same bytes as a report without a cache; an entry
+made from other files (a stale one), damaged, or something other than a regular file is
+refused, warned about and made again.
 
 A real recording of tests/data/perf/perfprog.c (perf record --call-graph dwarf) is reported
 three times: without a cache (the reference), with an empty one, and with the entries the
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from pysframe.cli import main
+from pysframe.elf import addr2line
 from pysframe.perf import kernel, symbols
 from pysframe.perf.symbols import SymbolSource, choose_files, load_symbols_kept
 from pysframe.sources import cache
@@ -84,6 +86,9 @@ def test_second_report_reads_no_symbol_table(
     kernel_named = "[kernel.kallsyms]" in reference and "unknown] ([kernel" not in reference
     if kernel_named:
         assert _entries(cache_dir, "kallsyms"), "kallsyms not kept"
+    if inline == "--inline":
+        assert _entries(cache_dir, "addr2line"), "no answers of addr2line kept"
+        monkeypatch.setattr(addr2line, "Addr2Line", _fail)  # no DWARF read
     monkeypatch.setattr(symbols, "load_symbols", _fail)
     monkeypatch.setattr(kernel, "parse_kallsyms", _fail)
     second = _script(recording, capsys, inline)

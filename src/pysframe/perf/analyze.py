@@ -15,11 +15,14 @@ did (for ``perf stats``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -248,13 +251,127 @@ _MASK = (1 << 64) - 1
 MAX_INLINE_NEST = 1024
 
 
-def _open_addr2line(path: str) -> Addr2Line | None:
-    """The file at ``path`` read as addr2line reads it; None where addr2line cannot read it
-    (perf 6.1 asks about every file, with DWARF or not: util/srcline.c addr2line)."""
-    from ..elf.addr2line import Addr2Line  # only with inline frames or srclines
+#: The code whose answers a kept entry holds (:class:`KeptAddr2Line`).
+ANSWER_CODE = (
+    "elf/addr2line.py", "elf/addr2line_tables.py", "elf/dwarf_info.py", "elf/dwarf_lines.py",
+    "elf/line_program.py", "elf/debuginfo.py", "elf/reader.py", "elf/relocation.py",
+    "elf/symbols.py", "elf/layout.py",
+)  # fmt: skip
+#: A file larger than this is not digested (its answers are not kept).
+_MAX_DIGESTED = 4 << 30
+
+
+class KeptAddr2Line:
+    """:class:`pysframe.elf.addr2line.Addr2Line`'s answers, kept in the cache
+    (:mod:`pysframe.sources.cache`) under the SHA-256 of the file's bytes, with the digest of
+    the code that gave them: the addresses asked before are answered without reading any
+    DWARF; the file is opened (and read as Addr2Line reads it) for the others, whose answers
+    are added to the entry on :meth:`close`.  Answers found while a unit could not be read
+    (``problems``) are not kept, so that the problem is told again."""
+
+    def __init__(self, path: str, digest: str, kept: dict[int, list[Record]],
+                 reader: Addr2Line | None) -> None:  # fmt: skip
+        self.path = path
+        self._digest = digest
+        self._kept = kept
+        self._new: dict[int, list[Record]] = {}
+        self._reader = reader
+
+    @classmethod
+    def open(cls, path: str) -> KeptAddr2Line | Addr2Line:
+        """The answers of the file at ``path``: from the cache when it has them, else an
+        :class:`Addr2Line` of the file (OSError, SFrameError as it raises them)."""
+        from ..elf.addr2line import Addr2Line
+        from ..sources.cache import cache_directory, cached_tables, code_digest
+
+        if cache_directory() is None:
+            return Addr2Line(path)
+        digest = _file_digest(path)
+        if digest is None:
+            return Addr2Line(path)
+        kept: dict[int, list[Record]] = {}
+        parts = cached_tables(digest, "addr2line", _binding(digest, code_digest(*ANSWER_CODE)))
+        if parts is not None:
+            kept = _answers(parts)
+        return cls(path, digest, kept, None if kept else Addr2Line(path))
+
+    @property
+    def problems(self) -> list[str]:
+        return self._reader.problems if self._reader is not None else []
+
+    def records(self, address: int) -> list[Record]:
+        found = self._kept.get(address)
+        if found is not None:
+            return found
+        if self._reader is None:
+            from ..elf.addr2line import Addr2Line
+
+            self._reader = Addr2Line(self.path)
+        found = self._new[address] = self._reader.records(address)
+        return found
+
+    def close(self) -> None:
+        from ..sources.cache import code_digest, keep_tables
+
+        if self._reader is None:
+            return
+        self._reader.close()
+        if self._new and not self._reader.problems:
+            answers = {**self._kept, **self._new}
+            text = json.dumps(
+                [[address, [[r.function, r.file, r.line] for r in records]]
+                 for address, records in sorted(answers.items())]
+            )  # fmt: skip
+            binding = _binding(self._digest, code_digest(*ANSWER_CODE))
+            keep_tables(self._digest, "addr2line", binding, [text.encode()])
+
+
+def _binding(digest: str, code: str) -> dict[str, str]:
+    return {"code": code, "file": digest}
+
+
+def _file_digest(path: str) -> str | None:
+    """The SHA-256 of the regular file at ``path`` (None: not one, unreadable, too large)."""
+    try:
+        with open(path, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_DIGESTED:
+                return None
+            return hashlib.file_digest(stream, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _answers(parts: list[bytes]) -> dict[int, list[Record]]:
+    """The answers a kept entry holds (none when its parts are not an entry's)."""
+    from ..elf.addr2line import Record
 
     try:
-        return Addr2Line(path)
+        rows = json.loads(parts[0]) if len(parts) == 1 else []
+        answers = {
+            int(address): [Record(function, file, int(line)) for function, file, line in records]
+            for address, records in rows
+        }
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    texts = (str, type(None))
+    if all(
+        isinstance(r.function, texts) and isinstance(r.file, texts)
+        for records in answers.values() for r in records
+    ):  # fmt: skip
+        return answers
+    return {}
+
+
+#: addr2line's answers for one file: read from its DWARF, or kept in the cache.
+Answers: TypeAlias = "Addr2Line | KeptAddr2Line"
+
+
+def _open_addr2line(path: str) -> Answers | None:
+    """The file at ``path`` read as addr2line reads it; None where addr2line cannot read it
+    (perf 6.1 asks about every file, with DWARF or not: util/srcline.c addr2line)."""
+    try:
+        return KeptAddr2Line.open(path)
     except (OSError, SFrameError):
         return None
 
@@ -304,8 +421,8 @@ class _Namer:
         self.expanded: dict[int, tuple[int, ...]] = {}
         #: Per module id: the file perf asks addr2line about (None: none) and the module's
         #: text offset.
-        self.srcline_files: dict[int, tuple[Addr2Line | None, int]] = {}
-        self.readers: dict[str, Addr2Line | None] = {}
+        self.srcline_files: dict[int, tuple[Answers | None, int]] = {}
+        self.readers: dict[str, Answers | None] = {}
         #: addr2line's answers by (file, link-time address).
         self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
@@ -471,7 +588,7 @@ class _Namer:
             answers = self.answers[(reader.path, objdump)] = reader.records(objdump)
         return answers
 
-    def _srcline_file(self, module_id: int) -> tuple[Addr2Line | None, int]:
+    def _srcline_file(self, module_id: int) -> tuple[Answers | None, int]:
         """The reader of the file perf asks addr2line about for module ``module_id`` (None
         when it asks nothing) and the module's text offset."""
         found = self.srcline_files.get(module_id)
@@ -486,7 +603,7 @@ class _Namer:
         return found
 
     @property
-    def readers_used(self) -> list[Addr2Line]:
+    def readers_used(self) -> list[Answers]:
         return [reader for reader in self.readers.values() if reader is not None]
 
     def close(self) -> None:

@@ -21,9 +21,12 @@ read), so that a verdict is used only for those bytes.
 Beside them, tables that take long to make and are made the same from the same bytes:
 ``DIR/BUILD-ID.perf-symbols`` a module's symbols as perf reads them
 (:func:`pysframe.perf.symbols.load_symbols_kept`), ``DIR/SHA-256.kallsyms`` a kernel's symbols
-(:mod:`pysframe.perf.kernel`, named by the digest of the kallsyms text): the line ``pysframe
-tables``, one line of JSON -- the binding (digests of the inputs and of the code that made the
-table), the size of each part and the SHA-256 of the parts that follow (:func:`cached_tables`).
+(:mod:`pysframe.perf.kernel`, named by the digest of the kallsyms text),
+``DIR/SHA-256.addr2line`` addr2line's answers for a file's addresses
+(:class:`pysframe.elf.addr2line.KeptAddr2Line`, named by the digest of the file): the line
+``pysframe tables``, one line of JSON -- the binding (digests of the inputs and of the code
+that made the table), the size of each part and the SHA-256 of the parts that follow
+(:func:`cached_tables`).
 
 The cache is a convenience, never a source of truth, and a place others may have written to:
 
