@@ -140,12 +140,12 @@ def entry_names(recording: Path, expected: list[str], tmp_path_factory: pytest.T
         assert run.code == 0 and run.out == output and run.err == [], run
     names = sorted(os.listdir(folder(base)))
     kinds = sorted(name.rsplit(".", 1)[1] for name in names)
-    assert kinds == ["checked", "perf-symbols", "sframe", "trusted"]
+    assert kinds == ["addr2line", "checked", "perf-symbols", "sframe", "trusted"]
     return names
 
 
 def _why_then(name: str) -> str:
-    if name.endswith(".perf-symbols"):
+    if name.endswith((".perf-symbols", ".addr2line")):
         return MADE_AGAIN
     return GENERATED_AGAIN if name.endswith(".sframe") else CHECKED_AGAIN
 
@@ -181,8 +181,8 @@ def test_entry_names_that_are_no_files(
     assert files_under(tmp_path, skip=cache) == before  # the victims as they were
     assert files_under(recording.parent) == recorded
     # One line per entry, as each command meets it: the section and its verdict, the
-    # program's symbol table, then the verdict on the program's own section.
-    order = {"sframe": 0, "checked": 1, "perf-symbols": 2, "trusted": 3}
+    # program's symbol table and addr2line's answers, then the verdict on its own section.
+    order = {"sframe": 0, "checked": 1, "perf-symbols": 2, "addr2line": 3, "trusted": 4}
     assert warned == [
         f"pysframe: warning: {cache / name}: cache entry not used: {why}; {_why_then(name)}"
         for name in sorted(entry_names, key=lambda n: order[n.rsplit(".", 1)[1]])
