@@ -279,7 +279,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     add_symbol_options(parser)
     parser.add_argument(
         "--jobs", "-j", type=positive_int, default=None, metavar="N",
-        help="processes for several recordings (default: the CPU count)",
+        help="processes for several recordings, or for the time slices of one (default: the "
+        "CPU count)",
     )  # fmt: skip
     parser.add_argument(
         "--dask", metavar="SCHEDULER",
@@ -344,16 +345,27 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
 
     from ..perf.profile import Profile
     from ..perf.stats import merged
-    from ..tools.parallel import map_files
-    from .options import batch_progress, progress_callback
 
     paths = _paths(args)
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
         raise UsageError("perf: standard input (-) is read in this process, once")
     options = _options(args)
-    if len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
+    if len(paths) == 1 and args.dask is None and paths[0] != "-" and batch_jobs(args) > 1:
+        from ..perf.analyze import profile_parts  # one recording, in time slices
+
+        on_chunk = _byte_progress(args, paths[0])
+        try:
+            profile, parts = profile_parts(paths[0], options, batch_jobs(args), on_chunk)
+        finally:
+            if on_chunk is not None:
+                on_chunk(-1, 0)  # the end: the bar goes
+        results = [(paths[0], profile, merged(parts))]
+    elif len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
         results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
     else:
+        from ..tools.parallel import map_files  # worker processes: several recordings only
+        from .options import batch_progress, progress_callback
+
         progress = batch_progress(args, len(paths))
         task = partial(_profile_one, options=options)
         jobs = 1 if "-" in paths else batch_jobs(args)

@@ -15,15 +15,17 @@ did (for ``perf stats``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from ..elf.addr2line import Addr2Line, Record
 from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
@@ -43,6 +45,8 @@ from .walk import MAX_FRAMES
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from ..elf.addr2line import Addr2Line, Record
 
 #: The unit of the period of the software clock events (cpu-clock, task-clock).
 _CLOCK_EVENTS = frozenset({"cpu-clock", "task-clock"})
@@ -103,11 +107,19 @@ def profile_recording(
     options: Options | None = None,
     *,
     on_chunk: Callable[[int, int], None] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> tuple[Profile, WalkStats]:
     """The profile of the recording at ``path`` and what its walks did; ``on_chunk(done,
-    total)`` is told the bytes read so far (for a progress bar)."""
+    total)`` is told the bytes read so far (for a progress bar).
+
+    ``part`` (``(index, count)``): only the samples of the index-th of ``count`` time slices
+    (perf's deliveries, by how far into the data they are read), the whole recording read for
+    the address spaces at its start: the profiles of a file's parts, merged in order
+    (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's own
+    counts (lost samples, its name) are the first part's."""
     options = options or Options()
     with PerfData.open(path) as data:
+        wanted = None if part is None else _slice(data, *part)
         finder = ModuleFinder(
             build_ids={entry.filename: entry.build_id for entry in data.features.build_ids},
             debug_dir=options.debug_dir,
@@ -152,7 +164,7 @@ def profile_recording(
                                          max_frames=options.max_frames,
                                          on_event=count_lost,
                                          merge_deferred=options.merge_callchains,
-                                         deferred=tally):  # fmt: skip
+                                         deferred=tally, wanted=wanted):  # fmt: skip
                 _add_chunk(profile, stats, walked, namer, events, defers)
                 if on_chunk is not None:
                     header = data.header
@@ -166,9 +178,12 @@ def profile_recording(
             shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
         stats.problems += [str(problem) for problem in data.problems]
-        if lost:
+        # What the whole recording says is said by the first part alone: every part reads
+        # every record (only the walks are sliced).
+        first = part is None or part[0] == 0
+        if lost and first:
             stats.problems.append(_lost_problem(path, lost, data.record_counts[RecordType.SAMPLE]))
-        if tally.unmatched:
+        if tally.unmatched and first:
             stats.problems.append(_unmatched_problem(path, tally))
         stats.problems += finder.symbol_problems
         # What the cache of generated SFrame found wrong, with the rest (the warnings of a
@@ -176,7 +191,61 @@ def profile_recording(
         stats.problems += take_warnings()
         stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
         stats.origins = {shown_name(module.path): module.origin for module in spaces.modules}
+    if part is not None and part[0] > 0:  # counted once, by the first part
+        profile.sources, profile.lost_samples, profile.deferred = [], 0, []
     return profile, stats
+
+
+def _slice(data: PerfData, index: int, count: int) -> Callable[[int], bool]:
+    """Whether a delivery read up to ``read_to`` is in the index-th of ``count`` slices of
+    the data, by bytes read (deliveries come with ``read_to`` never decreasing: each slice is
+    a run of them, the first and last open-ended)."""
+    header = data.header
+    if header.pipe:
+        raise ValueError("a pipe-mode recording is not read in parts")
+    start, size = header.data_offset, header.data_size
+    low = start + size * index // count if index > 0 else -1
+    high = start + size * (index + 1) // count if index < count - 1 else 1 << 64
+    return lambda read_to: low < read_to <= high
+
+
+def profile_parts(
+    path: str,
+    options: Options | None,
+    jobs: int,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> tuple[Profile, list[WalkStats]]:
+    """The profile of one recording read in ``jobs`` worker processes, each a time slice
+    (:func:`profile_recording` with ``part``), merged in order: the same profile as read in
+    one process.  Fewer workers for a small recording (a slice of less than
+    :data:`MIN_PART_BYTES` is not worth a process); ``on_chunk``: as for
+    :func:`profile_recording`, when it is read in this process."""
+    size = os.stat(path).st_size
+    count = max(1, min(jobs, size // MIN_PART_BYTES))
+    if count == 1:
+        profile, stats = profile_recording(path, options, on_chunk=on_chunk)
+        return profile, [stats]
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    task = partial(_profile_part, path, options, count)
+    with ProcessPoolExecutor(max_workers=count) as pool:
+        parts = list(pool.map(task, range(count)))
+    profile = parts[0][0]
+    for part, _stats in parts[1:]:
+        profile.merge(part)
+    return profile, [stats for _part, stats in parts]
+
+
+#: The least of a recording's bytes worth a worker process of its own (some 3,000 samples of
+#: 8 KB stack copies).
+MIN_PART_BYTES = 24 << 20
+
+
+def _profile_part(
+    path: str, options: Options | None, count: int, index: int
+) -> tuple[Profile, WalkStats]:
+    return profile_recording(path, options, part=(index, count))
 
 
 def _lost_problem(path: str, lost: Counter[bool], samples: int) -> str:
@@ -239,11 +308,127 @@ _MASK = (1 << 64) - 1
 MAX_INLINE_NEST = 1024
 
 
-def _open_addr2line(path: str) -> Addr2Line | None:
+#: The code whose answers a kept entry holds (:class:`KeptAddr2Line`).
+ANSWER_CODE = (
+    "elf/addr2line.py", "elf/addr2line_tables.py", "elf/dwarf_info.py", "elf/dwarf_lines.py",
+    "elf/line_program.py", "elf/debuginfo.py", "elf/reader.py", "elf/relocation.py",
+    "elf/symbols.py", "elf/layout.py",
+)  # fmt: skip
+#: A file larger than this is not digested (its answers are not kept).
+_MAX_DIGESTED = 4 << 30
+
+
+class KeptAddr2Line:
+    """:class:`pysframe.elf.addr2line.Addr2Line`'s answers, kept in the cache
+    (:mod:`pysframe.sources.cache`) under the SHA-256 of the file's bytes, with the digest of
+    the code that gave them: the addresses asked before are answered without reading any
+    DWARF; the file is opened (and read as Addr2Line reads it) for the others, whose answers
+    are added to the entry on :meth:`close`.  Answers found while a unit could not be read
+    (``problems``) are not kept, so that the problem is told again."""
+
+    def __init__(self, path: str, digest: str, kept: dict[int, list[Record]],
+                 reader: Addr2Line | None) -> None:  # fmt: skip
+        self.path = path
+        self._digest = digest
+        self._kept = kept
+        self._new: dict[int, list[Record]] = {}
+        self._reader = reader
+
+    @classmethod
+    def open(cls, path: str) -> KeptAddr2Line | Addr2Line:
+        """The answers of the file at ``path``: from the cache when it has them, else an
+        :class:`Addr2Line` of the file (OSError, SFrameError as it raises them)."""
+        from ..elf.addr2line import Addr2Line
+        from ..sources.cache import cache_directory, cached_tables, code_digest
+
+        if cache_directory() is None:
+            return Addr2Line(path)
+        digest = _file_digest(path)
+        if digest is None:
+            return Addr2Line(path)
+        kept: dict[int, list[Record]] = {}
+        parts = cached_tables(digest, "addr2line", _binding(digest, code_digest(*ANSWER_CODE)))
+        if parts is not None:
+            kept = _answers(parts)
+        return cls(path, digest, kept, None if kept else Addr2Line(path))
+
+    @property
+    def problems(self) -> list[str]:
+        return self._reader.problems if self._reader is not None else []
+
+    def records(self, address: int) -> list[Record]:
+        found = self._kept.get(address)
+        if found is not None:
+            return found
+        if self._reader is None:
+            from ..elf.addr2line import Addr2Line
+
+            self._reader = Addr2Line(self.path)
+        found = self._new[address] = self._reader.records(address)
+        return found
+
+    def close(self) -> None:
+        from ..sources.cache import code_digest, keep_tables
+
+        if self._reader is None:
+            return
+        self._reader.close()
+        if self._new and not self._reader.problems:
+            answers = {**self._kept, **self._new}
+            text = json.dumps(
+                [[address, [[r.function, r.file, r.line] for r in records]]
+                 for address, records in sorted(answers.items())]
+            )  # fmt: skip
+            binding = _binding(self._digest, code_digest(*ANSWER_CODE))
+            keep_tables(self._digest, "addr2line", binding, [text.encode()])
+
+
+def _binding(digest: str, code: str) -> dict[str, str]:
+    return {"code": code, "file": digest}
+
+
+def _file_digest(path: str) -> str | None:
+    """The SHA-256 of the regular file at ``path`` (None: not one, unreadable, too large)."""
+    try:
+        with open(path, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_DIGESTED:
+                return None
+            return hashlib.file_digest(stream, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _answers(parts: list[bytes]) -> dict[int, list[Record]]:
+    """The answers a kept entry holds (none when its parts are not an entry's)."""
+    from ..elf.addr2line import Record
+
+    try:
+        rows = json.loads(parts[0]) if len(parts) == 1 else []
+        answers = {
+            int(address): [Record(function, file, int(line)) for function, file, line in records]
+            for address, records in rows
+        }
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    texts = (str, type(None))
+    if all(
+        isinstance(r.function, texts) and isinstance(r.file, texts)
+        for records in answers.values() for r in records
+    ):  # fmt: skip
+        return answers
+    return {}
+
+
+#: addr2line's answers for one file: read from its DWARF, or kept in the cache.
+Answers: TypeAlias = "Addr2Line | KeptAddr2Line"
+
+
+def _open_addr2line(path: str) -> Answers | None:
     """The file at ``path`` read as addr2line reads it; None where addr2line cannot read it
     (perf 6.1 asks about every file, with DWARF or not: util/srcline.c addr2line)."""
     try:
-        return Addr2Line(path)
+        return KeptAddr2Line.open(path)
     except (OSError, SFrameError):
         return None
 
@@ -293,8 +478,8 @@ class _Namer:
         self.expanded: dict[int, tuple[int, ...]] = {}
         #: Per module id: the file perf asks addr2line about (None: none) and the module's
         #: text offset.
-        self.srcline_files: dict[int, tuple[Addr2Line | None, int]] = {}
-        self.readers: dict[str, Addr2Line | None] = {}
+        self.srcline_files: dict[int, tuple[Answers | None, int]] = {}
+        self.readers: dict[str, Answers | None] = {}
         #: addr2line's answers by (file, link-time address).
         self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
@@ -487,7 +672,7 @@ class _Namer:
             answers = self.answers[(reader.path, objdump)] = reader.records(objdump)
         return answers
 
-    def _srcline_file(self, module_id: int) -> tuple[Addr2Line | None, int]:
+    def _srcline_file(self, module_id: int) -> tuple[Answers | None, int]:
         """The reader of the file perf asks addr2line about for module ``module_id`` (None
         when it asks nothing) and the module's text offset."""
         found = self.srcline_files.get(module_id)
@@ -502,7 +687,7 @@ class _Namer:
         return found
 
     @property
-    def readers_used(self) -> list[Addr2Line]:
+    def readers_used(self) -> list[Answers]:
         return [reader for reader in self.readers.values() if reader is not None]
 
     def close(self) -> None:
@@ -736,4 +921,4 @@ def _tally(values: npt.NDArray[np.int64] | npt.NDArray[np.int8]) -> dict[int, in
     return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
 
 
-__all__ = ["Options", "WalkStats", "profile_recording"]
+__all__ = ["MIN_PART_BYTES", "Options", "WalkStats", "profile_parts", "profile_recording"]

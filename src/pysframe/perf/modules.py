@@ -52,7 +52,7 @@ from .symbols import (
     choose_files,
     is_perf_map,
     join_symfs,
-    load_symbols,
+    load_symbols_kept,
     perf_map_symbols,
 )
 from .symtab import PerfSymbols
@@ -171,7 +171,10 @@ class ModuleFinder:
         options = self.symbol_options
         files = self._dso_files[key] = choose_files(sources, build_id)
         try:
-            return load_symbols(files, options.perf_names)
+            return load_symbols_kept(
+                files, build_id, options.perf_names,
+                renamed="demangled" if options.demangle else "stored", warnings=options.warnings,
+            )  # fmt: skip
         except SFrameError as error:
             self.symbol_problems.append(str(error))
             return None

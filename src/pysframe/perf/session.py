@@ -57,11 +57,15 @@ def walk_recording(
     on_event: Callable[[SideBandEvent], None] | None = None,
     merge_deferred: bool = True,
     deferred: DeferredTally | None = None,
+    wanted: Callable[[int], bool] | None = None,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
     side-band record as it is applied.  Samples whose user callchain was deferred are
     delivered with it, merged, where it comes (deferred.py; ``merge_deferred`` False: as
-    they are, perf's ``--no-merge-callchain``); ``deferred`` counts what stitching did."""
+    they are, perf's ``--no-merge-callchain``); ``deferred`` counts what stitching did.
+    ``wanted(read_to)``: whether the samples of a delivery read up to ``read_to`` are walked
+    (the others are skipped, their side-band records applied all the same: a time slice of
+    the recording, walked with the address spaces as they were at its start)."""
 
     def apply(event: SideBandEvent) -> None:
         spaces.apply(event)
@@ -76,7 +80,8 @@ def walk_recording(
     ordered = time_ordered(data.read(chunk))
     for delivery in stitch_deferred(ordered, defers, tally, merge=merge_deferred):
         samples = delivery.samples
-        if samples is None or not len(samples):
+        skipped = wanted is not None and not wanted(delivery.read_to)
+        if samples is None or not len(samples) or skipped:
             for event in delivery.events:
                 apply(event)
             continue

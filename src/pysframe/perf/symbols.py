@@ -271,6 +271,69 @@ def load_symbols(
     return symbols.table()
 
 
+#: The code that makes a dso's table from its files (a kept table names its digest).
+TABLE_CODE = (
+    "perf/symbols.py", "perf/symtab.py", "elf/symbols.py", "elf/relocation.py", "elf/reader.py",
+    "elf/layout.py", "unwind/demangle.py", "unwind/symbolize.py", "names.py",
+)  # fmt: skip
+#: The sections load_symbols reads, besides the headers and the string tables they link.
+_TABLE_INPUTS = (".symtab", ".dynsym", ".rela.plt", ".rel.plt", ".plt")
+
+
+def source_digest(source: SymbolSource) -> str:
+    """A digest of what :func:`load_symbols` reads of ``source``: its headers, the symbol
+    tables and their strings, the PLT and its relocations (ElfReader.content_digest).
+    ElfError when they cannot be read."""
+    with source.open() as image:
+        names = set(_TABLE_INPUTS)
+        sections = image.sections()
+        for section in sections:
+            if section.name in (".symtab", ".dynsym") and 0 < section.link < len(sections):
+                names.add(sections[section.link].name)
+        return image.content_digest(names)
+
+
+def load_symbols_kept(
+    files: DsoFiles,
+    build_id: bytes | None,
+    rename: Callable[[list[str]], list[str]] | None = None,
+    *,
+    renamed: str = "",
+    warnings: list[str] | None = None,
+) -> PerfSymbols | None:
+    """:func:`load_symbols`, kept in the cache (:mod:`pysframe.sources.cache`) under the
+    dso's ``build_id``, bound to digests of the files read (:func:`source_digest`), the
+    code's and ``renamed`` (what ``rename`` does: demangled or not); a table whose loading
+    added to ``warnings`` (a name left mangled) is not kept, so that the warning is given
+    again."""
+    if not build_id or files.symbols is None or files.runtime is None:
+        return load_symbols(files, rename)
+    from ..sources.cache import cache_directory, cached_tables, code_digest, keep_tables
+
+    if cache_directory() is None:
+        return load_symbols(files, rename)
+    try:
+        binding = {
+            "code": code_digest(*TABLE_CODE),
+            "symbols": source_digest(files.symbols),
+            "runtime": source_digest(files.runtime),
+            "renamed": renamed,
+        }
+    except SFrameError:
+        return load_symbols(files, rename)
+    parts = cached_tables(build_id.hex(), "perf-symbols", binding)
+    if parts is not None:
+        try:
+            return PerfSymbols.from_parts(parts)
+        except (ValueError, RecursionError):
+            pass  # written by this code and checked: not expected; made again
+    given = len(warnings) if warnings is not None else 0
+    table = load_symbols(files, rename)
+    if table is not None and (warnings is None or len(warnings) == given):
+        keep_tables(build_id.hex(), "perf-symbols", binding, table.parts())
+    return table
+
+
 def _load_pass(
     symbols: SymbolSet, entries: SymbolEntries, syms: ElfReader, runtime: ElfReader
 ) -> int | None:
@@ -544,8 +607,10 @@ __all__ = [
     "is_perf_map",
     "join_symfs",
     "load_symbols",
+    "load_symbols_kept",
     "parse_perf_map",
     "perf_map_dso",
     "perf_map_symbols",
     "same_build_id",
+    "source_digest",
 ]
