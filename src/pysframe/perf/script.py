@@ -3,7 +3,8 @@ stackcollapse-perf.pl, speedscope, the Firefox Profiler) reads this too.
 
 Each sample, in time order as perf orders them (stable for equal times): a header line with
 the fields perf prints by default for a sampling event with callchains (builtin-script.c
-perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the time in seconds
+perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the CPU as
+``[%03d]`` where samples record it (PERF_SAMPLE_CPU: ``-a``, ``--sample-cpu``), the time in seconds
 with microseconds as ``%12s``, the period as ``%10lu``, the event name), then one line per
 frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name;
 an inline entry, perf's default, says ``(inlined)`` instead of its module), then an empty
@@ -39,13 +40,24 @@ def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
     return text + (" (inlined)\n" if frame.inlined else "\n")
 
 
+def _event_width(profile: Profile) -> int:
+    """The width perf prints event names in: the longest name of the recording's events
+    (builtin-script.c process_event: ``%*s``, evlist__max_name_len), each right-aligned."""
+    return max((len(escape_controls(name)) for name, _unit in profile.events), default=0)
+
+
 def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
     """Sample ``index`` as perf script prints it (``frames``: its frames' lines)."""
     time = profile.time[index]
     stamp = f"{time // 1_000_000_000}.{time % 1_000_000_000 // 1000:06d}"
-    event = escape_controls(profile.events[profile.event[index]][0])
+    event = escape_controls(profile.events[profile.event[index]][0]).rjust(_event_width(profile))
     comm = escape_controls(profile.comms[profile.comm[index]])
-    header = f"{comm} {profile.tid[index]:5d} {stamp:>12}: {profile.period[index]:10d} {event}: \n"
+    cpu = profile.cpu[index]
+    where = f"[{cpu:03d}] " if cpu >= 0 else ""
+    header = (
+        f"{comm} {profile.tid[index]:5d} {where}{stamp:>12}: {profile.period[index]:10d} "
+        f"{event}: \n"
+    )
     return header + "".join(frames) + "\n"
 
 
@@ -60,6 +72,7 @@ def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -
     stacks: dict[int, str] = {}
     templates: dict[int, str] = {}
     kinds = len(profile.events) or 1
+    width = _event_width(profile)
 
     def stack_text(stack: int) -> str:
         text = stacks.get(stack)
@@ -70,23 +83,33 @@ def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -
     def template(key: int) -> str:
         found = templates.get(key)
         if found is None:
+            cpu, key = key & 1, key >> 1
             name = escape_controls(profile.comms[key // kinds]).replace("%", "%%")
-            event = escape_controls(profile.events[key % kinds][0]).replace("%", "%%")
-            found = templates[key] = f"{name} %5d %5d.%06d: %10d {event}: \n"
+            event = escape_controls(profile.events[key % kinds][0]).rjust(width)
+            event = event.replace("%", "%%")
+            where = "[%03d] " if cpu else ""
+            found = templates[key << 1 | cpu] = (
+                f"{name} %5d {where}%5d.%06d: %10d {event}: \n"
+            )
         return found
 
     times = np.array(profile.time, dtype=np.uint64)
+    cpus = np.array(profile.cpu, dtype=np.int64)
     keys = np.array(profile.comm, dtype=np.int64) * kinds + np.array(profile.event, np.int64)
-    columns = (keys, np.array(profile.tid, np.int64), times // np.uint64(10**9),
+    keys = keys << 1 | (cpus >= 0)
+    columns = (keys, np.array(profile.tid, np.int64), cpus, times // np.uint64(10**9),
                times % np.uint64(10**9) // np.uint64(1000),
                np.array(profile.period, np.uint64), np.array(profile.stack, np.int64))  # fmt: skip
     order = np.argsort(times, kind="stable")
     for start in range(0, len(order), batch):
         chosen = order[start : start + batch]
-        key, tid, second, micro, period, stack = (column[chosen].tolist() for column in columns)
+        key, tid, cpu, second, micro, period, stack = (
+            column[chosen].tolist() for column in columns
+        )
         yield "".join([
-            template(k) % (t, s, u, p) + stack_text(x)
-            for k, t, s, u, p, x in zip(key, tid, second, micro, period, stack, strict=True)
+            template(k) % ((t, c, s, u, p) if k & 1 else (t, s, u, p)) + stack_text(x)
+            for k, t, c, s, u, p, x in zip(key, tid, cpu, second, micro, period, stack,
+                                           strict=True)
         ])  # fmt: skip
 
 
