@@ -314,6 +314,8 @@ REGS_ABI_NONE, REGS_ABI_32, REGS_ABI_64 = 0, 1, 2
 CONTEXT_HV = (1 << 64) - 32
 CONTEXT_KERNEL = (1 << 64) - 128
 CONTEXT_USER = (1 << 64) - 512
+#: A deferred user callchain (Linux 6.19+): the user frames come later, in their own record.
+CONTEXT_USER_DEFERRED = (1 << 64) - 640
 CONTEXT_GUEST = (1 << 64) - 2048
 CONTEXT_GUEST_KERNEL = (1 << 64) - 2176
 CONTEXT_GUEST_USER = (1 << 64) - 2560

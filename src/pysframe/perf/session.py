@@ -27,7 +27,14 @@ from .records import SideBandEvent
 from .registers import RegisterLayout, architecture_of, register_layout
 from .samples import SampleChunk
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES, sample_unwinder, walk_samples
+from .walk import (
+    MAX_FRAMES,
+    RecordedChains,
+    joined_chains,
+    recorded_chains,
+    sample_unwinder,
+    walk_samples,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -36,11 +43,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class WalkedChunk:
     """A chunk of samples, in perf's order, with their walks (``walks`` answers the chunk's
-    samples in order) and each sample's thread's command name at its time (``comms``);
-    ``read_to``: how far the file has been read (for progress)."""
+    samples in order), the user frames their callchains hold (``recorded``) and each
+    sample's thread's command name at its time (``comms``); ``read_to``: how far the file
+    has been read (for progress)."""
 
     samples: SampleChunk
     walks: Walks
+    recorded: RecordedChains
     comms: list[str]
     read_to: int = 0
 
@@ -69,7 +78,7 @@ def walk_recording(
                 apply(event)
             continue
         layout = _Layout(layouts, samples, data, spaces, max_frames)
-        parts: list[Walks] = []
+        parts: list[tuple[Walks, RecordedChains]] = []
         comms: list[str] = []
         walked = named = 0
         for event, cut in zip(delivery.events, delivery.cuts, strict=True):
@@ -84,7 +93,10 @@ def walk_recording(
         comms += _comms(spaces, samples.tid[named:end])
         if walked < end:
             parts.append(_walk(samples, layout, spaces, walked, end))
-        yield WalkedChunk(samples, joined(parts), comms, delivery.read_to)
+        yield WalkedChunk(
+            samples, joined([walks for walks, _ in parts]),
+            joined_chains([chains for _, chains in parts]), comms, delivery.read_to,
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -133,12 +145,15 @@ def _walk(
     spaces: AddressSpaces,
     start: int,
     end: int,
-) -> Walks:
+) -> tuple[Walks, RecordedChains]:
+    """The walks of samples ``start`` to ``end``, and the user frames their callchains hold,
+    with the address spaces as they are now."""
     select = np.arange(start, end, dtype=np.int64)
+    chains = recorded_chains(samples, spaces, select=select)
     layout = layout_of.get()
     if layout is None:  # no user registers recorded
-        return no_walks(len(select))
-    return walk_samples(samples, layout[0], spaces, layout[1], select=select)
+        return no_walks(len(select)), chains
+    return walk_samples(samples, layout[0], spaces, layout[1], select=select), chains
 
 
 def _comms(spaces: AddressSpaces, tids: npt.NDArray[np.int32]) -> list[str]:
