@@ -75,3 +75,27 @@ def test_stats_count_recorded_frames(tmp_path: Path, capsys: pytest.CaptureFixtu
     }
     assert stats["recorded"] == 2 and stats["walked"] == 0
     assert stats["chain_missed_caller"] == {}  # no SFrame for a file that is not there
+
+
+def test_an_exec_keeps_the_old_mappings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """perf 6.1 keeps a process's mappings at an exec (util/thread.c __thread__set_comm only
+    flushes its unwinding caches): a sample taken in the execve call, after the COMM of the
+    exec and before the new program's mappings, is still in the old program's library; a
+    new mapping over it replaces it."""
+    perf = PerfFile()
+    perf.add_attr(Attr(IP | TID | TIME | CALLCHAIN | PERIOD))
+    perf.comm(0, 7, 7, "shim")
+    perf.mmap2(0, 7, 7, START, LENGTH, PGOFF, LIBRARY, time=1)
+    perf.comm(0, 7, 7, "prog", time=2, exec_=True)
+    perf.sample(0, ip=START + 0x10, pid=7, tid=7, time=3, period=1,
+                callchain=(USER, START + 0x10))  # fmt: skip
+    perf.mmap2(0, 7, 7, START, LENGTH, 0, "/nonexistent/prog", time=4)
+    perf.sample(0, ip=START + 0x10, pid=7, tid=7, time=5, period=1,
+                callchain=(USER, START + 0x10))  # fmt: skip
+    path = tmp_path / "exec.data"
+    path.write_bytes(perf.build())
+    in_execve, after = _script(path, capsys)
+    assert in_execve == [f"\t{0x10 + PGOFF:16x} [unknown] ({LIBRARY})"]
+    assert after == [f"\t{0x10:16x} [unknown] (/nonexistent/prog)"]

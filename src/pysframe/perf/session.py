@@ -2,11 +2,11 @@
 address spaces, its samples' user stacks walked a chunk at a time.
 
 Samples and side-band records are taken in the order perf delivers them (by time, order.py):
-the samples before a record that changes which module a mapped PC is in (an exec, a mapping
-over mapped addresses: :meth:`AddressSpaces.changes_lookups`) are walked with the address
-spaces as they were before it, and each sample gets the name its thread had when it was taken
+the samples before a record that changes which module a mapped PC is in (a mapping over
+mapped addresses: :meth:`AddressSpaces.changes_lookups`) are walked with the address spaces
+as they were before it, and each sample gets the name its thread had when it was taken
 (perf processes its ordered events so too, util/session.c).  Other records (new mappings,
-forks, exits) cannot change what the samples before them ran, so the samples of a delivery
+forks, exits, execs) cannot change what the samples before them ran, so the samples of a delivery
 are walked together across them.
 """
 
