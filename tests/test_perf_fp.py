@@ -244,3 +244,21 @@ def test_system_wide(
     ]  # fmt: skip
     assert pairs, "no sample of a process perf found running has a frame in a file"
     assert sum(a == b for a, b in pairs) >= AGREEMENT * len(pairs)
+
+
+def test_fix_leaf_says_what_it_cannot_prove(
+    recordings: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A -g recording has no stack copy: the left-out callers' return addresses are in stack
+    memory, so --fix-leaf changes no frame and says so, with the count perf stats gives."""
+    path = str(recordings["fp"])
+    plain = _ours(capsys, "script", "--no-inline", path)
+    capsys.readouterr()
+    assert main(["perf", "script", "--no-inline", "--fix-leaf", path]) == 0
+    fixed = capsys.readouterr()
+    assert fixed.out == plain
+    stats = json.loads(_ours(capsys, "stats", "--json", path))
+    missed = sum(stats["chain_missed_caller"].values())
+    (line,) = [line for line in fixed.err.splitlines() if "--fix-leaf" in line]
+    assert f"{missed:,} recorded callchains left out the caller" in line
+    assert "no stack copy" in line

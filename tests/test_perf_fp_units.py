@@ -99,3 +99,15 @@ def test_an_exec_keeps_the_old_mappings(
     in_execve, after = _script(path, capsys)
     assert in_execve == [f"\t{0x10 + PGOFF:16x} [unknown] ({LIBRARY})"]
     assert after == [f"\t{0x10:16x} [unknown] (/nonexistent/prog)"]
+
+
+def test_stats_call_an_event_with_deferred_chains_deferred(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sample whose callchain holds PERF_CONTEXT_USER_DEFERRED ((u64)-640, then the cookie
+    of the record that will carry its user frames: Linux 6.19's perf_event.h)."""
+    path = _recording(tmp_path, [(KERNEL, 0xFFFFFFFF81000000, 2**64 - 640, 42)])
+    capsys.readouterr()
+    assert main(["perf", "stats", "--json", "--buildid-dir", "", str(path)]) == 0
+    (event,) = json.loads(capsys.readouterr().out)["events"].values()
+    assert event["kind"] == "deferred" and event["recorded"] == 0
