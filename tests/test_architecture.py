@@ -6,6 +6,7 @@ are cut by concern, not by length: each package's docstring says what each is fo
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import grimp
@@ -92,3 +93,18 @@ def test_header_layout_spelled_in_one_module() -> None:
         if "HBBBbbBIIIII" in path.read_text()
     )
     assert spelled == [os.path.join("format", "layout.py")]
+
+
+@pytest.mark.parametrize(
+    "package", ["format", "elf", "generate", "unwind", "perf", "sources", "tools", "cli"]
+)
+def test_each_package_says_what_each_module_is_for(package: str) -> None:
+    """Modules are cut by concern, not by length: each package's docstring names each of its
+    modules with its job, so a module that appears unexplained fails here."""
+    import importlib
+    import pkgutil
+
+    module = importlib.import_module(f"pysframe.{package}")
+    names = [info.name for info in pkgutil.iter_modules(module.__path__)]
+    missing = [name for name in names if re.search(rf"\b{name}\b", module.__doc__ or "") is None]
+    assert not missing, f"pysframe.{package}'s docstring does not name {missing}"

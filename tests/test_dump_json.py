@@ -1,4 +1,4 @@
-"""The streamed JSON dump (``pysframe.tools.dump_json``, ``dump --json`` and ``--jsonl``).
+"""The streamed JSON dump (``pysframe.tools.dump``, ``dump --json`` and ``--jsonl``).
 
 The oracle is the row model: each function's rows as ``Function.rows`` decodes them one at a
 time (rules from ``pysframe.format.rules``), with the cells of ``tools.dump.row_cells``; the
@@ -24,11 +24,12 @@ from pysframe.format.builder import SFrameBuilder
 from pysframe.format.constants import Abi, Version
 from pysframe.format.model import CfaRule, RegRule
 from pysframe.format.walk import scan_rows
-from pysframe.tools import dump, dump_json
-from pysframe.tools.dump import function_pc, function_rows
-from pysframe.tools.dump_json import (
+from pysframe.tools import dump
+from pysframe.tools.dump import (
     function_json_lines,
     function_json_pieces,
+    function_pc,
+    function_rows,
     section_header_json,
     section_json,
 )
@@ -225,7 +226,7 @@ def long_functions() -> SFrameSection:
 
 @pytest.fixture
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dump_json, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(dump, "JSON_CHUNK_ROWS", 5)
     monkeypatch.setattr(dump, "CHUNK_FUNCTIONS", 3)
 
 
@@ -257,7 +258,7 @@ def test_windows_of_rows_change_no_byte(
     path.write_bytes(long_functions().data)
     outputs = []
     for rows, functions in ((1 << 16, 1 << 12), (5, 3), (1, 1)):
-        monkeypatch.setattr(dump_json, "CHUNK_ROWS", rows)
+        monkeypatch.setattr(dump, "JSON_CHUNK_ROWS", rows)
         monkeypatch.setattr(dump, "CHUNK_FUNCTIONS", functions)
         outputs.append(
             [_run(["dump", option, str(path)], capsys)[1] for option in ("--json", "--jsonl")]

@@ -34,9 +34,9 @@ from pysframe.tools.dump import (
     header_text,
     row_cells,
     section_chunks,
+    section_json,
     section_text,
 )
-from pysframe.tools.dump_json import section_json
 from test_dump_json import long_functions
 
 from conftest import require

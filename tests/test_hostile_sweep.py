@@ -36,8 +36,7 @@ from pysframe.generate import generate_from_eh_frame
 from pysframe.generate.interpret import interpret_cfi
 from pysframe.generate.translator import TOO_MANY_FRES
 from pysframe.tools.compact import compact_file
-from pysframe.tools.dump import section_chunks
-from pysframe.tools.dump_json import function_json_pieces, section_json_chunks
+from pysframe.tools.dump import function_json_pieces, section_chunks, section_json_chunks
 from pysframe.tools.info import section_info
 from pysframe.tools.stats import file_stats
 from pysframe.tools.validate import validate_elf

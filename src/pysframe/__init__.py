@@ -16,7 +16,10 @@ memory reader and modules in, a :class:`Backtrace` of :class:`Frame` out).  Ever
 public method takes or returns is exported here (tests/test_public_api.py checks it).
 
 The names are imported on first use, so that ``import pysframe`` (and the command line's
-start-up) does not pay for numpy and the decoder until they are needed.
+start-up) does not pay for numpy and the decoder until they are needed.  They are written
+once, as the imports under ``TYPE_CHECKING`` at the end of this file (what type checkers
+read); at run time the same statements are read from this file's source to learn which
+module defines each name (as ``lazy_loader.attach_stub`` reads a stub).
 
 >>> import pysframe
 >>> pysframe.Version(3), pysframe.Abi(1).name
@@ -25,145 +28,33 @@ start-up) does not pay for numpy and the decoder until they are needed.
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: Public name -> module that defines it.
-_EXPORTS: dict[str, str] = {
-    **dict.fromkeys(
-        ("Abi", "BaseReg", "FdeType", "Flags", "FreType", "PauthKey", "PcType", "Version",
-         "WordSize"),
-        "pysframe.format.constants",
-    ),
-    **dict.fromkeys(
-        ("BadMagicError", "CfiError", "ConversionError", "ElfError", "EncodeError",
-         "FormatError", "InputError", "InvalidFieldError", "NoSFrameError", "OutOfBoundsError",
-         "OutputError", "SFrameError", "TruncatedError", "UnsortedError",
-         "UnsupportedVersionError", "UnwindError"),
-        "pysframe.errors",
-    ),
-    **dict.fromkeys(("BatchResult", "SectionLookup"), "pysframe.format.lookup"),
-    **dict.fromkeys(("FunctionBuilder", "RowSpec", "SFrameBuilder"), "pysframe.format.builder"),
-    "SectionSpec": "pysframe.format.encode",
-    **dict.fromkeys(("Finding", "Severity"), "pysframe.format.findings"),
-    **dict.fromkeys(
-        ("CfaRule", "FrameRow", "Function", "Header", "LookupResult", "RegRule", "RuleKind"),
-        "pysframe.format.model",
-    ),
-    "SFrameSection": "pysframe.format.section",
-    **dict.fromkeys(("Buffer", "FunctionTable"), "pysframe.format.view"),
-    # The entry points above the format: a file's SFrame, generating it, unwinding with it.
-    **dict.fromkeys(
-        ("Origin", "ResolvedSFrame", "load_sframe", "resolve_sframe"), "pysframe.sources.resolve"
-    ),
-    **dict.fromkeys(("Policy", "Verdict"), "pysframe.sources.trust"),
-    **dict.fromkeys(("GenerateResult", "generate_from_elf"), "pysframe.generate.driver"),
-    **dict.fromkeys(("GeneratedFunction", "SkippedFunction"), "pysframe.generate.rows"),
-    **dict.fromkeys(("ElfSection", "ElfSegment"), "pysframe.elf.reader"),
-    **dict.fromkeys(
-        ("FunctionColumns", "FunctionSymbols", "SymbolRecord", "SymbolTable"),
-        "pysframe.elf.symbols",
-    ),
-    "SourceFrame": "pysframe.elf.dwarf_lines",
-    **dict.fromkeys(("AddressSpace", "ElfFacts", "ElfFiles", "Module"), "pysframe.unwind.modules"),
-    **dict.fromkeys(("ModuleSymbols", "SymbolOptions"), "pysframe.unwind.symbolize"),
-    **dict.fromkeys(
-        ("StackReport", "ThreadTrace", "stack_of_core", "stack_of_process", "stack_of_remote"),
-        "pysframe.unwind.stack",
-    ),
-    **dict.fromkeys(
-        ("Backtrace", "Frame", "FrameSource", "ModuleInfo", "Registers", "RowLookup", "Step",
-         "StopKind", "Unwinder", "WalkState"),
-        "pysframe.unwind.core",
-    ),
-}
 
-__all__ = [
-    "Abi",
-    "AddressSpace",
-    "Backtrace",
-    "BadMagicError",
-    "BaseReg",
-    "BatchResult",
-    "Buffer",
-    "CfaRule",
-    "CfiError",
-    "ConversionError",
-    "ElfError",
-    "ElfFacts",
-    "ElfFiles",
-    "ElfSection",
-    "ElfSegment",
-    "EncodeError",
-    "FdeType",
-    "Finding",
-    "Flags",
-    "FormatError",
-    "Frame",
-    "FrameRow",
-    "FrameSource",
-    "FreType",
-    "Function",
-    "FunctionBuilder",
-    "FunctionColumns",
-    "FunctionSymbols",
-    "FunctionTable",
-    "GenerateResult",
-    "GeneratedFunction",
-    "Header",
-    "InputError",
-    "InvalidFieldError",
-    "LookupResult",
-    "Module",
-    "ModuleInfo",
-    "ModuleSymbols",
-    "NoSFrameError",
-    "Origin",
-    "OutOfBoundsError",
-    "OutputError",
-    "PauthKey",
-    "PcType",
-    "Policy",
-    "RegRule",
-    "Registers",
-    "ResolvedSFrame",
-    "RowLookup",
-    "RowSpec",
-    "RuleKind",
-    "SFrameBuilder",
-    "SFrameError",
-    "SFrameSection",
-    "SectionLookup",
-    "SectionSpec",
-    "Severity",
-    "SkippedFunction",
-    "SourceFrame",
-    "StackReport",
-    "Step",
-    "StopKind",
-    "SymbolOptions",
-    "SymbolRecord",
-    "SymbolTable",
-    "ThreadTrace",
-    "TruncatedError",
-    "UnsortedError",
-    "UnsupportedVersionError",
-    "UnwindError",
-    "Unwinder",
-    "Verdict",
-    "Version",
-    "WalkState",
-    "WordSize",
-    "__version__",
-    "generate_from_elf",
-    "load_sframe",
-    "resolve_sframe",
-    "stack_of_core",
-    "stack_of_process",
-    "stack_of_remote",
-]
+def _exports() -> dict[str, str]:
+    """Public name -> module that defines it, from the ``if TYPE_CHECKING:`` imports below."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    guarded = next(
+        node for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    )  # fmt: skip
+    return {
+        alias.name: f"{__name__}.{statement.module}"
+        for statement in guarded.body
+        if isinstance(statement, ast.ImportFrom) and statement.module is not None
+        for alias in statement.names
+    }
+
+
+#: Public name -> module that defines it.
+_EXPORTS = _exports()
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
@@ -179,76 +70,133 @@ def __dir__() -> list[str]:
     return __all__
 
 
-if TYPE_CHECKING:
-    from .elf.dwarf_lines import SourceFrame
-    from .elf.reader import ElfSection, ElfSegment
-    from .elf.symbols import FunctionColumns, FunctionSymbols, SymbolRecord, SymbolTable
+if TYPE_CHECKING:  # the public names: ``X as X`` re-exports each
+    # isort: off
+    from .elf.dwarf_lines import (
+        SourceFrame as SourceFrame,
+    )
+    from .elf.reader import (
+        ElfSection as ElfSection,
+        ElfSegment as ElfSegment,
+    )
+    from .elf.symbols import (
+        FunctionColumns as FunctionColumns,
+        FunctionSymbols as FunctionSymbols,
+        SymbolRecord as SymbolRecord,
+        SymbolTable as SymbolTable,
+    )
     from .errors import (
-        BadMagicError,
-        CfiError,
-        ConversionError,
-        ElfError,
-        EncodeError,
-        FormatError,
-        InputError,
-        InvalidFieldError,
-        NoSFrameError,
-        OutOfBoundsError,
-        OutputError,
-        SFrameError,
-        TruncatedError,
-        UnsortedError,
-        UnsupportedVersionError,
-        UnwindError,
+        BadMagicError as BadMagicError,
+        CfiError as CfiError,
+        ConversionError as ConversionError,
+        ElfError as ElfError,
+        EncodeError as EncodeError,
+        FormatError as FormatError,
+        InputError as InputError,
+        InvalidFieldError as InvalidFieldError,
+        NoSFrameError as NoSFrameError,
+        OutOfBoundsError as OutOfBoundsError,
+        OutputError as OutputError,
+        SFrameError as SFrameError,
+        TruncatedError as TruncatedError,
+        UnsortedError as UnsortedError,
+        UnsupportedVersionError as UnsupportedVersionError,
+        UnwindError as UnwindError,
     )
-    from .format.builder import FunctionBuilder, RowSpec, SFrameBuilder
+    from .format.builder import (
+        FunctionBuilder as FunctionBuilder,
+        RowSpec as RowSpec,
+        SFrameBuilder as SFrameBuilder,
+    )
     from .format.constants import (
-        Abi,
-        BaseReg,
-        FdeType,
-        Flags,
-        FreType,
-        PauthKey,
-        PcType,
-        Version,
-        WordSize,
+        Abi as Abi,
+        BaseReg as BaseReg,
+        FdeType as FdeType,
+        Flags as Flags,
+        FreType as FreType,
+        PauthKey as PauthKey,
+        PcType as PcType,
+        Version as Version,
+        WordSize as WordSize,
     )
-    from .format.encode import SectionSpec
-    from .format.findings import Finding, Severity
-    from .format.lookup import BatchResult, SectionLookup
+    from .format.encode import (
+        SectionSpec as SectionSpec,
+    )
+    from .format.findings import (
+        Finding as Finding,
+        Severity as Severity,
+    )
+    from .format.lookup import (
+        BatchResult as BatchResult,
+        SectionLookup as SectionLookup,
+    )
     from .format.model import (
-        CfaRule,
-        FrameRow,
-        Function,
-        Header,
-        LookupResult,
-        RegRule,
-        RuleKind,
+        CfaRule as CfaRule,
+        FrameRow as FrameRow,
+        Function as Function,
+        Header as Header,
+        LookupResult as LookupResult,
+        RegRule as RegRule,
+        RuleKind as RuleKind,
     )
-    from .format.section import SFrameSection
-    from .format.view import Buffer, FunctionTable
-    from .generate.driver import GenerateResult, generate_from_elf
-    from .generate.rows import GeneratedFunction, SkippedFunction
-    from .sources.resolve import Origin, ResolvedSFrame, load_sframe, resolve_sframe
-    from .sources.trust import Policy, Verdict
+    from .format.section import (
+        SFrameSection as SFrameSection,
+    )
+    from .format.view import (
+        Buffer as Buffer,
+        FunctionTable as FunctionTable,
+    )
+    from .generate.driver import (
+        GenerateResult as GenerateResult,
+        generate_from_elf as generate_from_elf,
+    )
+    from .generate.rows import (
+        GeneratedFunction as GeneratedFunction,
+        SkippedFunction as SkippedFunction,
+    )
+    from .input import (
+        ByteStream as ByteStream,
+    )
+    from .perf.data import (
+        PerfData as PerfData,
+    )
+    from .sources.resolve import (
+        Origin as Origin,
+        ResolvedSFrame as ResolvedSFrame,
+        load_sframe as load_sframe,
+        resolve_sframe as resolve_sframe,
+    )
+    from .sources.trust import (
+        Policy as Policy,
+        Verdict as Verdict,
+    )
     from .unwind.core import (
-        Backtrace,
-        Frame,
-        FrameSource,
-        ModuleInfo,
-        Registers,
-        RowLookup,
-        Step,
-        StopKind,
-        Unwinder,
-        WalkState,
+        Backtrace as Backtrace,
+        Frame as Frame,
+        FrameSource as FrameSource,
+        ModuleInfo as ModuleInfo,
+        Registers as Registers,
+        RowLookup as RowLookup,
+        Step as Step,
+        StopKind as StopKind,
+        Unwinder as Unwinder,
+        WalkState as WalkState,
     )
-    from .unwind.modules import AddressSpace, ElfFacts, ElfFiles, Module
+    from .unwind.modules import (
+        AddressSpace as AddressSpace,
+        ElfFacts as ElfFacts,
+        ElfFiles as ElfFiles,
+        Module as Module,
+    )
     from .unwind.stack import (
-        StackReport,
-        ThreadTrace,
-        stack_of_core,
-        stack_of_process,
-        stack_of_remote,
+        StackReport as StackReport,
+        ThreadTrace as ThreadTrace,
+        stack_of_core as stack_of_core,
+        stack_of_process as stack_of_process,
+        stack_of_remote as stack_of_remote,
     )
-    from .unwind.symbolize import ModuleSymbols, SymbolOptions
+    from .unwind.symbolize import (
+        ModuleSymbols as ModuleSymbols,
+        SymbolOptions as SymbolOptions,
+    )
+    # isort: on

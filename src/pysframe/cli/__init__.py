@@ -3,6 +3,13 @@
 Each sub-command module defines ``register(subparsers)``, which adds its parser and sets
 ``func`` to a callable taking the parsed arguments and returning the exit status.
 Exit status: 0 success, 1 failure (bad input, findings), 2 usage error.
+
+The sub-commands: ``dump``, ``info``, ``lookup``, ``check``, ``verify``, ``generate``,
+``compact``, ``repair``, ``stats``, ``stack`` and ``perf`` (with ``perf script``, ``report``
+and ``stats``).  Beside them: ``options`` (the options several sub-commands share, declared
+once), ``report`` (every line written on stderr: errors, warnings, notes), ``usage`` (usage
+errors), ``progress`` (the progress bar) and ``shell_files`` (the man page and shell
+completions, generated from the parser).
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
     """Write one file's JSON document (``--json``: an item of the list; ``--jsonl``: a line for
     the section, then one per function), streamed; False when the file could not be dumped (and
     nothing was written for it)."""
-    from ..tools.dump_json import function_json_pieces, section_header_json, section_json_chunks
+    from ..tools.dump import function_json_pieces, section_header_json, section_json_chunks
 
     try:
         found = _resolve(path, args)
@@ -194,7 +194,7 @@ def _dump_json(path: str, args: argparse.Namespace, out: TextIO, first: bool) ->
 
 def _lines(functions: Iterable[tuple[bool, str]], prefix: str) -> Iterator[str]:
     """A JSON Lines record per function, ``prefix`` then its object, from the pieces of
-    :func:`~pysframe.tools.dump_json.function_json_pieces`."""
+    :func:`~pysframe.tools.dump.function_json_pieces`."""
     first = True
     for begins, piece in functions:
         if begins:

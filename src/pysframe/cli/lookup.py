@@ -94,8 +94,7 @@ def _pcs_from_file(name: str) -> Iterator[Location]:
 
 def run(args: argparse.Namespace) -> int:
     from ..sources import resolve_sframe
-    from ..tools.lookup import FileLookup, Target
-    from ..tools.lookup_text import result_json, result_text
+    from ..tools.lookup import FileLookup, Target, result_json, result_text
 
     path: str = args.file
     check_source_options(args, "lookup", [path])

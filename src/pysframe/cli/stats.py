@@ -39,8 +39,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tools.stats import collect, plot_stats, total
-    from ..tools.stats_text import CSV_FIELDS, stats_csv_rows, stats_json, stats_table
+    from ..tools.stats import (
+        CSV_FIELDS,
+        collect,
+        plot_stats,
+        stats_csv_rows,
+        stats_json,
+        stats_table,
+        total,
+    )
 
     paths = batch_paths(args, "stats")
     if args.plot:

@@ -16,6 +16,9 @@ Each module's job:
 * ``dwarf_lines``, ``line_program``: source lines and inlined functions at an address from
   DWARF, whose units and DIEs pyelftools parses from the reader's sections (the only use of
   pyelftools in pysframe), and line-number programs decoded to flat arrays;
+* ``dwarf_info``: DWARF debugging information entries read straight from the section bytes;
+* ``addr2line``, ``addr2line_tables``: what binutils' ``addr2line -f -i`` prints for an
+  address, and the per-unit tables it looks addresses up in, built as BFD builds them;
 * ``inject``, ``rewrite``: writing a copy that carries a new ``.sframe``, and a new SFrame
   section over the old one in place.
 """

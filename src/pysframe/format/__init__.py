@@ -17,8 +17,8 @@
   changing their version or byte order;
 * :mod:`~pysframe.format.compact`, :mod:`~pysframe.format.merge`: compaction, and sections a
   linker concatenated, found and merged;
-* :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`,
-  :mod:`~pysframe.format.validate_rows`: the format's, GNU ld's and the kernel's rules.
+* :mod:`~pysframe.format.findings`, :mod:`~pysframe.format.validate`: the format's, GNU ld's
+  and the kernel's rules.
 
 The public names are re-exported by :mod:`pysframe`.
 """

@@ -2,7 +2,11 @@
 
 * :mod:`~pysframe.sources.resolve`: a file's SFrame section -- its own (by section header or
   program header), a bare section file, or generated from its CFI -- with its
-  :class:`~pysframe.sources.resolve.Origin`.
+  :class:`~pysframe.sources.resolve.Origin`;
+* :mod:`~pysframe.sources.trust`: whether a file's own section can be trusted for unwinding
+  (the checks, the policy), and which SFrame to use;
+* :mod:`~pysframe.sources.cache`: generated SFrame and the checks' verdicts kept on disk,
+  each entry bound to the exact file it was made from.
 """
 
 from __future__ import annotations

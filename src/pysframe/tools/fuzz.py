@@ -54,7 +54,7 @@ from ..format.layout import (
 )
 from ..format.model import Function
 from ..format.section import SFrameSection
-from . import dump, dump_json
+from . import dump
 
 #: Peak traced memory allowed per input byte, plus a constant slack.
 MEMORY_FACTOR = 512
@@ -130,7 +130,7 @@ def _exercise_section(section: SFrameSection, data: bytes) -> None:
 def _dump(section: SFrameSection) -> None:
     """objdump-style text, readelf-style text and JSON of the section."""
     _stage(lambda: dump.section_text(section))
-    _stage(lambda: dump_json.section_json(section))
+    _stage(lambda: dump.section_json(section))
     _stage(lambda: dump.readelf_text(".sframe", section))
 
 
