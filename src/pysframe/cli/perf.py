@@ -287,6 +287,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="read the recordings on the Dask cluster of this scheduler (needs pysframe[dask])",
     )  # fmt: skip
     parser.add_argument(
+        "--fix-leaf", action="store_true",
+        help="insert the caller a frame-pointer chain (perf record -g) left out where the "
+        "recording proves it; a caller whose return address only the stack holds cannot be, "
+        "and one line says how many",
+    )  # fmt: skip
+    parser.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,
         help="a progress bar on stderr (default: when stderr is a terminal)",
     )  # fmt: skip
@@ -324,6 +330,7 @@ def _options(args: argparse.Namespace) -> Options:
         symbols=symbol_options(args), inline=_inline(args),
         merge_callchains=getattr(args, "merge_callchains", True),
         srcline=bool(getattr(args, "srcline", False)),
+        fix_leaf=getattr(args, "fix_leaf", False),
     )  # fmt: skip
 
 

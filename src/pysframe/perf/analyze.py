@@ -30,23 +30,31 @@ from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
 from ..sources.trust import Policy
-from ..unwind import STOPS, StopKind, SymbolOptions
+from ..unwind import STOPS, StopKind, SymbolOptions, Walks
 from .data import DEFAULT_CHUNK, PerfData
 from .deferred import DeferredTally, deferred_cookie
-from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel_symbols
-from .layout import CONTEXT_USER, MISC_CPUMODE_MASK, MISC_KERNEL, RecordType, SampleType
+from .kernel import KernelSymbols, kernel_symbols
+from .layout import (
+    CONTEXT_USER_DEFERRED,
+    FLAG_EXCLUDE_CALLCHAIN_USER,
+    MISC_CPUMODE_MASK,
+    MISC_KERNEL,
+    RecordType,
+    SampleType,
+)
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
 from .profile import KERNEL_MODULE, UNKNOWN, DeferredChain, FrameInfo, Profile
 from .records import DeferredCallchainEvent, LostEvent, SideBandEvent
 from .samples import range_positions
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES
+from .walk import MAX_FRAMES, RecordedChains, discarded_chains, kernel_parts
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ..elf.addr2line import Addr2Line, Record
+    from .header import EventAttr
 
 #: The unit of the period of the software clock events (cpu-clock, task-clock).
 _CLOCK_EVENTS = frozenset({"cpu-clock", "task-clock"})
@@ -72,6 +80,9 @@ class Options:
     #: Stitch deferred user callchains to their samples (perf's default); False: keep them
     #: apart, as ``perf script --no-merge-callchain`` does (deferred.py).
     merge_callchains: bool = True
+    #: Insert the caller a recorded frame-pointer chain left out where the recording proves
+    #: it (``--fix-leaf``); says in one line what it could not insert.
+    fix_leaf: bool = False
 
 
 @dataclass(slots=True)
@@ -100,6 +111,44 @@ class WalkStats:
     origins: dict[str, str] = field(default_factory=dict)
     #: Problems met (a file cut short...), one line each.
     problems: list[str] = field(default_factory=list)
+    #: Samples with user frames from their recorded callchain (``perf record -g``), and
+    #: samples with both a stack copy walked and a recorded user callchain.
+    recorded: int = 0
+    both: int = 0
+    #: Per event (by name): how its user stacks were recorded, and its samples' counts.
+    events: dict[str, EventStats] = field(default_factory=dict)
+    #: Samples whose recorded frame-pointer chain leaves out the caller of the function at
+    #: their PC (SFrame: that function had no frame of its own on the FP there), by the
+    #: module of that PC.
+    chain_missed_caller: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class EventStats:
+    """How one event's user stacks were recorded (``kind``: "dwarf", a stack copy to walk;
+    "fp", a user callchain the kernel's frame-pointer walk recorded; "deferred", one the kernel
+    sends later in its own record; "none") and how many of its samples have walked frames,
+    recorded frames, and both."""
+
+    kind: str
+    samples: int = 0
+    walked: int = 0
+    recorded: int = 0
+    both: int = 0
+
+
+def callchain_kind(attr: EventAttr) -> str:
+    """How the event of ``attr`` records user stacks: "dwarf" (PERF_SAMPLE_STACK_USER with a
+    size: ``--call-graph dwarf``), "fp" (PERF_SAMPLE_CALLCHAIN with its user part:
+    ``-g``), else "none" (a sample's PC alone).  A deferred chain shows in the samples
+    (:data:`~pysframe.perf.layout.CONTEXT_USER_DEFERRED`), not here."""
+    if attr.sample_type & SampleType.STACK_USER and attr.sample_stack_user:
+        return "dwarf"
+    if attr.sample_type & SampleType.CALLCHAIN and not (
+        attr.flags & FLAG_EXCLUDE_CALLCHAIN_USER
+    ):
+        return "fp"
+    return "none"
 
 
 def profile_recording(
@@ -166,6 +215,7 @@ def profile_recording(
                                          merge_deferred=options.merge_callchains,
                                          deferred=tally, wanted=wanted):  # fmt: skip
                 _add_chunk(profile, stats, walked, namer, events, defers)
+                _count_events(stats, walked, data.attrs, spaces)
                 if on_chunk is not None:
                     header = data.header
                     end = header.data_offset + header.data_size if not header.pipe else 0
@@ -178,6 +228,8 @@ def profile_recording(
             shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
         stats.problems += [str(problem) for problem in data.problems]
+        if options.fix_leaf:
+            stats.problems.append(_fix_leaf_note(path, stats))
         # What the whole recording says is said by the first part alone: every part reads
         # every record (only the walks are sliced).
         first = part is None or part[0] == 0
@@ -248,6 +300,25 @@ def _profile_part(
     return profile_recording(path, options, part=(index, count))
 
 
+def _fix_leaf_note(path: str, stats: WalkStats) -> str:
+    """What ``--fix-leaf`` did.  A recorded frame-pointer chain leaves out the caller of a
+    function that had not set up its frame at the sample's PC (``perf stats`` counts them);
+    SFrame then says where that caller's return address is: in the stack, at the CFA less
+    8 on x86-64.  A recording with ``--user-regs`` holds the sample's SP, FP and PC, but not
+    the stack: only a stack copy proves the address, and a sample with one is walked (its
+    frames are the walk's, not the chain's).  So nothing is inserted, and this line says
+    why."""
+    missed = sum(stats.chain_missed_caller.values())
+    if not missed:
+        return f"{path}: --fix-leaf: no recorded callchain left out a caller; nothing to insert"
+    return (
+        f"{path}: --fix-leaf: {missed:,} recorded callchains left out the caller of the "
+        "function at the sample's PC, and nothing recorded proves which it is: its return "
+        "address is in stack memory, and these samples have no stack copy (record with "
+        "--call-graph dwarf to have them walked); their frames are left as recorded"
+    )
+
+
 def _lost_problem(path: str, lost: Counter[bool], samples: int) -> str:
     """The one line on the samples the kernel dropped: perf record did not empty its buffers
     in time (util/session.c perf_session__warn_about_errors warns of LOST records, and of the
@@ -283,20 +354,6 @@ def _add_deferred(profile: Profile, namer: _Namer, event: DeferredCallchainEvent
         event.time or 0, pid, tid, profile.comm_id(namer.spaces.comm(tid)), event.cookie,
         profile.stack_id(frames),
     ))  # fmt: skip
-
-
-def _recorded_user(chain: list[int]) -> tuple[list[int], int | None]:
-    """The user addresses a callchain recorded (after its PERF_CONTEXT_USER, up to the next
-    marker) and the cookie of a deferred user callchain it waited for in vain (None: not
-    one)."""
-    cookie = deferred_cookie(chain)
-    if cookie is not None or CONTEXT_USER not in chain:
-        return [], cookie
-    start = len(chain) - chain[::-1].index(CONTEXT_USER)
-    end = start
-    while end < len(chain) and chain[end] < PERF_CONTEXT_MAX:
-        end += 1
-    return chain[start:end], None
 
 
 def _unit(name: str | None) -> str:
@@ -696,10 +753,15 @@ class _Namer:
             reader.close()
 
     def expanded_all(
-        self, frames: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+        self,
+        frames: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        plain: npt.NDArray[np.bool_] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``frames`` (``lengths[i]`` of them for sample ``i``) with the functions inlined at
-        each before it (``inline``), and how many each sample then has."""
+        each before it (``inline``), and how many each sample then has; the frames ``plain``
+        says stay as they are (perf 6.1 adds no inline entries to a recorded callchain's
+        frames: util/machine.c add_callchain_ip, unlike unwind_entry)."""
         if not self.expanded or not len(frames):
             return frames, lengths
         distinct, inverse = np.unique(frames, return_inverse=True)
@@ -708,9 +770,14 @@ class _Namer:
         sizes = np.array([len(expansion) for expansion in each], dtype=np.int64)
         flat = np.array([frame for expansion in each for frame in expansion], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        out = flat[range_positions(starts[inverse], sizes[inverse])]
+        start_of, size_of = starts[inverse], sizes[inverse]
+        if plain is not None and plain.any():  # the frame itself, after the expansions
+            flat = np.concatenate([flat, distinct])
+            start_of = np.where(plain, len(flat) - len(distinct) + inverse, start_of)
+            size_of = np.where(plain, 1, size_of)
+        out = flat[range_positions(start_of, size_of)]
         owner = np.repeat(np.arange(len(lengths)), lengths)
-        return out, np.bincount(owner, weights=sizes[inverse], minlength=len(lengths)).astype(
+        return out, np.bincount(owner, weights=size_of, minlength=len(lengths)).astype(
             np.int64
         )
 
@@ -782,14 +849,16 @@ def _add_chunk(
     deferred.py), or the cookie of the one that never came."""
     samples, walks = walked.samples, walked.walks
     count = len(samples)
-    # User frames: a return address is printed and looked up one byte back.
-    lookup = walks.pc - np.where(walks.exact, np.uint64(0), np.uint64(1))
-    printed = lookup + walks.delta  # perf's map_ip: pc - start + pgoff
-    pids = np.repeat(samples.pid.astype(np.int64), np.diff(walks.offsets))
+    user = _user_frames(walks, walked.recorded)
+    # A return address a walk found is printed and looked up one byte back; the frames of a
+    # recorded callchain at their own address (perf 6.1's add_callchain_ip).
+    lookup = user.pc - np.where(user.exact, np.uint64(0), np.uint64(1))
+    printed = lookup + user.delta  # perf's map_ip: pc - start + pgoff
+    pids = np.repeat(samples.pid.astype(np.int64), user.lengths)
     user_ids, user_lengths = namer.expanded_all(
-        namer.user(profile, walks.module, lookup, printed, pids), np.diff(walks.offsets)
+        namer.user(profile, user.module, lookup, printed, pids), user.lengths, ~user.walked
     )
-    kernel_at, kernel_lengths = _kernel_parts(samples.callchain, samples.callchain_offsets)
+    kernel_at, kernel_lengths = kernel_parts(samples.callchain, samples.callchain_offsets)
     kernel_addresses = samples.callchain[kernel_at]
     distinct, inverse = np.unique(kernel_addresses, return_inverse=True)
     kernel_ids = np.array(namer.kernel_frames(profile, distinct), dtype=np.int64)
@@ -806,15 +875,16 @@ def _add_chunk(
         profile.stack_id(flat[start : start + length])
         for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
     ]
+    # A sample whose deferred user callchain never came (or was kept apart): its kernel part,
+    # then the cookie, as perf prints it.  (A merged one has its user frames recorded after
+    # PERF_CONTEXT_USER, named above as any recorded callchain's.)
     deferring = defers[np.minimum(samples.attr.astype(np.int64), len(defers) - 1)]
     for index in np.flatnonzero(deferring & (user_lengths == 0)).tolist():
-        user, cookie = _recorded_user(samples.callchain_of(index).tolist())
-        extra = namer.recorded(profile, int(samples.pid[index]), user)
+        cookie = deferred_cookie(samples.callchain_of(index).tolist())
         if cookie is not None:
-            extra.append(profile.frame_id(FrameInfo(cookie, UNKNOWN, cookie=True)))
-        if extra:
-            stacks[index] = profile.stack_id([*profile.stacks[stacks[index]], *extra])
-            lengths[index] += len(extra)
+            extra = profile.frame_id(FrameInfo(cookie, UNKNOWN, cookie=True))
+            stacks[index] = profile.stack_id([*profile.stacks[stacks[index]], extra])
+            lengths[index] += 1
     # A user-mode sample without frames: its IP alone, in the map holding it, as perf
     # prints it (thread__find_map of the sample's IP)
     kernel_mode = (samples.misc & MISC_CPUMODE_MASK) == MISC_KERNEL
@@ -822,7 +892,9 @@ def _add_chunk(
     for index in np.flatnonzero((lengths == 0) & kernel_mode).tolist():
         (frame,) = namer.kernel_frames(profile, samples.ip[index : index + 1])
         stacks[index] = profile.stack_id([frame])
-    for index in np.flatnonzero((lengths == 0) & ~kernel_mode).tolist():
+    # (not where perf threw the recorded chain away: it prints no frame then)
+    kept = ~discarded_chains(samples.callchain, samples.callchain_offsets)
+    for index in np.flatnonzero((lengths == 0) & ~kernel_mode & kept).tolist():
         ip, pid = samples.ip[index : index + 1], np.array([samples.pid[index]], np.int64)
         module, delta = namer.spaces.mappings_at(int(pid[0]), ip)
         (frame,) = namer.user(profile, module, ip, ip + delta, pid).tolist()
@@ -849,6 +921,45 @@ def _add_chunk(
     _count(stats, walked, namer.spaces)
 
 
+@dataclass(frozen=True, slots=True)
+class _UserFrames:
+    """Each sample's user frames: those its walk found where it was walked, else those its
+    callchain holds (``lengths[i]`` for sample ``i``, one sample after the other)."""
+
+    lengths: npt.NDArray[np.int64]
+    pc: npt.NDArray[np.uint64]
+    module: npt.NDArray[np.int64]
+    delta: npt.NDArray[np.uint64]
+    exact: npt.NDArray[np.bool_]
+    #: Which frames a walk found (the others: a recorded callchain's).
+    walked: npt.NDArray[np.bool_]
+
+
+def _user_frames(walks: Walks, recorded: RecordedChains) -> _UserFrames:
+    """The user frames of a chunk's samples: a sample walked from its stack copy has the
+    frames of its walk; one without (``perf record -g``) the frames its callchain holds."""
+    walked = np.diff(walks.offsets)
+    chained = np.where(walks.stop == STOPS.index(StopKind.NO_STACK), np.diff(recorded.offsets), 0)
+    if not chained.any():
+        return _UserFrames(walked, walks.pc, walks.module, walks.delta, walks.exact,
+                           np.ones(len(walks.pc), bool))  # fmt: skip
+    lengths = walked + chained
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    into_walked = range_positions(starts, walked)
+    into_chained = range_positions(starts + walked, chained)
+    from_chained = range_positions(recorded.offsets[:-1], chained)
+    total = int(lengths.sum())
+    pc, module = np.empty(total, np.uint64), np.empty(total, np.int64)
+    delta, exact = np.empty(total, np.uint64), np.ones(total, bool)
+    pc[into_walked], pc[into_chained] = walks.pc, recorded.pc[from_chained]
+    module[into_walked], module[into_chained] = walks.module, recorded.module[from_chained]
+    delta[into_walked], delta[into_chained] = walks.delta, recorded.delta[from_chained]
+    exact[into_walked] = walks.exact
+    from_walk = np.zeros(total, bool)
+    from_walk[into_walked] = True
+    return _UserFrames(lengths, pc, module, delta, exact, from_walk)
+
+
 def _distinct_pairs(
     modules: npt.NDArray[np.int64], addresses: npt.NDArray[np.uint64]
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]]:
@@ -864,26 +975,6 @@ def _distinct_pairs(
     keys = np.stack([modules.astype(np.uint64), addresses]).T
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
     return unique, inverse.reshape(-1)
-
-
-def _kernel_parts(
-    chain: npt.NDArray[np.uint64], offsets: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Where each sample's kernel addresses lie in the recorded callchains (positions, one
-    sample after the other) and how many each has: those after its PERF_CONTEXT_KERNEL, up
-    to the next context marker or the end of its chain."""
-    count = len(offsets) - 1
-    owner = np.repeat(np.arange(count), np.diff(offsets))
-    at_kernel = np.flatnonzero(chain == np.uint64(PERF_CONTEXT_KERNEL))
-    first = np.full(count, -1, dtype=np.int64)
-    first[owner[at_kernel][::-1]] = at_kernel[::-1]  # the first marker of each sample
-    has = first >= 0
-    start = np.where(has, first + 1, offsets[:-1])
-    markers = np.flatnonzero(chain >= np.uint64(PERF_CONTEXT_MAX))
-    following = np.append(markers, np.iinfo(np.int64).max)[np.searchsorted(markers, start)]
-    end = np.minimum(following, offsets[1:])
-    lengths = np.where(has, end - start, 0).astype(np.int64)
-    return range_positions(start, lengths), lengths
 
 
 def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None:
@@ -915,10 +1006,51 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
         stats.module_samples.update({names[m]: n for m, n in _tally(held).items()})
 
 
+def _count_events(
+    stats: WalkStats, walked: WalkedChunk, attrs: list[EventAttr], spaces: AddressSpaces
+) -> None:
+    """Add to ``stats`` each event's kind and its samples with walked frames, recorded
+    frames and both; and the samples whose recorded chain left out the caller of the
+    function at their PC, by module."""
+    samples, walks, recorded = walked.samples, walked.walks, walked.recorded
+    has_walk = walks.stop != STOPS.index(StopKind.NO_STACK)
+    has_chain = np.diff(recorded.offsets) > 0
+    owner = np.repeat(np.arange(len(samples)), np.diff(samples.callchain_offsets))
+    deferred = np.zeros(len(samples), bool)
+    deferred[owner[samples.callchain == np.uint64(CONTEXT_USER_DEFERRED)]] = True
+    stats.recorded += int(has_chain.sum())
+    stats.both += int((has_chain & has_walk).sum())
+    for attr in _tally(samples.attr.astype(np.int64)):
+        chosen = samples.attr == attr
+        known = attr < len(attrs)
+        name = (attrs[attr].name if known else None) or f"event{attr}"
+        kind = callchain_kind(attrs[attr]) if known else "none"
+        event = stats.events.setdefault(name, EventStats(kind))
+        if deferred[chosen].any():
+            event.kind = "deferred"
+        event.samples += int(chosen.sum())
+        event.walked += int((chosen & has_walk).sum())
+        event.recorded += int((chosen & has_chain).sum())
+        event.both += int((chosen & has_walk & has_chain).sum())
+    missed = np.flatnonzero(recorded.leaf_not_set_up & has_chain & ~has_walk)
+    if len(missed):
+        names = [shown_name(module.path) for module in spaces.modules] + [UNKNOWN]
+        modules = recorded.module[recorded.offsets[missed]]
+        stats.chain_missed_caller.update({names[m]: n for m, n in _tally(modules).items()})
+
+
 def _tally(values: npt.NDArray[np.int64] | npt.NDArray[np.int8]) -> dict[int, int]:
     """How many times each value occurs."""
     distinct, counts = np.unique(values, return_counts=True)
     return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
 
 
-__all__ = ["MIN_PART_BYTES", "Options", "WalkStats", "profile_parts", "profile_recording"]
+__all__ = [
+    "MIN_PART_BYTES",
+    "EventStats",
+    "Options",
+    "WalkStats",
+    "callchain_kind",
+    "profile_parts",
+    "profile_recording",
+]

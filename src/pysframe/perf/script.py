@@ -37,6 +37,12 @@ def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
     return _frame_text(frame, DEFAULT_FIELDS | {"srcline"} if srcline else DEFAULT_FIELDS, True)
 
 
+def _event_width(profile: Profile) -> int:
+    """The width perf prints event names in: the longest name of the recording's events
+    (builtin-script.c process_event: ``%*s``, evlist__max_name_len), each right-aligned."""
+    return max((len(escape_controls(name)) for name, _unit in profile.events), default=0)
+
+
 def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
     """Sample ``index`` of an event with callchains as perf script prints it by default
     (``frames``: its frames' lines): the command, the thread, the CPU where the samples have
