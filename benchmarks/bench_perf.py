@@ -10,16 +10,23 @@ programs, under the benchmark cache:
   std::function, exceptions, templates, threads), built the same way;
 * ``python``: python3 running a JSON loop (deep interpreter stacks);
 * ``inline``: tests/data/perf/inlined.c and its library inlinedlib.c, built with -O2 -g
-  (hot chains of inlined functions, the DWARF perf's inline frames come from).
+  (hot chains of inlined functions, the DWARF perf's inline frames come from);
+* ``small``: the ``c`` workload, a few hundred samples (the fixed cost: start-up, symbols,
+  kallsyms; goal: at most 0.25 s of CPU).
 
 For each recording, each command runs in a fresh process with its output to /dev/null, and
 the kernel's account of it (wait4) gives its CPU time (user + system), wall time and peak
 resident set; medians of ``--runs``.  perf's default ``perf script`` (inline frames) is
 counted with the addr2line processes it starts and never waits for.  pysframe runs once
-first, so that the SFrame it generates for modules without their own is in its cache (what a
-second report sees).  The ratios printed are pysframe's over perf's: the goals are at most 0.5
-for ``perf script --no-inline`` and ``perf script`` and 0.2 for ``perf report --format
-folded`` (against ``perf script --no-inline``, both without inline frames).
+first, so that the SFrame it generates for modules without their own, and the symbol tables
+and kallsyms it parses, are in its cache (what a second report sees).  pysframe runs with
+``-j 1`` for its CPU time (every process it starts counted); then with ``-j 2``, for its wall
+time, its output checked to be ``-j 1``'s.  The ratios printed are pysframe's over perf's:
+the goals are at most 1.0 for ``perf script --no-inline``, 0.5 for ``perf script`` (inline
+frames, against perf's default with them), 0.8 for ``perf report --format folded`` (against
+``perf script --no-inline``, both without inline frames), and a wall time of 0.6 with ``-j
+2``.  The machine's load average is printed before and after: on a loaded machine read the
+ratios, not the times.
 
 Then, in this process: the walk alone (:func:`pysframe.perf.session.walk_recording`), in
 frames per second of CPU time (goal: 1M); and the agreement of the two texts, sample by
@@ -32,12 +39,14 @@ frames perf names whose names are perf's.
 The installed package is measured as users have it, its modules compiled (``compileall``).
 
     python benchmarks/bench_perf.py [--quick] [--runs N] [--samples N] [--big] [--workloads W,...]
+        [--ratios-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import hashlib
 import os
 import re
 import shutil
@@ -51,6 +60,8 @@ from pathlib import Path
 import common
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Samples of the ``small`` workload.
+SMALL_SAMPLES = 300
 DATA = ROOT / "tests" / "data" / "perf"
 FLAGS = ["-O2", "-fomit-frame-pointer"]
 PYTHON_WORKLOAD = (
@@ -225,24 +236,42 @@ def inline_agreement(perf: str, path: Path) -> tuple[int, float]:
     return len(theirs), same / max(len(theirs), 1)
 
 
-def compare(perf: str, name: str, path: Path, runs: int) -> None:
+def output_digest(command: list[str]) -> str:
+    """The SHA-256 of what ``command`` writes on standard output."""
+    digest = hashlib.sha256()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+        assert process.stdout is not None
+        while block := process.stdout.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def compare(perf: str, name: str, path: Path, runs: int, ratios_only: bool = False) -> None:
     common.heading(f"{name}: {path} ({path.stat().st_size / 2**20:.0f} MiB)")
     pysframe = [sys.executable, "-m", "pysframe", "perf"]
-    measured([*pysframe, "script", str(path)])  # fills the SFrame cache
+    measured([*pysframe, "script", str(path)])  # fills the cache (SFrame, symbols, kallsyms)
     plain = medians([perf, "script", "--no-inline", "-i", str(path)], runs)
     inline = medians([perf, "script", "-i", str(path)], runs, descendants=True)
     print(f"  {'perf script --no-inline':<34} {_figures(plain)}")
     print(f"  {'perf script (inline, addr2line)':<34} {_figures(inline)}")
+    script = [*pysframe, "script", "--no-inline", str(path)]
     for label, command, reference, goal in (
-        ("pysframe perf script --no-inline", [*pysframe, "script", "--no-inline", str(path)],
-         plain, 0.5),
-        ("pysframe perf script (inline)", [*pysframe, "script", str(path)], inline, 0.5),
+        ("pysframe perf script --no-inline", [*script, "-j", "1"], plain, 1.0),
+        ("pysframe perf script (inline)", [*pysframe, "script", "-j", "1", str(path)], inline,
+         0.5),
         ("pysframe perf report folded", [*pysframe, "report", "--format", "folded",
-                                         "--no-inline", str(path)], plain, 0.2),
+                                         "--no-inline", "-j", "1", str(path)], plain, 0.8),
     ):  # fmt: skip
-        ours = medians(command, runs)
+        ours = medians(command, runs, descendants=True)
         ratio = ours["cpu"] / reference["cpu"]
         print(f"  {label:<34} {_figures(ours)}   CPU ratio {ratio:.2f} (goal {goal})")
+    parallel = medians([*script, "-j", "2"], runs, descendants=True)
+    identical = output_digest([*script, "-j", "2"]) == output_digest([*script, "-j", "1"])
+    print(f"  {'pysframe perf script -j 2':<34} {_figures(parallel)}   wall ratio "
+          f"{parallel['wall'] / plain['wall']:.2f} (goal 0.6), output "
+          f"{'identical to' if identical else 'DIFFERENT from'} -j 1")  # fmt: skip
+    if ratios_only:
+        return
     frames, rate = walk_rate(path)
     print(f"  the walk alone: {frames:,} frames, {rate / 1e6:.2f} M frames/s of CPU (goal 1)")
     compared, frames_same, names_same = agreement(perf, path)
@@ -259,8 +288,12 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=None, help="samples per recording")
     parser.add_argument("--big", action="store_true", help="also a 1 GB recording's memory")
     parser.add_argument(
-        "--workloads", default="c,c++,python,inline",
-        help="the workloads to measure, comma-separated (default c,c++,python,inline)",
+        "--workloads", default="c,c++,python,inline,small",
+        help="the workloads to measure, comma-separated (default c,c++,python,inline,small)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ratios-only", action="store_true",
+        help="the times and ratios only (not the walk's rate nor the agreement with perf)",
     )  # fmt: skip
     args = parser.parse_args()
     perf = shutil.which("perf")
@@ -272,13 +305,17 @@ def main() -> int:
     runs = 1 if args.quick else args.runs
     workloads: list[tuple[str, Callable[[], Path | None]]] = [
         (name, lambda name=name: record(perf, name, samples))  # type: ignore[misc]
+        if name != "small" else (name, lambda: record(perf, "c", SMALL_SAMPLES))
         for name in args.workloads.split(",")
-    ]
+    ]  # fmt: skip
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"({os.cpu_count()} CPUs)")  # fmt: skip
     for name, make in workloads:
         path = make()
         if path is None:
             return 1
-        compare(perf, name, path, runs)
+        compare(perf, name, path, runs, args.ratios_only)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.big:
         path = record(perf, "c", 120_000, period=20_000)
         if path is None:

@@ -7,9 +7,9 @@ Two profiles:
 * the stacks perf unwound of DWARF recordings: of tests/data/perf/perfprog.c (the recording
   bench_perf_read.py makes and caches: shallow stacks) and of a Python workload (deep stacks,
   many of them inlined functions), with ``perf script --no-inline`` on the same file as the
-  reference: each writer's CPU time beside perf script's.  The whole ``pysframe perf
-  report`` must take at most a fifth of perf script's CPU time, and the unwinding most of
-  that.
+  reference: each writer's CPU time beside perf script's (and perf report's table with its
+  call graphs beside the whole ``perf report --stdio``).  The whole ``pysframe perf report``
+  must take at most a fifth of perf script's CPU time, and the unwinding most of that.
 
     python benchmarks/bench_perf_report.py [--quick] [--samples N] [--stacks N] [--runs N]
 """
@@ -36,12 +36,17 @@ from perf_report_support import (  # noqa: E402
     profile_of_perf_script,
     synthetic_profile,
 )
+from pysframe.perf.callgraph import GraphOptions  # noqa: E402
 from pysframe.perf.filters import filter_profile  # noqa: E402
 from pysframe.perf.flamegraph import write_flamegraph  # noqa: E402
 from pysframe.perf.pprof import write_pprof  # noqa: E402
 from pysframe.perf.profile import Profile  # noqa: E402
 from pysframe.perf.report import write_folded, write_json, write_top  # noqa: E402
 from pysframe.perf.speedscope import write_speedscope  # noqa: E402
+from pysframe.perf.top import TopOptions  # noqa: E402
+
+#: The table as a plain perf report --stdio prints it: children, call graphs.
+PERF_DEFAULT = "top --children -g (perf report's default)"
 
 
 def _writers() -> dict[str, Callable[[Profile], object]]:
@@ -51,6 +56,7 @@ def _writers() -> dict[str, Callable[[Profile], object]]:
     return {
         "top": text(write_top),
         "top --children": text(write_top, children=True),
+        PERF_DEFAULT: text(write_top, options=TopOptions(children=True, graph=GraphOptions())),
         "folded": text(write_folded),
         "json": text(write_json),
         "speedscope": text(write_speedscope),
@@ -129,9 +135,15 @@ def against_perf(perf: str, path: Path, runs: int) -> None:
     )
     print(f"input: {path.name}, {len(stacks_of_perf):,} samples, "
           f"{len(stacks_of_perf.stacks):,} distinct stacks")  # fmt: skip
+    report = statistics.median(
+        measured([perf, "report", "--stdio", "--no-inline", "-i", str(path)])[0]["cpu"]
+        for _ in range(runs)
+    )
     for name, write in _writers().items():
         seconds = cpu_seconds(lambda write=write: write(stacks_of_perf), runs)  # type: ignore[misc]
         common.print_ratio(name, seconds, reference, "perf script --no-inline")
+        if name == PERF_DEFAULT:  # beside the whole perf report, its unwinding included
+            common.print_ratio(name, seconds, report, "perf report --stdio --no-inline")
 
 
 if __name__ == "__main__":

@@ -479,25 +479,27 @@ def section_perf(work: Path, picture: Path | None) -> None:
     figure("perf script lines", f"{len(theirs_lines):,}; pysframe perf script: "
            f"{len(ours_lines):,}, {differing} lines different")  # fmt: skip
     figure("perf script text byte-identical", ours == theirs)
-    transcript(pysframe("perf", "report"), folder, keep=lambda lines: lines[:18])
+    table = ("perf", "report", "--no-children", "-g", "none")
+    transcript(pysframe(*table), folder, keep=lambda lines: lines[:18])
     top = subprocess.run(
         ["perf", "report", "--stdio", "--no-children", "--sort", "comm,dso,sym", "-g", "none"],
         cwd=folder, capture_output=True, text=True, errors="replace", check=False,
     ).stdout  # fmt: skip
-    mine = run(pysframe("perf", "report"), folder).stdout
+    mine = run(pysframe(*table), folder).stdout
 
     def rows(text: str) -> list[str]:
         return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
     figure("top table rows equal to perf report's", f"{rows(mine) == rows(top)} "
            f"({len(rows(mine))} rows against {len(rows(top))})")  # fmt: skip
-    transcript(pysframe("perf", "report", "--children"), folder, keep=lambda lines: lines[:14])
+    transcript(pysframe("perf", "report", "-g", "none"), folder, keep=lambda lines: lines[:14])
+    transcript(pysframe("perf", "report"), folder, keep=lambda lines: lines[6:30])
     folded = run(pysframe("perf", "report", "--format", "folded"), folder).stdout.splitlines()
     print("$ pysframe perf report --format folded | sort -k2 -nr | head -3")
     for line in sorted(folded, key=lambda line: -int(line.rsplit(" ", 1)[1]))[:3]:
         print(line)
     transcript(pysframe("perf", "stats"), folder)
-    transcript(pysframe("perf", "report", "--dso", "libprofiled.so"), folder,
+    transcript(pysframe(*table, "--dso", "libprofiled.so"), folder,
                keep=lambda lines: lines[:14])  # fmt: skip
     first = float(re.search(r" (\d+\.\d+): ", ours).group(1))  # type: ignore[union-attr]
     window = f"{first + 1:.1f},{first + 1.5:.1f}"

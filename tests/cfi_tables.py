@@ -98,7 +98,8 @@ def parse_cfi(
         ctx = PointerContext(section_address, ctx.text_base, ctx.data_base, ctx.read_memory)
     table = CfiTable(data, cfi_format, big_endian, address_size)
     r = cfi.Reader(data, big_endian)
-    for kind, offset, body, end, _id_pos, cie_ref in cfi.records(r, cfi_format):
+    walked, failure = cfi.records(r, cfi_format)
+    for kind, offset, body, end, cie_ref in zip(*walked, strict=True):
         if kind == 0:
             table.cies[offset] = cfi.parse_cie(r, offset, body, end, address_size, cfi_format, ctx)
         else:
@@ -106,6 +107,8 @@ def parse_cfi(
             if cie is None:
                 cie = cfi.cie_at(r, table.cies, cie_ref, address_size, cfi_format, ctx, offset)
             table.fdes.append(cfi.parse_fde(r, offset, body, end, cie, cfi_format, ctx))
+    if failure is not None:
+        raise failure
     return table
 
 

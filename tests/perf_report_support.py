@@ -17,7 +17,7 @@ import bisect
 import functools
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pysframe.elf.reader import ElfReader
@@ -305,6 +305,63 @@ def profile_of_perf_script(text: str, source: str = "perf script") -> Profile:
     return profile
 
 
+def profile_of_perf_stacks(path: Path) -> Profile:
+    """A profile of the stacks perf itself unwinds for ``perf report``: those of ``perf script
+    --no-inline`` (:func:`profile_of_perf_script`), each user frame without a symbol also at
+    the address the process saw it at (perf report names such callers by it), worked out
+    from the recording's MMAP records (``printed - pgoff + start`` of the process's mapping
+    of that module); with the recording's build IDs (in its order), lost samples and events
+    with callchains, as :func:`pysframe.perf.analyze.profile_recording` gives them."""
+    import subprocess
+
+    from perf_support import PERF
+
+    text = subprocess.run(
+        [PERF, "script", "--no-inline", "-i", str(path), "-F", SCRIPT_FIELDS, "--ns"],
+        capture_output=True, text=True, timeout=300, check=True, errors="replace",
+    ).stdout  # fmt: skip
+    stacks = profile_of_perf_script(text, str(path))
+    maps: dict[int, list[_Map]] = {}
+    with PerfData.open(path) as data:
+        for build_id in data.features.build_ids:
+            stacks.build_ids.setdefault(build_id.filename, build_id.hex)
+        stacks.events_without_callchain = {
+            attr.name or "cpu-clock" for attr in data.attrs if not attr.sample_type & (1 << 5)
+        }
+        for event in data.events():
+            if isinstance(event, LostEvent):
+                stacks.lost_samples += event.lost if event.id is None else 0
+            elif isinstance(event, MmapEvent) and event.filename.startswith("/"):
+                maps.setdefault(event.pid, []).append(_Map(
+                    event.start, event.start + event.length, event.pgoff, event.filename
+                ))  # fmt: skip
+    profile = Profile(sources=stacks.sources, build_ids=stacks.build_ids,
+                      lost_samples=stacks.lost_samples,
+                      events_without_callchain=stacks.events_without_callchain)  # fmt: skip
+    for index in range(len(stacks)):
+        pid = stacks.pid[index]
+        frames = []
+        for frame in stacks.stack_frames(stacks.stack[index]):
+            if frame.symbol is None and not frame.kernel and frame.module != UNKNOWN:
+                for mapping in reversed(maps.get(pid, [])):
+                    size = mapping.end - mapping.start
+                    if mapping.filename == frame.module and (
+                        mapping.pgoff <= frame.address < mapping.pgoff + size
+                    ):
+                        runtime = frame.address - mapping.pgoff + mapping.start
+                        frame = replace(frame, runtime_address=runtime)
+                        break
+            frames.append(profile.frame_id(frame))
+        name, unit = stacks.events[stacks.event[index]]
+        profile.add(
+            profile.stack_id(frames), pid=pid, tid=stacks.tid[index], time=stacks.time[index],
+            cpu=0, period=stacks.period[index],
+            comm=profile.comm_id(stacks.comms[stacks.comm[index]]),
+            event=profile.event_id(name, unit),
+        )  # fmt: skip
+    return profile
+
+
 # -- made-up profiles --------------------------------------------------------------------------
 
 
@@ -395,6 +452,7 @@ __all__ = [
     "parse_top",
     "profile_of_ips",
     "profile_of_perf_script",
+    "profile_of_perf_stacks",
     "synthetic_profile",
 ]
 

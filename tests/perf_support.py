@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
@@ -42,7 +43,13 @@ SAMPLE_FIELDS = (
 )  # fmt: skip
 # attr flag bits (bit fields in declaration order) and PERF_RECORD_* types.
 FLAG_FREQ, FLAG_SAMPLE_ID_ALL = 1 << 10, 1 << 18
+# Linux 6.19: defer_callchain and defer_output, the bit fields after sigtrap (bit 37).
+FLAG_DEFER_CALLCHAIN, FLAG_DEFER_OUTPUT = 1 << 38, 1 << 39
 MMAP, LOST, COMM, EXIT, FORK, SAMPLE, MMAP2, LOST_SAMPLES = 1, 2, 3, 4, 7, 9, 10, 13
+CALLCHAIN_DEFERRED = 22
+# Callchain context markers (enum perf_callchain_context): (u64)-128, -512, and Linux 6.19's
+# PERF_CONTEXT_USER_DEFERRED, (u64)-640, which the cookie follows.
+CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_USER_DEFERRED = 2**64 - 128, 2**64 - 512, 2**64 - 640
 HEADER_ATTR, HEADER_TRACING_DATA, HEADER_BUILD_ID, FINISHED_ROUND = 64, 66, 67, 68
 AUXTRACE, HEADER_FEATURE, COMPRESSED = 71, 80, 81
 # Feature numbers.
@@ -71,6 +78,24 @@ def build_program(out: Path, name: str) -> Path:
     return program
 
 
+def build_profiled(out: Path) -> Path:
+    """Build ``tests/data/perf/profiled.c`` and its shared library (profiledlib.c) into
+    ``out``, -O2 without frame pointers: the program whose chains the walks are checked on."""
+    if shutil.which("gcc") is None:
+        raise Unavailable("gcc", "gcc is not installed")
+    flags = ["-O2", "-fomit-frame-pointer"]
+    for command in (
+        ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libprofiled.so"),
+         str(DATA / "profiledlib.c")],
+        ["gcc", *flags, "-pthread", "-o", str(out / "profiled"), str(DATA / "profiled.c"),
+         f"-L{out}", "-lprofiled", "-Wl,-rpath,$ORIGIN"],
+    ):  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise Unavailable("gcc", f"cannot build the program: {done.stderr[:200]}")
+    return out / "profiled"
+
+
 #: The options of the golden recordings: fixed period, DWARF call graphs (registers and user
 #: stack copies), the CPU and period in every sample.
 RECORD_OPTIONS = (
@@ -79,14 +104,17 @@ RECORD_OPTIONS = (
 
 
 def record(
-    out: Path, program: list[str], *, pipe: bool = False, options: tuple[str, ...] = RECORD_OPTIONS
+    out: Path, program: list[str], *, pipe: bool = False, options: tuple[str, ...] = RECORD_OPTIONS,
+    environment: dict[str, str] | None = None,
 ) -> Path:
-    """Record ``program`` into ``out`` (with ``-o -`` into the file when ``pipe``)."""
+    """Record ``program`` into ``out`` (with ``-o -`` into the file when ``pipe``), with
+    ``environment`` added to this process's."""
     check_perf()
     command = [PERF, "record", "-q", *options, "-o", "-" if pipe else str(out), "--", *program]
+    env = {**os.environ, **environment} if environment else None
     with open(out, "wb") if pipe else open("/dev/null", "wb") as sink:
         done = subprocess.run(
-            command, stdout=sink, stderr=subprocess.PIPE, timeout=120, check=False
+            command, stdout=sink, stderr=subprocess.PIPE, timeout=120, check=False, env=env
         )
     if done.returncode:
         message = f"perf record failed: {done.stderr.decode(errors='replace')[:300]}"
@@ -277,12 +305,16 @@ class Attr:
     #: PERF_ATTR_SIZE_VER8; smaller sizes cut the struct (0 writes VER0's 64 and says 0).
     size: int = 136
     name: str | None = None
+    #: Linux 6.19's defer_callchain and defer_output (perf record --call-graph fp,defer).
+    defer: bool = False
 
 
 def _flags(attr: Attr, big_endian: bool) -> int:
-    """The bit-field word: disabled at bit 0 ... freq 10 ... sample_id_all 18 (declaration
-    order), which a big-endian machine lays out from bit 63 down."""
+    """The bit-field word: disabled at bit 0 ... freq 10 ... sample_id_all 18 ...
+    defer_callchain 38, defer_output 39 (declaration order), which a big-endian machine lays
+    out from bit 63 down."""
     flags = (FLAG_FREQ if attr.freq else 0) | (FLAG_SAMPLE_ID_ALL if attr.sample_id_all else 0)
+    flags |= (FLAG_DEFER_CALLCHAIN | FLAG_DEFER_OUTPUT) if attr.defer else 0
     return int(f"{flags:064b}"[::-1], 2) if big_endian else flags
 
 
@@ -499,6 +531,19 @@ class PerfFile:
         body = self.pack("Q", count)                       # u64 lost
         body += self.trailer(attr, time=time, ident=self._ident(attr))
         self.record(LOST_SAMPLES, 0, body)
+
+    def callchain_deferred(
+        self, attr: int, pid: int, tid: int, cookie: int, ips: tuple[int, ...], *,
+        time: int = 0, nr: int | None = None,
+    ) -> None:
+        """A PERF_RECORD_CALLCHAIN_DEFERRED (Linux 6.19 perf_event.h): the user callchain of
+        thread ``tid`` for its samples with ``cookie``; ``nr`` says another count than
+        ``len(ips)`` (a corrupt record)."""
+        body = self.pack("Q", cookie)                      # u64 cookie
+        body += self.pack("Q", len(ips) if nr is None else nr)  # u64 nr
+        body += self.pack(f"{len(ips)}Q", *ips)            # u64 ips[nr]
+        body += self.trailer(attr, pid, tid, time, self._ident(attr))  # struct sample_id
+        self.record(CALLCHAIN_DEFERRED, 2, body)           # misc: PERF_RECORD_MISC_USER
 
     def auxtrace(self, size: int, payload: bytes = b"") -> None:
         """A PERF_RECORD_AUXTRACE saying ``size`` bytes of trace data follow it (its own

@@ -46,6 +46,7 @@ TEXT = (0x1000, 0x1000, 0x1E09)
 #: What the cache's warnings say after an entry's name (tests spell it out on purpose).
 GENERATED_AGAIN = "SFrame is generated again"
 CHECKED_AGAIN = "checked again"
+MADE_AGAIN = "made again"
 #: How long a run may take before it counts as hung.
 TIMEOUT = 60
 
@@ -138,11 +139,14 @@ def entry_names(recording: Path, expected: list[str], tmp_path_factory: pytest.T
         run = pysframe_run([*command, str(recording)], base)
         assert run.code == 0 and run.out == output and run.err == [], run
     names = sorted(os.listdir(folder(base)))
-    assert sorted(name.rsplit(".", 1)[1] for name in names) == ["checked", "sframe", "trusted"]
+    kinds = sorted(name.rsplit(".", 1)[1] for name in names)
+    assert kinds == ["addr2line", "checked", "perf-symbols", "sframe", "trusted"]
     return names
 
 
 def _why_then(name: str) -> str:
+    if name.endswith((".perf-symbols", ".addr2line")):
+        return MADE_AGAIN
     return GENERATED_AGAIN if name.endswith(".sframe") else CHECKED_AGAIN
 
 
@@ -176,9 +180,9 @@ def test_entry_names_that_are_no_files(
         warned += run.err
     assert files_under(tmp_path, skip=cache) == before  # the victims as they were
     assert files_under(recording.parent) == recorded
-    # One line per entry, as each command meets it: the section and its verdict, then the
-    # verdict on the program's own section.
-    order = {"sframe": 0, "checked": 1, "trusted": 2}
+    # One line per entry, as each command meets it: the section and its verdict, the
+    # program's symbol table and addr2line's answers, then the verdict on its own section.
+    order = {"sframe": 0, "checked": 1, "perf-symbols": 2, "addr2line": 3, "trusted": 4}
     assert warned == [
         f"pysframe: warning: {cache / name}: cache entry not used: {why}; {_why_then(name)}"
         for name in sorted(entry_names, key=lambda n: order[n.rsplit(".", 1)[1]])

@@ -8,8 +8,10 @@ import struct
 import pytest
 
 from pysframe.errors import CfiError
+from pysframe.format.constants import Abi
 from pysframe.generate import cfi, ops
 from pysframe.generate.cfi import CfiFormat, PointerContext, scan_fdes
+from pysframe.generate.interpret import interpret_cfi
 from pysframe.generate.ops import decode_instructions
 
 from cfi_tables import RuleType, parse_cfi, run_program
@@ -151,6 +153,46 @@ def test_debug_frame() -> None:
         (0x7000, 7, 8),
         (0x7004, 7, 16),
     ]
+
+
+
+def _dwarf64(body: bytes) -> bytes:
+    """A record with a 64-bit length (DWARF 5 7.4: 0xffffffff, then the 8-byte length)."""
+    return struct.pack("<IQ", 0xFFFFFFFF, len(body)) + body
+
+
+@pytest.mark.parametrize("cfi_format", [CfiFormat.DEBUG_FRAME, CfiFormat.EH_FRAME])
+def test_64_bit_records(cfi_format: CfiFormat) -> None:
+    debug = cfi_format is CfiFormat.DEBUG_FRAME
+    # A 64-bit CIE: id (8 bytes: all ones in .debug_frame, 0 in .eh_frame), version 1, no
+    # augmentation, code alignment 1, data alignment -8, RA column 16 (one byte in
+    # version 1); DW_CFA_def_cfa rsp+8; DW_CFA_offset r16 at CFA-8.
+    data = _dwarf64(struct.pack("<Q", 2**64 - 1 if debug else 0) + b"\x01\0" + uleb(1)
+                    + sleb(-8) + b"\x10" + b"\x0c\x07\x08\x90\x01")  # fmt: skip
+    # A 64-bit FDE: its CIE pointer (8 bytes: the CIE's offset, or in .eh_frame the distance
+    # back from the pointer), 8-byte start and size (no augmentation: absolute addresses);
+    # DW_CFA_advance_loc 4, DW_CFA_def_cfa_offset 16.
+    pointer = 0 if debug else len(data) + 12
+    data += _dwarf64(struct.pack("<QQQ", pointer, 0x7000, 0x20) + b"\x44\x0e\x10")
+    # A 32-bit FDE of the same CIE: DW_CFA_advance_loc 2, DW_CFA_def_cfa_offset 32.
+    pointer = 0 if debug else len(data) + 4
+    body = struct.pack("<IQQ", pointer, 0x8000, 0x10) + b"\x42\x0e\x20"
+    data += struct.pack("<I", len(body)) + body
+    cies, spans = scan_fdes(data, cfi_format=cfi_format)
+    assert list(cies) == [0]
+    assert [span[:3] for span in spans] == [(0, 0x7000, 0x20), (0, 0x8000, 0x10)]
+    table = interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE, debug_frame=debug)
+    assert not table.problems
+    cfa = [[(at, rules.cfa_reg, rules.cfa_offset) for at, rules in table.rows_of(k)]
+           for k in range(2)]  # fmt: skip
+    assert cfa == [[(0x7000, 7, 8), (0x7004, 7, 16)], [(0x8000, 7, 8), (0x8002, 7, 32)]]
+    # Cut short: in the 8-byte length, past the section, before the CIE id ends.
+    with pytest.raises(CfiError, match="64-bit record length runs past"):
+        scan_fdes(data[:4] + b"\0" * 6, cfi_format=cfi_format)
+    with pytest.raises(CfiError, match="record of 27 bytes runs past the section end"):
+        scan_fdes(data[:50], cfi_format=cfi_format)
+    with pytest.raises(CfiError, match="too short for its CIE id"):
+        scan_fdes(struct.pack("<IQ", 0xFFFFFFFF, 4) + b"\0" * 4, cfi_format=cfi_format)
 
 
 ALL_OPS = [

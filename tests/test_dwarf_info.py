@@ -4,7 +4,7 @@ reader), on programs built here with ``gcc -g`` (DWARF 5, and DWARF 4 with ``-gd
 C and C++) and on libc's separate debug file where it is installed (compressed sections):
 
 * every unit's header, every DIE's offset, tag, end and attribute values;
-* ``.debug_aranges``;
+* ``.debug_aranges``, and the range list of every DIE with ``DW_AT_ranges``;
 * every line program's header (directories and files) and rows, decoded in bulk and one
   opcode at a time.
 """
@@ -24,9 +24,9 @@ from elftools.elf.elffile import ELFFile
 from pysframe.elf.dwarf_info import (
     DebugSections,
     DieReader,
-    address_ranges,
     unit_headers,
 )
+from pysframe.elf.dwarf_ranges import address_ranges, range_list
 from pysframe.elf.line_program import (
     line_rows,
     read_line_program,
@@ -138,6 +138,39 @@ def test_aranges_are_pyelftools(files: list[Path]) -> None:
             theirs = [(entry.begin_addr, entry.begin_addr + entry.length, entry.info_offset)
                       for entry in aranges.entries if entry.length]  # fmt: skip
             assert sorted(ours) == sorted(theirs)
+
+
+def test_range_lists_are_pyelftools(files: list[Path]) -> None:
+    """Each DIE's DW_AT_ranges (DWARF 4 .debug_ranges, DWARF 5 .debug_rnglists), from the
+    unit's DW_AT_low_pc, as pyelftools reads the list."""
+    for path in files:
+        with open(path, "rb") as stream, ElfReader.open(str(path)) as reader:
+            dwarf = ELFFile(stream).get_dwarf_info()
+            lists = dwarf.range_lists()
+            sections = DebugSections(reader)
+            headers = {header.offset: header for header in
+                       unit_headers(sections.get(".debug_info"), sections.little)}  # fmt: skip
+            compared = 0
+            for number, cu in enumerate(dwarf.iter_CUs()):
+                if number >= 40 and "debug" in path.name:
+                    break
+                dies = DieReader(sections, headers[cu.cu_offset])
+                low = cu.get_top_DIE().attributes.get("DW_AT_low_pc")
+                base = 0 if low is None else low.value
+                for die in cu.iter_DIEs():
+                    if "DW_AT_ranges" not in die.attributes:
+                        continue
+                    offset = die.attributes["DW_AT_ranges"].value
+                    expected, current = [], base
+                    for entry in lists.get_range_list_at_offset(offset, cu=cu):
+                        if hasattr(entry, "base_address"):
+                            current = entry.base_address
+                        else:
+                            add = 0 if entry.is_absolute else current
+                            expected.append((add + entry.begin_offset, add + entry.end_offset))
+                    assert range_list(dies, offset, base) == expected, (path, hex(die.offset))
+                    compared += 1
+            assert compared > 3, path
 
 
 def _strings(sections: DebugSections) -> Callable[[int, int], str]:

@@ -266,6 +266,30 @@ def test_damaged_copies_read_alike(program: Path) -> None:
 
 # -- the DWARF pyelftools parses: the sections as the reader reads them ----------------------
 
+
+def _dwarf_info(path: str) -> Any:
+    """pyelftools' ``DWARFInfo`` over the sections :class:`~pysframe.elf.dwarf_info.DebugSections`
+    reads (decompressed, relocated in an object), pyelftools reading no ELF."""
+    from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
+
+    from pysframe.elf.dwarf_info import DebugSections
+
+    with ElfReader.open(path) as image:
+        sections = DebugSections.read(image)
+        config = DwarfConfig(little_endian=not image.big_endian, machine_arch=image.machine_name,
+                             default_address_size=image.elfclass // 8)
+
+    def descriptor(name: str) -> Any:
+        data = sections.get(name)
+        return DebugSectionDescriptor(io.BytesIO(data), name, 0, len(data), 0) if data else None
+
+    arguments = ("info", "aranges", "abbrev", "str", "line", "frame", "loc", "ranges",
+                 "pubtypes", "pubnames", "addr", "str_offsets", "line_str", "loclists",
+                 "rnglists", "sup")
+    return DWARFInfo(config=config, eh_frame_sec=None, gnu_debugaltlink_sec=None,
+                     debug_types_sec=None,
+                     **{f"debug_{name}_sec": descriptor(f".debug_{name}") for name in arguments})
+
 DWARF_SOURCE = """static int triple(int x) { return x * 3; }
 int twice_plus(int y) { return triple(y) + y; }
 int main(void) { return twice_plus(2); }
@@ -301,13 +325,12 @@ def _dwarf_view(dwarf: Any) -> list[Any]:
 def test_dwarf_sections_are_those_pyelftools_reads(
     tmp_path: Path, options: tuple[str, ...]
 ) -> None:
-    """:func:`pysframe.elf.dwarf_lines.dwarf_info` (the reader's sections: decompressed, and
-    relocated in an object) against pyelftools' own ``get_dwarf_info`` of the same code built
-    without compression: the same units, DIEs and line rows.  (pyelftools reads no file whose
+    """The DWARF sections as :class:`pysframe.elf.dwarf_info.DebugSections` reads them
+    (decompressed, and relocated in an object), parsed by pyelftools, against pyelftools' own
+    ``get_dwarf_info`` of the same code built without compression: the same units, DIEs and
+    line rows.  (pyelftools reads no file whose
     small sections stayed ``.debug_*`` beside ``.zdebug_*`` ones, as gas leaves them.)"""
     import subprocess
-
-    from pysframe.elf.dwarf_lines import dwarf_info
 
     from conftest import require_program
 
@@ -319,8 +342,7 @@ def test_dwarf_sections_are_those_pyelftools_reads(
     built, reference_built = tmp_path / f"lines{suffix}", tmp_path / f"plain{suffix}"
     for output, flags in ((built, options), (reference_built, plain)):
         subprocess.run([gcc, "-g", "-O1", *flags, str(source), "-o", str(output)], check=True)
-    with ElfReader.open(str(built)) as image:
-        ours = _dwarf_view(dwarf_info(image))
+    ours = _dwarf_view(_dwarf_info(str(built)))
     with open(reference_built, "rb") as file:
         reference = _dwarf_view(ELFFile(file).get_dwarf_info(relocate_dwarf_sections=True))
     assert ours == reference

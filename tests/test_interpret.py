@@ -1,22 +1,25 @@
-"""The CFI row interpreter (DWARF semantics): rules of single programs, expressions, and the
-bulk path against the per-program one on real sections and random programs."""
+"""The DWARF CFA interpreter (pysframe.generate.cfa_rules; a section's table by
+pysframe.generate.interpret) against ``readelf --debug-dump=frames-interp`` (binutils 2.47's,
+else the system's), which prints the same table: on the corpus, on system libraries and on
+random CFI assembled by GNU as; then the rules of single programs, expressions and the ways
+GNU as reads CFI (quirks), on hand-made programs."""
 
 from __future__ import annotations
 
+import os
 import random
+import re
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pysframe.elf.reader import ElfReader
 from pysframe.elf.relocation import relocated
-from pysframe.errors import CfiError
 from pysframe.format.constants import Abi
-from pysframe.generate import ops
 from pysframe.generate.cfa_rules import (
     GAS_2_40,
     NO_RULES,
@@ -31,19 +34,220 @@ from pysframe.generate.cfa_rules import (
 )
 from pysframe.generate.cfi import Cie
 from pysframe.generate.expression import CFA_BASE, evaluate, reads_pc
-from pysframe.generate.interpret import CHUNK, CfiTable, fde_rows, interpret_cfi
-from pysframe.generate.interpret_bulk import PAD, RuleColumns, interpret_programs
+from pysframe.generate.interpret import PROGRAMS, CfiTable, fde_rows, interpret_cfi
 from pysframe.generate.ops import decode_instructions
-from pysframe.generate.rows import ABI_PARAMS, LOC_STACK, RowState, Translation
-from pysframe.generate.translator import translate_ops
 
-from conftest import require
-from test_cfi_units import cfa_instruction
+from conftest import corpus_files, require
 
-CORPUS = Path(__file__).parent / "data" / "corpus"
 AMD64 = CfiAbi.of(Abi.AMD64_ENDIAN_LITTLE)
 AARCH64 = CfiAbi.of(Abi.AARCH64_ENDIAN_LITTLE)
 SP, FP, RA = 7, 6, 16
+
+# -- readelf's table ---------------------------------------------------------------------------
+
+#: readelf's names of the DWARF registers (binutils/dwarf.c dwarf_regnames_*), by ABI.
+_NAMES = {
+    Abi.AMD64_ENDIAN_LITTLE: ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
+                              *(f"r{n}" for n in range(8, 16)), "rip"],
+    Abi.AARCH64_ENDIAN_LITTLE: [*(f"x{n}" for n in range(31)), "sp"],
+    Abi.S390X_ENDIAN_BIG: [f"r{n}" for n in range(16)],
+}  # fmt: skip
+_NAMES[Abi.AARCH64_ENDIAN_BIG] = _NAMES[Abi.AARCH64_ENDIAN_LITTLE]
+
+#: One row of readelf's table: its address, the CFA ("exp", or (register, offset)) and the
+#: rule of each register column by its header (the RA's is "ra").
+ReadelfRow = tuple[int, object, dict[str, str]]
+
+
+def readelf() -> str:
+    for candidate in (os.environ.get("READELF"), shutil.which("readelf")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    require("binutils", "readelf is not installed")
+
+
+def readelf_tables(path: Path, abi: Abi) -> dict[int, tuple[int, int, list[ReadelfRow]]]:
+    """Per FDE of ``.eh_frame`` (by where its record ends): its address range and rows as
+    readelf prints them.  An FDE with no instructions has none printed: the CIE's row."""
+    text = subprocess.run([readelf(), "--debug-dump=frames-interp", str(path)],
+                          capture_output=True, text=True, check=False).stdout  # fmt: skip
+    text = text[text.index("Contents of the .eh_frame section"):]
+    text = text.split("Contents of the", 2)[1]
+    registers = {name: number for number, name in enumerate(_NAMES[abi])}
+    tables: dict[int, tuple[int, int, list[ReadelfRow]]] = {}
+    cie_rows: dict[int, list[ReadelfRow]] = {}
+    current: list[ReadelfRow] = []
+    header: list[str] = []
+    for line in text.splitlines():
+        record = re.match(r"([0-9a-f]+) ([0-9a-f]+) ([0-9a-f]+) (CIE|FDE)", line)
+        if record:
+            offset, length = int(record[1], 16), int(record[2], 16)
+            current = []
+            if record[4] == "CIE":
+                cie_rows[offset] = current
+            else:
+                cie = int(re.search(r"cie=([0-9a-f]+)", line)[1], 16)  # type: ignore[index]
+                lo, hi = (int(v, 16) for v in re.search(r"pc=([0-9a-f]+)\.\.([0-9a-f]+)",
+                                                         line).groups())  # type: ignore[union-attr]
+                tables[offset + 4 + length] = (lo, hi, current)
+                current.extend((lo, *row[1:]) for row in cie_rows.get(cie, [])[-1:])
+                current.append((-1, None, {}))  # marks the CIE's row, replaced by the FDE's
+            continue
+        if line.startswith("   LOC"):
+            header = line.split()[2:]
+            continue
+        # A register's cell, "r9 (r9)": its number and its name.
+        fields = re.findall(r"r\d+ \([^)]*\)|\S+", line)
+        if len(fields) >= 2 and re.fullmatch(r"[0-9a-f]{16}", fields[0]):
+            cfa: object = "exp"
+            parsed = re.fullmatch(r"([a-z0-9]+)([+-]\d+)", fields[1])
+            if parsed:
+                cfa = (registers[parsed[1]], int(parsed[2]))
+            row = (int(fields[0], 16), cfa, dict(zip(header, fields[2:], strict=True)))
+            if current and current[-1][0] == -1:  # the FDE's own rows: not the CIE's
+                current.clear()
+            current.append(row)
+    for _lo, _hi, rows in tables.values():
+        if rows and rows[-1][0] == -1:
+            rows.pop()
+    return tables
+
+
+def _agrees(token: str | None, kind: int, reg: int, offset: int) -> bool:
+    """Whether readelf's rule of a column (None: the column is not printed) is the rule
+    (kind, register, offset): "u" undefined or no rule, "s" same value, "c-8" saved at
+    CFA-8, "v-8" the value CFA-8, "r12 (r12)" in register 12, "exp" and "vexp"
+    expressions."""
+    if token is None or token == "s":
+        return kind == RegKind.SAME
+    if token == "u":
+        return kind in (RegKind.SAME, RegKind.UNDEFINED)
+    if token[0] in "cv" and token[1:2] in ("+", "-"):
+        return (kind, offset) == (RegKind.AT_CFA if token[0] == "c" else RegKind.VAL_CFA,
+                                  int(token[1:]))  # fmt: skip
+    if token == "exp":
+        return kind in (RegKind.AT_REG, RegKind.AT_CFA, RegKind.OTHER)
+    if token == "vexp":
+        return kind != RegKind.SAME and kind != RegKind.UNDEFINED
+    number = re.match(r"r(\d+) \(", token)  # DW_CFA_register
+    return (kind, offset) == (RegKind.VAL_REG, 0) and number is not None and reg == int(
+        number[1]
+    )
+
+
+def check_against_readelf(path: Path) -> int:
+    """Every FDE of ``path``'s ``.eh_frame``: its rows (CFA, FP, RA) as readelf's at every
+    address where either side's change; how many FDEs were compared."""
+    with ElfReader.open(str(path)) as image:
+        abi = image.abi
+        section = image.section(".eh_frame")
+        assert abi is not None and section is not None
+        data = relocated(image, section, section.data())
+        table = interpret_cfi(data, section.address, abi, address_size=image.elfclass // 8)
+    names = _NAMES[abi]
+    cfi_abi = CfiAbi.of(abi)
+    theirs = readelf_tables(path, abi)
+    compared = 0
+    for fde, span in enumerate(table.spans):
+        lo, hi, rows = theirs[span[4]]
+        assert (lo, hi - lo) == (span[1], span[2]), path
+        if fde in table.problems or not rows:
+            continue
+        ours = table.rows_of(fde)
+        points = sorted({at for at, *_ in rows} | {at for at, _rules in ours} | {lo})
+        for at in (p for p in points if lo <= p < hi):
+            mine = [rules for begin, rules in ours if begin <= at][-1]
+            row = [r for r in rows if r[0] <= at][-1]
+            where = (path.name, hex(span[1]), hex(at), row, mine)
+            if row[1] == "exp":
+                assert mine.cfa_kind != CfaKind.NONE, where
+            else:
+                assert (mine.cfa_kind, mine.cfa_reg, mine.cfa_offset) == (CfaKind.REG,
+                                                                          *row[1]), where  # type: ignore[misc]
+            columns = row[2]
+            assert _agrees(columns.get(names[cfi_abi.fp]), *mine[3:6]), where
+            assert _agrees(columns.get("ra"), *mine[6:9]), where
+        compared += 1
+    return compared
+
+
+def _corpus_id(path: Path) -> str:
+    return f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=_corpus_id)
+def test_the_corpus_rows_are_readelfs(path: Path) -> None:
+    with ElfReader.open(str(path)) as image:
+        if image.section(".eh_frame") is None:
+            pytest.skip("no .eh_frame")
+    assert check_against_readelf(path) > 0
+
+
+@pytest.mark.parametrize("name", ["libstdc++.so.6", "libc.so.6", "libm.so.6"])
+def test_system_library_rows_are_readelfs(name: str) -> None:
+    path = Path("/usr/lib/x86_64-linux-gnu") / name
+    if not path.exists():
+        require(name, f"{path} is not on this machine")
+    assert check_against_readelf(path) > 500
+
+
+#: Directives of random functions (x86-64): rules of the CFA, the FP, the RA and others,
+#: remember/restore, expressions; each followed by some instructions.
+_DIRECTIVES = [
+    ".cfi_def_cfa_offset 16", ".cfi_def_cfa_offset 48", ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset %rbp, -16", ".cfi_offset %rbx, -24", ".cfi_offset %rip, -16",
+    ".cfi_def_cfa_register %rbp", ".cfi_def_cfa_register %rsp", ".cfi_def_cfa %rsp, 8",
+    ".cfi_def_cfa %r10, 0", ".cfi_restore %rbp", ".cfi_restore %rip", ".cfi_remember_state",
+    ".cfi_restore_state", ".cfi_same_value %rbp", ".cfi_undefined %rip",
+    ".cfi_register %rbp, %r12", ".cfi_val_offset %rbp, -16", ".cfi_rel_offset %rbp, 8",
+    ".cfi_escape 0x0f, 0x03, 0x76, 0x78, 0x06", ".cfi_escape 0x10, 0x06, 0x02, 0x76, 0x00",
+    ".cfi_escape 0x16, 0x10, 0x03, 0x77, 0x08, 0x06", ".cfi_escape 0x2e, 0x10",
+]  # fmt: skip
+
+
+#: The directives valid only while the CFA is a register and an offset.
+_REGISTER_AND_OFFSET = (".cfi_def_cfa_register", ".cfi_def_cfa_offset", ".cfi_adjust_cfa_offset",
+                        ".cfi_restore_state")  # fmt: skip
+
+
+def test_random_cfi_rows_are_readelfs(tmp_path: Path) -> None:
+    """Random functions of CFI directives, assembled by GNU as (``$GAS``, else ``as``).
+    DWARF 5 6.4.2.2 allows DW_CFA_def_cfa_register and DW_CFA_def_cfa_offset only while the
+    CFA is a register and an offset: after a CFA expression, none until a DW_CFA_def_cfa
+    (readers differ on what they do)."""
+    assembler = os.environ.get("GAS") or shutil.which("as")
+    if assembler is None:
+        require("binutils", "as is not installed")
+    rng = random.Random(17)
+    compared = 0
+    for seed in range(20):
+        lines = [".text"]
+        for k in range(30):
+            lines += [f"f{k}:", ".cfi_startproc", "nop"]
+            remembered = 0
+            expression = False
+            for _ in range(rng.randint(0, 12)):
+                directive = rng.choice(_DIRECTIVES)
+                if directive == ".cfi_restore_state":
+                    if not remembered:
+                        continue
+                    remembered -= 1
+                if expression and directive.startswith(_REGISTER_AND_OFFSET):
+                    continue
+                if directive.startswith((".cfi_def_cfa ", ".cfi_escape 0x0f")):
+                    expression = directive.startswith(".cfi_escape")
+                remembered += directive == ".cfi_remember_state"
+                lines += [directive, *["nop"] * rng.choice([1, 2, 5])]
+            lines.append(".cfi_endproc")
+        source = tmp_path / f"random{seed}.s"
+        source.write_text("\n".join(lines) + "\n")
+        obj = source.with_suffix(".o")
+        subprocess.run([assembler, "-o", str(obj), str(source)], check=True)
+        compared += check_against_readelf(obj)
+    assert compared == 20 * 30
+
+
+# -- single programs ---------------------------------------------------------------------------
 
 
 def _cie(code_alignment: int = 1, data_alignment: int = -8, ra: int = RA) -> Cie:
@@ -51,16 +255,16 @@ def _cie(code_alignment: int = 1, data_alignment: int = -8, ra: int = RA) -> Cie
                False, False, False, 0, 0)  # fmt: skip
 
 
+#: The x86-64 CIE's program: CFA rsp+8, RA at CFA-8.
+_X86_CIE = decode_instructions(b"\x0c\x07\x08\x90\x01", 0, 5, _cie())
+
+
 def _run(
     code: bytes, cfi_abi: CfiAbi = AMD64, quirks: Quirk = Quirk.NONE
 ) -> list[tuple[int, Rules]]:
-    """Rows of the x86-64 CIE program (CFA rsp+8, RA at CFA-8) then ``code``."""
-    cie = _cie()
-    initial = interpret_program(decode_instructions(b"\x0c\x07\x08\x90\x01", 0, 5, cie), cfi_abi)
-    assert not isinstance(initial, str)
-    start = initial.rows[0].rules
-    program = interpret_program(decode_instructions(code, 0, len(code), cie), cfi_abi, start,
-                                quirks=quirks)  # fmt: skip
+    """Rows of the x86-64 CIE program, then ``code``."""
+    ops = decode_instructions(code, 0, len(code), _cie())
+    program = interpret_program(ops, cfi_abi, initial_ops=_X86_CIE, quirks=quirks)
     assert not isinstance(program, str), program
     return [(row.begin, row.rules) for row in program.rows]
 
@@ -111,8 +315,6 @@ def test_register_rules_of_every_kind() -> None:
     assert undefined.ra_kind == RegKind.UNDEFINED
     moved = _run(bytes([0x09, FP, 3, 0x41]))[0][1]
     assert (moved.fp_kind, moved.fp_reg, moved.fp_offset) == (RegKind.VAL_REG, 3, 0)
-    itself = _run(bytes([0x09, FP, FP, 0x41]))[0][1]
-    assert itself.fp_kind == RegKind.SAME
     value = _run(bytes([0x14, FP, 2, 0x41]))[0][1]
     assert (value.fp_kind, value.fp_offset) == (RegKind.VAL_CFA, -16)
     # DW_CFA_expression rbp: DW_OP_breg6 0 -> saved at rbp+0 (the AMD64 DRAP layout)
@@ -154,14 +356,25 @@ def test_programs_that_cannot_be_read() -> None:
     assert "remember" in str(interpret_program(restore, AMD64))
     backwards = decode_instructions(b"\x41\x01" + struct.pack("<Q", 0), 0, 10, cie)
     assert "backwards" in str(interpret_program(backwards, AMD64, pc_begin=0x1000))
-    with pytest.raises(CfiError):
-        decode_instructions(b"\x3f", 0, 1, cie)
+    advance = decode_instructions(b"\x41", 0, 1, cie)
+    assert "CIE" in str(interpret_program([], AMD64, initial_ops=advance))
 
 
 def test_args_size_changes_no_rule_and_set_loc_moves() -> None:
     rows = _run(bytes([0x2E, 0x10, 0x01]) + struct.pack("<Q", 4) + bytes([0x0E, 16]))
     assert [begin for begin, _ in rows] == [0, 4]
     assert rows[1][1].cfa_offset == 16
+
+
+def test_rows_say_where_a_rule_changed() -> None:
+    """A row's ``changed``: an instruction set one of its rules (the same value again
+    included) since it began; the first row's count the CIE's."""
+    cie = _cie()
+    code = b"\x41\x83\x02\x41\x0e\x08\x41"  # rbx saved (no rule of the three); CFA offset 8
+    program = interpret_program(decode_instructions(code, 0, len(code), cie), AMD64,
+                                initial_ops=_X86_CIE)  # fmt: skip
+    assert not isinstance(program, str)
+    assert [row.changed for row in program.rows] == [True, False, True, False]
 
 
 def test_gas_2_40_quirks() -> None:
@@ -189,63 +402,6 @@ def test_gas_restore_to_the_first_row() -> None:
     )
 
 
-#: AArch64 pieces of programs: advance 4, CFA offset 16 / 32, x29 (FP) at CFA-16 / CFA-32, x30
-#: (RA) at CFA-8, DW_CFA_restore of x29 and of x30.
-_RESTORE_PIECES = [b"\x41", b"\x0e\x10", b"\x0e\x20", b"\x9d\x02", b"\x9d\x04", b"\x9e\x01",
-                   b"\xdd", b"\xde"]  # fmt: skip
-
-
-def _fp_ra_at_each_row(code: bytes, quirks: Quirk) -> tuple[list[object], list[object]]:
-    """The FP and RA rules at every row start of an AArch64 function (CIE: CFA sp+0) running
-    ``code``, from the translator and from the DWARF interpreter read with ``quirks``."""
-    cie = _cie(code_alignment=4, ra=30)
-    cie_ops = decode_instructions(b"\x0c\x1f\x00", 0, 3, cie)
-    ops = decode_instructions(code, 0, len(code), cie)
-    translation = translate_ops(cie_ops + ops, ABI_PARAMS[Abi.AARCH64_ENDIAN_LITTLE])
-    assert isinstance(translation, Translation)
-    initial = interpret_program(cie_ops, AARCH64)
-    assert not isinstance(initial, str)
-    program = interpret_program(ops, AARCH64, initial.rows[0].rules, quirks=quirks)
-    assert not isinstance(program, str)
-    starts = sorted({b for b, _ in translation.rows} | {row.begin for row in program.rows})
-
-    def at(rows: list[tuple[int, object]], pc: int) -> object:
-        return [rule for begin, rule in rows if begin <= pc][-1]
-
-    def from_translator(state: RowState[int]) -> tuple[tuple[int, int], tuple[int, int]]:
-        fp = (RegKind.AT_CFA, state.fp_offset) if state.fp_loc == LOC_STACK else (RegKind.SAME, 0)
-        ra = (RegKind.AT_CFA, state.ra_offset) if state.ra_loc == LOC_STACK else (RegKind.SAME, 0)
-        return fp, ra
-
-    theirs = [(b, from_translator(state)) for b, state in translation.rows]
-    ours = [
-        (
-            row.begin,
-            ((row.rules.fp_kind, row.rules.fp_offset), (row.rules.ra_kind, row.rules.ra_offset)),
-        )
-        for row in program.rows
-    ]
-    return [at(theirs, pc) for pc in starts], [at(ours, pc) for pc in starts]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(_RESTORE_PIECES), max_size=16))
-def test_gas_restore_rule_is_the_translators(pieces: list[bytes]) -> None:
-    """Read with GNU as' .cfi_restore, the DWARF interpreter gives the FP and RA rules the
-    translator writes into SFrame rows, at every row (one rule: translator.restore_source)."""
-    translated, interpreted = _fp_ra_at_each_row(b"".join(pieces), Quirk.RESTORE_TO_FIRST_ROW)
-    assert translated == interpreted
-
-
-def test_gas_restore_rule_differs_from_dwarfs() -> None:
-    """The same program read with DWARF's DW_CFA_restore (the CIE's rule) differs, so the
-    property above tells the two rules apart: x29 saved before the first row, restored after."""
-    code = b"\x0e\x20\x9d\x04\x9e\x03\x41\xdd\x41"
-    translated, dwarf = _fp_ra_at_each_row(code, Quirk.NONE)
-    assert translated != dwarf
-    assert translated == _fp_ra_at_each_row(code, Quirk.RESTORE_TO_FIRST_ROW)[1]
-
-
 def test_expression_evaluation() -> None:
     plt = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
     assert reads_pc(plt, 16) and not reads_pc(plt, None)
@@ -265,93 +421,26 @@ def test_expression_evaluation() -> None:
     assert evaluate(b"\x77\x00\x96", push_cfa=False) is not None  # DW_OP_nop
 
 
-def _corpus_cfi() -> list[tuple[str, bytes, int, Abi]]:
-    out = []
-    for path in sorted(CORPUS.glob("*/v*/*")):
-        if path.suffix == ".txt" or not path.is_file():
-            continue
-        with ElfReader.open(str(path)) as image:
-            sec = image.section(".eh_frame")
-            if sec is None or image.abi is None:
-                continue
-            out.append((path.name, relocated(image, sec, sec.data()), sec.address, image.abi))
-    return out
+def test_no_rules_before_the_cie() -> None:
+    assert NO_RULES.cfa_kind == CfaKind.NONE and NO_RULES.fp_kind == RegKind.SAME
 
 
-def _same_tables(bulk: CfiTable, scalar: CfiTable) -> None:
-    assert bulk.problems == scalar.problems
-    assert np.array_equal(bulk.row_fde, scalar.row_fde)
-    assert np.array_equal(bulk.row_begin, scalar.row_begin)
-    for ours, theirs in zip(bulk.rules.take(bulk.row_rule), scalar.rules.take(scalar.row_rule),
-                            strict=True):  # fmt: skip
-        assert np.array_equal(ours, theirs)
+# -- a section's table ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, data, address, abi", _corpus_cfi(), ids=lambda v: str(v)[:20])
-def test_bulk_rows_equal_per_program_rows_on_the_corpus(
-    name: str, data: bytes, address: int, abi: Abi
-) -> None:
-    bulk = interpret_cfi(data, address, abi)
-    scalar = interpret_cfi(data, address, abi, bulk=False)
-    _same_tables(bulk, scalar)
-    # Every FDE's rows, interpreted on its own, are the table's.
-    for fde in range(len(bulk)):
-        if fde in bulk.problems or not bulk.size[fde]:
-            continue
-        alone = fde_rows(bulk, fde)
-        assert not isinstance(alone, str)
-        start = int(bulk.begin[fde])
-        assert [(start + row.begin, row.rules) for row in alone] == bulk.rows_of(fde)
-
-
-def test_bulk_rows_on_a_large_library() -> None:
-    library = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
-    if not library.exists():
-        require("libstdc++6", f"{library} is not on this machine")
-    with ElfReader.open(str(library)) as image:
-        sec = image.section(".eh_frame")
-        assert sec is not None and image.abi is not None
-        data = relocated(image, sec, sec.data())
-        _same_tables(
-            interpret_cfi(data, sec.address, image.abi),
-            interpret_cfi(data, sec.address, image.abi, bulk=False),
-        )
-
-
-# Instructions the bulk path handles (and a few it leaves to the per-program path).
-_INSTRUCTIONS = st.sampled_from(
-    [
-        b"\x41", b"\x42", b"\x02\x30", b"\x03\x10\x01", b"\x04\x01\x00\x00\x00", b"\x00",
-        b"\x0e\x10", b"\x0e\x18", b"\x0e\x90\x01", b"\x13\x7e", b"\x0c\x07\x08", b"\x0c\x06\x10",
-        b"\x12\x07\x7e", b"\x0d\x06", b"\x0d\x07", b"\x86\x02", b"\x86\x83\x01", b"\x90\x01",
-        b"\xc6", b"\xd0", b"\x05\x06\x03", b"\x11\x06\x7d", b"\x06\x06", b"\x07\x06", b"\x08\x06",
-        b"\x07\x10", b"\x09\x06\x03", b"\x09\x06\x06", b"\x14\x06\x02", b"\x15\x10\x7f",
-        b"\x2e\x10", b"\x83\x03", b"\x0a", b"\x0b", b"\x0f\x02\x77\x08",
-    ]
-)  # fmt: skip
-
-
-def _eh_frame(programs: list[bytes]) -> bytes:
-    """An .eh_frame: the x86-64 CIE, then one FDE per program (pcrel|sdata4, 64 bytes each)."""
+def _eh_frame(programs: list[bytes], size: int = 64) -> bytes:
+    """An .eh_frame: the x86-64 CIE, then one FDE per program (pcrel|sdata4, ``size`` bytes
+    each, from 0x1000)."""
     cie_body = b"\x00\x00\x00\x00\x01zR\x00\x01\x78\x10\x01\x1b\x0c\x07\x08\x90\x01"
     cie_body += b"\x00" * (-(len(cie_body) + 4) % 8)
     out = struct.pack("<I", len(cie_body)) + cie_body
     for number, program in enumerate(programs):
         body_at = len(out) + 4
-        body = struct.pack("<Ii", body_at, 0x1000 + 64 * number - (body_at + 4))
-        body += struct.pack("<I", 64) + b"\x00" + program
+        body = struct.pack("<Ii", body_at, 0x1000 + size * number - (body_at + 4))
+        body += struct.pack("<I", size) + b"\x00" + program
         body += b"\x00" * (-(len(body) + 4) % 8)
         out += struct.pack("<I", len(body)) + body
     return out + b"\x00" * 4
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(_INSTRUCTIONS, max_size=12).map(b"".join), min_size=1, max_size=8))
-def test_bulk_rows_equal_per_program_rows_on_random_programs(programs: list[bytes]) -> None:
-    data = _eh_frame(programs)
-    bulk = interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE)
-    scalar = interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE, bulk=False)
-    _same_tables(bulk, scalar)
 
 
 def _uleb(value: int) -> bytes:
@@ -363,89 +452,43 @@ def _uleb(value: int) -> bytes:
             return bytes(out)
 
 
-def test_bulk_rows_across_chunks() -> None:
-    """More distinct programs than one chunk of the bulk path (interpret.CHUNK) holds, some
-    left to the per-program path: the same table as interpreting each program alone."""
-    programs = []
-    for number in range(2 * CHUNK + 123):
-        # DW_CFA_advance_loc 1, DW_CFA_def_cfa_offset 16 + number: every program distinct.
-        program = b"\x41\x0e" + _uleb(16 + number)
-        if number % 3 == 0:
-            program += b"\x86\x02"  # DW_CFA_offset r6 (rbp), 2 * data alignment (-8)
-        if number % 1000 == 7:
-            program += b"\x0f\x02\x77\x08"  # DW_CFA_def_cfa_expression: the per-program path
-        programs.append(program)
-    data = _eh_frame(programs)
-    bulk = interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE)
-    _same_tables(bulk, interpret_cfi(data, 0, Abi.AMD64_ENDIAN_LITTLE, bulk=False))
-    assert len(bulk) == len(programs) and not bulk.problems
-    last = bulk.rows_of(len(programs) - 1)
-    assert last[1][1].cfa_offset == 16 + len(programs) - 1
+def test_a_table_of_more_programs_than_are_decoded_together() -> None:
+    """More distinct programs than interpret.PROGRAMS (decoded together), shared by several
+    FDEs, of advances of every size: each FDE's rows are its program's, known by
+    construction (the CIE's row, then the CFA offset 16 + n at the advance's end)."""
+    count = 2 * PROGRAMS + 123
+    advances = [b"\x45", b"\x02\x05", b"\x03\x05\x00", b"\x04\x05\x00\x00\x00"]
+    programs = [advances[n % 4] + b"\x0e" + _uleb(16 + n) + (b"\x86\x02" if n % 3 else b"")
+                for n in range(count)]  # fmt: skip
+    programs += programs[:500]  # the same programs again
+    table = interpret_cfi(_eh_frame(programs), 0, Abi.AMD64_ENDIAN_LITTLE)
+    assert len(table) == len(programs) and not table.problems
+    for fde in (0, 1, PROGRAMS - 1, PROGRAMS, PROGRAMS + 1, count - 1, count, len(programs) - 1):
+        n = fde % count
+        saved = (RegKind.AT_CFA, -1, -16) if n % 3 else (RegKind.SAME, -1, 0)
+        begin = 0x1000 + 64 * fde
+        assert table.rows_of(fde) == [
+            (begin, _rules((CfaKind.REG, SP, 8))),
+            (begin + 5, _rules((CfaKind.REG, SP, 16 + n), saved)),
+        ]
 
 
-#: The instructions the DWARF interpreter's bulk path handles, as its documentation lists them
-#: (and DW_CFA_AARCH64_negate_ra_state on AArch64), with LEB128 operands of up to 4 bytes.
-INTERPRETER_BULK = {
-    ops.DW_CFA_nop,
-    *range(ops.DW_CFA_advance_loc, 0x100),  # advance_loc, offset, restore: all 64 of each
-    ops.DW_CFA_advance_loc1,
-    ops.DW_CFA_advance_loc2,
-    ops.DW_CFA_advance_loc4,
-    ops.DW_CFA_def_cfa,
-    ops.DW_CFA_def_cfa_sf,
-    ops.DW_CFA_def_cfa_register,
-    ops.DW_CFA_def_cfa_offset,
-    ops.DW_CFA_def_cfa_offset_sf,
-    ops.DW_CFA_offset_extended,
-    ops.DW_CFA_offset_extended_sf,
-    ops.DW_CFA_val_offset,
-    ops.DW_CFA_val_offset_sf,
-    ops.DW_CFA_register,
-    ops.DW_CFA_restore_extended,
-    ops.DW_CFA_undefined,
-    ops.DW_CFA_same_value,
-    ops.DW_CFA_GNU_args_size,
-}
+def test_rows_at_or_past_an_fdes_end_and_fdes_read_alone() -> None:
+    """A program of rows at +0, +4, +8, +12 under FDEs of 64 and 9 bytes: the second keeps
+    three; each FDE read on its own (fde_rows) gives its table's rows."""
+    table: CfiTable = interpret_cfi(_eh_frame([b"\x44\x0e\x10" * 3] * 2, 9), 0,
+                                    Abi.AMD64_ENDIAN_LITTLE)  # fmt: skip
+    assert [at - 0x1009 for at, _rules in table.rows_of(1)] == [0, 4, 8]
+    for fde in range(len(table)):
+        alone = fde_rows(table, fde)
+        assert not isinstance(alone, str)
+        start = int(table.begin[fde])
+        assert [(start + row.begin, row.rules) for row in alone] == table.rows_of(fde)
 
 
-@pytest.mark.parametrize("cfi_abi", [AMD64, AARCH64], ids=["amd64", "aarch64"])
-def test_bulk_instruction_lengths_are_the_declared_ones(cfi_abi: CfiAbi) -> None:
-    """Every opcode byte, in an instruction laid out as the one operand table
-    (ops.CFA_INSTRUCTIONS) declares it, then an advance and a CFA offset: the bulk path handles
-    exactly the instructions it lists, and walks them to the rows the per-program interpreter
-    gives (a wrong length would read an operand as the next instruction)."""
-    rng = random.Random(13)
-    cie = _cie()
-    handled = INTERPRETER_BULK | ({ops.DW_CFA_GNU_window_save} if cfi_abi.aarch64 else set())
-    programs, expected = [], []
-    for opcode in range(256):
-        if (opcode & ops.HIGH_2_BITS or opcode) in ops.CFA_INSTRUCTIONS:
-            for leb_bytes in (1, 2, 4, 5):
-                programs.append(cfa_instruction(opcode, rng, leb_bytes) + b"\x41\x0e\x10\x41")
-                operands = ops.CFA_INSTRUCTIONS[opcode & ops.HIGH_2_BITS or opcode][1]
-                has_leb = ops.Operand.ULEB in operands or ops.Operand.SLEB in operands
-                expected.append(opcode in handled and (leb_bytes < 5 or not has_leb))
-    lengths = np.array([len(program) for program in programs], dtype=np.int64)
-    ends = np.cumsum(lengths)
-    buf = np.frombuffer(b"".join(programs) + bytes(PAD), dtype=np.uint8)
-    initial = RuleColumns.of([NO_RULES._replace(cfa_kind=CfaKind.REG, cfa_reg=SP, cfa_offset=8)])
-    count = len(programs)
-    found = interpret_programs(
-        buf, ends - lengths, ends, np.ones(count, dtype=np.int64),
-        np.full(count, -8, dtype=np.int64), initial.take(np.zeros(count, dtype=np.int64)),
-        cfi_abi, False,
-    )  # fmt: skip
-    assert found.ok.tolist() == expected
-    for number in np.flatnonzero(found.ok).tolist():
-        program = programs[number]
-        scalar = interpret_program(
-            decode_instructions(program, 0, len(program), cie), cfi_abi, initial.row(0)
-        )
-        assert not isinstance(scalar, str)
-        rows = np.flatnonzero(found.row_program == number).tolist()
-        bulk_rows = [(int(found.row_begin[k]), found.rules.row(k)) for k in rows]
-        assert bulk_rows == [(row.begin, row.rules) for row in scalar.rows], program.hex()
-
-
-def test_no_rules_before_the_cie() -> None:
-    assert NO_RULES.cfa_kind == CfaKind.NONE and NO_RULES.fp_kind == RegKind.SAME
+def test_huge_offsets_do_not_break_the_table() -> None:
+    """A CFA offset of 2**64 - 1 (a ten-byte ULEB128): the table holds it, clamped."""
+    table = interpret_cfi(_eh_frame([b"\x41\x0e" + b"\xff" * 9 + b"\x01"]), 0,
+                          Abi.AMD64_ENDIAN_LITTLE)  # fmt: skip
+    assert not table.problems
+    assert table.rows_of(0)[1][1].cfa_offset == 1 << 62

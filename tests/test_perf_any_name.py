@@ -367,7 +367,11 @@ def test_perf_script_keeps_each_sample_whole(hand_made: Recording) -> None:
 
 
 def test_top_table_keeps_each_row_one_line(hand_made: Recording) -> None:
+    # perf's default: children, and a call graph under each row, whose names are escaped too
     text = pysframe("report", hand_made.path).decode("utf-8")
+    assert text.splitlines() == text[:-1].split("\n")
+    assert "---new\\x0aline" in text or "--new\\x0aline" in text
+    text = pysframe("report", "--no-children", "-g", "none", hand_made.path).decode("utf-8")
     assert text.splitlines() == text[:-1].split("\n")
     rows = [line for line in text.splitlines() if line and not line.startswith("#")]
     # one per (command, own function)

@@ -43,11 +43,12 @@ def test_perf_benchmarks_run_quick(tmp_path: Path, script: str, expected: tuple[
 
 
 def test_perf_benchmark_runs_quick(tmp_path: Path) -> None:
-    """benchmarks/bench_perf.py: the four workloads recorded small, every command timed
-    (perf script with and without inline frames), the walk rate and the agreement with perf
-    script printed."""
+    """benchmarks/bench_perf.py: the five workloads recorded small, every command timed
+    (perf script with and without inline frames, pysframe with -j 1 and -j 2, its outputs
+    the same), the walk rate and the agreement with perf script printed."""
     output = run_quick(tmp_path, "bench_perf.py", 900)
-    for workload in ("c", "c++", "python", "inline"):
+    for workload in ("c", "c++", "python", "inline", "small"):
         assert f"== {workload}: " in output
-    assert output.count("CPU ratio") == 12 and output.count("agreement over") == 4
-    assert output.count("perf script's text with inline frames") == 4
+    assert output.count("CPU ratio") == 15 and output.count("agreement over") == 5
+    assert output.count("perf script's text with inline frames") == 5
+    assert output.count("output identical to -j 1") == 5 and "load average after" in output

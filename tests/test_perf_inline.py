@@ -25,6 +25,8 @@ asked the same addresses in the same order, on those builds and on the system's 
 
 from __future__ import annotations
 
+import difflib
+import os
 import random
 import re
 import shutil
@@ -38,7 +40,7 @@ from pysframe.elf.addr2line import Addr2Line
 from pysframe.elf.addr2line_tables import UnitTable, arange_add
 from pysframe.elf.reader import ElfReader
 from pysframe.perf.analyze import Options, profile_recording
-from pysframe.perf.script import script_text
+from pysframe.perf.script import script_fields, script_text
 
 from conftest import require_program, unavailable
 from perf_support import PERF, Unavailable, check_perf
@@ -72,7 +74,9 @@ def _build(out: Path, kind: str) -> Path:
 
 def _record(program: Path) -> Path:
     """Record ``program`` on one CPU (so that the file's records are in the order pysframe
-    takes them: tests/test_perf_names.py says why)."""
+    takes them: tests/test_perf_names.py says why), without lazy binding: ld.so's trampoline,
+    where perf 6.1's walks stop early and pysframe's go on, is never entered (a sample there
+    made the texts differ, and the comparisons below fail, on some recordings)."""
     check_perf()
     data = program.parent / "perf.data"
     one_cpu = ["taskset", "-c", "0"] if shutil.which("taskset") else []
@@ -80,6 +84,7 @@ def _record(program: Path) -> Path:
         [*one_cpu, PERF, "record", "-q", "-e", "cpu-clock", "-c", "100000", "--call-graph",
          "dwarf", "-o", str(data), "--", str(program), "1"],
         capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "LD_BIND_NOW": "1"},
     )  # fmt: skip
     if done.returncode:
         raise Unavailable("perf", f"perf record failed: {done.stderr[:200]}")
@@ -169,7 +174,7 @@ def test_srcline_is_perf_scripts(recordings: dict[str, Path], kind: str) -> None
     (util/evsel_fprintf.c, util/srcline.c)."""
     path = str(recordings[kind])
     profile, _ = profile_recording(path, Options(inline=True, srcline=True))
-    ours = _samples("".join(script_text(profile, srcline=True)))
+    ours = _samples("".join(script_text(profile, options=script_fields("+srcline"))))
     theirs = _samples(_perf("script", "-F", "+srcline", "-i", path))
     assert len(ours) == len(theirs)
     differ = [index for index, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
@@ -209,7 +214,7 @@ def test_children_rows_are_perfs(recordings: dict[str, Path], kind: str) -> None
     inline rows are ours (but those of functions only in samples whose walks differ), and
     at least 99% of the rows are perf's to the character where no walk differs (c)."""
     path = str(recordings[kind])
-    ours = _rows(_pysframe("report", "--children", path))
+    ours = _rows(_pysframe("report", "--children", "-g", "none", path))
     theirs = _rows(_perf("report", "--stdio", "--children", "--sort", "comm,dso,sym", "-g",
                          "none", "-i", path))  # fmt: skip
 
@@ -225,6 +230,45 @@ def test_children_rows_are_perfs(recordings: dict[str, Path], kind: str) -> None
         pairs = list(zip(ours, theirs, strict=False))
         equal = sum(1 for a, b in pairs if a == b)
         assert equal >= 0.99 * len(theirs), [(a, b) for a, b in pairs if a != b][:5]
+
+
+@pytest.mark.parametrize("options", [[], ["--no-children"], ["-g", "callee"]])
+def test_call_graphs_with_inline_frames_are_perfs(
+    recordings: dict[str, Path], options: list[str]
+) -> None:
+    """perf report's default text (children, call graphs under the rows), whose graphs hold
+    the inline frames too, through the command line: every line of perf's but its notes
+    (the header hint and closing tip) is ours, in order (at least 99% where walks differ)."""
+    path = str(recordings["c"])
+
+    def lines(text: str) -> list[str]:  # without the notes and the bare "#" around them
+        return [line for line in text.splitlines()
+                if line != "#" and not line.startswith(("# To display", "# (Tip:"))]  # fmt: skip
+
+    ours = lines(_pysframe("report", "-i", path, "--stdio", *options))
+    theirs = lines(_perf("report", "-i", path, "--stdio", *options))
+    assert any(line.endswith("--hot (inlined)") or line.endswith(" hot (inlined)")
+               for line in theirs)  # fmt: skip
+    matcher = difflib.SequenceMatcher(None, theirs, ours, autojunk=False)
+    same = sum(block.size for block in matcher.get_matching_blocks())
+    assert same >= 0.99 * max(len(theirs), len(ours)), "\n".join(
+        list(difflib.unified_diff(theirs, ours, "perf", "pysframe", n=1, lineterm=""))[:40]
+    )
+
+
+@pytest.mark.parametrize("fields", ["+srcline", "comm,tid,ip,sym,srcline"])
+def test_srcline_field_through_the_command_line(
+    recordings: dict[str, Path], fields: str
+) -> None:
+    """``pysframe perf script -F ...srcline``: perf script's text, but samples whose walks
+    differ (as :func:`test_srcline_is_perf_scripts`)."""
+    path = str(recordings["c"])
+    ours = _samples(_pysframe("script", "-F", fields, path))
+    theirs = _samples(_perf("script", "-F", fields, "-i", path))
+    assert len(ours) == len(theirs) > 100
+    assert "\n  inlined.h:" in "\n".join(ours)
+    differ = sum(1 for a, b in zip(ours, theirs, strict=True) if a != b)
+    assert differ <= len(theirs) // 100
 
 
 # -- addr2line's answers ---------------------------------------------------------------------

@@ -94,7 +94,7 @@ def test_samples_in_a_signal_handler_walk_through_the_signal_frame(
         capture_output=True, text=True, timeout=300, check=True,
     ).stdout  # fmt: skip
     ours = subprocess.run(
-        [sys.executable, "-m", "pysframe", "perf", "script", str(path)],
+        [sys.executable, "-m", "pysframe", "perf", "script", "--no-inline", str(path)],
         capture_output=True, text=True, timeout=300, check=True,
     ).stdout  # fmt: skip
     perf_samples, our_samples = _samples(theirs), _samples(ours)

@@ -58,8 +58,16 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..tools.verify import collect
-    from ..tools.verify_report import FAILING_WHEN_NAMED, Options, summarize
-    from ..tools.verify_text import CSV_FIELDS, csv_rows, json_document, report_text, summary_table
+    from ..tools.verify_report import (
+        CSV_FIELDS,
+        FAILING_WHEN_NAMED,
+        Options,
+        csv_rows,
+        json_document,
+        report_text,
+        summarize,
+        summary_table,
+    )
 
     paths = batch_paths(args, "verify")
     options = Options(generate=args.generate, kernel=args.kernel, section=args.section)

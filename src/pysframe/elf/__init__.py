@@ -13,12 +13,12 @@ Each module's job:
   objdump 2.47, or laid out one after the other);
 * ``sframe``: which section is a file's SFrame section, and how it is loaded;
 * ``debuginfo``: separate debug files (build ID, debuglink) and MiniDebugInfo;
-* ``dwarf_lines``, ``line_program``: source lines and inlined functions at an address from
-  DWARF, whose units and DIEs pyelftools parses from the reader's sections (the only use of
-  pyelftools in pysframe), and line-number programs decoded to flat arrays;
-* ``dwarf_info``: DWARF debugging information entries read straight from the section bytes;
-* ``addr2line``, ``addr2line_tables``: what binutils' ``addr2line -f -i`` prints for an
-  address, and the per-unit tables it looks addresses up in, built as BFD builds them;
+* ``dwarf_info``, ``dwarf_ranges``, ``line_program``: the one DWARF reader, from the section
+  bytes: the ``.debug_*`` sections, units, abbreviations, DIEs and their trees; the addresses
+  units and DIEs cover; line-number programs decoded to flat arrays;
+* ``dwarf_lines``: source lines and inlined functions at an address by gdb's rules;
+* ``addr2line``, ``addr2line_tables``: what binutils' ``addr2line -f -i`` prints, by BFD's
+  rules;
 * ``inject``, ``rewrite``: writing a copy that carries a new ``.sframe``, and a new SFrame
   section over the old one in place.
 """

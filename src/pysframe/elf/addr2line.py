@@ -57,7 +57,6 @@ from .addr2line_tables import (
 )
 from .dwarf_info import (
     DebugSections,
-    DieReader,
     DW_AT_abstract_origin,
     DW_AT_comp_dir,
     DW_AT_high_pc,
@@ -72,11 +71,12 @@ from .dwarf_info import (
     DW_FORM_addr,
     DW_FORM_GNU_ref_alt,
     DW_FORM_ref_addr,
+    DW_FORM_rnglistx,
     DW_TAG_inlined_subroutine,
     UnitHeader,
-    address_ranges,
-    unit_headers,
+    Units,
 )
+from .dwarf_ranges import Spans, address_ranges
 from .layout import SHF_ALLOC
 from .reader import ElfReader
 
@@ -149,14 +149,12 @@ class Addr2Line:
                 for section in self._reader.sections()
                 if section.flags & SHF_ALLOC
             ]
-            self._headers: list[UnitHeader] | None = None
-            self._starts: list[int] = []
-            #: Units read so far, by index (None: not a compilation unit, or unreadable).
-            self._units: dict[int, UnitFacts | None] = {}
-            #: ``.debug_aranges``: (low, high, unit index) sorted, and the highest end up to
-            #: each; None without it.
-            self._aranges: tuple[list[tuple[int, int, int]], list[int]] | None = None
-            self._readers: dict[int, DieReader] = {}
+            self._units = Units(self._sections)
+            #: Units read so far, by offset (None: not a compilation unit, or unreadable).
+            self._facts: dict[int, UnitFacts | None] = {}
+            #: ``.debug_aranges`` (value: the unit's offset), once read; None without it.
+            self._aranges: Spans | None = None
+            self._aranges_read = False
             self._symbols: dict[int, tuple[list[int], list[_FoundSymbol]]] | None = None
             #: The last symbol _bfd_elf_find_function found, with its section.
             self._last_symbol: tuple[int, _FoundSymbol] | None = None
@@ -249,18 +247,15 @@ class Addr2Line:
         then those without ranges.  Where ``.debug_aranges`` says which units hold it, only
         those are read (a unit of code without ranges does not occur there)."""
         headers = self._unit_headers()
-        if self._aranges:
-            spans, reach = self._aranges
-            first = bisect.bisect_right(reach, address)
-            last = bisect.bisect_right(spans, (address, _MASK + 1, 0))
-            indexes = sorted({index for low, high, index in spans[first:last]
-                              if low <= address < high})  # fmt: skip
-            chosen = [self._unit(index) for index in indexes]
+        aranges = self._address_ranges()
+        if aranges:
+            offsets = sorted({span[2] for span in aranges.holding(address)})
+            chosen = [self._unit_of(offset) for offset in offsets]
             return [
                 unit for unit in chosen
                 if unit is not None and any(low <= address < high for low, high in unit.ranges)
-            ]
-        units = [unit for unit in map(self._unit, range(len(headers))) if unit is not None]
+            ]  # fmt: skip
+        units = [unit for unit in map(self._unit, headers) if unit is not None]
         return [
             unit for unit in units if any(low <= address < high for low, high in unit.ranges)
         ] + [unit for unit in units if not unit.ranges]
@@ -268,40 +263,39 @@ class Addr2Line:
     # -- units -------------------------------------------------------------------------------
 
     def _unit_headers(self) -> list[UnitHeader]:
-        """Every unit's header, and the units ``.debug_aranges`` gives ranges for."""
-        if self._headers is None:
-            self._headers = []
-            try:
-                self._headers = unit_headers(self._sections.get(".debug_info"),
-                                             self._sections.little)  # fmt: skip
-            except ElfError as error:
-                self.problems.append(str(error.at(path=self.path)))
-            self._starts = [header.offset for header in self._headers]
-            index_of = {offset: index for index, offset in enumerate(self._starts)}
+        """Every unit's header, up to the first that does not fit (a line in problems)."""
+        headers = self._units.headers
+        if self._units.error is not None:
+            line = str(self._units.error.at(path=self.path))
+            if line not in self.problems:
+                self.problems.append(line)
+        return headers
+
+    def _address_ranges(self) -> Spans | None:
+        """The ranges ``.debug_aranges`` gives the units, once read (None without any)."""
+        if not self._aranges_read:
+            self._aranges_read = True
+            starts = {header.offset for header in self._unit_headers()}
             try:
                 listed = address_ranges(self._sections.get(".debug_aranges"),
                                         self._sections.little)  # fmt: skip
             except ElfError as error:
                 self.problems.append(str(error.at(path=self.path)))
                 listed = []
-            spans = sorted((low, high, index_of[unit]) for low, high, unit in listed
-                           if unit in index_of)  # fmt: skip
-            if spans:
-                reach = list(itertools.accumulate((span[1] for span in spans), max))
-                self._aranges = (spans, reach)
-        return self._headers
+            spans = [span for span in listed if span[2] in starts]
+            self._aranges = Spans(spans) if spans else None
+        return self._aranges
 
-    def _unit(self, index: int) -> UnitFacts | None:
-        """Unit ``index``'s own DIE (parse_comp_unit), read once; None for a unit that is no
+    def _unit(self, header: UnitHeader) -> UnitFacts | None:
+        """The unit's own DIE (parse_comp_unit), read once; None for a unit that is no
         compilation unit or cannot be read."""
-        if index not in self._units:
-            self._units[index] = None
-            header = self._unit_headers()[index]
+        if header.offset not in self._facts:
+            self._facts[header.offset] = None
             try:
-                self._units[index] = self._read_unit(header)
+                self._facts[header.offset] = self._read_unit(header)
             except (ElfError, IndexError) as error:
                 self._problem(header, error)
-        return self._units[index]
+        return self._facts[header.offset]
 
     def _problem(self, header: UnitHeader, error: Exception) -> None:
         why = error.message if isinstance(error, ElfError) else "runs past its section"
@@ -310,16 +304,16 @@ class Addr2Line:
     def _read_unit(self, header: UnitHeader) -> UnitFacts | None:
         if header.unit_type not in (0, 1, 3, 4):  # compile, partial, skeleton (or pre-5)
             return None
-        reader = self._die_reader(header)
-        abbrev, values, _ = reader.attributes(header.die_offset)
+        reader = self._units.reader(header)
+        abbrev, values = reader.unit_die()
         if abbrev is None:
             return None
-        reader.read_bases(values)
         ranges: list[list[int]] = []
         low = number(values.get(DW_AT_low_pc))
         base = low or 0
-        if DW_AT_ranges in values:
-            read_rangelist(self._sections, reader, base, number(values[DW_AT_ranges]) or 0, ranges)
+        found = values.get(DW_AT_ranges)
+        if found is not None and found[0] != DW_FORM_rnglistx:  # BFD's is_int_form
+            read_rangelist(reader, base, number(found) or 0, ranges)
         high_value = values.get(DW_AT_high_pc)
         if high_value is not None and isinstance(high_value[1], int) and high_value[1]:
             high = high_value[1] + (base if high_value[0] != DW_FORM_addr else 0)
@@ -334,12 +328,6 @@ class Addr2Line:
         stmt = number(values.get(DW_AT_stmt_list))
         return UnitFacts(header, language, ranges, base, directory, stmt)
 
-    def _die_reader(self, header: UnitHeader) -> DieReader:
-        found = self._readers.get(header.offset)
-        if found is None:
-            found = self._readers[header.offset] = DieReader(self._sections, header)
-        return found
-
     def _table(self, unit: UnitFacts) -> UnitTable | bool:
         """The unit's table, built on first use (comp_unit_maybe_decode_line_info): False
         when it has no line program or cannot be read."""
@@ -348,7 +336,7 @@ class Addr2Line:
             if unit.stmt_list is None:
                 return False
             try:
-                unit.table = build_table(self._sections, self._die_reader(unit.header), unit)
+                unit.table = build_table(self._units.reader(unit.header), unit)
             except (ElfError, IndexError, ValueError) as error:
                 self._problem(unit.header, error)
         return unit.table
@@ -389,8 +377,7 @@ class Addr2Line:
         unit = self._unit_of(target)
         if unit is None:
             return name, linkage
-        reader = self._die_reader(unit.header)
-        abbrev, values, _ = reader.attributes(target)
+        abbrev, values, _ = self._units.reader(unit.header).attributes(target)
         if abbrev is None:
             return name, linkage
         for attribute, (attribute_form, value) in values.items():
@@ -407,11 +394,10 @@ class Addr2Line:
         return name, linkage
 
     def _unit_of(self, offset: int) -> UnitFacts | None:
+        """The unit that holds ``offset`` of ``.debug_info``, read."""
         self._unit_headers()
-        at = bisect.bisect_right(self._starts, offset) - 1
-        if at >= 0 and offset < self._unit_headers()[at].end:
-            return self._unit(at)
-        return None
+        header = self._units.at(offset)
+        return None if header is None else self._unit(header)
 
     # -- symbols -----------------------------------------------------------------------------
 

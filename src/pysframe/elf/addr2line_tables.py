@@ -15,7 +15,6 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import ElfError
 from .dwarf_info import (
     Abbreviation,
     DebugSections,
@@ -31,6 +30,7 @@ from .dwarf_info import (
     DW_AT_ranges,
     DW_AT_specification,
     DW_FORM_addr,
+    DW_FORM_rnglistx,
     DW_TAG_entry_point,
     DW_TAG_inlined_subroutine,
     DW_TAG_lexical_block,
@@ -39,6 +39,7 @@ from .dwarf_info import (
     DW_TAG_subprogram,
     UnitHeader,
 )
+from .dwarf_ranges import range_list
 from .line_program import line_rows, read_line_program, read_uleb
 
 if TYPE_CHECKING:
@@ -159,80 +160,31 @@ class UnitFacts:
     table: UnitTable | bool | None = None
 
 
-def build_table(sections: DebugSections, reader: DieReader, unit: UnitFacts) -> UnitTable:
+def build_table(reader: DieReader, unit: UnitFacts) -> UnitTable:
     """The unit's table (comp_unit_maybe_decode_line_info): its line table, then its
     functions.  ElfError (or IndexError, ValueError) when either cannot be read: BFD then
     answers nothing from the unit."""
     table = UnitTable()
-    _read_lines(sections, unit, table)
-    _read_functions(sections, reader, unit, table)
+    _read_lines(reader.sections, unit, table)
+    _read_functions(reader, unit, table)
     return table
 
 
-def read_rangelist(
-    sections: DebugSections, reader: DieReader, base: int, offset: int, out: list[list[int]]
-) -> None:
-    """read_rangelist: ``.debug_ranges`` (DWARF 4 and before) or ``.debug_rnglists``
-    entries at ``offset``, each range added with :func:`arange_add`."""
-    size = reader.unit.address_size
-    order = reader.order
-    if reader.unit.version <= 4:
-        data = sections.get(".debug_ranges")
-        pos = offset
-        while pos + 2 * size <= len(data):
-            low = int.from_bytes(data[pos : pos + size], order)
-            high = int.from_bytes(data[pos + size : pos + 2 * size], order)
-            pos += 2 * size
-            if low == 0 and high == 0:
-                return
-            if low == (1 << 8 * size) - 1 and high != low:
-                base = high
-            else:
-                arange_add(out, (base + low) & _MASK, (base + high) & _MASK)
-        return
-    data = sections.get(".debug_rnglists")
-    pos = offset
-    while pos < len(data):
-        kind = data[pos]
-        pos += 1
-        if kind == 0:  # DW_RLE_end_of_list
-            return
-        if kind == 5:  # DW_RLE_base_address
-            base = int.from_bytes(data[pos : pos + size], order)
-            pos += size
-            continue
-        if kind == 7:  # DW_RLE_start_length
-            low = int.from_bytes(data[pos : pos + size], order)
-            length, pos = read_uleb(data, pos + size, len(data))
-            high = low + length
-        elif kind == 4:  # DW_RLE_offset_pair
-            start, pos = read_uleb(data, pos, len(data))
-            stop, pos = read_uleb(data, pos, len(data))
-            low, high = base + start, base + stop
-        elif kind == 6:  # DW_RLE_start_end
-            low = int.from_bytes(data[pos : pos + size], order)
-            high = int.from_bytes(data[pos + size : pos + 2 * size], order)
-            pos += 2 * size
-        else:  # the x forms need .debug_addr: BFD 2.40 stops there
-            return
-        arange_add(out, low & _MASK, high & _MASK)
+def read_rangelist(reader: DieReader, base: int, offset: int, out: list[list[int]]) -> None:
+    """read_rangelist: the ranges of the list at ``offset`` (``.debug_ranges``, or
+    ``.debug_rnglists`` without the entries that index ``.debug_addr``, which fail it as they
+    fail BFD 2.40), each added with :func:`arange_add`.  ElfError where BFD fails the list:
+    the unit then answers nothing."""
+    for low, high in range_list(reader, offset, base, indexed=False):
+        arange_add(out, low, high)
 
 
 def _read_lines(sections: DebugSections, unit: UnitFacts, table: UnitTable) -> None:
     """decode_line_info and sort_line_sequences."""
-
-    def string(form: int, offset: int) -> str:
-        name = ".debug_line_str" if form == 0x1F else ".debug_str"
-        data = sections.get(name)
-        end = data.find(b"\0", offset)
-        if offset >= len(data) or end < 0:
-            raise ElfError(f"string offset {offset:#x} past the end of {name}")
-        return os.fsdecode(data[offset:end])
-
     program = read_line_program(
         sections.get(".debug_line"), unit.stmt_list or 0,
         address_size=unit.header.address_size, big_endian=not sections.little,
-        string=string,
+        string=sections.line_string,
     )  # fmt: skip
     version = program.version
     rows = line_rows(program.code, program.header, first_file=0 if version >= 5 else 1)
@@ -295,9 +247,7 @@ def _sequences(
     table.row_lines = lines[chosen].tolist()
 
 
-def _read_functions(
-    sections: DebugSections, reader: DieReader, unit: UnitFacts, table: UnitTable
-) -> None:
+def _read_functions(reader: DieReader, unit: UnitFacts, table: UnitTable) -> None:
     """scan_unit_for_symbols, for functions: each function DIE with its ranges and the
     function DIE around it."""
     info, abbrevs, end = reader.info, reader.abbrevs, unit.header.end
@@ -327,13 +277,13 @@ def _read_functions(
             continue
         tag = abbrev.tag
         if tag in _FUNCTION_TAGS:
-            pos = _function(sections, reader, unit, abbrev, at, pos, level, path, functions)
+            pos = _function(reader, unit, abbrev, at, pos, level, path, functions)
         else:
             path[level] = -1
             if abbrev.children and tag not in _DESCEND:
                 sibling, pos = reader.sibling(abbrev, pos)
-                if sibling is not None and pos <= sibling <= end:
-                    pos = sibling
+                if sibling is not None and pos <= sibling[1] <= end:
+                    pos = sibling[1]
                     continue
                 skip_below = level
                 level += 1
@@ -355,7 +305,6 @@ def _read_functions(
 
 
 def _function(
-    sections: DebugSections,
     reader: DieReader,
     unit: UnitFacts,
     abbrev: Abbreviation,
@@ -379,7 +328,7 @@ def _function(
     high_relative = False
     call_file: int | None = None
     call_line = 0
-    for (name, form, const), size in zip(abbrev.attributes, reader.sizes(abbrev), strict=True):
+    for (name, form, const), size in zip(abbrev.attributes, abbrev.sizes, strict=True):
         if name not in _WANTED:
             if size >= 0:
                 pos += size
@@ -395,8 +344,8 @@ def _function(
             low = value
         elif name == DW_AT_high_pc:
             high, high_relative = value, form != DW_FORM_addr
-        elif name == DW_AT_ranges:
-            read_rangelist(sections, reader, unit.base, value, ranges)
+        elif name == DW_AT_ranges and form != DW_FORM_rnglistx:  # BFD's is_int_form
+            read_rangelist(reader, unit.base, value, ranges)
         elif name == DW_AT_call_file:
             call_file = value
         elif name == DW_AT_call_line:

@@ -1,37 +1,54 @@
-"""DWARF debugging information entries read straight from the section bytes (DWARF 5
-sections 7.5.1-7.5.6; versions 2 to 5), for readers that want a few attributes of many DIEs.
+"""DWARF debugging information read straight from the section bytes (DWARF 5 sections 7.5 and
+2.17; versions 2 to 5): the one reader of ``.debug_info`` and the sections it refers to.  gdb's
+rules (:mod:`pysframe.elf.dwarf_lines`) and BFD's (:mod:`pysframe.elf.addr2line`) are layers
+on it.
 
-* :func:`unit_headers`: the units of ``.debug_info`` (7.5.1: unit_length, version, unit_type,
-  debug_abbrev_offset, address_size), each with where its first DIE and its end are;
+* :class:`DebugSections`: the ``.debug_*`` sections, decompressed and, in an object, relocated;
+* :class:`Units`: the units of ``.debug_info`` (7.5.1: unit_length, version, unit_type,
+  debug_abbrev_offset, address_size), each with where its first DIE and its end are, and the
+  unit that holds an offset;
 * :class:`Abbreviations`: a unit's abbreviation table (7.5.3), each declaration with the size
   its attributes take when all of their forms have a fixed size (most DIEs are skipped in one
   addition);
 * :class:`DieReader`: a DIE's attributes (7.5.4), the values of the forms (7.5.6) that name
   strings, addresses, constants and references made plain: a string is ``str``, a reference
-  an offset in ``.debug_info``, ``DW_FORM_implicit_const`` its abbreviation's value.
+  an offset in ``.debug_info``, ``DW_FORM_implicit_const`` its abbreviation's value, and the
+  indexed forms (strx, addrx, rnglistx) looked up in ``.debug_str_offsets``, ``.debug_addr``
+  and ``.debug_rnglists`` from the bases the unit's own DIE gives;
+* :class:`DieTree`: the DIEs of a unit as a tree, walked so that no damage makes a walk
+  endless.
 
-Section bytes come decompressed from :class:`pysframe.elf.reader.ElfReader`.  Malformed data
-raises :class:`pysframe.errors.ElfError` (a read past a section's end, an unknown form or
-abbreviation); callers decide what it costs.
+:mod:`pysframe.elf.dwarf_ranges` reads the addresses units and DIEs cover.
+
+Malformed data raises :class:`pysframe.errors.ElfError` (a read past a section's end, an
+unknown form, abbreviation or range list entry); callers decide what it costs.  No count read
+from the data allocates more than the bytes that hold it, and no walk goes back.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
-from dataclasses import dataclass, field
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ElfError
 from .line_program import read_sleb, read_uleb
-from .reader import ElfReader
+from .reader import ElfReader, inflate
+from .relocation import relocated
 
 _INFO = ".debug_info"
 _MASK = (1 << 64) - 1
 
 # Tags (DWARF 5 7.5.4, table 7.3).
+DW_TAG_class_type = 0x02
 DW_TAG_entry_point = 0x03
 DW_TAG_lexical_block = 0x0B
 DW_TAG_compile_unit = 0x11
+DW_TAG_structure_type = 0x13
+DW_TAG_union_type = 0x17
 DW_TAG_inlined_subroutine = 0x1D
 DW_TAG_module = 0x1E
 DW_TAG_subprogram = 0x2E
@@ -149,23 +166,32 @@ class UnitHeader:
 @dataclass(frozen=True, slots=True)
 class Abbreviation:
     """One abbreviation declaration (DWARF 5 7.5.3): the tag, whether DIEs of it have
-    children, their attributes as (attribute, form, implicit constant), and ``size``: the
-    bytes the attributes take when every form has a fixed size for the unit (else -1)."""
+    children, their attributes as (attribute, form, implicit constant), the bytes each
+    attribute takes in the unit (-1 where its form's size varies), and ``size``: the bytes
+    all of them take when every form has a fixed size (else -1)."""
 
     tag: int
     children: bool
     attributes: tuple[tuple[int, int, int], ...]
+    sizes: tuple[int, ...]
     size: int
 
 
-def unit_headers(info: bytes, little: bool = True) -> list[UnitHeader]:
-    """The units of ``.debug_info`` in section order; ElfError at a header that does not fit
-    (the units before it are kept by nobody: the section is unreadable from there)."""
+def _fixed_size(form: int, unit: UnitHeader) -> int:
+    """The bytes an attribute of ``form`` takes in ``unit``, -1 where it varies."""
+    if form == DW_FORM_ref_addr:  # an address in DWARF 2, an offset since (7.5.5)
+        return unit.address_size if unit.version == 2 else unit.offset_size
+    fixed = _FIXED.get(form)
+    if fixed is None:
+        return -1
+    return unit.offset_size if fixed == -1 else unit.address_size if fixed == -2 else fixed
+
+
+def read_unit_header(info: bytes, pos: int, little: bool = True) -> UnitHeader:
+    """The header of the unit at ``pos`` of ``.debug_info``; ElfError when it does not fit."""
     order: Literal["little", "big"] = "little" if little else "big"
-    out: list[UnitHeader] = []
-    pos, size = 0, len(info)
-    while pos + 4 <= size:
-        start = pos
+    start, size = pos, len(info)
+    try:
         length = int.from_bytes(info[pos : pos + 4], order)
         offset_size, pos = 4, pos + 4
         if length == 0xFFFFFFFF:
@@ -191,47 +217,20 @@ def unit_headers(info: bytes, little: bool = True) -> list[UnitHeader]:
             pos += offset_size + 1
         else:
             raise ElfError(f"unit of DWARF version {version}", start, section=_INFO)
-        if pos > end:
-            raise ElfError("unit header longer than its unit", start, section=_INFO)
-        out.append(UnitHeader(start, end, version, unit_type, address_size, offset_size,
-                              abbrev, pos))  # fmt: skip
-        pos = end
-    return out
+    except IndexError:
+        raise ElfError("unit header runs past the section", start, section=_INFO) from None
+    if pos > end:
+        raise ElfError("unit header longer than its unit", start, section=_INFO)
+    return UnitHeader(start, end, version, unit_type, address_size, offset_size, abbrev, pos)
 
 
-def address_ranges(data: bytes, little: bool = True) -> list[tuple[int, int, int]]:
-    """The ranges ``.debug_aranges`` gives (DWARF 5 6.1.2): (low, high, unit offset) in
-    section order, empty ranges left out; ElfError at a set that does not fit."""
-    order: Literal["little", "big"] = "little" if little else "big"
-    out: list[tuple[int, int, int]] = []
-    pos, size = 0, len(data)
-    while pos + 4 <= size:
-        start = pos
-        length = int.from_bytes(data[pos : pos + 4], order)
-        offset_size, pos = 4, pos + 4
-        if length == 0xFFFFFFFF:
-            length = int.from_bytes(data[pos : pos + 8], order)
-            offset_size, pos = 8, pos + 8
-        end = pos + length
-        if end > size or length < 4 + offset_size:
-            raise ElfError("address range set runs past the section", start,
-                           section=".debug_aranges")  # fmt: skip
-        unit = int.from_bytes(data[pos + 2 : pos + 2 + offset_size], order)
-        address_size = data[pos + 2 + offset_size]
-        pos += 4 + offset_size  # version, debug_info_offset, address_size, segment_selector_size
-        if address_size not in (4, 8):
-            raise ElfError(f"address range set of {address_size}-byte addresses", start,
-                           section=".debug_aranges")  # fmt: skip
-        pos = start + -(-(pos - start) // (2 * address_size)) * (2 * address_size)
-        while pos + 2 * address_size <= end:
-            low = int.from_bytes(data[pos : pos + address_size], order)
-            span = int.from_bytes(data[pos + address_size : pos + 2 * address_size], order)
-            pos += 2 * address_size
-            if low == 0 and span == 0:
-                break
-            if span:
-                out.append((low, low + span, unit))
-        pos = end
+def unit_headers(info: bytes, little: bool = True) -> list[UnitHeader]:
+    """The units of ``.debug_info`` in section order; ElfError at a header that does not fit."""
+    out: list[UnitHeader] = []
+    pos = 0
+    while pos + 4 <= len(info):
+        out.append(read_unit_header(info, pos, little))
+        pos = out[-1].end
     return out
 
 
@@ -265,7 +264,7 @@ class Abbreviations(dict[int, Abbreviation]):
             children = data[pos] != 0
             pos += 1
             attributes = []
-            size = 0
+            sizes = []
             while True:
                 name, pos = read_uleb(data, pos, end)
                 form, pos = read_uleb(data, pos, end)
@@ -275,48 +274,136 @@ class Abbreviations(dict[int, Abbreviation]):
                 if form == DW_FORM_implicit_const:
                     const, pos = read_sleb(data, pos, end)
                 attributes.append((name, form, const))
-                fixed = _FIXED.get(form)
-                if form == DW_FORM_ref_addr:
-                    fixed = -2 if unit.version == 2 else -1
-                if fixed is None or size < 0:
-                    size = -1
-                else:
-                    size += unit.offset_size if fixed == -1 else (
-                        unit.address_size if fixed == -2 else fixed
-                    )
+                sizes.append(_fixed_size(form, unit))
         except IndexError:
             raise ElfError("abbreviation table runs past its end", self.offset,
                            section=".debug_abbrev") from None  # fmt: skip
         self._pos = pos
         if code not in self:  # the first declaration of a code counts
-            self[code] = Abbreviation(tag, children, tuple(attributes), size)
+            size = -1 if -1 in sizes else sum(sizes)
+            self[code] = Abbreviation(tag, children, tuple(attributes), tuple(sizes), size)
         return code
 
 
-@dataclass(slots=True)
-class DebugSections:
-    """The ``.debug_*`` sections of one ELF file, each read (decompressed) when first asked
-    for; a section the file lacks is empty."""
+#: The sections the readers here take.
+DEBUG_SECTIONS = (
+    _INFO, ".debug_abbrev", ".debug_str", ".debug_line", ".debug_line_str", ".debug_aranges",
+    ".debug_ranges", ".debug_rnglists", ".debug_addr", ".debug_str_offsets",
+)  # fmt: skip
 
-    reader: ElfReader
-    _data: dict[str, bytes] = field(default_factory=dict)
+
+class DebugSections:
+    """The ``.debug_*`` sections of one ELF file as gdb and BFD read them: decompressed
+    (``SHF_COMPRESSED``, or, as both read each one, ``.zdebug_*`` in the GNU form, whose
+    contents start with ``ZLIB`` and the size, big-endian u64), and in a relocatable object
+    relocated (:func:`pysframe.elf.relocation.relocated`); a section the file lacks is empty.
+    Each is read when first asked for, or all at once (:meth:`read`, after which the file may
+    be closed).  ElfError for a section that cannot be read."""
+
+    __slots__ = ("_data", "_reader", "little")
+
+    def __init__(self, reader: ElfReader) -> None:
+        self._reader: ElfReader | None = reader
+        self._data: dict[str, bytes] = {}
+        self.little = not reader.big_endian
+
+    @classmethod
+    def read(cls, reader: ElfReader) -> DebugSections:
+        """The sections the readers here take (:data:`DEBUG_SECTIONS`), read now."""
+        sections = cls(reader)
+        for name in DEBUG_SECTIONS:
+            sections.get(name)
+        sections._reader = None
+        return sections
 
     def get(self, name: str) -> bytes:
         found = self._data.get(name)
         if found is None:
-            section = self.reader.section(name)
-            found = self._data[name] = b"" if section is None else self.reader.section_data(section)
+            found = self._data[name] = b"" if self._reader is None else self._load(name)
         return found
 
+    def _load(self, name: str) -> bytes:
+        image = self._reader
+        assert image is not None
+        gnu = image.section(".z" + name[1:])
+        section = gnu or image.section(name)
+        if section is None:
+            return b""
+        data = image.section_data(section)
+        if gnu is not None:
+            if data[:4] != b"ZLIB" or len(data) < 12:
+                raise ElfError("no ZLIB header", path=image.path, section=section.name)
+            (size,) = struct.unpack_from(">Q", data, 4)
+            data = inflate(data[12:], size, len(data), path=image.path, section=section.name)
+        return relocated(image, section, data)
+
+    def string(self, name: str, offset: int) -> str:
+        """The NUL-terminated string at ``offset`` of section ``name``."""
+        data = self.get(name)
+        end = data.find(b"\0", offset)
+        if offset >= len(data) or end < 0:
+            raise ElfError(f"string offset {offset:#x} past the end of {name}", section=_INFO)
+        return os.fsdecode(data[offset:end])
+
+    def line_string(self, form: int, offset: int) -> str:
+        """A name in a line program's header (DWARF 5 6.2.4.1): DW_FORM_line_strp in
+        ``.debug_line_str``, DW_FORM_strp in ``.debug_str``."""
+        return self.string(".debug_line_str" if form == DW_FORM_line_strp else ".debug_str",
+                           offset)  # fmt: skip
+
+
+class Units:
+    """The units of one file's ``.debug_info``: their headers, read once in section order up
+    to the first that does not fit (``error`` says why; as BFD's stash_comp_unit, none after
+    it is trusted), a :class:`DieReader` for each, and the unit an offset is in."""
+
+    def __init__(self, sections: DebugSections) -> None:
+        self.sections = sections
+        self.error: ElfError | None = None
+        self._headers: list[UnitHeader] | None = None
+        self._starts: list[int] = []
+        self._readers: dict[int, DieReader] = {}
+
     @property
-    def little(self) -> bool:
-        return not self.reader.big_endian
+    def headers(self) -> list[UnitHeader]:
+        if self._headers is None:
+            self._headers = []
+            info = self.sections.get(_INFO)
+            pos = 0
+            try:
+                while pos + 4 <= len(info):
+                    self._headers.append(read_unit_header(info, pos, self.sections.little))
+                    pos = self._headers[-1].end
+            except ElfError as error:
+                self.error = error
+            self._starts = [header.offset for header in self._headers]
+        return self._headers
+
+    def at(self, offset: int) -> UnitHeader | None:
+        """The unit that holds ``offset`` of ``.debug_info``."""
+        headers = self.headers
+        index = bisect.bisect_right(self._starts, offset) - 1
+        return headers[index] if index >= 0 and offset < headers[index].end else None
+
+    def reader(self, unit: UnitHeader) -> DieReader:
+        found = self._readers.get(unit.offset)
+        if found is None:
+            found = self._readers[unit.offset] = DieReader(self.sections, unit)
+        return found
+
+
+#: Forms whose numbers index a table found from a base the unit's own DIE gives.
+_STRX = frozenset({DW_FORM_strx, DW_FORM_strx1, DW_FORM_strx2, DW_FORM_strx3, DW_FORM_strx4,
+                   DW_FORM_GNU_str_index})  # fmt: skip
+_ADDRX = frozenset({DW_FORM_addrx, DW_FORM_addrx1, DW_FORM_addrx2, DW_FORM_addrx3,
+                    DW_FORM_addrx4, DW_FORM_GNU_addr_index})  # fmt: skip
 
 
 class DieReader:
     """The DIEs of one unit: attribute values (:meth:`attributes`) and skipping
-    (:meth:`skip`).  ``bases``: DW_AT_str_offsets_base and DW_AT_addr_base, set from the unit's
-    own DIE (:meth:`read_bases`) so that strx and addrx forms resolve."""
+    (:meth:`skip`).  The bases of the indexed forms (DW_AT_str_offsets_base, DW_AT_addr_base,
+    DW_AT_rnglists_base) come from the unit's own DIE (:meth:`unit_die`, or
+    :meth:`read_bases`); before, each is the size of its section's first header."""
 
     def __init__(self, sections: DebugSections, unit: UnitHeader) -> None:
         self.sections = sections
@@ -324,16 +411,33 @@ class DieReader:
         self.info = sections.get(_INFO)
         self.order: Literal["little", "big"] = "little" if sections.little else "big"
         self.abbrevs = Abbreviations(sections.get(".debug_abbrev"), unit.abbrev_offset, unit)
-        self._sizes: dict[int, tuple[int, ...]] = {}
-        self.str_offsets_base = 8 if unit.offset_size == 4 else 16
-        self.addr_base = 8 if unit.offset_size == 4 else 16
+        self.str_offsets_base = self.addr_base = 8 if unit.offset_size == 4 else 16
+        self.rnglists_base = 12 if unit.offset_size == 4 else 20
+        #: Whether indexed forms are looked up (not while the unit's own DIE is first read).
+        self._indexes = True
+        self._unit_die: tuple[Abbreviation | None, dict[int, tuple[int, object]]] | None = None
 
     def read_bases(self, values: dict[int, tuple[int, object]]) -> None:
         for attribute, slot in ((DW_AT_str_offsets_base, "str_offsets_base"),
-                                (DW_AT_addr_base, "addr_base")):  # fmt: skip
+                                (DW_AT_addr_base, "addr_base"),
+                                (DW_AT_rnglists_base, "rnglists_base")):  # fmt: skip
             found = values.get(attribute)
             if found is not None and isinstance(found[1], int):
                 setattr(self, slot, found[1])
+
+    def unit_die(self) -> tuple[Abbreviation | None, dict[int, tuple[int, object]]]:
+        """The unit's own DIE: its abbreviation (None: a null entry) and attributes, read
+        once, its own indexed forms looked up with the bases it gives."""
+        if self._unit_die is None:
+            self._indexes = False
+            try:
+                _, values, _ = self.attributes(self.unit.die_offset)
+            finally:
+                self._indexes = True
+            self.read_bases(values)
+            abbrev, values, _ = self.attributes(self.unit.die_offset)
+            self._unit_die = abbrev, values
+        return self._unit_die
 
     def abbreviation(self, code: int, offset: int) -> Abbreviation:
         try:
@@ -342,74 +446,72 @@ class DieReader:
             raise ElfError(f"abbreviation {code} is not in the unit's table", offset,
                            section=_INFO) from None  # fmt: skip
 
-    def attributes(
-        self, offset: int
-    ) -> tuple[Abbreviation | None, dict[int, tuple[int, object]], int]:
-        """(abbreviation, {attribute: (form, value)}, the offset after the DIE) of the DIE at
-        ``offset``; no abbreviation for a null entry."""
+    def entry(self, offset: int) -> tuple[Abbreviation | None, int]:
+        """(abbreviation, where its attributes start) of the DIE at ``offset``; no
+        abbreviation for a null entry (then the offset after it)."""
         try:
             code, pos = read_uleb(self.info, offset, len(self.info))
-            if code == 0:
-                return None, {}, pos
-            abbrev = self.abbreviation(code, offset)
-            values: dict[int, tuple[int, object]] = {}
-            for name, form, const in abbrev.attributes:
-                value, pos = self.value(form, const, pos)
-                values[name] = (form, value)
-            return abbrev, values, pos
         except IndexError:
             raise ElfError("DIE runs past the section", offset, section=_INFO) from None
+        return (None, pos) if code == 0 else (self.abbreviation(code, offset), pos)
 
-    def sizes(self, abbrev: Abbreviation) -> tuple[int, ...]:
-        """The size of each attribute of ``abbrev`` in this unit, -1 where it varies."""
-        found = self._sizes.get(id(abbrev))
-        if found is None:
-            unit = self.unit
-            out = []
-            for _name, form, _const in abbrev.attributes:
-                fixed = _FIXED.get(form)
-                if form == DW_FORM_ref_addr:
-                    fixed = -2 if unit.version == 2 else -1
-                out.append(-3 if fixed is None else unit.offset_size if fixed == -1 else (
-                    unit.address_size if fixed == -2 else fixed
-                ))
-            found = self._sizes[id(abbrev)] = tuple(-1 if size == -3 else size for size in out)
-        return found
+    def attributes(
+        self, offset: int, wanted: frozenset[int] | None = None
+    ) -> tuple[Abbreviation | None, dict[int, tuple[int, object]], int]:
+        """(abbreviation, {attribute: (form, value)}, the offset after the DIE) of the DIE at
+        ``offset`` (only the attributes in ``wanted``, if given); no abbreviation for a null
+        entry."""
+        abbrev, pos = self.entry(offset)
+        values: dict[int, tuple[int, object]] = {}
+        if abbrev is None:
+            return None, values, pos
+        try:
+            for (name, form, const), size in zip(abbrev.attributes, abbrev.sizes, strict=True):
+                if wanted is None or name in wanted:
+                    value, pos = self.value(form, const, pos)
+                    values[name] = (form, value)
+                else:
+                    pos = pos + size if size >= 0 else self._skip_form(form, pos)
+        except (IndexError, ValueError):
+            raise ElfError("DIE runs past the section", offset, section=_INFO) from None
+        return abbrev, values, pos
 
-    def sibling(self, abbrev: Abbreviation, pos: int) -> tuple[int | None, int]:
-        """(DW_AT_sibling's offset or None, the offset after the attributes) of a DIE of
-        ``abbrev`` whose attributes start at ``pos``."""
+    def sibling(self, abbrev: Abbreviation, pos: int) -> tuple[tuple[int, int] | None, int]:
+        """((form, DW_AT_sibling's offset) or None, the offset after the attributes) of a DIE
+        of ``abbrev`` whose attributes start at ``pos``."""
         found = None
-        for (name, form, const), size in zip(abbrev.attributes, self.sizes(abbrev), strict=True):
-            if name == DW_AT_sibling:
-                value, pos = self.value(form, const, pos)
-                found = value if isinstance(value, int) else None
-            elif size >= 0:
-                pos += size
-            else:
-                _, pos = self.value(form, const, pos)
+        try:
+            for (name, form, const), size in zip(abbrev.attributes, abbrev.sizes, strict=True):
+                if name == DW_AT_sibling:
+                    value, pos = self.value(form, const, pos)
+                    found = (form, value) if isinstance(value, int) else None
+                else:
+                    pos = pos + size if size >= 0 else self._skip_form(form, pos)
+        except (IndexError, ValueError):
+            raise ElfError("DIE runs past the section", pos, section=_INFO) from None
         return found, pos
 
     def skip(self, abbrev: Abbreviation, pos: int) -> int:
         """The offset after the attributes of a DIE of ``abbrev`` that start at ``pos``."""
         if abbrev.size >= 0:
             return pos + abbrev.size
-        info = self.info
-        for _name, form, _const in abbrev.attributes:
-            fixed = _FIXED.get(form)
-            if fixed is not None:
-                pos += self.unit.offset_size if fixed == -1 else (
-                    self.unit.address_size if fixed == -2 else fixed
-                )
-            elif form in _LEB:
-                while info[pos] & 0x80:
-                    pos += 1
-                pos += 1
-            elif form == DW_FORM_string:
-                pos = info.index(b"\0", pos) + 1
-            else:
-                _, pos = self.value(form, 0, pos)
+        try:
+            for (_name, form, _const), size in zip(abbrev.attributes, abbrev.sizes, strict=True):
+                pos = pos + size if size >= 0 else self._skip_form(form, pos)
+        except (IndexError, ValueError):
+            raise ElfError("DIE runs past the section", pos, section=_INFO) from None
         return pos
+
+    def _skip_form(self, form: int, pos: int) -> int:
+        """The offset after an attribute of ``form`` (of no fixed size) at ``pos``."""
+        info = self.info
+        if form in _LEB:
+            while info[pos] & 0x80:
+                pos += 1
+            return pos + 1
+        if form == DW_FORM_string:
+            return info.index(b"\0", pos) + 1
+        return self.value(form, 0, pos)[1]
 
     def value(self, form: int, const: int, pos: int) -> tuple[object, int]:
         """(value, next position) of an attribute of ``form`` at ``pos``."""
@@ -418,17 +520,12 @@ class DieReader:
             form, pos = read_uleb(info, pos, len(info))
             if form == DW_FORM_implicit_const:
                 const, pos = read_sleb(info, pos, len(info))
-        fixed = _FIXED.get(form)
-        if form == DW_FORM_ref_addr:
-            fixed = unit.address_size if unit.version == 2 else unit.offset_size
         if form == DW_FORM_implicit_const:
             return const, pos
         if form == DW_FORM_flag_present:
             return 1, pos
-        if fixed is not None:
-            size = (
-                unit.offset_size if fixed == -1 else unit.address_size if fixed == -2 else fixed
-            )
+        size = _fixed_size(form, unit)
+        if size >= 0:
             if pos + size > len(info):
                 raise IndexError(pos)
             number = int.from_bytes(info[pos : pos + size], self.order)
@@ -445,6 +542,8 @@ class DieReader:
         if length_size is None:
             raise ElfError(f"unknown attribute form {form:#x}", pos, section=_INFO)
         if length_size:
+            if pos + length_size > len(info):
+                raise IndexError(pos)
             length = int.from_bytes(info[pos : pos + length_size], self.order)
             pos += length_size
         else:
@@ -459,18 +558,26 @@ class DieReader:
         if form in UNIT_REFERENCES:
             return self.unit.offset + number
         if form == DW_FORM_strp:
-            return self._string(".debug_str", number)
+            return self.sections.string(".debug_str", number)
         if form == DW_FORM_line_strp:
-            return self._string(".debug_line_str", number)
-        if form in (DW_FORM_strx, DW_FORM_strx1, DW_FORM_strx2, DW_FORM_strx3, DW_FORM_strx4,
-                    DW_FORM_GNU_str_index):  # fmt: skip
-            return self._string(".debug_str", self._indexed(".debug_str_offsets",
-                                                           self.str_offsets_base, number,
-                                                           self.unit.offset_size))  # fmt: skip
-        if form in (DW_FORM_addrx, DW_FORM_addrx1, DW_FORM_addrx2, DW_FORM_addrx3,
-                    DW_FORM_addrx4, DW_FORM_GNU_addr_index):  # fmt: skip
-            return self._indexed(".debug_addr", self.addr_base, number, self.unit.address_size)
+            return self.sections.string(".debug_line_str", number)
+        if not self._indexes:
+            return number
+        if form in _STRX:
+            offset = self._indexed(".debug_str_offsets", self.str_offsets_base, number,
+                                   self.unit.offset_size)  # fmt: skip
+            return self.sections.string(".debug_str", offset)
+        if form in _ADDRX:
+            return self.address(number)
+        if form == DW_FORM_rnglistx:  # an offset from the unit's table (DWARF 5 7.28)
+            offset_size = self.unit.offset_size
+            return self.rnglists_base + self._indexed(".debug_rnglists", self.rnglists_base,
+                                                      number, offset_size)  # fmt: skip
         return number
+
+    def address(self, index: int) -> int:
+        """Address ``index`` of the unit's table in ``.debug_addr`` (DWARF 5 7.27)."""
+        return self._indexed(".debug_addr", self.addr_base, index, self.unit.address_size)
 
     def _indexed(self, section: str, base: int, index: int, size: int) -> int:
         data = self.sections.get(section)
@@ -479,20 +586,115 @@ class DieReader:
             raise ElfError(f"index {index} past the end of {section}", section=_INFO)
         return int.from_bytes(data[at : at + size], self.order)
 
-    def _string(self, section: str, offset: int) -> str:
-        data = self.sections.get(section)
-        end = data.find(b"\0", offset)
-        if offset >= len(data) or end < 0:
-            raise ElfError(f"string offset {offset:#x} past the end of {section}", section=_INFO)
-        return os.fsdecode(data[offset:end])
+
+class DieTree:
+    """The DIEs of one unit as a tree, walked so that no damage makes a walk endless (DWARF 5
+    2.3, "Relationship of Debugging Information Entries"): a DIE's children follow it, each
+    after the previous one's subtree (which ``DW_AT_sibling`` may skip to) and up to a null
+    entry.
+
+    A child list only moves forward: a ``DW_AT_sibling`` that points back, at the DIE itself
+    or out of the unit is not followed (the subtree is scanned for its end instead; one that
+    is no reference inside the unit is not followed either, as gdb), and the list ends at the
+    unit's end.  A scan for a subtree's end records the end of every subtree it passes, so no
+    subtree is scanned twice.  A walk (:meth:`walk`) that reaches a DIE a second time stops
+    there.  ``warn(message, offset)`` hears of each such stop and each pointer not followed.
+    ``parents``: the parent of each DIE listed as a child so far."""
+
+    def __init__(self, reader: DieReader, warn: Callable[[str, int], None]) -> None:
+        self.reader = reader
+        self.end = reader.unit.end
+        self.warn = warn
+        self.parents: dict[int, int] = {}
+        self._children: dict[int, list[int]] = {}
+        self._subtree_end: dict[int, int] = {}
+
+    def tag(self, offset: int) -> int:
+        """The tag of the DIE at ``offset`` (0 for a null entry)."""
+        abbrev, _ = self.reader.entry(offset)
+        return 0 if abbrev is None else abbrev.tag
+
+    def children(self, offset: int) -> list[int]:
+        """The offsets of the children of the DIE at ``offset``."""
+        known = self._children.get(offset)
+        if known is not None:
+            return known
+        reader, out = self.reader, []
+        abbrev, pos = reader.entry(offset)
+        if abbrev is not None and abbrev.children:
+            child = reader.skip(abbrev, pos)
+            while child < self.end:
+                child_abbrev, pos = reader.entry(child)
+                if child_abbrev is None:
+                    break
+                self.parents[child] = offset
+                out.append(child)
+                if not child_abbrev.children:
+                    child = reader.skip(child_abbrev, pos)
+                    continue
+                sibling, after = reader.sibling(child_abbrev, pos)
+                if sibling is not None and sibling[0] in UNIT_REFERENCES:
+                    if after <= sibling[1] <= self.end:
+                        child = sibling[1]
+                        continue
+                    self.warn(f"DW_AT_sibling points to {sibling[1]:#x}, not after the DIE",
+                              child)  # fmt: skip
+                child = self._subtree_end_of(child, after)
+        self._children[offset] = out
+        return out
+
+    def _subtree_end_of(self, offset: int, after: int) -> int:
+        """Where the subtree of the DIE at ``offset`` (one with children, its attributes
+        ending at ``after``) ends: after the null entry that closes it, found by reading the
+        DIEs after it in order (each one's size moves forward), through the ends already
+        known."""
+        known = self._subtree_end.get(offset)
+        if known is not None:
+            return known
+        reader, ends = self.reader, self._subtree_end
+        open_dies, pos = [offset], after
+        while open_dies and pos < self.end:
+            if pos in ends:  # a subtree already scanned: skipped whole
+                pos = ends[pos]
+                continue
+            abbrev, attributes = reader.entry(pos)
+            if abbrev is None:
+                pos = ends[open_dies.pop()] = attributes
+            elif abbrev.children:
+                open_dies.append(pos)
+                pos = reader.skip(abbrev, attributes)
+            else:
+                pos = reader.skip(abbrev, attributes)
+        for unclosed in open_dies:  # the unit ended first
+            ends[unclosed] = self.end
+        return ends[offset]
+
+    def walk(self, roots: list[int], descend: Callable[[int], bool]) -> Iterator[int]:
+        """``roots`` and, depth first, the children of each DIE for which ``descend`` is
+        true; a DIE reached a second time (a sibling pointer into another subtree) stops
+        that branch."""
+        seen: set[int] = set()
+        pending = list(reversed(roots))
+        while pending:
+            offset = pending.pop()
+            if offset in seen:
+                self.warn("DIE reached twice: the walk stops there", offset)
+                continue
+            seen.add(offset)
+            yield offset
+            if descend(offset):
+                pending += reversed(self.children(offset))
 
 
 __all__ = [
+    "DEBUG_SECTIONS",
     "Abbreviation",
     "Abbreviations",
     "DebugSections",
     "DieReader",
+    "DieTree",
     "UnitHeader",
-    "address_ranges",
+    "Units",
+    "read_unit_header",
     "unit_headers",
 ]

@@ -11,34 +11,71 @@ each unit's ``DW_AT_low_pc``/``DW_AT_high_pc``/``DW_AT_ranges``), then
   the line of the line table; each inlined function was called from its ``DW_AT_call_file``
   and ``DW_AT_call_line``, which is where the function around it is.
 
-The DWARF is parsed by pyelftools' ``DWARFInfo`` (:func:`dwarf_info`: the ``.debug_*``
-sections as :class:`~pysframe.elf.reader.ElfReader` reads them, pyelftools reading no ELF),
-the line programs by :mod:`pysframe.elf.line_program` (flat arrays, not an object per row), and
-the DIE trees by :class:`_Dies`, whose walks always move forward and stop, with a warning in
-``problems``, at a DIE they reach twice (a ``DW_AT_sibling`` pointing at its own DIE, back, or
-into another subtree).  Malformed DWARF gives no source for the addresses it covers, never an
-exception nor an endless walk.
+These are gdb's rules, a layer on the one DWARF reader, :mod:`pysframe.elf.dwarf_info` (its
+units, DIEs and range lists; the sections read once and the file closed), with the line
+programs of :mod:`pysframe.elf.line_program` (flat arrays, not an object per row).  DIE trees
+are walked by :class:`~pysframe.elf.dwarf_info.DieTree`, whose walks always move forward and
+stop, with a warning in ``problems``, at a DIE they reach twice (a ``DW_AT_sibling``
+pointing at its own DIE, back, or into another subtree).  Malformed DWARF gives no source for
+the addresses it covers, never an exception nor an endless walk; so does a name or a
+reference in a dwz supplementary file (``DW_FORM_GNU_strp_alt``, ``DW_FORM_GNU_ref_alt``),
+which is not read.
 """
 
 from __future__ import annotations
 
-import bisect
-import io
-import itertools
 import os
-import struct
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import ElfError, SFrameError
-from .line_program import LineProgramHeader, line_rows
-from .reader import ElfReader, inflate
-from .relocation import relocated
+from .dwarf_info import (
+    UNIT_REFERENCES,
+    DebugSections,
+    DieReader,
+    DieTree,
+    DW_AT_abstract_origin,
+    DW_AT_call_file,
+    DW_AT_call_line,
+    DW_AT_high_pc,
+    DW_AT_language,
+    DW_AT_linkage_name,
+    DW_AT_low_pc,
+    DW_AT_MIPS_linkage_name,
+    DW_AT_name,
+    DW_AT_ranges,
+    DW_AT_specification,
+    DW_AT_stmt_list,
+    DW_FORM_addr,
+    DW_FORM_ref_addr,
+    DW_TAG_class_type,
+    DW_TAG_inlined_subroutine,
+    DW_TAG_lexical_block,
+    DW_TAG_namespace,
+    DW_TAG_structure_type,
+    DW_TAG_subprogram,
+    DW_TAG_union_type,
+    UnitHeader,
+    Units,
+)
+from .dwarf_ranges import Spans, address_ranges, range_list
+from .line_program import line_rows, read_line_program
+from .reader import ElfReader
 
-#: Names and files are bytes in pyelftools; they are decoded like file names.
-_TAGS_WITH_CODE = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine")
+if TYPE_CHECKING:
+    import numpy as np
+
 _DW_LANG_MIPS_ASSEMBLER = 0x8001
+_SCOPES = frozenset({DW_TAG_namespace, DW_TAG_class_type, DW_TAG_structure_type,
+                     DW_TAG_union_type})  # fmt: skip
+#: The attributes read of a DIE for its ranges, and for its name.
+_RANGES = frozenset({DW_AT_low_pc, DW_AT_high_pc, DW_AT_ranges})
+_NAMING = frozenset({DW_AT_name, DW_AT_linkage_name, DW_AT_MIPS_linkage_name,
+                     DW_AT_abstract_origin, DW_AT_specification})  # fmt: skip
+_CALL = frozenset({DW_AT_call_file, DW_AT_call_line})
+#: The errors a malformed unit raises while it is read (the reader's, and a value of an
+#: unexpected type).
+_DAMAGE = (SFrameError, IndexError, ValueError, TypeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,48 +94,52 @@ class SourceFrame:
     assembler: bool = False
 
 
-def _text(value: Any) -> str:
-    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
+def _number(values: dict[int, tuple[int, object]], attribute: int) -> int | None:
+    found = values.get(attribute)
+    return found[1] if found is not None and isinstance(found[1], int) else None
 
 
 class _Unit:
-    """One compilation unit: its line rows, sorted by address, and its DIEs, walked by
-    :class:`_Dies`."""
+    """One compilation unit: its line rows, sorted by address, and its DIEs, walked by a
+    :class:`~pysframe.elf.dwarf_info.DieTree`."""
 
-    def __init__(self, dwarf: Any, unit: Any, dies: _Dies) -> None:
+    def __init__(self, sections: DebugSections, reader: DieReader, tree: DieTree) -> None:
         import numpy as np
 
-        self.unit = unit
-        self.dies = dies
-        self.top = unit.get_top_DIE()
+        self.reader = reader
+        self.tree = tree
+        _, top = reader.unit_die()
+        #: The base address of the unit's range lists (DWARF 5 3.1.1).
+        self.base = _number(top, DW_AT_low_pc) or 0
+        self.assembler = _number(top, DW_AT_language) == _DW_LANG_MIPS_ASSEMBLER
         #: Rows sorted by address (stable: within one address, the last row of the program
         #: applies, as gdb keeps the last line of several at one address in a sequence).
-        self.addresses = np.zeros(0, dtype=np.uint64)
-        self.files = self.lines = np.zeros(0, dtype=np.int64)
-        self.ends = np.zeros(0, dtype=np.bool_)
+        self.addresses: np.ndarray = np.zeros(0, dtype=np.uint64)
+        self.files: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.lines: np.ndarray = self.files
+        self.ends: np.ndarray = np.zeros(0, dtype=np.bool_)
         self.file_names: list[str | None] = []
-        #: Starts and (low, high, DIE) of the unit's functions, once looked for.
-        self.functions: tuple[list[int], list[tuple[int, int, Any]]] | None = None
+        #: The unit's functions by their ranges (value: the DIE's offset), once looked for.
+        self.functions: Spans | None = None
         #: The number of the first file: DWARF 5 numbers files from 0, earlier versions from 1.
-        self.first_file = 0 if unit.header.version >= 5 else 1
-        program = dwarf.line_program_for_CU(unit)
-        if program is None:
+        self.first_file = 0 if reader.unit.version >= 5 else 1
+        stmt_list = _number(top, DW_AT_stmt_list)
+        if stmt_list is None:
             return
-        version = program.header.version
-        directories = [_text(d) for d in program.header.get("include_directory", [])]
-        stream = program.stream
-        stream.seek(program.program_start_offset)
-        code = stream.read(max(0, program.program_end_offset - program.program_start_offset))
-        rows = line_rows(code, LineProgramHeader.of(program))
-        entries = [(entry.name, entry.dir_index) for entry in program.header.get("file_entry", [])]
-        for name_bytes, directory in [*entries, *rows.defined_files]:
-            name = _text(name_bytes)
+        program = read_line_program(
+            sections.get(".debug_line"), stmt_list, address_size=reader.unit.address_size,
+            big_endian=not sections.little, string=sections.line_string,
+        )  # fmt: skip
+        version = program.version
+        rows = line_rows(program.code, program.header)
+        defined = [(os.fsdecode(name), directory) for name, directory in rows.defined_files]
+        for name, directory in [*program.files, *defined]:
             # DWARF 5 numbers directories from 0 (0: the compilation's, joined too); earlier
             # versions from 1, with 0 meaning the compilation directory, left out.  gdb's
             # file_file_name does the same.
             base = directory if version >= 5 else directory - 1
-            if not os.path.isabs(name) and 0 <= base < len(directories):
-                name = os.path.join(directories[base], name)
+            if not os.path.isabs(name) and 0 <= base < len(program.directories):
+                name = os.path.join(program.directories[base], name)
             self.file_names.append(name)
         first = 0 if version >= 5 else 1
         order = np.argsort(rows.addresses, kind="stable")
@@ -126,110 +167,6 @@ class _Unit:
         return index >= 0 and int(self.addresses[index]) == address
 
 
-class _Dies:
-    """The DIEs of one unit, walked so that no damage makes a walk endless (DWARF 5 2.3,
-    "Relationship of Debugging Information Entries"): a DIE's children follow it, each after
-    the previous one's subtree (which ``DW_AT_sibling`` may skip to) and up to a null entry.
-
-    A child list only moves forward: a ``DW_AT_sibling`` that points back, at the DIE itself
-    or out of the unit is not followed (the subtree is scanned for its end instead), and the
-    list ends at the unit's end.  A scan for a subtree's end records the end of every subtree
-    it passes, so no subtree is scanned twice.  A walk (:meth:`walk`) that reaches a DIE a
-    second time stops there; each such stop, and each pointer not followed, leaves one line
-    in ``problems``."""
-
-    def __init__(self, unit: Any, path: str, problems: list[str]) -> None:
-        self.unit = unit
-        self.path = path
-        self.problems = problems
-        self.end = unit.cu_offset + unit.size
-        self._children: dict[int, list[Any]] = {}
-        self._subtree_end: dict[int, int] = {}
-        #: Whether a walk of the unit's namespaces and classes has set their members' parents.
-        self.scopes_walked = False
-
-    def warn(self, message: str, offset: int) -> None:
-        line = str(ElfError(message, offset, path=self.path, section=".debug_info"))
-        if line not in self.problems:
-            self.problems.append(line)
-
-    def children(self, die: Any) -> list[Any]:
-        """The children of ``die`` (their parent set to it)."""
-        if not die.has_children:
-            return []
-        known = self._children.get(die.offset)
-        if known is not None:
-            return known
-        out: list[Any] = []
-        offset = die.offset + die.size
-        while offset < self.end:
-            child = self.unit.get_DIE_from_refaddr(offset)
-            child.set_parent(die)
-            if child.is_null():
-                break
-            out.append(child)
-            offset = self._next_sibling(child)
-        self._children[die.offset] = out
-        return out
-
-    def _next_sibling(self, child: Any) -> int:
-        after: int = child.offset + child.size
-        if not child.has_children:
-            return after
-        sibling = child.attributes.get("DW_AT_sibling")
-        if sibling is not None and sibling.form in _UNIT_REFERENCES:
-            target = self.unit.cu_offset + sibling.value
-            if after <= target <= self.end:
-                return int(target)
-            self.warn(f"DW_AT_sibling points to {target:#x}, not after the DIE", child.offset)
-        return self._scan_subtree(child)
-
-    def _scan_subtree(self, die: Any) -> int:
-        """Where the subtree of ``die`` (a DIE with children) ends: after the null entry that
-        closes it, found by reading the DIEs after it in order (each one's size moves
-        forward), through the ends already known."""
-        known = self._subtree_end.get(die.offset)
-        if known is not None:
-            return known
-        open_dies = [die.offset]
-        offset = die.offset + die.size
-        while open_dies and offset < self.end:
-            if offset in self._subtree_end:  # a subtree already scanned: skipped whole
-                offset = self._subtree_end[offset]
-                continue
-            entry = self.unit.get_DIE_from_refaddr(offset)
-            offset += entry.size
-            if entry.is_null():
-                self._subtree_end[open_dies.pop()] = offset
-            elif entry.has_children:
-                open_dies.append(entry.offset)
-        for unclosed in open_dies:  # the unit ended first
-            self._subtree_end[unclosed] = self.end
-        return self._subtree_end[die.offset]
-
-    def walk(self, roots: list[Any], descend: Callable[[Any], bool]) -> Iterator[Any]:
-        """``roots`` and, depth first, the children of each DIE for which ``descend`` is
-        true; a DIE reached a second time (a sibling pointer into another subtree) stops
-        that branch."""
-        seen: set[int] = set()
-        pending = list(reversed(roots))
-        while pending:
-            die = pending.pop()
-            if die.offset in seen:
-                self.warn("DIE reached twice: the walk stops there", die.offset)
-                continue
-            seen.add(die.offset)
-            yield die
-            if descend(die):
-                pending += reversed(self.children(die))
-
-
-#: The forms of a reference inside the unit (DWARF 5 7.5.5, class reference).
-_UNIT_REFERENCES = frozenset(
-    {"DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4", "DW_FORM_ref8", "DW_FORM_ref_udata"}
-)
-
-
 class SourceLines:
     """Source lines and inline chains of one ELF file's DWARF (a separate debug file, or the
     file itself), its sections read once.  ``problems``: a line for each
@@ -238,37 +175,41 @@ class SourceLines:
     def __init__(self, path: str, problems: list[str] | None = None) -> None:
         self.path = path
         self.problems: list[str] = [] if problems is None else problems
-        self._dwarf: Any = None
-        self._units: dict[int, _Unit | None] = {}
-        #: The DIE walkers of units read only for a DIE's parent (by unit offset).
-        self._walked: dict[int, _Dies] = {}
-        #: (low, high, unit offset) sorted, and the highest end up to each (for bisection).
-        self._ranges: list[tuple[int, int, int]] | None = None
-        self._reach: list[int] = []
-        self._aranges: Any = None
+        self._units: Units | None = None
+        #: Units read (by offset; None: one that could not be read, not read again).
+        self._read: dict[int, _Unit | None] = {}
+        #: The DIE trees of units, by offset (those read only for a DIE's parent too).
+        self._trees: dict[int, DieTree] = {}
+        #: Whether a walk of a unit's namespaces and classes has set their members' parents.
+        self._scopes_walked: set[int] = set()
+        #: Unit offsets by their own ranges, once needed.
+        self._unit_ranges: Spans | None = None
+        self._aranges: Spans | None = None
         with ElfReader.open(path) as image:
             try:
-                self._dwarf = dwarf_info(image)
-                if self._dwarf is not None:
-                    self._aranges = self._dwarf.get_aranges()
-            except Exception:  # malformed DWARF: no source lines from this file
-                self._dwarf = None
+                sections = DebugSections.read(image)
+            except SFrameError:  # a section that cannot be read: no source lines from the file
+                return
+        if not sections.get(".debug_info"):
+            return
+        self._units = Units(sections)
+        try:
+            self._aranges = Spans(address_ranges(sections.get(".debug_aranges"),
+                                                 sections.little))  # fmt: skip
+        except ElfError:  # as gdb, damaged aranges are left aside: units say their ranges
+            self._aranges = None
 
     @property
     def available(self) -> bool:
-        return self._dwarf is not None
+        return self._units is not None
 
     def frames(self, address: int) -> list[SourceFrame]:
         """The functions at link-time ``address``, innermost (inlined) first, the function
         that holds them last; empty where the DWARF says nothing of it."""
-        if self._dwarf is None:
-            return []
         try:
             unit = self._unit_at(address)
-            if unit is None:
-                return []
-            return self._frames(unit, address)
-        except Exception:  # a malformed unit costs its own addresses only
+            return [] if unit is None else self._frames(unit, address)
+        except _DAMAGE:  # a malformed unit costs its own addresses only
             return []
 
     def starts_line(self, address: int) -> bool:
@@ -276,194 +217,201 @@ class SourceLines:
         without its address)."""
         try:
             unit = self._unit_at(address)
-        except Exception:
+        except _DAMAGE:
             return False
         return unit is not None and unit.row_starts_at(address)
 
     # -- finding the unit ------------------------------------------------------------------
 
     def _unit_at(self, address: int) -> _Unit | None:
-        offset = None
-        if self._aranges is not None:
-            try:
-                offset = self._aranges.cu_offset_at_addr(address)
-            except Exception:
-                offset = None
-        if offset is None:
-            offset = self._unit_by_ranges(address)
-        if offset is None:
+        units = self._units
+        if units is None:
             return None
-        if offset not in self._units:
-            self._units[offset] = None  # a unit that fails to read is not read again
-            unit = self._dwarf.get_CU_at(offset)
-            self._units[offset] = _Unit(self._dwarf, unit, self._dies(unit))
-        return self._units[offset]
+        header = None
+        if self._aranges is not None:
+            holding = self._aranges.holding(address)
+            if holding:  # the set that starts last (they do not overlap in a sound file)
+                header = units.at(holding[-1][2])
+                if header is not None and header.offset != holding[-1][2]:
+                    header = None
+        if header is None:
+            header = self._unit_by_ranges(units, address)
+        if header is None:
+            return None
+        if header.offset not in self._read:
+            self._read[header.offset] = None  # a unit that fails to read is not read again
+            reader = units.reader(header)
+            self._read[header.offset] = _Unit(units.sections, reader, self._tree(header))
+        return self._read[header.offset]
 
-    def _dies(self, unit: Any) -> _Dies:
-        walked = self._walked.get(unit.cu_offset)
-        if walked is None:
-            walked = self._walked[unit.cu_offset] = _Dies(unit, self.path, self.problems)
-        return walked
+    def _tree(self, header: UnitHeader) -> DieTree:
+        tree = self._trees.get(header.offset)
+        if tree is None:
+            assert self._units is not None
+            tree = self._trees[header.offset] = DieTree(self._units.reader(header), self._warn)
+        return tree
 
-    def _unit_by_ranges(self, address: int) -> int | None:
-        """The first unit (by its ranges' starts) whose ranges hold ``address``."""
-        if self._ranges is None:
-            self._ranges = []
-            for unit in self._dwarf.iter_CUs():
-                for low, high in self._die_ranges(unit, unit.get_top_DIE()):
-                    self._ranges.append((low, high, unit.cu_offset))
-            self._ranges.sort()
-            self._reach = list(itertools.accumulate((r[1] for r in self._ranges), max))
-        # The ranges that may hold it: from the first reaching past it to the last starting
-        # at or below it (one, unless ranges overlap).
-        first = bisect.bisect_right(self._reach, address)
-        last = bisect.bisect_right(self._ranges, (address, 1 << 64, 0))
-        for low, high, offset in self._ranges[first:last]:
-            if low <= address < high:
-                return offset
-        return None
+    def _warn(self, message: str, offset: int) -> None:
+        line = str(ElfError(message, offset, path=self.path, section=".debug_info"))
+        if line not in self.problems:
+            self.problems.append(line)
+
+    def _unit_by_ranges(self, units: Units, address: int) -> UnitHeader | None:
+        """The first unit (by its ranges' starts) whose own ranges hold ``address``; a unit
+        whose ranges cannot be read has none."""
+        if self._unit_ranges is None:
+            spans = []
+            for header in units.headers:
+                try:
+                    reader = units.reader(header)
+                    _, top = reader.unit_die()
+                    base = _number(top, DW_AT_low_pc) or 0
+                    spans += [(low, high, header.offset)
+                              for low, high in _ranges(reader, top, base)]  # fmt: skip
+                except _DAMAGE:
+                    continue
+            self._unit_ranges = Spans(spans)
+        holding = self._unit_ranges.holding(address)
+        return units.at(holding[0][2]) if holding else None
 
     # -- DIEs --------------------------------------------------------------------------------
 
-    def _die_ranges(self, unit: Any, die: Any) -> list[tuple[int, int]]:
-        attributes = die.attributes
-        if "DW_AT_low_pc" in attributes and "DW_AT_high_pc" in attributes:
-            low = attributes["DW_AT_low_pc"].value
-            high = attributes["DW_AT_high_pc"]
-            end = high.value if high.form == "DW_FORM_addr" else low + high.value
-            return [(low, end)]
-        if "DW_AT_ranges" not in attributes:
-            return []
-        lists = self._dwarf.range_lists()
-        if lists is None:
-            return []
-        base = unit.get_top_DIE().attributes.get("DW_AT_low_pc")
-        base_address = base.value if base is not None else 0
-        out = []
-        for entry in lists.get_range_list_at_offset(attributes["DW_AT_ranges"].value, cu=unit):
-            if hasattr(entry, "base_address"):
-                base_address = entry.base_address
-            elif entry.is_absolute:
-                out.append((entry.begin_offset, entry.end_offset))
-            else:
-                out.append((base_address + entry.begin_offset, base_address + entry.end_offset))
-        return out
+    def _holds(self, unit: _Unit, offset: int, address: int) -> bool:
+        _, values, _ = unit.reader.attributes(offset, _RANGES)
+        return any(low <= address < high for low, high in _ranges(unit.reader, values, unit.base))
 
-    def _holds(self, unit: Any, die: Any, address: int) -> bool:
-        return any(low <= address < high for low, high in self._die_ranges(unit, die))
-
-    def _functions(self, unit: _Unit) -> tuple[list[int], list[tuple[int, int, Any]]]:
-        """The unit's DW_TAG_subprogram entries with code, by their ranges' starts (found
-        once per unit, in namespaces and classes too)."""
+    def _functions(self, unit: _Unit) -> Spans:
+        """The unit's DW_TAG_subprogram entries with code, by their ranges (found once per
+        unit, in namespaces and classes too)."""
         if unit.functions is None:
-            found: list[tuple[int, int, Any]] = []
-            dies = unit.dies
-            for die in dies.walk(dies.children(unit.top), _in_scope):
-                if die.tag == "DW_TAG_subprogram":
-                    found += [(low, high, die) for low, high in self._die_ranges(unit.unit, die)]
-            dies.scopes_walked = True
-            found.sort(key=lambda entry: entry[0])
-            unit.functions = ([entry[0] for entry in found], found)
+            unit.functions = Spans(())  # a unit whose functions cannot be read has none
+            tree, reader = unit.tree, unit.reader
+            found = []
+            top = reader.unit.die_offset
+            for offset in tree.walk(tree.children(top), lambda die: tree.tag(die) in _SCOPES):
+                if tree.tag(offset) == DW_TAG_subprogram:
+                    _, values, _ = reader.attributes(offset, _RANGES)
+                    found += [(low, high, offset)
+                              for low, high in _ranges(reader, values, unit.base)]  # fmt: skip
+            self._scopes_walked.add(reader.unit.offset)
+            unit.functions = Spans(found)
         return unit.functions
 
     def _frames(self, unit: _Unit, address: int) -> list[SourceFrame]:
-        lows, functions = self._functions(unit)
-        holding = [
-            entry for entry in functions[: bisect.bisect_right(lows, address)]
-            if entry[0] <= address < entry[1]
-        ]
+        holding = self._functions(unit).holding(address)
         if not holding:
             return []
-        chain = [max(holding, key=lambda entry: entry[0])[2]]  # the innermost
+        tree, reader = unit.tree, unit.reader
+        # The innermost: the one that starts last (of those, the first in the unit).
+        last_start = max(span[0] for span in holding)
+        chain = [next(span[2] for span in holding if span[0] == last_start)]
         # Down through the inlined subroutines (and the lexical blocks around them) that hold
         # the address: each child list starts after its parent, so the descent moves forward.
-        children = list(unit.dies.children(chain[-1]))
+        children = list(tree.children(chain[-1]))
         while children:
-            die = children.pop(0)
-            if die.tag in ("DW_TAG_inlined_subroutine", "DW_TAG_lexical_block") and self._holds(
-                unit.unit, die, address
+            offset = children.pop(0)
+            tag = tree.tag(offset)
+            if tag in (DW_TAG_inlined_subroutine, DW_TAG_lexical_block) and self._holds(
+                unit, offset, address
             ):
-                if die.tag == "DW_TAG_inlined_subroutine":
-                    chain.append(die)
-                children = list(unit.dies.children(die))
+                if tag == DW_TAG_inlined_subroutine:
+                    chain.append(offset)
+                children = list(tree.children(offset))
         file, line = unit.line_at(address)
-        language = unit.top.attributes.get("DW_AT_language")
-        assembler = language is not None and language.value == _DW_LANG_MIPS_ASSEMBLER
         frames = []
         for depth in range(len(chain) - 1, -1, -1):
-            die = chain[depth]
-            name, mangled = self._name(die)
-            inlined = die.tag != "DW_TAG_subprogram"
-            frames.append(SourceFrame(name, mangled, file, line, inlined, assembler))
-            call_file = die.attributes.get("DW_AT_call_file")
-            call_line = die.attributes.get("DW_AT_call_line")
-            if depth and die.tag == "DW_TAG_inlined_subroutine":
-                file = None if call_file is None else unit.file(call_file.value - unit.first_file)
-                line = None if call_line is None else call_line.value
+            offset = chain[depth]
+            name, mangled = self._name(reader, offset)
+            inlined = tree.tag(offset) != DW_TAG_subprogram
+            frames.append(SourceFrame(name, mangled, file, line, inlined, unit.assembler))
+            if depth and inlined:
+                _, values, _ = reader.attributes(offset, _CALL)
+                call_file = _number(values, DW_AT_call_file)
+                file = None if call_file is None else unit.file(call_file - unit.first_file)
+                line = _number(values, DW_AT_call_line)
         return frames
 
-    def _name(self, die: Any) -> tuple[str | None, str | None]:
+    def _name(self, reader: DieReader, offset: int) -> tuple[str | None, str | None]:
         """(the name qualified by its namespaces and classes, DW_AT_linkage_name), following
         DW_AT_abstract_origin and DW_AT_specification to the declarations that have them."""
+        assert self._units is not None
         seen = 0
         name = mangled = None
-        while die is not None and seen < 8:
-            attributes = die.attributes
-            if name is None and "DW_AT_name" in attributes:
-                name = self._qualified(die, _text(attributes["DW_AT_name"].value))
-            for key in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
-                if mangled is None and key in attributes:
-                    mangled = _text(attributes[key].value)
+        current: int | None = offset
+        while current is not None and seen < 8:
+            _, values, _ = reader.attributes(current, _NAMING)
+            if name is None and DW_AT_name in values:
+                name = self._qualified(reader, current, _string(values[DW_AT_name]))
+            for key in (DW_AT_linkage_name, DW_AT_MIPS_linkage_name):
+                if mangled is None and key in values:
+                    mangled = _string(values[key])
             if name is not None and mangled is not None:
                 break
-            for key in ("DW_AT_abstract_origin", "DW_AT_specification"):
-                if key in attributes:
-                    die = die.get_DIE_from_attribute(key)
+            current = None
+            for key in (DW_AT_abstract_origin, DW_AT_specification):
+                if key in values:
+                    form, target = values[key]
+                    header = self._units.at(target) if isinstance(target, int) else None
+                    if not isinstance(target, int) or header is None or (
+                        form not in UNIT_REFERENCES and form != DW_FORM_ref_addr
+                    ):  # dwz's DW_FORM_GNU_ref_alt, type units' DW_FORM_ref_sig8
+                        raise ElfError(f"reference of form {form:#x} is not followed",
+                                       section=".debug_info")  # fmt: skip
+                    reader, current = self._units.reader(header), target
                     break
-            else:
-                die = None
             seen += 1
         return name, mangled
 
-    def _qualified(self, die: Any, name: str) -> str:
-        """``name`` with the names of the namespaces and classes around ``die``, as gdb's
-        ``dwarf2_compute_name`` writes them; an unnamed class (a lambda's) ends the prefix, an
-        unnamed namespace is ``(anonymous namespace)``."""
+    def _qualified(self, reader: DieReader, offset: int, name: str) -> str:
+        """``name`` with the names of the namespaces and classes around the DIE at
+        ``offset``, as gdb's ``dwarf2_compute_name`` writes them; an unnamed class (a
+        lambda's) ends the prefix, an unnamed namespace is ``(anonymous namespace)``."""
+        tree = self._tree(reader.unit)
         parts = [name]
-        parent = self._parent(die)
+        parent = self._parent(tree, offset)
         depth = 0
-        while parent is not None and parent.tag in _SCOPES and depth < 32:
-            scope = parent.attributes.get("DW_AT_name")
-            if scope is None:
-                if parent.tag != "DW_TAG_namespace":
+        while parent is not None and tree.tag(parent) in _SCOPES and depth < 32:
+            _, values, _ = reader.attributes(parent, frozenset({DW_AT_name}))
+            if DW_AT_name not in values:
+                if tree.tag(parent) != DW_TAG_namespace:
                     break
                 parts.append("(anonymous namespace)")
             else:
-                parts.append(_text(scope.value))
-            parent = self._parent(parent)
+                parts.append(_string(values[DW_AT_name]))
+            parent = self._parent(tree, parent)
             depth += 1
         return "::".join(reversed(parts))
 
-    def _parent(self, die: Any) -> Any:
-        """The parent of ``die``, as a walk of its unit's scopes sets it (pyelftools' own
-        search for a parent follows DW_AT_sibling without a guard); None for a DIE that no
-        walk reaches.  ``_parent`` is where pyelftools keeps what ``set_parent`` set."""
-        if die._parent is None:
-            dies = self._dies(die.cu)
-            if not dies.scopes_walked:
-                dies.scopes_walked = True
-                for _ in dies.walk(dies.children(die.cu.get_top_DIE()), _in_scope):
-                    pass
-        return die._parent
+    def _parent(self, tree: DieTree, offset: int) -> int | None:
+        """The parent of the DIE at ``offset``, as a walk of its unit's scopes sets it; None
+        for a DIE that no walk reaches."""
+        unit = tree.reader.unit
+        if offset not in tree.parents and unit.offset not in self._scopes_walked:
+            self._scopes_walked.add(unit.offset)
+            top = unit.die_offset
+            for _ in tree.walk(tree.children(top), lambda die: tree.tag(die) in _SCOPES):
+                pass
+        return tree.parents.get(offset)
 
 
-_SCOPES = ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type",
-           "DW_TAG_union_type")
+def _string(value: tuple[int, object]) -> str:
+    """A name's value; ElfError for one not in the file (dwz's DW_FORM_GNU_strp_alt)."""
+    if not isinstance(value[1], str):
+        raise ElfError(f"name of form {value[0]:#x} is not read", section=".debug_info")
+    return value[1]
 
 
-def _in_scope(die: Any) -> bool:
-    """Whether a walk for functions goes into ``die`` (a namespace or a class)."""
-    return die.tag in _SCOPES
+def _ranges(
+    reader: DieReader, values: dict[int, tuple[int, object]], base: int
+) -> list[tuple[int, int]]:
+    """The ranges of a DIE of ``values`` (DWARF 5 2.17): DW_AT_low_pc and DW_AT_high_pc (an
+    address, or of a constant form its size), else DW_AT_ranges from ``base``."""
+    low = _number(values, DW_AT_low_pc)
+    high = values.get(DW_AT_high_pc)
+    if low is not None and high is not None and isinstance(high[1], int):
+        return [(low, high[1] if high[0] == DW_FORM_addr else low + high[1])]
+    ranges = _number(values, DW_AT_ranges)
+    return [] if ranges is None else range_list(reader, ranges, base)
 
 
 def source_lines(path: str, problems: list[str] | None = None) -> SourceLines | None:
@@ -477,54 +425,4 @@ def source_lines(path: str, problems: list[str] | None = None) -> SourceLines | 
     return lines if lines.available else None
 
 
-#: The sections pyelftools' DWARFInfo takes, by the names of its arguments (its ELFFile reads
-#: the same ones, ``get_dwarf_info``).
-_DWARF_SECTIONS = {
-    "debug_info_sec": ".debug_info", "debug_aranges_sec": ".debug_aranges",
-    "debug_abbrev_sec": ".debug_abbrev", "debug_str_sec": ".debug_str",
-    "debug_line_sec": ".debug_line", "debug_frame_sec": ".debug_frame",
-    "debug_loc_sec": ".debug_loc", "debug_ranges_sec": ".debug_ranges",
-    "debug_pubtypes_sec": ".debug_pubtypes", "debug_pubnames_sec": ".debug_pubnames",
-    "debug_addr_sec": ".debug_addr", "debug_str_offsets_sec": ".debug_str_offsets",
-    "debug_line_str_sec": ".debug_line_str", "debug_loclists_sec": ".debug_loclists",
-    "debug_rnglists_sec": ".debug_rnglists", "debug_sup_sec": ".debug_sup",
-    "gnu_debugaltlink_sec": ".gnu_debugaltlink", "debug_types_sec": ".debug_types",
-}  # fmt: skip
-
-
-def dwarf_info(image: ElfReader) -> Any:
-    """pyelftools' ``DWARFInfo`` of the DWARF sections of ``image``, or None without
-    ``.debug_info``.  The sections are read here: decompressed (``SHF_COMPRESSED``, or, as gdb
-    reads each one, ``.zdebug_*`` in the GNU form, whose contents start with ``ZLIB`` and the
-    size, big-endian u64), and in a relocatable object relocated
-    (:func:`pysframe.elf.relocation.relocated`); pyelftools parses the DWARF in them, lazily:
-    malformed DWARF raises when read."""
-    from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
-
-    def descriptor(name: str) -> DebugSectionDescriptor | None:
-        gnu = image.section(".z" + name[1:])
-        section = gnu or image.section(name)
-        if section is None:
-            return None
-        data = section.data()
-        if gnu is not None:
-            if data[:4] != b"ZLIB" or len(data) < 12:
-                raise ElfError("no ZLIB header", path=image.path, section=section.name)
-            (size,) = struct.unpack_from(">Q", data, 4)
-            data = inflate(data[12:], size, len(data), path=image.path, section=section.name)
-        data = relocated(image, section, data)
-        return DebugSectionDescriptor(io.BytesIO(data), name, section.offset, len(data),
-                                      section.address)
-
-    sections = {argument: descriptor(name) for argument, name in _DWARF_SECTIONS.items()}
-    if sections["debug_info_sec"] is None:
-        return None
-    config = DwarfConfig(
-        little_endian=not image.big_endian,
-        machine_arch=image.machine_name,
-        default_address_size=image.elfclass // 8,
-    )
-    return DWARFInfo(config=config, eh_frame_sec=None, **sections)
-
-
-__all__ = ["SourceFrame", "SourceLines", "dwarf_info", "source_lines"]
+__all__ = ["SourceFrame", "SourceLines", "source_lines"]

@@ -12,8 +12,10 @@ each, most of a program) is decoded at once with numpy, the other opcodes one by
 As gdb (``dwarf_decode_lines_1``) and unlike pyelftools, an unknown standard opcode skips the
 operands ``standard_opcode_lengths`` gives it, an extended opcode always ends where its length
 says, and ``maximum_operations_per_instruction`` 0 is taken as 1.  Addresses and lines wrap
-at 64 bits, as the registers of a reader in C do.  The header itself is parsed by pyelftools
-(:func:`pysframe.elf.dwarf_lines.dwarf_info`).
+at 64 bits, as the registers of a reader in C do.
+
+:func:`read_line_program` reads a program's header (versions 2 to 5: the state machine's
+parameters, the directory and file tables) for gdb's rules and BFD's alike.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import os
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import ElfError
 
@@ -76,21 +78,6 @@ class LineProgramHeader:
     #: The size of DW_LNE_set_address's operand (the unit's address size) and byte order.
     address_size: int
     big_endian: bool
-
-    @classmethod
-    def of(cls, program: Any) -> LineProgramHeader:
-        """The header of a pyelftools LineProgram."""
-        header = program.header
-        return cls(
-            int(header["minimum_instruction_length"]),
-            int(header.get("maximum_operations_per_instruction", 1)),
-            int(header["line_base"]),
-            int(header["line_range"]),
-            int(header["opcode_base"]),
-            tuple(int(n) for n in header["standard_opcode_lengths"]),
-            int(program.structs.address_size),
-            not program.structs.little_endian,
-        )
 
 
 @dataclass(slots=True)

@@ -1,32 +1,27 @@
 """SFrame generated from DWARF CFI, with the rules GNU as 2.47 applies (gas/gen-sframe.c), and
 the CFI read with DWARF's own semantics to check a section against (``pysframe verify``).
 
-Modules, each with one job:
+One interpreter reads CFA programs (:mod:`~pysframe.generate.cfa_rules`); the generator reads
+them through it with GNU as' rules (:mod:`~pysframe.generate.translator`), ``verify`` with
+DWARF's (:mod:`~pysframe.generate.interpret`).  Modules, each with one job:
 
 * :mod:`~pysframe.generate.locate`: where a file's ``.eh_frame`` is (its section header, or
   ``PT_GNU_EH_FRAME`` when the section headers are stripped);
 * :mod:`~pysframe.generate.cfi`: the CIEs and FDEs of ``.eh_frame`` / ``.debug_frame``;
 * :mod:`~pysframe.generate.ops`: the DW_CFA instructions and their operands, declared once, and
-  their decoding to canonical operations;
+  the one decoder of CFA programs to canonical operations (many programs at once, with numpy);
 * :mod:`~pysframe.generate.expression`: DWARF expressions of frame rules, reduced to register
   plus offset (per PC where they read it);
-* :mod:`~pysframe.generate.rows`: the row state, the ABI parameters, and the rules of a row that
-  the format core encodes to FRE bytes;
-* :mod:`~pysframe.generate.translator`: gas' translation rules, one function at a time;
-* :mod:`~pysframe.generate.instructions_bulk`: the instructions of many programs at once, with
-  numpy (per-opcode tables from the one operand table, the walk, advance operands);
-* :mod:`~pysframe.generate.bulk`: gas' rules for the common programs of a whole section, with
-  numpy;
-* :mod:`~pysframe.generate.bulk_section`: a section's FDEs translated through it, a chunk of
-  functions at a time;
-* :mod:`~pysframe.generate.fres_bulk`: the FREs of many functions at once, with numpy;
+* :mod:`~pysframe.generate.cfa_rules`: the one DWARF CFA interpreter: the CFA, FP and RA rules
+  of a program at each PC (DWARF 5 6.4.2), and the ways a producer reads them otherwise;
+* :mod:`~pysframe.generate.interpret`: a section's programs through it, each distinct shape of
+  program once, its rows placed at every FDE's PCs; the CFI table ``verify`` compares;
+* :mod:`~pysframe.generate.translator`: GNU as' rules: which CFI SFrame can hold, DWARF rows
+  as SFrame rows, a section's functions;
+* :mod:`~pysframe.generate.rows`: the row state, the ABI parameters, the rules of a row that
+  the format core encodes, and the FREs of functions written from them;
 * :mod:`~pysframe.generate.plt`: the PLT FDEs GNU ld writes;
-* :mod:`~pysframe.generate.driver`: sections from ``.eh_frame`` bytes or ELF files;
-* :mod:`~pysframe.generate.cfa_rules`: DWARF's rules of one CFA program (DWARF 5 6.4.2), and
-  the ways a producer reads them otherwise (GNU as' quirks);
-* :mod:`~pysframe.generate.interpret_bulk`: the same rows for the common programs of a whole
-  section, with numpy;
-* :mod:`~pysframe.generate.interpret`: the CFI table of a whole section (every FDE's rows).
+* :mod:`~pysframe.generate.driver`: sections from ``.eh_frame`` bytes or ELF files.
 
 The public names below are imported on first use, so that importing the package does not load
 numpy or the section reader.
@@ -48,7 +43,7 @@ _EXPORTS: dict[str, str] = {
          "Translation"),
         "pysframe.generate.rows",
     ),
-    **dict.fromkeys(("translate", "translate_ops"), "pysframe.generate.translator"),
+    **dict.fromkeys(("translate",), "pysframe.generate.translator"),
     **dict.fromkeys(("plt_functions", "s390x_plt_functions"), "pysframe.generate.plt"),
 }  # fmt: skip
 
@@ -66,7 +61,6 @@ __all__ = [
     "plt_functions",
     "s390x_plt_functions",
     "translate",
-    "translate_ops",
 ]
 
 
@@ -94,4 +88,4 @@ if TYPE_CHECKING:
         SkippedFunction,
         Translation,
     )
-    from .translator import translate, translate_ops
+    from .translator import translate

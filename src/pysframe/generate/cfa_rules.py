@@ -1,10 +1,10 @@
-"""The frame rules DWARF CFI gives at each PC, read with DWARF's own semantics (not gas').
+"""The one DWARF CFA interpreter: the frame rules a CIE's initial instructions and an FDE's
+instructions give at each PC (DWARF 5 6.4.1-6.4.2), for the three columns a stack walk needs.
 
 DWARF 5 6.4.1 describes the call-frame information as a table: one row per code location,
-one column for the CFA and one per register.  :func:`interpret_program` executes a CIE's
-initial instructions and an FDE's instructions (DWARF 5 6.4.2) and gives the table's rows for
-the three columns a stack walk needs, the CFA, the frame pointer and the return address, as
-:class:`Rules`:
+one column for the CFA and one per register.  :func:`interpret_program` executes the CIE's
+initial instructions, then the FDE's (DWARF 5 6.4.2), and gives the table's rows for the CFA,
+the frame pointer and the return address, as :class:`Rules`:
 
 * the CFA: a register plus an offset (``DW_CFA_def_cfa`` and friends), that address
   dereferenced (an expression ``DW_OP_bregN off; DW_OP_deref``), or another expression;
@@ -13,22 +13,25 @@ the three columns a stack walk needs, the CFA, the frame pointer and the return 
   register), saved at CFA+N (``DW_CFA_offset``), saved at register+N (``DW_CFA_expression``
   ``DW_OP_bregR N``), the value CFA+N (``DW_CFA_val_offset``), the value register+N
   (``DW_CFA_register``: N = 0, or ``DW_CFA_val_expression``), undefined, or another
-  expression;
+  expression (:mod:`pysframe.generate.expression` reduces them);
 * AArch64: whether the return address is signed (``DW_CFA_AARCH64_negate_ra_state`` toggles
   RA_SIGN_STATE; ``..._with_pc`` signs it with the PC as well).
 
 ``DW_CFA_restore`` returns to the rule the CIE's initial instructions set;
 ``DW_CFA_remember_state`` / ``DW_CFA_restore_state`` save and restore every rule, the CFA's
-included (as libgcc's and GDB's unwinders do).  The rows are what the CFI says and nothing
-else: whether SFrame can hold them is the business of :mod:`pysframe.generate.translator`.
+included (as libgcc's and GDB's unwinders do).  Each row also says whether an instruction set
+one of its rules since the row began (``changed``): GNU as writes an SFrame row at each advance
+that follows such an instruction.
 
-:mod:`pysframe.generate.interpret_bulk` gives the same rows for the common programs of a whole
-section with numpy; this module is its reference and handles everything else.
+The rules are read the DWARF way, or as a producer reads them (:class:`Quirk`), and a reader
+may judge each instruction before it is applied (``check``): GNU as' translation to SFrame
+(:mod:`pysframe.generate.translator`) refuses what SFrame cannot say and skips what it
+ignores.  Whether SFrame can hold the rows is that module's business, not this one's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import NamedTuple
@@ -58,7 +61,6 @@ from .ops import (
     OP_WINDOW_SAVE,
     Op,
 )
-from .translator import restore_source
 
 
 class CfaKind(IntEnum):
@@ -73,7 +75,7 @@ class CfaKind(IntEnum):
     #: An expression that is neither.
     OTHER = 3
     #: An expression that reads the program counter: the rows are per PC (see
-    #: :func:`pysframe.generate.expression.evaluate`); only inside the interpreter.
+    #: :func:`pysframe.generate.expression.evaluate`).
     PER_PC = 4
 
 
@@ -113,9 +115,9 @@ class Quirk(IntFlag):
     RA_UNDEFINED_IGNORED = 2
     #: ``.cfi_remember_state`` remembers the last row written, not the rules in effect.
     REMEMBER_LAST_ROW = 4
-    #: (GNU as 2.40 to 2.47) ``.cfi_restore`` returns to the function's first row's rule (the
-    #: rules in effect when no row is written yet), not to the CIE's: the translator's rule,
-    #: :func:`pysframe.generate.translator.restore_source`.
+    #: (GNU as 2.40 to 2.47, gas/gen-sframe.c ``sframe_xlate_do_restore``) ``.cfi_restore``
+    #: returns to the rule of the function's first row GNU as writes (``first_fre``), not to
+    #: the CIE's; before that row, the rule in effect stays (PR gas/33170).
     RESTORE_TO_FIRST_ROW = 8
 
 
@@ -172,12 +174,14 @@ class CfiAbi:
 
 
 class Row(NamedTuple):
-    """A row of one program: its first PC (offset from the FDE's start), its rules and, for a
-    CFA of kind PER_PC, the expression to evaluate at each PC."""
+    """A row of one program: its first PC (offset from the FDE's start), its rules, for a CFA
+    of kind PER_PC the expression to evaluate at each PC, and whether an instruction set one
+    of its rules since the row began (for the first row: since the CIE's first instruction)."""
 
     begin: int
     rules: Rules
     cfa_expression: bytes | None = None
+    changed: bool = True
 
 
 class Program(NamedTuple):
@@ -186,6 +190,18 @@ class Program(NamedTuple):
 
     rows: list[Row]
     position_dependent: bool
+
+
+#: What a reader's ``check`` of an instruction may say (or a string: why the whole program is
+#: refused): apply it; skip it; skip it, yet count it as a change of the row's rules.
+APPLY, SKIP, SKIP_AS_CHANGE = 0, 1, 3
+
+#: ``check(op, a, b, cfa_kind, cfa_reg, ra_kind, has_row, remembered)``: the reader's
+#: judgement of an instruction that sets rules before it is applied (advances are always
+#: applied), seeing the interpreter's state: the CFA's kind and register, the RA's kind,
+#: whether a row has begun (a CFA rule given, or the location moved) and how many states are
+#: remembered.
+Check = Callable[[int, int, "int | bytes", int, int, int, bool, int], "int | str"]
 
 
 def register_rule(code: int, b: int | bytes, cfi_abi: CfiAbi, big_endian: bool) -> RegRule:
@@ -225,81 +241,111 @@ def cfa_expression_rule(
     return (CfaKind.DEREF if reduced.deref else CfaKind.REG, reduced.base, int(reduced.offset))
 
 
-# About 120 lines on purpose: one branch per CFA operation (DWARF 5 6.4.2) over the ten rules
-# of the row being built, held in local variables; split into a function per operation, each
-# would take and give back those ten values (and a call per instruction costs about 7% of the
-# loop, measured on libLLVM-15).
+#: Marks the end of the CIE's initial instructions in the stream the interpreter runs.
+_CIE_END = -1
+_NO_CFA = int(CfaKind.NONE)
+#: The instructions that set the CFA rule (but DW_CFA_def_cfa_offset), or an FP or RA rule.
+_SETS_CFA = frozenset((OP_DEF_CFA, OP_DEF_CFA_REGISTER, OP_DEF_CFA_EXPRESSION))
+_REGISTER_RULES = frozenset((OP_OFFSET, OP_VAL_OFFSET, OP_REGISTER, OP_EXPRESSION,
+                             OP_VAL_EXPRESSION))  # fmt: skip
+
+
+# About 150 lines on purpose: one branch per CFA operation (DWARF 5 6.4.2) over the rules of
+# the row being built, held in local variables; split into a function per operation, each
+# would take and give back those values.
 def interpret_program(
     ops: Sequence[Op],
     cfi_abi: CfiAbi,
-    initial: Rules = NO_RULES,
     *,
-    initial_expression: bytes | None = None,
-    restore_to: Rules | None = None,
+    initial_ops: Sequence[Op] = (),
     pc_begin: int = 0,
     big_endian: bool = False,
     quirks: Quirk = Quirk.NONE,
+    check: Check | None = None,
 ) -> Program | str:
-    """The rows of a CFA program (DWARF 5 6.4.2), starting from ``initial`` (the state after
-    the CIE's initial instructions; ``restore_to`` is where DW_CFA_restore returns to, the same
-    by default; ``initial_expression`` the expression of a PER_PC CFA in ``initial``).
-    ``pc_begin`` is the FDE's start (DW_CFA_set_loc gives addresses).  ``quirks`` reads it
-    the way a producer did instead.  Returns why the program cannot be read as a table
-    instead (a string)."""
-    restore = initial if restore_to is None else restore_to
+    """The rows of an FDE's program ``ops`` after its CIE's ``initial_ops`` (DWARF 5 6.4.2):
+    DW_CFA_restore returns to the rules in effect after ``initial_ops``.  ``pc_begin`` is
+    the FDE's start (DW_CFA_set_loc gives addresses).  ``quirks`` reads the program the way a
+    producer did instead; ``check`` judges each instruction first.  Returns why the program
+    cannot be read as a table instead (a string)."""
     fp, ra = cfi_abi.fp, cfi_abi.ra
-    cfa_kind, cfa_reg, cfa_offset = initial[0:3]
-    fp_rule: RegRule = initial[3:6]
-    ra_rule: RegRule = initial[6:9]
-    mangled = initial.mangled
-    cfa_expression = initial_expression if cfa_kind == CfaKind.PER_PC else None
-    dependent = cfa_expression is not None
+    cfa_kind: int = CfaKind.NONE
+    cfa_reg, cfa_offset = -1, 0
+    fp_rule: RegRule = _SAME
+    ra_rule: RegRule = _SAME
+    mangled = NOT_SIGNED
+    cfa_expression: bytes | None = None
+    restore: Rules = NO_RULES
+    dependent = False
+    changed = False
+    in_cie = True
     stack: list[tuple[int, int, int, RegRule, RegRule, int, bytes | None]] = []
     rows: list[Row] = []
+    first_written: Rules | None = None
     loc = 0
-    for code, a, b in ops:
-        if code in (OP_ADVANCE, OP_SET_LOC):
+    new = tuple.__new__  # Rules and Row without their constructors' Python frames
+    for code, a, b in (*initial_ops, (_CIE_END, 0, 0), *ops):
+        if code in (OP_ADVANCE, OP_SET_LOC):  # DWARF 5 6.4.2.1
             target = loc + a if code == OP_ADVANCE else a - pc_begin
             if code == OP_SET_LOC:
                 dependent = True
                 if target < loc:
                     return "DW_CFA_set_loc moves backwards"
             if target > loc:
-                rows.append(
-                    Row(
-                        loc,
-                        Rules(cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled),
-                        cfa_expression,
-                    )
-                )
+                if in_cie:
+                    return "the CIE's initial instructions advance the location"
+                rules = new(Rules, (cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled))
+                if first_written is None and changed and (rows or cfa_kind != _NO_CFA):
+                    first_written = rules
+                rows.append(new(Row, (loc, rules, cfa_expression, changed)))
+                changed = False
                 loc = target
-        elif code == OP_DEF_CFA_OFFSET:
+            continue
+        if code == _CIE_END:
+            in_cie = False
+            restore = Rules(cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled)
+            continue
+        if check is not None:
+            has_row = loc > 0 or cfa_kind != _NO_CFA
+            verdict = check(code, a, b, cfa_kind, cfa_reg, ra_rule[0], has_row, len(stack))
+            if verdict:
+                if isinstance(verdict, str):
+                    return verdict
+                changed = changed or verdict == SKIP_AS_CHANGE
+                continue
+        if code == OP_DEF_CFA_OFFSET:  # the most frequent, with advances
             cfa_offset = a  # the kind stays (libgcc: "cfa_how deliberately not set")
-        elif code == OP_DEF_CFA:
-            assert isinstance(b, int)
-            cfa_kind, cfa_reg, cfa_offset, cfa_expression = CfaKind.REG, a, b, None
-        elif code == OP_DEF_CFA_REGISTER:
-            cfa_kind, cfa_reg, cfa_expression = CfaKind.REG, a, None
-        elif code == OP_DEF_CFA_EXPRESSION:
-            assert isinstance(b, bytes)
-            cfa_kind, cfa_reg, cfa_offset = cfa_expression_rule(b, cfi_abi, big_endian)
-            cfa_expression = b if cfa_kind == CfaKind.PER_PC else None
-            dependent = dependent or cfa_expression is not None
-        elif code in (OP_OFFSET, OP_VAL_OFFSET, OP_REGISTER, OP_EXPRESSION, OP_VAL_EXPRESSION):
+            changed = True
+            continue
+        if code in _SETS_CFA:
+            if code == OP_DEF_CFA:
+                assert isinstance(b, int)
+                cfa_kind, cfa_reg, cfa_offset, cfa_expression = CfaKind.REG, a, b, None
+            elif code == OP_DEF_CFA_REGISTER:
+                cfa_kind, cfa_reg, cfa_expression = CfaKind.REG, a, None
+            else:
+                assert isinstance(b, bytes)
+                cfa_kind, cfa_reg, cfa_offset = cfa_expression_rule(b, cfi_abi, big_endian)
+                cfa_expression = b if cfa_kind == CfaKind.PER_PC else None
+                dependent = dependent or cfa_expression is not None
+            changed = True
+        elif code in _REGISTER_RULES:
             if a in (fp, ra):
                 rule = register_rule(code, b, cfi_abi, big_endian)
-                if code == OP_REGISTER and b == a:
-                    rule = _SAME  # "saved in itself"
                 if a == fp:
                     fp_rule = rule
-                if a == ra:
+                else:
                     ra_rule = rule
+                changed = True
         elif code in (OP_RESTORE, OP_SAME_VALUE, OP_UNDEFINED):
+            if a != fp and a != ra:
+                continue
             if code == OP_RESTORE:
                 source = restore
                 if quirks & Quirk.RESTORE_TO_FIRST_ROW:
-                    in_effect = Rules(cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled)
-                    source = restore_source(rows[0].rules if rows else None, in_effect)
+                    source = first_written or Rules(
+                        cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled
+                    )
                 fp_value, ra_value = source[3:6], source[6:9]
             elif code == OP_SAME_VALUE:
                 fp_value = ra_value = _SAME
@@ -311,22 +357,13 @@ def interpret_program(
                     ra_value = ra_rule
             if a == fp:
                 fp_rule = fp_value
-            if a == ra:
+            else:
                 ra_rule = ra_value
+            changed = True
         elif code == OP_REMEMBER:
             if quirks & Quirk.REMEMBER_LAST_ROW and rows:
                 last, written = rows[-1].rules, rows[-1].cfa_expression
-                stack.append(
-                    (
-                        last.cfa_kind,
-                        last.cfa_reg,
-                        last.cfa_offset,
-                        (last.fp_kind, last.fp_reg, last.fp_offset),
-                        (last.ra_kind, last.ra_reg, last.ra_offset),
-                        last.mangled,
-                        written,
-                    )
-                )
+                stack.append((*last[0:3], last[3:6], last[6:9], last.mangled, written))
             else:
                 stack.append(
                     (cfa_kind, cfa_reg, cfa_offset, fp_rule, ra_rule, mangled, cfa_expression)
@@ -335,36 +372,27 @@ def interpret_program(
             if not stack:
                 return "DW_CFA_restore_state without DW_CFA_remember_state"
             cfa_kind, cfa_reg, cfa_offset, fp_rule, ra_rule, mangled, cfa_expression = stack.pop()
-        elif code == OP_WINDOW_SAVE:
+            changed = True
+        elif code in (OP_WINDOW_SAVE, OP_NEGATE_RA_WITH_PC):
             if not cfi_abi.aarch64:
-                return "DW_CFA_GNU_window_save (SPARC) outside SPARC"
-            mangled = NOT_SIGNED if mangled else SIGNED  # DW_CFA_AARCH64_negate_ra_state
-        elif code == OP_NEGATE_RA_WITH_PC:
-            if not cfi_abi.aarch64:
+                if code == OP_WINDOW_SAVE:
+                    return "DW_CFA_GNU_window_save (SPARC) outside SPARC"
                 return "DW_CFA_AARCH64_negate_ra_state_with_pc outside AArch64"
-            mangled = NOT_SIGNED if mangled else SIGNED_WITH_PC
-        elif code == OP_ARGS_SIZE:
-            continue  # the size of outgoing arguments changes no rule
-        else:
+            # DW_CFA_AARCH64_negate_ra_state; ..._with_pc signs with the PC as well.
+            signed = SIGNED if code == OP_WINDOW_SAVE else SIGNED_WITH_PC
+            mangled = NOT_SIGNED if mangled else signed
+            changed = True
+        elif code != OP_ARGS_SIZE:  # the size of outgoing arguments changes no rule
             return f"CFA instruction {code:#x} is not understood"
     rows.append(
-        Row(loc, Rules(cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled), cfa_expression)
+        Row(
+            loc,
+            Rules(cfa_kind, cfa_reg, cfa_offset, *fp_rule, *ra_rule, mangled),
+            cfa_expression,
+            changed,
+        )
     )
     return Program(rows, dependent)
-
-
-def initial_rules(
-    ops: Sequence[Op], cfi_abi: CfiAbi, big_endian: bool = False, quirks: Quirk = Quirk.NONE
-) -> tuple[Rules, bytes | None] | str:
-    """The rules after a CIE's initial instructions (and a PER_PC CFA's expression), or why
-    they cannot be had (an initial instruction that advances, or any other problem)."""
-    program = interpret_program(ops, cfi_abi, big_endian=big_endian, quirks=quirks)
-    if isinstance(program, str):
-        return program
-    if len(program.rows) != 1:
-        return "the CIE's initial instructions advance the location"
-    row = program.rows[0]
-    return row.rules, row.cfa_expression
 
 
 def decode_error(error: CfiError) -> str:
@@ -373,13 +401,17 @@ def decode_error(error: CfiError) -> str:
 
 
 __all__ = [
+    "APPLY",
     "GAS_2_40",
     "NOT_SIGNED",
     "NO_RULES",
     "SIGNED",
     "SIGNED_WITH_PC",
+    "SKIP",
+    "SKIP_AS_CHANGE",
     "CfaKind",
     "CfiAbi",
+    "Check",
     "Program",
     "Quirk",
     "RegKind",
@@ -387,7 +419,6 @@ __all__ = [
     "Rules",
     "cfa_expression_rule",
     "decode_error",
-    "initial_rules",
     "interpret_program",
     "register_rule",
 ]

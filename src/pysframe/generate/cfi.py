@@ -7,9 +7,9 @@ encodings).
 * :func:`records`, :func:`parse_cie` and :func:`parse_fde` read the section one record at a
   time (augmentations ``z``, ``R``, ``P``, ``L``, ``S``, ``B``, ``G``; ``eh``; every pointer
   encoding and application, ``indirect`` through a caller-supplied memory reader).
-* :func:`scan_fdes` gives what the generator needs of a whole section: the CIEs, and per FDE
-  its CIE, address range and instruction bytes; a well-formed ``.eh_frame`` is scanned with
-  numpy, anything else record by record, with the same result.
+* :func:`scan_fdes` gives what the generator and the interpreter need of a whole section:
+  the CIEs, and per FDE its CIE, address range and instruction bytes (the usual ``.eh_frame``
+  FDE headers read together with numpy).
 
 The instructions themselves are decoded by :mod:`pysframe.generate.ops`.
 """
@@ -17,10 +17,10 @@ The instructions themselves are decoded by :mod:`pysframe.generate.ops`.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import CfiError
 
@@ -308,187 +308,101 @@ def scan_fdes(
     address_size: int = 8,
     cfi_format: CfiFormat = CfiFormat.EH_FRAME,
     pointers: PointerContext | None = None,
-    bulk: bool = True,
 ) -> tuple[dict[int, Cie], list[FdeSpan]]:
     """The CIEs of a section by offset, and one :data:`FdeSpan` per FDE (no LSDA), in
-    section order.
+    section order; CfiError at the first record that cannot be read.
 
-    A well-formed ``.eh_frame`` is scanned with numpy (``bulk=False`` turns that off: the
-    record-by-record scan gives the same result, or raises where the section is malformed).
-    ``.eh_frame`` FDEs in the usual ``DW_EH_PE_pcrel | DW_EH_PE_sdata4`` encoding are read
-    inline; others go through :func:`parse_fde`.
+    The records are walked one by one (:func:`records`) and the CIEs parsed; the headers of
+    ``.eh_frame`` FDEs in the usual ``DW_EH_PE_pcrel | DW_EH_PE_sdata4`` encoding, with a
+    one-byte augmentation length, are read together with numpy, the others (and those whose
+    header the numpy read finds amiss) with :func:`parse_fde`.
     """
+    import numpy as np
+
     ctx = pointers or PointerContext(section_address)
     if ctx.section_address != section_address:
         ctx = PointerContext(section_address, ctx.text_base, ctx.data_base, ctx.read_memory)
-    if bulk and cfi_format is CfiFormat.EH_FRAME:
-        fast = _scan_eh_frame_bulk(data, section_address, big_endian, address_size, ctx)
-        if fast is not None:
-            return fast
     r = Reader(data, big_endian)
-    order = ">" if big_endian else "<"
-    s32 = struct.Struct(order + "i").unpack_from
-    u32 = struct.Struct(order + "I").unpack_from
-    mask = (1 << (8 * address_size)) - 1
+    walked, failure = records(r, cfi_format)
+    # The first record that cannot be read (those after it are not read): its number.
+    stop = len(walked.offset)
     cies: dict[int, Cie] = {}
-    out: list[FdeSpan] = []
-    append = out.append
-    eh = cfi_format is CfiFormat.EH_FRAME
-    for kind, offset, body, end, _id_pos, cie_ref in records(r, cfi_format):
-        if kind == 0:
-            cies[offset] = parse_cie(r, offset, body, end, address_size, cfi_format, ctx)
-            continue
-        cie = cies.get(cie_ref)
-        if cie is None:
-            cie = cie_at(r, cies, cie_ref, address_size, cfi_format, ctx, offset)
-        if eh and cie.fde_encoding == _PCREL_SDATA4 and body + 9 <= end and data[body + 8] < 0x80:
-            pc_begin = (s32(data, body)[0] + section_address + body) & mask
-            pc_range = u32(data, body + 4)[0]
-            pos = body + 8
-            if cie.augmentation[:1] == "z":
-                pos += 1 + data[pos]
-                if pos > end:
-                    raise CfiError("FDE augmentation data runs past the record", offset)
-            append((cie_ref, pc_begin, pc_range, pos, end))
-        else:
-            fde = parse_fde(r, offset, body, end, cie, cfi_format, ctx)
-            append((cie_ref, fde.pc_begin, fde.pc_range, fde.instructions_start, end))
-    return cies, out
-
-
-def _scan_eh_frame_bulk(
-    data: bytes, section_address: int, big_endian: bool, address_size: int, ctx: PointerContext
-) -> tuple[dict[int, Cie], list[FdeSpan]] | None:
-    """:func:`scan_fdes` for a well-formed ``.eh_frame`` (LSB 10.6.1): the record lengths are
-    followed in a tight loop, then the FDE headers read with numpy.  None when anything is
-    unusual (64-bit lengths, a CIE pointer that is not a CIE, a malformed record): the
-    record-by-record scanner then gives the same result, or the error at the right place."""
-    import numpy as np
-
-    bounds = _record_bounds(data, big_endian)
-    if bounds is None:
-        return None
-    record, record_end = bounds
-    if not len(record):
-        return {}, []
-    view = np.frombuffer(data, dtype=np.uint8)
-    ids = _u32_at(view, record + 4, big_endian)
-    is_cie = ids == 0
-    cies: dict[int, Cie] = {}
-    r = Reader(data, big_endian)
-    try:
-        for offset, stop in zip(record[is_cie].tolist(), record_end[is_cie].tolist(), strict=True):
-            cies[offset] = parse_cie(
-                r, offset, offset + 8, stop, address_size, CfiFormat.EH_FRAME, ctx
-            )
-    except CfiError:
-        return None
-    fde_at = record[~is_cie]
-    refs = (fde_at + 4 - ids[~is_cie].astype(np.int64)).tolist()
-    if not set(refs) <= cies.keys():
-        return None
-    spans = _fde_spans_bulk(
-        view, r, fde_at, record_end[~is_cie], refs, cies, section_address, address_size, ctx
-    )
-    return None if spans is None else (cies, spans)
-
-
-def _record_bounds(
-    data: bytes, big_endian: bool
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
-    """[start, end) of every record of a well-formed ``.eh_frame``, up to its zero terminator
-    or its end (LSB 10.6.1: each record opens with its 4-byte length); None at a 64-bit length
-    or a record running past the section."""
-    import numpy as np
-
-    u32 = struct.Struct((">" if big_endian else "<") + "I").unpack_from
-    end = len(data)
-    offsets: list[int] = []
-    append = offsets.append
-    pos = 0
-    while pos + 4 <= end:
-        length = u32(data, pos)[0]
-        if length == 0:
+    usual_cies: list[int] = []
+    kinds = np.array(walked.kind, dtype=np.int8)
+    offsets, bodies, ends, refs = walked.offset, walked.body, walked.end, walked.cie
+    for at in np.flatnonzero(kinds == 0).tolist():
+        offset = offsets[at]
+        try:
+            cie = parse_cie(r, offset, bodies[at], ends[at], address_size, cfi_format, ctx)
+        except CfiError as error:
+            stop, failure = at, error
             break
-        if length < 4 or length >= 0xFFFFFFF0 or pos + 4 + length > end:
-            return None
-        append(pos)
-        pos += 4 + length
-    if offsets and end < 16:
-        return None
-    record = np.array(offsets, dtype=np.int64)
-    record_end = np.empty_like(record)
-    record_end[:-1] = record[1:]
-    record_end[-1:] = pos
-    return record, record_end
+        cies[offset] = cie
+        if cie.fde_encoding == _PCREL_SDATA4 and cie.augmentation[:1] == "z":
+            usual_cies.append(offset)
+    fde_at = np.flatnonzero(kinds[:stop] == 1)
+    usual = np.zeros(len(fde_at), dtype=bool)
+    if cfi_format is CfiFormat.EH_FRAME:
+        # (A CIE pointer outside the section, which a hostile 64-bit record may make too
+        # large for int64, points to no CIE.)
+        inside = [ref if 0 <= ref < r.end else -1 for ref in map(refs.__getitem__, fde_at)]
+        usual = np.isin(np.array(inside, dtype=np.int64), usual_cies)
+    others: dict[int, FdeSpan] = {}
+    for at in fde_at[~usual].tolist():  # in section order, up to the first unreadable record
+        offset, cie_ref = offsets[at], refs[at]
+        try:
+            cie = cies.get(cie_ref) or cie_at(r, cies, cie_ref, address_size, cfi_format, ctx,
+                                              offset)  # fmt: skip
+            fde = parse_fde(r, offset, bodies[at], ends[at], cie, cfi_format, ctx)
+        except CfiError as error:
+            stop, failure = at, error
+            break
+        others[at] = (cie_ref, fde.pc_begin, fde.pc_range, fde.instructions_start, ends[at])
+    chosen = fde_at[usual & (fde_at < stop)]
+    spans = _usual_headers(r, walked, chosen, cies, section_address, address_size, ctx)
+    if failure is not None:
+        raise failure
+    if others:  # in section order with the others
+        by_record = dict(zip(chosen.tolist(), spans, strict=True)) | others
+        spans = [by_record[at] for at in fde_at.tolist()]
+    return cies, spans
 
 
-def _fde_spans_bulk(
-    view: npt.NDArray[np.uint8],
+def _usual_headers(
     r: Reader,
-    fde_at: npt.NDArray[np.int64],
-    fde_end: npt.NDArray[np.int64],
-    refs: list[int],
+    walked: Records,
+    chosen: npt.NDArray[np.int64],
     cies: dict[int, Cie],
     section_address: int,
     address_size: int,
     ctx: PointerContext,
-) -> list[FdeSpan] | None:
-    """The spans of the FDEs at ``fde_at`` (their CIEs at ``refs``): the usual headers read
-    with numpy, the others with :func:`parse_fde`; None when one cannot be read."""
+) -> list[FdeSpan]:
+    """The spans of the FDEs ``walked[k]`` for ``k`` in ``chosen`` (in section order), whose
+    CIEs say pcrel|sdata4 and 'z' (LSB 10.6.1.2: a 4-byte start relative to its field, a
+    4-byte size, the augmentation length): read with numpy where the length is one byte and
+    all lies in the record; the others by :func:`parse_fde`, which raises where one cannot
+    be read."""
     import numpy as np
 
-    end = len(view)
-    big_endian = r.order == ">"
-    body = fde_at + 8
-    # The usual header: pcrel|sdata4 start, udata4 size, one-byte augmentation length.
-    usual = np.array(
-        [
-            cies[ref].fde_encoding == _PCREL_SDATA4 and cies[ref].augmentation[:1] == "z"
-            for ref in cies
-        ],
-        dtype=bool,
-    )
-    cie_number = {ref: i for i, ref in enumerate(cies)}
-    fast = usual[np.array([cie_number[ref] for ref in refs], dtype=np.int64)]
-    # Header fields are read at ``safe`` (inside the section); ``fast`` keeps only the FDEs
-    # where that is their real position.
-    safe = np.minimum(body, end - 9)
-    fast &= (body + 9 <= fde_end) & (view[safe + 8] < 0x80)
-    start = _u32_at(view, safe, big_endian)
-    start -= (start >= 1 << 31).astype(np.int64) << 32
-    pc_range = _u32_at(view, safe + 4, big_endian)
+    if not len(chosen):
+        return []
+    view = np.frombuffer(r.data, dtype=np.uint8)
+    body = np.array(walked.body, dtype=np.int64)[chosen]
+    end = np.array(walked.end, dtype=np.int64)[chosen]
+    refs = [walked.cie[k] for k in chosen.tolist()]
+    safe = np.minimum(body, max(len(view) - 9, 0))
     instructions = body + 9 + view[safe + 8].astype(np.int64)
-    if (fast & (instructions > fde_end)).any():
-        return None  # augmentation data past the record: the scanner raises
-    spans = list(
-        zip(
-            refs,
-            _pcrel_addresses(start, body, section_address, address_size),
-            pc_range.tolist(),
-            instructions.tolist(),
-            fde_end.tolist(),
-            strict=True,
-        )
-    )
-    slow = np.flatnonzero(~fast).tolist()
-    if slow:
-        fde_list, body_list, end_list = fde_at.tolist(), body.tolist(), fde_end.tolist()
-        for i in slow:
-            cie = cies[refs[i]]
-            try:
-                parsed = parse_fde(
-                    r, fde_list[i], body_list[i], end_list[i], cie, CfiFormat.EH_FRAME, ctx
-                )
-            except CfiError:
-                return None
-            spans[i] = (
-                refs[i],
-                parsed.pc_begin,
-                parsed.pc_range,
-                parsed.instructions_start,
-                end_list[i],
-            )
+    fast = (body + 9 <= end) & (view[safe + 8] < 0x80) & (instructions <= end)
+    start = _u32_at(view, safe, r.order == ">")
+    start -= (start >= 1 << 31).astype(np.int64) << 32
+    size = _u32_at(view, safe + 4, r.order == ">").tolist()
+    begin = _pcrel_addresses(start, body, section_address, address_size)
+    spans = list(zip(refs, begin, size, instructions.tolist(), end.tolist(), strict=True))
+    for k in np.flatnonzero(~fast).tolist():
+        at, fde_end = int(chosen[k]), int(end[k])
+        fde = parse_fde(r, walked.offset[at], walked.body[at], fde_end, cies[refs[k]],
+                        CfiFormat.EH_FRAME, ctx)  # fmt: skip
+        spans[k] = (refs[k], fde.pc_begin, fde.pc_range, fde.instructions_start, fde_end)
     return spans
 
 
@@ -527,49 +441,95 @@ def _u32_at(
     return parts[0] | (parts[1] << 8) | (parts[2] << 16) | (parts[3] << 24)
 
 
+class Records(NamedTuple):
+    """Records of a section, a column per field and an element per record: 0 for a CIE or 1
+    for an FDE, its offset, where its body (after the CIE id or pointer) begins, where it
+    ends, and (FDEs) its CIE's offset."""
+
+    kind: list[int]
+    offset: list[int]
+    body: list[int]
+    end: list[int]
+    cie: list[int]
+
+
 def records(
-    r: Reader, cfi_format: CfiFormat, start: int = 0
-) -> Iterator[tuple[int, int, int, int, int, int]]:
-    """(0 for CIE / 1 for FDE, record offset, body start, record end, id position, CIE offset)."""
+    r: Reader, cfi_format: CfiFormat, start: int = 0, count: int | None = None
+) -> tuple[Records, CfiError | None]:
+    """The records of the section from ``start`` (``count`` of them at most), up to the end,
+    its zero terminator (``.eh_frame``) or the first that cannot be read, and why that one
+    cannot be (DWARF 5 6.4.1 and LSB 10.6.1: a 4-byte length, or 0xffffffff and an 8-byte
+    one; then the CIE id or pointer, 4 or 8 bytes).
+
+    The lengths of the usual records (a 4-byte length, the record in the section) are followed
+    in a tight loop and their ids read together; the others are read one at a time."""
     data = r.data
     pos = start
     end = r.end
     eh = cfi_format is CfiFormat.EH_FRAME
-    while pos + 4 <= end:
-        offset = pos
-        length = r.u32(data, pos)[0]
-        pos += 4
+    u32 = r.u32
+    found = Records([], [], [], [], [])
+    left = end if count is None else count  # records at most (each takes 4 bytes at least)
+    while pos + 4 <= end and left:
+        usual: list[int] = []
+        append = usual.append
+        while pos + 8 <= end and left:
+            length = u32(data, pos)[0]
+            if not 4 <= length <= end - pos - 4 or length == 0xFFFFFFFF:
+                break
+            append(pos)
+            pos += 4 + length
+            left -= 1
+        if usual:
+            _usual_records(r, usual, pos, eh, found)
+        if pos + 4 > end or not left:
+            break
+        # An unusual record: a terminator, a 64-bit length, one that cannot be read.
+        length = u32(data, pos)[0]
+        left -= 1
         if length == 0:
             if eh:
-                return
-            continue  # .debug_frame: an empty record is only padding
-        wide = length == 0xFFFFFFFF
-        if wide:
-            if pos + 8 > end:
-                raise CfiError("64-bit record length runs past the section end", offset)
-            length = r.u64(data, pos)[0]
-            pos += 8
-        record_end = pos + length
-        if record_end > end:
-            raise CfiError(f"record of {length} bytes runs past the section end", offset)
-        id_size = 8 if wide else 4
-        if pos + id_size > record_end:
-            raise CfiError("record too short for its CIE id", offset)
-        id_pos = pos
-        cie_id = r.u64(data, pos)[0] if wide else r.u32(data, pos)[0]
-        pos += id_size
-        if eh:
-            if cie_id == 0:
-                yield 0, offset, pos, record_end, id_pos, 0
-            else:
-                yield 1, offset, pos, record_end, id_pos, id_pos - cie_id
-        elif cie_id == (0xFFFFFFFFFFFFFFFF if wide else 0xFFFFFFFF):
-            yield 0, offset, pos, record_end, id_pos, 0
-        else:
-            yield 1, offset, pos, record_end, id_pos, cie_id
-        pos = record_end
-    if pos != end and eh and end - pos >= 4:
-        raise CfiError("trailing bytes after the last record", pos)
+                break
+            pos += 4  # .debug_frame: an empty record is only padding
+            continue
+        if length == 0xFFFFFFFF:  # 64-bit DWARF: an 8-byte length and an 8-byte id
+            if pos + 12 > end:
+                return found, CfiError("64-bit record length runs past the section end", pos)
+            length = r.u64(data, pos + 4)[0]
+            record_end = pos + 12 + length
+            if record_end > end:
+                return found, CfiError(f"record of {length} bytes runs past the section end",
+                                       pos)  # fmt: skip
+            if pos + 20 > record_end:
+                return found, CfiError("record too short for its CIE id", pos)
+            cie_id = r.u64(data, pos + 12)[0]
+            fde = cie_id != (0 if eh else 0xFFFFFFFFFFFFFFFF)
+            for column, value in zip(found, (int(fde), pos, pos + 20, record_end,
+                                             (pos + 12 - cie_id if eh else cie_id) if fde else 0),
+                                     strict=True):  # fmt: skip
+                column.append(value)
+            pos = record_end
+            continue
+        if pos + 4 + length > end:
+            return found, CfiError(f"record of {length} bytes runs past the section end", pos)
+        return found, CfiError("record too short for its CIE id", pos)
+    return found, None
+
+
+def _usual_records(r: Reader, starts: list[int], stop: int, eh: bool, into: Records) -> None:
+    """Add to ``into`` the records at ``starts`` (4-byte lengths, one after the other up to
+    ``stop``): their 4-byte ids read together."""
+    import numpy as np
+
+    at = np.array(starts, dtype=np.int64)
+    ids = _u32_at(np.frombuffer(r.data, dtype=np.uint8), at + 4, r.order == ">")
+    kind = ids != (0 if eh else 0xFFFFFFFF)
+    into.kind.extend(kind.astype(np.int64).tolist())
+    into.offset.extend(starts)
+    into.body.extend((at + 8).tolist())
+    into.end.extend(starts[1:])
+    into.end.append(stop)
+    into.cie.extend(np.where(kind, at + 4 - ids if eh else ids, 0).tolist())
 
 
 def cie_at(
@@ -584,11 +544,13 @@ def cie_at(
     """A CIE that appears after its FDE (allowed, if unusual): parse it on demand."""
     if not 0 <= cie_offset < r.end:
         raise CfiError(f"FDE points to CIE offset {cie_offset:#x} outside the section", fde_offset)
-    for kind, offset, body, end, _id_pos, _ref in records(r, cfi_format, cie_offset):
-        if kind != 0 or offset != cie_offset:
-            break
-        cie = parse_cie(r, offset, body, end, address_size, cfi_format, ctx)
-        cies[offset] = cie
+    found, failure = records(r, cfi_format, cie_offset, 1)
+    if failure is not None:
+        raise failure
+    if found.kind[:1] == [0] and found.offset[0] == cie_offset:
+        cie = parse_cie(r, cie_offset, found.body[0], found.end[0], address_size, cfi_format,
+                        ctx)  # fmt: skip
+        cies[cie_offset] = cie
         return cie
     raise CfiError(f"FDE points to offset {cie_offset:#x}, which is not a CIE", fde_offset)
 
@@ -762,6 +724,7 @@ __all__ = [
     "FdeSpan",
     "PointerContext",
     "Reader",
+    "Records",
     "cie_at",
     "parse_cie",
     "parse_fde",

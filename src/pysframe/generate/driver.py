@@ -3,9 +3,9 @@ ELF file, as GNU as 2.47 would assemble it.
 
 gas/gen-sframe.c ``create_sframe_all`` translates every FDE (``sframe_do_fde``) and
 ``output_sframe`` writes the section; here the FDEs are scanned
-(:func:`pysframe.generate.cfi.scan_fdes`), translated in bulk where the common rules suffice
-(:mod:`pysframe.generate.bulk`) and one by one otherwise (:mod:`pysframe.generate.translator`),
-PLT FDEs added (:mod:`pysframe.generate.plt`) and the section written by the one section writer
+(:func:`pysframe.generate.cfi.scan_fdes`), translated with gas' rules
+(:func:`pysframe.generate.translator.translate_fdes`), PLT FDEs added
+(:mod:`pysframe.generate.plt`) and the section written by the one section writer
 (:func:`pysframe.format.encode.assemble_section`).
 
 Beyond gas: signal frames whose rows cannot be represented are kept with no rows (as gas
@@ -18,41 +18,28 @@ something else.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..errors import CfiError, ElfError, EncodeError
-from ..format.builder import fre_type_for_size
-from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, FreType, Version
+from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, Version
 from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section
 from ..format.lookup import covered_bytes
 from ..format.section import SFrameSection
-from .bulk_section import translate_fdes, tuple_columns
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
+from .interpret import gc_paused
 from .locate import find_eh_frame
-from .ops import Op, decode_instructions
 from .plt import plt_functions, s390x_plt_functions
-from .rows import (
-    ABI_PARAMS,
-    AbiParams,
-    FunctionEncoder,
-    GeneratedFunction,
-    SkippedFunction,
-    Translation,
-)
-from .translator import NO_FDE, StateTable, finish, rows_before_end, translate_ops
+from .rows import ABI_PARAMS, FunctionEncoder, GeneratedFunction, SkippedFunction
+from .translator import NO_FDE, V3_ONLY, translate_fdes
 
 if TYPE_CHECKING:
     from ..elf.reader import ElfReader
-
-#: The start of the reasons a function is left out of a V1/V2 section.
-_V3_ONLY = NO_FDE + "SFrame V"
 
 
 @dataclass(slots=True)
@@ -105,7 +92,7 @@ def encode_functions(
     version = Version(version)
     count = len(functions)
     start, size, info, info2, rep_size, num_fres, fres, v3_only = (
-        tuple_columns(list(functions), 8) if count else [[]] * 8
+        tuple_columns(functions, 8) if count else [[]] * 8
     )
     order = _by_start(start)
     if version is not Version.V3:
@@ -135,6 +122,11 @@ def encode_functions(
     return assemble_section(spec, columns, [fres[i] for i in order.tolist()])
 
 
+def tuple_columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """The columns of equal-length tuples (faster than ``zip(*rows)`` for many rows)."""
+    return [list(map(itemgetter(k), rows)) for k in range(width)]
+
+
 def _by_start(starts: list[int]) -> npt.NDArray[np.int64]:
     """Positions in order of start address (stable)."""
     try:
@@ -161,14 +153,12 @@ def generate_from_eh_frame(
     debug_frame: bool = False,
     pointers: PointerContext | None = None,
     text_ranges: Sequence[tuple[int, int]] = (),
-    bulk: bool = True,
 ) -> GenerateResult:
     """Generate an SFrame section from raw ``.eh_frame`` (or ``.debug_frame``) bytes.
 
     ``eh_frame_address`` is the section's address (PC-relative pointers depend on it);
     ``section_address`` the address the SFrame section will have.  ``text_ranges`` ([start,
-    end) pairs) are the code the coverage figures count.  ``bulk=False`` scans and translates
-    every FDE one by one (same result, slower).
+    end) pairs) are the code the coverage figures count.
     """
     abi = Abi(abi)
     version = Version(version)
@@ -179,13 +169,10 @@ def generate_from_eh_frame(
         big_endian=abi.big_endian,
         cfi_format=CfiFormat.DEBUG_FRAME if debug_frame else CfiFormat.EH_FRAME,
         pointers=pointers,
-        bulk=bulk,
     )
     encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
-    with _gc_paused():
-        functions, skipped, considered = _translate_fdes(
-            data, cies, spans, encoder, version, bulk=bulk
-        )
+    with gc_paused():
+        functions, skipped, considered = _translate_fdes(data, cies, spans, encoder, version)
         return _result(functions, skipped, considered, abi, version, section_address, text_ranges)
 
 
@@ -196,26 +183,20 @@ def _translate_fdes(
     encoder: FunctionEncoder,
     version: Version,
     exclude: Sequence[tuple[int, int]] = (),
-    *,
-    bulk: bool,
 ) -> tuple[list[GeneratedFunction], list[SkippedFunction], int]:
-    """Translate every FDE (in bulk where :mod:`pysframe.generate.bulk` can, one by one
-    otherwise); returns (functions, skipped, FDEs considered)."""
+    """Translate every FDE; returns (functions, skipped, FDEs considered)."""
     skipped: list[SkippedFunction] = []
     todo = _fdes_to_translate(spans, exclude, skipped)
     considered = len(todo) + len(skipped)
     out: list[GeneratedFunction] = []
-    one_by_one = _PerFunction(data, cies, encoder, version)
     aarch64 = encoder.params.aarch64
-    done = translate_fdes(data, cies, todo, encoder) if bulk else [None] * len(todo)
-    for span, made_in_bulk in zip(todo, done, strict=True):
-        made = one_by_one.function(span) if made_in_bulk is None else made_in_bulk
+    for span, made in zip(todo, translate_fdes(data, cies, todo, encoder, version), strict=True):
         if not isinstance(made, str):
             out.append(made)
             continue
         cie_offset, start, size = span[:3]
         cie = cies[cie_offset]
-        if cie.signal_frame and version is Version.V3 and not made.startswith(_V3_ONLY):
+        if cie.signal_frame and version is Version.V3 and not made.startswith(V3_ONLY):
             # gas keeps a signal frame's FDE, without rows, when its CFI fails.
             b_key = cie.b_key and aarch64
             out.append(encoder.function(start, size, None, signal=True, b_key=b_key))
@@ -253,72 +234,6 @@ def _fdes_to_translate(
     return todo
 
 
-class _PerFunction:
-    """The per-function path: one FDE at a time through :func:`translate_ops`.
-
-    Functions often share their CFA program byte for byte, so translations are cached by
-    (CIE, instruction bytes) and encoded functions by (CIE, bytes, FRE type)."""
-
-    def __init__(
-        self, data: bytes, cies: dict[int, Cie], encoder: FunctionEncoder, version: Version
-    ) -> None:
-        self.data = data
-        self.cies = cies
-        self.encoder = encoder
-        self.version = version
-        self._cie_ops: dict[int, list[Op] | str] = {}
-        self._translations: dict[tuple[int, bytes], Translation | str] = {}
-        self._states: StateTable = {}
-        self._functions: dict[tuple[int, bytes, FreType], GeneratedFunction | str] = {}
-
-    def function(self, span: FdeSpan) -> GeneratedFunction | str:
-        """The function of one FDE, or why it is left out."""
-        cie_offset, start, size, ins_start, ins_end = span
-        program = self.data[ins_start:ins_end]
-        result = self._translation(cie_offset, program, ins_start, ins_end)
-        if isinstance(result, str):
-            return result
-        cie = self.cies[cie_offset]
-        fre_type = fre_type_for_size(size)
-        if rows_before_end(result.rows, size) is not result.rows:  # rows cut: not shared
-            made = _make_function(result, size, cie, self.encoder, self.version, fre_type)
-        else:
-            key = (cie_offset, program, fre_type)
-            cached = self._functions.get(key)
-            if cached is None:
-                cached = _make_function(result, size, cie, self.encoder, self.version, fre_type)
-                self._functions[key] = cached
-            made = cached
-        if isinstance(made, str):
-            return made
-        return GeneratedFunction(start, size, *made[2:])
-
-    def _translation(
-        self, cie_offset: int, program: bytes, ins_start: int, ins_end: int
-    ) -> Translation | str:
-        key = (cie_offset, program)
-        result = self._translations.get(key)
-        if result is not None:
-            return result
-        cie = self.cies[cie_offset]
-        initial = self._cie_ops.get(cie_offset)
-        if initial is None:
-            initial = _cie_initial(self.data, cie, self.encoder.params, self.encoder.big_endian)
-            self._cie_ops[cie_offset] = initial
-        if isinstance(initial, str):
-            result = initial
-        else:
-            try:
-                body = decode_instructions(
-                    self.data, ins_start, ins_end, cie, self.encoder.big_endian
-                )
-                result = translate_ops(initial + body, self.encoder.params, self._states)
-            except CfiError as error:
-                result = f"{NO_FDE}unreadable CFI: {error}"
-        self._translations[key] = result
-        return result
-
-
 def skip_reasons(
     data: bytes,
     cies: dict[int, Cie],
@@ -331,57 +246,11 @@ def skip_reasons(
     (a signal frame gas keeps without rows has its reason too)."""
     abi = Abi(abi)
     encoder = FunctionEncoder(ABI_PARAMS[abi], abi.big_endian)
-    _, skipped, _ = _translate_fdes(data, cies, spans, encoder, Version(version), bulk=True)
+    _, skipped, _ = _translate_fdes(data, cies, spans, encoder, Version(version))
     reasons: dict[tuple[int, int], str] = {}
     for function in skipped:
         reasons.setdefault((function.start, function.size), function.reason)
     return [reasons.get((span[1], span[2])) for span in spans]
-
-
-def _make_function(
-    result: Translation,
-    size: int,
-    cie: Cie,
-    encoder: FunctionEncoder,
-    version: Version,
-    fre_type: FreType,
-) -> GeneratedFunction | str:
-    """gas' end-of-function checks, then the encoded function (start 0: the caller sets it), or
-    why the function is left out."""
-    params = encoder.params
-    finished = finish(result, size, params)
-    if isinstance(finished, str):
-        return finished
-    v3 = version is Version.V3
-    if not v3:
-        if finished.flex:
-            return f"{_V3_ONLY}{int(version)} has no FLEX FDEs, which this CFI needs"
-        if cie.signal_frame:
-            return f"{_V3_ONLY}{int(version)} cannot mark signal frames"
-        if finished.ra_undefined:
-            return f"{_V3_ONLY}{int(version)} cannot say that the RA is undefined (outermost frame)"
-    try:
-        return encoder.function(
-            0,
-            size,
-            finished,
-            signal=cie.signal_frame and v3,
-            b_key=cie.b_key and params.aarch64,
-            fre_type=fre_type,
-        )
-    except EncodeError as error:  # rules the format cannot hold (an offset beyond 32 bits...)
-        return f"{NO_FDE}{error.detail}"
-
-
-def _cie_initial(data: bytes, cie: Cie, params: AbiParams, big_endian: bool) -> list[Op] | str:
-    if cie.return_column != params.ra:
-        return f"{NO_FDE}non-default RA register {cie.return_column}"
-    try:
-        return decode_instructions(
-            data, cie.instructions_start, cie.instructions_end, cie, big_endian
-        )
-    except CfiError as error:
-        return f"{NO_FDE}unreadable CIE instructions: {error}"
 
 
 def _result(
@@ -408,20 +277,6 @@ def _result(
     )
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a section is generated: it makes only acyclic
-    objects (tuples, bytes), and the collector's passes over them cost more than the rest of
-    the Python-level work on a large library."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 # ---------------------------------------------------------------------------------------------
 # ELF files
 
@@ -438,14 +293,12 @@ def generate_from_elf(
     section_address: int | None = None,
     ld_compatible: bool = False,
     use_debug_frame: bool = True,
-    bulk: bool = True,
 ) -> GenerateResult:
     """Generate an SFrame section for an ELF file (a path or an open :class:`ElfReader`).
 
     Uses ``.eh_frame`` (relocated in relocatable objects, where every section sits at address
     0) and, for functions it does not describe, ``.debug_frame``; adds PLT FDEs.
     ``section_address`` defaults to where :mod:`pysframe.elf.inject` would place the section.
-    ``bulk=False`` scans and translates every FDE one by one (same result, slower).
     """
     from ..elf.reader import ElfReader
 
@@ -454,13 +307,11 @@ def generate_from_elf(
     elif isinstance(path_or_image, str):
         with ElfReader.open(path_or_image) as opened:
             return _generate_image(
-                opened, Version(version), section_address, ld_compatible, use_debug_frame, bulk
+                opened, Version(version), section_address, ld_compatible, use_debug_frame
             )
     else:
         raise TypeError("generate_from_elf needs a path or an ElfReader")
-    return _generate_image(
-        image, Version(version), section_address, ld_compatible, use_debug_frame, bulk
-    )
+    return _generate_image(image, Version(version), section_address, ld_compatible, use_debug_frame)
 
 
 def _generate_image(
@@ -469,7 +320,6 @@ def _generate_image(
     section_address: int | None,
     ld_compatible: bool,
     use_debug_frame: bool,
-    bulk: bool,
 ) -> GenerateResult:
     from ..elf.layout import SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS
 
@@ -505,9 +355,9 @@ def _generate_image(
     exclude = [(a, a + len(d)) for a, d, _ in plts.values()]
     if s390x_plt is not None:
         exclude.append((s390x_plt[0], s390x_plt[0] + s390x_plt[1]))
-    with _gc_paused():
+    with gc_paused():
         functions, skipped, considered = _translate_cfi(
-            image, encoder, version, exclude, use_debug_frame, bulk
+            image, encoder, version, exclude, use_debug_frame
         )
         if plts:
             plt = plts.get(".plt")
@@ -578,7 +428,6 @@ def _translate_cfi(
     version: Version,
     exclude: Sequence[tuple[int, int]],
     use_debug_frame: bool,
-    bulk: bool,
 ) -> tuple[list[GeneratedFunction], list[SkippedFunction], int]:
     """The functions of ``.eh_frame``, then those of ``.debug_frame`` it does not describe."""
     from ..elf.layout import SHT_NOBITS
@@ -606,13 +455,12 @@ def _translate_cfi(
                 address_size=image.elfclass // 8,
                 cfi_format=cfi_format,
                 pointers=PointerContext(sec.address, ptr.text_base, ptr.data_base, ptr.read_memory),
-                bulk=bulk,
             )
         except CfiError as error:
             raise error.at(path=image.path, section=name) from None
         if covered_starts:
             spans = [f for f in spans if f[1] not in covered_starts]
-        made, lost, count = _translate_fdes(data, cies, spans, encoder, version, exclude, bulk=bulk)
+        made, lost, count = _translate_fdes(data, cies, spans, encoder, version, exclude)
         functions += made
         skipped += lost
         considered += count

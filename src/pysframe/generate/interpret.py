@@ -1,21 +1,30 @@
-"""The CFI table of a whole ``.eh_frame`` or ``.debug_frame``: for every FDE, the CFA, FP and RA
-rules at each of its PC ranges, read with DWARF's semantics (DWARF 5 6.4).
+"""A whole section's CFA programs through the one interpreter, and the CFI table ``verify``
+compares with SFrame: for every FDE, the CFA, FP and RA rules at each of its PC ranges, read
+with DWARF's semantics (DWARF 5 6.4).
 
-This is the other side of :mod:`pysframe.generate.translator`: that module says what GNU as
-makes of the CFI, this one what the CFI itself says, so that the two can be compared with an
-SFrame section (``pysframe verify``).  Functions share their programs byte for byte, so each
-distinct (CIE, instructions) program is interpreted once: with numpy for the common
-instructions (:mod:`pysframe.generate.interpret_bulk`), one by one otherwise
-(:func:`pysframe.generate.cfa_rules.interpret_program`).  Programs whose rows depend on where
-the FDE is (``DW_CFA_set_loc``, a CFA expression that reads the PC, as x86-64 PLT FDEs have)
-are interpreted per FDE, the PC-dependent expression evaluated at each PC
-(:func:`pysframe.generate.expression.evaluate`).
+Functions share their CFA programs byte for byte, and distinct programs mostly differ only in
+how far their advances move (one function's prologue is another's, a few bytes longer).  So
+:func:`read_programs` decodes each distinct (CIE, instructions) program once
+(:func:`pysframe.generate.ops.decode_programs`, all of them together), and groups them by
+*shape*: the program with every advance reduced to whether it moves.  A reader interprets each
+shape once (:func:`pysframe.generate.cfa_rules.interpret_program`), its rows numbered by the
+advances that begin them; :meth:`Programs.place` puts those rows at each program's own
+locations, and :func:`fde_rows_before` cuts them at each FDE's end.  Programs whose rows depend
+on where the FDE is (``DW_CFA_set_loc``) are interpreted per FDE.
+
+:func:`interpret_cfi` reads a section this way with DWARF's semantics; a CFA expression that
+reads the PC (x86-64 PLT FDEs) is evaluated at each PC
+(:func:`pysframe.generate.expression.evaluate`).  The generator reads it the same way with GNU
+as' rules (:mod:`pysframe.generate.driver`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,20 +38,308 @@ from .cfa_rules import (
     Row,
     Rules,
     decode_error,
-    initial_rules,
     interpret_program,
 )
 from .cfi import CfiFormat, Cie, FdeSpan, PointerContext, oversized_program, scan_fdes
 from .expression import evaluate
-from .instructions_bulk import IntArray
-from .interpret_bulk import PAD, BulkRows, RuleColumns, concatenate, interpret_programs
-from .ops import decode_instructions
+from .ops import OP_ADVANCE, OP_SET_LOC, Decoded, Op, decode_programs
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 #: Row starts are combined with a program number in one int64 key.
 _KEY_SHIFT = 33
 _KEY_LIMIT = (1 << _KEY_SHIFT) - 1
+#: An advance moves at most this far in the locations of placed rows (no int64 overflow); a
+#: row that far in is past the end of any function SFrame can describe.
+_FAR = 1 << 40
 #: PC-dependent CFA expressions are evaluated at every PC of ranges up to this size.
 MAX_PER_PC = 1 << 20
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a section is read: reading makes only acyclic
+    objects (tuples, bytes), and the collector's passes over them cost more than the rest of
+    the Python-level work on a large library."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+# ---------------------------------------------------------------------------------------------
+# A section's programs
+
+#: What a reading makes of one shape, from its CIE's initial operations and its operations:
+#: its rows (each begun by a moving advance, its number, and with its rules: (begin, rules,
+#: ...) tuples such as :class:`~pysframe.generate.cfa_rules.Row`), and a flag of the
+#: reading's own (GNU as': the function needs a FLEX FDE; DWARF's: the rows depend on where
+#: the FDE is); or why it makes none.
+ShapeRows = tuple[Sequence[tuple[int, Rules, *tuple[object, ...]]], bool]
+Reading = Callable[[list[Op], list[Op]], "ShapeRows | str"]
+
+
+class Shapes:
+    """The shapes of the programs read so far, each read once by ``reading`` (the cache of
+    one reader of one section, which owns it): a shape's rows are numbered by their distinct
+    rules (:attr:`rules`)."""
+
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
+        self.numbers: dict[tuple[int, bytes], int] = {}
+        #: Per shape: the reading's flag, or why it makes no rows.
+        self.results: list[bool | str] = []
+        #: The distinct rules of the shapes' rows, numbered as they come.
+        self.rules: dict[Rules, int] = {}
+        self._bounds = [0]
+        self._ordinals: list[int] = []
+        self._values: list[int] = []
+        self._arrays: tuple[IntArray, IntArray, IntArray] | None = None
+
+    def add(self, key: tuple[int, bytes], cie_ops: list[Op], ops: list[Op]) -> int:
+        """Read a new shape; its number."""
+        result = self.reading(cie_ops, ops)
+        if not isinstance(result, str):
+            number = self.rules.setdefault
+            self._ordinals += [row[0] for row in result[0]]
+            self._values += [number(row[1], len(self.rules)) for row in result[0]]
+        self._bounds.append(len(self._ordinals))
+        self.results.append(result if isinstance(result, str) else result[1])
+        self._arrays = None
+        return self.numbers.setdefault(key, len(self.numbers))
+
+    def rows(self) -> tuple[IntArray, IntArray, IntArray]:
+        """Shape ``s``'s rows are ``[bounds[s], bounds[s + 1])`` of the ordinals (which moving
+        advance begins each) and values (its rules' number): (bounds, ordinals, values)."""
+        if self._arrays is None:
+            self._arrays = (
+                np.array(self._bounds, dtype=np.int64),
+                np.array(self._ordinals, dtype=np.int64),
+                np.array(self._values, dtype=np.int64),
+            )
+        return self._arrays
+
+
+@dataclass(frozen=True, slots=True)
+class Programs:
+    """The distinct CFA programs of a section's FDEs, decoded, and their shapes.
+
+    Program ``p`` is ``keys[p]`` = (CIE offset, instructions).  When it can be decoded (not in
+    :attr:`errors`, its CIE not in :attr:`cie_errors`), it has a shape (``shape[p]``, a
+    number of :class:`Shapes`) or, when its rows depend on where its FDE is, none (-1: read
+    it per FDE with :meth:`ops`)."""
+
+    keys: list[tuple[int, bytes]]
+    #: Per FDE read: its program.
+    fde_program: IntArray
+    #: Why programs, and the initial instructions of CIEs, cannot be decoded.
+    errors: dict[int, CfiError]
+    cie_errors: dict[int, CfiError]
+    shape: IntArray
+    #: Per CIE that programs use: its initial instructions.
+    cie_ops: dict[int, list[Op]]
+    cies: dict[int, Cie]
+    big_endian: bool
+    #: How far the advances that move have gone, program after program (0, then after each),
+    #: and per program the number of the moving advances before its own: its row after its
+    #: ``m``-th moving advance begins ``reached[first_move + m] - reached[first_move]`` in.
+    reached: IntArray
+    first_move: IntArray
+
+    def operations(self, programs: Sequence[int]) -> list[list[Op]]:
+        """The operations of ``programs`` (which can be decoded), with their own advances:
+        decoded again (what a section's programs decode to is not kept)."""
+        keys = [self.keys[program] for program in programs]
+        found = decode_programs([code for _cie, code in keys],
+                                *_factors([self.cies[cie] for cie, _code in keys]),
+                                self.big_endian)  # fmt: skip
+        return found.operations(range(len(keys)))
+
+    def problem(self, program: int) -> str | None:
+        """Why ``program`` cannot be read, or None."""
+        cie = self.cie_errors.get(self.keys[program][0])
+        error = cie if cie is not None else self.errors.get(program)
+        return None if error is None else decode_error(error)
+
+    def place(self, shapes: Shapes, programs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+        """The rows of ``programs`` (increasing, their shapes read), from their shapes' rows
+        at their own locations: per row its program, its rules' number, where it begins."""
+        bounds, ordinals, values = shapes.rows()
+        shape = self.shape[programs]
+        counts = bounds[shape + 1] - bounds[shape]
+        total = int(counts.sum())
+        row_program = np.repeat(programs, counts)
+        before = np.cumsum(counts) - counts
+        index = np.repeat(bounds[shape] - before, counts) + np.arange(total, dtype=np.int64)
+        first = self.first_move[row_program]
+        begin = self.reached[first + ordinals[index]] - self.reached[first]
+        return row_program, values[index], begin
+
+
+#: Programs decoded together (their per-byte and per-instruction columns stay small).
+PROGRAMS = 4096
+
+
+def read_programs(
+    data: bytes,
+    cies: dict[int, Cie],
+    spans: Sequence[FdeSpan],
+    big_endian: bool,
+    shapes: Shapes,
+) -> Programs:
+    """The programs of the FDEs ``spans`` (all read; the caller leaves out those it does not
+    want), decoded once each, with their shapes (those not in ``shapes`` yet read)."""
+    programs: dict[tuple[int, bytes], int] = {}
+    number = programs.setdefault
+    fde_program = np.array(
+        [number((span[0], data[span[3] : span[4]]), len(programs)) for span in spans],
+        dtype=np.int64,
+    )
+    keys = list(programs)
+    used = sorted({cie for cie, _code in keys})
+    initial = decode_programs(
+        [data[cies[c].instructions_start : cies[c].instructions_end] for c in used],
+        *_factors([cies[c] for c in used]), big_endian, [cies[c].instructions_start for c in used],
+    )  # fmt: skip
+    cie_errors = {cie: initial.errors[k] for k, cie in enumerate(used) if k in initial.errors}
+    readable = [k for k, cie in enumerate(used) if cie not in cie_errors]
+    cie_ops = dict(zip([used[k] for k in readable], initial.operations(readable), strict=True))
+    _, first_fde = np.unique(fde_program, return_index=True)
+    offsets = [spans[k][3] for k in first_fde.tolist()]  # where errors are: the first FDE's
+    errors: dict[int, CfiError] = {}
+    shape = np.full(len(keys), -1, dtype=np.int64)
+    moves: list[IntArray] = []
+    first_move = np.zeros(len(keys) + 1, dtype=np.int64)
+    for low in range(0, len(keys), PROGRAMS):
+        chunk = keys[low : low + PROGRAMS]
+        found = decode_programs(
+            [code for _cie, code in chunk], *_factors([cies[cie] for cie, _code in chunk]),
+            big_endian, offsets[low : low + PROGRAMS],
+        )  # fmt: skip
+        errors.update((low + p, error) for p, error in found.errors.items())
+        unread = set(found.errors) | {p for p, (cie, _code) in enumerate(chunk)
+                                      if cie in cie_errors}  # fmt: skip
+        shape[low : low + len(chunk)] = _shapes(found, chunk, unread, shapes, cie_ops)
+        moving = found.moves > 0
+        moves.append(found.moves[moving])
+        per_program = np.bincount(found.program[moving], minlength=len(chunk))
+        first_move[low + 1 : low + len(chunk) + 1] = per_program
+    np.cumsum(first_move, out=first_move)
+    reached = np.zeros(int(first_move[-1]) + 1, dtype=np.int64)
+    if moves:
+        np.cumsum(np.concatenate(moves), out=reached[1:])
+    return Programs(keys, fde_program, errors, cie_errors, shape, cie_ops, cies, big_endian,
+                    reached, first_move)  # fmt: skip
+
+
+def _factors(cies: list[Cie]) -> tuple[list[int], list[int], list[int]]:
+    """The code and data alignment factors and the address sizes of ``cies``."""
+    return (
+        [cie.code_alignment for cie in cies],
+        [cie.data_alignment for cie in cies],
+        [cie.address_size for cie in cies],
+    )
+
+
+def _shapes(
+    decoded: Decoded, keys: list[tuple[int, bytes]], unread: set[int], shapes: Shapes,
+    cie_ops: dict[int, list[Op]],
+) -> IntArray:  # fmt: skip
+    """Per program its shape (-1: none), those not in ``shapes`` read: the program with each
+    advance reduced to whether it moves.  A shape's key is the program's instructions,
+    DW_CFA_nop left out and each advance written as one byte, 0x41 if it moves and 0x40 if
+    not: equal keys decode to equal operations but for how far advances move."""
+    position, length = decoded.position, decoded.length
+    advance = decoded.op == OP_ADVANCE
+    piece = np.where(advance, 1, length)
+    total = int(piece.sum())
+    before = np.cumsum(piece) - piece
+    source = np.repeat(position - before, piece) + np.arange(total, dtype=np.int64)
+    text = np.frombuffer(decoded.source.joined, dtype=np.uint8)[source]
+    text[before[advance]] = np.where(decoded.moves[advance] > 0, 0x41, 0x40)
+    ends = np.zeros(len(piece) + 1, dtype=np.int64)
+    np.cumsum(piece, out=ends[1:])
+    bounds = ends[decoded.bounds].tolist()
+    raw = text.tobytes()
+    dependent = np.zeros(len(keys) + 1, dtype=bool)
+    dependent[decoded.program[decoded.op == OP_SET_LOC]] = True
+    dependent[list(unread)] = True
+    readable = np.flatnonzero(~dependent[: len(keys)]).tolist()
+    found = shapes.numbers.get
+    texts = [(keys[p][0], raw[bounds[p] : bounds[p + 1]]) for p in readable]
+    numbers = [found(key, -1) for key in texts]
+    new: dict[tuple[int, bytes], list[int]] = {}
+    for k in [k for k, number in enumerate(numbers) if number < 0]:
+        new.setdefault(texts[k], []).append(k)
+    if new:
+        # One program of each new shape stands for it: its operations, advances 1 or 0.
+        first = [readable[ks[0]] for ks in new.values()]
+        for (key, ks), ops in zip(new.items(), decoded.operations(first, moves=True),
+                                  strict=True):  # fmt: skip
+            number = shapes.add(key, cie_ops[key[0]], ops)
+            for k in ks:
+                numbers[k] = number
+    shape = np.full(len(keys), -1, dtype=np.int64)
+    shape[readable] = numbers
+    return shape
+
+
+def fde_rows_before(
+    row_program: IntArray, row_begin: IntArray, fde_program: IntArray, size: IntArray
+) -> tuple[IntArray, IntArray]:
+    """[first, end) of each FDE's rows among the rows of the programs (grouped by program, in
+    address order): its program's rows that start before its end (the FDE's ``size``)."""
+    key = (row_program << _KEY_SHIFT) | np.minimum(row_begin, _KEY_LIMIT)
+    program = np.maximum(fde_program, 0)
+    first = np.searchsorted(key, program << _KEY_SHIFT, side="left")
+    end = np.searchsorted(key, (program << _KEY_SHIFT) | np.minimum(size, _KEY_LIMIT), "left")
+    empty = (fde_program < 0) | (size <= 0)
+    return first, np.where(empty, first, end)
+
+
+# ---------------------------------------------------------------------------------------------
+# The CFI table (DWARF semantics)
+
+
+class RuleColumns(NamedTuple):
+    """:class:`~pysframe.generate.cfa_rules.Rules` as columns, one element per rule."""
+
+    cfa_kind: IntArray
+    cfa_reg: IntArray
+    cfa_offset: IntArray
+    fp_kind: IntArray
+    fp_reg: IntArray
+    fp_offset: IntArray
+    ra_kind: IntArray
+    ra_reg: IntArray
+    ra_offset: IntArray
+    mangled: IntArray
+
+    @classmethod
+    def of(cls, rows: Sequence[Rules]) -> RuleColumns:
+        """Columns of ``rows`` (offsets a hostile program makes larger than int64, clamped)."""
+        if not rows:
+            return cls._make(np.zeros(0, dtype=np.int64) for _ in cls._fields)
+        try:
+            table = np.array(rows, dtype=np.int64)
+        except OverflowError:
+            limit = 1 << 62
+            table = np.array(
+                [[max(-limit, min(value, limit)) for value in row] for row in rows],
+                dtype=np.int64,
+            )
+        table = table.reshape(len(rows), len(cls._fields))
+        return cls._make(np.ascontiguousarray(table[:, k]) for k in range(len(cls._fields)))
+
+    def take(self, index: IntArray) -> RuleColumns:
+        return RuleColumns._make(column[index] for column in self)
+
+    def row(self, index: int) -> Rules:
+        return Rules._make(int(column[index]) for column in self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +365,10 @@ class CfiTable:
     row_begin: IntArray
     row_rule: IntArray
     rules: RuleColumns
+    #: The programs of the FDEs, and each FDE's (-1: none), for reading an FDE again
+    #: (:func:`fde_rows`).
+    programs: Programs
+    fde_program: IntArray
 
     def __len__(self) -> int:
         return len(self.spans)
@@ -81,36 +382,43 @@ class CfiTable:
             for k in range(int(lo), int(hi))
         ]
 
+    def operations(self, fdes: Sequence[int]) -> list[list[Op]]:
+        """The operations of the programs of FDEs ``fdes`` (none for one that cannot be
+        read)."""
+        readable = [fde for fde in fdes if self.fde_program[fde] >= 0 and fde not in self.problems]
+        found = self.programs.operations([int(self.fde_program[fde]) for fde in readable])
+        by_fde = dict(zip(readable, found, strict=True))
+        return [by_fde.get(fde, []) for fde in fdes]
+
 
 def fde_rows(table: CfiTable, fde: int, quirks: Quirk = Quirk.NONE) -> list[Row] | str:
-    """The rows of FDE ``fde`` of ``table``, interpreted on their own and read with ``quirks``
-    (offsets from the FDE's start), or why they cannot be had."""
-    cie_offset, pc_begin, size, lo, hi = table.spans[fde]
-    cie = table.cies[cie_offset]
-    abi = table.abi
+    """The rows of FDE ``fde`` of ``table`` read with ``quirks`` (offsets from the FDE's
+    start, those at or past its end left out), or why they cannot be had."""
+    program = int(table.fde_program[fde])
+    problem = table.problems.get(fde)
+    if program < 0 or problem is not None:
+        return problem or "no CFI"
+    return _read_fde(table.programs, table.spans[fde], program, table.abi, quirks)
+
+
+def _read_fde(
+    programs: Programs, span: FdeSpan, program: int, abi: Abi, quirks: Quirk = Quirk.NONE
+) -> list[Row] | str:
+    """The rows of one FDE of ``program`` (its own advances, DW_CFA_set_loc and PC-dependent
+    CFA expressions read at its place)."""
+    cie_offset, pc_begin, size, _lo, _hi = span
     cfi_abi = CfiAbi.of(abi)
-    try:
-        initial_ops = decode_instructions(
-            table.data, cie.instructions_start, cie.instructions_end, cie, abi.big_endian
-        )
-        ops = decode_instructions(table.data, lo, hi, cie, abi.big_endian)
-    except CfiError as error:
-        return decode_error(error)
-    state = initial_rules(initial_ops, cfi_abi, abi.big_endian, quirks)
-    if isinstance(state, str):
-        return state
-    program = interpret_program(
-        ops,
+    result = interpret_program(
+        programs.operations([program])[0],
         cfi_abi,
-        state[0],
-        initial_expression=state[1],
+        initial_ops=programs.cie_ops[cie_offset],
         pc_begin=pc_begin,
         big_endian=abi.big_endian,
         quirks=quirks,
     )
-    if isinstance(program, str):
-        return program
-    return _per_pc(program.rows, pc_begin, size, cfi_abi, abi.big_endian)
+    if isinstance(result, str):
+        return result
+    return _per_pc(result.rows, pc_begin, size, cfi_abi, abi.big_endian)
 
 
 def interpret_cfi(
@@ -121,18 +429,24 @@ def interpret_cfi(
     debug_frame: bool = False,
     address_size: int = 8,
     pointers: PointerContext | None = None,
-    bulk: bool = True,
 ) -> CfiTable:
     """The CFI table of ``.eh_frame`` (or ``.debug_frame``) bytes at ``section_address``.
 
-    ``bulk=False`` interprets every program one by one (same table, slower).  Raises CfiError
-    when the section's records cannot be read; an FDE whose instructions cannot be is listed
-    in ``problems`` instead.
+    Raises CfiError when the section's records cannot be read; an FDE whose instructions
+    cannot be is listed in ``problems`` instead.
     """
     abi = Abi(abi)
+    with gc_paused():
+        return _interpret_cfi(bytes(data), section_address, abi, debug_frame, address_size,
+                              pointers)  # fmt: skip
+
+
+def _interpret_cfi(
+    data: bytes, section_address: int, abi: Abi, debug_frame: bool, address_size: int,
+    pointers: PointerContext | None,
+) -> CfiTable:  # fmt: skip
     big_endian = abi.big_endian
     cfi_abi = CfiAbi.of(abi)
-    data = bytes(data)
     cies, spans = scan_fdes(
         data,
         section_address,
@@ -140,290 +454,106 @@ def interpret_cfi(
         address_size=address_size,
         cfi_format=CfiFormat.DEBUG_FRAME if debug_frame else CfiFormat.EH_FRAME,
         pointers=pointers,
-        bulk=bulk,
     )
-    source = ".debug_frame" if debug_frame else ".eh_frame"
     count = len(spans)
     begin = np.array([span[1] for span in spans], dtype=np.uint64).astype(np.int64)
-    size = np.array([span[2] for span in spans], dtype=np.int64) if count else np.zeros(0, np.int64)
-    initial = _initial_states(data, cies, cfi_abi, big_endian)
+    size = _sizes(spans)
     problems: dict[int, str] = {}
-    wanted, keys, fde_program = _programs_of(data, spans, initial, problems)
-    rows = _ProgramRows()
-    programs = _Programs(keys, cies, initial, cfi_abi, big_endian)
-    per_fde, next_program = programs.interpret(rows, fde_program, bulk)
-    if per_fde or rows.failed:
-        dependent = set(per_fde)
-        for index in wanted:
-            program = int(fde_program[index])
-            if program in rows.failed:
-                problems[index] = rows.failed[program]
-                fde_program[index] = -1
-            elif program in dependent:
-                result = programs.at_address(data, spans[index])
-                if isinstance(result, str):
-                    problems[index] = result
-                    fde_program[index] = -1
-                    continue
-                rows.add(next_program, result)
-                fde_program[index] = next_program
-                next_program += 1
-    row_program, row_begin, row_rule, rules = rows.finish()
-    row_fde, fde_row_begin, fde_row_rule = _expand(
-        row_program, row_begin, row_rule, fde_program, size
-    )
+    wanted = []
+    for index, span in enumerate(spans):
+        if span[2] > 0:
+            flood = oversized_program(span)
+            if flood is None:
+                wanted.append(index)
+            else:
+                problems[index] = flood
+
+    def reading(cie_ops: list[Op], ops: list[Op]) -> ShapeRows | str:
+        read = interpret_program(ops, cfi_abi, initial_ops=cie_ops, big_endian=big_endian)
+        if isinstance(read, str):
+            return read
+        return read.rows, read.position_dependent
+
+    shapes = Shapes(reading)
+    programs = read_programs(data, cies, [spans[i] for i in wanted], big_endian, shapes)
+    fdes = np.array(wanted, dtype=np.int64)
+    fde_program = np.full(count, -1, dtype=np.int64)
+    fde_program[fdes] = programs.fde_program
+    row_fde, row_begin, row_rule = _section_rows(programs, shapes, fdes, spans, size, abi,
+                                                 problems)  # fmt: skip
     return CfiTable(
-        source, abi, data, cies, list(spans), begin, size, problems, row_fde, fde_row_begin,
-        fde_row_rule, rules,
+        ".debug_frame" if debug_frame else ".eh_frame", abi, data, cies, list(spans), begin,
+        size, problems, row_fde, row_begin, row_rule, RuleColumns.of(list(shapes.rules)),
+        programs, fde_program,
     )  # fmt: skip
 
 
-#: Per CIE: the rules after its initial instructions and a PER_PC CFA's expression, or why they
-#: cannot be had.
-_InitialStates = dict[int, tuple[Rules, bytes | None] | str]
-
-
-def _initial_states(
-    data: bytes, cies: dict[int, Cie], cfi_abi: CfiAbi, big_endian: bool
-) -> _InitialStates:
-    """Every CIE's state after its initial instructions (DWARF 5 6.4.1)."""
-    initial: _InitialStates = {}
-    for offset, cie in cies.items():
-        try:
-            ops = decode_instructions(
-                data, cie.instructions_start, cie.instructions_end, cie, big_endian
-            )
-        except CfiError as error:
-            initial[offset] = decode_error(error)
-            continue
-        initial[offset] = initial_rules(ops, cfi_abi, big_endian)
-    return initial
-
-
-def _programs_of(
-    data: bytes, spans: list[FdeSpan], initial: _InitialStates, problems: dict[int, str]
-) -> tuple[list[int], list[tuple[int, bytes]], IntArray]:
-    """The FDEs to interpret (with code, a readable CIE and a program not too long for the code:
-    the others with code get their problem), the distinct (CIE, instructions) programs, and
-    each FDE's program number (-1: none to interpret)."""
-    readable = {offset for offset, state in initial.items() if not isinstance(state, str)}
-    for index, span in enumerate(spans):
-        flood = oversized_program(span) if span[2] > 0 and span[0] in readable else None
-        if flood is not None:
-            problems[index] = flood
-    wanted = [
-        index
-        for index, span in enumerate(spans)
-        if span[2] > 0 and span[0] in readable and index not in problems
-    ]
-    for index, span in enumerate(spans):
-        if span[2] > 0 and span[0] not in readable:
-            problem = initial[span[0]]
-            assert isinstance(problem, str)
-            problems[index] = problem
-    programs: dict[object, int] = {}
-    number = programs.setdefault
-    if len(readable) == 1:
-        numbers = [number(data[spans[i][3] : spans[i][4]], len(programs)) for i in wanted]
-        only = next(iter(readable))
-        keys: list[tuple[int, bytes]] = [(only, code) for code in programs]  # type: ignore[misc]
-    else:
-        numbers = [
-            number((spans[i][0], data[spans[i][3] : spans[i][4]]), len(programs)) for i in wanted
-        ]
-        keys = list(programs)  # type: ignore[arg-type]
-    fde_program = np.full(len(spans), -1, dtype=np.int64)
-    fde_program[np.array(wanted, dtype=np.int64)] = numbers
-    return wanted, keys, fde_program
-
-
-@dataclass(frozen=True, slots=True)
-class _Programs:
-    """The distinct programs of a section, ``keys[i]`` = (CIE offset, instructions), and what
-    their interpretation needs."""
-
-    keys: list[tuple[int, bytes]]
-    cies: dict[int, Cie]
-    initial: _InitialStates
-    cfi_abi: CfiAbi
-    big_endian: bool
-
-    def interpret(
-        self, rows: _ProgramRows, fde_program: IntArray, bulk: bool
-    ) -> tuple[list[int], int]:
-        """Every program's rows into ``rows``: the bulk path's, then one by one the others,
-        numbered after the bulk path's programs so that their rows, appended, stay in program
-        order (``fde_program`` renumbered).  Returns the programs whose rows depend on where
-        the FDE is (to interpret per FDE), and the next free program number."""
-        keys = self.keys
-        solved = np.zeros(len(keys), dtype=bool)
-        if bulk and keys:
-            solved = _interpret_in_bulk(
-                keys, self.cies, self.initial, self.cfi_abi, self.big_endian, rows
-            )
-        per_fde: list[int] = []
-        renumber = np.arange(len(keys), dtype=np.int64)
-        next_program = len(keys)
-        for program in np.flatnonzero(~solved).tolist():
-            cie_offset, code = keys[program]
-            result = self._one(code, cie_offset, None)
-            if isinstance(result, str):
-                rows.fail(program, result)
-            elif result is None:
-                per_fde.append(program)
+def _section_rows(
+    programs: Programs, shapes: Shapes, fdes: IntArray, spans: list[FdeSpan], size: IntArray,
+    abi: Abi, problems: dict[int, str],
+) -> tuple[IntArray, IntArray, IntArray]:  # fmt: skip
+    """The rows of the FDEs ``fdes`` (of ``programs``) in FDE order: (FDE, begin, rule
+    number); their problems into ``problems``."""
+    results = shapes.results
+    placed = np.array([result is False for result in results] + [False],
+                      dtype=bool)  # fmt: skip
+    shape = programs.shape
+    row_program, row_value, row_begin = programs.place(shapes, np.flatnonzero(placed[shape]))
+    local = programs.fde_program
+    first, end = fde_rows_before(row_program, row_begin, local, size[fdes])
+    counts = end - first
+    own: dict[int, list[Row]] = {}
+    for k in np.flatnonzero(~placed[shape[local]]).tolist():
+        fde, program = int(fdes[k]), int(local[k])
+        number = int(shape[program])
+        found = programs.problem(program)
+        if found is None and number >= 0:
+            result = results[number]
+            found = result if isinstance(result, str) else None
+        if found is None:
+            rows = _read_fde(programs, spans[fde], program, abi)
+            if isinstance(rows, str):
+                found = rows
             else:
-                rows.add(next_program, result)
-                renumber[program] = next_program
-                next_program += 1
-        listed = fde_program >= 0
-        fde_program[listed] = renumber[fde_program[listed]]
-        return per_fde, next_program
-
-    def at_address(self, data: bytes, span: FdeSpan) -> list[Row] | str:
-        """The rows of one FDE whose program's rows depend on where it is, a PC-dependent CFA
-        evaluated at each of its PCs; or why there are none."""
-        cie_offset, pc_begin, length, lo, hi = span
-        result = self._one(data[lo:hi], cie_offset, pc_begin)
-        if isinstance(result, str) or result is None:
-            return result or "CFI rows depend on the PC"
-        return _per_pc(result, pc_begin, length, self.cfi_abi, self.big_endian)
-
-    def _one(self, code: bytes, cie_offset: int, pc_begin: int | None) -> list[Row] | str | None:
-        state = self.initial[cie_offset]
-        assert not isinstance(state, str)
-        return _interpret_one(
-            code, self.cies[cie_offset], state, self.cfi_abi, self.big_endian, pc_begin
-        )
-
-
-class _ProgramRows:
-    """Rows of programs as they are interpreted: a numpy block from the bulk path, lists from
-    the per-program path (added in program order, after the block's programs)."""
-
-    def __init__(self) -> None:
-        #: Blocks of rows from the bulk path, one per chunk, in program order.
-        self.blocks: list[tuple[IntArray, IntArray, RuleColumns]] = []
-        self.programs: list[int] = []
-        self.begins: list[int] = []
-        self.rules: list[Rules] = []
-        self.failed: dict[int, str] = {}
-
-    def add(self, program: int, rows: Sequence[Row]) -> None:
-        for row in rows:
-            self.programs.append(program)
-            self.begins.append(row.begin)
-            self.rules.append(row.rules)
-
-    def fail(self, program: int, reason: str) -> None:
-        self.failed[program] = reason
-
-    def finish(self) -> tuple[IntArray, IntArray, IntArray, RuleColumns]:
-        """(program, begin, rule) of every row, by program, and the rule columns: the bulk
-        block's rows, then the listed ones (their programs are numbered after the block's)."""
-        listed = (
-            np.array(self.programs, dtype=np.int64),
-            np.array(self.begins, dtype=np.int64),
-            RuleColumns.of(self.rules),
-        )
-        blocks = [block for block in (*self.blocks, listed) if len(block[0])] or [listed]
-        self.blocks = []  # released: the rows are held once, here or in the joined columns
-        if len(blocks) == 1:
-            program, begin, rules = blocks[0]
-        else:
-            program = np.concatenate([block[0] for block in blocks])
-            begin = np.concatenate([block[1] for block in blocks])
-            rules = concatenate([block[2] for block in blocks])
-        return program, begin, np.arange(len(program), dtype=np.int64), rules
+                own[k] = rows
+        if found is not None:
+            problems[fde] = found
+        counts[k] = len(own.get(k, ()))
+    total = int(counts.sum())
+    row_fde = np.repeat(fdes, counts)
+    before = np.cumsum(counts) - counts
+    source = np.repeat(first - before, counts) + np.arange(total, dtype=np.int64)
+    if not own:
+        return row_fde, row_begin[source], row_value[source]
+    mine = np.zeros(len(fdes), dtype=bool)
+    mine[list(own)] = True
+    placed_rows = ~np.repeat(mine, counts)
+    begins = np.zeros(total, dtype=np.int64)
+    rules = np.zeros(total, dtype=np.int64)
+    begins[placed_rows] = row_begin[source[placed_rows]]
+    rules[placed_rows] = row_value[source[placed_rows]]
+    number_of = shapes.rules.setdefault
+    for k, rows in own.items():
+        lo = int(before[k])
+        begins[lo : lo + len(rows)] = [min(row.begin, _KEY_LIMIT) for row in rows]
+        rules[lo : lo + len(rows)] = [number_of(row.rules, len(shapes.rules)) for row in rows]
+    return row_fde, begins, rules
 
 
-def _interpret_in_bulk(
-    keys: list[tuple[int, bytes]],
-    cies: dict[int, Cie],
-    initial: _InitialStates,
-    cfi_abi: CfiAbi,
-    big_endian: bool,
-    rows: _ProgramRows,
-) -> npt.NDArray[np.bool_]:
-    """Interpret the programs the bulk path handles; which ones it did.
-
-    In chunks of :data:`CHUNK` programs, as the generator does, to bound the memory of the
-    columns (several int64 per instruction and per row)."""
-    ok = np.zeros(len(keys), dtype=bool)
-    for low in range(0, len(keys), CHUNK):
-        chunk = keys[low : low + CHUNK]
-        found = _interpret_chunk(chunk, cies, initial, cfi_abi, big_endian)
-        rows.blocks.append((found.row_program + low, found.row_begin, found.rules))
-        ok[low : low + len(chunk)] = found.ok
-    return ok
-
-
-def _interpret_chunk(
-    keys: list[tuple[int, bytes]],
-    cies: dict[int, Cie],
-    initial: _InitialStates,
-    cfi_abi: CfiAbi,
-    big_endian: bool,
-) -> BulkRows:
-    """The bulk path over ``keys``' programs (numbered from 0)."""
-    lengths = np.fromiter((len(code) for _cie, code in keys), dtype=np.int64, count=len(keys))
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    buf = np.frombuffer(b"".join(code for _cie, code in keys) + bytes(PAD), dtype=np.uint8)
-    cie_of = [cie for cie, _code in keys]
-    cie_list = sorted(set(cie_of))
-    cie_number = {offset: i for i, offset in enumerate(cie_list)}
-    which = np.array([cie_number[offset] for offset in cie_of], dtype=np.int64)
-    start_rules: list[Rules] = []
-    for offset in cie_list:
-        state = initial[offset]
-        assert not isinstance(state, str)
-        start_rules.append(state[0])
-    start = RuleColumns.of(start_rules).take(which)
-    caf = np.array([cies[offset].code_alignment for offset in cie_list], dtype=np.int64)[which]
-    daf = np.array([cies[offset].data_alignment for offset in cie_list], dtype=np.int64)[which]
-    return interpret_programs(buf, starts, ends, caf, daf, start, cfi_abi, big_endian)
-
-
-#: Programs interpreted together by the bulk path.
-CHUNK = 4096
-
-
-def _interpret_one(
-    code: bytes,
-    cie: Cie,
-    state: tuple[Rules, bytes | None],
-    cfi_abi: CfiAbi,
-    big_endian: bool,
-    pc_begin: int | None,
-) -> list[Row] | str | None:
-    """One program's rows; a reason when it cannot be read; None when its rows depend on
-    where the FDE is and ``pc_begin`` is None (a program shared by FDEs: interpret it per
-    FDE)."""
+def _sizes(spans: Sequence[FdeSpan]) -> IntArray:
+    """The FDEs' sizes (those beyond int64, which a hostile FDE may give, clamped)."""
+    sizes = [span[2] for span in spans]
     try:
-        ops = decode_instructions(code, 0, len(code), cie, big_endian)
-    except CfiError as error:
-        return decode_error(error)
-    rules, expression = state
-    program = interpret_program(
-        ops,
-        cfi_abi,
-        rules,
-        initial_expression=expression,
-        pc_begin=pc_begin or 0,
-        big_endian=big_endian,
-    )
-    if isinstance(program, str):
-        return program
-    if program.position_dependent and pc_begin is None:
-        return None
-    return program.rows
+        return np.array(sizes, dtype=np.int64)
+    except OverflowError:
+        return np.array([min(value, (1 << 63) - 1) for value in sizes], dtype=np.int64)
 
 
 def _per_pc(
     rows: list[Row], pc_begin: int, size: int, cfi_abi: CfiAbi, big_endian: bool
 ) -> list[Row]:
-    """``rows`` with each PC-dependent CFA evaluated at every PC of its range, as runs of PCs
-    with the same rule."""
+    """``rows`` before ``size``, each PC-dependent CFA evaluated at every PC of its range, as
+    runs of PCs with the same rule."""
     out: list[Row] = []
     ends = [row.begin for row in rows[1:]] + [size]
     for row, end in zip(rows, ends, strict=True):
@@ -459,22 +589,16 @@ def _per_pc(
     return out
 
 
-def _expand(
-    row_program: IntArray, row_begin: IntArray, row_rule: IntArray, fde_program: IntArray,
-    size: IntArray,
-) -> tuple[IntArray, IntArray, IntArray]:  # fmt: skip
-    """Each FDE's rows: its program's rows that start before its end."""
-    key = (row_program << _KEY_SHIFT) | np.minimum(row_begin, _KEY_LIMIT)
-    has = fde_program >= 0
-    program = np.where(has, fde_program, 0)
-    first = np.searchsorted(key, program << _KEY_SHIFT, side="left")
-    end = np.searchsorted(key, (program << _KEY_SHIFT) | np.minimum(size, _KEY_LIMIT), side="left")
-    counts = np.where(has & (size > 0), end - first, 0)
-    total = int(counts.sum())
-    fde = np.repeat(np.arange(len(fde_program), dtype=np.int64), counts)
-    before = np.cumsum(counts) - counts
-    row = np.repeat(first - before, counts) + np.arange(total, dtype=np.int64)
-    return fde, row_begin[row], row_rule[row]
-
-
-__all__ = ["MAX_PER_PC", "CfiTable", "fde_rows", "interpret_cfi"]
+__all__ = [
+    "MAX_PER_PC",
+    "PROGRAMS",
+    "CfiTable",
+    "Programs",
+    "RuleColumns",
+    "ShapeRows",
+    "Shapes",
+    "fde_rows",
+    "fde_rows_before",
+    "interpret_cfi",
+    "read_programs",
+]

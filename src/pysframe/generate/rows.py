@@ -1,26 +1,29 @@
-"""The rows the generator makes (one row type) and the rules the format core encodes for them.
+"""The rows the generator makes (one row type), the rules the format core encodes for them, and
+the FREs of functions written from them.
 
 A row is a :class:`RowState`, the rules of GNU as' ``struct sframe_row_entry``
 (gas/gen-sframe.c) without its addresses: the CFA (register, offset, dereferenced or not),
 where the FP and the RA are (``LOC_NONE``: not saved; ``LOC_REG``: in a register, or at
 register + offset when dereferenced; ``LOC_STACK``: at CFA + offset), the mangled-RA bit
 (AArch64 ``negate_ra_state``) and an undefined RA (``DW_CFA_undefined``: outermost frame).
-The per-function translator makes one ``RowState[int]`` per row; the bulk path holds a
-``RowState`` of numpy columns, one value per row.
 
 The format core (:func:`pysframe.format.rules.encode_row`) is the one encoder of FRE info bytes
 and data words; :func:`encode_row` gives it a row's rules (:func:`row_rules`: what gas'
-``output_sframe_row_entry_datawords`` writes for the row's fields).  The per-function path and
-the bulk path both encode each distinct row with it.
-:class:`FunctionEncoder` writes a function's FREs: the start address field of the FDE's FRE
-type (libsframe ``sframe_calc_fre_type``: the smallest that holds the function size), then the
-encoded row.
+``output_sframe_row_entry_datawords`` writes for the row's fields).  :func:`write_fres` writes
+the FREs of many functions at once, with numpy: the start address field of each function's FRE
+type (libsframe ``sframe_calc_fre_type``: the smallest that holds the function size), then
+the encoded row.  :class:`FunctionEncoder` encodes each distinct row once and writes one
+function's FREs with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from ..format import rules
 from ..format.builder import fre_type_for_size
@@ -33,7 +36,13 @@ from ..format.constants import (
     PcType,
     Version,
 )
-from ..format.layout import fde_info, fre_address_struct, fre_words_struct
+from ..format.layout import (
+    FRE_ADDRESS_CODES,
+    byte_order,
+    fde_info,
+    fre_address_size,
+    fre_words_struct,
+)
 from ..format.model import CfaRule, RegRule, RuleKind
 
 # Where a row says the FP or RA is (gas' sframe_row_entry fp_loc / ra_loc).
@@ -51,7 +60,7 @@ Field = TypeVar("Field")
 
 
 class RowState(NamedTuple, Generic[Field]):
-    """The rules of one row (``RowState[int]``), or of many rows, one column per field."""
+    """The rules of one row."""
 
     cfa_reg: Field
     cfa_offset: Field
@@ -84,11 +93,6 @@ EMPTY_STATE: RowState[int] = RowState(
     mangled_ra=False,
     ra_undefined=False,
 )
-
-
-def row_at(rows: RowState[Any], index: int) -> RowState[int]:
-    """One row of the columns, as the per-function translator holds it."""
-    return RowState._make(column[index].item() for column in rows)
 
 
 def sp_based_row(sp: int, cfa_offset: int) -> RowState[int]:
@@ -241,7 +245,6 @@ class FunctionEncoder:
         self.big_endian = big_endian
         #: Encoded rows by state: DEFAULT rows, then FLEX rows.
         self._encoded: tuple[dict[RowState[int], bytes], dict[RowState[int], bytes]] = ({}, {})
-        self._address = [fre_address_struct(t, big_endian).pack for t in FreType]
 
     def row(self, state: RowState[int], flex: bool) -> bytes:
         """The row's info byte and data words (:func:`encode_row`, cached)."""
@@ -271,19 +274,73 @@ class FunctionEncoder:
         if translation is None:
             return GeneratedFunction(start, size, info, 0, rep_size, 0, b"", signal)
         flex = translation.flex
-        encoded = self._encoded[flex]
-        row = self.row
-        pack = self._address[fre_type]
         rows = translation.rows
-        # Encoded rows are never empty: ``or`` falls back to encoding only for new states.
-        fres = b"".join(
-            [pack(begin) + (encoded.get(state) or row(state, flex)) for begin, state in rows]
+        encoded = [self.row(state, flex) for _begin, state in rows]
+        count = len(rows)
+        fres, _ = write_fres(
+            np.array([begin for begin, _state in rows], dtype=np.int64),
+            np.arange(count, dtype=np.int64),
+            encoded,
+            np.zeros(1, dtype=np.int64),
+            np.full(1, count, dtype=np.int64),
+            np.full(1, fre_type, dtype=np.int64),
+            self.big_endian,
         )
         fde_type = FdeType.FLEX if flex else FdeType.DEFAULT
         v3_only = flex or signal or translation.ra_undefined
-        return GeneratedFunction(
-            start, size, info, int(fde_type), rep_size, len(rows), fres, v3_only
-        )
+        return GeneratedFunction(start, size, info, int(fde_type), rep_size, count, fres, v3_only)
+
+
+IntArray = npt.NDArray[np.int64]
+
+
+def write_fres(
+    row_begin: IntArray,
+    row_code: IntArray,
+    encoded: Sequence[bytes],
+    first: IntArray,
+    end: IntArray,
+    fre_types: IntArray,
+    big_endian: bool,
+) -> tuple[bytes, IntArray]:
+    """The FREs of many functions, one after the other, and where each function's start (one
+    more offset than functions): function ``i`` has the rows ``[first[i], end[i])``, each
+    beginning ``row_begin`` bytes in and written as ``encoded[row_code]`` (info byte and data
+    words), after its start address field (1, 2 or 4 bytes by the function's FRE type, in the
+    section's byte order)."""
+    counts = end - first
+    total = int(counts.sum())
+    function_of = np.repeat(np.arange(len(first)), counts)
+    before = np.cumsum(counts) - counts
+    row = np.repeat(first - before, counts) + np.arange(total, dtype=np.int64)
+    width = fre_address_size(fre_types[function_of])
+    code = row_code[row]
+    longest = max(max(map(len, encoded), default=0), 1)
+    table = np.frombuffer(
+        b"".join(raw.ljust(longest, b"\0") for raw in encoded) or bytes(longest), dtype=np.uint8
+    ).reshape(-1, longest)
+    length = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    row_length = length[code] if len(encoded) else np.zeros(total, dtype=np.int64)
+    # Each FRE in a slot: the widest start address field, then the longest encoded row.
+    address = np.dtype(byte_order(big_endian) + FRE_ADDRESS_CODES[FreType.ADDR4])
+    field = address.itemsize
+    slots = np.empty((total, field + longest), dtype=np.uint8)
+    slots[:, :field] = row_begin[row].astype(address).view(np.uint8).reshape(total, field)
+    slots[:, field:] = table[code]
+    present = np.empty(slots.shape, dtype=bool)
+    k = np.arange(field)
+    # The address's low bytes: at the field's end in big-endian order.
+    if big_endian:
+        present[:, :field] = k[None, :] >= field - width[:, None]
+    else:
+        present[:, :field] = k[None, :] < width[:, None]
+    present[:, field:] = np.arange(longest)[None, :] < row_length[:, None]
+    data = slots[present].tobytes()
+    offsets = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(width + row_length, out=offsets[1:])
+    bounds = np.zeros(len(first) + 1, dtype=np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    return data, offsets[bounds]
 
 
 __all__ = [
@@ -301,7 +358,7 @@ __all__ = [
     "SkippedFunction",
     "Translation",
     "encode_row",
-    "row_at",
     "row_rules",
     "sp_based_row",
+    "write_fres",
 ]

@@ -24,7 +24,8 @@ Reading (each call is one pass over the data in file order; a stream can be read
   :class:`Sample`.
 * ``data.events()`` yields the side-band records: :class:`MmapEvent` (MMAP and MMAP2: prot,
   flags, pgoff, build ID or maj/min/ino), :class:`CommEvent`, :class:`TaskEvent` (FORK,
-  EXIT), :class:`LostEvent` (LOST, LOST_SAMPLES), each with ``offset`` and ``time``.
+  EXIT), :class:`LostEvent` (LOST, LOST_SAMPLES), :class:`DeferredCallchainEvent`
+  (CALLCHAIN_DEFERRED, Linux 6.19), each with ``offset`` and ``time``.
 * ``data.read(chunk)`` yields :class:`Stretch` objects: the events and the sample chunk of
   one stretch of the file, to process the two in file order.
 * ``data.sample_records()`` yields one :class:`Sample` at a time from the scalar reference
@@ -50,19 +51,21 @@ The modules:
 * the reader: :mod:`~pysframe.perf.layout` (every binary layout), :mod:`~pysframe.perf.header`,
   :mod:`~pysframe.perf.attrs`, :mod:`~pysframe.perf.records`, :mod:`~pysframe.perf.samples`,
   :mod:`~pysframe.perf.data`, :mod:`~pysframe.perf.errors`; :mod:`~pysframe.perf.order`:
-  records in the order perf delivers them;
+  records in the order perf delivers them; :mod:`~pysframe.perf.deferred`: deferred user
+  callchains stitched to their samples;
 * :mod:`~pysframe.perf.registers`: perf's register numbers per architecture;
 * :mod:`~pysframe.perf.modules`, :mod:`~pysframe.perf.spaces`: the file read for each mapped
   module as perf finds it, and each process's address space over the recording;
 * :mod:`~pysframe.perf.walk`, :mod:`~pysframe.perf.session`: the samples' stack copies walked
   by the unwinder's batch form, and a recording read through in perf's order;
 * :mod:`~pysframe.perf.kernel`, :mod:`~pysframe.perf.symbols`, :mod:`~pysframe.perf.symtab`:
-  frames named as perf 6.1 names them;
+  frames named as perf 6.1 names them (JIT code's from its perf map);
 * :mod:`~pysframe.perf.analyze`, :mod:`~pysframe.perf.profile`: a recording made into a profile
   with its walk statistics;
 * the writers: :mod:`~pysframe.perf.script`, :mod:`~pysframe.perf.stats`,
   :mod:`~pysframe.perf.report`, :mod:`~pysframe.perf.speedscope`, :mod:`~pysframe.perf.pprof`,
-  :mod:`~pysframe.perf.flamegraph`; :mod:`~pysframe.perf.filters`,
+  :mod:`~pysframe.perf.flamegraph`; :mod:`~pysframe.perf.top`, :mod:`~pysframe.perf.callgraph`:
+  perf report's table and the call graphs under its rows; :mod:`~pysframe.perf.filters`,
   :mod:`~pysframe.perf.aggregate`: choosing samples and grouping them for the writers.
 """
 
@@ -71,13 +74,22 @@ from __future__ import annotations
 from .data import DEFAULT_CHUNK, PerfData, Stretch
 from .errors import PerfDataError
 from .header import BuildId, EventAttr, Features, FileHeader
-from .records import CommEvent, LostEvent, MmapEvent, SampleId, SideBandEvent, TaskEvent
+from .records import (
+    CommEvent,
+    DeferredCallchainEvent,
+    LostEvent,
+    MmapEvent,
+    SampleId,
+    SideBandEvent,
+    TaskEvent,
+)
 from .samples import Sample, SampleChunk
 
 __all__ = [
     "DEFAULT_CHUNK",
     "BuildId",
     "CommEvent",
+    "DeferredCallchainEvent",
     "EventAttr",
     "Features",
     "FileHeader",

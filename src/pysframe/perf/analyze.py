@@ -15,33 +15,46 @@ did (for ``perf stats``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from ..elf.addr2line import Addr2Line, Record
 from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
 from ..sources.trust import Policy
-from ..unwind import STOPS, StopKind, SymbolOptions
+from ..unwind import STOPS, StopKind, SymbolOptions, Walks
 from .data import DEFAULT_CHUNK, PerfData
-from .kernel import PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, KernelSymbols, kernel_symbols
-from .layout import MISC_CPUMODE_MASK, MISC_KERNEL, RecordType
+from .deferred import DeferredTally, deferred_cookie
+from .kernel import KernelSymbols, kernel_symbols
+from .layout import (
+    CONTEXT_USER_DEFERRED,
+    FLAG_EXCLUDE_CALLCHAIN_USER,
+    MISC_CPUMODE_MASK,
+    MISC_KERNEL,
+    RecordType,
+    SampleType,
+)
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
-from .profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
-from .records import LostEvent, SideBandEvent
+from .profile import KERNEL_MODULE, UNKNOWN, DeferredChain, FrameInfo, Profile
+from .records import DeferredCallchainEvent, LostEvent, SideBandEvent
 from .samples import range_positions
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES
+from .walk import MAX_FRAMES, RecordedChains, discarded_chains, kernel_parts
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from ..elf.addr2line import Addr2Line, Record
+    from .header import EventAttr
 
 #: The unit of the period of the software clock events (cpu-clock, task-clock).
 _CLOCK_EVENTS = frozenset({"cpu-clock", "task-clock"})
@@ -64,6 +77,12 @@ class Options:
     #: Give each frame the srcline ``perf script -F +srcline`` prints under it (its
     #: ``file`` and ``line``; a ``file`` alone where perf prints no line).
     srcline: bool = False
+    #: Stitch deferred user callchains to their samples (perf's default); False: keep them
+    #: apart, as ``perf script --no-merge-callchain`` does (deferred.py).
+    merge_callchains: bool = True
+    #: Insert the caller a recorded frame-pointer chain left out where the recording proves
+    #: it (``--fix-leaf``); says in one line what it could not insert.
+    fix_leaf: bool = False
 
 
 @dataclass(slots=True)
@@ -92,6 +111,44 @@ class WalkStats:
     origins: dict[str, str] = field(default_factory=dict)
     #: Problems met (a file cut short...), one line each.
     problems: list[str] = field(default_factory=list)
+    #: Samples with user frames from their recorded callchain (``perf record -g``), and
+    #: samples with both a stack copy walked and a recorded user callchain.
+    recorded: int = 0
+    both: int = 0
+    #: Per event (by name): how its user stacks were recorded, and its samples' counts.
+    events: dict[str, EventStats] = field(default_factory=dict)
+    #: Samples whose recorded frame-pointer chain leaves out the caller of the function at
+    #: their PC (SFrame: that function had no frame of its own on the FP there), by the
+    #: module of that PC.
+    chain_missed_caller: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class EventStats:
+    """How one event's user stacks were recorded (``kind``: "dwarf", a stack copy to walk;
+    "fp", a user callchain the kernel's frame-pointer walk recorded; "deferred", one the kernel
+    sends later in its own record; "none") and how many of its samples have walked frames,
+    recorded frames, and both."""
+
+    kind: str
+    samples: int = 0
+    walked: int = 0
+    recorded: int = 0
+    both: int = 0
+
+
+def callchain_kind(attr: EventAttr) -> str:
+    """How the event of ``attr`` records user stacks: "dwarf" (PERF_SAMPLE_STACK_USER with a
+    size: ``--call-graph dwarf``), "fp" (PERF_SAMPLE_CALLCHAIN with its user part:
+    ``-g``), else "none" (a sample's PC alone).  A deferred chain shows in the samples
+    (:data:`~pysframe.perf.layout.CONTEXT_USER_DEFERRED`), not here."""
+    if attr.sample_type & SampleType.STACK_USER and attr.sample_stack_user:
+        return "dwarf"
+    if attr.sample_type & SampleType.CALLCHAIN and not (
+        attr.flags & FLAG_EXCLUDE_CALLCHAIN_USER
+    ):
+        return "fp"
+    return "none"
 
 
 def profile_recording(
@@ -99,11 +156,19 @@ def profile_recording(
     options: Options | None = None,
     *,
     on_chunk: Callable[[int, int], None] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> tuple[Profile, WalkStats]:
     """The profile of the recording at ``path`` and what its walks did; ``on_chunk(done,
-    total)`` is told the bytes read so far (for a progress bar)."""
+    total)`` is told the bytes read so far (for a progress bar).
+
+    ``part`` (``(index, count)``): only the samples of the index-th of ``count`` time slices
+    (perf's deliveries, by how far into the data they are read), the whole recording read for
+    the address spaces at its start: the profiles of a file's parts, merged in order
+    (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's own
+    counts (lost samples, its name) are the first part's."""
     options = options or Options()
     with PerfData.open(path) as data:
+        wanted = None if part is None else _slice(data, *part)
         finder = ModuleFinder(
             build_ids={entry.filename: entry.build_id for entry in data.features.build_ids},
             debug_dir=options.debug_dir,
@@ -125,19 +190,32 @@ def profile_recording(
             *(profile.event_id(attr.name or f"event{number}", _unit(attr.name))
               for number, attr in enumerate(data.attrs)), -1,
         ], dtype=np.int64)  # fmt: skip
+        profile.events_without_callchain.update(
+            attr.name or f"event{number}" for number, attr in enumerate(data.attrs)
+            if not attr.sample_type & SampleType.CALLCHAIN
+        )  # fmt: skip
         lost = Counter[bool]()  # LOST_SAMPLES (True) and LOST (False) records' counts
+        # Per attribute: its samples' user callchains are deferred (Linux 6.19); the last
+        # entry stands for attributes that come later.
+        defers = np.array([*(attr.defer_callchain for attr in data.attrs), False], dtype=bool)
+        tally = DeferredTally()
 
         def count_lost(event: SideBandEvent) -> None:
             if isinstance(event, LostEvent):
                 lost[event.id is None] += event.lost
                 if event.id is None:  # LOST_SAMPLES
                     profile.lost_samples += event.lost
+            elif isinstance(event, DeferredCallchainEvent) and not options.merge_callchains:
+                _add_deferred(profile, namer, event)  # named in the address space of its time
 
         try:
             for walked in walk_recording(data, spaces, chunk=options.chunk,
                                          max_frames=options.max_frames,
-                                         on_event=count_lost):  # fmt: skip
-                _add_chunk(profile, stats, walked, namer, events)
+                                         on_event=count_lost,
+                                         merge_deferred=options.merge_callchains,
+                                         deferred=tally, wanted=wanted):  # fmt: skip
+                _add_chunk(profile, stats, walked, namer, events, defers)
+                _count_events(stats, walked, data.attrs, spaces)
                 if on_chunk is not None:
                     header = data.header
                     end = header.data_offset + header.data_size if not header.pipe else 0
@@ -150,15 +228,95 @@ def profile_recording(
             shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
         stats.problems += [str(problem) for problem in data.problems]
-        if lost:
+        if options.fix_leaf:
+            stats.problems.append(_fix_leaf_note(path, stats))
+        # What the whole recording says is said by the first part alone: every part reads
+        # every record (only the walks are sliced).
+        first = part is None or part[0] == 0
+        if lost and first:
             stats.problems.append(_lost_problem(path, lost, data.record_counts[RecordType.SAMPLE]))
+        if tally.unmatched and first:
+            stats.problems.append(_unmatched_problem(path, tally))
         stats.problems += finder.symbol_problems
         # What the cache of generated SFrame found wrong, with the rest (the warnings of a
         # worker process come back this way).
         stats.problems += take_warnings()
         stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
         stats.origins = {shown_name(module.path): module.origin for module in spaces.modules}
+    if part is not None and part[0] > 0:  # counted once, by the first part
+        profile.sources, profile.lost_samples, profile.deferred = [], 0, []
     return profile, stats
+
+
+def _slice(data: PerfData, index: int, count: int) -> Callable[[int], bool]:
+    """Whether a delivery read up to ``read_to`` is in the index-th of ``count`` slices of
+    the data, by bytes read (deliveries come with ``read_to`` never decreasing: each slice is
+    a run of them, the first and last open-ended)."""
+    header = data.header
+    if header.pipe:
+        raise ValueError("a pipe-mode recording is not read in parts")
+    start, size = header.data_offset, header.data_size
+    low = start + size * index // count if index > 0 else -1
+    high = start + size * (index + 1) // count if index < count - 1 else 1 << 64
+    return lambda read_to: low < read_to <= high
+
+
+def profile_parts(
+    path: str,
+    options: Options | None,
+    jobs: int,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> tuple[Profile, list[WalkStats]]:
+    """The profile of one recording read in ``jobs`` worker processes, each a time slice
+    (:func:`profile_recording` with ``part``), merged in order: the same profile as read in
+    one process.  Fewer workers for a small recording (a slice of less than
+    :data:`MIN_PART_BYTES` is not worth a process); ``on_chunk``: as for
+    :func:`profile_recording`, when it is read in this process."""
+    size = os.stat(path).st_size
+    count = max(1, min(jobs, size // MIN_PART_BYTES))
+    if count == 1:
+        profile, stats = profile_recording(path, options, on_chunk=on_chunk)
+        return profile, [stats]
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    task = partial(_profile_part, path, options, count)
+    with ProcessPoolExecutor(max_workers=count) as pool:
+        parts = list(pool.map(task, range(count)))
+    profile = parts[0][0]
+    for part, _stats in parts[1:]:
+        profile.merge(part)
+    return profile, [stats for _part, stats in parts]
+
+
+#: The least of a recording's bytes worth a worker process of its own (some 3,000 samples of
+#: 8 KB stack copies).
+MIN_PART_BYTES = 24 << 20
+
+
+def _profile_part(
+    path: str, options: Options | None, count: int, index: int
+) -> tuple[Profile, WalkStats]:
+    return profile_recording(path, options, part=(index, count))
+
+
+def _fix_leaf_note(path: str, stats: WalkStats) -> str:
+    """What ``--fix-leaf`` did.  A recorded frame-pointer chain leaves out the caller of a
+    function that had not set up its frame at the sample's PC (``perf stats`` counts them);
+    SFrame then says where that caller's return address is: in the stack, at the CFA less
+    8 on x86-64.  A recording with ``--user-regs`` holds the sample's SP, FP and PC, but not
+    the stack: only a stack copy proves the address, and a sample with one is walked (its
+    frames are the walk's, not the chain's).  So nothing is inserted, and this line says
+    why."""
+    missed = sum(stats.chain_missed_caller.values())
+    if not missed:
+        return f"{path}: --fix-leaf: no recorded callchain left out a caller; nothing to insert"
+    return (
+        f"{path}: --fix-leaf: {missed:,} recorded callchains left out the caller of the "
+        "function at the sample's PC, and nothing recorded proves which it is: its return "
+        "address is in stack memory, and these samples have no stack copy (record with "
+        "--call-graph dwarf to have them walked); their frames are left as recorded"
+    )
 
 
 def _lost_problem(path: str, lost: Counter[bool], samples: int) -> str:
@@ -176,6 +334,28 @@ def _lost_problem(path: str, lost: Counter[bool], samples: int) -> str:
     )
 
 
+def _unmatched_problem(path: str, tally: DeferredTally) -> str:
+    """The one line on the samples whose deferred user callchain never came (perf delivers
+    them as they are, without a word: util/session.c session__flush_deferred_samples)."""
+    return (
+        f"{path}: {tally.unmatched:,} of {tally.waited:,} samples waiting for a deferred user "
+        "callchain got none (no CALLCHAIN_DEFERRED record of their thread and cookie came): "
+        "they have their kernel frames alone"
+    )
+
+
+def _add_deferred(profile: Profile, namer: _Namer, event: DeferredCallchainEvent) -> None:
+    """A CALLCHAIN_DEFERRED record kept apart from its samples (``--no-merge-callchain``),
+    its addresses named as recorded user frames of its thread's process."""
+    pid = -1 if event.sample_id.pid is None else event.sample_id.pid
+    tid = -1 if event.sample_id.tid is None else event.sample_id.tid
+    frames = namer.recorded(profile, pid, list(event.ips))
+    profile.deferred.append(DeferredChain(
+        event.time or 0, pid, tid, profile.comm_id(namer.spaces.comm(tid)), event.cookie,
+        profile.stack_id(frames),
+    ))  # fmt: skip
+
+
 def _unit(name: str | None) -> str:
     return "nanoseconds" if (name or "").split(":")[0] in _CLOCK_EVENTS else "events"
 
@@ -185,11 +365,127 @@ _MASK = (1 << 64) - 1
 MAX_INLINE_NEST = 1024
 
 
-def _open_addr2line(path: str) -> Addr2Line | None:
+#: The code whose answers a kept entry holds (:class:`KeptAddr2Line`).
+ANSWER_CODE = (
+    "elf/addr2line.py", "elf/addr2line_tables.py", "elf/dwarf_info.py", "elf/dwarf_lines.py",
+    "elf/line_program.py", "elf/debuginfo.py", "elf/reader.py", "elf/relocation.py",
+    "elf/symbols.py", "elf/layout.py",
+)  # fmt: skip
+#: A file larger than this is not digested (its answers are not kept).
+_MAX_DIGESTED = 4 << 30
+
+
+class KeptAddr2Line:
+    """:class:`pysframe.elf.addr2line.Addr2Line`'s answers, kept in the cache
+    (:mod:`pysframe.sources.cache`) under the SHA-256 of the file's bytes, with the digest of
+    the code that gave them: the addresses asked before are answered without reading any
+    DWARF; the file is opened (and read as Addr2Line reads it) for the others, whose answers
+    are added to the entry on :meth:`close`.  Answers found while a unit could not be read
+    (``problems``) are not kept, so that the problem is told again."""
+
+    def __init__(self, path: str, digest: str, kept: dict[int, list[Record]],
+                 reader: Addr2Line | None) -> None:  # fmt: skip
+        self.path = path
+        self._digest = digest
+        self._kept = kept
+        self._new: dict[int, list[Record]] = {}
+        self._reader = reader
+
+    @classmethod
+    def open(cls, path: str) -> KeptAddr2Line | Addr2Line:
+        """The answers of the file at ``path``: from the cache when it has them, else an
+        :class:`Addr2Line` of the file (OSError, SFrameError as it raises them)."""
+        from ..elf.addr2line import Addr2Line
+        from ..sources.cache import cache_directory, cached_tables, code_digest
+
+        if cache_directory() is None:
+            return Addr2Line(path)
+        digest = _file_digest(path)
+        if digest is None:
+            return Addr2Line(path)
+        kept: dict[int, list[Record]] = {}
+        parts = cached_tables(digest, "addr2line", _binding(digest, code_digest(*ANSWER_CODE)))
+        if parts is not None:
+            kept = _answers(parts)
+        return cls(path, digest, kept, None if kept else Addr2Line(path))
+
+    @property
+    def problems(self) -> list[str]:
+        return self._reader.problems if self._reader is not None else []
+
+    def records(self, address: int) -> list[Record]:
+        found = self._kept.get(address)
+        if found is not None:
+            return found
+        if self._reader is None:
+            from ..elf.addr2line import Addr2Line
+
+            self._reader = Addr2Line(self.path)
+        found = self._new[address] = self._reader.records(address)
+        return found
+
+    def close(self) -> None:
+        from ..sources.cache import code_digest, keep_tables
+
+        if self._reader is None:
+            return
+        self._reader.close()
+        if self._new and not self._reader.problems:
+            answers = {**self._kept, **self._new}
+            text = json.dumps(
+                [[address, [[r.function, r.file, r.line] for r in records]]
+                 for address, records in sorted(answers.items())]
+            )  # fmt: skip
+            binding = _binding(self._digest, code_digest(*ANSWER_CODE))
+            keep_tables(self._digest, "addr2line", binding, [text.encode()])
+
+
+def _binding(digest: str, code: str) -> dict[str, str]:
+    return {"code": code, "file": digest}
+
+
+def _file_digest(path: str) -> str | None:
+    """The SHA-256 of the regular file at ``path`` (None: not one, unreadable, too large)."""
+    try:
+        with open(path, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_DIGESTED:
+                return None
+            return hashlib.file_digest(stream, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _answers(parts: list[bytes]) -> dict[int, list[Record]]:
+    """The answers a kept entry holds (none when its parts are not an entry's)."""
+    from ..elf.addr2line import Record
+
+    try:
+        rows = json.loads(parts[0]) if len(parts) == 1 else []
+        answers = {
+            int(address): [Record(function, file, int(line)) for function, file, line in records]
+            for address, records in rows
+        }
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    texts = (str, type(None))
+    if all(
+        isinstance(r.function, texts) and isinstance(r.file, texts)
+        for records in answers.values() for r in records
+    ):  # fmt: skip
+        return answers
+    return {}
+
+
+#: addr2line's answers for one file: read from its DWARF, or kept in the cache.
+Answers: TypeAlias = "Addr2Line | KeptAddr2Line"
+
+
+def _open_addr2line(path: str) -> Answers | None:
     """The file at ``path`` read as addr2line reads it; None where addr2line cannot read it
     (perf 6.1 asks about every file, with DWARF or not: util/srcline.c addr2line)."""
     try:
-        return Addr2Line(path)
+        return KeptAddr2Line.open(path)
     except (OSError, SFrameError):
         return None
 
@@ -239,8 +535,8 @@ class _Namer:
         self.expanded: dict[int, tuple[int, ...]] = {}
         #: Per module id: the file perf asks addr2line about (None: none) and the module's
         #: text offset.
-        self.srcline_files: dict[int, tuple[Addr2Line | None, int]] = {}
-        self.readers: dict[str, Addr2Line | None] = {}
+        self.srcline_files: dict[int, tuple[Answers | None, int]] = {}
+        self.readers: dict[str, Answers | None] = {}
         #: addr2line's answers by (file, link-time address).
         self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
@@ -299,6 +595,33 @@ class _Namer:
         out = ids[inverse]
         if at_end:
             self._name_at_end(profile, out, pairs, inverse, at_end, lookup, pids)
+        return self._at_runtime_addresses(profile, out, modules, lookup)
+
+    def _at_runtime_addresses(
+        self,
+        profile: Profile,
+        out: npt.NDArray[np.int64],
+        modules: npt.NDArray[np.int64],
+        lookup: npt.NDArray[np.uint64],
+    ) -> npt.NDArray[np.int64]:
+        """``out`` with each frame of a module that has no symbol there made the frame with its
+        runtime address (:attr:`FrameInfo.runtime_address`, perf's callchain address, which
+        perf report names such a caller by): one frame per distinct runtime address."""
+        unnamed_ids = [
+            frame for frame in np.unique(out).tolist() if profile.frames[frame].symbol is None
+        ]
+        if not unnamed_ids:
+            return out
+        chosen = np.flatnonzero(np.isin(out, unnamed_ids) & (modules >= 0))
+        if not len(chosen):
+            return out
+        pairs, inverse = _distinct_pairs(out[chosen], lookup[chosen])
+        renamed = np.array([
+            profile.frame_id(replace(profile.frames[int(frame)], runtime_address=int(address)))
+            for frame, address in pairs.tolist()
+        ], dtype=np.int64)  # fmt: skip
+        out = out.copy()
+        out[chosen] = renamed[inverse]
         return out
 
     def _name_at_end(
@@ -406,7 +729,7 @@ class _Namer:
             answers = self.answers[(reader.path, objdump)] = reader.records(objdump)
         return answers
 
-    def _srcline_file(self, module_id: int) -> tuple[Addr2Line | None, int]:
+    def _srcline_file(self, module_id: int) -> tuple[Answers | None, int]:
         """The reader of the file perf asks addr2line about for module ``module_id`` (None
         when it asks nothing) and the module's text offset."""
         found = self.srcline_files.get(module_id)
@@ -421,7 +744,7 @@ class _Namer:
         return found
 
     @property
-    def readers_used(self) -> list[Addr2Line]:
+    def readers_used(self) -> list[Answers]:
         return [reader for reader in self.readers.values() if reader is not None]
 
     def close(self) -> None:
@@ -430,10 +753,15 @@ class _Namer:
             reader.close()
 
     def expanded_all(
-        self, frames: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+        self,
+        frames: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        plain: npt.NDArray[np.bool_] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``frames`` (``lengths[i]`` of them for sample ``i``) with the functions inlined at
-        each before it (``inline``), and how many each sample then has."""
+        each before it (``inline``), and how many each sample then has; the frames ``plain``
+        says stay as they are (perf 6.1 adds no inline entries to a recorded callchain's
+        frames: util/machine.c add_callchain_ip, unlike unwind_entry)."""
         if not self.expanded or not len(frames):
             return frames, lengths
         distinct, inverse = np.unique(frames, return_inverse=True)
@@ -442,11 +770,28 @@ class _Namer:
         sizes = np.array([len(expansion) for expansion in each], dtype=np.int64)
         flat = np.array([frame for expansion in each for frame in expansion], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        out = flat[range_positions(starts[inverse], sizes[inverse])]
+        start_of, size_of = starts[inverse], sizes[inverse]
+        if plain is not None and plain.any():  # the frame itself, after the expansions
+            flat = np.concatenate([flat, distinct])
+            start_of = np.where(plain, len(flat) - len(distinct) + inverse, start_of)
+            size_of = np.where(plain, 1, size_of)
+        out = flat[range_positions(start_of, size_of)]
         owner = np.repeat(np.arange(len(lengths)), lengths)
-        return out, np.bincount(owner, weights=sizes[inverse], minlength=len(lengths)).astype(
+        return out, np.bincount(owner, weights=size_of, minlength=len(lengths)).astype(
             np.int64
         )
+
+    def recorded(self, profile: Profile, pid: int, ips: list[int]) -> list[int]:
+        """Frame ids of user addresses a callchain recorded in process ``pid``, as perf 6.1
+        prints a recorded (frame-pointer) callchain's entries: each looked up at its own
+        address (a return address as it is, not one byte back), printed at map_ip."""
+        if not ips:
+            return []
+        pcs = np.array(ips, dtype=np.uint64)
+        module, delta = self.spaces.mappings_at(pid, pcs)
+        ids = self.user(profile, module, pcs, pcs + delta, np.full(len(ips), pid, np.int64))
+        found: list[int] = ids.tolist()
+        return found
 
     def lost_return(self, profile: Profile) -> int:
         """The frame perf's walk adds where a return address is outside the stack copy: at
@@ -494,20 +839,26 @@ def _add_chunk(
     walked: WalkedChunk,
     namer: _Namer,
     events: npt.NDArray[np.int64],
+    defers: npt.NDArray[np.bool_],
 ) -> None:
     """Name the frames of a chunk's samples and add the samples to ``profile``: each sample's
     stack is its recorded kernel frames, its walked user frames (with the functions inlined
-    there, ``--inline``), and perf's frame at 0 where its walk lost a return address."""
+    there, ``--inline``), and perf's frame at 0 where its walk lost a return address.  A
+    sample of an attribute with deferred user callchains (``defers``) that was not walked
+    has the user frames its callchain recorded (merged from a CALLCHAIN_DEFERRED record:
+    deferred.py), or the cookie of the one that never came."""
     samples, walks = walked.samples, walked.walks
     count = len(samples)
-    # User frames: a return address is printed and looked up one byte back.
-    lookup = walks.pc - np.where(walks.exact, np.uint64(0), np.uint64(1))
-    printed = lookup + walks.delta  # perf's map_ip: pc - start + pgoff
-    pids = np.repeat(samples.pid.astype(np.int64), np.diff(walks.offsets))
+    user = _user_frames(walks, walked.recorded)
+    # A return address a walk found is printed and looked up one byte back; the frames of a
+    # recorded callchain at their own address (perf 6.1's add_callchain_ip).
+    lookup = user.pc - np.where(user.exact, np.uint64(0), np.uint64(1))
+    printed = lookup + user.delta  # perf's map_ip: pc - start + pgoff
+    pids = np.repeat(samples.pid.astype(np.int64), user.lengths)
     user_ids, user_lengths = namer.expanded_all(
-        namer.user(profile, walks.module, lookup, printed, pids), np.diff(walks.offsets)
+        namer.user(profile, user.module, lookup, printed, pids), user.lengths, ~user.walked
     )
-    kernel_at, kernel_lengths = _kernel_parts(samples.callchain, samples.callchain_offsets)
+    kernel_at, kernel_lengths = kernel_parts(samples.callchain, samples.callchain_offsets)
     kernel_addresses = samples.callchain[kernel_at]
     distinct, inverse = np.unique(kernel_addresses, return_inverse=True)
     kernel_ids = np.array(namer.kernel_frames(profile, distinct), dtype=np.int64)
@@ -524,13 +875,33 @@ def _add_chunk(
         profile.stack_id(flat[start : start + length])
         for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
     ]
+    # A sample whose deferred user callchain never came (or was kept apart): its kernel part,
+    # then the cookie, as perf prints it.  (A merged one has its user frames recorded after
+    # PERF_CONTEXT_USER, named above as any recorded callchain's.)
+    deferring = defers[np.minimum(samples.attr.astype(np.int64), len(defers) - 1)]
+    for index in np.flatnonzero(deferring & (user_lengths == 0)).tolist():
+        cookie = deferred_cookie(samples.callchain_of(index).tolist())
+        if cookie is not None:
+            extra = profile.frame_id(FrameInfo(cookie, UNKNOWN, cookie=True))
+            stacks[index] = profile.stack_id([*profile.stacks[stacks[index]], extra])
+            lengths[index] += 1
     # A user-mode sample without frames: its IP alone, in the map holding it, as perf
     # prints it (thread__find_map of the sample's IP)
     kernel_mode = (samples.misc & MISC_CPUMODE_MASK) == MISC_KERNEL
-    for index in np.flatnonzero((lengths == 0) & ~kernel_mode).tolist():
+    # A kernel-mode sample without a callchain: its IP alone, as perf names it.
+    for index in np.flatnonzero((lengths == 0) & kernel_mode).tolist():
+        (frame,) = namer.kernel_frames(profile, samples.ip[index : index + 1])
+        stacks[index] = profile.stack_id([frame])
+    # (not where perf threw the recorded chain away: it prints no frame then)
+    kept = ~discarded_chains(samples.callchain, samples.callchain_offsets)
+    for index in np.flatnonzero((lengths == 0) & ~kernel_mode & kept).tolist():
         ip, pid = samples.ip[index : index + 1], np.array([samples.pid[index]], np.int64)
         module, delta = namer.spaces.mappings_at(int(pid[0]), ip)
         (frame,) = namer.user(profile, module, ip, ip + delta, pid).tolist()
+        info = profile.frames[frame]
+        if info.runtime_address is None and info.module != UNKNOWN:
+            # perf script prints a sample without a callchain at its IP as it is
+            frame = profile.frame_id(replace(info, runtime_address=int(ip[0])))
         stacks[index] = profile.stack_id([frame])
     later = len(events) - 1
     attrs = np.minimum(samples.attr.astype(np.int64), later)
@@ -544,7 +915,49 @@ def _add_chunk(
         event=events[attrs].tolist(),
     )  # fmt: skip
     assert len(stacks) == count
+    first = len(profile) - count
+    for row, time in walked.late.items():
+        profile.delivered[first + row] = time
     _count(stats, walked, namer.spaces)
+
+
+@dataclass(frozen=True, slots=True)
+class _UserFrames:
+    """Each sample's user frames: those its walk found where it was walked, else those its
+    callchain holds (``lengths[i]`` for sample ``i``, one sample after the other)."""
+
+    lengths: npt.NDArray[np.int64]
+    pc: npt.NDArray[np.uint64]
+    module: npt.NDArray[np.int64]
+    delta: npt.NDArray[np.uint64]
+    exact: npt.NDArray[np.bool_]
+    #: Which frames a walk found (the others: a recorded callchain's).
+    walked: npt.NDArray[np.bool_]
+
+
+def _user_frames(walks: Walks, recorded: RecordedChains) -> _UserFrames:
+    """The user frames of a chunk's samples: a sample walked from its stack copy has the
+    frames of its walk; one without (``perf record -g``) the frames its callchain holds."""
+    walked = np.diff(walks.offsets)
+    chained = np.where(walks.stop == STOPS.index(StopKind.NO_STACK), np.diff(recorded.offsets), 0)
+    if not chained.any():
+        return _UserFrames(walked, walks.pc, walks.module, walks.delta, walks.exact,
+                           np.ones(len(walks.pc), bool))  # fmt: skip
+    lengths = walked + chained
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    into_walked = range_positions(starts, walked)
+    into_chained = range_positions(starts + walked, chained)
+    from_chained = range_positions(recorded.offsets[:-1], chained)
+    total = int(lengths.sum())
+    pc, module = np.empty(total, np.uint64), np.empty(total, np.int64)
+    delta, exact = np.empty(total, np.uint64), np.ones(total, bool)
+    pc[into_walked], pc[into_chained] = walks.pc, recorded.pc[from_chained]
+    module[into_walked], module[into_chained] = walks.module, recorded.module[from_chained]
+    delta[into_walked], delta[into_chained] = walks.delta, recorded.delta[from_chained]
+    exact[into_walked] = walks.exact
+    from_walk = np.zeros(total, bool)
+    from_walk[into_walked] = True
+    return _UserFrames(lengths, pc, module, delta, exact, from_walk)
 
 
 def _distinct_pairs(
@@ -562,26 +975,6 @@ def _distinct_pairs(
     keys = np.stack([modules.astype(np.uint64), addresses]).T
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
     return unique, inverse.reshape(-1)
-
-
-def _kernel_parts(
-    chain: npt.NDArray[np.uint64], offsets: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Where each sample's kernel addresses lie in the recorded callchains (positions, one
-    sample after the other) and how many each has: those after its PERF_CONTEXT_KERNEL, up
-    to the next context marker or the end of its chain."""
-    count = len(offsets) - 1
-    owner = np.repeat(np.arange(count), np.diff(offsets))
-    at_kernel = np.flatnonzero(chain == np.uint64(PERF_CONTEXT_KERNEL))
-    first = np.full(count, -1, dtype=np.int64)
-    first[owner[at_kernel][::-1]] = at_kernel[::-1]  # the first marker of each sample
-    has = first >= 0
-    start = np.where(has, first + 1, offsets[:-1])
-    markers = np.flatnonzero(chain >= np.uint64(PERF_CONTEXT_MAX))
-    following = np.append(markers, np.iinfo(np.int64).max)[np.searchsorted(markers, start)]
-    end = np.minimum(following, offsets[1:])
-    lengths = np.where(has, end - start, 0).astype(np.int64)
-    return range_positions(start, lengths), lengths
 
 
 def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None:
@@ -613,10 +1006,51 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
         stats.module_samples.update({names[m]: n for m, n in _tally(held).items()})
 
 
+def _count_events(
+    stats: WalkStats, walked: WalkedChunk, attrs: list[EventAttr], spaces: AddressSpaces
+) -> None:
+    """Add to ``stats`` each event's kind and its samples with walked frames, recorded
+    frames and both; and the samples whose recorded chain left out the caller of the
+    function at their PC, by module."""
+    samples, walks, recorded = walked.samples, walked.walks, walked.recorded
+    has_walk = walks.stop != STOPS.index(StopKind.NO_STACK)
+    has_chain = np.diff(recorded.offsets) > 0
+    owner = np.repeat(np.arange(len(samples)), np.diff(samples.callchain_offsets))
+    deferred = np.zeros(len(samples), bool)
+    deferred[owner[samples.callchain == np.uint64(CONTEXT_USER_DEFERRED)]] = True
+    stats.recorded += int(has_chain.sum())
+    stats.both += int((has_chain & has_walk).sum())
+    for attr in _tally(samples.attr.astype(np.int64)):
+        chosen = samples.attr == attr
+        known = attr < len(attrs)
+        name = (attrs[attr].name if known else None) or f"event{attr}"
+        kind = callchain_kind(attrs[attr]) if known else "none"
+        event = stats.events.setdefault(name, EventStats(kind))
+        if deferred[chosen].any():
+            event.kind = "deferred"
+        event.samples += int(chosen.sum())
+        event.walked += int((chosen & has_walk).sum())
+        event.recorded += int((chosen & has_chain).sum())
+        event.both += int((chosen & has_walk & has_chain).sum())
+    missed = np.flatnonzero(recorded.leaf_not_set_up & has_chain & ~has_walk)
+    if len(missed):
+        names = [shown_name(module.path) for module in spaces.modules] + [UNKNOWN]
+        modules = recorded.module[recorded.offsets[missed]]
+        stats.chain_missed_caller.update({names[m]: n for m, n in _tally(modules).items()})
+
+
 def _tally(values: npt.NDArray[np.int64] | npt.NDArray[np.int8]) -> dict[int, int]:
     """How many times each value occurs."""
     distinct, counts = np.unique(values, return_counts=True)
     return dict(zip(distinct.tolist(), counts.tolist(), strict=True))
 
 
-__all__ = ["Options", "WalkStats", "profile_recording"]
+__all__ = [
+    "MIN_PART_BYTES",
+    "EventStats",
+    "Options",
+    "WalkStats",
+    "callchain_kind",
+    "profile_parts",
+    "profile_recording",
+]

@@ -339,8 +339,8 @@ class PerfData:
                 yield from stretch.samples
 
     def events(self) -> Iterator[SideBandEvent]:
-        """The side-band events (MMAP, MMAP2, COMM, FORK, EXIT, LOST, LOST_SAMPLES) in file
-        order; samples are stepped over without being decoded."""
+        """The side-band events (MMAP, MMAP2, COMM, FORK, EXIT, LOST, LOST_SAMPLES,
+        CALLCHAIN_DEFERRED) in file order; samples are stepped over without being decoded."""
         for stretch in self._walk(DEFAULT_CHUNK, "events"):
             yield from stretch.events
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import SFrameError
 from .aggregate import FlatStacks, column, innermost_real_frames
-from .profile import FrameInfo, Profile
+from .profile import DeferredChain, FrameInfo, Profile
 
 #: A time range in nanoseconds, either end None for open.
 TimeRange = tuple[int | None, int | None]
@@ -126,7 +126,40 @@ def filter_profile(
                 inside &= times <= end
             within |= inside
         keep &= within
-    return profile.take(np.flatnonzero(keep).tolist())
+    chosen = profile.take(np.flatnonzero(keep).tolist())
+    chosen.deferred = _deferred_kept(profile, pids, tids, comms, dsos, time_range)
+    return chosen
+
+
+def _deferred_kept(
+    profile: Profile,
+    pids: Collection[int] | None,
+    tids: Collection[int] | None,
+    comms: Collection[str] | None,
+    dsos: Collection[str] | None,
+    time_range: str | TimeRange | Sequence[TimeRange] | None,
+) -> list[DeferredChain]:
+    """The deferred user callchains shown apart that pass the filters, as perf script
+    filters a CALLCHAIN_DEFERRED record (builtin-script.c process_deferred_sample_event):
+    by its thread and time; with ``dsos`` none (the record has no sampled address, hence no
+    module: machine__resolve filters it out)."""
+    if dsos is not None:
+        return []
+    ranges = _ranges(time_range) if time_range is not None else None
+
+    def passes(chain: DeferredChain) -> bool:
+        if pids is not None and chain.pid not in pids:
+            return False
+        if tids is not None and chain.tid not in tids:
+            return False
+        if comms is not None and profile.comms[chain.comm] not in comms:
+            return False
+        return ranges is None or any(
+            (start is None or chain.time >= start) and (end is None or chain.time <= end)
+            for start, end in ranges
+        )
+
+    return [chain for chain in profile.deferred if passes(chain)]
 
 
 def _stacks_in_dsos(profile: Profile, dsos: set[str], dso_frames: DsoFrames) -> np.ndarray:
@@ -176,7 +209,9 @@ def filter_profile_scalar(profile: Profile, **filters: Any) -> Profile:
             )
         return True
 
-    return profile.where(passes(index) for index in range(len(profile)))
+    chosen = profile.where(passes(index) for index in range(len(profile)))
+    chosen.deferred = _deferred_kept(profile, pids, tids, comms, dsos, time_range)
+    return chosen
 
 
 __all__ = [

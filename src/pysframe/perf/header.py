@@ -65,6 +65,11 @@ class EventAttr:
     def exclude_callchain_kernel(self) -> bool:
         return bool(self.flags & layout.FLAG_EXCLUDE_CALLCHAIN_KERNEL)
 
+    @property
+    def defer_callchain(self) -> bool:
+        """Its samples' user callchains come later, in CALLCHAIN_DEFERRED records."""
+        return bool(self.flags & layout.FLAG_DEFER_CALLCHAIN)
+
     def flag(self, name: str) -> bool:
         """The bit field ``name`` of :data:`layout.ATTR_FLAG_BITS` (``mmap2``, ``comm_exec``...)."""
         return bool(self.flags >> layout.ATTR_FLAG_BITS.index(name) & 1)

@@ -18,6 +18,8 @@ after them) belong to the module's map, named ``[name]``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -219,10 +221,73 @@ def kernel_symbols(build_id: bytes | None, debug_dir: str | None) -> KernelSymbo
             text = _read_text(candidate)
         except InputError:
             continue
-        symbols = parse_kallsyms(text)
+        symbols = _parsed_kept(text)
         if len(symbols) and int(symbols.starts[-1]) != 0:  # zeroed addresses: no permission
             return symbols
     return None
+
+
+#: The code that makes KernelSymbols of a kallsyms text (a kept table names its digest).
+_KALLSYMS_CODE = ("perf/kernel.py", "perf/symtab.py", "perf/profile.py", "names.py")
+#: The cache's words: little-endian, whatever the machine.
+_U64 = np.dtype("<u8")
+_I32 = np.dtype("<i4")
+
+
+def _parsed_kept(text: bytes) -> KernelSymbols:
+    """:func:`parse_kallsyms` of ``text``, kept in the cache (:mod:`pysframe.sources.cache`)
+    under the SHA-256 of the text and the code's digest: the same kallsyms is parsed once
+    (a table with zeroed addresses is not kept)."""
+    from ..sources.cache import cache_directory, cached_tables, code_digest, keep_tables
+
+    if cache_directory() is None:
+        return parse_kallsyms(text)
+    key = hashlib.sha256(text).hexdigest()
+    binding = {"code": code_digest(*_KALLSYMS_CODE), "text": key}
+    parts = cached_tables(key, "kallsyms", binding)
+    if parts is not None:
+        try:
+            return _from_parts(parts)
+        except (ValueError, RecursionError):
+            pass  # written by this code and checked: not expected; parsed again
+    symbols = parse_kallsyms(text)
+    if len(symbols) and int(symbols.starts[-1]) != 0:
+        keep_tables(key, "kallsyms", binding, _parts(symbols))
+    return symbols
+
+
+def _parts(symbols: KernelSymbols) -> list[bytes]:
+    """The table as bytes: starts, ends, each symbol's module as an index into the module
+    names, the names and the module names (JSON lists)."""
+    shown = list(dict.fromkeys(symbols.modules))
+    index = {name: at for at, name in enumerate(shown)}
+    return [
+        symbols.starts.astype(_U64).tobytes(),
+        symbols.ends.astype(_U64).tobytes(),
+        np.array([index[name] for name in symbols.modules], dtype=_I32).tobytes(),
+        json.dumps(symbols.names).encode(),
+        json.dumps(shown).encode(),
+    ]
+
+
+def _from_parts(parts: list[bytes]) -> KernelSymbols:
+    """The table :func:`_parts` gave; ValueError when the parts make none."""
+    if len(parts) != 5 or len(parts[0]) % 8 or len(parts[1]) % 8 or len(parts[2]) % 4:
+        raise ValueError("not the parts of a kallsyms table")
+    starts, ends = np.frombuffer(parts[0], _U64), np.frombuffer(parts[1], _U64)
+    which = np.frombuffer(parts[2], _I32)
+    names, shown = json.loads(parts[3]), json.loads(parts[4])
+    count = len(starts)
+    if (
+        len(ends) != count or len(which) != count
+        or not isinstance(names, list) or len(names) != count
+        or not isinstance(shown, list) or not all(isinstance(name, str) for name in shown)
+        or not all(isinstance(name, str) for name in names)
+        or (count and not 0 <= int(which.min()) <= int(which.max()) < len(shown))
+    ):  # fmt: skip
+        raise ValueError("not the parts of a kallsyms table")
+    modules = [shown[at] for at in which.tolist()]
+    return KernelSymbols(starts.astype(np.uint64), ends.astype(np.uint64), names, modules)
 
 
 def _read_text(path: str) -> bytes:

@@ -141,12 +141,16 @@ ATTR_FLAG_BITS = (
     "mmap2", "comm_exec", "use_clockid", "context_switch", "write_backward", "namespaces",
     "ksymbol", "bpf_event", "aux_output", "cgroup", "text_poke", "build_id", "inherit_thread",
     "remove_on_exec", "sigtrap",
+    # Linux 6.19 (perf_event.h, "perf: Support deferred user unwind"): ask for the user
+    # callchain in a later PERF_RECORD_CALLCHAIN_DEFERRED record, and write those records.
+    "defer_callchain", "defer_output",
 )  # fmt: skip
 FLAG_FREQ = 1 << ATTR_FLAG_BITS.index("freq")
 FLAG_SAMPLE_ID_ALL = 1 << ATTR_FLAG_BITS.index("sample_id_all")
 FLAG_EXCLUDE_CALLCHAIN_KERNEL = 1 << ATTR_FLAG_BITS.index("exclude_callchain_kernel")
 FLAG_EXCLUDE_CALLCHAIN_USER = 1 << ATTR_FLAG_BITS.index("exclude_callchain_user")
 FLAG_USE_CLOCKID = 1 << ATTR_FLAG_BITS.index("use_clockid")
+FLAG_DEFER_CALLCHAIN = 1 << ATTR_FLAG_BITS.index("defer_callchain")
 
 
 def reverse_bits64(value: int) -> int:
@@ -179,6 +183,8 @@ class RecordType(IntEnum):
     CGROUP = 19
     TEXT_POKE = 20
     AUX_OUTPUT_HW_ID = 21
+    #: A thread's user callchain, taken when it went back to user space (Linux 6.19).
+    CALLCHAIN_DEFERRED = 22
     # Records perf itself writes (PERF_RECORD_USER_TYPE_START = 64).
     HEADER_ATTR = 64
     HEADER_EVENT_TYPE = 65
@@ -314,6 +320,9 @@ REGS_ABI_NONE, REGS_ABI_32, REGS_ABI_64 = 0, 1, 2
 CONTEXT_HV = (1 << 64) - 32
 CONTEXT_KERNEL = (1 << 64) - 128
 CONTEXT_USER = (1 << 64) - 512
+#: Linux 6.19: the user part comes later, in a CALLCHAIN_DEFERRED record; the entry after
+#: this marker is the cookie that names that record.
+CONTEXT_USER_DEFERRED = (1 << 64) - 640
 CONTEXT_GUEST = (1 << 64) - 2048
 CONTEXT_GUEST_KERNEL = (1 << 64) - 2176
 CONTEXT_GUEST_USER = (1 << 64) - 2560
@@ -338,6 +347,9 @@ COMM = Record(("pid", "tid"), "ii")
 TASK = Record(("pid", "ppid", "tid", "ptid", "time"), "iiiiQ")
 LOST = Record(("id", "lost"), "QQ")
 LOST_SAMPLES = Record(("lost",), "Q")
+#: CALLCHAIN_DEFERRED (Linux 6.19 perf_event.h): u64 cookie, u64 nr, then u64 ips[nr] (user
+#: addresses, innermost first, no context marker), then the sample_id trailer.
+CALLCHAIN_DEFERRED = Record(("cookie", "nr"), "QQ")
 #: mmap(2) prot and flags bits (MMAP2 records; asm-generic/mman-common.h).
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 MAP_SHARED = 1

@@ -21,7 +21,7 @@ build ID is the recorded one.
 
 A module's symbols are the ones perf reads for it (:meth:`ModuleFinder.perf_symbols`), from
 files perf chooses its own way (:mod:`pysframe.perf.symbols`), found once per name and build
-ID.
+ID; JIT code's (``/tmp/perf-PID.map``) from that map.
 """
 
 from __future__ import annotations
@@ -50,8 +50,10 @@ from .symbols import (
     SymbolSource,
     candidate_files,
     choose_files,
+    is_perf_map,
     join_symfs,
-    load_symbols,
+    load_symbols_kept,
+    perf_map_symbols,
 )
 from .symtab import PerfSymbols
 
@@ -102,6 +104,8 @@ class ModuleFinder:
     ) -> Module | None:
         """The module for the mapping ``[start, end)`` of ``path`` from file offset ``pgoff``;
         None when the mapping is no ELF file (data, anonymous memory)."""
+        if is_perf_map(path):  # JIT code: no ELF file, named from the map alone
+            return Module(path, start, end, problem="JIT code, which has no SFrame")
         build_id = build_id or self.build_ids.get(path)
         found = self.file(path, build_id)
         if found.path is None:
@@ -145,6 +149,12 @@ class ModuleFinder:
     def _read_perf_symbols(self, name: str, build_id: bytes | None) -> PerfSymbols | None:
         """dso__load for the dso ``name``: its build ID is the recorded one, else its file's
         own (the vDSO's: this machine's, perf's stand-in for it)."""
+        if is_perf_map(name):  # read where it is, as perf 6.1 does (not under --symfs)
+            try:
+                return perf_map_symbols(name)
+            except SFrameError as error:
+                self.symbol_problems.append(str(error))
+                return None
         key = (name, build_id)
         vdso = name == VDSO
         own = own_vdso_image() if vdso else None
@@ -161,7 +171,10 @@ class ModuleFinder:
         options = self.symbol_options
         files = self._dso_files[key] = choose_files(sources, build_id)
         try:
-            return load_symbols(files, options.perf_names)
+            return load_symbols_kept(
+                files, build_id, options.perf_names,
+                renamed="demangled" if options.demangle else "stored", warnings=options.warnings,
+            )  # fmt: skip
         except SFrameError as error:
             self.symbol_problems.append(str(error))
             return None

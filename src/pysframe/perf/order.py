@@ -48,6 +48,9 @@ class Delivery:
     events: list[SideBandEvent] = field(default_factory=list)
     cuts: list[int] = field(default_factory=list)
     read_to: int = 0
+    #: Samples delivered after their time (deferred.py: when their deferred user callchain
+    #: came, or at the end): sample index -> the time perf delivers it at.
+    late: dict[int, int] = field(default_factory=dict)
 
 
 def _timed(time: int | None) -> bool:

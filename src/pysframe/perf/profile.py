@@ -13,7 +13,7 @@ frames, as ``perf script`` prints them).  Samples are columns of equal length.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, TypeVar
 
 #: The module name perf gives kernel frames.
@@ -43,17 +43,42 @@ class FrameInfo:
     #: Source file and line, when asked for and known.
     file: str | None = None
     line: int | None = None
+    #: Of a user frame without a symbol: its address as the process saw it (perf's
+    #: callchain address, which perf report names such a caller by: ``0x6456ee`` in a
+    #: non-PIE executable whose ``address`` in the file is ``0x2456ee``).  None elsewhere
+    #: (kernel frames, frames without a module and named frames need none: their
+    #: ``address`` is it, or their symbol names them).
+    runtime_address: int | None = None
     #: Of an inlined function: the symbol that holds the address (perf's base symbol of an
     #: inline frame, util/srcline.c new_inline_sym), which names the sample's own entry
     #: where this is its innermost frame.  perf names the function that holds the inlined
     #: ones by its DWARF name when that is not its symbol's (``init_cpu_features`` in
     #: ``init_cpu_features.constprop.0``), as an inlined function of that symbol.
     base_symbol: str | None = None
+    #: The cookie of a deferred user callchain that was not merged into the sample (Linux
+    #: 6.19): ``perf script`` prints ``(cookie)`` for its name (util/evsel_fprintf.c
+    #: sample__fprintf_callchain); elsewhere it is an unnamed frame.
+    cookie: bool = False
 
     @property
     def name(self) -> str:
         """The function's name, or perf's ``[unknown]``."""
         return self.symbol if self.symbol is not None else UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredChain:
+    """A deferred user callchain shown on its own, as ``perf script --no-merge-callchain``
+    shows a CALLCHAIN_DEFERRED record: thread ``tid`` of ``pid`` (``comm``, an index into
+    :attr:`Profile.comms`) at ``time``, its ``cookie``, and its frames (``stack``, an index
+    into :attr:`Profile.stacks`)."""
+
+    time: int
+    pid: int
+    tid: int
+    comm: int
+    cookie: int
+    stack: int
 
 
 _Key = TypeVar("_Key")
@@ -101,6 +126,22 @@ class Profile:
     #: Samples the kernel dropped (PERF_RECORD_LOST and LOST_SAMPLES), for the top table's
     #: "Total Lost Samples" line.
     lost_samples: int = 0
+    #: Deferred user callchains left apart from their samples (``--no-merge-callchain``).
+    deferred: list[DeferredChain] = field(default_factory=list)
+    #: Samples perf delivers after their time (their deferred user callchain came later):
+    #: sample index -> the time it is delivered at, the place ``perf script`` prints it.
+    delivered: dict[int, int] = field(default_factory=dict)
+    #: The events whose samples carry no callchain (no PERF_SAMPLE_CALLCHAIN): perf report
+    #: shows neither call graphs nor children by default when no event has one, and perf
+    #: script prints such a sample's IP on its line.  (Stacks come from callchains: a profile
+    #: made otherwise has every event here empty.)
+    events_without_callchain: set[str] = field(default_factory=set)
+
+    def has_callchains(self, event: str | None = None) -> bool:
+        """Whether the samples of ``event`` (None: of any event) carry callchains."""
+        if event is not None:
+            return event not in self.events_without_callchain
+        return any(name not in self.events_without_callchain for name, _ in self.events)
     _frame_ids: dict[FrameInfo, int] = field(default_factory=dict, repr=False)
     _stack_ids: dict[tuple[int, ...], int] = field(default_factory=dict, repr=False)
     _comm_ids: dict[str, int] = field(default_factory=dict, repr=False)
@@ -186,9 +227,16 @@ class Profile:
             event=[event_map[event] for event in other.event],
         )  # fmt: skip
         self.sources += other.sources
+        self.events_without_callchain |= other.events_without_callchain
         for module, build_id in other.build_ids.items():
             self.build_ids.setdefault(module, build_id)
         self.lost_samples += other.lost_samples
+        base = len(self) - len(other)
+        self.delivered.update({base + row: time for row, time in other.delivered.items()})
+        self.deferred += [
+            replace(chain, comm=comm_map[chain.comm], stack=stack_map[chain.stack])
+            for chain in other.deferred
+        ]
 
     # -- reading --------------------------------------------------------------------------------
     def stack_frames(self, stack: int) -> list[FrameInfo]:
@@ -203,6 +251,8 @@ class Profile:
         chosen = Profile(
             self.frames, self.stacks, self.comms, self.events, sources=list(self.sources),
             build_ids=dict(self.build_ids), lost_samples=self.lost_samples,
+            deferred=list(self.deferred),
+            events_without_callchain=set(self.events_without_callchain),
         )  # fmt: skip
         chosen._frame_ids, chosen._stack_ids = self._frame_ids, self._stack_ids
         chosen._comm_ids, chosen._event_ids = self._comm_ids, self._event_ids
@@ -216,6 +266,11 @@ class Profile:
         for name in self.COLUMNS:
             column = getattr(self, name)
             setattr(chosen, name, [column[index] for index in order])
+        if self.delivered:
+            chosen.delivered = {
+                new: self.delivered[old]
+                for new, old in enumerate(order) if old in self.delivered
+            }  # fmt: skip
         return chosen
 
     def where(self, keep: Iterable[bool]) -> Profile:
@@ -223,6 +278,8 @@ class Profile:
         chosen = self._sharing()
         for index, wanted in enumerate(keep):
             if wanted:
+                if index in self.delivered:
+                    chosen.delivered[len(chosen)] = self.delivered[index]
                 chosen.add(
                     self.stack[index],
                     pid=self.pid[index],
@@ -236,4 +293,4 @@ class Profile:
         return chosen
 
 
-__all__ = ["KERNEL_MODULE", "UNKNOWN", "FrameInfo", "Profile", "interned"]
+__all__ = ["KERNEL_MODULE", "UNKNOWN", "DeferredChain", "FrameInfo", "Profile", "interned"]

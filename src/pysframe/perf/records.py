@@ -1,4 +1,5 @@
-"""The side-band records: MMAP, MMAP2, COMM, FORK, EXIT, LOST and LOST_SAMPLES.
+"""The side-band records: MMAP, MMAP2, COMM, FORK, EXIT, LOST, LOST_SAMPLES and
+CALLCHAIN_DEFERRED (Linux 6.19: a thread's user callchain, for the samples it took before).
 
 Layouts from perf_event.h (``enum perf_event_type``): after the record header, the record's
 own fields, then, when the record's attribute has sample_id_all, ``struct sample_id`` at the
@@ -12,6 +13,7 @@ order.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -133,12 +135,29 @@ class LostEvent:
         return self.sample_id.time
 
 
-SideBandEvent = MmapEvent | CommEvent | TaskEvent | LostEvent
+@dataclass(frozen=True, slots=True)
+class DeferredCallchainEvent:
+    """CALLCHAIN_DEFERRED: the user callchain ``ips`` (innermost first, no context marker)
+    of the thread the trailer names, for its samples whose callchain ends with
+    PERF_CONTEXT_USER_DEFERRED and ``cookie`` (deferred.py stitches them)."""
+
+    offset: int
+    misc: int
+    sample_id: SampleId
+    cookie: int
+    ips: tuple[int, ...]
+
+    @property
+    def time(self) -> int | None:
+        return self.sample_id.time
+
+
+SideBandEvent = MmapEvent | CommEvent | TaskEvent | LostEvent | DeferredCallchainEvent
 
 #: The record types decoded here.
 SIDE_BAND_TYPES = frozenset({
     RecordType.MMAP, RecordType.MMAP2, RecordType.COMM, RecordType.FORK, RecordType.EXIT,
-    RecordType.LOST, RecordType.LOST_SAMPLES,
+    RecordType.LOST, RecordType.LOST_SAMPLES, RecordType.CALLCHAIN_DEFERRED,
 })  # fmt: skip
 
 
@@ -204,6 +223,7 @@ def decode_side_band(
         RecordType.COMM: layout.COMM, RecordType.FORK: layout.TASK,
         RecordType.EXIT: layout.TASK, RecordType.LOST: layout.LOST,
         RecordType.LOST_SAMPLES: layout.LOST_SAMPLES,
+        RecordType.CALLCHAIN_DEFERRED: layout.CALLCHAIN_DEFERRED,
     }[RecordType(kind)]  # fmt: skip
     if body + fixed.size > end:
         raise PerfDataError(
@@ -238,6 +258,17 @@ def decode_side_band(
         return TaskEvent(
             where, misc, sample_id, kind == RecordType.FORK, pid, ppid, tid, ptid, time
         )
+    if kind == RecordType.CALLCHAIN_DEFERRED:
+        cookie, count = values
+        # perf's evsel__parse_sample reads nr addresses; here they must fit in the record
+        # before its trailer (a count that does not is a corrupt record, not a big read).
+        if count > (end - tail) // 8:
+            raise PerfDataError(
+                f"CALLCHAIN_DEFERRED record of {size} bytes cannot hold its {count} addresses",
+                where,
+            )
+        ips = struct.unpack_from(f"{layout.byte_order(big_endian)}{count}Q", buffer, tail)
+        return DeferredCallchainEvent(where, misc, sample_id, cookie, ips)
     if kind == RecordType.LOST:
         ident, lost = values
         return LostEvent(where, misc, sample_id, ident, lost)
@@ -247,6 +278,7 @@ def decode_side_band(
 __all__ = [
     "SIDE_BAND_TYPES",
     "CommEvent",
+    "DeferredCallchainEvent",
     "LostEvent",
     "MmapEvent",
     "SampleId",

@@ -1,7 +1,7 @@
 """A profile as text: perf report's table, folded stacks, and a JSON document.
 
-* :func:`write_top`: the table of ``perf report --stdio --no-children --sort comm,dso,sym``
-  (``children=True``: of ``perf report --children``), one section per event;
+* :func:`write_top`: the table of ``perf report --stdio`` (:mod:`pysframe.perf.top`, whose
+  names this module gives too), one section per event;
 * :func:`write_folded`: what Brendan Gregg's ``stackcollapse-perf.pl`` writes from
   ``perf script``, the input of ``flamegraph.pl`` and of most flame graph tools;
 * :func:`write_json`: the profile as one JSON document (:data:`JSON_FORMAT`, described in
@@ -18,260 +18,24 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
 
 from ..names import escape_controls
-from .aggregate import FlatStacks, Groups, column, group, innermost_real_frames
+from .aggregate import column, group
 from .profile import UNKNOWN, FrameInfo, Profile
-
-# -- the top table -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """What tells one row of perf's table from another besides the command (a hist_entry's
-    map and symbol, tools/perf/util/sort.c sort__dso_cmp and sort__sym_cmp): the module, and
-    the symbol by its start address, or the address itself when there is no symbol."""
-
-    module: str
-    symbol: str | None
-    address: int
-    kernel: bool
-    inlined: bool
-
-
-def _entry(frame: FrameInfo) -> _Entry:
-    # perf names the address of an unresolved user frame in its module (al->addr, which
-    # map__map_ip made), a kernel one as it is.
-    address = frame.address if frame.kernel or frame.module_address is None else (
-        frame.module_address
-    )
-    if frame.symbol is not None:
-        address -= frame.offset
-    return _Entry(frame.module, frame.symbol, address, frame.kernel, frame.inlined)
-
-
-def _own_entry(frame: FrameInfo) -> _Entry:
-    """The entry of the sample whose innermost frame is ``frame``: the frame's, or for an
-    inline entry, the symbol holding it (perf's self entry names the sample's IP's symbol,
-    util/hist.c iter_add_single_cumulative_entry)."""
-    if frame.inlined and frame.base_symbol is not None:
-        return replace(_entry(frame), symbol=frame.base_symbol, inlined=False)
-    return _entry(frame)
-
-
-#: The row of a sample that has no frame at all.
-_NO_FRAME = _Entry(UNKNOWN, None, 0, False, False)
-
-
-def module_short_name(module: str) -> str:
-    """perf's short name of a module (``dso->short_name``): a file's base name;
-    ``[kernel.kallsyms]``, ``[vdso]``, ``[unknown]`` as they are."""
-    if module.startswith("["):
-        return module
-    return os.path.basename(module) or module
-
-
-def _symbol_text(entry: _Entry) -> str:
-    # sort.c _hist_entry__sym_snprintf: "[level] name", " (inlined)" after an inlined
-    # function's name, "%-#.*llx" (16 digits) of the address when there is no symbol.
-    level = "k" if entry.kernel else "."
-    if entry.symbol is None:
-        return f"[{level}] {entry.address:#018x}"
-    return f"[{level}] {entry.symbol}" + (" (inlined)" if entry.inlined else "")
-
-
-@dataclass(frozen=True, slots=True)
-class TopRow:
-    """One row of the table: ``samples`` and ``period`` of the samples whose own frame (the
-    innermost one that is not an inlined function) it is; ``total_*`` of the samples with it
-    anywhere on their stack (counted once per sample), perf's "Children"."""
-
-    comm: str
-    module: str
-    symbol: str | None
-    address: int
-    kernel: bool
-    inlined: bool
-    samples: int
-    period: int
-    total_samples: int
-    total_period: int
-    #: The Shared Object column: the module's short name (:func:`module_short_name`).
-    dso: str
-    #: The Symbol column: ``[.] name``, ``[k] name``, ``[.] 0x00000000000012ab``.
-    symbol_text: str
-
-
-@dataclass(frozen=True, slots=True)
-class TopSection:
-    """The table of one event: its samples and their summed period (the 100%), its rows in
-    perf's order."""
-
-    event: str
-    unit: str
-    samples: int
-    period: int
-    rows: list[TopRow]
-
-
-def top_table(profile: Profile, *, children: bool = False) -> list[TopSection]:
-    """The rows of perf report's table, per event in the profile's order.
-
-    Rows are per (command, module, symbol), with no symbol per address.  Without
-    ``children`` only the rows of samples' own frames; with it, also those of the frames
-    that are only callers (self 0).  Sorted as perf sorts them (hists__output_resort with the
-    keys of --sort comm,dso,sym behind the overhead columns): by total period with
-    ``children``, then by period, both descending; then by command, module short name (no
-    module last) and symbol name (no symbol last), ascending; then by address.
-    """
-    entry_ids: dict[_Entry, int] = {}
-    frame_entry = np.fromiter(
-        (entry_ids.setdefault(_entry(frame), len(entry_ids)) for frame in profile.frames),
-        dtype=np.int64, count=len(profile.frames),
-    )  # fmt: skip
-    # A sample's own entry is its IP's symbol, also where an inline entry stands first.
-    self_entry = np.fromiter(
-        (entry_ids.setdefault(_own_entry(frame), len(entry_ids)) for frame in profile.frames),
-        dtype=np.int64, count=len(profile.frames),
-    )  # fmt: skip
-    no_frame = entry_ids.setdefault(_NO_FRAME, len(entry_ids))
-    entries = list(entry_ids)
-    dsos = [module_short_name(entry.module) for entry in entries]
-    symbol_texts = [_symbol_text(entry) for entry in entries]
-    flat = FlatStacks.of(profile)
-    own = innermost_real_frames(profile, flat)
-    own_entry = np.where(own >= 0, self_entry[np.maximum(own, 0)], no_frame)
-    stack, comm, event = (column(profile, name) for name in ("stack", "comm", "event"))
-    period = column(profile, "period")
-    selfs = group([event, comm, own_entry[stack]], period)
-    totals = _children(flat, frame_entry, own_entry, (stack, comm, event, period)) if children \
-        else None  # fmt: skip
-
-    sections = []
-    for event_id, (name, unit) in enumerate(profile.events):
-        in_event = event == event_id
-        rows: dict[tuple[int, int], tuple[int, int, int, int]] = {}
-        for groups, at in ((selfs, 0),) + (((totals, 2),) if totals is not None else ()):
-            chosen = np.flatnonzero(groups.keys[0] == event_id)
-            for comm_id, entry_id, samples, summed in zip(
-                groups.keys[1][chosen].tolist(), groups.keys[2][chosen].tolist(),
-                groups.count[chosen].tolist(), groups.period[chosen].tolist(), strict=True,
-            ):  # fmt: skip
-                row = list(rows.get((comm_id, entry_id), (0, 0, 0, 0)))
-                row[at], row[at + 1] = samples, summed
-                rows[comm_id, entry_id] = (row[0], row[1], row[2], row[3])
-        table = [
-            TopRow(
-                profile.comms[comm_id], entries[entry_id].module, entries[entry_id].symbol,
-                entries[entry_id].address, entries[entry_id].kernel, entries[entry_id].inlined,
-                *values, dsos[entry_id], symbol_texts[entry_id],
-            )
-            for (comm_id, entry_id), values in rows.items()
-        ]
-        table.sort(key=_perf_order)
-        sections.append(
-            TopSection(name, unit, int(in_event.sum()), int(period[in_event].sum()), table)
-        )
-    return sections
-
-
-def _children(
-    flat: FlatStacks,
-    frame_entry: np.ndarray,
-    own_entry: np.ndarray,
-    samples: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-) -> Groups:
-    """Per (event, command, entry): the samples with the entry anywhere on their stack, each
-    counted once (perf's he_cache in hist_entry_iter__add for cumulative entries)."""
-    stack, comm, event, period = samples
-    stacks = group([event, comm, stack], period)
-    owner, _, frames = flat.expand(stacks.keys[2])
-    # Every entry of each (event, command, stack), its own entry included (a stack without
-    # any frame has only that), each once.
-    owners = np.concatenate([owner, np.arange(len(stacks), dtype=np.int64)])
-    entry = np.concatenate([frame_entry[frames], own_entry[stacks.keys[2]]])
-    pairs = group([owners, entry], np.zeros(len(owners), dtype=np.int64))
-    holder, entry = pairs.keys
-    return group(
-        [stacks.keys[0][holder], stacks.keys[1][holder], entry],
-        stacks.period[holder],
-        stacks.count[holder],
-    )
-
-
-def _perf_order(row: TopRow) -> tuple[object, ...]:
-    return (
-        -row.total_period, -row.period, row.comm,
-        row.module == UNKNOWN, row.dso, row.symbol is None, row.symbol or "", row.address,
-    )  # fmt: skip
-
-
-def _convert_unit(value: int) -> tuple[int, str]:
-    """perf's convert_unit (tools/perf/util/util.c): thousands while over a thousand."""
-    unit = " "
-    for letter in "KMG":
-        if value > 1000:
-            value //= 1000
-            unit = letter
-    return value, unit
-
-
-def write_top(profile: Profile, out: TextIO, *, children: bool = False) -> None:
-    """Write the table of ``perf report --stdio --no-children --sort comm,dso,sym -g none``
-    (with ``children``: ``--children``, a Children column of the total before Self).
-
-    As perf lays it out (builtin-report.c hists__fprintf_nr_sample_events and
-    ui/stdio/hist.c hists__fprintf): a ``#`` header with the lost samples, then per event
-    ``# Samples: 16K of event 'cpu-clock'``, ``# Event count (approx.): N``, the column
-    headers and dots, and the rows: percentages of the event's summed period (``%.2f%%``),
-    the command, the module's short name, ``[.]``/``[k]`` and the symbol.  Column widths are
-    perf's (hists__calc_col_len): the longest value or header, 22 for the symbol and 16 for
-    the module when a row has no symbol; but commands are written whole, where perf cuts them
-    to the longest name its threads had when it measured them (thread__comm_len).
-    """
-    out.write(f"#\n# Total Lost Samples: {profile.lost_samples}\n#\n")
-    for section in top_table(profile, children=children):
-        out.writelines(_section_lines(section, children))
-
-
-def _section_lines(section: TopSection, children: bool) -> Iterator[str]:
-    count, unit = _convert_unit(section.samples)
-    yield f"# Samples: {count}{unit} of event '{escape_controls(section.event)}'\n"
-    yield f"# Event count (approx.): {section.period}\n#\n"
-    rows = section.rows
-    # Names with their control characters escaped, as perf script's text has them, so that
-    # each row stays one line.
-    comms = [escape_controls(row.comm) for row in rows]
-    dsos = [escape_controls(row.dso) for row in rows]
-    comm_width = max([len("Command"), *map(len, comms)])
-    known = [len(dso) for row, dso in zip(rows, dsos, strict=True) if row.module != UNKNOWN]
-    dso_width = max([len("Shared Object"), *known])
-    symbol_width = max([
-        len("Symbol"), *(len(escape_controls(row.symbol)) + 4 for row in rows if row.symbol)
-    ])  # fmt: skip
-    if any(row.symbol is None for row in rows):
-        dso_width, symbol_width = max(dso_width, 16), max(symbol_width, 22)
-    percents = ["Children", "Self"] if children else ["Overhead"]
-    headers = [f"{name:>8}" if at else f"{name:<8}" for at, name in enumerate(percents)]
-    widths = [8] * len(percents) + [comm_width, dso_width, symbol_width]
-    names = [*headers, f"{'Command':<{comm_width}}", f"{'Shared Object':<{dso_width}}"]
-    yield "# " + "  ".join([*names, f"{'Symbol':<{symbol_width}}"]) + "\n"
-    yield "# " + "  ".join("." * width for width in widths) + "\n#\n"
-    total = section.period
-    for row, comm, dso in zip(rows, comms, dsos, strict=True):
-        shares = [row.total_period, row.period] if children else [row.period]
-        cells = [f"{100.0 * share / total if total else 0.0:7.2f}%" for share in shares]
-        symbol = escape_controls(row.symbol_text)
-        yield "  " + "  ".join(
-            [*cells, f"{comm:<{comm_width}}", f"{dso:<{dso_width}}", symbol]
-        ) + "\n"
-    yield "\n\n"
-
+from .top import (
+    TopOptions,
+    TopRow,
+    TopSection,
+    module_short_name,
+    parse_sort,
+    perf_defaults,
+    top_table,
+    write_top,
+)
 
 # -- folded stacks -----------------------------------------------------------------------------
 
@@ -520,11 +284,14 @@ __all__ = [
     "JSON_FORMAT",
     "JSON_VERSION",
     "FoldOptions",
+    "TopOptions",
     "TopRow",
     "TopSection",
     "fold_frame",
     "folded_stacks",
     "module_short_name",
+    "parse_sort",
+    "perf_defaults",
     "profile_document",
     "top_table",
     "write_folded",

@@ -2,12 +2,17 @@
 stackcollapse-perf.pl, speedscope, the Firefox Profiler) reads this too.
 
 Each sample, in time order as perf orders them (stable for equal times): a header line with
-the fields perf prints by default for a sampling event with callchains (builtin-script.c
-perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the time in seconds
-with microseconds as ``%12s``, the period as ``%10lu``, the event name), then one line per
-frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``, ``[unknown]`` without a name;
-an inline entry, perf's default, says ``(inlined)`` instead of its module), then an empty
-line.
+the fields perf prints by default for a sampling event (builtin-script.c
+perf_sample__fprintf_start: the command name, the thread id as ``%5d``, the CPU as
+``[%03d]`` where the samples have one, the time in seconds with microseconds as ``%12s``, the
+period as ``%10lu``, the event name as wide as the longest), then, for an event with
+callchains, one line per frame, innermost first (``\\t%16lx SYMBOL+0xOFFSET (MODULE)``,
+``[unknown]`` without a name; an inline entry, perf's default, says ``(inlined)`` instead of
+its module), then an empty line; for an event without, the sample's address, symbol and
+module on its header line.  ``perf script -F`` chooses the fields (:func:`script_fields`).
+Deferred user callchains (Linux 6.19, deferred.py): a merged sample is printed when perf
+delivers it, once its chain came; an unmerged one shows its cookie as perf does
+(``(cookie)``), and ``--no-merge-callchain`` prints each CALLCHAIN_DEFERRED record apart.
 
 One difference from perf, on purpose: control characters and line separators in a command,
 function, module or event name are escaped (``\\x0a`` for a newline:
@@ -18,83 +23,330 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TextIO
 
 from ..names import escape_controls
-from .profile import UNKNOWN, FrameInfo, Profile
+from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile
 
 
 def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
-    """One frame as perf script prints it (with a tab before, a newline after); an inline
-    entry says ``(inlined)`` where the module stands.  ``srcline`` (``-F +srcline``): the
-    frame's source line on a line of its own, two spaces in, before ``(inlined)``
-    (util/evsel_fprintf.c sample__fprintf_callchain)."""
-    name = UNKNOWN if frame.symbol is None else f"{escape_controls(frame.symbol)}+{frame.offset:#x}"
-    text = f"\t{frame.address:16x} {name}"
-    text += "" if frame.inlined else f" ({escape_controls(frame.module)})"
-    if srcline and frame.file is not None:
-        line = "" if frame.line is None else f":{frame.line}"
-        text += f"\n  {escape_controls(frame.file)}{line}"
-    return text + (" (inlined)\n" if frame.inlined else "\n")
+    """One frame as perf script prints it by default (with a tab before, a newline after;
+    ``srcline``: ``-F +srcline``), as :func:`script_text` prints it."""
+    return _frame_text(frame, DEFAULT_FIELDS | {"srcline"} if srcline else DEFAULT_FIELDS, True)
+
+
+def _event_width(profile: Profile) -> int:
+    """The width perf prints event names in: the longest name of the recording's events
+    (builtin-script.c process_event: ``%*s``, evlist__max_name_len), each right-aligned."""
+    return max((len(escape_controls(name)) for name, _unit in profile.events), default=0)
 
 
 def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
-    """Sample ``index`` as perf script prints it (``frames``: its frames' lines)."""
+    """Sample ``index`` of an event with callchains as perf script prints it by default
+    (``frames``: its frames' lines): the command, the thread, the CPU where the samples have
+    one, the time, the period, the event's name as wide as the longest."""
     time = profile.time[index]
     stamp = f"{time // 1_000_000_000}.{time % 1_000_000_000 // 1000:06d}"
+    width = max(len(escape_controls(name)) for name, _ in profile.events)
     event = escape_controls(profile.events[profile.event[index]][0])
     comm = escape_controls(profile.comms[profile.comm[index]])
-    header = f"{comm} {profile.tid[index]:5d} {stamp:>12}: {profile.period[index]:10d} {event}: \n"
+    cpu = f"[{profile.cpu[index]:03d}] " if min(profile.cpu) >= 0 else ""
+    header = (
+        f"{comm} {profile.tid[index]:5d} {cpu}{stamp:>12}: {profile.period[index]:10d} "
+        f"{event:>{width}}: \n"
+    )
     return header + "".join(frames) + "\n"
 
 
-def script_text(profile: Profile, batch: int = 4096, *, srcline: bool = False) -> Iterator[str]:
-    """The text of every sample, in time order, ``batch`` samples at a time: each frame and
-    each distinct stack is formatted once, each header from a template per (command, event)
-    (the same text as :func:`sample_lines`: ``%5d.%06d`` is ``%12s`` of the time stamp).
-    ``srcline``: with each frame's source line (:func:`frame_line`)."""
+def deferred_lines(profile: Profile, chain: DeferredChain, frames: list[str]) -> str:
+    """A deferred user callchain as ``perf script --no-merge-callchain`` prints a
+    CALLCHAIN_DEFERRED record (builtin-script.c process_deferred_sample_event, Linux 6.19):
+    the command, thread and time as a sample's header has them, ``DEFERRED CALLCHAIN
+    [cookie: HEX]``, then its frames (``frames``: their lines) and an empty line."""
+    stamp = f"{chain.time // 1_000_000_000}.{chain.time % 1_000_000_000 // 1000:06d}"
+    comm = escape_controls(profile.comms[chain.comm])
+    header = f"{comm} {chain.tid:5d} {stamp:>12}: DEFERRED CALLCHAIN [cookie: {chain.cookie:x}]\n"
+    return header + "".join(frames) + "\n"
+
+
+#: perf script's ``-F`` fields that the text has, in perf's order (builtin-script.c
+#: all_output_options), and the others perf 6.1 knows.
+FIELDS = (
+    "comm", "tid", "pid", "time", "cpu", "event", "ip", "sym", "dso", "symoff", "srcline",
+    "period",
+)  # fmt: skip
+PERF_FIELDS = (
+    "comm", "tid", "pid", "time", "cpu", "event", "trace", "ip", "sym", "dso", "addr",
+    "symoff", "srcline", "period", "iregs", "uregs", "brstack", "brstacksym", "flags",
+    "data_src", "weight", "bpf-output", "brstackinsn", "brstackinsnlen", "brstackoff",
+    "callindent", "insn", "insnlen", "synth", "phys_addr", "metric", "misc", "srccode", "ipc",
+    "tod", "data_page_size", "code_page_size", "ins_lat",
+)  # fmt: skip
+#: The fields perf prints of a sampling event by default (output[PERF_TYPE_SOFTWARE]:
+#: bpf-output aside); ``cpu`` only where the samples have it.
+DEFAULT_FIELDS = frozenset(
+    {"comm", "tid", "cpu", "time", "event", "ip", "sym", "symoff", "dso", "period"}
+)
+
+
+class FieldError(ValueError):
+    """A ``-F`` list perf would refuse (its message), or one with a field perf knows that the
+    text does not have (``supported`` False: the field's name)."""
+
+    def __init__(self, message: str, unsupported: str | None = None) -> None:
+        super().__init__(message)
+        self.unsupported = unsupported
+
+
+def parse_fields(text: str) -> tuple[frozenset[str] | None, frozenset[str], frozenset[str]]:
+    """perf script's ``-F`` (builtin-script.c parse_output_fields): a list of fields that
+    replaces the default (returned first; None when the list only changes it), or fields
+    to add (``+field``) and to remove (``-field``), returned second and third.  A list may
+    not mix both ways; FieldError for that, for a field perf does not know, and for one the
+    text does not have."""
+    chosen: set[str] = set()
+    added: set[str] = set()
+    removed: set[str] = set()
+    mode = None
+    if ":" in text:
+        raise FieldError("an event type (hw:, sw:...)", "an event type (hw:, sw:...)")
+    for token in text.split(","):
+        change = "set"
+        if token.startswith(("+", "-")):
+            change = "add" if token[0] == "+" else "remove"
+            token = token[1:]
+        if mode is not None and (mode == "set") != (change == "set"):
+            raise FieldError("Cannot mix +-field with overridden fields")
+        mode = change
+        if token not in PERF_FIELDS:
+            raise FieldError(f"Invalid field requested: {token!r}")
+        if token not in FIELDS:
+            raise FieldError(token, token)
+        {"set": chosen, "add": added, "remove": removed}[change].add(token)
+    return (frozenset(chosen) if mode == "set" else None), frozenset(added), frozenset(removed)
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptFields:
+    """What perf script prints of each sample: ``fields`` (of :data:`FIELDS`), and
+    ``nanoseconds`` (``--ns``: the time with 9 decimal places)."""
+
+    fields: frozenset[str] = DEFAULT_FIELDS
+    nanoseconds: bool = False
+    #: The fields named by ``-F`` (a field the samples lack is then an error, where one of
+    #: the default is left out).
+    named: frozenset[str] = frozenset()
+
+
+def script_fields(text: str | None, nanoseconds: bool = False) -> ScriptFields:
+    """The fields of ``-F text`` (None: perf's default)."""
+    if text is None:
+        return ScriptFields(nanoseconds=nanoseconds)
+    chosen, added, removed = parse_fields(text)
+    fields = (chosen if chosen is not None else DEFAULT_FIELDS | added) - removed
+    return ScriptFields(frozenset(fields), nanoseconds, (chosen or frozenset()) | added)
+
+
+def _frame_text(frame: FrameInfo, fields: frozenset[str], callchain: bool) -> str:
+    """One frame's line (sample__fprintf_callchain: ``\t%16lx``, `` SYMBOL+0xOFFSET``,
+    `` (MODULE)``, its srcline on a line of its own, ``(inlined)``), or with ``callchain``
+    False the sample's address on its header line (sample__fprintf_sym: the address as the
+    process saw it)."""
+    if "ip" not in fields:
+        return ""
+    parts = []
+    if callchain:
+        parts.append(f"\t{frame.address:16x}")
+    else:
+        raw = frame.runtime_address if frame.runtime_address is not None else frame.address
+        parts.append(f"{raw:16x}")
+    if "sym" in fields:
+        if frame.cookie:  # a deferred chain's cookie, left unmerged
+            parts.append(" (cookie)")
+        elif frame.symbol is None:
+            parts.append(f" {UNKNOWN}")
+        elif "symoff" in fields:
+            parts.append(f" {escape_controls(frame.symbol)}+{frame.offset:#x}")
+        else:
+            parts.append(f" {escape_controls(frame.symbol)}")
+    if "dso" in fields and not (callchain and frame.inlined):
+        parts.append(f" ({escape_controls(frame.module)})")
+    if "srcline" in fields and frame.file is not None:
+        # its source line on a line of its own, two spaces in, before (inlined)
+        line = "" if frame.line is None else f":{frame.line}"
+        parts.append(f"\n  {escape_controls(frame.file)}{line}")
+    if callchain and frame.inlined:
+        parts.append(" (inlined)")
+    return "".join(parts) + ("\n" if callchain else "")
+
+
+def _check_fields(profile: Profile, options: ScriptFields) -> frozenset[str]:
+    """The fields printed of ``profile``'s samples: ``cpu`` left out of the default where
+    they have none (evsel__check_stype); FieldError where a chosen one cannot be printed,
+    as perf refuses it."""
     import numpy as np
 
-    frame_text = [frame_line(frame, srcline) for frame in profile.frames]
-    stacks: dict[int, str] = {}
-    templates: dict[int, str] = {}
-    kinds = len(profile.events) or 1
+    fields = options.fields
+    if "symoff" in fields and "sym" not in fields:
+        raise FieldError("Display of offsets requested but symbol is not selected.")
+    if "srcline" in fields and "ip" not in fields:
+        raise FieldError(
+            "Display of source line number requested but sample IP is not selected. Hence, "
+            "no address to lookup the source line number."
+        )
+    if "cpu" in fields and len(profile) and (np.array(profile.cpu) < 0).any():
+        if "cpu" in options.named:
+            event = profile.events[profile.event[int(np.argmin(np.array(profile.cpu)))]][0]
+            raise FieldError(
+                f"Samples for '{event}' event do not have CPU attribute set. Cannot print "
+                "'cpu' field."
+            )
+        fields = fields - {"cpu"}
+    return fields
 
-    def stack_text(stack: int) -> str:
-        text = stacks.get(stack)
+
+def script_text(
+    profile: Profile, batch: int = 4096, options: ScriptFields = ScriptFields()
+) -> Iterator[str]:
+    """The text of every sample, in time order, ``batch`` samples at a time: each frame and
+    each distinct stack is formatted once, each header from a template per (command, event)
+    (builtin-script.c perf_sample__fprintf_start and process_event: the command ``%s `` when
+    the sample's frames follow on lines of their own, else ``%16s ``; ``%5d/%-5d `` of pid and
+    tid, or ``%5d `` of one; ``[%03d] `` of the CPU; ``%12s: `` of the time, with microseconds,
+    or ``%5d.%09d: `` with nanoseconds; ``%10d `` of the period; ``%*s: `` of the event, as
+    wide as the longest event name; then the frames, or the sample's address on the line).
+    """
+    import numpy as np
+
+    fields = _check_fields(profile, options)
+    kinds = len(profile.events) or 1
+    name_width = max((len(escape_controls(name)) for name, _ in profile.events), default=0)
+    callchain = [profile.has_callchains(name) for name, _ in profile.events] or [True]
+    frame_texts: dict[bool, list[str]] = {}
+    stacks: dict[tuple[int, bool], str] = {}
+    templates: dict[int, str] = {}
+
+    def frame_text(frame: int, chained: bool) -> str:
+        texts = frame_texts.get(chained)
+        if texts is None:
+            texts = frame_texts[chained] = [
+                _frame_text(info, fields, chained) for info in profile.frames
+            ]
+        return texts[frame]
+
+    def stack_text(stack: int, chained: bool) -> str:
+        text = stacks.get((stack, chained))
         if text is None:
-            text = stacks[stack] = "".join([frame_text[f] for f in profile.stacks[stack]]) + "\n"
+            frames = profile.stacks[stack]
+            if chained:
+                text = "".join([frame_text(f, True) for f in frames]) + "\n"
+            elif "ip" in fields:
+                # No callchain: the sample's IP (its innermost frame) on the header line.
+                text = (frame_text(frames[0], False) if frames else f"{0:16x}") + "\n"
+            else:
+                text = "\n"
+            stacks[stack, chained] = text
         return text
+
+    # The header's numbers, in the order its template takes them.
+    wanted = [name for name, field in (
+        ("pid", "pid"), ("tid", "tid"), ("cpu", "cpu"), ("seconds", "time"),
+        ("fraction", "time"), ("period", "period"),
+    ) if field in fields]  # fmt: skip
 
     def template(key: int) -> str:
         found = templates.get(key)
         if found is None:
-            name = escape_controls(profile.comms[key // kinds]).replace("%", "%%")
-            event = escape_controls(profile.events[key % kinds][0]).replace("%", "%%")
-            found = templates[key] = f"{name} %5d %5d.%06d: %10d {event}: \n"
+            event_number = key % kinds
+            chained = callchain[event_number]
+            name = escape_controls(profile.comms[key // kinds])
+            event = escape_controls(profile.events[event_number][0])
+            parts = []
+            if "comm" in fields:
+                comm = f"{name} " if chained and "ip" in fields else f"{name:>16} "
+                parts.append(comm.replace("%", "%%"))
+            if "pid" in fields and "tid" in fields:
+                parts.append("%5d/%-5d ")
+            elif "pid" in fields or "tid" in fields:
+                parts.append("%5d ")
+            if "cpu" in fields:
+                parts.append("[%03d] ")
+            if "time" in fields:
+                parts.append("%5d.%09d: " if options.nanoseconds else "%5d.%06d: ")
+            if "period" in fields:
+                parts.append("%10d ")
+            if "event" in fields:
+                parts.append(f"{event:>{name_width}}: ".replace("%", "%%"))
+            if "ip" in fields:
+                parts.append("\n" if chained else " ")
+            found = templates[key] = "".join(parts)
         return found
 
     times = np.array(profile.time, dtype=np.uint64)
     keys = np.array(profile.comm, dtype=np.int64) * kinds + np.array(profile.event, np.int64)
-    columns = (keys, np.array(profile.tid, np.int64), times // np.uint64(10**9),
-               times % np.uint64(10**9) // np.uint64(1000),
-               np.array(profile.period, np.uint64), np.array(profile.stack, np.int64))  # fmt: skip
-    order = np.argsort(times, kind="stable")
+    unit = np.uint64(1 if options.nanoseconds else 1000)
+    def number_column(name: str) -> np.ndarray:
+        if name == "seconds":
+            return times // np.uint64(10**9)
+        if name == "fraction":
+            return times % np.uint64(10**9) // unit
+        return np.array(getattr(profile, name), np.uint64 if name == "period" else np.int64)
+
+    columns = [keys, np.array(profile.stack, np.int64), *map(number_column, wanted)]
+    delivered = times.copy()  # perf prints a sample when it delivers it
+    for index, time in profile.delivered.items():
+        delivered[index] = time
+    order = np.argsort(delivered, kind="stable")
+    # Deferred records shown apart, each after the samples delivered up to its time (perf
+    # delivers both by time, a record after the samples it follows in the file).
+    chains = sorted(profile.deferred, key=lambda chain: chain.time)
+    taken = 0
     for start in range(0, len(order), batch):
         chosen = order[start : start + batch]
-        key, tid, second, micro, period, stack = (column[chosen].tolist() for column in columns)
-        yield "".join([
-            template(k) % (t, s, u, p) + stack_text(x)
-            for k, t, s, u, p, x in zip(key, tid, second, micro, period, stack, strict=True)
-        ])  # fmt: skip
+        key, stack, *values = (column[chosen].tolist() for column in columns)
+        texts = [
+            template(k) % tuple(row) + stack_text(x, callchain[k % kinds])
+            for k, x, *row in zip(key, stack, *values, strict=True)
+        ]
+        if taken < len(chains):
+            merged = []
+            for at, text in zip(delivered[chosen].tolist(), texts, strict=True):
+                while taken < len(chains) and chains[taken].time < at:
+                    merged.append(_deferred_text(profile, chains[taken], stack_text))
+                    taken += 1
+                merged.append(text)
+            texts = merged
+        yield "".join(texts)
+    for chain in chains[taken:]:
+        yield _deferred_text(profile, chain, stack_text)
 
 
-def write_script(profile: Profile, out: TextIO, *, srcline: bool = False) -> None:
-    """Write the profile as ``perf script`` text (``srcline``: ``perf script -F +srcline``),
-    in batches."""
-    for piece in script_text(profile, srcline=srcline):
+def _deferred_text(
+    profile: Profile, chain: DeferredChain, stack_text: Callable[[int, bool], str]
+) -> str:
+    return deferred_lines(profile, chain, [stack_text(chain.stack, True)[:-1]])
+
+
+def write_script(profile: Profile, out: TextIO, options: ScriptFields = ScriptFields()) -> None:
+    """Write the profile as ``perf script`` text (with ``options``' fields:
+    ``perf script -F``), in batches."""
+    for piece in script_text(profile, options=options):
         out.write(piece)
 
 
-__all__ = ["frame_line", "sample_lines", "script_text", "write_script"]
+__all__ = [
+    "DEFAULT_FIELDS",
+    "FIELDS",
+    "PERF_FIELDS",
+    "FieldError",
+    "ScriptFields",
+    "deferred_lines",
+    "frame_line",
+    "parse_fields",
+    "sample_lines",
+    "script_fields",
+    "script_text",
+    "write_script",
+]

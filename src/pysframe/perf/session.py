@@ -2,11 +2,11 @@
 address spaces, its samples' user stacks walked a chunk at a time.
 
 Samples and side-band records are taken in the order perf delivers them (by time, order.py):
-the samples before a record that changes which module a mapped PC is in (an exec, a mapping
-over mapped addresses: :meth:`AddressSpaces.changes_lookups`) are walked with the address
-spaces as they were before it, and each sample gets the name its thread had when it was taken
+the samples before a record that changes which module a mapped PC is in (a mapping over
+mapped addresses: :meth:`AddressSpaces.changes_lookups`) are walked with the address spaces
+as they were before it, and each sample gets the name its thread had when it was taken
 (perf processes its ordered events so too, util/session.c).  Other records (new mappings,
-forks, exits) cannot change what the samples before them ran, so the samples of a delivery
+forks, exits, execs) cannot change what the samples before them ran, so the samples of a delivery
 are walked together across them.
 """
 
@@ -14,20 +14,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..unwind import BatchUnwinder, Walks, joined, no_walks
 from .data import DEFAULT_CHUNK, PerfData
+from .deferred import DeferredTally, stitch_deferred
 from .errors import PerfDataError
 from .order import time_ordered
 from .records import SideBandEvent
 from .registers import RegisterLayout, architecture_of, register_layout
 from .samples import SampleChunk
 from .spaces import AddressSpaces
-from .walk import MAX_FRAMES, sample_unwinder, walk_samples
+from .walk import (
+    MAX_FRAMES,
+    RecordedChains,
+    joined_chains,
+    recorded_chains,
+    sample_unwinder,
+    walk_samples,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -36,13 +44,17 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class WalkedChunk:
     """A chunk of samples, in perf's order, with their walks (``walks`` answers the chunk's
-    samples in order) and each sample's thread's command name at its time (``comms``);
-    ``read_to``: how far the file has been read (for progress)."""
+    samples in order), the user frames their callchains hold (``recorded``) and each
+    sample's thread's command name at its time (``comms``); ``read_to``: how far the file
+    has been read (for progress)."""
 
     samples: SampleChunk
     walks: Walks
+    recorded: RecordedChains
     comms: list[str]
     read_to: int = 0
+    #: Samples delivered after their time (order.Delivery.late).
+    late: dict[int, int] = field(default_factory=dict)
 
 
 def walk_recording(
@@ -52,9 +64,17 @@ def walk_recording(
     chunk: int = DEFAULT_CHUNK,
     max_frames: int = MAX_FRAMES,
     on_event: Callable[[SideBandEvent], None] | None = None,
+    merge_deferred: bool = True,
+    deferred: DeferredTally | None = None,
+    wanted: Callable[[int], bool] | None = None,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
-    side-band record as it is applied."""
+    side-band record as it is applied.  Samples whose user callchain was deferred are
+    delivered with it, merged, where it comes (deferred.py; ``merge_deferred`` False: as
+    they are, perf's ``--no-merge-callchain``); ``deferred`` counts what stitching did.
+    ``wanted(read_to)``: whether the samples of a delivery read up to ``read_to`` are walked
+    (the others are skipped, their side-band records applied all the same: a time slice of
+    the recording, walked with the address spaces as they were at its start)."""
 
     def apply(event: SideBandEvent) -> None:
         spaces.apply(event)
@@ -62,14 +82,20 @@ def walk_recording(
             on_event(event)
 
     layouts: dict[int, tuple[RegisterLayout, BatchUnwinder] | None] = {}
-    for delivery in time_ordered(data.read(chunk)):
+    def defers() -> list[bool]:
+        return [attr.defer_callchain for attr in data.attrs]
+
+    tally = DeferredTally() if deferred is None else deferred
+    ordered = time_ordered(data.read(chunk))
+    for delivery in stitch_deferred(ordered, defers, tally, merge=merge_deferred):
         samples = delivery.samples
-        if samples is None or not len(samples):
+        skipped = wanted is not None and not wanted(delivery.read_to)
+        if samples is None or not len(samples) or skipped:
             for event in delivery.events:
                 apply(event)
             continue
         layout = _Layout(layouts, samples, data, spaces, max_frames)
-        parts: list[Walks] = []
+        parts: list[tuple[Walks, RecordedChains]] = []
         comms: list[str] = []
         walked = named = 0
         for event, cut in zip(delivery.events, delivery.cuts, strict=True):
@@ -84,7 +110,11 @@ def walk_recording(
         comms += _comms(spaces, samples.tid[named:end])
         if walked < end:
             parts.append(_walk(samples, layout, spaces, walked, end))
-        yield WalkedChunk(samples, joined(parts), comms, delivery.read_to)
+        yield WalkedChunk(
+            samples, joined([walks for walks, _ in parts]),
+            joined_chains([chains for _, chains in parts]), comms, delivery.read_to,
+            delivery.late,
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -133,12 +163,15 @@ def _walk(
     spaces: AddressSpaces,
     start: int,
     end: int,
-) -> Walks:
+) -> tuple[Walks, RecordedChains]:
+    """The walks of samples ``start`` to ``end``, and the user frames their callchains hold,
+    with the address spaces as they are now."""
     select = np.arange(start, end, dtype=np.int64)
+    chains = recorded_chains(samples, spaces, select=select)
     layout = layout_of.get()
     if layout is None:  # no user registers recorded
-        return no_walks(len(select))
-    return walk_samples(samples, layout[0], spaces, layout[1], select=select)
+        return no_walks(len(select)), chains
+    return walk_samples(samples, layout[0], spaces, layout[1], select=select), chains
 
 
 def _comms(spaces: AddressSpaces, tids: npt.NDArray[np.int32]) -> list[str]:

@@ -5,8 +5,12 @@ perf's own bookkeeping (util/machine.c) is followed where it matters for user st
 
 * MMAP and MMAP2 of user code map a file into the process: a later mapping replaces what it
   covers of earlier ones.  Mappings without execute permission (MMAP2 ``prot``, MMAP's
-  PERF_RECORD_MISC_MMAP_DATA) hold no code and are left out;
-* COMM with PERF_RECORD_MISC_COMM_EXEC is an exec: the process's mappings are gone;
+  PERF_RECORD_MISC_MMAP_DATA) hold no code and are left out.  Executable anonymous memory is
+  JIT code, the module ``/tmp/perf-PID.map`` (:func:`pysframe.perf.symbols.perf_map_dso`);
+* COMM with PERF_RECORD_MISC_COMM_EXEC is an exec: perf 6.1 keeps the process's mappings
+  (util/thread.c __thread__set_comm only flushes its unwinding caches), and the new
+  program's MMAP records replace what they cover: a sample taken in the execve call itself
+  is still found in the old program's libc;
 * FORK of a new process (pid other than the parent's) gives it a copy of the parent's
   mappings and command name (machine__process_fork_event); a new thread shares its process's;
 * a thread's command name is its last COMM (a new thread's, its parent thread's).
@@ -24,6 +28,7 @@ from ..unwind import AddressSpace, Module, ModuleInfo
 from .layout import MISC_MMAP_DATA, MISC_USER
 from .modules import ModuleFinder
 from .records import CommEvent, MmapEvent, SideBandEvent, TaskEvent
+from .symbols import perf_map_dso
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,8 +58,6 @@ class AddressSpaces:
         if isinstance(event, MmapEvent):
             self._mmap(event)
         elif isinstance(event, CommEvent):
-            if event.exec:
-                self._spaces[event.pid] = AddressSpace(sharing=self._numbering)
             self._comms[event.tid] = event.comm
         elif isinstance(event, TaskEvent) and event.fork:
             if event.pid != event.ppid and event.ppid in self._spaces:
@@ -64,12 +67,10 @@ class AddressSpaces:
                 self._comms.setdefault(event.tid, parent)
 
     def changes_lookups(self, event: SideBandEvent) -> bool:
-        """Whether ``event`` can change which module a PC already mapped is in: an exec, or a
-        mapping over addresses the process maps already.  Other records (new mappings of
-        unmapped addresses, forks of new processes, exits, names) change nothing for code
-        that ran before them."""
-        if isinstance(event, CommEvent):
-            return event.exec
+        """Whether ``event`` can change which module a PC already mapped is in: a mapping
+        over addresses the process maps already.  Other records (new mappings of unmapped
+        addresses, forks of new processes, exits, names, execs) change nothing for code that
+        ran before them."""
         if not isinstance(event, MmapEvent):
             return False
         space = self._spaces.get(event.pid)
@@ -84,12 +85,15 @@ class AddressSpaces:
         elif event.misc & MISC_MMAP_DATA:
             return
         start, end = event.start, event.start + event.length
-        module = self.finder.module(event.filename, start, end, event.pgoff, event.build_id)
+        # JIT code: the dso /tmp/perf-PID.map, at its own addresses (perf's map__new).
+        jit = perf_map_dso(event.filename, event.pid, event.prot, event.flags or 0)
+        filename, pgoff = (event.filename, event.pgoff) if jit is None else (jit, start)
+        module = self.finder.module(filename, start, end, pgoff, event.build_id)
         space = self._spaces.get(event.pid)
         if space is None:
             space = self._spaces[event.pid] = AddressSpace(sharing=self._numbering)
         if module is not None:
-            space.map(start, end, module, event.pgoff - start)
+            space.map(start, end, module, pgoff - start)
 
     # -- lookups ----------------------------------------------------------------------------------
     def mappings_at(

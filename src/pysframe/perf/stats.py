@@ -8,7 +8,13 @@
   work asks of a user stack dump (how large must it be?) answered as the share of walks that
   a copy of 1, 2, 4... KiB would have been enough for;
 * which modules had no SFrame of their own (and why), and the share of samples with a frame
-  in each.
+  in each;
+* how each event recorded user stacks (dwarf: a stack copy walked; fp: the kernel's
+  frame-pointer chain; deferred; none) and the share of its samples with walked frames,
+  recorded frames, and both;
+* where SFrame knows better than a recorded chain: the samples whose frame-pointer chain left
+  out the caller of the function at their PC (that function had not set up its frame), by
+  module.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import numpy as np
 
 from ..names import escape_controls
 from ..unwind import StopKind
-from .analyze import WalkStats
+from .analyze import EventStats, WalkStats
 
 #: Stack copy sizes the "enough for" table asks about.
 COPY_SIZES = (1024, 2048, 4096, 8192, 16384, 32768, 65504)
@@ -43,6 +49,17 @@ def merged(parts: list[WalkStats]) -> WalkStats:
             total.without_own_sframe.setdefault(name, why)
         total.origins.update(part.origins)
         total.problems += part.problems
+        total.recorded += part.recorded
+        total.both += part.both
+        total.chain_missed_caller.update(part.chain_missed_caller)
+        for name, event in part.events.items():
+            into = total.events.setdefault(name, EventStats(event.kind))
+            if into.kind != event.kind:
+                into.kind = "mixed"
+            into.samples += event.samples
+            into.walked += event.walked
+            into.recorded += event.recorded
+            into.both += event.both
     return total
 
 
@@ -91,8 +108,16 @@ def stats_json(stats: WalkStats) -> dict[str, Any]:
             }
             for name, count in stats.module_samples.most_common()
         ],
+        "recorded": stats.recorded,
+        "walked_and_recorded": stats.both,
+        "events": {
+            name: {"kind": event.kind, "samples": event.samples, "walked": event.walked,
+                   "recorded": event.recorded, "both": event.both}
+            for name, event in stats.events.items()
+        },
+        "chain_missed_caller": dict(stats.chain_missed_caller.most_common()),
         "problems": list(stats.problems),
-    }
+    }  # fmt: skip
 
 
 def stats_text(stats: WalkStats, limit: int = 20) -> str:
@@ -103,6 +128,21 @@ def stats_text(stats: WalkStats, limit: int = 20) -> str:
         f"{stats.frames:,} ({stats.frames / walked:.1f} a walk)" if walked else
         f"samples: {stats.samples:,}, none with a user stack",
     ]  # fmt: skip
+    if stats.recorded:
+        lines.append(
+            f"with a recorded user callchain: {stats.recorded:,}; with both: {stats.both:,}"
+        )
+    if stats.events:
+        lines.append("events (how user stacks were recorded; samples with walked, recorded, "
+                     "both frames):")  # fmt: skip
+        for name, event in stats.events.items():
+            shares = ", ".join(
+                f"{what} {_share(count, event.samples).strip()}"
+                for what, count in (("walked", event.walked), ("recorded", event.recorded),
+                                    ("both", event.both))
+            )  # fmt: skip
+            lines.append(f"  {escape_controls(name)}: {event.kind}; {event.samples:,} samples: "
+                         f"{shares}")  # fmt: skip
     depth = stats_json(stats)["depth"]
     if depth:
         lines.append("depth: " + ", ".join(f"{k} {v}" for k, v in depth.items()))
@@ -134,6 +174,14 @@ def stats_text(stats: WalkStats, limit: int = 20) -> str:
         note = f" ({why})" if why else ""
         shown = escape_controls(name)  # one line whatever the path holds
         lines.append(f"  {_share(count, walked)} {count:>9,}  {shown}: {origin}{note}")
+    if stats.chain_missed_caller:
+        missed = sum(stats.chain_missed_caller.values())
+        lines.append(
+            f"recorded chains that left out a caller: {missed:,} of {stats.recorded:,} (SFrame: "
+            "the function at the sample's PC had not set up its frame), by module:"
+        )
+        for name, count in stats.chain_missed_caller.most_common(limit):
+            lines.append(f"  {_share(count, stats.recorded)} {count:>9,}  {escape_controls(name)}")
     if stats.stepped:
         lines.append(f"frames stepped one at a time: {stats.stepped:,} of {stats.frames:,}")
     lines += [f"problem: {problem}" for problem in stats.problems]

@@ -38,6 +38,15 @@ entry (AArch64: 32, then 16; ARM: 20, then 12), added with no fixup (an ``IRELAT
 relocation names its entry ``@plt``).
 
 Lookup: :mod:`pysframe.perf.symtab` (perf's red-black tree, rebuilt where symbols overlap).
+
+JIT code (util/map.c ``map__new``): an executable mapping of anonymous memory (``//anon``,
+``/dev/zero...``, ``/anon_hugepage...``, or ``MAP_HUGETLB``) or of memory without a file
+(``[heap]``, ``[stack...``, ``/SYSV...``) is the dso ``/tmp/perf-PID.map`` (PID: the
+process's), mapped at its own addresses (``identity__map_ip``).  Its symbols are the lines
+of that file (``dso__load_perf_map``), which JITs write: Python 3.12+ with ``-X perf``, Node
+with ``--perf-basic-prof``, the JVM with perf-map-agent, LuaJIT.  perf 6.1 reads the file
+where it is, on the machine perf runs on: neither under ``--symfs`` nor in the build-ID
+cache (``perf record`` copies no map there); :func:`perf_map_symbols` does the same.
 """
 
 from __future__ import annotations
@@ -262,6 +271,69 @@ def load_symbols(
     return symbols.table()
 
 
+#: The code that makes a dso's table from its files (a kept table names its digest).
+TABLE_CODE = (
+    "perf/symbols.py", "perf/symtab.py", "elf/symbols.py", "elf/relocation.py", "elf/reader.py",
+    "elf/layout.py", "unwind/demangle.py", "unwind/symbolize.py", "names.py",
+)  # fmt: skip
+#: The sections load_symbols reads, besides the headers and the string tables they link.
+_TABLE_INPUTS = (".symtab", ".dynsym", ".rela.plt", ".rel.plt", ".plt")
+
+
+def source_digest(source: SymbolSource) -> str:
+    """A digest of what :func:`load_symbols` reads of ``source``: its headers, the symbol
+    tables and their strings, the PLT and its relocations (ElfReader.content_digest).
+    ElfError when they cannot be read."""
+    with source.open() as image:
+        names = set(_TABLE_INPUTS)
+        sections = image.sections()
+        for section in sections:
+            if section.name in (".symtab", ".dynsym") and 0 < section.link < len(sections):
+                names.add(sections[section.link].name)
+        return image.content_digest(names)
+
+
+def load_symbols_kept(
+    files: DsoFiles,
+    build_id: bytes | None,
+    rename: Callable[[list[str]], list[str]] | None = None,
+    *,
+    renamed: str = "",
+    warnings: list[str] | None = None,
+) -> PerfSymbols | None:
+    """:func:`load_symbols`, kept in the cache (:mod:`pysframe.sources.cache`) under the
+    dso's ``build_id``, bound to digests of the files read (:func:`source_digest`), the
+    code's and ``renamed`` (what ``rename`` does: demangled or not); a table whose loading
+    added to ``warnings`` (a name left mangled) is not kept, so that the warning is given
+    again."""
+    if not build_id or files.symbols is None or files.runtime is None:
+        return load_symbols(files, rename)
+    from ..sources.cache import cache_directory, cached_tables, code_digest, keep_tables
+
+    if cache_directory() is None:
+        return load_symbols(files, rename)
+    try:
+        binding = {
+            "code": code_digest(*TABLE_CODE),
+            "symbols": source_digest(files.symbols),
+            "runtime": source_digest(files.runtime),
+            "renamed": renamed,
+        }
+    except SFrameError:
+        return load_symbols(files, rename)
+    parts = cached_tables(build_id.hex(), "perf-symbols", binding)
+    if parts is not None:
+        try:
+            return PerfSymbols.from_parts(parts)
+        except (ValueError, RecursionError):
+            pass  # written by this code and checked: not expected; made again
+    given = len(warnings) if warnings is not None else 0
+    table = load_symbols(files, rename)
+    if table is not None and (warnings is None or len(warnings) == given):
+        keep_tables(build_id.hex(), "perf-symbols", binding, table.parts())
+    return table
+
+
 def _load_pass(
     symbols: SymbolSet, entries: SymbolEntries, syms: ElfReader, runtime: ElfReader
 ) -> int | None:
@@ -409,12 +481,136 @@ def _add_plt(
     symbols.add(starts, [size] * len(texts), [STB_GLOBAL] * len(texts), texts, named=True)
 
 
+# -- JIT code: perf maps ---------------------------------------------------------------------------
+
+#: mmap's PROT_EXEC and MAP_HUGETLB (asm-generic/mman-common.h).
+PROT_EXEC, MAP_HUGETLB = 0x4, 0x40000
+#: The largest perf map read (a JIT that runs long writes a line per function it compiles:
+#: Node's maps reach hundreds of MiB), and the longest line kept (a longer one is skipped).
+MAX_PERF_MAP_SIZE = 1 << 30
+MAX_PERF_MAP_LINE = 1 << 16
+
+
+def perf_map_dso(filename: str, pid: int, prot: int | None, flags: int = 0) -> str | None:
+    """The dso perf 6.1 names a mapping of ``filename`` in process ``pid`` when it is JIT
+    code (util/map.c map__new: an executable mapping of anonymous memory, is_anon_memory, or
+    of memory without a file, is_no_dso_memory): ``/tmp/perf-PID.map``; None for any other
+    mapping.  ``prot`` None (an MMAP record, which has none): executable, as perf takes such
+    a record that is no data mapping."""
+    anon = (
+        filename == "//anon" or filename.startswith(("/dev/zero", "/anon_hugepage"))
+        or bool(flags & MAP_HUGETLB)
+    )  # fmt: skip
+    no_dso = filename.startswith(("[stack", "/SYSV")) or filename == "[heap]"
+    executable = prot is None or bool(prot & PROT_EXEC)
+    if (anon or no_dso) and executable:
+        return f"/tmp/perf-{pid}.map"
+    return None
+
+
+def is_perf_map(name: str) -> bool:
+    """Whether the dso ``name`` is a perf map (dso__load: its name starts ``/tmp/perf-``)."""
+    return name.startswith("/tmp/perf-")
+
+
+def _hex_prefix(line: bytes, at: int) -> tuple[int, int]:
+    """hex2u64 (util/util.c: strtoull base 16) of ``line[at:]``: the value and how many bytes
+    it read (0: none).  strtoull skips leading white space, takes a sign and a ``0x``, and
+    saturates at 2**64 - 1."""
+    text = line[at:]
+    stripped = text.lstrip(b" \t\n\v\f\r")
+    skipped = len(text) - len(stripped)
+    sign = 1
+    if stripped[:1] in (b"+", b"-"):
+        sign = -1 if stripped[:1] == b"-" else 1
+        stripped, skipped = stripped[1:], skipped + 1
+    body = stripped
+    if body[:2].lower() == b"0x" and body[2:3] and body[2:3] in _HEX_DIGITS:
+        body, skipped = body[2:], skipped + 2
+    digits = len(body) - len(body.lstrip(_HEX_DIGITS))
+    if not digits:
+        return 0, 0
+    value = min(int(body[:digits], 16), _MASK)
+    return (value * sign) & _MASK, skipped + digits
+
+
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
+
+
+def parse_perf_map(data: bytes) -> tuple[list[int], list[int], list[str]]:
+    """The symbols of a perf map as dso__load_perf_map (util/symbol.c) reads them: per line
+    (its last byte dropped, taken for the newline even where the last line has none),
+    ``START SIZE NAME`` in hex, one byte after each number, the name the rest of the line;
+    a line with nothing after a number is skipped, as is one longer than
+    :data:`MAX_PERF_MAP_LINE` (perf takes any).  Names are decoded by
+    :func:`pysframe.names.decode_name`."""
+    from ..names import decode_name
+
+    starts: list[int] = []
+    sizes: list[int] = []
+    names: list[str] = []
+    pieces = data.split(b"\n")
+    last = pieces.pop()  # what follows the last newline: a line only if not empty
+    lines = [piece + b"\n" for piece in pieces] + ([last] if last else [])
+    for raw in lines:
+        if len(raw) > MAX_PERF_MAP_LINE:
+            continue
+        line = raw[:-1]  # line[--line_len] = '\0'
+        size_of_line = len(line)
+        start, used = _hex_prefix(line, 0)
+        at = used + 1
+        if at + 2 >= size_of_line:
+            continue
+        size, used = _hex_prefix(line, at)
+        at += used + 1
+        if at + 2 >= size_of_line:
+            continue
+        # The name is a C string: it ends at a NUL byte.
+        name = line[at:].split(b"\0", 1)[0]
+        starts.append(start)
+        sizes.append(size)
+        names.append(decode_name(name))
+    return starts, sizes, names
+
+
+def perf_map_symbols(path: str) -> PerfSymbols | None:
+    """The symbols of the perf map at ``path`` (:func:`parse_perf_map`), each inserted in the
+    order of the file and none fixed up, as dso__load does for a perf map; None when there is
+    no such file (perf names the dso's frames ``[unknown]`` then).  InputError when it is no
+    regular file, cannot be read, or is larger than :data:`MAX_PERF_MAP_SIZE`."""
+    import errno
+
+    from ..errors import InputError
+    from ..input import open_input
+
+    try:
+        with open_input(path, max_size=MAX_PERF_MAP_SIZE) as file:
+            data = file.read(MAX_PERF_MAP_SIZE + 1)
+    except InputError as error:
+        if error.errno == errno.ENOENT:
+            return None
+        raise
+    except OSError as error:
+        raise InputError(error.strerror or str(error), path=path, errno=error.errno) from None
+    starts, sizes, names = parse_perf_map(data)
+    table = SymbolSet()
+    table.add(starts, sizes, [STB_GLOBAL] * len(starts), names, named=True)
+    return table.table()
+
+
 __all__ = [
+    "MAX_PERF_MAP_SIZE",
     "DsoFiles",
     "SymbolSource",
     "candidate_files",
     "choose_files",
+    "is_perf_map",
     "join_symfs",
     "load_symbols",
+    "load_symbols_kept",
+    "parse_perf_map",
+    "perf_map_dso",
+    "perf_map_symbols",
     "same_build_id",
+    "source_digest",
 ]

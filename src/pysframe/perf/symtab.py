@@ -18,6 +18,7 @@ perf's order) and walked.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 #: ELF symbol bindings perf tells apart (gABI).
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 _MASK = (1 << 64) - 1
+#: The cache's words (PerfSymbols.parts): little-endian, whatever the machine.
+_U64, _I64 = np.dtype("<u8"), np.dtype("<i8")
 
 
 # -- choosing among the symbols of one address ---------------------------------------------------
@@ -208,7 +211,7 @@ class SymbolSet:
             self.starts[order],
             self.ends[order],
             [self.names[number] or "" for number in numbers],
-            _Shape(self, numbers),
+            _Shape(self.starts, self.ends, self.operations, numbers),
             order,
         )
 
@@ -273,6 +276,38 @@ class _RbTree:
         else:
             self.child[side][parent] = node
         self._insert_color(node)
+
+    def insert_where(self, node: int, goes_left: Callable[[int, int], bool]) -> None:
+        """An insertion down from the root by another order: left of each node ``at`` where
+        ``goes_left(node, at)``, else right (perf's other rb_roots: hists' entries); then
+        rb_insert_color."""
+        parent, side = _NIL, 0
+        at = self.root
+        while at != _NIL:
+            parent = at
+            side = 0 if goes_left(node, at) else 1
+            at = self.child[side][at]
+        self.parent[node], self.red[node] = parent, True
+        self.child[0][node] = self.child[1][node] = _NIL
+        if parent == _NIL:
+            self.root = node
+        else:
+            self.child[side][parent] = node
+        self._insert_color(node)
+
+    def in_order(self) -> list[int]:
+        """The nodes from the leftmost (rb_first, rb_next)."""
+        out: list[int] = []
+        stack: list[int] = []
+        at = self.root
+        while stack or at != _NIL:
+            while at != _NIL:
+                stack.append(at)
+                at = self.child[0][at]
+            at = stack.pop()
+            out.append(at)
+            at = self.child[1][at]
+        return out
 
     def _insert_color(self, node: int) -> None:
         red, parents = self.red, self.parent
@@ -409,10 +444,13 @@ class _RbTree:
 
 @dataclass(slots=True)
 class _Shape:
-    """What rebuilding perf's tree takes: the symbol set and its living symbols in order
-    (the tree is built on the first lookup that needs it)."""
+    """What rebuilding perf's tree takes: every symbol's start and end (by number), the
+    insertions and erasures in perf's order, and the living symbols in order (the tree is
+    built on the first lookup that needs it)."""
 
-    symbols: SymbolSet
+    starts: npt.NDArray[np.uint64]
+    ends: npt.NDArray[np.uint64]
+    operations: list[int]
     order: list[int]
     _tree: _RbTree | None = None
     _ends: list[int] = field(default_factory=list)
@@ -422,10 +460,9 @@ class _Shape:
     def find(self, address: int) -> int:
         """The table index of the symbol perf's tree walk finds for ``address`` (-1: none)."""
         if self._tree is None:
-            symbols = self.symbols
-            self._ends = symbols.ends.tolist()
-            tree = _RbTree(symbols.starts.tolist(), len(symbols))
-            for operation in symbols.operations:
+            self._ends = self.ends.tolist()
+            tree = _RbTree(self.starts.tolist(), len(self.starts))
+            for operation in self.operations:
                 if operation >= 0:
                     tree.insert(operation)
                 else:
@@ -434,6 +471,18 @@ class _Shape:
             self._index = {number: at for at, number in enumerate(self.order)}
         found = self._tree.find(address, self._ends)
         return self._index[found] if found >= 0 else -1
+
+
+def rb_order(count: int, goes_left: Callable[[int, int], bool]) -> list[int]:
+    """The order of ``count`` items inserted one after the other (0 first) into a Linux
+    red-black tree, each left of a node ``at`` it meets where ``goes_left(item, at)``, else
+    right: their order after rb_first and rb_next.  Where ``goes_left`` is no total order
+    (perf's comparisons of hist entries that give up between threads), the tree's shape
+    decides it, as it does in perf."""
+    tree = _RbTree([], count)
+    for item in range(count):
+        tree.insert_where(item, goes_left)
+    return tree.in_order()
 
 
 # -- the table and its lookups -------------------------------------------------------------------
@@ -504,6 +553,52 @@ class PerfSymbols:
     def name_of(self, index: int) -> str:
         return self.names[index]
 
+    def parts(self) -> list[bytes]:
+        """The table as bytes, for the cache (:meth:`from_parts` reads them back): starts,
+        ends and numbers (little-endian 64-bit words), the names (a JSON list), and what
+        rebuilding perf's tree takes where symbols overlap (every symbol's start and end,
+        the operations), empty where none do."""
+        shape = self._shape if not self.plain else None
+        return [
+            self.starts.astype(_U64).tobytes(),
+            self.ends.astype(_U64).tobytes(),
+            np.asarray(self.numbers, dtype=_I64).tobytes(),
+            json.dumps(self.names).encode(),
+            shape.starts.astype(_U64).tobytes() if shape is not None else b"",
+            shape.ends.astype(_U64).tobytes() if shape is not None else b"",
+            np.asarray(shape.operations, dtype=_I64).tobytes() if shape is not None else b"",
+        ]
+
+    @classmethod
+    def from_parts(cls, parts: list[bytes]) -> PerfSymbols:
+        """The table :meth:`parts` gave; ValueError when the parts do not make one."""
+        if len(parts) != 7 or any(len(part) % 8 for i, part in enumerate(parts) if i != 3):
+            raise ValueError("not the parts of a symbol table")
+        starts, ends = np.frombuffer(parts[0], _U64), np.frombuffer(parts[1], _U64)
+        numbers = np.frombuffer(parts[2], _I64)
+        names = json.loads(parts[3])
+        count = len(starts)
+        if (
+            len(ends) != count or len(numbers) != count
+            or not isinstance(names, list) or len(names) != count
+            or not all(isinstance(name, str) for name in names)
+        ):  # fmt: skip
+            raise ValueError("not the parts of a symbol table")
+        shape = None
+        all_starts, all_ends = np.frombuffer(parts[4], _U64), np.frombuffer(parts[5], _U64)
+        operations = np.frombuffer(parts[6], _I64).tolist()
+        if len(all_starts):
+            total = len(all_starts)
+            if (
+                len(all_ends) != total
+                or any(not -total <= operation < total for operation in operations)
+                or (count and not 0 <= int(numbers.min()) <= int(numbers.max()) < total)
+            ):  # fmt: skip
+                raise ValueError("not the parts of a symbol table")
+            shape = _Shape(all_starts, all_ends, operations, numbers.tolist())
+        return cls(starts.astype(np.uint64), ends.astype(np.uint64), names, shape,
+                   numbers.astype(np.int64))  # fmt: skip
+
     def start_of(self, index: int) -> int:
         return self._starts_list[index]
 
@@ -541,4 +636,5 @@ __all__ = [
     "PerfSymbols",
     "SymbolSet",
     "choose_best_symbol",
+    "rb_order",
 ]

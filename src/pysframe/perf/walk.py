@@ -1,4 +1,5 @@
-"""Samples' user stacks unwound, a chunk at a time, from their register and stack copies.
+"""Samples' user frames: their stacks unwound, a chunk at a time, from their register and
+stack copies; or the user callchains they carry (:func:`recorded_chains`, ``perf record -g``).
 
 perf records with ``--call-graph dwarf`` a copy of each sample's user registers and of the
 top of its user stack (``sample_stack_user`` bytes, of which ``dyn_size`` were used).  A walk
@@ -17,14 +18,25 @@ perf's (PERF_MAX_STACK_DEPTH).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..unwind import BatchStart, BatchUnwinder, Module, ModuleInfo, Registers, Unwinder, Walks
+from ..unwind import (
+    BatchStart,
+    BatchUnwinder,
+    Module,
+    ModuleInfo,
+    Registers,
+    Unwinder,
+    Walks,
+    frames_not_set_up,
+)
 from ..unwind import no_walks as no_walks
+from .layout import CONTEXT_HV, CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, CONTEXT_USER_DEFERRED
 from .registers import RegisterLayout
-from .samples import WordGather
+from .samples import WordGather, range_positions
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -76,6 +88,121 @@ def walk_samples(
     start = BatchStart(pc, sp, fp, lr, walkable, registers)
     memory = _StackCopies(chunk, select, sp)
     return unwinder.walk(start, memory, _SampleSpaces(spaces, chunk.pid[select]))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedChains:
+    """The user frames the samples' callchains hold (``perf record -g``: the kernel's
+    frame-pointer walk, arch/x86/events/core.c perf_callchain_user): sample ``i``'s are
+    ``pc[offsets[i]:offsets[i + 1]]``, innermost first (the first is the user PC the sample
+    interrupted, the others return addresses), each with its module (-1: none) and its
+    mapping's delta (perf's map_ip: ``pc + delta``).
+
+    ``leaf_not_set_up``: per sample, SFrame says the function at its first user PC had no
+    frame of its own on the frame pointer there (:func:`pysframe.unwind.frames_not_set_up`):
+    the chain then leaves out that function's caller."""
+
+    offsets: Rows
+    pc: Words
+    module: Rows
+    delta: Words
+    leaf_not_set_up: Mask
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+def no_chains(count: int) -> RecordedChains:
+    """``count`` samples without a recorded user callchain."""
+    return RecordedChains(
+        np.zeros(count + 1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64),
+        np.zeros(0, np.uint64), np.zeros(count, bool),
+    )  # fmt: skip
+
+
+def joined_chains(parts: list[RecordedChains]) -> RecordedChains:
+    """The recorded chains of consecutive pieces of a chunk as one."""
+    if len(parts) == 1:
+        return parts[0]
+    offsets, base = [np.zeros(1, np.int64)], 0
+    for part in parts:
+        offsets.append(part.offsets[1:] + base)
+        base += int(part.offsets[-1])
+    return RecordedChains(
+        np.concatenate(offsets), *(np.concatenate([getattr(part, name) for part in parts])
+                                   for name in ("pc", "module", "delta", "leaf_not_set_up")),
+    )  # fmt: skip
+
+
+def discarded_chains(chain: Words, offsets: Rows) -> Mask:
+    """Which samples' callchains perf 6.1 throws away whole: those holding a context marker
+    other than PERF_CONTEXT_HV, _KERNEL and _USER (util/machine.c add_callchain_ip: "invalid
+    callchain context", the cursor reset), such as the -1 a frame-pointer walk of the kernel
+    may end with.  perf then prints none of their recorded frames (a walk of a stack copy
+    still gives its own)."""
+    count = len(offsets) - 1
+    owner = np.repeat(np.arange(count), np.diff(offsets))
+    marker = chain >= np.uint64(CONTEXT_MAX)
+    # Linux 6.19's PERF_CONTEXT_USER_DEFERRED is valid too (its perf takes it as
+    # PERF_CONTEXT_USER): an unmerged deferred chain keeps its kernel part (deferred.py).
+    for valid in (CONTEXT_HV, CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_USER_DEFERRED):
+        marker &= chain != np.uint64(valid)
+    out = np.zeros(count, bool)
+    out[owner[marker]] = True
+    return out
+
+
+def context_parts(chain: Words, offsets: Rows, marker: int) -> tuple[Rows, Rows]:
+    """Where each sample's addresses of one context lie in the recorded callchains (positions,
+    one sample after the other) and how many each has: those after its ``marker``
+    (PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER...), up to the next context marker or the end of
+    its chain (util/machine.c thread__resolve_callchain_sample skips the markers, and takes
+    each address in the context the last one set); none where perf throws the chain away
+    (:func:`discarded_chains`)."""
+    count = len(offsets) - 1
+    owner = np.repeat(np.arange(count), np.diff(offsets))
+    at_marker = np.flatnonzero(chain == np.uint64(marker))
+    first = np.full(count, -1, dtype=np.int64)
+    first[owner[at_marker][::-1]] = at_marker[::-1]  # the first marker of each sample
+    has = first >= 0
+    start = np.where(has, first + 1, offsets[:-1])
+    markers = np.flatnonzero(chain >= np.uint64(CONTEXT_MAX))
+    following = np.append(markers, np.iinfo(np.int64).max)[np.searchsorted(markers, start)]
+    end = np.minimum(following, offsets[1:])
+    lengths = np.where(has & ~discarded_chains(chain, offsets), end - start, 0).astype(np.int64)
+    return range_positions(start, lengths), lengths
+
+
+def recorded_chains(
+    chunk: SampleChunk, spaces: AddressSpaces, *, select: Rows | None = None
+) -> RecordedChains:
+    """The user frames the callchains of the samples ``select`` of ``chunk`` hold, found in
+    their processes' address spaces (as they must be at those samples).  perf 6.1 takes them
+    as recorded (util/machine.c add_callchain_ip): the PC and every return address looked up
+    at its own address, printed at map_ip."""
+    if select is None:
+        select = np.arange(len(chunk), dtype=np.int64)
+    bounds = chunk.callchain_offsets
+    lengths = (bounds[select + 1] - bounds[select]).astype(np.int64)
+    positions = range_positions(bounds[select], lengths)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    at, count = context_parts(chunk.callchain[positions], offsets, CONTEXT_USER)
+    pcs = chunk.callchain[positions][at]
+    frame_offsets = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
+    owners = np.repeat(np.arange(len(select)), count)
+    sample_spaces = _SampleSpaces(spaces, chunk.pid[select])
+    module, delta = sample_spaces.mappings_at(owners, pcs)
+    leaf = np.zeros(len(select), bool)
+    with_leaf = np.flatnonzero(count > 0)
+    if len(with_leaf):
+        first = frame_offsets[with_leaf]
+        leaf[with_leaf] = frames_not_set_up(spaces.modules, module[first], pcs[first])
+    return RecordedChains(frame_offsets, pcs, module, delta, leaf)
+
+
+def kernel_parts(chain: Words, offsets: Rows) -> tuple[Rows, Rows]:
+    """Where each sample's kernel addresses lie in the recorded callchains, and how many."""
+    return context_parts(chain, offsets, CONTEXT_KERNEL)
 
 
 class _StackCopies:
@@ -160,4 +287,7 @@ def _nowhere(pc: int) -> ModuleInfo | None:
     return None
 
 
-__all__ = ["MAX_FRAMES", "no_walks", "sample_unwinder", "walk_samples"]
+__all__ = [
+    "MAX_FRAMES", "RecordedChains", "context_parts", "discarded_chains", "joined_chains",
+    "kernel_parts", "no_chains", "no_walks", "recorded_chains", "sample_unwinder", "walk_samples",
+]  # fmt: skip

@@ -18,6 +18,16 @@ verdict on a section of that file at that address (:mod:`pysframe.sources.trust`
 object whose ``digest`` names the bytes checked (with the build ID and what else the check
 read), so that a verdict is used only for those bytes.
 
+Beside them, tables that take long to make and are made the same from the same bytes:
+``DIR/BUILD-ID.perf-symbols`` a module's symbols as perf reads them
+(:func:`pysframe.perf.symbols.load_symbols_kept`), ``DIR/SHA-256.kallsyms`` a kernel's symbols
+(:mod:`pysframe.perf.kernel`, named by the digest of the kallsyms text),
+``DIR/SHA-256.addr2line`` addr2line's answers for a file's addresses
+(:class:`pysframe.elf.addr2line.KeptAddr2Line`, named by the digest of the file): the line
+``pysframe tables``, one line of JSON -- the binding (digests of the inputs and of the code
+that made the table), the size of each part and the SHA-256 of the parts that follow
+(:func:`cached_tables`).
+
 The cache is a convenience, never a source of truth, and a place others may have written to:
 
 * the directory is made with mode 0700 (its missing parents too), and one that is a symbolic
@@ -102,10 +112,11 @@ def generation_binding(image: ElfReader) -> Binding | None:
     has no build ID or its headers or CFI cannot be read (nothing is then cached)."""
     if cache_directory() is None:
         return None
-    build_id = image.build_id()
-    if not build_id:
-        return None
     try:
+        # The vDSO's build ID note is in ``.note`` (perf's elf_read_build_id reads it there).
+        build_id = image.build_id() or image.build_id_as_perf()
+        if not build_id:
+            return None
         return Binding(build_id, image.content_digest(GENERATOR_INPUTS))
     except SFrameError:
         return None
@@ -381,6 +392,110 @@ def keep_generation(binding: Binding, data: bytes, address: int) -> None:
             _write(directory, _entry_name(binding.build_id, address, _SFRAME[1:]), [header, data])
 
 
+# -- tables (symbol tables, kallsyms) ------------------------------------------------------------
+
+
+#: The first line of a kept table.
+TABLES_MAGIC = b"pysframe tables\n"
+#: A kept table larger than this is not read (a kernel's kallsyms is a few MB).
+MAX_TABLES = 256 << 20
+
+
+def code_digest(*modules: str) -> str:
+    """A digest of the sources of the pysframe modules named (``"perf/symbols.py"``...): what
+    made a kept table, so that a pysframe that makes other tables never reads an older one's."""
+    return _code_digest(tuple(sorted(modules)))
+
+
+@cache
+def _code_digest(modules: tuple[str, ...]) -> str:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256(f"tables {ENTRY_FORMAT}\n".encode())
+    for module in modules:
+        digest.update(module.encode() + b"\0")
+        with open(os.path.join(root, module), "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()[:16]
+
+
+def _tables_name(key: str, kind: str) -> str | None:
+    """The entry of ``kind`` for ``key`` (hex: a build ID or a digest); None for a key that
+    names no file of this cache."""
+    if not key or len(key) > 128 or not all(c in string.hexdigits for c in key):
+        return None
+    return f"{key}.{kind}"
+
+
+def cached_tables(key: str, kind: str, binding: dict[str, Any]) -> list[bytes] | None:
+    """The parts kept by :func:`keep_tables` for ``key`` and ``kind`` when the entry's header
+    names exactly ``binding`` (what the tables were made from: digests of the inputs, the
+    code's digest) and its parts are the bytes written; else None (an entry made from
+    anything else, damaged, a link or a FIFO is warned about and removed: a miss)."""
+    name = _tables_name(key, kind)
+    if name is None:
+        return None
+    with _opened(create=False) as directory:
+        if directory is None:
+            return None
+        try:
+            data = _read(directory, name, MAX_TABLES + len(TABLES_MAGIC) + MAX_HEADER)
+        except InputError as error:
+            _reject(directory, name, error.message, "made again")
+            return None
+        if data is None:
+            return None
+        parts, why = _tables_unpacked(data, binding)
+        if parts is None:
+            _reject(directory, name, why, "made again")
+        return parts
+
+
+def _tables_unpacked(data: bytes, binding: dict[str, Any]) -> tuple[list[bytes] | None, str]:
+    if not data.startswith(TABLES_MAGIC):
+        return None, "not an entry this pysframe writes"
+    end = data.find(b"\n", len(TABLES_MAGIC), len(TABLES_MAGIC) + MAX_HEADER)
+    try:
+        record = json.loads(data[len(TABLES_MAGIC) : end]) if end >= 0 else None
+    except (ValueError, RecursionError):
+        record = None
+    if not isinstance(record, dict):
+        return None, "its header is damaged"
+    if record.get("binding") != binding:
+        return None, "made from other files or by other code"
+    sizes = record.get("parts")
+    body = memoryview(data)[end + 1 :]
+    if (
+        not isinstance(sizes, list)
+        or not all(isinstance(size, int) and size >= 0 for size in sizes)
+        or sum(sizes) != len(body)
+        or record.get("sha256") != hashlib.sha256(body).hexdigest()
+    ):
+        return None, "its content is not the one written (damaged)"
+    parts, at = [], 0
+    for size in sizes:
+        parts.append(bytes(body[at : at + size]))
+        at += size
+    return parts, ""
+
+
+def keep_tables(key: str, kind: str, binding: dict[str, Any], parts: list[bytes]) -> None:
+    """Keep ``parts`` for ``key`` and ``kind``, bound to ``binding`` (best effort: a failure,
+    or an entry over :data:`MAX_TABLES`, is ignored)."""
+    name = _tables_name(key, kind)
+    if name is None or sum(len(part) for part in parts) > MAX_TABLES:
+        return
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    record = {"binding": binding, "parts": [len(p) for p in parts], "sha256": digest.hexdigest()}
+    header = TABLES_MAGIC + json.dumps(record, sort_keys=True).encode() + b"\n"
+    if len(header) > MAX_HEADER:
+        return
+    with _opened(create=True) as directory:
+        if directory is not None:
+            _write(directory, name, [header, *parts])
+
+
 # -- verdicts -----------------------------------------------------------------------------------
 
 
@@ -425,15 +540,20 @@ __all__ = [
     "ENTRY_MAGIC",
     "GENERATOR_INPUTS",
     "MAX_ENTRY",
+    "MAX_TABLES",
     "MAX_VERDICT",
+    "TABLES_MAGIC",
     "Binding",
     "cache_directory",
     "cached_generation",
+    "cached_tables",
     "cached_verdict",
+    "code_digest",
     "generation_binding",
     "generator_digest",
     "has_generation",
     "keep_generation",
+    "keep_tables",
     "keep_verdict",
     "reject_generation",
     "take_warnings",

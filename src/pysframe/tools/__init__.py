@@ -11,8 +11,8 @@
 * :mod:`~pysframe.tools.verify`: SFrame checked against the file's CFI at every PC, with
   :mod:`~pysframe.tools.verify_compare` (the comparison), :mod:`~pysframe.tools.verify_place`
   (where a file's code is), :mod:`~pysframe.tools.verify_rules` (which differences matter),
-  :mod:`~pysframe.tools.verify_report` and :mod:`~pysframe.tools.verify_text` (the reports
-  as values, and their text, CSV and JSON);
+  :mod:`~pysframe.tools.verify_report` (the reports as values, and their text, CSV and
+  JSON);
 * :mod:`~pysframe.tools.compact`: compacting and repairing a file's section;
 * :mod:`~pysframe.tools.stats`: size statistics, their tables and plots;
 * :mod:`~pysframe.tools.fuzz`, :mod:`~pysframe.tools.fuzz_targets`: the fuzzing harness;

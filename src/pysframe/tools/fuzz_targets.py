@@ -85,7 +85,7 @@ def exercise_cfi(data: bytes) -> None:
         for abi in (Abi.AMD64_ENDIAN_LITTLE, Abi.AARCH64_ENDIAN_LITTLE):
             _quietly(
                 lambda a=abi, d=debug_frame: generate_from_eh_frame(  # type: ignore[misc]
-                    data, 0x1000, a, debug_frame=d, bulk=not d
+                    data, 0x1000, a, debug_frame=d
                 )
             )
 

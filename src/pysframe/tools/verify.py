@@ -73,7 +73,7 @@ from .verify_rules import (
     REASONS,
     classify,
     describe,
-    without_sframe_reason,
+    without_sframe_reasons,
 )
 
 #: Verify with the default options.
@@ -125,7 +125,7 @@ def _verify_image(image: ElfReader, options: Options) -> FileReport:
     if not image.has_section_headers():  # headers stripped: the executable segments are the text
         text_bytes = image.code_bytes()
     report = replace(report, abi=abi.name, text_bytes=text_bytes)
-    tables = _cfi_tables(image, place, abi, options.bulk)
+    tables = _cfi_tables(image, place, abi)
     section, origin, kernel = _sframe_section(image, place, abi, tables, options, found)
     if section is None:
         return replace(
@@ -151,7 +151,7 @@ def _no_abi(image: ElfReader) -> ElfError:
     return ElfError(f"SFrame defines no ABI for {image.file_format}", path=image.path)
 
 
-def _cfi_tables(image: ElfReader, place: Placement, abi: Abi, bulk: bool) -> list[CfiTable]:
+def _cfi_tables(image: ElfReader, place: Placement, abi: Abi) -> list[CfiTable]:
     """The CFI of .eh_frame, then of .debug_frame (which the combination filters)."""
     tables = []
     for name, cfi_format in (
@@ -171,7 +171,6 @@ def _cfi_tables(image: ElfReader, place: Placement, abi: Abi, bulk: bool) -> lis
                 debug_frame=cfi_format is CfiFormat.DEBUG_FRAME,
                 address_size=image.elfclass // 8,
                 pointers=_pointers(image, place),
-                bulk=bulk,
             )
         )
     return tables
@@ -381,12 +380,14 @@ def _without_sframe_reasons(
         by_table.setdefault(int(cfi.table[k]), []).append(position)
     for table_index, positions in by_table.items():
         table = cfi.tables[table_index]
-        spans = [table.spans[int(cfi.local[functions[p]])] for p in positions]
+        fdes = [int(cfi.local[functions[p]]) for p in positions]
+        spans = [table.spans[fde] for fde in fdes]
         from ..generate.driver import skip_reasons
 
         reasons = skip_reasons(table.data, table.cies, spans, abi, version)
-        for position, reason, span in zip(positions, reasons, spans, strict=True):
-            out[position] = without_sframe_reason(reason, table, span, version)
+        explained = without_sframe_reasons(reasons, table, fdes, version)
+        for position, reason in zip(positions, explained, strict=True):
+            out[position] = reason
     return out
 
 

@@ -28,8 +28,7 @@ from ..format.lookup import RULE_KIND_CODES, BatchResult
 from ..format.model import RuleKind
 from ..format.section import SFrameSection
 from ..generate.cfa_rules import CfaKind, RegKind
-from ..generate.interpret import CfiTable
-from ..generate.interpret_bulk import RuleColumns
+from ..generate.interpret import CfiTable, RuleColumns
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -211,9 +210,7 @@ def _overlaps(lo: IntArray, hi: IntArray, other_lo: IntArray, other_hi: IntArray
     return (last >= 0) & (reach[np.maximum(last, 0)] > lo) & (hi > lo)
 
 
-def segments(
-    section: SFrameSection, cfi: CombinedCfi, compared: BoolArray, abi: Abi
-) -> Segments:
+def segments(section: SFrameSection, cfi: CombinedCfi, compared: BoolArray, abi: Abi) -> Segments:
     """Compare the rules at every boundary of the CFI functions in ``compared``: the points of
     :data:`FDE_CHUNK` functions at a time, looked up and compared :data:`CHUNK` points at a
     time (a bounded working set)."""

@@ -30,11 +30,11 @@ before the comparison (:mod:`pysframe.tools.verify_compare`).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import CfiError
 from ..format.constants import Abi, DwarfReg, Version
 from ..format.section import SFrameSection
 from ..generate.cfa_rules import (
@@ -46,15 +46,12 @@ from ..generate.cfa_rules import (
     RegKind,
     Rules,
 )
-from ..generate.cfi import FdeSpan
-from ..generate.interpret import CfiTable, fde_rows
-from ..generate.interpret_bulk import RuleColumns
+from ..generate.interpret import CfiTable, RuleColumns, fde_rows
 from ..generate.ops import (
     OP_ARGS_SIZE,
     OP_DEF_CFA_EXPRESSION,
     OP_EXPRESSION,
     OP_VAL_EXPRESSION,
-    decode_instructions,
 )
 from .verify_compare import NO_ROW, CombinedCfi, Segments, register_names, rules_agree
 
@@ -189,24 +186,21 @@ _ESCAPED = {
 }
 
 
-def without_sframe_reason(
-    gas_reason: str | None, table: CfiTable, span: FdeSpan, version: Version
-) -> str:
-    """Why a CFI function has no SFrame: gas' reason (the generator's translation rules), else
-    that SFrame could describe it, or, in a V1 section, GNU as 2.40's refusal of
-    ``.cfi_escape``."""
-    if gas_reason is not None:
-        return gas_reason
+def without_sframe_reasons(
+    gas_reasons: Sequence[str | None], table: CfiTable, fdes: Sequence[int], version: Version
+) -> list[str]:
+    """Why CFI functions (FDEs ``fdes`` of ``table``) have no SFrame: gas' reason (the
+    generator's translation rules), else that SFrame could describe it, or, in a V1 section,
+    GNU as 2.40's refusal of ``.cfi_escape``."""
+    out = [REPRESENTABLE if reason is None else reason for reason in gas_reasons]
     if version is Version.V1:
-        cie = table.cies[span[0]]
-        try:
-            ops = decode_instructions(table.data, span[3], span[4], cie, table.abi.big_endian)
-        except CfiError:
-            ops = []
-        escaped = [_ESCAPED[op[0]] for op in ops if op[0] in _ESCAPED]
-        if escaped:
-            return GAS_2_40_ESCAPE.format(escaped[0])
-    return REPRESENTABLE
+        described = [k for k, reason in enumerate(gas_reasons) if reason is None]
+        for k, ops in zip(described, table.operations([fdes[k] for k in described]),
+                          strict=True):  # fmt: skip
+            escaped = [_ESCAPED[op[0]] for op in ops if op[0] in _ESCAPED]
+            if escaped:
+                out[k] = GAS_2_40_ESCAPE.format(escaped[0])
+    return out
 
 
 def describe(rules: Rules, abi: Abi) -> str:
@@ -262,5 +256,5 @@ __all__ = [
     "REPRESENTABLE",
     "classify",
     "describe",
-    "without_sframe_reason",
+    "without_sframe_reasons",
 ]

@@ -37,7 +37,7 @@ _EXPORTS = {
     ),
     **dict.fromkeys(
         ("STOPS", "BatchMemory", "BatchSpaces", "BatchStart", "BatchUnwinder", "Walks",
-         "joined", "no_walks"),
+         "frames_not_set_up", "joined", "no_walks"),
         "batch",
     ),
     **dict.fromkeys(
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         BatchStart,
         BatchUnwinder,
         Walks,
+        frames_not_set_up,
         joined,
         no_walks,
     )
@@ -114,6 +115,7 @@ __all__ = [
     "SymbolOptions",
     "Unwinder",
     "Walks",
+    "frames_not_set_up",
     "joined",
     "load_bias",
     "no_walks",

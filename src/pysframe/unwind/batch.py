@@ -29,7 +29,16 @@ from ..errors import SFrameError
 from ..format.layout import fde_signal_frame
 from ..format.lookup import RULE_KINDS, BatchResult, SectionLookup
 from ..format.model import RuleKind
-from .core import FindModule, FrameSource, ReadMemory, Registers, StopKind, Unwinder, WalkState
+from .core import (
+    Arch,
+    FindModule,
+    FrameSource,
+    ReadMemory,
+    Registers,
+    StopKind,
+    Unwinder,
+    WalkState,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -281,6 +290,24 @@ class BatchUnwinder:
         state.take(walk, step.caller, unwinder)
 
 
+def frames_not_set_up(modules: Sequence[Module], module: Rows, pcs: Words) -> Mask:
+    """Whether, at each exact PC ``pcs[i]`` (in module ``modules[module[i]]``; -1: none),
+    SFrame says its function has no frame of its own on the frame pointer: a row (of the
+    module's section, else of the SFrame generated beside it) covers the PC and takes the CFA
+    from the SP, not the FP.  Before its prologue sets the FP (and after its epilogue
+    restores it), or in a function that keeps no frame pointer, the FP still holds a caller's
+    frame: a frame-pointer chain started there leaves out the function's caller."""
+    out = np.zeros(len(pcs), dtype=bool)
+    for number in _distinct(module):
+        if number < 0:
+            continue
+        chosen = np.flatnonzero(module == number)
+        for section, result, positions in _rows_in(_with_fallback(modules[number]), pcs[chosen]):
+            sp = Arch.of(section.header.abi).sp
+            out[chosen[positions]] = ~result.cfa_deref & (result.cfa_reg == sp)
+    return out
+
+
 def _distinct(values: Rows) -> list[int]:
     """The distinct module numbers (-1 and up, a few hundred at most), sorted."""
     if not len(values):
@@ -522,6 +549,7 @@ __all__ = [
     "BatchStart",
     "BatchUnwinder",
     "Walks",
+    "frames_not_set_up",
     "joined",
     "no_walks",
 ]
