@@ -12,7 +12,7 @@ peak resident size (``wait4``) are printed with the ratios the targets are state
   LIB``, and its peak memory against the size of the section it writes.
 
 Inputs: ``--dump FILE`` (ELF files with an SFrame section) and ``--generate LIB`` (ELF files
-with .eh_frame), repeatable; by default the libbfd built by ``tests/libbfd_gsframe.py``
+with .eh_frame), repeatable; by default the libbfd built by ``tests/support/libbfd_gsframe.py``
 (``~/.cache/pysframe-verify/libbfd-gsframe.so``) when it exists, and the biggest library on the
 machine with a V3 section generated and injected (cached).  ``--quick`` (the test suite) uses a
 small synthetic section and one run.  Python byte code is written on the first (untimed) run,

@@ -2,7 +2,7 @@
 
 Two profiles:
 
-* a synthetic one (tests/perf_report_support.py ``synthetic_profile``: by default 100,000
+* a synthetic one (tests/support/perf_report_support.py ``synthetic_profile``: by default 100,000
   samples over 50,000 distinct stacks 4 to 60 frames deep): each writer's CPU time alone;
 * the stacks perf unwound of DWARF recordings: of tests/data/perf/perfprog.c (the recording
   bench_perf_read.py makes and caches: shallow stacks) and of a Python workload (deep stacks,
@@ -29,7 +29,7 @@ import common
 from bench_perf_read import measured, recording
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the profile makers of the tests
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the profile makers of the tests
 
 from perf_report_support import (  # noqa: E402
     SCRIPT_FIELDS,

@@ -4,7 +4,7 @@ The target: a second ``pysframe stack PID`` of the same programs generates nothi
 most 10 times what ``eu-stack -p PID`` takes.  Three programs are started and left waiting:
 
 * ``sleep``;
-* the live tests' C program with its shared library (tests/stack_support.py builds it: -O2,
+* the live tests' C program with its shared library (tests/support/stack_support.py builds it: -O2,
   no frame pointers, SFrame from gas), its threads parked in libc;
 * Python (this interpreter) in ``time.sleep``.
 
@@ -152,11 +152,11 @@ def programs(scratch: Path) -> dict[str, tuple[list[str], bytes | None]]:
     sleep = shutil.which("sleep")
     if sleep:
         found["sleep"] = ([sleep, "1000"], None)
-    sys.path.insert(0, str(TESTS))
+    sys.path.insert(0, str(TESTS / "support"))
     try:
         from stack_support import Unavailable, build_programs
     finally:
-        sys.path.remove(str(TESTS))
+        sys.path.remove(str(TESTS / "support"))
     try:
         program = build_programs(scratch)
     except Unavailable as error:

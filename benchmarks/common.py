@@ -255,7 +255,8 @@ def synthetic_section(functions: int, version: Version) -> Input:
 
     The V3 section comes from the builder; V2 and V1 are the same functions laid out again
     with numpy (:func:`relayout_v3`), which is byte for byte what the builder writes for those
-    versions (checked by tests/test_benchmarks_quick.py) and takes a second instead of minutes.
+    versions (checked by tests/project/test_benchmarks_quick.py) and takes a second instead of
+    minutes.
     """
 
     def make() -> bytes:

@@ -1,6 +1,6 @@
 """Every figure the documentation (the README and docs/) states about runs on this machine,
 printed with a label that matches the sentence, and the transcripts of its console examples
-that tests/test_docs_examples.py cannot run (a PID, what perf sampled, inputs not shipped).
+that tests/project/test_docs_examples.py cannot run (a PID, what perf sampled, inputs not shipped).
 
 Each section runs what the documentation describes (the commands as a user types them, in a fresh
 process, or the library functions they call) and prints what the README quotes: counts of
@@ -157,8 +157,8 @@ def share(part: int, whole: int, digits: int = 1) -> str:
 
 def section_corpus(work: Path) -> None:
     """'On the corpus objects, the generated V3 section gives the same rule as GNU as' own
-    section at every PC' (tests/test_generate_corpus.py makes the same comparison)."""
-    sys.path.insert(0, str(TESTS))
+    section at every PC' (tests/golden/test_generate_corpus.py makes the same comparison)."""
+    sys.path.insert(0, str(TESTS / "support"))
     from pysframe import generate_from_elf, load_sframe
     from test_generate_corpus import V3_OBJECTS, _compare, _pair_by_start
 
@@ -174,9 +174,9 @@ def section_corpus(work: Path) -> None:
 
 
 def section_damaged(work: Path) -> None:
-    """'tests/test_damaged_sweep.py runs every sub-command ... on N damaged copies of a program
-    and M of an object'."""
-    sys.path.insert(0, str(TESTS))
+    """'tests/hostile/test_damaged_sweep.py runs every sub-command ... on N damaged copies of a
+    program and M of an object'."""
+    sys.path.insert(0, str(TESTS / "support"))
     from test_damaged_sweep import COMMANDS, PROGRAMS, _damaged
 
     for program in PROGRAMS:
@@ -325,9 +325,9 @@ def section_verify(work: Path) -> None:
 
 
 def section_libbfd(work: Path) -> None:
-    """'On libbfd built by gas 2.47 --gsframe and ld 2.47' (tests/libbfd_gsframe.py)."""
+    """'On libbfd built by gas 2.47 --gsframe and ld 2.47' (tests/support/libbfd_gsframe.py)."""
     if not LIBBFD.exists():
-        raise Missing(f"{LIBBFD} (python tests/libbfd_gsframe.py builds it)")
+        raise Missing(f"{LIBBFD} (python tests/support/libbfd_gsframe.py builds it)")
     transcript(pysframe("verify", str(LIBBFD)), work)
 
 
@@ -614,9 +614,9 @@ def section_inject(work: Path) -> None:
     refused none, every injected file passed pysframe check before and after strip, and
     eu-elflint found nothing new' (slow: every file is generated for, injected, checked,
     stripped, checked again, and given to eu-elflint before and after; the unknown SFrame
-    types aside, as tests/test_inject_strip.py reads eu-elflint)."""
+    types aside, as tests/elf/test_inject_strip.py reads eu-elflint)."""
     need("strip", "eu-elflint")
-    sys.path.insert(0, str(TESTS))
+    sys.path.insert(0, str(TESTS / "support"))
     # eu-elflint's lines about a file, without those about the SFrame types elfutils 0.188
     # does not know (the injection test's reading).
     from pysframe.elf.inject import inject_file

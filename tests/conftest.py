@@ -78,7 +78,7 @@ def _generated_sframe_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 # -- oracles: tools and permissions the tests need ---------------------------------------------
 
-pytest_plugins = ["pytester"]  # tests/test_oracles.py runs pytest on small test files
+pytest_plugins = ["pytester"]  # tests/golden/test_oracles.py runs pytest on small test files
 
 
 def in_ci() -> bool:

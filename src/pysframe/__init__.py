@@ -13,7 +13,7 @@ make sections, the format's enums and every error.  Above it: :func:`load_sframe
 backtraces, a :class:`StackReport`; :class:`Policy` chooses between a module's own SFrame and
 SFrame generated from its CFI) and :class:`Unwinder` (the sans-IO unwinder: registers, a
 memory reader and modules in, a :class:`Backtrace` of :class:`Frame` out).  Every type a
-public method takes or returns is exported here (tests/test_public_api.py checks it).
+public method takes or returns is exported here (tests/project/test_public_api.py checks it).
 
 The names are imported on first use, so that ``import pysframe`` (and the command line's
 start-up) does not pay for numpy and the decoder until they are needed.  They are written

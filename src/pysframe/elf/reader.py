@@ -7,7 +7,7 @@ costs a few reads (``pysframe stack`` opens every file a process maps).  Every f
 :class:`pysframe.errors.ElfError` naming the file; a header may claim any size, so every read
 is checked against the file's size first.
 
-pyelftools is the oracle it is tested against (tests/test_elf_reader.py: the same headers,
+pyelftools is the oracle it is tested against (tests/elf/test_elf_reader.py: the same headers,
 sections, segments and contents on real files and damaged ones).  Where pyelftools refuses a
 file, this reader refuses it too, with its own message:
 

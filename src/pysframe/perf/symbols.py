@@ -2,7 +2,7 @@
 
 ``perf script`` names a user frame from the symbols of its module (a "dso"), loaded once
 (util/symbol.c ``dso__load``).  This module follows perf 6.1's rules, checked against the
-machine's perf (tests/test_perf_names.py):
+machine's perf (tests/perf/test_perf_names.py):
 
 Which files (``dso__load``, util/dso.c ``dso__read_binary_type_filename``).  The candidates,
 in ``binary_type_symtab`` order: the file its ``.gnu_debuglink`` names (in the current

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Make the perf.data files of this directory and what perf itself says of them (the golden
-# references of tests/test_perf_golden.py).  Run it here, as a user who may record events
+# references of tests/perf/test_perf_golden.py).  Run it here, as a user who may record events
 # (perf_event_paranoid, or root), with perf and gcc installed.
 set -eu
 cd "$(dirname "$0")"

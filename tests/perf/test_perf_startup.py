@@ -1,0 +1,104 @@
+"""Start-up of ``pysframe perf script``: what a second report of a one-sample recording
+imports, from ``python -X importtime`` (which names every module imported, once).
+
+The budget, written down here and in the README: with its SFrame, symbol tables and kallsyms
+in the cache, ``pysframe perf script`` of one recording imports
+
+* no worker processes (``multiprocessing``, ``concurrent.futures``, ``pysframe.tools``): one
+  recording is read in this process;
+* no generator (``pysframe.generate``), no pyelftools, no SFrame encoder or checker;
+* with ``--no-inline``, no DWARF reader (``pysframe.elf.addr2line``, ``pysframe.elf.dwarf_info``);
+* at most :data:`PYSFRAME_BUDGET` modules of pysframe and :data:`TOTAL_BUDGET` modules in all
+  (numpy alone is some 150; the count was 56 and 275 when the budget was set, 60 and 298 with
+  inline frames: the margin is generous, the test fails on a new heavy dependency, not on one
+  module more).
+
+Times are not asserted here (they belong to ``benchmarks/bench_perf.py``): what is imported
+is what makes start-up slow, and it does not depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pysframe
+from conftest import CORPUS
+from perf_support import one_sample_recording
+from pysframe.elf.reader import ElfReader
+
+PROGRAM = CORPUS / "x86_64" / "v3" / "frames"
+#: big_frame+4 (nm: big_frame at 0x1270), in the executable segment at file offset 0x1000.
+PC = 0x1274
+TEXT = (0x1000, 0x1000, 0x1E09)
+#: The most modules of pysframe, and in all, a second report may import.
+PYSFRAME_BUDGET = 75
+TOTAL_BUDGET = 330
+#: Never imported by a second report of one recording.
+NOT_IMPORTED = (
+    "multiprocessing", "concurrent.futures", "pysframe.tools.parallel", "pysframe.generate",
+    "elftools", "pysframe.format.builder", "pysframe.format.encode", "pysframe.format.validate",
+    "pysframe.elf.inject", "pysframe.perf.flamegraph", "pysframe.perf.pprof",
+)  # fmt: skip
+#: Not imported without inline frames.
+DWARF = ("pysframe.elf.addr2line", "pysframe.elf.addr2line_tables", "pysframe.elf.dwarf_info")
+_IMPORT = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|( *)(\S+)$")
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    with ElfReader.open(str(PROGRAM)) as image:
+        build_id = image.build_id()
+    assert build_id is not None
+    path = tmp_path_factory.mktemp("startup") / "perf.data"
+    path.write_bytes(one_sample_recording(PROGRAM, build_id, TEXT, PC))
+    return path
+
+
+def imported(arguments: list[str], cache: Path | str) -> tuple[str, list[str]]:
+    """The output of ``python -X importtime -m pysframe ARGUMENTS`` with the cache in
+    ``cache`` ("": none) and the modules it imported, in order (byte code written, as users
+    run it)."""
+    sources = [str(Path(pysframe.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYSFRAME_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(sources))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pysframe", *arguments],
+        capture_output=True, text=True, env=env, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = [m.group(2) for line in done.stderr.splitlines() if (m := _IMPORT.match(line))]
+    return done.stdout, modules
+
+
+@pytest.mark.parametrize("inline", ["--no-inline", "--inline"])
+def test_a_second_report_imports_within_its_budget(
+    recording: Path, tmp_path: Path, inline: str
+) -> None:
+    command = ["perf", "script", inline, str(recording)]
+    first_out, first = imported(command, tmp_path / "cache")
+    assert "big_frame+0x4" in first_out
+    out, modules = imported(command, tmp_path / "cache")
+    assert out == first_out
+    assert "pysframe.perf.analyze" in modules and "numpy" in modules  # it did read and walk
+    unwanted = NOT_IMPORTED + (DWARF if inline == "--no-inline" else ())
+    assert [name for name in modules if name.startswith(unwanted)] == []
+    ours = [name for name in modules if name.split(".")[0] == "pysframe"]
+    print(f"{inline}: {len(ours)} modules of pysframe, {len(modules)} in all")
+    assert len(ours) <= PYSFRAME_BUDGET, ours
+    assert len(modules) <= TOTAL_BUDGET, len(modules)
+    # The first report generated SFrame and imported more: the budget holds the second.
+    assert "pysframe.generate" in first or "pysframe.generate" not in modules
+
+
+def test_the_count_reflects_what_is_imported(recording: Path, tmp_path: Path) -> None:
+    """The budget's measure is sound: a report that must generate SFrame (no cache) imports
+    the generator, which the modules counted show."""
+    _out, modules = imported(["perf", "script", "--no-inline", str(recording)], "")
+    assert "pysframe.generate" in modules

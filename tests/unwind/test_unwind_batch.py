@@ -1,0 +1,217 @@
+"""The batch walk (:mod:`pysframe.unwind.batch`) on hand-built memory images: many stacks of
+one ABI walked together, each to the frames and the stop known by construction (those of
+tests/unwind/test_unwind.py's programs).  The plain SFrame step is taken in bulk, every other frame
+(signal frames by code and by flag, the frame-pointer fallback, FLEX rules, register rules,
+the link register) by the unwinder's step; a batch mixes both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pysframe.format.builder import SFrameBuilder
+from pysframe.format.constants import Abi
+from pysframe.format.lookup import SectionLookup
+from pysframe.format.model import CfaRule, RegRule
+from pysframe.format.section import SFrameSection
+from pysframe.unwind import BatchStart, BatchUnwinder, ModuleInfo, Registers, StopKind, Unwinder
+from test_unwind import (
+    AARCH64,
+    AMD64,
+    S390X,
+    Memory,
+    aarch64_program,
+    amd64_program,
+    fn,
+    s390x_program,
+    section,
+)
+
+
+@dataclass
+class Case:
+    """One stack: its SFrame, memory and registers, and what its walk is by construction."""
+
+    section: SFrameSection
+    memory: Memory
+    registers: Registers
+    pcs: list[int]
+    stop: StopKind
+    lost_return: bool = False
+
+
+class _Module:
+    """What the batch reads of a module: its section, no fallback, no trampoline code."""
+
+    def __init__(self, section: SFrameSection) -> None:
+        self.section: SectionLookup | None = section.lookup
+
+    def fallback(self) -> SectionLookup | None:
+        return None
+
+    def trampolines(self) -> tuple[int, ...]:
+        return ()
+
+
+class _Memories:
+    """Each walk's own memory, word by word (a test's memory is small)."""
+
+    def __init__(self, cases: Sequence[Case]) -> None:
+        self.cases = cases
+        self.used = np.zeros(len(cases), dtype=np.int64)
+
+    def read(self, walks: np.ndarray, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values = np.zeros(len(walks), dtype=np.uint64)
+        readable = np.zeros(len(walks), dtype=bool)
+        for at, (walk, address) in enumerate(zip(walks.tolist(), addresses.tolist(), strict=True)):
+            memory = self.cases[walk].memory
+            try:
+                data = memory(address, 8)
+            except OSError:
+                continue
+            values[at] = int.from_bytes(data, memory.order)  # type: ignore[arg-type]
+            readable[at] = True
+        return values, readable
+
+    def mark(self, walks: np.ndarray, ends: np.ndarray) -> None:
+        pass
+
+    def reader(self, walk: int) -> Callable[[int, int], bytes]:
+        return self.cases[walk].memory
+
+
+class _Spaces:
+    """Each walk in an address space of its own, its one module covering every address."""
+
+    def __init__(self, cases: Sequence[Case]) -> None:
+        self.modules = [_Module(case.section) for case in cases]
+        self.infos = [ModuleInfo(f"m{n}", section=case.section) for n, case in enumerate(cases)]
+
+    def mappings_at(self, walks: np.ndarray, pcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return walks.astype(np.int64), np.zeros(len(walks), dtype=np.uint64)
+
+    def find_module(self, walk: int) -> Callable[[int], ModuleInfo | None]:
+        info = self.infos[walk]
+        return lambda pc: info
+
+
+def walk(abi: Abi, cases: list[Case]) -> None:
+    """Walk ``cases`` in one batch and check each walk against its case."""
+    column = lambda f: np.array([f(c.registers) for c in cases], dtype=np.uint64)  # noqa: E731
+    lr = column(lambda r: r.lr or 0) if abi is not Abi.AMD64_ENDIAN_LITTLE else None
+    start = BatchStart(
+        column(lambda r: r.pc), column(lambda r: r.sp), column(lambda r: r.fp), lr,
+        np.ones(len(cases), dtype=bool), lambda walk: cases[walk].registers,
+    )  # fmt: skip
+    batch = BatchUnwinder(Unwinder(abi, lambda pc: None))
+    walks = batch.walk(start, _Memories(cases), _Spaces(cases))  # type: ignore[arg-type]
+    for index, case in enumerate(cases):
+        assert (walks.frames(index), walks.stop_of(index)) == (case.pcs, case.stop), index
+        assert bool(walks.lost_return[index]) == case.lost_return, index
+    assert int(walks.stepped.sum()) < sum(len(case.pcs) for case in cases)  # some in bulk
+
+
+def test_amd64_batch() -> None:
+    program = section(AMD64, amd64_program)
+
+    def signal_program(b: SFrameBuilder) -> None:
+        fn(b, 0x1000).add_row(0, CfaRule(7, 8))  # handler
+        fn(b, 0x2000).add_row(0, CfaRule(7, 8))  # interrupted
+        fn(b, 0x3000).add_undefined_ra_row(0)
+
+    # The trampoline's code at 0x4000, no row covers it; the context above the handler's RA.
+    signal = Memory().put_bytes(0x4000, bytes.fromhex("48c7c00f0000000f05")).put(0x7000, 0x4000)
+    gregs = 0x7008 + 40
+    signal.put(gregs + 8 * 10, 0x7700).put(gregs + 8 * 15, 0x7800).put(gregs + 8 * 16, 0x2010)
+    for n in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14):
+        signal.put(gregs + 8 * n, n)
+    signal.put(0x7800, 0x3002)
+
+    def flex_program(b: SFrameBuilder) -> None:
+        f = fn(b, 0x1000)
+        f.add_row(0, CfaRule(10, 0))  # DRAP: the CFA in r10, known in the first frame
+        f.add_row(0x10, CfaRule(6, -8, deref=True), fp=RegRule(RegRule.at_cfa(0).kind, 0, 6))
+        fn(b, 0x2000).add_undefined_ra_row(0)
+
+    def register_program(b: SFrameBuilder) -> None:
+        fn(b, 0x1000).add_row(0, CfaRule(7, 8))
+        fn(b, 0x2000).add_row(0, CfaRule(10, 0))  # CFA from r10: unknown in frame 1
+
+    flex = section(AMD64, flex_program)
+    walk(AMD64, [
+        # SFrame all the way: leaf, rbp-based middle, outermost.
+        Case(program, Memory().put(0x7000, 0x2050).put(0x7100, 0).put(0x7108, 0x3005),
+             Registers(pc=0x1010, sp=0x7000, fp=0x7100), [0x1010, 0x2050, 0x3005],
+             StopKind.OUTERMOST),
+        # No row at 0x9000: the frame-pointer chain, then SFrame.
+        Case(program, Memory().put(0x7200, 0x7300).put(0x7208, 0x3001),
+             Registers(pc=0x9000, sp=0x7100, fp=0x7200), [0x9000, 0x3001], StopKind.OUTERMOST),
+        # A signal frame known by its code, then the interrupted frame and its caller.
+        Case(section(AMD64, signal_program), signal, Registers(pc=0x1000, sp=0x7000, fp=0),
+             [0x1000, 0x4000, 0x2010, 0x3002], StopKind.OUTERMOST),
+        # FLEX: the CFA in r10 in the first frame; the CFA dereferenced through rbp.
+        Case(flex, Memory().put(0x7FF8, 0x2001),
+             Registers(pc=0x1004, sp=0x7000, fp=0, extra=((10, 0x8000),)), [0x1004, 0x2001],
+             StopKind.OUTERMOST),
+        Case(flex, Memory().put(0x70F8, 0x8000).put(0x7FF8, 0x2001).put(0x7100, 0x7500),
+             Registers(pc=0x1020, sp=0x7000, fp=0x7100), [0x1020, 0x2001], StopKind.OUTERMOST),
+        # A register rule past the first frame.
+        Case(section(AMD64, register_program), Memory().put(0x7000, 0x2004),
+             Registers(pc=0x1000, sp=0x7000, fp=0, extra=((10, 0x9000),)), [0x1000, 0x2004],
+             StopKind.UNKNOWN_REGISTER),
+        # A misaligned CFA, and a return address that cannot be read.
+        Case(section(AMD64, lambda b: fn(b, 0x1000).add_row(0, CfaRule(7, 12)) and None),
+             Memory(), Registers(pc=0x1000, sp=0x7000, fp=0), [0x1000], StopKind.CFA_MISALIGNED),
+        Case(program, Memory(), Registers(pc=0x1000, sp=0x7000, fp=0), [0x1000],
+             StopKind.UNREADABLE, lost_return=True),
+    ])  # fmt: skip
+
+
+def test_aarch64_batch() -> None:
+    def signal_program(b: SFrameBuilder) -> None:
+        b.add_function(0x5000, 0x10, signal_frame=True).add_row(0, CfaRule(31, 0))
+        fn(b, 0x1000).add_row(0, CfaRule(31, 0))  # interrupted leaf: RA in LR
+        fn(b, 0x3000).add_undefined_ra_row(0)
+
+    signal = Memory()
+    context = 0x6000 + 128 + 176 + 8
+    for n in range(31):
+        signal.put(context + 8 * n, 0x100 + n)
+    signal.put(context + 8 * 30, 0x3004).put(context + 8 * 31, 0x6800)
+    signal.put(context + 8 * 32, 0x1008)
+
+    def lr_program(b: SFrameBuilder) -> None:
+        aarch64_program(b)
+        fn(b, 0x4000).add_row(0, CfaRule(31, 16))  # a frame with RA still in LR
+
+    walk(AARCH64, [
+        # The RA in LR in the first frame, then saved and PAC-signed.
+        Case(section(AARCH64, aarch64_program),
+             Memory().put(0x7000, 0x7400).put(0x7008, 0x002A_0000_0000_3008),
+             Registers(pc=0x1008, sp=0x7000, fp=0x7000, lr=0x2010), [0x1008, 0x2010, 0x3008],
+             StopKind.OUTERMOST),
+        # The RA in LR past the first frame is unknown.
+        Case(section(AARCH64, lr_program), Memory().put(0x7000, 0x7400).put(0x7008, 0x4004),
+             Registers(pc=0x2010, sp=0x7000, fp=0x7000, lr=0x5555), [0x2010, 0x4004],
+             StopKind.UNKNOWN_REGISTER),
+        # A signal frame known by its SFrame flag: the context's registers, then LR in it.
+        Case(section(AARCH64, signal_program), signal,
+             Registers(pc=0x1004, sp=0x6000, fp=0, lr=0x5000), [0x1004, 0x5000, 0x1008, 0x3004],
+             StopKind.OUTERMOST),
+    ])  # fmt: skip
+
+
+def test_s390x_batch() -> None:
+    walk(S390X, [
+        # r14 and f8 in the first frame; the caller's SP is CFA - 160.
+        Case(section(S390X, s390x_program, version=2),
+             Memory(big_endian=True).put(0x7110, 0x3006).put(0x70F8, 0x7A00),
+             Registers(pc=0x1008, sp=0x7000, fp=0x11, lr=0x2040, extra=((24, 0x7F00),)),
+             [0x1008, 0x2040, 0x3006], StopKind.OUTERMOST),
+        Case(section(S390X, s390x_program, version=2),
+             Memory(big_endian=True).put(0x7110, 0x3006).put(0x70F8, 0x7A00),
+             Registers(pc=0x2000, sp=0x7000, fp=0, lr=0), [0x2000, 0x3006],
+             StopKind.OUTERMOST),
+    ])  # fmt: skip
