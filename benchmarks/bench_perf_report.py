@@ -29,7 +29,9 @@ import common
 from bench_perf_read import measured, recording
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "support"))  # the profile makers of the tests
+# the profile makers of the tests, and the conftest they import
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from perf_report_support import (  # noqa: E402
     SCRIPT_FIELDS,

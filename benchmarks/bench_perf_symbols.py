@@ -28,6 +28,7 @@ from pathlib import Path
 import common
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 LIBRARIES = "/usr/lib/x86_64-linux-gnu"
 MODULES = ("libc.so.6", "libstdc++.so.6", "ld-linux-x86-64.so.2")

@@ -152,11 +152,12 @@ def programs(scratch: Path) -> dict[str, tuple[list[str], bytes | None]]:
     sleep = shutil.which("sleep")
     if sleep:
         found["sleep"] = ([sleep, "1000"], None)
-    sys.path.insert(0, str(TESTS / "support"))
+    sys.path[:0] = [str(TESTS / "support"), str(TESTS)]
     try:
         from stack_support import Unavailable, build_programs
     finally:
         sys.path.remove(str(TESTS / "support"))
+        sys.path.remove(str(TESTS))
     try:
         program = build_programs(scratch)
     except Unavailable as error:

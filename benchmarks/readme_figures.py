@@ -158,7 +158,7 @@ def share(part: int, whole: int, digits: int = 1) -> str:
 def section_corpus(work: Path) -> None:
     """'On the corpus objects, the generated V3 section gives the same rule as GNU as' own
     section at every PC' (tests/golden/test_generate_corpus.py makes the same comparison)."""
-    sys.path.insert(0, str(TESTS / "support"))
+    sys.path[:0] = [str(TESTS / "support"), str(TESTS)]
     from pysframe import generate_from_elf, load_sframe
     from test_generate_corpus import V3_OBJECTS, _compare, _pair_by_start
 
@@ -176,7 +176,7 @@ def section_corpus(work: Path) -> None:
 def section_damaged(work: Path) -> None:
     """'tests/hostile/test_damaged_sweep.py runs every sub-command ... on N damaged copies of a
     program and M of an object'."""
-    sys.path.insert(0, str(TESTS / "support"))
+    sys.path[:0] = [str(TESTS / "support"), str(TESTS)]
     from test_damaged_sweep import COMMANDS, PROGRAMS, _damaged
 
     for program in PROGRAMS:
@@ -616,7 +616,7 @@ def section_inject(work: Path) -> None:
     stripped, checked again, and given to eu-elflint before and after; the unknown SFrame
     types aside, as tests/elf/test_inject_strip.py reads eu-elflint)."""
     need("strip", "eu-elflint")
-    sys.path.insert(0, str(TESTS / "support"))
+    sys.path[:0] = [str(TESTS / "support"), str(TESTS)]
     # eu-elflint's lines about a file, without those about the SFrame types elfutils 0.188
     # does not know (the injection test's reading).
     from pysframe.elf.inject import inject_file

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import require, require_module, require_perf, require_program
 
-CONFTEST = Path(__file__).with_name("conftest.py")
+CONFTEST = Path(__file__).parent.parent / "conftest.py"
 
 TESTS = """
 from conftest import require, require_program

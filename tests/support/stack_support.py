@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOURCES = Path(__file__).parent.parent / "data" / "stack"
-GDB_SCRIPT = Path(__file__).parent.parent / "gdb_frames.py"
+GDB_SCRIPT = Path(__file__).parent / "gdb_frames.py"
 #: A gdb frame: its PC, or None for "<signal handler called>".
 GdbFrame = int | None
 
@@ -166,7 +166,7 @@ def gdb_backtraces(*args: str, gdb: str = "gdb") -> dict[int, list[GdbFrame]]:
     return traces
 
 
-GDB_NAMES_SCRIPT = Path(__file__).parent.parent / "gdb_names.py"
+GDB_NAMES_SCRIPT = Path(__file__).parent / "gdb_names.py"
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def gdb_named_frames(*args: str) -> dict[int, list[NamedFrame | None]]:
     return traces
 
 
-GDB_LINES_SCRIPT = Path(__file__).parent.parent / "gdb_lines.py"
+GDB_LINES_SCRIPT = Path(__file__).parent / "gdb_lines.py"
 #: A frame as gdb_lines.py prints it: kind ("inline", "normal", "signal"), name, file, line.
 GdbSourceFrame = tuple[str, str | None, str | None, int | None]
 
