@@ -175,6 +175,23 @@ def test_event_names_and_build_ids_from_features(tmp_path: Path, big_endian: boo
         assert data.features.build_id("/usr/lib/libc.so.6", pid=3) is None
 
 
+def test_an_event_name_that_is_not_utf8_reads_as_every_name(tmp_path: Path) -> None:
+    """An event's name with a byte that is not UTF-8 (a hostile or damaged header) reads as
+    names read everywhere: the byte as ``\\xNN``, not U+FFFD."""
+    perf = PerfFile()
+    attr = perf.add_attr(Attr(IP | IDENTIFIER, ids=(3,)))
+    raw = b"cyc\xffles\0".ljust(64, b"\0")
+    desc = perf.pack("II", 1, 136)                           # u32 nr, u32 attr_size
+    desc += perf.attr_bytes(perf.attrs[attr])                # struct perf_event_attr
+    desc += perf.pack("I", 1)                                # u32 nr_ids
+    desc += perf.pack("I", len(raw)) + raw                   # perf_header_string name
+    desc += perf.pack("Q", 3)                                # u64 ids[1]
+    perf.add_feature(FEAT_EVENT_DESC, desc)
+    perf.sample(attr, ip=1)
+    with PerfData.open(write(tmp_path, perf)) as data:
+        assert [a.name for a in data.attrs] == ["cyc\\xffles"]
+
+
 def test_a_bad_feature_section_is_a_problem_not_an_error(tmp_path: Path) -> None:
     perf = PerfFile()
     perf.add_attr(Attr(IP))

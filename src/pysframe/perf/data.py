@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal
 
 from ..input import ByteStream, open_input, standard_input
+from ..names import decode_name
 from . import layout
 from .attrs import AttrTable
 from .errors import PerfDataError
@@ -596,7 +597,7 @@ class PerfData:
         elif kind == RecordType.EVENT_UPDATE and size >= 24:
             update, ident = layout.EVENT_UPDATE.struct(big_endian).unpack_from(buffer, body)
             if update == layout.EVENT_UPDATE_NAME:
-                name = bytes(buffer[body + 16 : end]).split(b"\0", 1)[0].decode(errors="replace")
+                name = decode_name(bytes(buffer[body + 16 : end]).split(b"\0", 1)[0])
                 self._updated_names[ident] = (position, name)
         elif kind == RecordType.HEADER_BUILD_ID:
             if size < layout.RECORD_HEADER.size + layout.BUILD_ID.size:

@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
+from ..names import decode_name
 from . import layout
 from .errors import PerfDataError
 from .layout import ATTR, Buffer, Feature, Record
@@ -254,7 +255,7 @@ class _Cursor:
             raise PerfDataError(f"string of {length} bytes past the section's end", self.position)
         raw = bytes(self.data[self.position : self.position + length])
         self.position += length
-        return raw.split(b"\0", 1)[0].decode(errors="replace")
+        return decode_name(raw.split(b"\0", 1)[0])  # names read as everywhere: \xNN
 
     def strings(self) -> tuple[str, ...]:
         (count,) = self.take(layout.COUNT)
