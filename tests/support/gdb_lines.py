@@ -8,10 +8,13 @@ Output: ``THREAD <lwp>`` then, newest first, ``FRAME <kind>\\t<name>\\t<file>\\t
 kind is ``inline``, ``normal`` or ``signal``, and ``-`` stands for no name or no line.
 """
 
+import os
+import sys
 from collections.abc import Iterable
 
 import gdb  # type: ignore[import-not-found]
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gdb_walk import print_threads
 
 

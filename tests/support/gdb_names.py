@@ -11,10 +11,13 @@ frame's address in its function (the PC, or the return address minus one for a c
 gdb's ``get_frame_address_in_block``).  ``-`` stands for no name.
 """
 
+import os
+import sys
 from collections.abc import Iterable
 
 import gdb  # type: ignore[import-not-found]
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gdb_walk import print_threads
 
 
