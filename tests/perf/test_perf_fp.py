@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -26,28 +25,11 @@ from pathlib import Path
 import pytest
 
 from conftest import unavailable
-from perf_support import PERF, Unavailable, check_perf, dump_text, perf_output
+from perf_support import PERF, Unavailable, build_profiled, check_perf, dump_text, perf_output
 from pysframe.cli import main
 
-DATA = Path(__file__).parent.parent / "data" / "perf"
 #: Share of samples whose text must be perf's (the issue's bar: 99%).
 AGREEMENT = 0.99
-
-
-def _build(out: Path) -> Path:
-    if shutil.which("gcc") is None:
-        raise Unavailable("gcc", "gcc is not installed")
-    flags = ["-O2", "-fno-omit-frame-pointer"]
-    for command in (
-        ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libprofiled.so"),
-         str(DATA / "profiledlib.c")],
-        ["gcc", *flags, "-pthread", "-o", str(out / "profiled"), str(DATA / "profiled.c"),
-         f"-L{out}", "-lprofiled", "-Wl,-rpath,$ORIGIN"],
-    ):  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode:
-            raise Unavailable("gcc", f"cannot build the program: {done.stderr[:200]}")
-    return out / "profiled"
 
 
 def _perf_record(out: Path, *arguments: str) -> Path:
@@ -93,7 +75,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("perf-fp")
     try:
         check_perf()
-        program = _build(out)
+        program = build_profiled(out, frame_pointers=True)
         run = [str(program), "0.5"]
         return {
             "fp": _perf_record(out / "fp.data", "-e", "cpu-clock", "-c", "100000", "-g",

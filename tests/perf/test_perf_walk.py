@@ -11,14 +11,13 @@ record --call-graph dwarf``.  Then:
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import unavailable
-from perf_support import PERF, Unavailable, check_perf
+from perf_support import PERF, Unavailable, build_profiled, check_perf
 from pysframe.perf import PerfData
 from pysframe.perf.analyze import profile_recording
 from pysframe.perf.modules import ModuleFinder
@@ -26,25 +25,8 @@ from pysframe.perf.session import walk_recording
 from pysframe.perf.spaces import AddressSpaces
 from pysframe.unwind import StopKind
 
-DATA = Path(__file__).parent.parent / "data" / "perf"
 #: A frame as compared: (the address perf prints, the module).
 Frame = tuple[int, str]
-
-
-def _build(out: Path) -> Path:
-    if shutil.which("gcc") is None:
-        raise Unavailable("gcc", "gcc is not installed")
-    flags = ["-O2", "-fomit-frame-pointer"]
-    for command in (
-        ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libprofiled.so"),
-         str(DATA / "profiledlib.c")],
-        ["gcc", *flags, "-pthread", "-o", str(out / "profiled"), str(DATA / "profiled.c"),
-         f"-L{out}", "-lprofiled", "-Wl,-rpath,$ORIGIN"],
-    ):  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode:
-            raise Unavailable("gcc", f"cannot build the program: {done.stderr[:200]}")
-    return out / "profiled"
 
 
 def _record(program: Path, out: Path, stack: int, seconds: float) -> Path:
@@ -64,7 +46,7 @@ def _record(program: Path, out: Path, stack: int, seconds: float) -> Path:
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     out = tmp_path_factory.mktemp("perf-walk")
     try:
-        program = _build(out)
+        program = build_profiled(out)
         return {size: _record(program, out, size, 0.6) for size in (8192, 1024)}
     except Unavailable as why:
         unavailable(why)

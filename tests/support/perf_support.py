@@ -77,12 +77,13 @@ def build_program(out: Path, name: str) -> Path:
     return program
 
 
-def build_profiled(out: Path) -> Path:
+def build_profiled(out: Path, frame_pointers: bool = False) -> Path:
     """Build ``tests/data/perf/profiled.c`` and its shared library (profiledlib.c) into
-    ``out``, -O2 without frame pointers: the program whose chains the walks are checked on."""
+    ``out``, -O2 without frame pointers (``frame_pointers``: with them, for ``perf record
+    -g``): the program whose chains the walks are checked on."""
     if shutil.which("gcc") is None:
         raise Unavailable("gcc", "gcc is not installed")
-    flags = ["-O2", "-fomit-frame-pointer"]
+    flags = ["-O2", "-fno-omit-frame-pointer" if frame_pointers else "-fomit-frame-pointer"]
     for command in (
         ["gcc", *flags, "-fPIC", "-shared", "-o", str(out / "libprofiled.so"),
          str(DATA / "profiledlib.c")],
