@@ -209,17 +209,7 @@ def test_system_wide(
     ours = _ours(capsys, "script", "--no-inline", str(path))
     share, count = _agreement(theirs, ours)
     assert count > 50
-    # The program built with frame pointers is held to the bar.  The rest of the
-    # machine (processes that start, exec and exit while perf records: a busy test machine
-    # has many) is held to a looser one: 98.7% of 625 samples agreed under a load of 8 on
-    # two cores, every sample when the machine was quiet.
-    own = [
-        (a, b) for a, b in zip(_samples(theirs), _samples(ours), strict=True)
-        if a.startswith("profiled ")
-    ]  # fmt: skip
-    assert own, "no sample of the program"
-    assert sum(a == b for a, b in own) >= AGREEMENT * len(own)
-    assert share >= 0.97, f"{share:.2%} of {count} samples"
+    assert share >= AGREEMENT, f"{share:.2%} of {count} samples"
     assert "] " in ours.splitlines()[0]  # "[000] ": the CPU
     # The processes perf found running: their mappings are the MMAP2 records perf
     # synthesized (at time 0) from /proc/PID/maps before the first sample.
