@@ -31,6 +31,9 @@ from pysframe.elf.dwarf_lines import source_lines
 from pysframe.elf.dwarf_ranges import range_list
 from pysframe.elf.reader import ElfReader
 from pysframe.errors import ElfError
+from test_hostile_inputs import ABBREVS, function_die
+from test_hostile_inputs import TEXT as HOSTILE_TEXT
+from test_hostile_inputs import debug_info as dwarf4_info
 
 TEXT = 0x401000
 #: PCs in: outer's first range (line 10); inner, inlined into outer at a.c:42 (line 20);
@@ -184,12 +187,14 @@ def test_indexed_forms_are_pyelftools(tmp_path: Path, ranges_form: int) -> None:
     assert ranges_seen == 1
 
 
-def _gdb(gdb: str, path: Path) -> list[tuple[list[str], str | None, int | None]]:
-    """For each of PCS: the functions of gdb's blocks there, innermost first, and its line."""
+def _gdb(
+    gdb: str, path: Path, pcs: list[int] = PCS
+) -> list[tuple[list[str], str | None, int | None]]:
+    """For each of ``pcs``: the functions of gdb's blocks there, innermost first, and its line."""
     script = path.parent / "blocks.py"
     script.write_text(
         "import gdb\n"
-        f"for pc in {PCS!r}:\n"
+        f"for pc in {pcs!r}:\n"
         "    names, block = [], gdb.block_for_pc(pc)\n"
         "    while block is not None:\n"
         "        if block.function is not None:\n"
@@ -207,7 +212,7 @@ def _gdb(gdb: str, path: Path) -> list[tuple[list[str], str | None, int | None]]
             _, names, file, number = line.split("\t")
             out.append(([] if names == "-" else names.split(","),
                         None if file == "-" else file, None if number == "-" else int(number)))
-    assert len(out) == len(PCS), output
+    assert len(out) == len(pcs), output
     return out
 
 
@@ -383,3 +388,63 @@ def _sections(tmp_path: Path, replaced: dict[str, bytes]) -> DebugSections:
                       for name, content in {**original, **replaced}.items()])  # fmt: skip
     with ElfReader.from_bytes("replaced", data) as image:
         return DebugSections.read(image)
+
+
+# -- which rows gdb records --------------------------------------------------------------------
+
+
+def statement_switches() -> bytes:
+    """A DWARF 4 line program (6.2.4: min_inst_length 1, max_ops 1, default_is_stmt 1,
+    line_base -5, line_range 14, opcode_base 13; files 1 "a.c" and 2 "b.h"): libc's
+    ``new_do_write`` has the first pattern, an inlined header's statement row and, at the same
+    address, a row of the caller's file that is not a statement."""
+    header = bytes([1, 1, 1, 0xFB, 14, 13, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1])
+    header += b"\0" + b"a.c\0\0\0\0" + b"b.h\0\0\0\0" + b"\0"  # no directory; two files
+    set_file, advance_pc, advance_line, copy, negate = 4, 2, 3, 1, 6
+
+    def row(line: int, *before: int) -> bytes:  # opcodes, then the line, then DW_LNS_copy
+        return bytes(before) + bytes([advance_line]) + sleb(line) + bytes([copy])
+
+    code = (b"\0\x09\x02" + struct.pack("<Q", HOSTILE_TEXT)  # DW_LNE_set_address
+            + row(9)  # +0x00 a.c:10, statement
+            + bytes([advance_pc, 0x10]) + row(937, set_file, 2)  # +0x10 b.h:947, statement
+            + row(-499, negate, set_file, 1)  # +0x10 a.c:448, not: gdb drops it
+            + bytes([advance_pc, 0x10]) + row(1)  # +0x20 a.c:449, not, at a new address
+            + bytes([advance_pc, 0x08]) + row(1)  # +0x28 a.c:450, not
+            + row(-445, set_file, 2)  # +0x28 b.h:5, not, no statement at the address: kept
+            + bytes([advance_pc, 0x08]) + row(1, negate)  # +0x30 b.h:6, statement
+            + row(1, negate)  # +0x30 b.h:7, not: gives way to the statement row
+            + bytes([advance_pc, 0x08]) + row(-7)  # +0x38 line 0: b.h:6 goes on
+            + bytes([advance_pc, 0x08]) + b"\0\x01\x01")  # DW_LNE_end_sequence at +0x40
+    return unit(struct.pack("<HI", 4, len(header)) + header + code)
+
+
+def sleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40):
+            return bytes(out + bytes([byte]))
+        out.append(byte | 0x80)
+
+
+def test_rows_gdb_drops_when_a_file_switch_is_not_a_statement(tmp_path: Path) -> None:
+    """At each PC of a function over the program above, the line gdb's ``find_pc_line``
+    gives: gdb records rows as ``lnp_state_machine::record_line`` decides (no line 0, no file
+    switch that is not a statement after a statement at one address), takes the last at or
+    below the PC, and prefers a statement row at its address (``find_pc_sect_line``)."""
+    gdb = require_program("gdb")
+    path = tmp_path / "switches"
+    path.write_bytes(build_elf([
+        Sec(".text", 1, b"\x90" * 0x40, flags=6, addr=HOSTILE_TEXT),
+        Sec(".debug_info", 1, dwarf4_info(function_die("f", HOSTILE_TEXT, 0x40)), align=1),
+        Sec(".debug_abbrev", 1, ABBREVS, align=1),
+        Sec(".debug_line", 1, statement_switches(), align=1),
+    ], e_type=2))  # fmt: skip
+    pcs = [HOSTILE_TEXT + offset for offset in (0x04, 0x14, 0x24, 0x2C, 0x34, 0x3C)]
+    lines = source_lines(str(path))
+    assert lines is not None
+    ours = [(frames[0].file, frames[0].line) for frames in map(lines.frames, pcs)]
+    theirs = [(file and Path(file).name, line) for _, file, line in _gdb(gdb, path, pcs)]
+    assert ours == theirs
+    assert ours == [("a.c", 10), ("b.h", 947), ("a.c", 449), ("b.h", 5), ("b.h", 6), ("b.h", 6)]

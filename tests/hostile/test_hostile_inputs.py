@@ -374,13 +374,15 @@ def function_die(name: str, low: int, size: int) -> bytes:
     return bytes([2]) + name.encode() + b"\0" + struct.pack("<QQ", low, size)
 
 
-def line_program(specials: int, opcode: int = 32) -> bytes:
+def line_program(specials: int, opcode: int = 32, repeated: bytes = b"") -> bytes:
     """A DWARF 4 line program (min_inst_length 1, max_ops 1, default_is_stmt 1, line_base -5,
     line_range 14, opcode_base 13, one file "a.c"): DW_LNE_set_address TEXT, ``specials``
-    special opcodes (32: one byte and no line further each), DW_LNE_end_sequence."""
+    times ``repeated`` or else the opcode (32: a special one, one byte and no line further
+    each), DW_LNE_end_sequence."""
     header = bytes([1, 1, 1, 0xFB, 14, 13, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1])
     header += b"\0" + b"a.c\0\0\0\0" + b"\0"
-    code = b"\0\x09\x02" + struct.pack("<Q", TEXT) + bytes([opcode]) * specials + b"\0\x01\x01"
+    code = (b"\0\x09\x02" + struct.pack("<Q", TEXT) + (repeated or bytes([opcode])) * specials
+            + b"\0\x01\x01")
     body = struct.pack("<HI", 4, len(header)) + header + code
     return struct.pack("<I", len(body)) + body
 

@@ -59,7 +59,7 @@ from .dwarf_info import (
     Units,
 )
 from .dwarf_ranges import Spans, address_ranges, range_list
-from .line_program import line_rows, read_line_program
+from .line_program import LineRows, line_rows, read_line_program
 from .reader import ElfReader
 
 if TYPE_CHECKING:
@@ -142,11 +142,17 @@ class _Unit:
                 name = os.path.join(program.directories[base], name)
             self.file_names.append(name)
         first = 0 if version >= 5 else 1
-        order = np.argsort(rows.addresses, kind="stable")
+        recorded = _recorded(rows)
+        if recorded.all():
+            order = np.argsort(rows.addresses, kind="stable")
+        else:
+            kept = np.flatnonzero(recorded)
+            order = kept[np.argsort(rows.addresses[kept], kind="stable")]
         self.addresses = rows.addresses[order]
         self.files = rows.files[order].astype(np.int64) - first
-        self.lines = rows.lines[order]
         self.ends = rows.ends[order]
+        self.lines = _statement_lines(self.addresses, self.files, self.ends, rows.stmts[order],
+                                      rows.lines[order])  # fmt: skip
 
     def _row_at_or_below(self, address: int) -> int:
         import numpy as np
@@ -392,6 +398,69 @@ class SourceLines:
             for _ in tree.walk(tree.children(top), lambda die: tree.tag(die) in _SCOPES):
                 pass
         return tree.parents.get(offset)
+
+
+def _recorded(rows: LineRows) -> np.ndarray:
+    """Which rows gdb records (``lnp_state_machine::record_line``, gdb/dwarf2/read.c): not a
+    row of line 0 (the line before it goes on), nor a row that is not a statement and
+    switches file at the address of the row before it where a statement row was (the end
+    marker the switch writes in the old file would remove that statement).  The file
+    switched from is the last recorded row's, so those candidates are decided in order."""
+    import numpy as np
+
+    addresses, ends, stmts, files = rows.addresses, rows.ends, rows.stmts, rows.files
+    keep: np.ndarray = ends | (rows.lines != 0)
+    # Run: rows of one address in one sequence.  Candidates: within a run, after a statement.
+    inside = (addresses[1:] == addresses[:-1]) & ~ends[:-1]
+    candidates = _after_a_statement(np.flatnonzero(inside & keep[1:] & ~stmts[1:]) + 1,
+                                    inside, stmts)  # fmt: skip
+    if not len(candidates):
+        return keep
+    # The last row before each that is not of line 0 (-1: none).
+    kept = np.flatnonzero(keep)
+    kept_before = np.concatenate(([-1], kept))[np.searchsorted(kept, candidates)]
+    recorded_before: dict[int, int] = {}  # of each candidate dropped: the row recorded before
+    for candidate, before in zip(candidates.tolist(), kept_before.tolist(), strict=True):
+        before = recorded_before.get(before, before)
+        if before >= 0 and files[candidate] != files[before]:
+            keep[candidate] = False
+            recorded_before[candidate] = before
+    return keep
+
+
+def _statement_lines(
+    addresses: np.ndarray, files: np.ndarray, ends: np.ndarray, stmts: np.ndarray,
+    lines: np.ndarray,
+) -> np.ndarray:
+    """The line gdb gives at each row (sorted by address; ``find_pc_sect_line``,
+    gdb/symtab.c): a row that is not a statement gives way to the last statement row before
+    it at its address, in its file."""
+    import numpy as np
+
+    inside = (addresses[1:] == addresses[:-1]) & (files[1:] == files[:-1]) & ~ends[:-1]
+    rows = _after_a_statement(np.flatnonzero(inside & ~stmts[1:]) + 1, inside, stmts)
+    if len(rows):
+        statements = np.flatnonzero(stmts)
+        lines = lines.copy()
+        lines[rows] = lines[statements[np.searchsorted(statements, rows) - 1]]
+    return lines
+
+
+def _after_a_statement(rows: np.ndarray, inside: np.ndarray, stmts: np.ndarray) -> np.ndarray:
+    """Those of ``rows`` with a statement row before them in their run (``inside[i]``: row
+    i + 1 is in the run of row i)."""
+    import numpy as np
+
+    if not len(rows):
+        return rows
+    run_starts = np.flatnonzero(np.concatenate(([True], ~inside)))
+    statements = np.flatnonzero(stmts)
+    run_start = run_starts[np.searchsorted(run_starts, rows, side="right") - 1]
+    at = np.searchsorted(statements, rows) - 1  # the last statement row before each
+    found = at >= 0
+    found[found] = statements[at[found]] >= run_start[found]
+    after: np.ndarray = rows[found]
+    return after
 
 
 def _string(value: tuple[int, object]) -> str:

@@ -78,18 +78,22 @@ class LineProgramHeader:
     #: The size of DW_LNE_set_address's operand (the unit's address size) and byte order.
     address_size: int
     big_endian: bool
+    #: The is_stmt register at the start of each sequence.
+    default_is_stmt: bool
 
 
 @dataclass(slots=True)
 class LineRows:
     """The rows of a line program, in program order: address, file register (as the program
-    sets it), line, and whether the row ends a sequence; ``defined_files``: the (name,
+    sets it), line, whether the row ends a sequence, and its is_stmt register;
+    ``defined_files``: the (name,
     directory index) of each ``DW_LNE_define_file``."""
 
     addresses: np.ndarray
     files: np.ndarray
     lines: np.ndarray
     ends: np.ndarray
+    stmts: np.ndarray
     defined_files: list[tuple[bytes, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -156,7 +160,8 @@ def read_line_program(
         if version >= 4:
             max_ops = data[pos]
             pos += 1
-        line_base = data[pos + 1] - (256 if data[pos + 1] >= 128 else 0)  # after default_is_stmt
+        default_is_stmt = data[pos] != 0
+        line_base = data[pos + 1] - (256 if data[pos + 1] >= 128 else 0)
         line_range, opcode_base = data[pos + 2], data[pos + 3]
         pos += 4
         lengths = tuple(data[pos : pos + max(0, opcode_base - 1)])
@@ -188,7 +193,7 @@ def read_line_program(
         raise ElfError("line program header runs past its end", offset,
                        section=_SECTION) from None  # fmt: skip
     header = LineProgramHeader(min_length, max_ops, line_base, line_range, opcode_base, lengths,
-                               address_size, big_endian)  # fmt: skip
+                               address_size, big_endian, default_is_stmt)  # fmt: skip
     return LineProgram(version, header, directories, files, data[pos:end])
 
 
@@ -238,27 +243,30 @@ def _formatted_entries(
 
 
 class _Out:
-    """Rows appended to typed arrays (8 + 8 + 8 + 1 bytes a row)."""
+    """Rows appended to typed arrays (8 + 8 + 8 + 1 + 1 bytes a row)."""
 
     def __init__(self) -> None:
         self.addresses = array("Q")
         self.files = array("Q")
         self.lines = array("Q")
         self.ends = array("B")
+        self.stmts = array("B")
 
-    def row(self, address: int, file: int, line: int, end: bool) -> None:
+    def row(self, address: int, file: int, line: int, end: bool, stmt: bool) -> None:
         self.addresses.append(address & _MASK)
         self.files.append(file)
         self.lines.append(line & _MASK)
         self.ends.append(end)
+        self.stmts.append(stmt)
 
-    def rows(self, addresses: np.ndarray, file: int, lines: np.ndarray) -> None:
+    def rows(self, addresses: np.ndarray, file: int, lines: np.ndarray, stmt: bool) -> None:
         import numpy as np
 
         self.addresses.frombytes(addresses.tobytes())
         self.files.frombytes(np.full(len(addresses), file, dtype=np.uint64).tobytes())
         self.lines.frombytes(lines.tobytes())
         self.ends.frombytes(bytes(len(addresses)))
+        self.stmts.frombytes(bytes([stmt]) * len(addresses))
 
     def done(self, defined: list[tuple[bytes, int]]) -> LineRows:
         import numpy as np
@@ -268,6 +276,7 @@ class _Out:
             np.frombuffer(self.files, dtype=np.uint64),
             np.frombuffer(self.lines, dtype=np.uint64).view(np.int64),
             np.frombuffer(self.ends, dtype=np.bool_),
+            np.frombuffer(self.stmts, dtype=np.bool_),
             defined,
         )
 
@@ -299,7 +308,8 @@ def line_rows(program: bytes, header: LineProgramHeader, first_file: int = 1) ->
     address_steps = [(n - base) // line_range * min_length for n in range(256)]
     line_steps = [line_base + (n - base) % line_range for n in range(256)]
     add_address, add_file = out.addresses.append, out.files.append
-    add_line, add_end = out.lines.append, out.ends.append
+    add_line, add_end, add_stmt = out.lines.append, out.ends.append, out.stmts.append
+    stmt = header.default_is_stmt
 
     def advance(operations: int) -> None:
         nonlocal address, op_index
@@ -323,6 +333,7 @@ def line_rows(program: bytes, header: LineProgramHeader, first_file: int = 1) ->
                     add_file(file)
                     add_line(line & _MASK)
                     add_end(0)
+                    add_stmt(stmt)
                     pos = run_end
                     continue
                 if max_ops == 1:
@@ -339,7 +350,7 @@ def line_rows(program: bytes, header: LineProgramHeader, first_file: int = 1) ->
                         addresses = np.cumsum(steps, dtype=np.uint64) + np.uint64(address & _MASK)
                         moves = (line_base + codes % line_range).astype(np.uint64)
                         lines = np.cumsum(moves, dtype=np.uint64) + np.uint64(line & _MASK)
-                        out.rows(addresses, file, lines)
+                        out.rows(addresses, file, lines, stmt)
                         address, line = int(addresses[-1]), int(lines[-1])
                         pos = run_end
                         continue
@@ -351,13 +362,14 @@ def line_rows(program: bytes, header: LineProgramHeader, first_file: int = 1) ->
                         add_file(file)
                         add_line(line & _MASK)
                         add_end(0)
+                        add_stmt(stmt)
                     pos = run_end
                     continue
                 for special in program[pos:run_end]:
                     adjusted = special - base
                     advance(adjusted // line_range)
                     line += line_base + adjusted % line_range
-                    out.row(address, file, line, False)
+                    out.row(address, file, line, False, stmt)
                 pos = run_end
                 continue
             pos += 1
@@ -368,8 +380,9 @@ def line_rows(program: bytes, header: LineProgramHeader, first_file: int = 1) ->
                     raise ElfError(f"extended opcode of {length} bytes", pos, section=_SECTION)
                 extended = program[pos]
                 if extended == DW_LNE_end_sequence:
-                    out.row(address, file, line, True)
+                    out.row(address, file, line, True, stmt)
                     address, op_index, file, line = 0, 0, first_file, 1
+                    stmt = header.default_is_stmt
                 elif extended == DW_LNE_set_address:
                     if pos + 1 + header.address_size > end:
                         raise ElfError("DW_LNE_set_address too short", pos, section=_SECTION)
@@ -389,9 +402,9 @@ def line_rows(program: bytes, header: LineProgramHeader, first_file: int = 1) ->
                 else:
                     _, pos = read_uleb(program, pos, size)
             elif opcode == DW_LNS_negate_stmt:
-                pass
+                stmt = not stmt
             elif opcode == DW_LNS_copy:
-                out.row(address, file, line, False)
+                out.row(address, file, line, False, stmt)
             elif opcode == DW_LNS_advance_pc:
                 operations, pos = read_uleb(program, pos, size)
                 advance(operations)
