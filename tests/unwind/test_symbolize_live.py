@@ -364,3 +364,38 @@ def test_format_gdb_names_libc_aliases_as_gdb(tmp_path: Path) -> None:
         require("ptrace", "gdb could not attach (ptrace_scope?)")
     assert ours[: len(theirs)] == theirs
     assert any(name.startswith("__GI_") for name in theirs)
+
+
+def test_format_gdb_lines_in_libio_match_gdb(tmp_path: Path) -> None:
+    """A program blocked in write(2) under ``fflush`` (its stdout a full pipe): every frame's
+    name and source line as gdb gives them from libc6-dbg.  libio's line table switches file
+    at return addresses without a statement there (``new_do_write`` at ``libioP.h:947``,
+    where the last row says ``fileops.c:448``)."""
+    require_program("gdb", "gcc")
+    if libc_debug_file() is None:
+        require("libc6-dbg", "libc's separate debug file (Debian's libc6-dbg) is not installed")
+    program = tmp_path / "blocked_write"
+    try:
+        run("gcc", "-O2", "-g", "-o", str(program), str(SOURCES / "blocked_write.c"))
+        check_ptrace()
+    except Unavailable as why:
+        unavailable(why)
+    writer = subprocess.Popen([str(program)], stdout=subprocess.PIPE)
+    try:
+        for _ in range(200):  # until the pipe is full and write(2) sleeps
+            state = Path(f"/proc/{writer.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "S":
+                break
+            subprocess.run(["sleep", "0.05"], check=True)
+        gdb = gdb_source_frames("-p", str(writer.pid))
+        lines = list(report_lines_gdb(stack_of_process(writer.pid)))
+    finally:
+        writer.kill()
+        writer.wait()
+        assert writer.stdout is not None
+        writer.stdout.close()
+    ours = parse_our_gdb_format(lines)
+    assert list(ours) == list(gdb) == [writer.pid]
+    frames, theirs = ours[writer.pid], gdb[writer.pid]
+    assert [frame[1:] for frame in frames] == [frame[1:] for frame in theirs]
+    assert ("new_do_write", "./libio/libioP.h", 947) in [frame[1:] for frame in theirs]
