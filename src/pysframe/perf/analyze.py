@@ -162,13 +162,15 @@ def profile_recording(
     total)`` is told the bytes read so far (for a progress bar).
 
     ``part`` (``(index, count)``): only the samples of the index-th of ``count`` time slices
-    (perf's deliveries, by how far into the data they are read), the whole recording read for
-    the address spaces at its start: the profiles of a file's parts, merged in order
-    (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's own
-    counts (lost samples, its name) are the first part's."""
+    (perf's deliveries, by how far into the data they are read), the recording read up to
+    the slice's end, its side-band records from the start, for the address spaces at the
+    slice's start (session.py): the profiles of a file's parts, merged in order
+    (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's name
+    is the first part's; what its whole reading finds (lost samples, deferred chains that
+    never came, a file cut short) the last part's, which reads it to the end."""
     options = options or Options()
     with PerfData.open(path) as data:
-        wanted = None if part is None else _slice(data, *part)
+        within = None if part is None else _slice(data, *part)
         finder = ModuleFinder(
             build_ids={entry.filename: entry.build_id for entry in data.features.build_ids},
             debug_dir=options.debug_dir,
@@ -213,7 +215,7 @@ def profile_recording(
                                          max_frames=options.max_frames,
                                          on_event=count_lost,
                                          merge_deferred=options.merge_callchains,
-                                         deferred=tally, wanted=wanted):  # fmt: skip
+                                         deferred=tally, within=within):  # fmt: skip
                 _add_chunk(profile, stats, walked, namer, events, defers)
                 _count_events(stats, walked, data.attrs, spaces)
                 if on_chunk is not None:
@@ -227,15 +229,16 @@ def profile_recording(
         profile.build_ids = {
             shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
-        stats.problems += [str(problem) for problem in data.problems]
+        # What the whole recording says is said by the last part alone, which reads it to
+        # the end (the others stop after their slice).
+        last = part is None or part[0] == part[1] - 1
+        if last:
+            stats.problems += [str(problem) for problem in data.problems]
         if options.fix_leaf:
             stats.problems.append(_fix_leaf_note(path, stats))
-        # What the whole recording says is said by the first part alone: every part reads
-        # every record (only the walks are sliced).
-        first = part is None or part[0] == 0
-        if lost and first:
+        if lost and last:
             stats.problems.append(_lost_problem(path, lost, data.record_counts[RecordType.SAMPLE]))
-        if tally.unmatched and first:
+        if tally.unmatched and last:
             stats.problems.append(_unmatched_problem(path, tally))
         stats.problems += finder.symbol_problems
         # What the cache of generated SFrame found wrong, with the rest (the warnings of a
@@ -243,22 +246,26 @@ def profile_recording(
         stats.problems += take_warnings()
         stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
         stats.origins = {shown_name(module.path): module.origin for module in spaces.modules}
-    if part is not None and part[0] > 0:  # counted once, by the first part
-        profile.sources, profile.lost_samples, profile.deferred = [], 0, []
+    if part is not None and part[0] > 0:  # named once, by the first part
+        # (a recording with deferred chains is read whole by every part: session.py)
+        profile.sources, profile.deferred = [], []
+    if part is not None and not last:  # counted once, by the last part
+        profile.lost_samples = 0
     return profile, stats
 
 
-def _slice(data: PerfData, index: int, count: int) -> Callable[[int], bool]:
-    """Whether a delivery read up to ``read_to`` is in the index-th of ``count`` slices of
-    the data, by bytes read (deliveries come with ``read_to`` never decreasing: each slice is
-    a run of them, the first and last open-ended)."""
+def _slice(data: PerfData, index: int, count: int) -> tuple[int, int]:
+    """The deliveries of the index-th of ``count`` slices of the data, by bytes read: those
+    read up to an offset above the first bound and at most the second (deliveries come with
+    ``read_to`` never decreasing: each slice is a run of them, the first and last
+    open-ended)."""
     header = data.header
     if header.pipe:
         raise ValueError("a pipe-mode recording is not read in parts")
     start, size = header.data_offset, header.data_size
     low = start + size * index // count if index > 0 else -1
     high = start + size * (index + 1) // count if index < count - 1 else 1 << 64
-    return lambda read_to: low < read_to <= high
+    return low, high
 
 
 def profile_parts(
