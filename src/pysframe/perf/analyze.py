@@ -877,11 +877,7 @@ def _add_chunk(
     frames[range_positions(starts, kernel_lengths)] = kernel_ids
     frames[range_positions(starts + kernel_lengths, user_lengths)] = user_ids
     frames[(starts + kernel_lengths + user_lengths)[lost > 0]] = namer.lost_return(profile)
-    flat = frames.tolist()
-    stacks = [
-        profile.stack_id(flat[start : start + length])
-        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
-    ]
+    stacks = _stack_ids(profile, frames, starts, lengths)
     # A sample whose deferred user callchain never came (or was kept apart): its kernel part,
     # then the cookie, as perf prints it.  (A merged one has its user frames recorded after
     # PERF_CONTEXT_USER, named above as any recorded callchain's.)
@@ -926,6 +922,60 @@ def _add_chunk(
     for row, time in walked.late.items():
         profile.delivered[first + row] = time
     _count(stats, walked, namer.spaces)
+
+
+#: The constants of splitmix64 (a stack's hash: each frame id mixed with its position).
+_GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _stack_ids(
+    profile: Profile,
+    frames: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+) -> list[int]:
+    """The stack ids of the stacks ``frames[starts[i] : starts[i] + lengths[i]]``, as
+    :meth:`Profile.stack_id` of each in turn gives them: a 64-bit hash of each stack (its
+    frame ids, each at its position), each distinct hash's first stack interned, in the
+    order the stacks first come (so that the ids are those one at a time would give), and
+    every stack checked against the one it was taken for (one at a time where any differs)."""
+    count = len(lengths)
+    with np.errstate(over="ignore"):
+        position = np.arange(len(frames), dtype=np.int64) - np.repeat(starts, lengths)
+        # splitmix64's finalizer of (frame id, position): sums of them do not cancel out
+        # where frames trade places, as sums of products with the position would
+        mixed = frames.astype(np.uint64) * _GOLDEN + (position.astype(np.uint64) << np.uint64(32))
+        mixed ^= mixed >> np.uint64(30)
+        mixed *= _MIX
+        mixed ^= mixed >> np.uint64(27)
+        mixed *= _MIX2
+        mixed ^= mixed >> np.uint64(31)
+        key = lengths.astype(np.uint64) * _GOLDEN
+        filled = np.flatnonzero(lengths > 0)
+        if len(filled):
+            key[filled] += np.add.reduceat(mixed, starts[filled])
+    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    taken = first[inverse]  # the stack each one is taken for
+    same = lengths[taken] == lengths
+    if len(frames):
+        owner = np.repeat(np.arange(count), lengths)
+        differs = frames[range_positions(starts[taken], lengths)] != frames
+        same &= np.bincount(owner[differs], minlength=count) == 0
+    flat = frames.tolist()
+    if not same.all():  # two stacks of one hash: one at a time
+        return [
+            profile.stack_id(flat[start : start + length])
+            for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
+        ]
+    order = np.argsort(first, kind="stable")
+    ids = np.empty(len(distinct), dtype=np.int64)
+    for number, sample in zip(order.tolist(), first[order].tolist(), strict=True):
+        start = int(starts[sample])
+        ids[number] = profile.stack_id(flat[start : start + int(lengths[sample])])
+    stack_ids: list[int] = ids[inverse].tolist()
+    return stack_ids
 
 
 @dataclass(frozen=True, slots=True)
