@@ -614,12 +614,15 @@ class _Namer:
         """``out`` with each frame of a module that has no symbol there made the frame with its
         runtime address (:attr:`FrameInfo.runtime_address`, perf's callchain address, which
         perf report names such a caller by): one frame per distinct runtime address."""
-        unnamed_ids = [
-            frame for frame in np.unique(out).tolist() if profile.frames[frame].symbol is None
-        ]
-        if not unnamed_ids:
+        if not len(out):
             return out
-        chosen = np.flatnonzero(np.isin(out, unnamed_ids) & (modules >= 0))
+        present = np.flatnonzero(np.bincount(out))  # frame ids: small, a count not a sort
+        unnamed = np.zeros(len(present) and int(present[-1]) + 1, dtype=bool)
+        for frame in present.tolist():
+            unnamed[frame] = profile.frames[frame].symbol is None
+        if not unnamed.any():
+            return out
+        chosen = np.flatnonzero(unnamed[out] & (modules >= 0))
         if not len(chosen):
             return out
         pairs, inverse = _distinct_pairs(out[chosen], lookup[chosen])
