@@ -11,6 +11,7 @@ to split.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,30 @@ def test_the_command_line_with_jobs(
     assert outputs["1", "script"] == outputs["2", "script"]
     assert outputs["1", "report"] == outputs["2", "report"]
     assert outputs["1", "script"].count("\n\n") > 50
+
+
+def test_each_slice_reads_up_to_its_end(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slice's worker reads the recording up to the end of its slice, not beyond: the
+    first of three stops within the first two thirds of the data, the last reads it all."""
+    from pysframe.perf.data import PerfData, Stretch
+
+    read = PerfData.read
+    ends: list[int] = []
+
+    def reading(self: PerfData, chunk: int = CHUNK) -> Iterator[Stretch]:
+        for stretch in read(self, chunk):
+            ends.append(stretch.end)
+            yield stretch
+
+    monkeypatch.setattr(PerfData, "read", reading)
+    reached = []
+    for index in (0, 2):
+        ends.clear()
+        profile_recording(str(recording), Options(chunk=CHUNK), part=(index, 3))
+        reached.append(ends[-1])
+    with PerfData.open(recording) as data:
+        start, size = data.header.data_offset, data.header.data_size
+    assert reached[0] < start + size * 2 // 3, (reached, start, size)
+    assert reached[1] == start + size

@@ -287,7 +287,7 @@ def test_time_order_equals_perfs_queue(
 @given(
     st.lists(
         st.tuples(
-            st.integers(0, 2**22),  # tid
+            st.integers(-1, 2**22),  # tid (-1: none recorded)
             st.integers(0, 2**63),  # time, ns: seconds of any width
             st.integers(0, 2**64 - 1),  # period
             st.sampled_from(["app", "a%sb", "with space", "x" * 20]),
@@ -317,3 +317,49 @@ def test_script_text_is_each_sample_as_perf_prints_it(
     frame_lines = [[frame_line(profile.frames[f]) for f in stack] for stack in profile.stacks]
     expected = "".join(sample_lines(profile, i, frame_lines[profile.stack[i]]) for i in order)
     assert "".join(script_text(profile, batch)) == expected
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-1, 2**31 - 1),  # pid (-1: none recorded)
+            st.integers(-1, 2**31 - 1),  # tid
+            st.integers(0, 5000),  # cpu
+            st.integers(0, 2**64 - 1),  # time, ns
+            st.integers(0, 2**64 - 1),  # period
+            st.sampled_from(["app", "\u00e9t\u00e9", "x" * 20]),
+        ),
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_script_fields_are_printf_of_each_sample(
+    samples: list[tuple[int, int, int, int, int, str]], nanoseconds: bool
+) -> None:
+    """``-F comm,pid,tid,cpu,time,period,event,ip,sym`` (with or without ``--ns``): each
+    header is what C's printf gives of perf's formats (builtin-script.c
+    perf_sample__fprintf_start: ``%5d/%-5d ``, ``[%03d] ``, ``%5lu.%06lu: ``, ``%10lu``),
+    here Python's ``%`` of the same formats."""
+    from pysframe.perf.profile import FrameInfo, Profile
+    from pysframe.perf.script import script_fields, script_text
+
+    profile = Profile()
+    frame = profile.frame_id(FrameInfo(0x1234, "/lib/m.so", "f", 4))
+    stack = profile.stack_id([frame])
+    event = profile.event_id("cpu-clock", "events")
+    for pid, tid, cpu, time, period, comm in samples:
+        profile.add(stack, pid=pid, tid=tid, time=time, cpu=cpu, period=period,
+                    comm=profile.comm_id(comm), event=event)  # fmt: skip
+    options = script_fields("comm,pid,tid,cpu,time,period,event,ip,sym", nanoseconds)
+    expected = []
+    for index in sorted(range(len(profile)), key=profile.time.__getitem__):
+        pid, tid, cpu, time, period, comm = samples[index]
+        # perf's printf formats, as they are
+        ns = time % 10**9
+        fraction = "%09d" % ns if nanoseconds else "%06d" % (ns // 1000)  # noqa: UP031
+        expected.append(
+            "%s %5d/%-5d [%03d] %5d.%s: %10d cpu-clock: \n\t%16x f\n\n"  # noqa: UP031
+            % (comm, pid, tid, cpu, time // 10**9, fraction, period, 0x1234)
+        )
+    assert "".join(script_text(profile, 7, options)) == "".join(expected)

@@ -162,13 +162,15 @@ def profile_recording(
     total)`` is told the bytes read so far (for a progress bar).
 
     ``part`` (``(index, count)``): only the samples of the index-th of ``count`` time slices
-    (perf's deliveries, by how far into the data they are read), the whole recording read for
-    the address spaces at its start: the profiles of a file's parts, merged in order
-    (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's own
-    counts (lost samples, its name) are the first part's."""
+    (perf's deliveries, by how far into the data they are read), the recording read up to
+    the slice's end, its side-band records from the start, for the address spaces at the
+    slice's start (session.py): the profiles of a file's parts, merged in order
+    (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's name
+    is the first part's; what its whole reading finds (lost samples, deferred chains that
+    never came, a file cut short) the last part's, which reads it to the end."""
     options = options or Options()
     with PerfData.open(path) as data:
-        wanted = None if part is None else _slice(data, *part)
+        within = None if part is None else _slice(data, *part)
         finder = ModuleFinder(
             build_ids={entry.filename: entry.build_id for entry in data.features.build_ids},
             debug_dir=options.debug_dir,
@@ -213,7 +215,7 @@ def profile_recording(
                                          max_frames=options.max_frames,
                                          on_event=count_lost,
                                          merge_deferred=options.merge_callchains,
-                                         deferred=tally, wanted=wanted):  # fmt: skip
+                                         deferred=tally, within=within):  # fmt: skip
                 _add_chunk(profile, stats, walked, namer, events, defers)
                 _count_events(stats, walked, data.attrs, spaces)
                 if on_chunk is not None:
@@ -227,15 +229,16 @@ def profile_recording(
         profile.build_ids = {
             shown_name(entry.filename): entry.build_id.hex() for entry in data.features.build_ids
         }
-        stats.problems += [str(problem) for problem in data.problems]
+        # What the whole recording says is said by the last part alone, which reads it to
+        # the end (the others stop after their slice).
+        last = part is None or part[0] == part[1] - 1
+        if last:
+            stats.problems += [str(problem) for problem in data.problems]
         if options.fix_leaf:
             stats.problems.append(_fix_leaf_note(path, stats))
-        # What the whole recording says is said by the first part alone: every part reads
-        # every record (only the walks are sliced).
-        first = part is None or part[0] == 0
-        if lost and first:
+        if lost and last:
             stats.problems.append(_lost_problem(path, lost, data.record_counts[RecordType.SAMPLE]))
-        if tally.unmatched and first:
+        if tally.unmatched and last:
             stats.problems.append(_unmatched_problem(path, tally))
         stats.problems += finder.symbol_problems
         # What the cache of generated SFrame found wrong, with the rest (the warnings of a
@@ -243,22 +246,26 @@ def profile_recording(
         stats.problems += take_warnings()
         stats.without_own_sframe = {shown_name(path): why for path, why in finder.problems.items()}
         stats.origins = {shown_name(module.path): module.origin for module in spaces.modules}
-    if part is not None and part[0] > 0:  # counted once, by the first part
-        profile.sources, profile.lost_samples, profile.deferred = [], 0, []
+    if part is not None and part[0] > 0:  # named once, by the first part
+        # (a recording with deferred chains is read whole by every part: session.py)
+        profile.sources, profile.deferred = [], []
+    if part is not None and not last:  # counted once, by the last part
+        profile.lost_samples = 0
     return profile, stats
 
 
-def _slice(data: PerfData, index: int, count: int) -> Callable[[int], bool]:
-    """Whether a delivery read up to ``read_to`` is in the index-th of ``count`` slices of
-    the data, by bytes read (deliveries come with ``read_to`` never decreasing: each slice is
-    a run of them, the first and last open-ended)."""
+def _slice(data: PerfData, index: int, count: int) -> tuple[int, int]:
+    """The deliveries of the index-th of ``count`` slices of the data, by bytes read: those
+    read up to an offset above the first bound and at most the second (deliveries come with
+    ``read_to`` never decreasing: each slice is a run of them, the first and last
+    open-ended)."""
     header = data.header
     if header.pipe:
         raise ValueError("a pipe-mode recording is not read in parts")
     start, size = header.data_offset, header.data_size
     low = start + size * index // count if index > 0 else -1
     high = start + size * (index + 1) // count if index < count - 1 else 1 << 64
-    return lambda read_to: low < read_to <= high
+    return low, high
 
 
 def profile_parts(
@@ -607,12 +614,15 @@ class _Namer:
         """``out`` with each frame of a module that has no symbol there made the frame with its
         runtime address (:attr:`FrameInfo.runtime_address`, perf's callchain address, which
         perf report names such a caller by): one frame per distinct runtime address."""
-        unnamed_ids = [
-            frame for frame in np.unique(out).tolist() if profile.frames[frame].symbol is None
-        ]
-        if not unnamed_ids:
+        if not len(out):
             return out
-        chosen = np.flatnonzero(np.isin(out, unnamed_ids) & (modules >= 0))
+        present = np.flatnonzero(np.bincount(out))  # frame ids: small, a count not a sort
+        unnamed = np.zeros(len(present) and int(present[-1]) + 1, dtype=bool)
+        for frame in present.tolist():
+            unnamed[frame] = profile.frames[frame].symbol is None
+        if not unnamed.any():
+            return out
+        chosen = np.flatnonzero(unnamed[out] & (modules >= 0))
         if not len(chosen):
             return out
         pairs, inverse = _distinct_pairs(out[chosen], lookup[chosen])
@@ -870,11 +880,7 @@ def _add_chunk(
     frames[range_positions(starts, kernel_lengths)] = kernel_ids
     frames[range_positions(starts + kernel_lengths, user_lengths)] = user_ids
     frames[(starts + kernel_lengths + user_lengths)[lost > 0]] = namer.lost_return(profile)
-    flat = frames.tolist()
-    stacks = [
-        profile.stack_id(flat[start : start + length])
-        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
-    ]
+    stacks = _stack_ids(profile, frames, starts, lengths)
     # A sample whose deferred user callchain never came (or was kept apart): its kernel part,
     # then the cookie, as perf prints it.  (A merged one has its user frames recorded after
     # PERF_CONTEXT_USER, named above as any recorded callchain's.)
@@ -919,6 +925,60 @@ def _add_chunk(
     for row, time in walked.late.items():
         profile.delivered[first + row] = time
     _count(stats, walked, namer.spaces)
+
+
+#: The constants of splitmix64 (a stack's hash: each frame id mixed with its position).
+_GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _stack_ids(
+    profile: Profile,
+    frames: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+) -> list[int]:
+    """The stack ids of the stacks ``frames[starts[i] : starts[i] + lengths[i]]``, as
+    :meth:`Profile.stack_id` of each in turn gives them: a 64-bit hash of each stack (its
+    frame ids, each at its position), each distinct hash's first stack interned, in the
+    order the stacks first come (so that the ids are those one at a time would give), and
+    every stack checked against the one it was taken for (one at a time where any differs)."""
+    count = len(lengths)
+    with np.errstate(over="ignore"):
+        position = np.arange(len(frames), dtype=np.int64) - np.repeat(starts, lengths)
+        # splitmix64's finalizer of (frame id, position): sums of them do not cancel out
+        # where frames trade places, as sums of products with the position would
+        mixed = frames.astype(np.uint64) * _GOLDEN + (position.astype(np.uint64) << np.uint64(32))
+        mixed ^= mixed >> np.uint64(30)
+        mixed *= _MIX
+        mixed ^= mixed >> np.uint64(27)
+        mixed *= _MIX2
+        mixed ^= mixed >> np.uint64(31)
+        key = lengths.astype(np.uint64) * _GOLDEN
+        filled = np.flatnonzero(lengths > 0)
+        if len(filled):
+            key[filled] += np.add.reduceat(mixed, starts[filled])
+    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    taken = first[inverse]  # the stack each one is taken for
+    same = lengths[taken] == lengths
+    if len(frames):
+        owner = np.repeat(np.arange(count), lengths)
+        differs = frames[range_positions(starts[taken], lengths)] != frames
+        same &= np.bincount(owner[differs], minlength=count) == 0
+    flat = frames.tolist()
+    if not same.all():  # two stacks of one hash: one at a time
+        return [
+            profile.stack_id(flat[start : start + length])
+            for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
+        ]
+    order = np.argsort(first, kind="stable")
+    ids = np.empty(len(distinct), dtype=np.int64)
+    for number, sample in zip(order.tolist(), first[order].tolist(), strict=True):
+        start = int(starts[sample])
+        ids[number] = profile.stack_id(flat[start : start + int(lengths[sample])])
+    stack_ids: list[int] = ids[inverse].tolist()
+    return stack_ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -387,6 +387,7 @@ class PerfData:
         counts = self.record_counts
         side_band, user_start = SIDE_BAND_TYPES, layout.USER_TYPE_START
         budget, limit = chunk, position + MAX_STRETCH_BYTES
+        bulk = mode == "bulk"
         #: The last record followed by a payload its size does not count: (offset, type,
         #: payload bytes).
         payload: tuple[int, int, int] | None = None
@@ -432,14 +433,28 @@ class PerfData:
                     window = source.ensure(position, position + (size or header_size))
                     buffer, base, end = window.buffer, window.base, window.end
                     continue
-                counts[kind] += 1
                 extra = 0
+                if kind == 9 and mode != "scalar":  # PERF_RECORD_SAMPLE, and those after it
+                    # A run of whole samples within the stretch, in a loop of its own (most
+                    # records are samples): the first other record goes round again.
+                    run = 0
+                    while True:
+                        run += 1
+                        if bulk:
+                            offsets.append(position - base)
+                        position += size
+                        if run >= budget or position > limit or position + header_size > end:
+                            break
+                        kind, misc, size = unpack(buffer, position - base)
+                        if kind != 9 or size < header_size or position + size > end:
+                            break
+                    counts[9] += run
+                    budget -= run
+                    continue
+                counts[kind] += 1
                 if kind == 9:  # PERF_RECORD_SAMPLE
                     budget -= 1
-                    if mode == "bulk":
-                        offsets.append(position - base)
-                    elif mode == "scalar":
-                        self._scalar_sample(window, position - base, size, scalar)
+                    self._scalar_sample(window, position - base, size, scalar)
                 elif kind in side_band:
                     budget -= 1
                     stretch.events.append(decode_side_band(

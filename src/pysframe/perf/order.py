@@ -22,7 +22,7 @@ between them.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -159,14 +159,21 @@ class _Queue:
         return delivered
 
 
-def time_ordered(stretches: Iterable[Stretch]) -> Iterator[Delivery]:
+def time_ordered(
+    stretches: Iterable[Stretch], gathered: Callable[[int], bool] | None = None
+) -> Iterator[Delivery]:
     """The records of ``stretches`` (the reader's, in file order) in perf's delivery order,
-    one delivery per stretch read."""
+    one delivery per stretch read.  ``gathered(read_to)`` False: that delivery's samples are
+    not wanted (a time slice after them: analyze.py), and it holds its side-band records
+    alone (``samples`` None), without its samples gathered."""
     records, queue = _Records(), _Queue()
     read_to = 0
     for stretch in stretches:
         read_to = stretch.end
-        delivery = records.delivery(_read_stretch(stretch, records, queue), read_to)
+        order = _read_stretch(stretch, records, queue)
+        if gathered is not None and not gathered(read_to):
+            order = order[order < 0]
+        delivery = records.delivery(order, read_to)
         if delivery is not None:
             yield delivery
         pending = queue.ident[queue.ident >= 0]

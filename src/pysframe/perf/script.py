@@ -25,10 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..names import escape_controls
 from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
@@ -211,11 +215,12 @@ def script_text(
     profile: Profile, batch: int = 4096, options: ScriptFields = ScriptFields()
 ) -> Iterator[str]:
     """The text of every sample, in time order, ``batch`` samples at a time: each frame and
-    each distinct stack is formatted once, each header from a template per (command, event)
-    (builtin-script.c perf_sample__fprintf_start and process_event: the command ``%s `` when
-    the sample's frames follow on lines of their own, else ``%16s ``; ``%5d/%-5d `` of pid and
-    tid, or ``%5d `` of one; ``[%03d] `` of the CPU; ``%12s: `` of the time, with microseconds,
-    or ``%5d.%09d: `` with nanoseconds; ``%10d `` of the period; ``%*s: `` of the event, as
+    each distinct stack is formatted once, each header's numbers a column at a time and its
+    command and event once per (command, event) (builtin-script.c
+    perf_sample__fprintf_start and process_event: the command ``%s `` when the sample's
+    frames follow on lines of their own, else ``%16s ``; ``%5d/%-5d `` of pid and tid, or
+    ``%5d `` of one; ``[%03d] `` of the CPU; ``%12s: `` of the time, with microseconds, or
+    ``%5d.%09d: `` with nanoseconds; ``%10d `` of the period; ``%*s: `` of the event, as
     wide as the longest event name; then the frames, or the sample's address on the line).
     """
     import numpy as np
@@ -226,75 +231,80 @@ def script_text(
     callchain = [profile.has_callchains(name) for name, _ in profile.events] or [True]
     frame_texts: dict[bool, list[str]] = {}
     stacks: dict[tuple[int, bool], str] = {}
-    templates: dict[int, str] = {}
 
-    def frame_text(frame: int, chained: bool) -> str:
+    def frame_texts_of(chained: bool) -> list[str]:
         texts = frame_texts.get(chained)
         if texts is None:
             texts = frame_texts[chained] = [
                 _frame_text(info, fields, chained) for info in profile.frames
             ]
-        return texts[frame]
+        return texts
 
     def stack_text(stack: int, chained: bool) -> str:
         text = stacks.get((stack, chained))
         if text is None:
             frames = profile.stacks[stack]
             if chained:
-                text = "".join([frame_text(f, True) for f in frames]) + "\n"
+                texts = frame_texts_of(True)
+                text = "".join([texts[f] for f in frames]) + "\n"
             elif "ip" in fields:
                 # No callchain: the sample's IP (its innermost frame) on the header line.
-                text = (frame_text(frames[0], False) if frames else f"{0:16x}") + "\n"
+                texts = frame_texts_of(False)
+                text = (texts[frames[0]] if frames else f"{0:16x}") + "\n"
             else:
                 text = "\n"
             stacks[stack, chained] = text
         return text
 
-    # The header's numbers, in the order its template takes them.
-    wanted = [name for name, field in (
-        ("pid", "pid"), ("tid", "tid"), ("cpu", "cpu"), ("seconds", "time"),
-        ("fraction", "time"), ("period", "period"),
-    ) if field in fields]  # fmt: skip
+    # Each header's pieces, in order: the command (per command and event), the numbers
+    # (formatted a column at a time: :func:`_decimals`), the event and what ends the line.
+    def prefix(key: int) -> str:
+        name = escape_controls(profile.comms[key // kinds])
+        if "comm" not in fields:
+            return ""
+        return f"{name} " if callchain[key % kinds] and "ip" in fields else f"{name:>16} "
 
-    def template(key: int) -> str:
-        found = templates.get(key)
-        if found is None:
-            event_number = key % kinds
-            chained = callchain[event_number]
-            name = escape_controls(profile.comms[key // kinds])
-            event = escape_controls(profile.events[event_number][0])
-            parts = []
-            if "comm" in fields:
-                comm = f"{name} " if chained and "ip" in fields else f"{name:>16} "
-                parts.append(comm.replace("%", "%%"))
-            if "pid" in fields and "tid" in fields:
-                parts.append("%5d/%-5d ")
-            elif "pid" in fields or "tid" in fields:
-                parts.append("%5d ")
-            if "cpu" in fields:
-                parts.append("[%03d] ")
-            if "time" in fields:
-                parts.append("%5d.%09d: " if options.nanoseconds else "%5d.%06d: ")
-            if "period" in fields:
-                parts.append("%10d ")
-            if "event" in fields:
-                parts.append(f"{event:>{name_width}}: ".replace("%", "%%"))
-            if "ip" in fields:
-                parts.append("\n" if chained else " ")
-            found = templates[key] = "".join(parts)
-        return found
+    def suffix(key: int) -> str:
+        event = escape_controls(profile.events[key % kinds][0])
+        text = f"{event:>{name_width}}: " if "event" in fields else ""
+        if "ip" in fields:
+            text += "\n" if callchain[key % kinds] else " "
+        return text
 
     times = np.array(profile.time, dtype=np.uint64)
     keys = np.array(profile.comm, dtype=np.int64) * kinds + np.array(profile.event, np.int64)
-    unit = np.uint64(1 if options.nanoseconds else 1000)
-    def number_column(name: str) -> np.ndarray:
-        if name == "seconds":
-            return times // np.uint64(10**9)
-        if name == "fraction":
-            return times % np.uint64(10**9) // unit
-        return np.array(getattr(profile, name), np.uint64 if name == "period" else np.int64)
+    stack_ids = np.array(profile.stack, np.int64)
+    pids, tids = np.array(profile.pid, np.int64), np.array(profile.tid, np.int64)
+    cpus, periods = np.array(profile.cpu, np.int64), np.array(profile.period, np.uint64)
+    fraction = np.uint64(1 if options.nanoseconds else 1000)
+    digits = 9 if options.nanoseconds else 6
 
-    columns = [keys, np.array(profile.stack, np.int64), *map(number_column, wanted)]
+    def headers(chosen: np.ndarray) -> tuple[str, list[int]]:
+        """The header lines of samples ``chosen``, one after the other, and where each ends."""
+        distinct, which = np.unique(keys[chosen], return_inverse=True)
+        which = which.reshape(-1)
+        pieces = [_texts([prefix(key) for key in distinct.tolist()], which)]
+        if "pid" in fields and "tid" in fields:  # %5d/%-5d
+            tid = _decimals(tids[chosen], 0)
+            pieces += [_decimals(pids[chosen], 5), _literal("/", len(chosen)), tid,
+                       _spaces(5 - tid[1]), _literal(" ", len(chosen))]  # fmt: skip
+        elif "pid" in fields or "tid" in fields:
+            column = pids if "pid" in fields else tids
+            pieces += [_decimals(column[chosen], 5), _literal(" ", len(chosen))]
+        if "cpu" in fields:
+            pieces += [_literal("[", len(chosen)), _decimals(cpus[chosen], 3, zero=True),
+                       _literal("] ", len(chosen))]  # fmt: skip
+        if "time" in fields:
+            time = times[chosen]
+            pieces += [_decimals(time // np.uint64(10**9), 5), _literal(".", len(chosen)),
+                       _decimals(time % np.uint64(10**9) // fraction, digits, zero=True),
+                       _literal(": ", len(chosen))]  # fmt: skip
+        if "period" in fields:
+            pieces += [_decimals(periods[chosen], 10), _literal(" ", len(chosen))]
+        pieces.append(_texts([suffix(key) for key in distinct.tolist()], which))
+        return _joined(pieces)
+
+    chained = np.array(callchain, dtype=np.int64)
     delivered = times.copy()  # perf prints a sample when it delivers it
     for index, time in profile.delivered.items():
         delivered[index] = time
@@ -305,22 +315,108 @@ def script_text(
     taken = 0
     for start in range(0, len(order), batch):
         chosen = order[start : start + batch]
-        key, stack, *values = (column[chosen].tolist() for column in columns)
+        text, ends = headers(chosen)
+        # each distinct (stack, with callchain) of the batch's samples formatted once
+        pairs = stack_ids[chosen] * 2 + chained[keys[chosen] % kinds]
+        distinct_pairs, inverse = np.unique(pairs, return_inverse=True)
+        known = [stack_text(pair >> 1, bool(pair & 1)) for pair in distinct_pairs.tolist()]
+        begins = [0, *ends[:-1]]
         texts = [
-            template(k) % tuple(row) + stack_text(x, callchain[k % kinds])
-            for k, x, *row in zip(key, stack, *values, strict=True)
+            text[begin:end] + known[at]
+            for begin, end, at in zip(begins, ends, inverse.reshape(-1).tolist(), strict=True)
         ]
         if taken < len(chains):
             merged = []
-            for at, text in zip(delivered[chosen].tolist(), texts, strict=True):
+            for at, piece in zip(delivered[chosen].tolist(), texts, strict=True):
                 while taken < len(chains) and chains[taken].time < at:
                     merged.append(_deferred_text(profile, chains[taken], stack_text))
                     taken += 1
-                merged.append(text)
+                merged.append(piece)
             texts = merged
         yield "".join(texts)
     for chain in chains[taken:]:
         yield _deferred_text(profile, chain, stack_text)
+
+
+# -- the headers' text, a column at a time ----------------------------------------------------
+# A piece of text per sample: a matrix of code points (one row per sample), each row's text
+# right-aligned in it, and each row's length (the columns before it are not text).
+_Piece = tuple["npt.NDArray[np.uint32]", "npt.NDArray[np.int64]"]
+#: The powers of ten that a uint64 reaches: the digits of ``v`` are 1 + how many are <= v.
+_TENS = [10**k for k in range(1, 20)]
+
+
+def _decimals(values: npt.NDArray[Any], width: int, zero: bool = False) -> _Piece:
+    """``values`` as ``%{width}d`` prints them (``%0{width}d`` with ``zero``): right-aligned
+    in ``width`` characters, wider where they need it, ``-`` before the digits of a negative
+    value (before the zeros with ``zero``)."""
+    import numpy as np
+
+    negative = values < 0 if values.dtype.kind == "i" else np.zeros(len(values), bool)
+    magnitude = values.astype(np.uint64)
+    magnitude[negative] = np.uint64(0) - magnitude[negative]
+    tens = np.array(_TENS, np.uint64)
+    count = 1 + np.searchsorted(tens, magnitude, side="right").astype(np.int64)
+    lengths = np.maximum(count + negative, width)
+    size = int(lengths.max()) if len(values) else 0
+    text = np.full((len(values), size), ord("0" if zero else " "), dtype=np.uint32)
+    rest = magnitude.copy()
+    for place in range(int(count.max()) if len(values) else 0):
+        column = size - 1 - place
+        digit = (rest % np.uint64(10)).astype(np.uint32) + np.uint32(ord("0"))
+        text[:, column] = np.where(place < count, digit, text[:, column])
+        rest //= np.uint64(10)
+    if negative.any():
+        rows = np.flatnonzero(negative)
+        sign = size - (lengths[rows] if zero else count[rows] + 1)
+        text[rows, sign] = ord("-")
+    return text, lengths
+
+
+def _literal(text: str, count: int) -> _Piece:
+    """``text`` on each of ``count`` rows."""
+    import numpy as np
+
+    row = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return np.broadcast_to(row, (count, len(row))), np.full(count, len(row), np.int64)
+
+
+def _spaces(counts: npt.NDArray[np.int64]) -> _Piece:
+    """``counts[i]`` spaces on row ``i`` (none where it is not positive)."""
+    import numpy as np
+
+    lengths = np.maximum(counts, 0).astype(np.int64)
+    size = int(lengths.max()) if len(lengths) else 0
+    return np.full((len(lengths), size), ord(" "), dtype=np.uint32), lengths
+
+
+def _texts(texts: list[str], which: npt.NDArray[np.intp]) -> _Piece:
+    """Text ``texts[which[i]]`` on row ``i``."""
+    import numpy as np
+
+    size = max((len(text) for text in texts), default=0)
+    table = np.zeros((len(texts), size), dtype=np.uint32)
+    for row, text in enumerate(texts):
+        if text:
+            code = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            table[row, size - len(code) :] = code
+    lengths = np.array([len(text) for text in texts], dtype=np.int64)
+    return table[which], lengths[which]
+
+
+def _joined(pieces: list[_Piece]) -> tuple[str, list[int]]:
+    """Each row's pieces one after the other, the rows one after the other; and where each
+    row ends in the text."""
+    import numpy as np
+
+    matrix = np.concatenate([piece for piece, _ in pieces], axis=1)
+    used = np.concatenate(
+        [np.arange(piece.shape[1]) >= (piece.shape[1] - lengths)[:, None]
+         for piece, lengths in pieces], axis=1,
+    )  # fmt: skip
+    text = np.ascontiguousarray(matrix[used]).tobytes().decode("utf-32-le", "surrogatepass")
+    ends: list[int] = np.cumsum(sum(lengths for _, lengths in pieces)).tolist()
+    return text, ends
 
 
 def _deferred_text(

@@ -66,15 +66,18 @@ def walk_recording(
     on_event: Callable[[SideBandEvent], None] | None = None,
     merge_deferred: bool = True,
     deferred: DeferredTally | None = None,
-    wanted: Callable[[int], bool] | None = None,
+    within: tuple[int, int] | None = None,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
     side-band record as it is applied.  Samples whose user callchain was deferred are
     delivered with it, merged, where it comes (deferred.py; ``merge_deferred`` False: as
     they are, perf's ``--no-merge-callchain``); ``deferred`` counts what stitching did.
-    ``wanted(read_to)``: whether the samples of a delivery read up to ``read_to`` are walked
-    (the others are skipped, their side-band records applied all the same: a time slice of
-    the recording, walked with the address spaces as they were at its start)."""
+    ``within`` (``(low, high)``, file offsets): only the samples of the deliveries read up
+    to an offset above ``low`` and at most ``high`` (a time slice of the recording, walked
+    with the address spaces as they were at its start): the samples delivered before are
+    not gathered (their side-band records are applied all the same), and the reading stops
+    after the slice.  A recording whose user callchains are deferred is read whole (a
+    sample waiting for its chain may be delivered in a later slice)."""
 
     def apply(event: SideBandEvent) -> None:
         spaces.apply(event)
@@ -86,10 +89,16 @@ def walk_recording(
         return [attr.defer_callchain for attr in data.attrs]
 
     tally = DeferredTally() if deferred is None else deferred
-    ordered = time_ordered(data.read(chunk))
+    low, high = (-1, 1 << 64) if within is None else within
+    sliced = within is not None and not any(defers())
+    ordered = time_ordered(
+        data.read(chunk), (lambda read_to: read_to > low) if sliced else None
+    )
     for delivery in stitch_deferred(ordered, defers, tally, merge=merge_deferred):
+        if sliced and delivery.read_to > high:
+            break  # the slice is over: what comes later is the next one's
         samples = delivery.samples
-        skipped = wanted is not None and not wanted(delivery.read_to)
+        skipped = not low < delivery.read_to <= high
         if samples is None or not len(samples) or skipped:
             for event in delivery.events:
                 apply(event)

@@ -222,6 +222,11 @@ class BatchUnwinder:
         """Step the frames of ``rows`` whose row is plain; the others (True) are for the
         unwinder's step."""
         handed = np.ones(len(rows), dtype=bool)
+        # The plain frames of every module, stepped together once all are found (each walk
+        # has one frame here: the pieces do not touch each other's walks).
+        plain_at: list[Rows] = []
+        plain_results: list[BatchResult] = []
+        fixed_ra: list[int] = []
         for number in _distinct(modules):
             module = known[number] if number >= 0 else None
             if module is None or module.section is None:
@@ -235,13 +240,19 @@ class BatchUnwinder:
                 plain &= ~state.full[rows[at]]
                 if len(self._signal_ranges.get(section, _signal_ranges, section)[0]):
                     plain &= ~_signal(section, result)  # the section has signal trampolines
-                if plain.all():
-                    _apply(state, rows[at], section, result, memory, self.unwinder)
-                    handed[at] = False
-                elif plain.any():
-                    _apply(state, rows[at[plain]], section, result.subset(plain), memory,
-                           self.unwinder)  # fmt: skip
-                    handed[at[plain]] = False
+                if not plain.all():
+                    if not plain.any():
+                        continue
+                    at, result = at[plain], result.subset(plain)
+                plain_at.append(at)
+                plain_results.append(result)
+                fixed_ra.append(section.header.cfa_fixed_ra_offset)
+        if plain_at:
+            at = np.concatenate(plain_at)
+            fixed = np.repeat(np.array(fixed_ra, np.int64), [len(part) for part in plain_at])
+            _apply(state, rows[at], fixed, _joined_results(plain_results), memory,
+                   self.unwinder)  # fmt: skip
+            handed[at] = False
         return handed
 
     def _maybe_trampoline(
@@ -447,24 +458,33 @@ class _State:
             self.full_state[walk] = caller
 
 
+def _joined_results(results: list[BatchResult]) -> BatchResult:
+    """The answers of several lookups, one after the other."""
+    if len(results) == 1:
+        return results[0]
+    fields = BatchResult.__dataclass_fields__
+    return BatchResult(**{name: np.concatenate([getattr(r, name) for r in results])
+                          for name in fields})  # fmt: skip
+
+
 def _apply(
     state: _State,
     rows: Rows,
-    section: SectionLookup,
+    fixed_ra: Rows,
     result: BatchResult,
     memory: BatchMemory,
     unwinder: Unwinder,
 ) -> None:
     """Unwinder._step_sframe for many plain frames: each check in its order, a frame that fails
-    one stopping there (``live`` holds the frames still going)."""
+    one stopping there (``live`` holds the frames still going).  ``fixed_ra``: the header's
+    fixed RA offset of each frame's section (0: none)."""
     arch, va_bits = unwinder.arch, unwinder.va_bits
     ra_kind = result.ra_kind.astype(np.int64)
-    ra_offset = result.ra_offset
-    fixed_ra = section.header.cfa_fixed_ra_offset
     in_register = (ra_kind == _UNTRACKED) | (ra_kind == _PADDING)
-    if fixed_ra:  # FLEX rows with only an FP pair: the RA stays at the header's fixed offset
-        ra_offset = np.where(in_register, fixed_ra, ra_offset)
-        in_register = np.zeros(len(rows), dtype=bool)
+    # FLEX rows with only an FP pair: the RA stays at the header's fixed offset
+    has_fixed = fixed_ra != 0
+    ra_offset = np.where(in_register & has_fixed, fixed_ra, result.ra_offset)
+    in_register &= ~has_fixed
     live = np.ones(len(rows), dtype=bool)
     # 1. The RA undefined: the outermost frame.
     live &= ~_stopped(state, rows, ra_kind == _UNDEFINED, StopKind.OUTERMOST)
