@@ -45,7 +45,7 @@ from .layout import (
 from .modules import DEFAULT_DEBUG_DIR, ModuleFinder
 from .profile import KERNEL_MODULE, UNKNOWN, DeferredChain, FrameInfo, Profile
 from .records import DeferredCallchainEvent, LostEvent, SideBandEvent
-from .samples import range_positions
+from .samples import range_positions, sorted_distinct
 from .session import WalkedChunk, walk_recording
 from .spaces import AddressSpaces
 from .walk import MAX_FRAMES, RecordedChains, discarded_chains, kernel_parts
@@ -608,7 +608,7 @@ class _Namer:
         runtime address (:attr:`FrameInfo.runtime_address`, perf's callchain address, which
         perf report names such a caller by): one frame per distinct runtime address."""
         unnamed_ids = [
-            frame for frame in np.unique(out).tolist() if profile.frames[frame].symbol is None
+            frame for frame in sorted_distinct(out) if profile.frames[frame].symbol is None
         ]
         if not unnamed_ids:
             return out
@@ -1002,7 +1002,8 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
         sample_of = np.repeat(np.arange(len(walks)), depth)
         # each (sample, module) once: the samples each module holds a frame of
         key = sample_of * (len(names) + 1) + (walks.module + 1)
-        held = np.unique(key) % (len(names) + 1) - 1
+        distinct = np.unique(key, return_counts=True)[0]  # no numpy.ma: see sorted_distinct
+        held = distinct % (len(names) + 1) - 1
         stats.module_samples.update({names[m]: n for m, n in _tally(held).items()})
 
 
