@@ -9,7 +9,8 @@ kallsyms in the cache, ``pysframe perf script`` of one recording imports
 * no worker processes (``multiprocessing``, ``concurrent.futures``, ``pysframe.tools``): one
   recording is read in this process;
 * no generator (``pysframe.generate``), no pyelftools, no SFrame encoder or checker, nothing
-  of live processes (``pysframe.unwind.ptrace``), no ``numpy.ma``;
+  of live processes (``pysframe.unwind.ptrace``), no ``numpy.ma``, no demangler when no
+  name is mangled;
 * with ``--no-inline``, no DWARF reader (``pysframe.elf.addr2line``, ``pysframe.elf.dwarf_info``);
 * at most :data:`PYSFRAME_BUDGET` modules of pysframe and :data:`TOTAL_BUDGET` modules in all
   (numpy alone is some 150; the counts were 63 and 273, 68 and 297 with inline frames, when
@@ -48,6 +49,7 @@ NOT_IMPORTED = (
     "pysframe.elf.inject", "pysframe.perf.flamegraph", "pysframe.perf.pprof",
     "numpy.ma",  # plain np.unique imports it (pysframe.perf.samples.sorted_distinct)
     "pysframe.unwind.ptrace", "pysframe.unwind.stack",  # live processes only
+    "cxxfilt",  # no name to demangle, and perf's demangler is libiberty's where it is found
 )  # fmt: skip
 #: Not imported without inline frames.
 DWARF = ("pysframe.elf.addr2line", "pysframe.elf.addr2line_tables", "pysframe.elf.dwarf_info")
