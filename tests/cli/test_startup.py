@@ -10,6 +10,7 @@ start-up slow.)
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -87,3 +88,33 @@ def test_a_second_stack_of_a_process_needs_no_pyelftools_nor_generation(
         second = imported_by("stack", str(pid))
         assert "pysframe.format.lookup" in second, "the stack was not unwound"
         assert not [name for name in STACK_HEAVY if name in second], pid
+
+
+THREADS = """
+import os, sys
+from pysframe.cli import main
+status = main(sys.argv[1:])
+print(status, len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_a_command_starts_no_blas_threads() -> None:
+    """numpy's OpenBLAS starts a thread per CPU when numpy is imported, which spin a while:
+    a command asks for none (pysframe does no linear algebra), unless the user chose."""
+    from conftest import DATA
+
+    program = str(DATA / "corpus" / "x86_64" / "v3" / "frames")
+    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+
+    def run(**extra: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", THREADS, "info", program], capture_output=True, text=True,
+            env={**environment, **extra}, check=True,
+        )  # fmt: skip
+        return done.stdout.splitlines()[-1].split()
+
+    assert run() == ["0", "1", "1"]  # one thread: the main one
+    if (os.cpu_count() or 1) > 1:  # the user's choice is kept: BLAS threads, as numpy makes
+        status, threads, chosen = run(OPENBLAS_NUM_THREADS="2")
+        assert (status, chosen) == ("0", "2") and int(threads) > 1

@@ -191,3 +191,44 @@ def test_a_table_of_changed_symbols_with_the_same_build_id(
     second = names(renamed)
     assert "renamed_main" in second and "main" not in second
     assert any("other files" in line for line in cache.take_warnings())
+
+
+#: A kallsyms text with the names a kept table must give back as they are: not UTF-8,
+#: not ASCII, aliases of one address, modules, a symbol of the kernel after a module's.
+ODD_KALLSYMS = (
+    b"ffffffff81000000 T _text\n"
+    b"ffffffff81000010 t bad\xff\xfe\n"
+    b"ffffffff81000020 T caf\xc3\xa9\n"
+    b"ffffffff81000020 W caf\xc3\xa9_alias\n"
+    b"ffffffff81000030 d data_is_not_text\n"
+    b"ffffffffc0000000 t in_module\t[mod\xff]\n"
+    b"ffffffffc0000040 T other_module\t[other]\n"
+    b"ffffffff81000040 t after_modules\n"
+)
+
+
+def test_kept_kallsyms_is_the_parsed_table(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel's symbols read back from the cache are the ones parsed: every extent, name
+    and module, by index and by slice."""
+    build_id = bytes(range(20))
+    found = tmp_path / "debug" / "[kernel.kallsyms]" / build_id.hex()
+    found.mkdir(parents=True)
+    (found / "kallsyms").write_bytes(ODD_KALLSYMS)
+    parsed = kernel.parse_kallsyms(ODD_KALLSYMS)
+    first = kernel.kernel_symbols(build_id, str(tmp_path / "debug"))
+    assert _entries(cache_dir, "kallsyms")
+    monkeypatch.setattr(kernel, "parse_kallsyms", _fail)
+    kept = kernel.kernel_symbols(build_id, str(tmp_path / "debug"))
+    assert first is not None and kept is not None and len(kept) == len(parsed) == 6
+    assert kept.starts.tolist() == parsed.starts.tolist()
+    assert kept.ends.tolist() == parsed.ends.tolist()
+    assert [kept.names[at] for at in range(len(kept))] == list(parsed.names)
+    assert [kept.modules[at] for at in range(len(kept))] == list(parsed.modules)
+    assert kept.names[1:4] == list(parsed.names[1:4]) and kept.names[-1] == parsed.names[-1]
+    assert kept.modules[::2] == list(parsed.modules[::2])
+    assert "caf\u00e9_alias" in kept.names and "[mod\\xff]" in kept.modules
+    with pytest.raises(IndexError):
+        kept.names[len(kept)]
+    assert cache.take_warnings() == []

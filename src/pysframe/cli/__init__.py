@@ -25,6 +25,13 @@ from ..errors import SFrameError
 from . import report
 from .usage import UsageError
 
+#: The variable that sets how many threads numpy's BLAS starts (OpenBLAS, which numpy's
+#: wheels ship: driver/others/openblas_env.c reads it and memory.c, blas_get_cpu_number,
+#: starts that many threads when the library loads, that is when numpy is first imported).
+#: Each thread spins a while before it sleeps: about 0.1 s of CPU at each command's start on
+#: a 2-CPU machine, for nothing (pysframe does no linear algebra).
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
     "dump", "info", "lookup", "generate", "check", "stack", "stats", "verify", "compact", "repair",
@@ -56,7 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pysframe`` with ``argv``; the exit status: 0, 1 failure, 2 usage, 130 Ctrl-C.
 
     Every error that stops a command is one ``pysframe: ...`` line on stderr, written by
-    :mod:`pysframe.cli.report` (as are the errors of single files a command goes on after)."""
+    :mod:`pysframe.cli.report` (as are the errors of single files a command goes on after).
+
+    numpy's BLAS is asked for one thread (:data:`BLAS_THREADS`) when numpy is not imported yet
+    and the user set no number; the processes a command starts (its workers, the demangler)
+    inherit it.  A program that uses pysframe as a library is left alone."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault(BLAS_THREADS, "1")
     try:
         return _main(argv)
     except KeyboardInterrupt:  # at any point, start-up included: no traceback

@@ -17,8 +17,9 @@ Each module's job:
   bytes: the ``.debug_*`` sections, units, abbreviations, DIEs and their trees; the addresses
   units and DIEs cover; line-number programs decoded to flat arrays;
 * ``dwarf_lines``: source lines and inlined functions at an address by gdb's rules;
-* ``addr2line``, ``addr2line_tables``: what binutils' ``addr2line -f -i`` prints, by BFD's
-  rules;
+* ``addr2line``, ``addr2line_tables``, ``addr2line_record``: what binutils' ``addr2line -f
+  -i`` prints, by BFD's rules, and its answer (apart: kept answers are read without the
+  reader);
 * ``inject``, ``rewrite``: writing a copy that carries a new ``.sframe``, and a new SFrame
   section over the old one in place.
 """

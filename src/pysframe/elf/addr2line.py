@@ -47,6 +47,7 @@ import itertools
 from dataclasses import dataclass
 
 from ..errors import ElfError, SFrameError
+from .addr2line_record import Record
 from .addr2line_tables import (
     UnitFacts,
     UnitTable,
@@ -92,21 +93,6 @@ _STT_RELC, _STT_SRELC = 8, 9
 _NOT_FUNCTIONS = frozenset({_STT_SECTION, _STT_OBJECT, _STT_COMMON, _STT_TLS, _STT_RELC,
                             _STT_SRELC})  # fmt: skip
 _STB_LOCAL, _STV_HIDDEN = 0, 2
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One answer of addr2line: a function (None: ``??``), a file (None: ``??``) and a line
-    (0: ``?``)."""
-
-    function: str | None
-    file: str | None
-    line: int
-
-    def text(self) -> str:
-        """The two lines addr2line prints for it (without a discriminator)."""
-        where = "??" if self.file is None else self.file
-        return f"{self.function or '??'}\n{where}:{self.line or '?'}\n"
 
 
 @dataclass(frozen=True, slots=True)

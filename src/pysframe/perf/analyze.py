@@ -53,7 +53,8 @@ from .walk import MAX_FRAMES, RecordedChains, discarded_chains, kernel_parts
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from ..elf.addr2line import Addr2Line, Record
+    from ..elf.addr2line import Addr2Line
+    from ..elf.addr2line_record import Record
     from .header import EventAttr
 
 #: The unit of the period of the software clock events (cpu-clock, task-clock).
@@ -374,7 +375,8 @@ MAX_INLINE_NEST = 1024
 
 #: The code whose answers a kept entry holds (:class:`KeptAddr2Line`).
 ANSWER_CODE = (
-    "elf/addr2line.py", "elf/addr2line_tables.py", "elf/dwarf_info.py", "elf/dwarf_lines.py",
+    "elf/addr2line.py", "elf/addr2line_record.py", "elf/addr2line_tables.py", "elf/dwarf_info.py",
+    "elf/dwarf_lines.py",
     "elf/line_program.py", "elf/debuginfo.py", "elf/reader.py", "elf/relocation.py",
     "elf/symbols.py", "elf/layout.py",
 )  # fmt: skip
@@ -402,19 +404,21 @@ class KeptAddr2Line:
     def open(cls, path: str) -> KeptAddr2Line | Addr2Line:
         """The answers of the file at ``path``: from the cache when it has them, else an
         :class:`Addr2Line` of the file (OSError, SFrameError as it raises them)."""
-        from ..elf.addr2line import Addr2Line
         from ..sources.cache import cache_directory, cached_tables, code_digest
 
-        if cache_directory() is None:
-            return Addr2Line(path)
-        digest = _file_digest(path)
-        if digest is None:
-            return Addr2Line(path)
+        digest = _file_digest(path) if cache_directory() is not None else None
         kept: dict[int, list[Record]] = {}
-        parts = cached_tables(digest, "addr2line", _binding(digest, code_digest(*ANSWER_CODE)))
-        if parts is not None:
-            kept = _answers(parts)
-        return cls(path, digest, kept, None if kept else Addr2Line(path))
+        if digest is not None:
+            binding = _binding(digest, code_digest(*ANSWER_CODE))
+            parts = cached_tables(digest, "addr2line", binding)
+            kept = _answers(parts) if parts is not None else {}
+        if kept:  # the DWARF reader is imported when an address is not among them
+            assert digest is not None
+            return cls(path, digest, kept, None)
+        from ..elf.addr2line import Addr2Line
+
+        reader = Addr2Line(path)
+        return reader if digest is None else cls(path, digest, kept, reader)
 
     @property
     def problems(self) -> list[str]:
@@ -465,7 +469,7 @@ def _file_digest(path: str) -> str | None:
 
 def _answers(parts: list[bytes]) -> dict[int, list[Record]]:
     """The answers a kept entry holds (none when its parts are not an entry's)."""
-    from ..elf.addr2line import Record
+    from ..elf.addr2line_record import Record
 
     try:
         rows = json.loads(parts[0]) if len(parts) == 1 else []
@@ -1062,7 +1066,8 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
         sample_of = np.repeat(np.arange(len(walks)), depth)
         # each (sample, module) once: the samples each module holds a frame of
         key = sample_of * (len(names) + 1) + (walks.module + 1)
-        held = np.unique(key) % (len(names) + 1) - 1
+        distinct = np.unique(key, return_counts=True)[0]  # no numpy.ma: see sorted_distinct
+        held = distinct % (len(names) + 1) - 1
         stats.module_samples.update({names[m]: n for m, n in _tally(held).items()})
 
 

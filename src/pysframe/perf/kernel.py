@@ -22,9 +22,10 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -58,8 +59,8 @@ class KernelSymbols:
 
     starts: npt.NDArray[np.uint64]
     ends: npt.NDArray[np.uint64]
-    names: list[str]
-    modules: list[str]
+    names: Sequence[str]
+    modules: Sequence[str]
 
     def find_many(self, addresses: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """The index of the symbol holding each address (-1: none)."""
@@ -256,38 +257,91 @@ def _parsed_kept(text: bytes) -> KernelSymbols:
     return symbols
 
 
+class _Packed(Sequence[str]):
+    """Strings kept end to end in one text, the i-th ``text[ends[i - 1]:ends[i]]`` (the
+    first from 0), sliced when asked for: a kept table's names (a report names a few of a
+    kernel's hundred thousand symbols)."""
+
+    __slots__ = ("_ends", "_text")
+
+    def __init__(self, text: str, ends: npt.NDArray[np.int64]) -> None:
+        self._text, self._ends = text, ends
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[at] for at in range(*index.indices(len(self)))]
+        end = int(self._ends[index])  # an IndexError as a list's
+        index %= len(self._ends)
+        return self._text[int(self._ends[index - 1]) if index else 0 : end]
+
+
+class _Chosen(Sequence[str]):
+    """``choices[which[i]]``: a kept table's modules (a few names, one for each symbol)."""
+
+    __slots__ = ("_choices", "_which")
+
+    def __init__(self, choices: list[str], which: npt.NDArray[np.int32]) -> None:
+        self._choices, self._which = choices, which
+
+    def __len__(self) -> int:
+        return len(self._which)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self._choices[at] for at in self._which[index].tolist()]
+        return self._choices[int(self._which[index])]
+
+
 def _parts(symbols: KernelSymbols) -> list[bytes]:
     """The table as bytes: starts, ends, each symbol's module as an index into the module
-    names, the names and the module names (JSON lists)."""
+    names, the names end to end (UTF-8, lone surrogates as they are) and where each ends
+    (in characters), and the module names (a JSON list)."""
     shown = list(dict.fromkeys(symbols.modules))
     index = {name: at for at, name in enumerate(shown)}
+    lengths = np.fromiter((len(name) for name in symbols.names), np.int64, len(symbols.names))
     return [
         symbols.starts.astype(_U64).tobytes(),
         symbols.ends.astype(_U64).tobytes(),
         np.array([index[name] for name in symbols.modules], dtype=_I32).tobytes(),
-        json.dumps(symbols.names).encode(),
+        "".join(symbols.names).encode("utf-8", "surrogatepass"),
+        np.cumsum(lengths).astype(_U64).tobytes(),
         json.dumps(shown).encode(),
     ]
 
 
 def _from_parts(parts: list[bytes]) -> KernelSymbols:
-    """The table :func:`_parts` gave; ValueError when the parts make none."""
-    if len(parts) != 5 or len(parts[0]) % 8 or len(parts[1]) % 8 or len(parts[2]) % 4:
+    """The table :func:`_parts` gave, checked whole (each name is sliced when first asked
+    for); ValueError when the parts make none."""
+    if len(parts) != 6 or any(len(parts[at]) % 8 for at in (0, 1, 4)) or len(parts[2]) % 4:
         raise ValueError("not the parts of a kallsyms table")
     starts, ends = np.frombuffer(parts[0], _U64), np.frombuffer(parts[1], _U64)
-    which = np.frombuffer(parts[2], _I32)
-    names, shown = json.loads(parts[3]), json.loads(parts[4])
+    which, name_ends = np.frombuffer(parts[2], _I32), np.frombuffer(parts[4], _U64)
+    text = parts[3].decode("utf-8", "surrogatepass")  # UnicodeDecodeError is a ValueError
+    shown = json.loads(parts[5])
     count = len(starts)
     if (
-        len(ends) != count or len(which) != count
-        or not isinstance(names, list) or len(names) != count
+        len(ends) != count or len(which) != count or len(name_ends) != count
         or not isinstance(shown, list) or not all(isinstance(name, str) for name in shown)
-        or not all(isinstance(name, str) for name in names)
         or (count and not 0 <= int(which.min()) <= int(which.max()) < len(shown))
+        or (count and int(name_ends[-1]) != len(text)) or (not count and text)
+        or bool((np.diff(name_ends.astype(np.int64), prepend=0) < 0).any())
     ):  # fmt: skip
         raise ValueError("not the parts of a kallsyms table")
-    modules = [shown[at] for at in which.tolist()]
-    return KernelSymbols(starts.astype(np.uint64), ends.astype(np.uint64), names, modules)
+    return KernelSymbols(
+        starts.astype(np.uint64), ends.astype(np.uint64),
+        _Packed(text, name_ends.astype(np.int64)), _Chosen(shown, which),
+    )  # fmt: skip
 
 
 def _read_text(path: str) -> bytes:

@@ -402,6 +402,14 @@ def range_positions(
     return positions
 
 
+def sorted_distinct(values: npt.NDArray[Any]) -> list[int]:
+    """The distinct values, in increasing order.  np.unique with its counts: plain
+    ``np.unique(values)`` checks for a masked array and so imports numpy.ma on first use
+    (lib/_arraysetops_impl.py, _unique1d: some 15 ms of each run's start)."""
+    distinct: list[int] = np.unique(values, return_counts=True)[0].tolist()
+    return distinct
+
+
 def _columns(mask: int, union: int) -> list[int]:
     """The columns, among the bits of ``union``, of the bits of ``mask``."""
     bits = [bit for bit in range(64) if union >> bit & 1]
@@ -644,5 +652,5 @@ def _scalar_error(
 
 __all__ = [
     "ChunkResult", "Sample", "SampleChunk", "WordGather", "attr_of_sample", "decode_chunk",
-    "decode_sample", "range_positions", "take_samples",
+    "decode_sample", "range_positions", "sorted_distinct", "take_samples",
 ]

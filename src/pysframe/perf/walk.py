@@ -36,7 +36,7 @@ from ..unwind import (
 from ..unwind import no_walks as no_walks
 from .layout import CONTEXT_HV, CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, CONTEXT_USER_DEFERRED
 from .registers import RegisterLayout
-from .samples import WordGather, range_positions
+from .samples import WordGather, range_positions, sorted_distinct
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -279,8 +279,7 @@ def _distinct(values: Rows) -> list[int]:
     if not len(values) or (values == values[0]).all():
         first: list[int] = values[:1].tolist()
         return first
-    distinct: list[int] = np.unique(values).tolist()
-    return distinct
+    return sorted_distinct(values)
 
 
 def _nowhere(pc: int) -> ModuleInfo | None:

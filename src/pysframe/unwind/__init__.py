@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     **dict.fromkeys(("DEFAULT_MAX_FRAMES", "EXCHANGE_TIMEOUT", "TIME_LIMIT"), "limits"),
     **dict.fromkeys(
-        ("Backtrace", "Frame", "FrameSource", "ModuleInfo", "ReadMemory", "Registers",
-         "StopKind", "Unwinder"),
+        ("S390X_FPR_DWARF", "Backtrace", "Frame", "FrameSource", "ModuleInfo", "ReadMemory",
+         "Registers", "StopKind", "Unwinder"),
         "core",
     ),
     **dict.fromkeys(
@@ -46,7 +46,6 @@ _EXPORTS = {
     **dict.fromkeys(("ModuleSymbols", "SymbolOptions"), "symbolize"),
     **dict.fromkeys(("VDSO_NAME", "read_vdso_image"), "vdso"),
     **dict.fromkeys(("Mapping", "process_vdso_address"), "mappings"),
-    "S390X_FPR_DWARF": "ptrace",
 }  # fmt: skip
 
 if TYPE_CHECKING:
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
         no_walks,
     )
     from .core import (
+        S390X_FPR_DWARF,
         Backtrace,
         Frame,
         FrameSource,
@@ -74,7 +74,6 @@ if TYPE_CHECKING:
     from .limits import DEFAULT_MAX_FRAMES, EXCHANGE_TIMEOUT, TIME_LIMIT
     from .mappings import Mapping, process_vdso_address
     from .modules import AddressSpace, ElfFacts, ElfFiles, Module, load_bias
-    from .ptrace import S390X_FPR_DWARF
     from .symbolize import ModuleSymbols, SymbolOptions
     from .vdso import VDSO_NAME, read_vdso_image
 

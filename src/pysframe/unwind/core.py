@@ -96,6 +96,11 @@ class ModuleInfo:
 FindModule = Callable[[int], "ModuleInfo | None"]
 
 
+#: s390x DWARF register numbers of f0..f15 (s390x ELF ABI supplement, "DWARF Definition":
+#: 16-31 are f0 f2 f4 f6 f1 f3 f5 f7 f8 f10 f12 f14 f9 f11 f13 f15).
+S390X_FPR_DWARF = (16, 20, 17, 21, 18, 22, 19, 23, 24, 28, 25, 29, 26, 30, 27, 31)
+
+
 @dataclass(frozen=True, slots=True)
 class Registers:
     """A thread's registers at the point it stopped.

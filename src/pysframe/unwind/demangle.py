@@ -69,6 +69,7 @@ _cxx: Callable[[str], str] | None = None
 _rust: Callable[[str], str] | None = None
 _libiberty: Callable[[str], str | None] | None = None
 _loaded = False
+_libiberty_loaded = False
 #: Where libbfd (which carries libiberty's demangler) is looked for.
 _LIBBFD_GLOBS = (
     "/usr/lib/*-linux-gnu*/libbfd*.so*",
@@ -78,7 +79,7 @@ _LIBBFD_GLOBS = (
 
 
 def _load() -> None:
-    global _cxx, _rust, _libiberty, _loaded
+    global _cxx, _rust, _loaded
     _loaded = True
     try:
         import cxxfilt
@@ -92,7 +93,18 @@ def _load() -> None:
         _rust = rust_demangler.demangle
     except Exception:  # optional: v0 Rust names then stay mangled
         _rust = None
-    _libiberty = _load_libiberty()
+    _perf_demangler()
+
+
+def _perf_demangler() -> Callable[[str], str | None] | None:
+    """libiberty's demangler, loaded alone when first needed: perf's demangling needs no
+    other where it is found (loading cxxfilt looks its libraries up with
+    ctypes.util.find_library, which runs programs: some 50 ms)."""
+    global _libiberty, _libiberty_loaded
+    if not _libiberty_loaded:
+        _libiberty_loaded = True
+        _libiberty = _load_libiberty()
+    return _libiberty
 
 
 def _load_libiberty() -> Callable[[str], str | None] | None:
@@ -220,9 +232,7 @@ def demangle(name: str) -> str:
 def demangle_many(names: Iterable[str]) -> list[str]:
     """:func:`demangle` of each name; the names that go to the worker process go together
     (one exchange for many names, not one each)."""
-    names = list(names)
-    if not _loaded:
-        _load()
+    names = list(names)  # the demanglers are loaded by the first name that needs them
     bases = {name.partition("@")[0] for name in names if name.startswith(("_Z", "_R"))}
     bounded = {base for base in bases if length_bound(base) is not None}
     needing = [b for b in bases if b not in bounded and b not in _LEFT_MANGLED]
@@ -321,8 +331,6 @@ def demangle_like_perf(name: str) -> str | None:
         return _OCAML_PART.sub(lambda m: chr(int(m[1], 16)) if m[1] else ".", name[4:])
     if not name.startswith(_PERF_PREFIXES):
         return None
-    if not _loaded:
-        _load()
     answer = _FROM_WORKER_PERF.pop(name, _NOT_SENT)
     if answer is _NOT_SENT and length_bound(name) is not None:
         return _perf_bounded(name)
@@ -353,9 +361,7 @@ def _perf_checked(name: str, text: str | None) -> str | None:
 def demangle_like_perf_many(names: Iterable[str]) -> list[str | None]:
     """:func:`demangle_like_perf` of each name; those that go to the worker process go
     together."""
-    names = list(names)
-    if not _loaded:
-        _load()
+    names = list(names)  # the demanglers are loaded by the first name that needs them
     mangled = {name for name in names if name.startswith(_PERF_PREFIXES)}
     bounded = {name for name in mangled if length_bound(name) is not None}
     needing = [name for name in mangled - bounded if name not in _LEFT_MANGLED]
@@ -374,11 +380,12 @@ def demangle_like_perf_unbounded(name: str) -> str | None:
     """:func:`demangle_like_perf` with no bound, for bounded names and the worker: libiberty
     where it is found; else ``__cxa_demangle``'s name cut to what ``DMGL_NO_OPTS`` prints
     (:func:`bare_name`; special names such as ``vtable for X`` and thunks as they are)."""
-    if not _loaded:
+    libiberty = _perf_demangler()
+    if libiberty is None and not _loaded:
         _load()
     try:
-        if _libiberty is not None:
-            return _libiberty(name)
+        if libiberty is not None:
+            return libiberty(name)
         base = name.split("@", 1)[0]  # libiberty reads no further than the encoding
         if base.startswith("_R"):
             return _rust(base) if _rust is not None else None

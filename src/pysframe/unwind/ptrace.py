@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import UnwindError
 from ..format.constants import Abi
-from .core import Registers
+from .core import S390X_FPR_DWARF, Registers
 
 PTRACE_GETREGSET = 0x4204
 PTRACE_SEIZE = 0x4206
@@ -70,9 +70,6 @@ _AMD64_SIZE = 27 * 8
 _AARCH64_SIZE = 34 * 8
 #: s390x s390_regs: psw mask, psw addr, r0..r15, ...
 _S390X_MIN_SIZE = 18 * 8
-#: s390x DWARF register numbers of f0..f15 (s390x ELF ABI supplement, "DWARF Definition":
-#: 16-31 are f0 f2 f4 f6 f1 f3 f5 f7 f8 f10 f12 f14 f9 f11 f13 f15).
-S390X_FPR_DWARF = (16, 20, 17, 21, 18, 22, 19, 23, 24, 28, 25, 29, 26, 30, 27, 31)
 
 
 def host_abi() -> Abi:

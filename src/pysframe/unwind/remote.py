@@ -37,9 +37,9 @@ from types import TracebackType
 from xml.parsers import expat
 
 from ..format.constants import Abi
-from .core import Registers
+from .core import S390X_FPR_DWARF, Registers
 from .mappings import auxv_entries
-from .ptrace import S390X_FPR_DWARF, ThreadState
+from .ptrace import ThreadState
 from .rsp import (
     EXCHANGE_TIMEOUT,
     MAX_PACKET,
