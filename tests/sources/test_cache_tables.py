@@ -232,3 +232,19 @@ def test_kept_kallsyms_is_the_parsed_table(
     with pytest.raises(IndexError):
         kept.names[len(kept)]
     assert cache.take_warnings() == []
+
+
+def test_tables_of_two_versions_live_side_by_side(cache_dir: Path) -> None:
+    """Tables made by code of another digest (another version of pysframe sharing the cache)
+    are another entry: neither version reads, warns about or replaces the other's."""
+    key = "ab" * 20
+    mine, theirs = {"code": "1" * 16, "file": "f"}, {"code": "2" * 16, "file": "f"}
+    cache.keep_tables(key, "perf-symbols", theirs, [b"their table"])
+    assert cache.cached_tables(key, "perf-symbols", mine) is None
+    cache.keep_tables(key, "perf-symbols", mine, [b"my table"])
+    assert cache.cached_tables(key, "perf-symbols", theirs) == [b"their table"]
+    assert cache.cached_tables(key, "perf-symbols", mine) == [b"my table"]
+    assert cache.take_warnings() == []
+    # The same code made from another file: the one entry is refused and made again.
+    assert cache.cached_tables(key, "perf-symbols", {**mine, "file": "g"}) is None
+    assert len(cache.take_warnings()) == 1

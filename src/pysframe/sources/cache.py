@@ -418,12 +418,19 @@ def _code_digest(modules: tuple[str, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _tables_name(key: str, kind: str) -> str | None:
-    """The entry of ``kind`` for ``key`` (hex: a build ID or a digest); None for a key that
+def _tables_name(key: str, kind: str, binding: dict[str, Any]) -> str | None:
+    """The entry of ``kind`` for ``key`` (hex: a build ID or a digest) made by the code whose
+    digest the binding names (``"code"``: two versions of pysframe sharing a cache each keep
+    their own entries instead of replacing the other's on every run); None for a key that
     names no file of this cache."""
-    if not key or len(key) > 128 or not all(c in string.hexdigits for c in key):
+    code = binding.get("code")
+    if not isinstance(code, str) or not all(_hex(part) for part in (key, code)):
         return None
-    return f"{key}.{kind}"
+    return f"{key}.{code}.{kind}"
+
+
+def _hex(text: str) -> bool:
+    return 0 < len(text) <= 128 and all(c in string.hexdigits for c in text)
 
 
 def cached_tables(key: str, kind: str, binding: dict[str, Any]) -> list[bytes] | None:
@@ -431,7 +438,7 @@ def cached_tables(key: str, kind: str, binding: dict[str, Any]) -> list[bytes] |
     names exactly ``binding`` (what the tables were made from: digests of the inputs, the
     code's digest) and its parts are the bytes written; else None (an entry made from
     anything else, damaged, a link or a FIFO is warned about and removed: a miss)."""
-    name = _tables_name(key, kind)
+    name = _tables_name(key, kind, binding)
     if name is None:
         return None
     with _opened(create=False) as directory:
@@ -481,7 +488,7 @@ def _tables_unpacked(data: bytes, binding: dict[str, Any]) -> tuple[list[bytes] 
 def keep_tables(key: str, kind: str, binding: dict[str, Any], parts: list[bytes]) -> None:
     """Keep ``parts`` for ``key`` and ``kind``, bound to ``binding`` (best effort: a failure,
     or an entry over :data:`MAX_TABLES`, is ignored)."""
-    name = _tables_name(key, kind)
+    name = _tables_name(key, kind, binding)
     if name is None or sum(len(part) for part in parts) > MAX_TABLES:
         return
     digest = hashlib.sha256()
