@@ -427,11 +427,11 @@ def _check_functions(section: SectionView, kernel: bool) -> list[Finding]:
     # V1/V2 info: bits 0-3 FRE type, 4 PC type, 5 pauth key, 6-7 unused (V2 spec 2.3.1).
     # V3 info: bit 6 unused, bit 7 signal frame; info2 bits 5-7 unused (docs/format.md,
     # "FDE info byte" and "V3 FDE").
-    info_unused = t.info & FDE_INFO_UNUSED[h.version]
-    info2_unused = t.info2 & FDE_INFO2_UNUSED if h.version is Version.V3 else none
-    padding = t.padding if h.version is Version.V2 else none
-    failing = unsorted | empty | no_rep_size | (info_unused != 0) | (info2_unused != 0)
-    failing |= padding != 0
+    unused = FDE_INFO_UNUSED[h.version]
+    bad_info = (t.info & unused) != 0
+    bad_info2 = (t.info2 & FDE_INFO2_UNUSED) != 0 if h.version is Version.V3 else none
+    bad_padding = t.padding != 0 if h.version is Version.V2 else none
+    failing = unsorted | empty | no_rep_size | bad_info | bad_info2 | bad_padding
     what = "FDE_SORTED is set" if h.sorted else "the kernel needs sorted FDEs"
     findings = []
     for index in np.flatnonzero(failing).tolist():
@@ -453,31 +453,31 @@ def _check_functions(section: SectionView, kernel: bool) -> list[Finding]:
         if no_rep_size[index]:
             message = "PCMASK function with repetition size 0"
             findings.append(error("rep-size", message, index, at + _REP_SIZE_FINDING_AT))
-        if info_unused[index]:
+        if bad_info[index]:
             info = int(t.info[index])
             findings.append(
                 warning(
                     "reserved-bits",
-                    f"unused bits {int(info_unused[index]):#x} set in info {info:#04x}",
+                    f"unused bits {info & unused:#x} set in info {info:#04x}",
                     index,
                     _info_offset(section, index),
                 )
             )
-        if info2_unused[index]:
+        if bad_info2[index]:
             info2 = int(t.info2[index])
             findings.append(
                 warning(
                     "reserved-bits",
-                    f"unused bits {int(info2_unused[index]):#x} set in info2 {info2:#04x}",
+                    f"unused bits {info2 & FDE_INFO2_UNUSED:#x} set in info2 {info2:#04x}",
                     index,
                     h.fre_start + int(t.fre_offset[index]) + V3_ATTR_AT["info2"],
                 )
             )
-        if padding[index]:
+        if bad_padding[index]:
             findings.append(
                 warning(
                     "reserved-bits",
-                    f"padding {int(padding[index]):#x} is not zero",
+                    f"padding {int(t.padding[index]):#x} is not zero",
                     index,
                     at + FDE_AT[Version.V2]["padding"],
                 )
