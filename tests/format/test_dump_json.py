@@ -1,7 +1,7 @@
 """The streamed JSON dump (``pysframe.tools.dump``, ``dump --json`` and ``--jsonl``).
 
 The oracle is the row model: each function's rows as ``Function.rows`` decodes them one at a
-time (rules from ``pysframe.format.rules``), with the cells of ``tools.dump.row_cells``; the
+time (rules from ``pysframe.format.rules``), with the cells of ``tools.dump.form_cells``; the
 streamed writer reads every row in bulk and encodes each row form once, so the two paths share
 only the cell formatting.
 """
@@ -22,15 +22,15 @@ from pysframe.cli import main
 from pysframe.elf.reader import ElfReader
 from pysframe.elf.sframe import find_sframe
 from pysframe.format.builder import SFrameBuilder
-from pysframe.format.constants import Abi, Version
+from pysframe.format.constants import Abi, FdeType, PcType, Version
 from pysframe.format.model import CfaRule, RegRule
 from pysframe.format.walk import scan_rows
 from pysframe.tools import dump
 from pysframe.tools.dump import (
+    form_cells,
     function_json_lines,
     function_json_pieces,
     function_pc,
-    function_rows,
     section_header_json,
     section_json,
 )
@@ -51,11 +51,15 @@ def model_json(section: SFrameSection) -> dict[str, Any]:
     functions = []
     for function in section:
         rows = []
-        for row, shown in zip(function.rows, function_rows(section, function), strict=True):
+        # PCMASK rows show their start offset alone, the others the function's pc plus it.
+        origin = 0 if function.pc_type is PcType.MASK else function_pc(section, function)
+        flex = function.fde_type is FdeType.FLEX
+        for row in function.rows:
             cfa = row.cfa
+            cells = form_cells(section, flex, row.info, row.words)
             rows.append(
                 {
-                    "address": shown.address,
+                    "address": (origin + row.start_offset) % 2**64,
                     "start_offset": row.start_offset,
                     "info": row.info,
                     "words": list(row.words),
@@ -65,7 +69,7 @@ def model_json(section: SFrameSection) -> dict[str, Any]:
                     "fp": _rule(row.fp),
                     "ra": _rule(row.ra),
                     "mangled_ra": row.mangled_ra,
-                    "text": None if shown.cells is None else list(shown.cells),
+                    "text": None if cells is None else list(cells),
                 }
             )
         functions.append(

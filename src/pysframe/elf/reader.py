@@ -130,9 +130,6 @@ class ElfSegment:
     flags: int
     align: int
 
-    def contains(self, address: int) -> bool:
-        return self.vaddr <= address < self.vaddr + self.memsz
-
     def pack(self, bits: int, big_endian: bool) -> bytes:
         """The program header as the file stores it (class ``bits``, byte order)."""
         layout = phdr_struct(bits, big_endian)

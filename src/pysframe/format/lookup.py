@@ -58,7 +58,7 @@ from .layout import (
 )
 from .model import FrameRow, Function, Header, LookupResult, RuleKind
 from .rules import Rules, decode_rules, row_context
-from .walk import step_fres, walk_fres
+from .walk import read_rows, step_fres
 
 if TYPE_CHECKING:
     import numpy as np
@@ -215,72 +215,30 @@ class _IndexedRows:
     search: RowSearch
 
 
-def _index_rows(data: Buffer, header: Header, function: Function) -> _IndexedRows:
+def _index_rows(
+    data: Buffer,
+    header: Header,
+    function: Function,
+    known: BoundedCache[tuple[int, int, tuple[int, ...]], Rules],
+) -> _IndexedRows:
     """Step through ``function``'s FREs and index them; raise the decoder's error
     (:func:`~pysframe.format.decode.decode_rows`'s, the first in FRE order) when one is
-    bad."""
+    bad.  ``known``: the rules decoded before, by (info2, info, words)."""
     first = fre_data_position(header, function.fre_offset)
     fre_type = function.fre_type
     positions = array(_U32)
     count, end = function.num_rows, header.fre_end
     following = step_fres(data, fre_type, first, count, end, positions, first)
-    if len(positions) < count or following > end:
-        _raise_walk_error(data, header, function, first, positions, following)
-    if function.fde_type is FdeType.FLEX:
-        _check_flex_rows(data, header, function, first, positions, len(positions), following)
+    sound = len(positions) == count and following <= end
+    if not sound or function.fde_type is FdeType.FLEX:
+        # Decoding the rows raises the decoder's first error: where stepping was not sound,
+        # or a FLEX row whose words do not decode (DEFAULT rows decode whatever their words).
+        read_rows(data, header, function.index, fre_type, first, count, function.info2, known)
+    if not sound:
+        raise AssertionError("decoding found no problem where stepping did")
     unpack = fre_address_struct(fre_type, header.big_endian).unpack_from
     starts = array(_U32, (unpack(data, first + at)[0] for at in positions))
     return _IndexedRows(first, positions, RowSearch(function, header.version, starts))
-
-
-def _raise_walk_error(
-    data: Buffer,
-    header: Header,
-    function: Function,
-    first: int,
-    positions: array[int],
-    following: int,
-) -> None:
-    """Raise what decoding the rows raises first when :func:`step_fres` did not walk them all
-    soundly: a FLEX row's error before the bad FRE, else the checked walk's problem, from
-    the last FRE stepped to on (only it, or the one after it, can be the bad one)."""
-    number = max(len(positions) - 1, 0)
-    at = first + positions[number] if len(positions) else first
-    walk = walk_fres(data, header, function.fre_type, at, function.num_rows - number, number)
-    if walk.problem is None:  # cannot happen: the stepper saw the same bytes
-        raise AssertionError("the FRE walk found no problem where stepping did")
-    if function.fde_type is FdeType.FLEX:
-        _check_flex_rows(data, header, function, first, positions, walk.problem.number, following)
-    raise walk.problem.error(function.index)
-
-
-def _check_flex_rows(
-    data: Buffer,
-    header: Header,
-    function: Function,
-    first: int,
-    positions: array[int],
-    count: int,
-    following: int,
-) -> None:
-    """Decode each distinct form (info byte and data words) of the first ``count`` FREs of a
-    FLEX function, and raise the error of the first FRE whose form fails, as decoding every
-    row would (DEFAULT rows decode whatever their words)."""
-    at_info = fre_address_size(function.fre_type)
-    first_of_form: dict[bytes, int] = {}
-    for number, (at, end) in enumerate(islice(_ranges(positions, following - first), count)):
-        first_of_form.setdefault(bytes(data[first + at + at_info : first + end]), number)
-    ctx = row_context(header, function.info2)
-    for body, number in first_of_form.items():  # in order of first use
-        info = body[0]
-        words = fre_words_struct(fre_word_size_code(info), fre_word_count(info), header.big_endian)
-        decode_rules(
-            ctx,
-            info,
-            words.unpack_from(body, FRE_INFO_SIZE),
-            fre_word_size(info),
-            first + positions[number],
-        )
 
 
 # -- a section's lookups ------------------------------------------------------------------------
@@ -431,7 +389,7 @@ class SectionLookup:
         if function is None:
             return None
         indexed = self._indexed.get(
-            _rows_key(function), _index_rows, self.data, self.header, function
+            _rows_key(function), _index_rows, self.data, self.header, function, self._rules
         )
         found = indexed.search.find(pc)
         if found is None:

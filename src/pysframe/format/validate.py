@@ -412,94 +412,76 @@ _REP_SIZE_FINDING_AT = FDE_AT[Version.V2]["rep_size"]
 
 
 def _check_functions(section: SectionView, kernel: bool) -> list[Finding]:
-    suspects = np.flatnonzero(_function_suspects(section, kernel)).tolist()
-    findings = []
-    for index in suspects:
-        findings += _check_function(section, index, kernel)
-    return findings
-
-
-def _function_suspects(section: SectionView, kernel: bool) -> npt.NDArray[np.bool_]:
-    """Per function: whether :func:`_check_function` finds something (the same tests on the
-    FDE table's columns)."""
+    """Each function's FDE: in order after the one before it, its size, rep_size and unused
+    bits.  Every rule is tested on the FDE table's columns; the findings are worded for the
+    functions where one fails, function by function, in the order of the rules."""
     h, t = section.header, section.table
-    suspect: npt.NDArray[np.bool_] = t.size == 0
+    none = np.zeros(len(t), dtype=bool)
+    unsorted = none.copy()
     if h.sorted or kernel:
-        suspect[1:] |= t.start[1:] <= t.start[:-1]
+        unsorted[1:] = t.start[1:] <= t.start[:-1]
+    empty = t.size == 0
+    no_rep_size = none
     if h.version is not Version.V1:
-        suspect |= (fde_pc_type(t.info) == PcType.MASK) & (t.rep_size == 0)
-    suspect |= (t.info & FDE_INFO_UNUSED[h.version]) != 0
-    if h.version is Version.V3:
-        suspect |= (t.info2 & FDE_INFO2_UNUSED) != 0
-    if h.version is Version.V2:
-        suspect |= t.padding != 0
-    return suspect
-
-
-def _check_function(section: SectionView, index: int, kernel: bool) -> list[Finding]:
-    """Function ``index``'s FDE: in order after the one before it, its size, rep_size and
-    unused bits."""
-    h, t = section.header, section.table
-    start, size = int(t.start[index]), int(t.size[index])
-    info, at = int(t.info[index]), fde_position(h, index)
-    findings = []
-    if (h.sorted or kernel) and index > 0 and start <= (previous := int(t.start[index - 1])):
-        what = "FDE_SORTED is set" if h.sorted else "the kernel needs sorted FDEs"
-        findings.append(
-            error(
-                "fde-sorted",
-                f"starts at {start:#x}, not after function {index - 1} at {previous:#x} "
-                f"({what})",
-                index,
-                at,
-            )
-        )
-    if size == 0:
-        message = "size 0: no PC ever matches it"
-        findings.append(warning("fde-size", message, index, at + _FDE_SIZE_FINDING_AT))
-    pc_mask = fde_pc_type(info) == PcType.MASK
-    if pc_mask and h.version is not Version.V1 and int(t.rep_size[index]) == 0:
-        message = "PCMASK function with repetition size 0"
-        findings.append(error("rep-size", message, index, at + _REP_SIZE_FINDING_AT))
-    findings += _reserved_bits(section, index, info)
-    return findings
-
-
-def _reserved_bits(section: SectionView, index: int, info: int) -> list[Finding]:
-    h, t = section.header, section.table
-    findings = []
+        no_rep_size = (fde_pc_type(t.info) == PcType.MASK) & (t.rep_size == 0)
     # V1/V2 info: bits 0-3 FRE type, 4 PC type, 5 pauth key, 6-7 unused (V2 spec 2.3.1).
     # V3 info: bit 6 unused, bit 7 signal frame; info2 bits 5-7 unused (docs/format.md,
     # "FDE info byte" and "V3 FDE").
     unused = FDE_INFO_UNUSED[h.version]
-    if info & unused:
-        findings.append(
-            warning(
-                "reserved-bits",
-                f"unused bits {info & unused:#x} set in info {info:#04x}",
-                index,
-                _info_offset(section, index),
+    bad_info = (t.info & unused) != 0
+    bad_info2 = (t.info2 & FDE_INFO2_UNUSED) != 0 if h.version is Version.V3 else none
+    bad_padding = t.padding != 0 if h.version is Version.V2 else none
+    failing = unsorted | empty | no_rep_size | bad_info | bad_info2 | bad_padding
+    what = "FDE_SORTED is set" if h.sorted else "the kernel needs sorted FDEs"
+    findings = []
+    for index in np.flatnonzero(failing).tolist():
+        at = fde_position(h, index)
+        if unsorted[index]:
+            start, previous = int(t.start[index]), int(t.start[index - 1])
+            findings.append(
+                error(
+                    "fde-sorted",
+                    f"starts at {start:#x}, not after function {index - 1} at {previous:#x} "
+                    f"({what})",
+                    index,
+                    at,
+                )
             )
-        )
-    info2 = int(t.info2[index])
-    if h.version is Version.V3 and info2 & FDE_INFO2_UNUSED:
-        findings.append(
-            warning(
-                "reserved-bits",
-                f"unused bits {info2 & FDE_INFO2_UNUSED:#x} set in info2 {info2:#04x}",
-                index,
-                h.fre_start + int(t.fre_offset[index]) + V3_ATTR_AT["info2"],
+        if empty[index]:
+            message = "size 0: no PC ever matches it"
+            findings.append(warning("fde-size", message, index, at + _FDE_SIZE_FINDING_AT))
+        if no_rep_size[index]:
+            message = "PCMASK function with repetition size 0"
+            findings.append(error("rep-size", message, index, at + _REP_SIZE_FINDING_AT))
+        if bad_info[index]:
+            info = int(t.info[index])
+            findings.append(
+                warning(
+                    "reserved-bits",
+                    f"unused bits {info & unused:#x} set in info {info:#04x}",
+                    index,
+                    _info_offset(section, index),
+                )
             )
-        )
-    if h.version is Version.V2 and int(t.padding[index]):
-        findings.append(
-            warning(
-                "reserved-bits",
-                f"padding {int(t.padding[index]):#x} is not zero",
-                index,
-                fde_position(h, index) + FDE_AT[Version.V2]["padding"],
+        if bad_info2[index]:
+            info2 = int(t.info2[index])
+            findings.append(
+                warning(
+                    "reserved-bits",
+                    f"unused bits {info2 & FDE_INFO2_UNUSED:#x} set in info2 {info2:#04x}",
+                    index,
+                    h.fre_start + int(t.fre_offset[index]) + V3_ATTR_AT["info2"],
+                )
             )
-        )
+        if bad_padding[index]:
+            findings.append(
+                warning(
+                    "reserved-bits",
+                    f"padding {int(t.padding[index]):#x} is not zero",
+                    index,
+                    at + FDE_AT[Version.V2]["padding"],
+                )
+            )
     return findings
 
 

@@ -249,19 +249,12 @@ def _raise_first_row_error(view: SectionView) -> None:
 
 # -- every function at once -----------------------------------------------------------------------
 
-_TOO_LONG = 1 << 40  # FRE "length" for the invalid word-size code: fails the bounds check
-
-
 @cache
 def _fre_lengths() -> I64:
-    """Bytes of an FRE by ``fre_type * 256 + info``: address, info byte, data words."""
+    """Bytes of an FRE by ``fre_type * 256 + info`` (:func:`fre_lengths` of each FRE type)."""
     import numpy as np
 
-    info = np.arange(256, dtype=np.int64)
-    bad = fre_word_size_code(info) == FRE_BAD_WORD_SIZE
-    return np.concatenate(
-        [np.where(bad, _TOO_LONG, fre_length(fre_type, info)) for fre_type in FreType]
-    )
+    return np.array([fre_lengths(fre_type) for fre_type in FreType], dtype=np.int64).reshape(-1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,11 +426,7 @@ def scan_stored_rows(view: SectionView) -> StoredRows:
     words are control words, are grouped into forms."""
     import numpy as np
 
-    try:
-        located = _locate(view)
-    except SFrameError:
-        _raise_first_walk_error(view)
-        raise
+    located = locate_fres(view)
     table = view.table
     octets = np.frombuffer(view.data, dtype=np.uint8)
     padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))  # as in _scan

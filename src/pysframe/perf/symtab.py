@@ -269,13 +269,7 @@ class _RbTree:
             parent = at
             side = 0 if start < self.starts[at] else 1
             at = self.child[side][at]
-        self.parent[node], self.red[node] = parent, True
-        self.child[0][node] = self.child[1][node] = _NIL
-        if parent == _NIL:
-            self.root = node
-        else:
-            self.child[side][parent] = node
-        self._insert_color(node)
+        self._link(node, parent, side)
 
     def insert_where(self, node: int, goes_left: Callable[[int, int], bool]) -> None:
         """An insertion down from the root by another order: left of each node ``at`` where
@@ -287,6 +281,11 @@ class _RbTree:
             parent = at
             side = 0 if goes_left(node, at) else 1
             at = self.child[side][at]
+        self._link(node, parent, side)
+
+    def _link(self, node: int, parent: int, side: int) -> None:
+        """rb_link_node: ``node`` becomes ``parent``'s child on ``side`` (the root without a
+        parent); then rb_insert_color."""
         self.parent[node], self.red[node] = parent, True
         self.child[0][node] = self.child[1][node] = _NIL
         if parent == _NIL:

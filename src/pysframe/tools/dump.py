@@ -10,10 +10,9 @@ The cells are computed from the raw stored words the way libsframe's getters rea
 from the decoded rules, so that a dump shows what is stored.  Framing (file names, the
 ``Contents of...`` line) is here too; the command line lives in :mod:`pysframe.cli.dump`.
 
-:func:`function_text` and :func:`row_cells` format one function or row from decoded
-:class:`~pysframe.format.model.FrameRow` objects; :func:`section_chunks` (and
-:func:`section_text`) make the same text for a whole section at once from
-:func:`pysframe.format.walk.scan_rows`, the cells formatted once per distinct row form.
+:func:`section_chunks` (and :func:`section_text`) make the text of a whole section at once
+from :func:`pysframe.format.walk.scan_rows`, the cells formatted once per distinct row form
+(:func:`form_cells`).
 
 The same content as JSON, written a piece at a time: the header, then every function
 with its rows, each row with its raw fields, its decoded rules and the cells objdump 2.47 prints.
@@ -68,7 +67,7 @@ from ..format.layout import (
     fre_word_size,
     word_mask,
 )
-from ..format.model import FrameRow, Function, RegRule
+from ..format.model import Function, RegRule
 from ..format.rules import RowContext, decode_rules, s390x_word_register
 from ..format.section import SFrameSection
 from ..format.walk import RowForm, RowScan, scan_rows
@@ -90,21 +89,10 @@ _REG_NAMES: dict[Abi, dict[int, str]] = {
 _COLUMNS = "\n    {:<7}{:<8} {:<10}{:<10}{:<13}"
 
 
-@dataclass(frozen=True, slots=True)
-class RowCells:
-    """One dumped row: its address and the CFA, FP and RA cells (None: "RA undefined")."""
-
-    address: int
-    cells: tuple[str, str, str] | None
-
-    def text(self) -> str:
-        # printf ("    %016"PRIx64, fre_start_pc_vma); then "  RA undefined" or the cells
-        # printf ("  %-10s", cfa); printf ("%-10s", fp); printf ("%-13s", ra).
-        return f"    {self.address % _U64:016x}  {cells_text(self.cells)}"
-
-
 def cells_text(cells: tuple[str, str, str] | None) -> str:
     """A row's text after its address and two spaces."""
+    # printf ("    %016"PRIx64, fre_start_pc_vma); then "  RA undefined" or the cells
+    # printf ("  %-10s", cfa); printf ("%-10s", fp); printf ("%-13s", ra).
     if cells is None:
         return "RA undefined"
     cfa, fp, ra = cells
@@ -188,13 +176,6 @@ def function_pc(section: SFrameSection, function: Function) -> int:
     return pc % _U64
 
 
-def function_line(section: SFrameSection, function: Function) -> str:
-    """``func idx [%d]: pc = 0x%PRIx64, size = %d bytes`` plus attr and pauth."""
-    pc = function_pc(section, function)
-    text = f"    func idx [{function.index}]: pc = {pc:#x}, size = {_c_int(function.size)} bytes"
-    return text + _attributes(section, function.info, function.fde_type is FdeType.FLEX)
-
-
 def _attributes(section: SFrameSection, info: int, flex: bool) -> str:
     """What follows ``bytes`` on a function's line: attr and pauth."""
     text = ""
@@ -214,25 +195,6 @@ def _columns(info: int) -> str:
     return _COLUMNS.format("STARTPC", marker, "CFA", "FP", "RA")
 
 
-def function_text(section: SFrameSection, function: Function) -> str:
-    """One function: its line, the column header, its rows, then a newline."""
-    parts = ["\n", function_line(section, function), _columns(function.info)]
-    for row in function_rows(section, function):
-        parts.append("\n" + row.text())
-    parts.append("\n")
-    return "".join(parts)
-
-
-def function_rows(section: SFrameSection, function: Function) -> list[RowCells]:
-    pc = function_pc(section, function)
-    mask = function.pc_type is PcType.MASK
-    out = []
-    for number, row in enumerate(function.rows):
-        address = row.start_offset if mask else pc + row.start_offset
-        out.append(RowCells(address % _U64, row_cells(section, function, row, number)))
-    return out
-
-
 def section_text(section: SFrameSection) -> str:
     """What follows ``Contents of the SFrame section NAME:`` (sframe-dump.c dump_sframe)."""
     return b"".join(section_chunks(section)).decode("ascii")
@@ -244,10 +206,10 @@ def section_chunks(section: SFrameSection) -> Iterator[bytes]:
     The whole section is read and checked when this is called; the pieces are then made one
     at a time as they are taken, so that only one piece of text is held at once.
 
-    The same text as :func:`function_text` of every function, made for all rows at once: the
-    rows are read and checked in bulk (:func:`pysframe.format.walk.scan_rows`) before any text is
-    made, the cells are formatted once per distinct row form, and the row lines of a chunk of
-    functions are assembled as one byte array."""
+    The text is made for all rows at once: the rows are read and checked in bulk
+    (:func:`pysframe.format.walk.scan_rows`) before any text is made, the cells are formatted
+    once per distinct row form, and the row lines of a chunk of functions are assembled as one
+    byte array."""
     scan = scan_rows(section)
     head = (header_text(section) + "\n  Function Index :\n").encode()
     forms = _FormCells.of(section, scan.forms)
@@ -413,16 +375,6 @@ class _FormCells:
 
 
 # -- cells -------------------------------------------------------------------------------------
-
-
-def row_cells(
-    section: SFrameSection, function: Function, row: FrameRow, number: int = 0
-) -> tuple[str, str, str] | None:
-    """The CFA, FP and RA cells of ``row`` (None when 2.47 prints ``RA undefined``)."""
-    flex = function.fde_type is FdeType.FLEX
-    return form_cells(
-        section, flex, row.info, row.words, f"function {function.index}: FLEX row {number}"
-    )
 
 
 def form_cells(
@@ -802,17 +754,13 @@ def _rule_json(rule: RegRule) -> dict[str, Any]:
 
 
 __all__ = [
-    "RowCells",
     "cells_text",
     "contents_line",
     "form_cells",
     "function_json_lines",
     "function_json_pieces",
-    "function_line",
     "function_pc",
     "function_pcs",
-    "function_rows",
-    "function_text",
     "function_windows",
     "header_text",
     "objdump_file_header",
@@ -821,7 +769,6 @@ __all__ = [
     "objdump_text",
     "readelf_file_header",
     "readelf_text",
-    "row_cells",
     "row_windows",
     "section_chunks",
     "section_header_json",
