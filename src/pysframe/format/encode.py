@@ -492,7 +492,9 @@ def _check_fields(
         (
             (stored < -(1 << (bits - 1))) | (stored >= (1 << (bits - 1))) if bits < 64 else nothing,
             lambda i: (
-                f"at {int(given.start[i]):#x}: start is {int(stored[i]):#x} bytes from "
+                # The address as the model holds it: 64 bits, unsigned (int64 here).
+                f"at {int(given.start[i]) & 0xFFFF_FFFF_FFFF_FFFF:#x}: start is "
+                f"{int(stored[i]):#x} bytes from "
                 f"{'its FDE' if pcrel else 'the section'}, "
                 f"beyond the {bits}-bit field of SFrame V{int(version)}"
             ),
