@@ -101,8 +101,9 @@ def _samples(text: str) -> list[str]:
 
 
 def _tid(sample: str) -> int:
-    """The thread id in a sample's header (after the command name, which may hold spaces)."""
-    found = re.match(r"^.*?\s(\d+) (?:\[\d+\] )?\s*\d+\.\d+: ", sample)
+    """The thread id in a sample's header (after the command name, which may hold spaces;
+    -1 for a kernel sample of no thread, which perf prints as ``:-1    -1``)."""
+    found = re.match(r"^.*?\s(-?\d+) (?:\[\d+\] )?\s*\d+\.\d+: ", sample)
     assert found, sample.splitlines()[0]
     return int(found.group(1))
 
