@@ -412,8 +412,8 @@ def _recorded(rows: LineRows) -> np.ndarray:
     keep: np.ndarray = ends | (rows.lines != 0)
     # Run: rows of one address in one sequence.  Candidates: within a run, after a statement.
     inside = (addresses[1:] == addresses[:-1]) & ~ends[:-1]
-    candidates = _after_a_statement(np.flatnonzero(inside & keep[1:] & ~stmts[1:]) + 1,
-                                    inside, stmts)  # fmt: skip
+    candidates, _ = _after_a_statement(np.flatnonzero(inside & keep[1:] & ~stmts[1:]) + 1,
+                                       inside, stmts)  # fmt: skip
     if not len(candidates):
         return keep
     # The last row before each that is not of line 0 (-1: none).
@@ -438,29 +438,29 @@ def _statement_lines(
     import numpy as np
 
     inside = (addresses[1:] == addresses[:-1]) & (files[1:] == files[:-1]) & ~ends[:-1]
-    rows = _after_a_statement(np.flatnonzero(inside & ~stmts[1:]) + 1, inside, stmts)
+    rows, statements = _after_a_statement(np.flatnonzero(inside & ~stmts[1:]) + 1, inside, stmts)
     if len(rows):
-        statements = np.flatnonzero(stmts)
         lines = lines.copy()
-        lines[rows] = lines[statements[np.searchsorted(statements, rows) - 1]]
+        lines[rows] = lines[statements]
     return lines
 
 
-def _after_a_statement(rows: np.ndarray, inside: np.ndarray, stmts: np.ndarray) -> np.ndarray:
+def _after_a_statement(
+    rows: np.ndarray, inside: np.ndarray, stmts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Those of ``rows`` with a statement row before them in their run (``inside[i]``: row
-    i + 1 is in the run of row i)."""
+    i + 1 is in the run of row i), and for each the last such statement row."""
     import numpy as np
 
     if not len(rows):
-        return rows
+        return rows, rows
     run_starts = np.flatnonzero(np.concatenate(([True], ~inside)))
     statements = np.flatnonzero(stmts)
     run_start = run_starts[np.searchsorted(run_starts, rows, side="right") - 1]
     at = np.searchsorted(statements, rows) - 1  # the last statement row before each
     found = at >= 0
     found[found] = statements[at[found]] >= run_start[found]
-    after: np.ndarray = rows[found]
-    return after
+    return rows[found], statements[at[found]]
 
 
 def _string(value: tuple[int, object]) -> str:
