@@ -18,8 +18,10 @@ public method takes or returns is exported here (tests/project/test_public_api.p
 The names are imported on first use, so that ``import pysframe`` (and the command line's
 start-up) does not pay for numpy and the decoder until they are needed.  They are written
 once, as the imports under ``TYPE_CHECKING`` at the end of this file (what type checkers
-read); at run time the same statements are read from this file's source to learn which
-module defines each name (as ``lazy_loader.attach_stub`` reads a stub).
+read); at run time the same statements are read from this file's source, the first time a
+name or ``__all__`` is asked for, to learn which module defines each name (as
+``lazy_loader.attach_stub`` reads a stub): the command line, which imports its modules
+itself, never parses them.
 
 >>> import pysframe
 >>> pysframe.Version(3), pysframe.Abi(1).name
@@ -28,17 +30,20 @@ module defines each name (as ``lazy_loader.attach_stub`` reads a stub).
 
 from __future__ import annotations
 
-import ast
 import importlib
-from pathlib import Path
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 
+@cache
 def _exports() -> dict[str, str]:
     """Public name -> module that defines it, from the ``if TYPE_CHECKING:`` imports below."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    import ast
+
+    with open(__file__, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
     guarded = next(
         node for node in tree.body
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
@@ -52,22 +57,21 @@ def _exports() -> dict[str, str]:
     }
 
 
-#: Public name -> module that defines it.
-_EXPORTS = _exports()
-__all__ = sorted([*_EXPORTS, "__version__"])
-
-
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pysframe' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    if name == "__all__":  # ``from pysframe import *`` asks for it
+        value: Any = sorted([*_exports(), "__version__"])
+    else:
+        module = _exports().get(name)
+        if module is None:
+            raise AttributeError(f"module 'pysframe' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return __all__
+    names: list[str] = __getattr__("__all__")
+    return names
 
 
 if TYPE_CHECKING:  # the public names: ``X as X`` re-exports each

@@ -24,8 +24,10 @@ paths, files under ``--sysroot``, separate debug files found by build ID or
 
 The file is then read where it is needed: :class:`pysframe.elf.reader.ElfReader` seeks to what
 it parses, a debuglink's CRC reads its file a MiB at a time (faster than a mapping, whose
-holes in a sparse file fault in page by page), and :func:`read_input` reads a whole input
-only for the commands that rewrite it.
+holes in a sparse file fault in page by page), :func:`read_input` reads a whole input
+only for the commands that rewrite it, :func:`read_up_to` reads a file up to a bound with
+no more memory than the file needs, and :func:`map_up_to` maps one (the cache's entries,
+kallsyms) instead of copying it.
 
 The kernel's files pysframe reads itself (``/proc/PID/maps``, ``/proc/PID/auxv``,
 ``/sys/kernel/notes``) are read by :func:`read_proc`, which opens them the same way (but for
@@ -50,11 +52,13 @@ import functools
 import os
 import stat
 import sys
-import threading
 from collections import deque
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    import mmap
 
 #: What ``stat`` says a file is, for messages.
 _KINDS = (
@@ -158,6 +162,40 @@ def open_input(
         raise
 
 
+def read_up_to(stream: BinaryIO, size: int) -> bytes:
+    """``stream.read(size)`` of an open file, without the ``size`` bytes of memory that
+    ``read`` takes first (a bound of hundreds of MiB costs milliseconds to take and give back
+    for a file of a few): the file's size, from ``fstat``, sizes the read, one byte more
+    telling whether it grew since."""
+    try:
+        known = max(os.fstat(stream.fileno()).st_size - stream.tell(), 0)
+    except (OSError, ValueError, AttributeError):  # no file behind it (io.BytesIO...)
+        return stream.read(size)
+    first = stream.read(min(size, known + 1))
+    if len(first) <= known or len(first) == size:  # the end, or all that was asked
+        return first
+    return first + stream.read(size - len(first))
+
+
+def map_up_to(stream: BinaryIO, size: int) -> mmap.mmap | bytes:
+    """The first ``size`` bytes of an open file, mapped read-only: its pages are the page
+    cache's, where a read copies them into new memory, every page of which the kernel must
+    then fault in (some microseconds each: milliseconds for the megabytes of a kernel's
+    kallsyms).  For files that are replaced whole, never rewritten in place (reading a
+    mapping past the end of a file cut short under it is a SIGBUS): the cache's entries,
+    perf's copies of kallsyms.  An empty file is ``b""``; a stream with no file behind it,
+    or a file that cannot be mapped, is read (:func:`read_up_to`)."""
+    import mmap
+
+    try:
+        length = min(os.fstat(stream.fileno()).st_size, size)
+        if length <= 0:
+            return b""
+        return mmap.mmap(stream.fileno(), length, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, AttributeError):
+        return read_up_to(stream, size)
+
+
 def read_input(path: str | os.PathLike[str], *, max_size: int | None = None) -> bytes:
     """The whole content of the regular file ``path`` (see :func:`open_input`)."""
     with open_input(path, max_size=max_size) as stream:
@@ -206,6 +244,8 @@ class ReadAhead:
     InputError naming ``name``."""
 
     def __init__(self, descriptor: int, name: str, limit: int = READ_AHEAD_LIMIT) -> None:
+        import threading  # a pipe only: not for files
+
         self.name = name
         self._descriptor = descriptor
         self._limit = limit
@@ -314,9 +354,11 @@ __all__ = [
     "ByteStream",
     "InputError",
     "ReadAhead",
+    "map_up_to",
     "open_input",
     "read_input",
     "read_proc",
+    "read_up_to",
     "standard_input",
     "sysroot_path",
 ]

@@ -6,6 +6,7 @@ A FIFO used to block every command forever (opening it waits for a writer), ``ch
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from conftest import CORPUS
 from pysframe.elf.reader import ElfReader
 from pysframe.errors import SFrameError
-from pysframe.input import InputError, open_input, read_input
+from pysframe.input import InputError, map_up_to, open_input, read_input, read_up_to
 
 FRAMES = CORPUS / "x86_64/v3/frames"
 
@@ -50,6 +51,41 @@ def test_other_files_are_refused_at_open(tmp_path: Path, make: object, kind: str
     with pytest.raises(InputError, match=f"^{path}: {kind}, not a regular file$"):
         ElfReader.open(str(path))
     assert issubclass(InputError, SFrameError)
+
+
+@pytest.mark.parametrize("length", [0, 5, 9, 10, 11, 4096])
+@pytest.mark.parametrize("size", [0, 1, 10, 1 << 30])
+def test_read_and_map_up_to_give_what_read_gives(tmp_path: Path, length: int, size: int) -> None:
+    """read_up_to gives the bytes ``read(size)`` gives, from where the file stands (the bound
+    of 1 GiB is never taken as memory: the file's size sizes the read); map_up_to maps them
+    from the start."""
+    path = tmp_path / "data"
+    path.write_bytes(bytes(range(256)) * (length // 256) + bytes(range(length % 256)))
+    for start in (0, 3):
+        with open(path, "rb") as plain, open_input(path) as stream:
+            plain.seek(start)
+            stream.seek(start)
+            assert read_up_to(stream, size) == plain.read(size)
+    assert read_up_to(io.BytesIO(b"abc"), 2) == b"ab"  # no file behind it: read itself
+    with open(path, "rb") as plain, open_input(path) as stream:
+        assert map_up_to(stream, size)[:] == plain.read(size)  # a map: its first bytes
+    assert map_up_to(io.BytesIO(b"abc"), 2) == b"ab"
+
+
+def test_read_up_to_reads_a_file_that_grew(tmp_path: Path) -> None:
+    """A file longer than ``fstat`` said (it grew in between) is read on, up to ``size``."""
+    short, long = tmp_path / "short", tmp_path / "long"
+    short.write_bytes(b"abc")
+    long.write_bytes(b"abcdefghij")
+
+    class Grown(io.BufferedReader):  # fstat sees the short file, reads give the long one
+        def fileno(self) -> int:
+            return shown.fileno()
+
+    with open(short, "rb") as shown, Grown(io.FileIO(long)) as stream:
+        assert read_up_to(stream, 8) == b"abcdefgh"
+        stream.seek(0)
+        assert read_up_to(stream, 100) == b"abcdefghij"
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -118,3 +118,24 @@ def test_a_command_starts_no_blas_threads() -> None:
     if (os.cpu_count() or 1) > 1:  # the user's choice is kept: BLAS threads, as numpy makes
         status, threads, chosen = run(OPENBLAS_NUM_THREADS="2")
         assert (status, chosen) == ("0", "2") and int(threads) > 1
+
+
+def test_a_command_runs_the_cyclic_collector_less_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a command runs, Python's cyclic collector waits for GC_THRESHOLD new objects
+    (not 700); a program that calls main() gets its own thresholds back, also after an
+    error."""
+    import gc
+
+    from pysframe import cli
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+
+    def command(argv: object) -> int:
+        seen.append(gc.get_threshold())
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(cli, "_main", command)
+    assert cli.main([]) == 1  # the internal error's status
+    assert seen == [(cli.GC_THRESHOLD, *before[1:])]
+    assert gc.get_threshold() == before

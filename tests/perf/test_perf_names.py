@@ -26,6 +26,7 @@ choice among aliases, its fixups, its tree walk where symbols overlap.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -48,6 +49,7 @@ from pysframe.perf.symtab import (
     STB_LOCAL,
     STB_WEAK,
     Candidate,
+    PerfSymbols,
     SymbolSet,
     _RbTree,
     choose_best_symbol,
@@ -404,6 +406,35 @@ def test_tree_stays_red_black_and_lookups_agree(
     assert table.find_many(np.array(addresses, np.uint64)).tolist() == [
         table.find(a) for a in addresses
     ]
+
+
+def test_a_table_read_back_from_its_parts_finds_the_same_symbols() -> None:
+    """The cache's form of a table (PerfSymbols.parts) reads back to the same lookups, the
+    tree of overlapping symbols included; parts that make no table are refused."""
+    symbols = SymbolSet()
+    # An outer function holding an inner one, inserted inner first (the tree decides), and
+    # a plain one after them.
+    symbols.add([0x150, 0x100, 0x400], [0x10, 0x100, 0x20], [STB_GLOBAL] * 3,
+                ["inner", "outer", "plain"])  # fmt: skip
+    table = symbols.table()
+    assert not table.plain
+    kept = PerfSymbols.from_parts(table.parts())
+    addresses = [0x0FF, 0x120, 0x155, 0x180, 0x410, 0x420]
+    assert [kept.find(a) for a in addresses] == [table.find(a) for a in addresses]
+    assert kept.find_many(np.array(addresses, np.uint64)).tolist() == [
+        table.find(a) for a in addresses
+    ]
+    assert kept.names == table.names
+    parts = table.parts()
+    count = len(parts[4]) // 8  # every symbol's start: the operations name symbols below it
+    for at, damaged in (
+        (6, np.array([0, count], dtype="<i8").tobytes()),  # inserts a symbol that is not there
+        (6, np.array([0, -count - 1], dtype="<i8").tobytes()),  # erases one that is not there
+        (3, json.dumps(["inner", 1, "plain"]).encode()),  # a name that is no text
+        (3, json.dumps(["inner", "plain"]).encode()),  # a name short
+    ):
+        with pytest.raises(ValueError, match="not the parts of a symbol table"):
+            PerfSymbols.from_parts([*parts[:at], damaged, *parts[at + 1 :]])
 
 
 def _check_red_black(tree: _RbTree, alive: list[int]) -> None:

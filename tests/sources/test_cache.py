@@ -27,7 +27,12 @@ import pytest
 from conftest import require
 from pysframe.elf.reader import ElfReader
 from pysframe.sources import ResolvedSFrame, generated_sframe, resolve_sframe
-from pysframe.sources.cache import CACHE_ENVIRONMENT, cache_directory, take_warnings
+from pysframe.sources.cache import (
+    CACHE_ENVIRONMENT,
+    cache_directory,
+    generator_digest,
+    take_warnings,
+)
 from pysframe.sources.trust import Verdict, checked, trust_problems
 
 X86_64 = Path(__file__).parent.parent / "data" / "corpus" / "x86_64" / "v3"
@@ -44,7 +49,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     directory = cache_directory()
     assert directory is not None
     take_warnings()  # what earlier tests of this process left
-    yield directory
+    yield Path(directory)
     take_warnings()
 
 
@@ -245,8 +250,9 @@ def test_the_directory_is_made_0700_with_its_parents(
     monkeypatch.setenv(CACHE_ENVIRONMENT, str(tmp_path / "new" / "cache"))
     _generated()
     directory = cache_directory()
-    assert directory is not None and len(list(directory.iterdir())) == 2
-    for made in (tmp_path / "new", tmp_path / "new" / "cache", directory):
+    assert directory == str(tmp_path / "new" / "cache" / f"generated-{generator_digest()}")
+    assert len(os.listdir(directory)) == 2
+    for made in (tmp_path / "new", tmp_path / "new" / "cache", Path(directory)):
         assert stat.S_IMODE(made.stat().st_mode) == 0o700, made
 
 

@@ -620,8 +620,6 @@ def _top_options(args: argparse.Namespace, profile: Profile) -> TopOptions:
 
 def run_report(args: argparse.Namespace) -> int:
     _read_ahead(args)
-    from ..perf import flamegraph, report, speedscope
-
     if args.format != "top":
         given = [option for name, option in _TOP_ONLY if getattr(args, name) not in (None, False)]
         if given:
@@ -637,20 +635,37 @@ def run_report(args: argparse.Namespace) -> int:
     profile, _stats = _read(args)
     profile = _filtered(profile, args)
     top = _top_options(args, profile) if args.format == "top" else None
-    title = "Flame Graph" if args.title is None else args.title
-    writers = {
-        "top": lambda out: report.write_top(profile, out, options=top),
-        "folded": lambda out: report.write_folded(profile, out),
-        "speedscope": lambda out: speedscope.write_speedscope(profile, out),
-        "flamegraph": lambda out: flamegraph.write_flamegraph(profile, out, title=title),
-        "json": lambda out: report.write_json(profile, out),
-    }
     inputs = _paths(args)
     if args.format == "pprof":
         _write_binary(args.output, pprof_bytes(profile), inputs)
         return 0
-    _write_text(args.output, writers[args.format], inputs)
+    _write_text(args.output, _text_writer(args, profile, top), inputs)
     return 0
+
+
+def _text_writer(
+    args: argparse.Namespace, profile: Profile, top: TopOptions | None
+) -> Callable[[Any], None]:
+    """What writes ``profile`` in the text ``--format`` asked for (its writer's module, and
+    that one alone, imported: the flame graph's page and speedscope's are not needed for
+    folded stacks)."""
+    if args.format == "speedscope":
+        from ..perf.speedscope import write_speedscope
+
+        return lambda out: write_speedscope(profile, out)
+    if args.format == "flamegraph":
+        from ..perf.flamegraph import write_flamegraph
+
+        title = "Flame Graph" if args.title is None else args.title
+        return lambda out: write_flamegraph(profile, out, title=title)
+    from ..perf import report
+
+    writers = {
+        "top": lambda out: report.write_top(profile, out, options=top),
+        "folded": lambda out: report.write_folded(profile, out),
+        "json": lambda out: report.write_json(profile, out),
+    }
+    return writers[args.format]
 
 
 def run_stats(args: argparse.Namespace) -> int:

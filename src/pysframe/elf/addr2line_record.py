@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Record:
     """One answer of addr2line: a function (None: ``??``), a file (None: ``??``) and a line
     (0: ``?``)."""

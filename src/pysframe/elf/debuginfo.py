@@ -23,9 +23,7 @@ device in a debug directory, or named by an absolute debuglink, is passed over u
 
 from __future__ import annotations
 
-import lzma
 import os
-import zlib
 from dataclasses import dataclass, field
 
 from ..errors import ElfError, SFrameError
@@ -41,7 +39,7 @@ MAX_MINIDEBUGINFO = 256 << 20
 MAX_DEBUGLINK_SIZE = 2 << 30
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class DebugFileSearch:
     """Where a file's separate debug information is: ``path`` (None: not found), how it was
     found (``"build-id"`` or ``"debuglink"``), and each candidate that was passed over, why."""
@@ -61,6 +59,8 @@ def file_crc32(path: str, max_size: int | None = MAX_DEBUGLINK_SIZE) -> int:
     """The CRC32 of a whole file, as ``.gnu_debuglink`` records it (zlib's CRC-32); InputError
     when the file is not a regular file or is larger than ``max_size`` bytes.  Read a MiB at
     a time (faster than mapping it: a sparse file's holes fault in page by page)."""
+    import zlib
+
     crc = 0
     with open_input(path, max_size=max_size) as file:
         try:
@@ -131,6 +131,8 @@ def find_debug_file(
 def minidebuginfo(image: ElfReader) -> bytes | None:
     """The ELF image of ``.gnu_debugdata`` (MiniDebugInfo), decompressed; None if the file has
     none.  ElfError when it is not XZ data or is too big."""
+    import lzma
+
     section = image.section(".gnu_debugdata")
     if section is None:
         return None

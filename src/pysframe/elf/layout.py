@@ -112,7 +112,7 @@ def ehdr_struct(bits: int, big_endian: bool) -> struct.Struct:
     return struct.Struct(byte_order(big_endian) + EHDR_FIELDS[bits])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ElfHeader:
     """The ELF header, field by field (the ``e_`` prefixes left out)."""
 

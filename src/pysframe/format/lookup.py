@@ -51,12 +51,13 @@ from .layout import (
     fde_struct,
     fre_address_size,
     fre_address_struct,
+    fre_mangled_ra,
     fre_word_count,
     fre_word_size,
     fre_word_size_code,
     fre_words_struct,
 )
-from .model import FrameRow, Function, Header, LookupResult, RuleKind
+from .model import CfaRule, FrameRow, Function, Header, LookupResult, RegRule, RuleKind
 from .rules import Rules, decode_rules, row_context
 from .walk import read_rows, step_fres
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from .view import Buffer, FunctionTable, IntArray, U64Array
+    from .walk import RowForm
 
 _U64 = 1 << 64
 #: V1 PCMASK rows compare the low four bits of addresses (libsframe 2.40).
@@ -205,7 +207,7 @@ def _paint(starts: Sequence[int], size: int) -> tuple[array[int], array[int]]:
     return bounds, owner
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _IndexedRows:
     """A function's FREs stepped through once: where each is (from ``first``) and the search
     over their start offsets."""
@@ -569,7 +571,7 @@ class _RowTable:
         self.start_offset = scan.start_offset
         function_of_row = np.repeat(np.arange(len(table), dtype=np.int64), table.num_rows)
         # Rule columns per form, and one more form past the end: "no row".
-        self.columns = _form_columns(section.header, scan.forms)
+        self.columns = _form_columns(scan.forms, scan.rules)
         # Narrow index columns, each with one more entry at the end that row -1 reads ("no
         # row"): the batch lookup reads them at random, and smaller ones stay in the
         # processor's caches longer.
@@ -707,15 +709,17 @@ class _RowTable:
         """Put the answer ``found`` (one PC's, from find_row) at position ``at``."""
         result.function_index[at] = found.function.index
         result.row_index[at] = found.row_index
-        for name, value in _rule_values(found.row).items():
+        row = found.row
+        for name, value in _rule_values(row.cfa, row.fp, row.ra, row.mangled_ra).items():
             getattr(result, name)[at] = value
 
 
-def _rule_values(row: FrameRow | None) -> dict[str, int]:
-    """Each rule column's value for ``row`` (None: no row applies)."""
-    if row is None:
-        return {**dict.fromkeys(_RULE_COLUMNS, 0), "cfa_reg": -1, "fp_reg": -1, "ra_reg": -1}
-    cfa, fp, ra = row.cfa, row.fp, row.ra
+#: Each rule column's value where no row applies.
+_NO_RULE_VALUES = {**dict.fromkeys(_RULE_COLUMNS, 0), "cfa_reg": -1, "fp_reg": -1, "ra_reg": -1}
+
+
+def _rule_values(cfa: CfaRule | None, fp: RegRule, ra: RegRule, mangled_ra: bool) -> dict[str, int]:
+    """Each rule column's value for a row with these rules."""
     return {
         "cfa_reg": -1 if cfa is None else cfa.reg,
         "cfa_offset": 0 if cfa is None else cfa.offset,
@@ -726,21 +730,20 @@ def _rule_values(row: FrameRow | None) -> dict[str, int]:
         "ra_kind": RULE_KIND_CODES[ra.kind],
         "ra_offset": ra.offset,
         "ra_reg": -1 if ra.reg is None else ra.reg,
-        "mangled_ra": row.mangled_ra,
+        "mangled_ra": mangled_ra,
     }
 
 
-def _form_columns(header: Header, forms: Sequence[Any]) -> dict[str, Any]:
-    """Rule columns of each distinct form (:class:`~pysframe.format.walk.RowForm`), plus a
-    last entry meaning "no row"."""
+def _form_columns(forms: Sequence[RowForm], rules: Sequence[Rules]) -> dict[str, Any]:
+    """Rule columns of each distinct form and its decoded rules
+    (:func:`~pysframe.format.walk.scan_rows`), plus a last entry meaning "no row"."""
     import numpy as np
 
-    values = []
-    for form in forms:
-        ctx = row_context(header, int(FdeType.FLEX) if form.flex else 0)
-        cfa, fp, ra = decode_rules(ctx, form.info, form.words, fre_word_size(form.info))
-        values.append(_rule_values(FrameRow(0, 0, form.info, form.words, cfa, fp, ra)))
-    values.append(_rule_values(None))
+    values = [
+        _rule_values(cfa, fp, ra, bool(fre_mangled_ra(form.info)))
+        for form, (cfa, fp, ra) in zip(forms, rules, strict=True)
+    ]
+    values.append(_NO_RULE_VALUES)
     return {
         name: np.array([value[name] for value in values], dtype=_RULE_DTYPES.get(name, np.int64))
         for name in _RULE_COLUMNS

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import NamedTuple
 
 from ..errors import EncodeError, InvalidFieldError
@@ -50,6 +51,13 @@ from .model import CfaRule, Header, RegRule, RuleKind
 _UNTRACKED = RegRule.untracked()
 _PADDING = RegRule.padding()
 _UNDEFINED = RegRule.undefined()
+
+
+@cache
+def _fixed(offset: int) -> RegRule:
+    """``RegRule.fixed(offset)``, made once per offset (the header's fixed offsets: signed
+    bytes) rather than for every row decoded."""
+    return RegRule.fixed(offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +118,14 @@ def _decode_default(
     cfa = CfaRule(regs[ctx.abi], _decode_cfa_offset(ctx, words[0]))
     index = 1
     if ctx.cfa_fixed_ra_offset:
-        ra = RegRule.fixed(ctx.cfa_fixed_ra_offset)
+        ra = _fixed(ctx.cfa_fixed_ra_offset)
     elif len(words) > index:
         ra = _default_word_rule(ctx, words[index], is_ra=True)
         index += 1
     else:
         ra = _UNTRACKED
     if ctx.cfa_fixed_fp_offset:
-        fp = RegRule.fixed(ctx.cfa_fixed_fp_offset)
+        fp = _fixed(ctx.cfa_fixed_fp_offset)
     elif len(words) > index:
         fp = _default_word_rule(ctx, words[index], is_ra=False)
     else:
@@ -182,11 +190,11 @@ def _decode_flex(
             raise InvalidFieldError("FLEX FRE RA pair has a zero control word", offset)
         ra, index = _flex_rule(words[2] & mask, words[3]), 4
     else:
-        ra = RegRule.fixed(ctx.cfa_fixed_ra_offset) if ctx.cfa_fixed_ra_offset else _UNTRACKED
+        ra = _fixed(ctx.cfa_fixed_ra_offset) if ctx.cfa_fixed_ra_offset else _UNTRACKED
     if count > index:
         fp = _flex_rule(words[index] & mask, words[index + 1])
     else:
-        fp = RegRule.fixed(ctx.cfa_fixed_fp_offset) if ctx.cfa_fixed_fp_offset else _UNTRACKED
+        fp = _fixed(ctx.cfa_fixed_fp_offset) if ctx.cfa_fixed_fp_offset else _UNTRACKED
     return cfa, fp, ra
 
 

@@ -80,7 +80,7 @@ I64: TypeAlias = "npt.NDArray[np.int64]"
 RawFre = tuple[int, int, int, tuple[int, ...]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class WalkProblem:
     """Why a walk stopped at FRE ``number``: ``truncated`` (it or its data words run past the
     FRE sub-section) or else an invalid data-word size code; ``offset`` is where."""
@@ -257,7 +257,7 @@ def _fre_lengths() -> I64:
     return np.array([fre_lengths(fre_type) for fre_type in FreType], dtype=np.int64).reshape(-1)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class FreLocations:
     """Function i's FREs are ``row_base[i]:row_base[i + 1]``; per FRE its byte position, its
     FRE type and where its info byte is."""
@@ -376,7 +376,7 @@ def fre_ends(view: SectionView, located: FreLocations) -> I64:
 # -- every row at once, grouped by form -----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class RowForm:
     """What a row's dumped cells depend on, besides the header: FDE type, info byte, words."""
 
@@ -385,19 +385,21 @@ class RowForm:
     words: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class RowScan:
     """Function i's rows are ``row_base[i]:row_base[i + 1]``; per row its raw start offset
-    and the index of its form in ``forms``."""
+    and the index of its form in ``forms``, whose rules (cfa, fp, ra) are ``rules``."""
 
     row_base: I64
     start_offset: I64
     form: I64
     forms: tuple[RowForm, ...]
+    rules: tuple[Rules, ...]
 
 
 def scan_rows(view: SectionView) -> RowScan:
-    """Read and check every FRE of the section, as decode_rows would one function at a time."""
+    """Read and check every FRE of the section, as decode_rows would one function at a time
+    (the rules of each distinct form decoded once)."""
     try:
         return _scan(view)
     except SFrameError:
@@ -405,7 +407,7 @@ def scan_rows(view: SectionView) -> RowScan:
         raise
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class StoredRows:
     """Every FRE as stored: function i's are ``row_base[i]:row_base[i + 1]`` and end at byte
     ``end[i]``; per FRE its raw start offset, its info byte, and for the FREs of FLEX
@@ -440,11 +442,7 @@ def scan_stored_rows(view: SectionView) -> StoredRows:
         tail = located.position[flex] + _fre_lengths()[located.fre_type[flex] * 256 + info[flex]]
         form, first = _group(padded, info_at, tail - info_at, np.ones(len(flex), dtype=bool))
         flex_form[flex] = form
-        position = located.position[flex]
-        forms = tuple(
-            _form(view, int(position[r]), int(info_at[r]), True, decode=False)
-            for r in first.tolist()
-        )
+        forms = tuple(_form(view, int(info_at[r]), True) for r in first.tolist())
     end = fre_ends(view, located)
     return StoredRows(located.row_base, end, start_offset, info, flex_form, forms)
 
@@ -464,11 +462,17 @@ def _scan(view: SectionView) -> RowScan:
     flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows)
     form, first = _group(padded, info_at, tail, flex)
     position = located.position
-    forms = tuple(
-        _form(view, int(position[r]), int(info_at[r]), bool(flex[r]), decode=True)
-        for r in first.tolist()
-    )
-    return RowScan(located.row_base, start_offset, form, forms)
+    contexts = (row_context(header, 0), row_context(header, int(FdeType.FLEX)))
+    forms, rules = [], []
+    for r in first.tolist():
+        row_form = _form(view, int(info_at[r]), bool(flex[r]))
+        forms.append(row_form)
+        # Checked as decode_rows checks each row's, and decoded: once per form.
+        info, words = row_form.info, row_form.words
+        rules.append(decode_rules(
+            contexts[row_form.flex], info, words, fre_word_size(info), int(position[r])
+        ))  # fmt: skip
+    return RowScan(located.row_base, start_offset, form, tuple(forms), tuple(rules))
 
 
 def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool) -> I64:
@@ -538,18 +542,11 @@ def _group(
     return form.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
-def _form(
-    view: SectionView, position: int, info_at: int, flex: bool, *, decode: bool
-) -> RowForm:
-    """Read the info byte and words of the FRE at ``position``; with ``decode``, check them
-    with decode_rules."""
-    header = view.header
+def _form(view: SectionView, info_at: int, flex: bool) -> RowForm:
+    """The form of the FRE whose info byte is at ``info_at``: its info byte and words."""
     info = view.data[info_at]
     size_code, count = fre_word_size_code(info), fre_word_count(info)
-    words: tuple[int, ...] = fre_words_struct(size_code, count, header.big_endian).unpack_from(
-        view.data, info_at + FRE_INFO_SIZE
-    )
-    if decode:
-        info2 = int(FdeType.FLEX) if flex else 0
-        decode_rules(row_context(header, info2), info, words, fre_word_size(info), position)
+    words: tuple[int, ...] = fre_words_struct(
+        size_code, count, view.header.big_endian
+    ).unpack_from(view.data, info_at + FRE_INFO_SIZE)
     return RowForm(flex, info, words)

@@ -467,12 +467,12 @@ def _file_digest(path: str) -> str | None:
         return None
 
 
-def _answers(parts: list[bytes]) -> dict[int, list[Record]]:
+def _answers(parts: list[memoryview]) -> dict[int, list[Record]]:
     """The answers a kept entry holds (none when its parts are not an entry's)."""
     from ..elf.addr2line_record import Record
 
     try:
-        rows = json.loads(parts[0]) if len(parts) == 1 else []
+        rows = json.loads(bytes(parts[0])) if len(parts) == 1 else []
         answers = {
             int(address): [Record(function, file, int(line)) for function, file, line in records]
             for address, records in rows
@@ -511,7 +511,7 @@ def _srcline(answer: Record) -> tuple[str | None, int]:
     return name[name.rfind("/") + 1 :], int(number[:digits] or 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _AtEnd:
     """A frame perf names with a symbol that does not hold it (an empty symbol at its
     address): ``module``, ``symbol`` and the symbol's ``start``."""
@@ -985,7 +985,7 @@ def _stack_ids(
     return stack_ids
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _UserFrames:
     """Each sample's user frames: those its walk found where it was walked, else those its
     callchain holds (``lengths[i]`` for sample ``i``, one sample after the other)."""

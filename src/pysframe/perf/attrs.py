@@ -29,7 +29,7 @@ from .layout import ReadFormat, SampleType
 _HEADER = layout.RECORD_HEADER.size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class SampleFormat:
     """The layout of the samples of one attribute.
 
@@ -95,7 +95,7 @@ def sample_format(attr: EventAttr) -> SampleFormat:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class TrailerFormat:
     """The ``struct sample_id`` trailer of one attribute's non-sample records: its size and
     the byte offset, from the trailer's start, of each u64 field present (names of

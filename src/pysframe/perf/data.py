@@ -87,7 +87,7 @@ class Stretch:
     round_ends: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class _Window:
     """Bytes of the data at hand: ``buffer[0]`` is at file offset ``base``, valid up to file
     offset ``end``; ``final``: nothing comes after ``end``."""

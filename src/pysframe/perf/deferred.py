@@ -67,7 +67,7 @@ def _released(chain: Sequence[int]) -> tuple[int, ...]:
     return (*(int(v) for v in chain[:-2]), CONTEXT_USER, int(chain[-1]))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class DeferredTally:
     """What stitching found: samples that waited, those merged, those whose chain never came
     (delivered with their kernel frames alone), and the CALLCHAIN_DEFERRED records read."""
@@ -78,7 +78,7 @@ class DeferredTally:
     records: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _Waiting:
     """A sample waiting for its thread's deferred callchain; ``number`` its place in perf's
     list of waiting samples."""
@@ -118,7 +118,7 @@ class _Queue:
         return everything
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _Out:
     """A delivery being built: rows (chunk, row, callchain in place of the row's or None) and
     the events with the number of rows before each."""

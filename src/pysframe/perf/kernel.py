@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
@@ -32,12 +32,14 @@ import numpy as np
 from ..elf.layout import NT_GNU_BUILD_ID
 from ..elf.reader import iter_notes
 from ..errors import InputError, SFrameError
-from ..input import open_input, read_proc
+from ..input import map_up_to, open_input, read_proc
 from ..names import decode_name
 from .profile import KERNEL_MODULE
 from .symtab import STB_GLOBAL, STB_LOCAL, STB_WEAK, SymbolSet
 
 if TYPE_CHECKING:
+    import mmap
+
     import numpy.typing as npt
 
 #: perf's context markers in a callchain (include/uapi/linux/perf_event.h): entries at or
@@ -51,7 +53,7 @@ MAX_KALLSYMS = 64 << 20
 MAX_NOTES = 1 << 16
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class KernelSymbols:
     """Kernel text symbols sorted by address: ``names[i]`` covers ``[starts[i], starts[i+1])``
     (the last one, ``ends[-1]``), in module ``modules[i]`` (``[kernel.kallsyms]`` or
@@ -73,7 +75,7 @@ class KernelSymbols:
         return len(self.names)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _Lines:
     """The text-symbol lines of a kallsyms file, in file order: address, type letter, name,
     and the module named after it (by line number; none for the kernel's own)."""
@@ -213,8 +215,8 @@ def kernel_symbols(build_id: bytes | None, debug_dir: str | None) -> KernelSymbo
     when it is that kernel (any kernel when the recording names none); None without one."""
     candidates: list[str] = []
     if build_id and debug_dir:
-        base = Path(debug_dir).expanduser() / KERNEL_MODULE
-        candidates.append(str(base / build_id.hex() / "kallsyms"))
+        base = os.path.join(os.path.expanduser(debug_dir), KERNEL_MODULE)
+        candidates.append(os.path.join(base, build_id.hex(), "kallsyms"))
     if build_id is None or running_kernel_build_id() in (None, build_id):
         candidates.append("/proc/kallsyms")
     for candidate in candidates:
@@ -235,14 +237,14 @@ _U64 = np.dtype("<u8")
 _I32 = np.dtype("<i4")
 
 
-def _parsed_kept(text: bytes) -> KernelSymbols:
+def _parsed_kept(text: bytes | mmap.mmap) -> KernelSymbols:
     """:func:`parse_kallsyms` of ``text``, kept in the cache (:mod:`pysframe.sources.cache`)
     under the SHA-256 of the text and the code's digest: the same kallsyms is parsed once
     (a table with zeroed addresses is not kept)."""
     from ..sources.cache import cache_directory, cached_tables, code_digest, keep_tables
 
     if cache_directory() is None:
-        return parse_kallsyms(text)
+        return parse_kallsyms(bytes(text))
     key = hashlib.sha256(text).hexdigest()
     binding = {"code": code_digest(*_KALLSYMS_CODE), "text": key}
     parts = cached_tables(key, "kallsyms", binding)
@@ -251,7 +253,7 @@ def _parsed_kept(text: bytes) -> KernelSymbols:
             return _from_parts(parts)
         except (ValueError, RecursionError):
             pass  # written by this code and checked: not expected; parsed again
-    symbols = parse_kallsyms(text)
+    symbols = parse_kallsyms(bytes(text))
     if len(symbols) and int(symbols.starts[-1]) != 0:
         keep_tables(key, "kallsyms", binding, _parts(symbols))
     return symbols
@@ -260,11 +262,12 @@ def _parsed_kept(text: bytes) -> KernelSymbols:
 class _Packed(Sequence[str]):
     """Strings kept end to end in one text, the i-th ``text[ends[i - 1]:ends[i]]`` (the
     first from 0), sliced when asked for: a kept table's names (a report names a few of a
-    kernel's hundred thousand symbols)."""
+    kernel's hundred thousand symbols).  The text is a ``str``, or ASCII bytes (a view of
+    the kept table: a name is decoded when asked for)."""
 
     __slots__ = ("_ends", "_text")
 
-    def __init__(self, text: str, ends: npt.NDArray[np.int64]) -> None:
+    def __init__(self, text: str | memoryview, ends: npt.NDArray[np.uint64]) -> None:
         self._text, self._ends = text, ends
 
     def __len__(self) -> int:
@@ -279,7 +282,8 @@ class _Packed(Sequence[str]):
             return [self[at] for at in range(*index.indices(len(self)))]
         end = int(self._ends[index])  # an IndexError as a list's
         index %= len(self._ends)
-        return self._text[int(self._ends[index - 1]) if index else 0 : end]
+        name = self._text[int(self._ends[index - 1]) if index else 0 : end]
+        return name if isinstance(name, str) else str(name, "ascii")
 
 
 class _Chosen(Sequence[str]):
@@ -320,32 +324,38 @@ def _parts(symbols: KernelSymbols) -> list[bytes]:
     ]
 
 
-def _from_parts(parts: list[bytes]) -> KernelSymbols:
+def _from_parts(parts: Sequence[bytes | memoryview]) -> KernelSymbols:
     """The table :func:`_parts` gave, checked whole (each name is sliced when first asked
-    for); ValueError when the parts make none."""
+    for); ValueError when the parts make none.  The table keeps views of the parts: no
+    copy of a kernel's megabytes of names and addresses is made."""
     if len(parts) != 6 or any(len(parts[at]) % 8 for at in (0, 1, 4)) or len(parts[2]) % 4:
         raise ValueError("not the parts of a kallsyms table")
     starts, ends = np.frombuffer(parts[0], _U64), np.frombuffer(parts[1], _U64)
     which, name_ends = np.frombuffer(parts[2], _I32), np.frombuffer(parts[4], _U64)
-    text = parts[3].decode("utf-8", "surrogatepass")  # UnicodeDecodeError is a ValueError
-    shown = json.loads(parts[5])
+    raw = memoryview(parts[3])
+    text: str | memoryview = raw
+    if np.frombuffer(raw, np.uint8).max(initial=0) >= 0x80:  # not ASCII: decoded, checked
+        text = str(raw, "utf-8", "surrogatepass")  # UnicodeDecodeError is a ValueError
+    shown = json.loads(bytes(parts[5]))
     count = len(starts)
     if (
         len(ends) != count or len(which) != count or len(name_ends) != count
         or not isinstance(shown, list) or not all(isinstance(name, str) for name in shown)
         or (count and not 0 <= int(which.min()) <= int(which.max()) < len(shown))
-        or (count and int(name_ends[-1]) != len(text)) or (not count and text)
-        or bool((np.diff(name_ends.astype(np.int64), prepend=0) < 0).any())
+        or (count and int(name_ends[-1]) != len(text)) or (not count and len(text))
+        or bool((name_ends[1:] < name_ends[:-1]).any())
     ):  # fmt: skip
         raise ValueError("not the parts of a kallsyms table")
     return KernelSymbols(
-        starts.astype(np.uint64), ends.astype(np.uint64),
-        _Packed(text, name_ends.astype(np.int64)), _Chosen(shown, which),
+        starts.astype(np.uint64, copy=False), ends.astype(np.uint64, copy=False),
+        _Packed(text, name_ends), _Chosen(shown, which),
     )  # fmt: skip
 
 
-def _read_text(path: str) -> bytes:
-    """A kallsyms file (``/proc/kallsyms`` is no regular file: read with a bound)."""
+def _read_text(path: str) -> bytes | mmap.mmap:
+    """A kallsyms file: perf's copy mapped (perf writes each copy whole, a new file linked
+    to its name: util/copyfile.c copyfile_mode_ns), ``/proc/kallsyms``, which is no regular
+    file, read with a bound."""
     if path.startswith("/proc/"):
         try:
             with open(path, "rb") as stream:
@@ -353,7 +363,7 @@ def _read_text(path: str) -> bytes:
         except OSError as error:
             raise InputError(error.strerror or str(error), path=path) from None
     with open_input(path) as stream:
-        return stream.read(MAX_KALLSYMS)
+        return map_up_to(stream, MAX_KALLSYMS)
 
 
 __all__ = [

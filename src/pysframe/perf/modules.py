@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..elf.reader import ElfReader
 from ..errors import SFrameError
@@ -63,7 +62,7 @@ DEFAULT_DEBUG_DIR = "~/.debug"
 VDSO = VDSO_NAME
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ModuleFile:
     """The file read for a module (None: none fits), and why none did."""
 
@@ -85,7 +84,7 @@ class ModuleFinder:
         symbols: SymbolOptions | None = None,
     ) -> None:
         self.build_ids = build_ids or {}
-        self.debug_dir = Path(debug_dir).expanduser() if debug_dir else None
+        self.debug_dir = os.path.expanduser(debug_dir) if debug_dir else None
         self.symfs = symfs
         self.policy = policy
         self.symbol_options = symbols or SymbolOptions()
@@ -160,7 +159,7 @@ class ModuleFinder:
         own = own_vdso_image() if vdso else None
         if build_id is None:
             build_id = _own_build_id(own) if vdso else _file_build_id(name, self.symfs)
-        debug_dir = str(self.debug_dir) if self.debug_dir is not None else None
+        debug_dir = self.debug_dir
         sources = [
             SymbolSource(path)
             for path in candidate_files(name, build_id, debug_dir=debug_dir, symfs=self.symfs,
@@ -215,8 +214,9 @@ class ModuleFinder:
         if build_id and self.debug_dir is not None:
             hexed = build_id.hex()
             if path == VDSO:
-                candidates.append(str(self.debug_dir / VDSO / hexed / "vdso"))
-            candidates.append(str(self.debug_dir / ".build-id" / hexed[:2] / hexed[2:] / "elf"))
+                candidates.append(os.path.join(self.debug_dir, VDSO, hexed, "vdso"))
+            elf = os.path.join(self.debug_dir, ".build-id", hexed[:2], hexed[2:], "elf")
+            candidates.append(elf)
         if path == VDSO:
             own = _own_vdso()
             if own is not None:

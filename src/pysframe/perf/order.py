@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 U64_MAX = (1 << 64) - 1
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Delivery:
     """Records in perf's delivery order: ``samples`` (None: none) with ``events[i]``
     delivered before ``samples[cuts[i]:]``; ``read_to`` is how far the reader has read (a

@@ -27,7 +27,7 @@ from ..unwind import S390X_FPR_DWARF, Registers
 from .errors import PerfDataError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class _Arch:
     """perf register number -> (perf's name, DWARF number or -1), and the perf numbers of the
     PC, SP, FP and return-address register (None on x86-64: the return address is on the
@@ -77,7 +77,7 @@ ARCHES: dict[str, tuple[Abi, _Arch]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RegisterLayout:
     """How to read a sample's register array (the columns of a ``SampleChunk.regs`` row, one
     per bit of ``mask``) for one architecture.

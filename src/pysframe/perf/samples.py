@@ -416,7 +416,7 @@ def _columns(mask: int, union: int) -> list[int]:
     return [bits.index(bit) for bit in range(64) if mask >> bit & 1]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChunkResult:
     """What :func:`decode_chunk` gives: the samples it read, how many it skipped for an id no
     attribute has, and the error that stopped it (the samples before it are in ``chunk``)."""

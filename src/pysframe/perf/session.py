@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class WalkedChunk:
     """A chunk of samples, in perf's order, with their walks (``walks`` answers the chunk's
     samples in order), the user frames their callchains hold (``recorded``) and each
@@ -126,7 +126,7 @@ def walk_recording(
         )  # fmt: skip
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _Layout:
     """The register layout of a chunk's samples and the unwinder of its samples (one per
     layout for the recording, so that what it caches serves every chunk), found when first

@@ -55,7 +55,6 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,12 +75,13 @@ from ..elf.layout import (
     STT_GNU_IFUNC,
 )
 from ..elf.reader import ElfReader, ElfSection
-from ..elf.symbols import SymbolEntries, read_symbol_entries
 from ..errors import SFrameError
 from .symtab import STB_GLOBAL, PerfSymbols, SymbolSet
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from ..elf.symbols import SymbolEntries
 
 #: ELF symbol types and visibilities perf tells apart (gABI).
 STT_NOTYPE, STT_OBJECT = 0, 1
@@ -159,7 +159,7 @@ def candidate_files(
         # DSO_BINARY_TYPE__BUILD_ID_CACHE and __BUILD_ID_CACHE_DEBUGINFO (build_id_cache__
         # linkname, build_id_cache__basename): an old-style cache links the file itself.
         hexed = build_id.hex()
-        link = str(Path(debug_dir).expanduser() / ".build-id" / hexed[:2] / hexed[2:])
+        link = os.path.join(os.path.expanduser(debug_dir), ".build-id", hexed[:2], hexed[2:])
         if _regular_file(link):
             out += [link, link]
         else:
@@ -196,7 +196,7 @@ def same_build_id(recorded: bytes, found: bytes) -> bool:
     return recorded == found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class DsoFiles:
     """Where perf reads a dso's symbols: ``symbols`` (syms_ss, the first candidate with a
     ``.symtab``) and ``runtime`` (runtime_ss, the first with a ``.dynsym``); each stands for
@@ -247,6 +247,8 @@ def load_symbols(
 ) -> PerfSymbols | None:
     """The symbols perf loads from ``files`` (dso__load_sym, then dso__synthesize_plt_symbols
     when any were found); None without files.  ElfError when a file cannot be read."""
+    from ..elf.symbols import read_symbol_entries  # not when the table is kept in the cache
+
     if files.symbols is None or files.runtime is None:
         return None
     symbols = SymbolSet(rename)
@@ -313,10 +315,14 @@ def load_symbols_kept(
     if cache_directory() is None:
         return load_symbols(files, rename)
     try:
+        symbols = source_digest(files.symbols)
+        # Mostly one file has both tables: read once.
+        same = files.runtime == files.symbols
+        runtime = symbols if same else source_digest(files.runtime)
         binding = {
             "code": code_digest(*TABLE_CODE),
-            "symbols": source_digest(files.symbols),
-            "runtime": source_digest(files.runtime),
+            "symbols": symbols,
+            "runtime": runtime,
             "renamed": renamed,
         }
     except SFrameError:
@@ -391,7 +397,7 @@ def _load_pass(
     return None if len(bad) else len(chosen)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _Sections:
     """Section headers as arrays, by index: SHF_ALLOC, SHT_NOBITS, address, offset, and
     whether the name holds ``text`` or ``data`` (elf_sec__filter)."""
@@ -450,6 +456,7 @@ def _add_plt(
     ``.rela.plt`` (else ``.rel.plt``) when it is linked to ``.dynsym``: the entries of
     ``.plt`` one after another from its file offset, after a header."""
     from ..elf.relocation import relocation_symbols
+    from ..elf.symbols import read_symbol_entries
 
     dynsym = runtime.section(".dynsym")
     if dynsym is None or dynsym.type != SHT_DYNSYM:
@@ -581,11 +588,11 @@ def perf_map_symbols(path: str) -> PerfSymbols | None:
     import errno
 
     from ..errors import InputError
-    from ..input import open_input
+    from ..input import open_input, read_up_to
 
     try:
         with open_input(path, max_size=MAX_PERF_MAP_SIZE) as file:
-            data = file.read(MAX_PERF_MAP_SIZE + 1)
+            data = read_up_to(file, MAX_PERF_MAP_SIZE + 1)
     except InputError as error:
         if error.errno == errno.ENOENT:
             return None

@@ -38,7 +38,7 @@ _U64, _I64 = np.dtype("<u8"), np.dtype("<i8")
 # -- choosing among the symbols of one address ---------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Candidate:
     """What perf's choose_best_symbol weighs of a symbol: its extent (end - start, as a
     signed 64-bit number), its binding and its name."""
@@ -441,7 +441,7 @@ class _RbTree:
         return -1
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _Shape:
     """What rebuilding perf's tree takes: every symbol's start and end (by number), the
     insertions and erasures in perf's order, and the living symbols in order (the tree is
@@ -569,32 +569,34 @@ class PerfSymbols:
         ]
 
     @classmethod
-    def from_parts(cls, parts: list[bytes]) -> PerfSymbols:
-        """The table :meth:`parts` gave; ValueError when the parts do not make one."""
+    def from_parts(cls, parts: Sequence[bytes | memoryview]) -> PerfSymbols:
+        """The table :meth:`parts` gave (or views of them: the table keeps none); ValueError
+        when the parts do not make one."""
         if len(parts) != 7 or any(len(part) % 8 for i, part in enumerate(parts) if i != 3):
             raise ValueError("not the parts of a symbol table")
         starts, ends = np.frombuffer(parts[0], _U64), np.frombuffer(parts[1], _U64)
         numbers = np.frombuffer(parts[2], _I64)
-        names = json.loads(parts[3])
+        names = json.loads(bytes(parts[3]))
         count = len(starts)
         if (
             len(ends) != count or len(numbers) != count
             or not isinstance(names, list) or len(names) != count
-            or not all(isinstance(name, str) for name in names)
+            or not set(map(type, names)) <= {str}
         ):  # fmt: skip
             raise ValueError("not the parts of a symbol table")
         shape = None
         all_starts, all_ends = np.frombuffer(parts[4], _U64), np.frombuffer(parts[5], _U64)
-        operations = np.frombuffer(parts[6], _I64).tolist()
+        operations = np.frombuffer(parts[6], _I64)
         if len(all_starts):
             total = len(all_starts)
             if (
                 len(all_ends) != total
-                or any(not -total <= operation < total for operation in operations)
+                or bool(((operations < -total) | (operations >= total)).any())
                 or (count and not 0 <= int(numbers.min()) <= int(numbers.max()) < total)
             ):  # fmt: skip
                 raise ValueError("not the parts of a symbol table")
-            shape = _Shape(all_starts, all_ends, operations, numbers.tolist())
+            shape = _Shape(all_starts.astype(np.uint64), all_ends.astype(np.uint64),
+                           operations.tolist(), numbers.tolist())  # fmt: skip
         return cls(starts.astype(np.uint64), ends.astype(np.uint64), names, shape,
                    numbers.astype(np.int64))  # fmt: skip
 

@@ -90,7 +90,7 @@ def walk_samples(
     return unwinder.walk(start, memory, _SampleSpaces(spaces, chunk.pid[select]))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class RecordedChains:
     """The user frames the samples' callchains hold (``perf record -g``: the kernel's
     frame-pointer walk, arch/x86/events/core.c perf_callchain_user): sample ``i``'s are

@@ -55,18 +55,18 @@ import hashlib
 import json
 import os
 import stat
-import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from ..errors import InputError, SFrameError
-from ..input import open_input
+from ..input import map_up_to, open_input, read_up_to
 
 if TYPE_CHECKING:
+    import mmap
+
     from ..elf.reader import ElfReader
 
 #: The environment variable naming the cache's directory (empty: no cache).
@@ -92,13 +92,18 @@ GENERATOR_INPUTS = frozenset(
 )  # fmt: skip
 #: The suffix of generated sections' entries.
 _SFRAME = ".sframe"
+#: The characters of a hex number (a build ID, a digest), as ``string.hexdigits``.
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+#: What an entry is read as: its bytes, or a map of them.
+_Content = TypeVar("_Content")
 
 #: Warnings waiting for the command line (take_warnings), and the ones already given.
 _pending: list[str] = []
 _given: set[str] = set()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Binding:
     """What a generated section is made from: the file's build ID and a digest of its headers
     and of the sections the generator reads (:data:`GENERATOR_INPUTS`)."""
@@ -151,29 +156,38 @@ def generator_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_directory() -> Path | None:
+def cache_directory() -> str | None:
     """Where entries are kept (None: caching is off)."""
-    chosen = os.environ.get(CACHE_ENVIRONMENT)
+    environ = os.environ
+    return _directory_for(environ.get(CACHE_ENVIRONMENT), environ.get("XDG_CACHE_HOME"),
+                          environ.get("HOME"))  # fmt: skip
+
+
+@cache
+def _directory_for(chosen: str | None, xdg: str | None, home: str | None) -> str | None:
+    """:func:`cache_directory` for these variables (asked for at every use of the cache: the
+    path is made once for them; ``home``, which ``~`` stands for, is only part of the key)."""
     if chosen is not None:
-        base = Path(chosen) if chosen else None
+        if not chosen:
+            return None
+        base = chosen
     else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg) if xdg else Path.home() / ".cache") / "pysframe"
-    return None if base is None else base / f"generated-{generator_digest()}"
+        base = os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "pysframe")
+    return os.path.join(base, f"generated-{generator_digest()}")
 
 
 # -- the directory ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _Directory:
     """The cache directory, open (``descriptor``) and checked; ``path`` names it in warnings."""
 
     descriptor: int
-    path: Path
+    path: str
 
     def shown(self, name: str) -> str:
-        return str(self.path / name)
+        return os.path.join(self.path, name)
 
 
 @contextmanager
@@ -191,7 +205,7 @@ def _opened(*, create: bool) -> Iterator[_Directory | None]:
         os.close(descriptor)
 
 
-def _open_directory(path: Path, create: bool) -> int | None:
+def _open_directory(path: str, create: bool) -> int | None:
     """A descriptor of the directory ``path`` when it is the user's own and nobody else may
     write to it (checked on the open directory, which is what every later call uses)."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -207,7 +221,7 @@ def _open_directory(path: Path, create: bool) -> int | None:
             return None  # no place for a cache (read-only, no permission): none, as when off
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link, or a file
-            _distrust(path, "a symbolic link" if path.is_symlink() else "not a directory")
+            _distrust(path, "a symbolic link" if os.path.islink(path) else "not a directory")
         return None
     try:
         info = os.fstat(descriptor)
@@ -227,18 +241,21 @@ def _open_directory(path: Path, create: bool) -> int | None:
     return descriptor
 
 
-def _distrust(path: Path, why: str) -> None:
+def _distrust(path: str, why: str) -> None:
     _warn(f"{path}: not used as the cache of generated SFrame: {why}")
 
 
-def _make_directories(path: Path) -> None:
+def _make_directories(path: str) -> None:
     """Make ``path`` and its missing parents, each with mode 0700 (the XDG base directory
     specification's for a cache: nobody else reads or writes what is kept there)."""
     missing = []
-    for directory in (path, *path.parents):
-        if os.path.lexists(directory):
-            break
+    directory = path
+    while directory and not os.path.lexists(directory):
         missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
     for directory in reversed(missing):
         with suppress(FileExistsError):  # made meanwhile: checked when opened
             os.mkdir(directory, 0o700)
@@ -248,12 +265,24 @@ def _read(directory: _Directory, name: str, limit: int) -> bytes | None:
     """The content of the regular file ``name`` of the directory (no link followed, no wait
     on a FIFO, at most ``limit`` bytes); None when there is none.  A name that is something
     else is warned about and removed (InputError, for the caller's warning)."""
+    return _content(directory, name, limit, read_up_to)
+
+
+def _mapped(directory: _Directory, name: str, limit: int) -> bytes | mmap.mmap | None:
+    """:func:`_read`, the file mapped (entries are replaced whole, by :func:`_write`, never
+    rewritten: a mapping stays whole)."""
+    return _content(directory, name, limit, map_up_to)
+
+
+def _content(
+    directory: _Directory, name: str, limit: int, how: Callable[[BinaryIO, int], _Content]
+) -> _Content | None:
     try:
         with open_input(
             name, max_size=limit, directory=directory.descriptor, follow_links=False,
             shown=directory.shown(name),
         ) as stream:  # fmt: skip
-            return stream.read(limit + 1)
+            return how(stream, limit + 1)
     except InputError as error:
         if error.errno == errno.ENOENT:
             return None
@@ -339,7 +368,7 @@ def _unpacked(data: bytes, binding: Binding, address: int) -> tuple[bytes | None
     build_id = record.get("build_id")
     if build_id != binding.build_id.hex():
         readable = isinstance(build_id, str) and 0 < len(build_id) <= 128 and all(
-            c in string.hexdigits for c in build_id
+            c in _HEX_DIGITS for c in build_id
         )  # a hostile header's text stays out of the warning line
         return None, f"made for another file (build ID {build_id if readable else '?'})"
     if record.get("inputs") != binding.inputs:
@@ -430,14 +459,16 @@ def _tables_name(key: str, kind: str, binding: dict[str, Any]) -> str | None:
 
 
 def _hex(text: str) -> bool:
-    return 0 < len(text) <= 128 and all(c in string.hexdigits for c in text)
+    return 0 < len(text) <= 128 and all(c in _HEX_DIGITS for c in text)
 
 
-def cached_tables(key: str, kind: str, binding: dict[str, Any]) -> list[bytes] | None:
+def cached_tables(key: str, kind: str, binding: dict[str, Any]) -> list[memoryview] | None:
     """The parts kept by :func:`keep_tables` for ``key`` and ``kind`` when the entry's header
     names exactly ``binding`` (what the tables were made from: digests of the inputs, the
     code's digest) and its parts are the bytes written; else None (an entry made from
-    anything else, damaged, a link or a FIFO is warned about and removed: a miss)."""
+    anything else, damaged, a link or a FIFO is warned about and removed: a miss).  The
+    parts are views of the entry's memory map (a kernel's table is megabytes: no copy is
+    made), which stays mapped while a view of it lives: copy what is kept."""
     name = _tables_name(key, kind, binding)
     if name is None:
         return None
@@ -445,7 +476,7 @@ def cached_tables(key: str, kind: str, binding: dict[str, Any]) -> list[bytes] |
         if directory is None:
             return None
         try:
-            data = _read(directory, name, MAX_TABLES + len(TABLES_MAGIC) + MAX_HEADER)
+            data = _mapped(directory, name, MAX_TABLES + len(TABLES_MAGIC) + MAX_HEADER)
         except InputError as error:
             _reject(directory, name, error.message, "made again")
             return None
@@ -457,8 +488,10 @@ def cached_tables(key: str, kind: str, binding: dict[str, Any]) -> list[bytes] |
         return parts
 
 
-def _tables_unpacked(data: bytes, binding: dict[str, Any]) -> tuple[list[bytes] | None, str]:
-    if not data.startswith(TABLES_MAGIC):
+def _tables_unpacked(
+    data: bytes | mmap.mmap, binding: dict[str, Any]
+) -> tuple[list[memoryview] | None, str]:
+    if data[: len(TABLES_MAGIC)] != TABLES_MAGIC:
         return None, "not an entry this pysframe writes"
     end = data.find(b"\n", len(TABLES_MAGIC), len(TABLES_MAGIC) + MAX_HEADER)
     try:
@@ -480,7 +513,7 @@ def _tables_unpacked(data: bytes, binding: dict[str, Any]) -> tuple[list[bytes] 
         return None, "its content is not the one written (damaged)"
     parts, at = [], 0
     for size in sizes:
-        parts.append(bytes(body[at : at + size]))
+        parts.append(body[at : at + size])
         at += size
     return parts, ""
 

@@ -188,6 +188,9 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class Backtrace:
+    """A whole walk: its frames, innermost first, and why it stopped (``stop``, with the
+    ``reason`` in words)."""
+
     frames: tuple[Frame, ...]
     stop: StopKind
     reason: str
@@ -201,7 +204,7 @@ class Backtrace:
 # Per-ABI facts
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Arch:
     """What the walk needs to know of an ABI: its SP, FP and RA registers (DWARF numbers)."""
 
@@ -253,8 +256,11 @@ _AMD64_GREGS_DWARF = (8, 9, 10, 11, 12, 13, 14, 15, 5, 4, 6, 3, 1, 0, 2, 7)
 _AARCH64_SIGCONTEXT_OFFSET = 128 + 176
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _Found:
+    """The row that applies at a PC, whether its function is a signal trampoline, and the
+    header's fixed RA offset (the rules the unwinder reads beside the row)."""
+
     row: FrameRow
     signal_frame: bool
     fixed_ra_offset: int

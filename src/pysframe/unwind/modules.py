@@ -256,7 +256,7 @@ def generate_for(facts: ElfFacts) -> ResolvedSFrame | None:
     return facts.generated if isinstance(facts.generated, ResolvedSFrame) else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Chosen:
     """The SFrame a module is unwound with, per :class:`~pysframe.sources.trust.Policy`."""
 

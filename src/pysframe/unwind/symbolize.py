@@ -25,17 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..elf.debuginfo import DEFAULT_DEBUG_DIRS, find_debug_file, minidebuginfo
+from ..elf.debuginfo import DEFAULT_DEBUG_DIRS
 from ..elf.layout import SHF_ALLOC, SHF_TLS, SHT_NOBITS
-from ..elf.plt import plt_symbols
 from ..elf.reader import ElfReader
-from ..elf.symbols import (
-    FunctionColumns,
-    FunctionSymbols,
-    SymbolRecord,
-    find_in_objfiles,
-    read_function_columns,
-)
 from ..errors import SFrameError
 from .demangle import (
     bare_name,
@@ -49,6 +41,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..elf.dwarf_lines import SourceFrame, SourceLines
+    from ..elf.symbols import FunctionColumns, FunctionSymbols, SymbolRecord
 
 @dataclass(slots=True)
 class ModuleSymbols:
@@ -123,6 +116,8 @@ class ModuleSymbols:
 
     def find_many(self, addresses: Sequence[int] | np.ndarray) -> list[tuple[str, int] | None]:
         """:meth:`find` for many addresses at once (one numpy search per table)."""
+        from ..elf.symbols import find_in_objfiles
+
         tables = self.tables
         out: list[tuple[str, int] | None] = []
         for address, (table, index) in zip(
@@ -175,6 +170,11 @@ def symbols_of_image(
     """The symbols of an open ELF image (``search``: also look for its separate debug file).
     ``link_path``: the file's name for the debuglink search when the image is read from
     elsewhere (``/proc/PID/map_files/...`` for a deleted file)."""
+    # The readers of tables, imported when one is read (``perf`` reads its own, or the cache's).
+    from ..elf.debuginfo import find_debug_file, minidebuginfo
+    from ..elf.plt import plt_symbols
+    from ..elf.symbols import FunctionSymbols, read_function_columns
+
     problems: list[str] = []
     sources: list[str] = []
     parts: list[FunctionColumns | list[SymbolRecord]] = []
