@@ -404,9 +404,13 @@ class _Forms:
         """The code of each row of ``result`` (rows of a section whose fixed RA offset is
         ``fixed_ra``), new forms numbered as they come."""
         rules = np.stack([getattr(result, name).astype(np.int64) for name in self._KEYS], axis=1)
-        distinct, inverse = np.unique(rules, axis=0, return_inverse=True)
+        # the distinct rows, each row's bytes one value (a sort of values, not of rows)
+        whole = np.dtype((np.void, rules.itemsize * len(self._KEYS)))
+        _, first, inverse = np.unique(
+            rules.view(whole).ravel(), return_index=True, return_inverse=True
+        )
         codes = []
-        for form in distinct.tolist():
+        for form in rules[first].tolist():
             key = (*form, fixed_ra)
             code = self._index.get(key)
             if code is None:
