@@ -70,7 +70,7 @@ class BatchMemory(Protocol):
         read."""
 
     def mark(self, walks: Rows, ends: Words) -> None:
-        """The walks ``walks`` used their memory up to ``ends``."""
+        """The walks ``walks`` (each once) used their memory up to ``ends``."""
 
     def reader(self, walk: int) -> ReadMemory:
         """Walk ``walk``'s memory as the unwinder reads it (marked as used, as :meth:`mark`)."""
