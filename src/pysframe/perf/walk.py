@@ -267,9 +267,12 @@ class _SampleSpaces:
 
     def mappings_at(self, walks: Rows, pcs: Words) -> tuple[Rows, Words]:
         pids = self.pids[walks]
+        distinct = _distinct(pids)
+        if len(distinct) == 1:  # (most chunks hold one process)
+            return self.spaces.mappings_at(distinct[0], pcs)
         modules = np.full(len(pcs), -1, dtype=np.int64)
         deltas = np.zeros(len(pcs), dtype=np.uint64)
-        for pid in _distinct(pids):
+        for pid in distinct:
             chosen = pids == pid
             modules[chosen], deltas[chosen] = self.spaces.mappings_at(pid, pcs[chosen])
         return modules, deltas
