@@ -22,6 +22,7 @@ import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
@@ -1037,9 +1038,10 @@ class _StackIds:
     ) -> npt.NDArray[np.int64]:
         """The ids of new hashes' stacks (in the order they come), interned and kept."""
         profile = self.profile
+        flat = frames[range_positions(starts, lengths)].tolist()  # their frames, one list
+        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
         ids = np.array([
-            profile.stack_id(frames[start : start + length].tolist())
-            for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
+            profile.stack_id(flat[start:end]) for start, end in pairwise(bounds)
         ], dtype=np.int64)  # fmt: skip
         grown = len(profile.stacks) - len(self.starts)
         if grown > 0:
