@@ -246,7 +246,7 @@ def script_text(
             frames = profile.stacks[stack]
             if chained:
                 texts = frame_texts_of(True)
-                text = "".join([texts[f] for f in frames]) + "\n"
+                text = "".join([*map(texts.__getitem__, frames), "\n"])
             elif "ip" in fields:
                 # No callchain: the sample's IP (its innermost frame) on the header line.
                 texts = frame_texts_of(False)
