@@ -1,7 +1,8 @@
-"""The one in-memory cache: at most a given number of values, the least recently used one
-dropped to make room.  Each cache is an attribute of the object that uses it (a section's
-lookups, an unwinder, an address space's files), so that it lives and dies with its owner;
-no module keeps a table of its own that grows.
+"""The in-memory caches: at most a given number of values, the least recently used one
+dropped to make room (:class:`BoundedCache`); and, for numpy batches, integers by 64-bit key
+in a table of fixed size (:class:`SlotTable`).  Each cache is an attribute of the object that
+uses it (a section's lookups, an unwinder, an address space's files), so that it lives and
+dies with its owner; no module keeps a table of its own that grows.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 _Key = TypeVar("_Key", bound=Hashable)
 _Value = TypeVar("_Value")
@@ -103,4 +108,64 @@ def cached(limit: int) -> Callable[[Callable[[_Key], _Value]], CachedFunction[_K
     return wrap
 
 
-__all__ = ["BoundedCache", "CachedFunction", "cached"]
+class SlotTable:
+    """Integers by 64-bit key, many at a time (numpy arrays): ``2**bits`` slots, each key kept
+    in the slot its hash picks, a key put later taking it (a direct-mapped cache: what it
+    holds is bounded, and finding a batch of keys costs a few array operations).
+
+    >>> import numpy as np
+    >>> table = SlotTable(4)
+    >>> table.put(np.array([7, 9], np.uint64), np.array([70, 90]))
+    >>> values, found = table.find(np.array([9, 8, 7], np.uint64))
+    >>> values[found].tolist(), found.tolist()
+    ([90, 70], [True, False, True])
+    """
+
+    #: The key of an empty slot, which is never found.
+    EMPTY = (1 << 64) - 1
+    #: Fibonacci hashing: the slot is the top bits of the key times 2**64 / phi.
+    _HASH = 0x9E3779B97F4A7C15
+
+    def __init__(self, bits: int) -> None:
+        import numpy as np
+
+        if not 0 < bits < 32:
+            raise ValueError(f"a table has 2**1 to 2**31 slots, not 2**{bits}")
+        self.bits = bits
+        self.keys = np.full(1 << bits, self.EMPTY, dtype=np.uint64)
+        self.values = np.zeros(1 << bits, dtype=np.int64)
+
+    def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        import numpy as np
+
+        slots: npt.NDArray[np.uint64] = (keys * np.uint64(self._HASH)) >> np.uint64(64 - self.bits)
+        return slots
+
+    def find(
+        self, keys: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """The value of each key (0 where not found), and which were found."""
+        import numpy as np
+
+        slots = self._slots(keys)
+        found = self.keys.take(slots) == keys
+        found &= keys != np.uint64(self.EMPTY)
+        values: npt.NDArray[np.int64] = self.values.take(slots)
+        return values, found
+
+    def put(self, keys: npt.NDArray[np.uint64], values: npt.NDArray[np.int64]) -> None:
+        """Keep ``values[i]`` for ``keys[i]`` (of two keys of one slot, the later stays)."""
+        import numpy as np
+
+        slots = self._slots(keys)
+        # One key per slot, so that each slot's key and value are one pair's (numpy does not
+        # say which of repeated indices an assignment keeps).
+        _, last = np.unique(slots[::-1], return_index=True)
+        chosen = len(keys) - 1 - last
+        self.keys[slots[chosen]], self.values[slots[chosen]] = keys[chosen], values[chosen]
+
+    def clear(self) -> None:
+        self.keys.fill(self.EMPTY)
+
+
+__all__ = ["BoundedCache", "CachedFunction", "SlotTable", "cached"]

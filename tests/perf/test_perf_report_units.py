@@ -7,6 +7,7 @@ for each profile; the bulk paths are held equal to their scalar references.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -543,6 +544,31 @@ def test_merge_keeps_build_ids_and_lost_samples() -> None:
     first.merge(second)
     assert (len(first), first.build_ids, first.lost_samples) == (2, {APP: "ff"}, 4)
     assert [row.symbol for row in top_table(first)[0].rows] == ["leaf", "main"]
+
+
+def test_merge_into_an_empty_profile_keeps_its_ids() -> None:
+    """A profile merged into an empty one keeps every id (its tables taken as they are): the
+    profile that interning each frame, stack, command and event again gives (from tables
+    without their indexes, a frame twice among them), and one of its own."""
+    source = synthetic_profile(300, 40, 7)
+    source.delivered[3] = source.time[3] + 1
+    taken = Profile()
+    taken.merge(source)
+    unindexed = dataclasses.replace(
+        source, frames=[*source.frames, source.frames[0]], _frame_ids={}, _stack_ids={},
+        _comm_ids={}, _event_ids={},
+    )  # fmt: skip
+    interned = Profile()
+    interned.merge(unindexed)
+    tables = ("frames", "stacks", "comms", "events", *Profile.COLUMNS, "delivered", "sources")
+    for name in tables:
+        assert getattr(taken, name) == getattr(interned, name), name
+        assert getattr(taken, name) is not getattr(source, name), name
+    source.stack.append(0)
+    source.stacks.append((1, 2))
+    assert len(taken) == len(interned) and len(taken.stacks) == len(interned.stacks)
+    taken.merge(taken.take(range(len(taken))))  # into a profile that is not empty
+    assert taken.stack == interned.stack * 2 and taken.stacks == interned.stacks
 
 
 def test_every_writer_takes_an_empty_profile() -> None:

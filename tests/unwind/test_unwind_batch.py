@@ -10,7 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
+from pysframe.bounded import SlotTable
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.constants import Abi
 from pysframe.format.lookup import SectionLookup
@@ -97,16 +100,42 @@ class _Spaces:
         return lambda pc: info
 
 
-def walk(abi: Abi, cases: list[Case]) -> None:
-    """Walk ``cases`` in one batch and check each walk against its case."""
+class _Numbered:
+    """Walk ``i`` in module ``numbers[i]`` of ``modules`` (the same section may be in several)
+    at every address."""
+
+    def __init__(self, modules: list[_Module], numbers: list[int]) -> None:
+        self.modules = modules
+        self.numbers = numbers
+
+    def mappings_at(self, walks: np.ndarray, pcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        numbers = np.array(self.numbers, dtype=np.int64)[walks]
+        return numbers, np.zeros(len(walks), dtype=np.uint64)
+
+    def find_module(self, walk: int) -> Callable[[int], ModuleInfo | None]:
+        section = self.modules[self.numbers[walk]].section
+        assert section is not None
+        info = ModuleInfo(f"m{self.numbers[walk]}", section=section)
+        return lambda pc: info
+
+
+def walk(
+    abi: Abi,
+    cases: list[Case],
+    batch: BatchUnwinder | None = None,
+    spaces: _Spaces | _Numbered | None = None,
+) -> None:
+    """Walk ``cases`` in one batch (of ``batch``, a new one by default; in ``spaces``, each
+    walk in a module of its own by default) and check each walk against its case."""
     column = lambda f: np.array([f(c.registers) for c in cases], dtype=np.uint64)  # noqa: E731
     lr = column(lambda r: r.lr or 0) if abi is not Abi.AMD64_ENDIAN_LITTLE else None
     start = BatchStart(
         column(lambda r: r.pc), column(lambda r: r.sp), column(lambda r: r.fp), lr,
         np.ones(len(cases), dtype=bool), lambda walk: cases[walk].registers,
     )  # fmt: skip
-    batch = BatchUnwinder(Unwinder(abi, lambda pc: None))
-    walks = batch.walk(start, _Memories(cases), _Spaces(cases))  # type: ignore[arg-type]
+    batch = batch or BatchUnwinder(Unwinder(abi, lambda pc: None))
+    spaces = spaces or _Spaces(cases)
+    walks = batch.walk(start, _Memories(cases), spaces)  # type: ignore[arg-type]
     for index, case in enumerate(cases):
         assert (walks.frames(index), walks.stop_of(index)) == (case.pcs, case.stop), index
         assert bool(walks.lost_return[index]) == case.lost_return, index
@@ -215,3 +244,80 @@ def test_s390x_batch() -> None:
              Registers(pc=0x2000, sp=0x7000, fp=0, lr=0), [0x2000, 0x3006],
              StopKind.OUTERMOST),
     ])  # fmt: skip
+
+
+def _leaf_then_outermost(cfa_offset: int) -> Callable[[SFrameBuilder], None]:
+    """A leaf at 0x1000 with CFA = rsp + ``cfa_offset`` (its RA at CFA - 8), and an outermost
+    function at 0x3000."""
+
+    def build(b: SFrameBuilder) -> None:
+        fn(b, 0x1000).add_row(0, CfaRule(7, cfa_offset))
+        fn(b, 0x3000).add_undefined_ra_row(0)
+
+    return build
+
+
+def test_frames_met_before_are_stepped_as_then() -> None:
+    """A batch walker keeps each frame's rule by module and PC: the same batch walked again
+    gives the same walks; and a key that holds neither its PC (above 48 bits) nor its module
+    number (above 14 bits) is never taken for the key it would alias."""
+    program = section(AMD64, amd64_program)
+    batch = BatchUnwinder(Unwinder(AMD64, lambda pc: None))
+    middle = Case(program, Memory().put(0x7000, 0x2050).put(0x7100, 0).put(0x7108, 0x3005),
+                  Registers(pc=0x1010, sp=0x7000, fp=0x7100), [0x1010, 0x2050, 0x3005],
+                  StopKind.OUTERMOST)  # fmt: skip
+    for _ in range(2):
+        walk(AMD64, [middle], batch, _Numbered([_Module(program)], [0]))
+    # A return address 2**48 + 0x1011 is looked up at 2**48 + 0x1010, not exact: its key
+    # would be the exact 0x1010's.  No row covers it: the frame-pointer chain.
+    high = (1 << 48) + 0x1011
+    beyond = Case(program, Memory().put(0x7000, high).put(0x7100, 0x7200).put(0x7108, 0x3005),
+                  Registers(pc=0x1010, sp=0x7000, fp=0x7100), [0x1010, high, 0x3005],
+                  StopKind.OUTERMOST)  # fmt: skip
+    walk(AMD64, [middle, beyond], batch, _Numbered([_Module(program)], [0, 0]))
+    # Module number 2**15 would be module 0 (its bits shifted out): the other rule.
+    other = section(AMD64, _leaf_then_outermost(16))
+    modules = [_Module(program)] + [_Module(other)] * (1 << 15)
+    spaces = _Numbered(modules, [0, 1 << 15])
+    first = Case(program, Memory().put(0x7000, 0x3005), Registers(pc=0x1010, sp=0x7000, fp=0),
+                 [0x1010, 0x3005], StopKind.OUTERMOST)  # fmt: skip
+    second = Case(other, Memory().put(0x7000, 0x9999).put(0x7008, 0x3006),
+                  Registers(pc=0x1010, sp=0x7000, fp=0), [0x1010, 0x3006],
+                  StopKind.OUTERMOST)  # fmt: skip
+    walk(AMD64, [first], batch, spaces)
+    spaces.numbers = [1 << 15]
+    walk(AMD64, [second], batch, spaces)
+
+
+def test_module_numbers_naming_other_modules_are_looked_up_again() -> None:
+    """A batch walker's rules kept by module number hold while the numbers name the same
+    modules: address spaces with other modules under the same numbers are looked up again."""
+    batch = BatchUnwinder(Unwinder(AMD64, lambda pc: None))
+    for cfa_offset in (8, 16, 8):
+        program = section(AMD64, _leaf_then_outermost(cfa_offset))
+        memory = Memory().put(0x7000 + cfa_offset - 8, 0x3005)
+        case = Case(program, memory, Registers(pc=0x1010, sp=0x7000, fp=0), [0x1010, 0x3005],
+                    StopKind.OUTERMOST)  # fmt: skip
+        walk(AMD64, [case], batch, _Numbered([_Module(program)], [0]))
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, (1 << 64) - 1), st.integers(-9, 9)),
+                         max_size=40), max_size=8))  # fmt: skip
+def test_a_slot_table_finds_the_last_value_put_or_nothing(
+    batches: list[list[tuple[int, int]]],
+) -> None:
+    """What the batch walker keeps its rules in: a key found has the value put last for it
+    (a later key may take its slot; the empty slot's key is never found), and the last key
+    put in a slot is found."""
+    table, last = SlotTable(3), {}
+    for batch in batches:
+        keys = np.array([key for key, _ in batch], dtype=np.uint64)
+        values = np.array([value for _, value in batch], dtype=np.int64)
+        table.put(keys, values)
+        last.update(batch)
+        found, hit = table.find(np.array(list(last), dtype=np.uint64))
+        for key, value, present in zip(last, found.tolist(), hit.tolist(), strict=True):
+            assert not present or value == last[key]
+            assert not present or key != SlotTable.EMPTY
+        if batch and batch[-1][0] != SlotTable.EMPTY:
+            assert table.find(keys[-1:])[1].all()

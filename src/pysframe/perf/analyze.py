@@ -22,10 +22,12 @@ import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from ..bounded import SlotTable
 from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings
@@ -202,6 +204,7 @@ def profile_recording(
         # entry stands for attributes that come later.
         defers = np.array([*(attr.defer_callchain for attr in data.attrs), False], dtype=bool)
         tally = DeferredTally()
+        stack_ids = _StackIds(profile)
 
         def count_lost(event: SideBandEvent) -> None:
             if isinstance(event, LostEvent):
@@ -217,7 +220,7 @@ def profile_recording(
                                          on_event=count_lost,
                                          merge_deferred=options.merge_callchains,
                                          deferred=tally, within=within):  # fmt: skip
-                _add_chunk(profile, stats, walked, namer, events, defers)
+                _add_chunk(profile, stats, walked, namer, events, defers, stack_ids)
                 _count_events(stats, walked, data.attrs, spaces)
                 if on_chunk is not None:
                     header = data.header
@@ -524,6 +527,8 @@ class _AtEnd:
 class _Namer:
     """Frame ids for the frames of a chunk: each distinct frame named once."""
 
+    KNOWN_BITS = 16
+
     def __init__(
         self,
         finder: ModuleFinder,
@@ -552,6 +557,10 @@ class _Namer:
         self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
         self.at_end: dict[tuple[int, int], _AtEnd] = {}
+        #: The ids of :attr:`ids`'s user frames by :func:`_pair_keys`, for arrays of them.
+        self.known = SlotTable(self.KNOWN_BITS)
+        #: Per frame id of the profile: whether it has no symbol (:meth:`_at_runtime_addresses`).
+        self.unnamed = np.zeros(0, dtype=bool)
 
     def user(
         self,
@@ -562,7 +571,33 @@ class _Namer:
         pids: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int64]:
         """Frame ids of user frames: module ids, lookup PCs, printed addresses (perf's
-        map_ip) and the processes they are in."""
+        map_ip) and the processes they are in.  Frames named before are found in
+        :attr:`known` (by module and printed address); the others are named."""
+        keys = _pair_keys(modules, printed)
+        if keys is None:
+            out, _ = self._named(profile, modules, lookup, printed, pids)
+        else:
+            out, known = self.known.find(keys)
+            missed = np.flatnonzero(~known)
+            if len(missed):
+                named, kept = self._named(
+                    profile, modules[missed], lookup[missed], printed[missed], pids[missed]
+                )
+                out[missed] = named
+                self.known.put(keys[missed][kept], named[kept])
+        return self._at_runtime_addresses(profile, out, modules, lookup)
+
+    def _named(
+        self,
+        profile: Profile,
+        modules: npt.NDArray[np.int64],
+        lookup: npt.NDArray[np.uint64],
+        printed: npt.NDArray[np.uint64],
+        pids: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Frame ids of user frames (as :meth:`user`, each distinct frame named once), and
+        which are named by their module and address alone (not those at the end of their
+        symbol, whose text depends on where the process mapped it)."""
         unique, inverse = _distinct_pairs(modules, printed)
         ids = np.empty(len(unique), dtype=np.int64)
         missing: dict[int, list[int]] = {}
@@ -604,9 +639,11 @@ class _Namer:
             if entries:
                 self.expanded[frame_id] = entries
         out = ids[inverse]
+        by_address = np.ones(len(unique), dtype=bool)
         if at_end:
             self._name_at_end(profile, out, pairs, inverse, at_end, lookup, pids)
-        return self._at_runtime_addresses(profile, out, modules, lookup)
+            by_address[at_end] = False
+        return out, by_address[inverse]
 
     def _at_runtime_addresses(
         self,
@@ -620,13 +657,11 @@ class _Namer:
         perf report names such a caller by): one frame per distinct runtime address."""
         if not len(out):
             return out
-        present = np.flatnonzero(np.bincount(out))  # frame ids: small, a count not a sort
-        unnamed = np.zeros(len(present) and int(present[-1]) + 1, dtype=bool)
-        for frame in present.tolist():
-            unnamed[frame] = profile.frames[frame].symbol is None
-        if not unnamed.any():
-            return out
-        chosen = np.flatnonzero(unnamed[out] & (modules >= 0))
+        frames = profile.frames
+        if len(self.unnamed) < len(frames):  # each frame id's, once
+            added = [frame.symbol is None for frame in frames[len(self.unnamed) :]]
+            self.unnamed = np.append(self.unnamed, np.array(added, dtype=bool))
+        chosen = np.flatnonzero(self.unnamed[out] & (modules >= 0))
         if not len(chosen):
             return out
         pairs, inverse = _distinct_pairs(out[chosen], lookup[chosen])
@@ -854,6 +889,7 @@ def _add_chunk(
     namer: _Namer,
     events: npt.NDArray[np.int64],
     defers: npt.NDArray[np.bool_],
+    stack_ids: _StackIds,
 ) -> None:
     """Name the frames of a chunk's samples and add the samples to ``profile``: each sample's
     stack is its recorded kernel frames, its walked user frames (with the functions inlined
@@ -884,7 +920,7 @@ def _add_chunk(
     frames[range_positions(starts, kernel_lengths)] = kernel_ids
     frames[range_positions(starts + kernel_lengths, user_lengths)] = user_ids
     frames[(starts + kernel_lengths + user_lengths)[lost > 0]] = namer.lost_return(profile)
-    stacks = _stack_ids(profile, frames, starts, lengths)
+    stacks = stack_ids(frames, starts, lengths)
     # A sample whose deferred user callchain never came (or was kept apart): its kernel part,
     # then the cookie, as perf prints it.  (A merged one has its user frames recorded after
     # PERF_CONTEXT_USER, named above as any recorded callchain's.)
@@ -931,23 +967,111 @@ def _add_chunk(
     _count(stats, walked, namer.spaces)
 
 
+class _StackIds:
+    """The stack ids of a recording's samples, chunk after chunk, as :meth:`Profile.stack_id`
+    of each stack in turn gives them.  Each stack has a 64-bit hash (its frame ids, each at
+    its position).  The stacks of earlier chunks are kept by hash (a
+    :class:`~pysframe.bounded.SlotTable` of stack ids) with their frames, so that a stack
+    seen before is found, and checked, with array operations; in a chunk, each new hash's
+    first stack is interned, in the order the stacks first come (so that the ids are those
+    one at a time would give).  Every stack is checked against the one it was taken for (one
+    at a time where any differs)."""
+
+    BITS = 16
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.table = SlotTable(self.BITS)
+        #: The frames of the stacks kept, one after the other, and where each stack id's are
+        #: (-1: not kept).
+        self.frames = np.zeros(0, dtype=np.int64)
+        self.starts = np.zeros(0, dtype=np.int64)
+        self.lengths = np.zeros(0, dtype=np.int64)
+
+    def __call__(
+        self,
+        frames: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> list[int]:
+        """The stack ids of the stacks ``frames[starts[i] : starts[i] + lengths[i]]``."""
+        key = _stack_hashes(frames, starts, lengths)
+        ids, known = self.table.find(key)
+        missed = np.flatnonzero(~known)
+        _, first, inverse = np.unique(key[missed], return_index=True, return_inverse=True)
+        # The chunk's first stack of each new hash, in the order they come.
+        order = np.argsort(first)
+        taken = missed[first[order]]
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        inverse = rank[inverse.reshape(-1)]
+        # Each stack's reference: a kept stack's frames, or (after them) the chunk's first
+        # stack of its hash.
+        reference_start = np.empty(len(key), dtype=np.int64)
+        reference_length = np.empty(len(key), dtype=np.int64)
+        reference_start[known] = self.starts[ids[known]]
+        reference_length[known] = self.lengths[ids[known]]
+        reference_start[missed] = len(self.frames) + starts[taken][inverse]
+        reference_length[missed] = lengths[taken][inverse]
+        if not (reference_length == lengths).all() or (
+            len(frames)
+            and (
+                np.concatenate([self.frames, frames])[range_positions(reference_start, lengths)]
+                != frames
+            ).any()
+        ):  # two stacks of one hash: one at a time
+            return [
+                self.profile.stack_id(frames[start : start + length].tolist())
+                for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
+            ]
+        if len(taken):
+            ids[missed] = self._intern(key[taken], frames, starts[taken], lengths[taken])[inverse]
+        stack_ids: list[int] = ids.tolist()
+        return stack_ids
+
+    def _intern(
+        self,
+        keys: npt.NDArray[np.uint64],
+        frames: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.int64]:
+        """The ids of new hashes' stacks (in the order they come), interned and kept."""
+        profile = self.profile
+        flat = frames[range_positions(starts, lengths)].tolist()  # their frames, one list
+        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+        ids = np.array([
+            profile.stack_id(flat[start:end]) for start, end in pairwise(bounds)
+        ], dtype=np.int64)  # fmt: skip
+        grown = len(profile.stacks) - len(self.starts)
+        if grown > 0:
+            self.starts = np.append(self.starts, np.full(grown, -1, dtype=np.int64))
+            self.lengths = np.append(self.lengths, np.zeros(grown, dtype=np.int64))
+        new = np.flatnonzero(self.starts[ids] < 0)  # (a stack id once, though hashes evict)
+        new = new[np.unique(ids[new], return_index=True)[1]]
+        if len(new):
+            self.starts[ids[new]] = len(self.frames) + np.concatenate(
+                [[0], np.cumsum(lengths[new])[:-1]]
+            ).astype(np.int64)
+            self.lengths[ids[new]] = lengths[new]
+            self.frames = np.concatenate(
+                [self.frames, frames[range_positions(starts[new], lengths[new])]]
+            )
+        self.table.put(keys, ids)
+        return ids
+
+
 #: The constants of splitmix64 (a stack's hash: each frame id mixed with its position).
 _GOLDEN, _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
-def _stack_ids(
-    profile: Profile,
+def _stack_hashes(
     frames: npt.NDArray[np.int64],
     starts: npt.NDArray[np.int64],
     lengths: npt.NDArray[np.int64],
-) -> list[int]:
-    """The stack ids of the stacks ``frames[starts[i] : starts[i] + lengths[i]]``, as
-    :meth:`Profile.stack_id` of each in turn gives them: a 64-bit hash of each stack (its
-    frame ids, each at its position), each distinct hash's first stack interned, in the
-    order the stacks first come (so that the ids are those one at a time would give), and
-    every stack checked against the one it was taken for (one at a time where any differs)."""
-    count = len(lengths)
+) -> npt.NDArray[np.uint64]:
+    """A 64-bit hash of each stack ``frames[starts[i] : starts[i] + lengths[i]]``."""
     with np.errstate(over="ignore"):
         position = np.arange(len(frames), dtype=np.int64) - np.repeat(starts, lengths)
         # splitmix64's finalizer of (frame id, position): sums of them do not cancel out
@@ -962,27 +1086,7 @@ def _stack_ids(
         filled = np.flatnonzero(lengths > 0)
         if len(filled):
             key[filled] += np.add.reduceat(mixed, starts[filled])
-    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    taken = first[inverse]  # the stack each one is taken for
-    same = lengths[taken] == lengths
-    if len(frames):
-        owner = np.repeat(np.arange(count), lengths)
-        differs = frames[range_positions(starts[taken], lengths)] != frames
-        same &= np.bincount(owner[differs], minlength=count) == 0
-    flat = frames.tolist()
-    if not same.all():  # two stacks of one hash: one at a time
-        return [
-            profile.stack_id(flat[start : start + length])
-            for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
-        ]
-    order = np.argsort(first, kind="stable")
-    ids = np.empty(len(distinct), dtype=np.int64)
-    for number, sample in zip(order.tolist(), first[order].tolist(), strict=True):
-        start = int(starts[sample])
-        ids[number] = profile.stack_id(flat[start : start + int(lengths[sample])])
-    stack_ids: list[int] = ids[inverse].tolist()
-    return stack_ids
+    return key
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -1024,20 +1128,31 @@ def _user_frames(walks: Walks, recorded: RecordedChains) -> _UserFrames:
     return _UserFrames(lengths, pc, module, delta, exact, from_walk)
 
 
+def _pair_keys(
+    modules: npt.NDArray[np.int64], addresses: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.uint64] | None:
+    """One 64-bit key per (module, address) pair, the module above 48 bits of address; None
+    where the addresses or the modules do not fit."""
+    if len(addresses) and (int(addresses.max()) >= 1 << 48 or int(modules.max()) >= 1 << 15):
+        return None
+    keys: npt.NDArray[np.uint64] = (modules.astype(np.uint64) + np.uint64(1)) << np.uint64(48)
+    return keys | addresses
+
+
 def _distinct_pairs(
     modules: npt.NDArray[np.int64], addresses: npt.NDArray[np.uint64]
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]]:
     """The distinct (module, address) pairs (rows of two words), and which one each pair is:
-    one 64-bit key per pair where the addresses fit in 48 bits (a sort of words, not of
+    one 64-bit key per pair where they fit (:func:`_pair_keys`: a sort of words, not of
     rows)."""
-    if len(addresses) and int(addresses.max()) < 1 << 48 and int(modules.max()) < 1 << 15:
-        keys = (modules.astype(np.uint64) + np.uint64(1)) << np.uint64(48) | addresses
+    keys = _pair_keys(modules, addresses)
+    if keys is not None:
         distinct, inverse = np.unique(keys, return_inverse=True)
         pairs = np.stack([(distinct >> np.uint64(48)) - np.uint64(1),
                           distinct & np.uint64((1 << 48) - 1)], axis=1)  # fmt: skip
         return pairs, inverse.reshape(-1)
-    keys = np.stack([modules.astype(np.uint64), addresses]).T
-    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    keys2 = np.stack([modules.astype(np.uint64), addresses]).T
+    unique, inverse = np.unique(keys2, axis=0, return_inverse=True)
     return unique, inverse.reshape(-1)
 
 

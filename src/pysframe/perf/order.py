@@ -109,8 +109,9 @@ class _Records:
 
 
 class _Queue:
-    """perf's ordered-events queue (util/ordered-events.c): the ids of the queued records,
-    with their times and file offsets."""
+    """perf's ordered-events queue (util/ordered-events.c) across stretches: the records
+    queued and not yet delivered (their times, file offsets and ids), the latest time queued
+    since the queue was last empty (max_timestamp) and the limit of the next round's flush."""
 
     def __init__(self) -> None:
         self.time = np.zeros(0, dtype=np.uint64)
@@ -119,30 +120,30 @@ class _Queue:
         self.latest = 0  # max_timestamp
         self.next_flush = 0
 
-    def add(
-        self,
-        times: npt.NDArray[np.uint64],
-        offsets: npt.NDArray[np.int64],
-        idents: npt.NDArray[np.int64],
-    ) -> None:
-        """Queue records; the latest time is the greatest queued since the queue was last
-        empty (queue_event sets max_timestamp afresh when the queue had nothing)."""
-        if not len(times):
-            return
-        top = int(times.max())
-        self.latest = max(self.latest, top) if len(self.time) else top
-        self.time = np.concatenate([self.time, times])
-        self.offset = np.concatenate([self.offset, offsets])
-        self.ident = np.concatenate([self.ident, idents])
-
-    def end_round(self) -> npt.NDArray[np.int64]:
-        """FINISHED_ROUND: deliver up to the latest time of the round before; an empty
-        queue changes nothing (ordered_events__flush returns first)."""
-        if not len(self.time):
-            return self.ident
-        delivered = self.flush(self.next_flush)
-        self.next_flush = self.latest
-        return delivered
+    def limits(self, latest: list[int], marks: list[int | None]) -> list[int]:
+        """Each round's flush limit (0: it flushes nothing), the queue's state followed
+        record by record with each run of samples as one: ``latest[i]``, the latest time of
+        the run before ``marks[i]`` (0: none queued; the last one after the last mark), and
+        ``marks[i]`` a round's end (None) or the time of a side-band record (0: none, it is
+        delivered at once).  A queue that a flush empties forgets its latest time
+        (queue_event sets max_timestamp afresh); a round that finds it empty changes nothing
+        (ordered_events__flush); ``greatest`` (the greatest time waiting) says whether a
+        flush empties it."""
+        limits = []
+        waiting = len(self.time) > 0
+        greatest = int(self.time.max()) if waiting else 0
+        for top, mark in zip(latest, [*marks, 0], strict=True):
+            for time in (top, mark or 0):  # the run's samples queued, then the record
+                if time:
+                    self.latest = max(self.latest, time) if waiting else time
+                    greatest = max(greatest, time) if waiting else time
+                    waiting = True
+            if mark is None:  # FINISHED_ROUND
+                limits.append(self.next_flush if waiting else 0)
+                if waiting:
+                    waiting = not (self.next_flush and greatest <= self.next_flush)
+                    self.next_flush = self.latest
+        return limits
 
     def flush(self, limit: int) -> npt.NDArray[np.int64]:
         """The ids of the queued records of time ``limit`` or less, in (time, file) order,
@@ -185,7 +186,15 @@ def time_ordered(
 
 def _read_stretch(stretch: Stretch, records: _Records, queue: _Queue) -> npt.NDArray[np.int64]:
     """Queue or deliver a stretch's records in file order, flushing at its round ends; the
-    ids delivered meanwhile, in order."""
+    ids delivered meanwhile, in order.
+
+    The queue's state is followed across the side-band records and round ends alone (a few
+    hundred), each run of samples between them one number (:meth:`_Queue.limits`): that
+    gives each round's flush limit.  A record queued is delivered at the first round at or
+    after the one it was queued before whose limit reaches its time (while it waits, each
+    of those rounds flushes: the queue is not empty), found for all of them at once
+    (:func:`_first_reaching`); a delivery is in (time, file) order.  A record without a
+    time is delivered where it is read."""
     chunk = stretch.samples if isinstance(stretch.samples, SampleChunk) else None
     if chunk is not None and len(chunk):
         ids, times, offsets = records.add_chunk(chunk), chunk.time, chunk.file_offset
@@ -197,27 +206,56 @@ def _read_stretch(stretch: Stretch, records: _Records, queue: _Queue) -> npt.NDA
     marks: list[tuple[int, SideBandEvent | None]] = [(e.offset, e) for e in stretch.events]
     marks += [(offset, None) for offset in stretch.round_ends]
     marks.sort(key=lambda mark: mark[0])
-    cuts = np.searchsorted(offsets, [offset for offset, _ in marks]).tolist()
-    delivered: list[npt.NDArray[np.int64]] = []
+    cuts = np.searchsorted(offsets, [offset for offset, _ in marks]).astype(np.int64)
+    starts = np.concatenate([[0], cuts]).astype(np.int64)
+    run_latest = np.maximum.reduceat(  # each run's latest time queued (0: none)
+        np.append(np.where(timed, times, np.uint64(0)), np.uint64(0)), starts
+    )
+    run_latest[starts == np.append(cuts, len(ids))] = 0  # empty runs
+    events = [(offset, event) for offset, event in marks if event is not None]
+    event_time = np.array(
+        [event.time if _timed(event.time) else 0 for _, event in events], dtype=np.uint64
+    )
+    event_ident = np.array([records.add_event(event) for _, event in events], dtype=np.int64)
+    event_offset = np.array([offset for offset, _ in events], dtype=np.int64)
+    event_times = iter(event_time.tolist())
+    limits = queue.limits(
+        run_latest.tolist(), [None if event is None else next(event_times) for _, event in marks]
+    )
+    round_at = np.array([offset for offset, event in marks if event is None], dtype=np.int64)
+    # Queued: those waiting from before, then this stretch's timed samples and records.
+    event_timed = event_time > 0
+    time = np.concatenate([queue.time, times[timed], event_time[event_timed]])
+    offset = np.concatenate([queue.offset, offsets[timed], event_offset[event_timed]])
+    ident = np.concatenate([queue.ident, ids[timed], event_ident[event_timed]])
+    after = np.concatenate([
+        np.zeros(len(queue.time), np.int64), np.searchsorted(round_at, offsets[timed]),
+        np.searchsorted(round_at, event_offset[event_timed]),
+    ])  # fmt: skip
+    at = _first_reaching(np.array(limits, dtype=np.uint64), after, time)
+    delivered = at < len(limits)
+    queue.time, queue.offset, queue.ident = time[~delivered], offset[~delivered], ident[~delivered]
+    # Delivered: at its round's end (in time, file order), or where it is read (no time).
+    at_once = np.concatenate([offsets[~timed], event_offset[~event_timed]])
+    place = np.concatenate([round_at[at[delivered]], at_once])
+    order = np.concatenate([time[delivered], np.zeros(len(at_once), np.uint64)])
+    within = np.concatenate([offset[delivered], at_once])
+    out = np.concatenate([ident[delivered], ids[~timed], event_ident[~event_timed]])
+    return out[np.lexsort((within, order, place))]
 
-    def take(run: slice) -> None:  # samples: untimed ones delivered, timed ones queued
-        delivered.append(ids[run][~timed[run]])
-        queue.add(times[run][timed[run]], offsets[run][timed[run]], ids[run][timed[run]])
 
-    done = 0
-    for (offset, event), cut in zip(marks, cuts, strict=True):
-        take(slice(done, cut))
-        done = cut
-        if event is None:  # FINISHED_ROUND
-            delivered.append(queue.end_round())
-            continue
-        ident = np.array([records.add_event(event)], dtype=np.int64)
-        if _timed(event.time):
-            queue.add(np.array([event.time], np.uint64), np.array([offset], np.int64), ident)
-        else:
-            delivered.append(ident)
-    take(slice(done, len(ids)))
-    return np.concatenate(delivered) if delivered else np.zeros(0, np.int64)
+def _first_reaching(
+    limit: npt.NDArray[np.uint64], after: npt.NDArray[np.int64], time: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.int64]:
+    """For each record queued before round ``after[i]`` with ``time[i]``: the round that
+    delivers it, the first at or after that one whose ``limit`` reaches its time
+    (``len(limit)``: none of this stretch).  It is that round or the next: a record still
+    waiting after a round is among the times of the queue's latest (the queue has not been
+    empty since it came), which is the next round's limit."""
+    count = len(limit)
+    padded = np.append(limit, [np.uint64(0), np.uint64(0)])  # rounds to come: none yet
+    at = np.where(padded[np.minimum(after, count)] >= time, after, after + 1)
+    return np.where((at < count) & (padded[np.minimum(at, count)] >= time), at, count)
 
 
 def time_order_reference(records: Iterable[tuple[int, int | None, bool]]) -> list[int]:

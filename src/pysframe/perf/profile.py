@@ -216,6 +216,29 @@ class Profile:
 
     def merge(self, other: Profile) -> None:
         """Add every sample of ``other`` (another recording) to this profile."""
+        empty = not (self.frames or self.stacks or self.comms or self.events)
+        indexed = (
+            len(other._frame_ids) == len(other.frames)
+            and len(other._stack_ids) == len(other.stacks)
+            and len(other._comm_ids) == len(other.comms)
+            and len(other._event_ids) == len(other.events)
+        )
+        if empty and indexed:
+            # Into empty tables, from tables their indexes cover: every id stays what it is.
+            self.frames += other.frames
+            self.stacks += other.stacks
+            self.comms += other.comms
+            self.events += other.events
+            self._frame_ids.update(other._frame_ids)
+            self._stack_ids.update(other._stack_ids)
+            self._comm_ids.update(other._comm_ids)
+            self._event_ids.update(other._event_ids)
+            self.extend(
+                other.stack, pid=other.pid, tid=other.tid, time=other.time, cpu=other.cpu,
+                period=other.period, comm=other.comm, event=other.event,
+            )  # fmt: skip
+            self._merge_rest(other, list(range(len(other.stacks))), list(range(len(other.comms))))
+            return
         frame_map = [self.frame_id(frame) for frame in other.frames]
         stack_map = [self.stack_id([frame_map[f] for f in stack]) for stack in other.stacks]
         comm_map = [self.comm_id(comm) for comm in other.comms]
@@ -226,6 +249,10 @@ class Profile:
             comm=[comm_map[comm] for comm in other.comm],
             event=[event_map[event] for event in other.event],
         )  # fmt: skip
+        self._merge_rest(other, stack_map, comm_map)
+
+    def _merge_rest(self, other: Profile, stack_map: list[int], comm_map: list[int]) -> None:
+        """What :meth:`merge` adds besides the samples (their ids mapped as given)."""
         self.sources += other.sources
         self.events_without_callchain |= other.events_without_callchain
         for module, build_id in other.build_ids.items():

@@ -607,7 +607,11 @@ def decode_chunk(
             chosen = rows[with_regs]
             at = columns["regs_start"][chosen][:, None] + 8 * np.arange(sample.user_regs)
             words = gather(at.ravel()).view(u64).reshape(len(chosen), sample.user_regs)
-            regs[np.ix_(chosen, _columns(sample.regs_user_mask, table.regs_user_mask))] = words
+            columns_of = _columns(sample.regs_user_mask, table.regs_user_mask)
+            if columns_of == list(range(regs.shape[1])):  # every column: rows alone
+                regs[chosen] = words
+            else:
+                regs[np.ix_(chosen, columns_of)] = words
     error, read = None, count
     if bad.any():
         read = int(np.argmax(bad))

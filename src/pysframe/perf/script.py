@@ -246,7 +246,7 @@ def script_text(
             frames = profile.stacks[stack]
             if chained:
                 texts = frame_texts_of(True)
-                text = "".join([texts[f] for f in frames]) + "\n"
+                text = "".join([*map(texts.__getitem__, frames), "\n"])
             elif "ip" in fields:
                 # No callchain: the sample's IP (its innermost frame) on the header line.
                 texts = frame_texts_of(False)
@@ -320,18 +320,19 @@ def script_text(
         pairs = stack_ids[chosen] * 2 + chained[keys[chosen] % kinds]
         distinct_pairs, inverse = np.unique(pairs, return_inverse=True)
         known = [stack_text(pair >> 1, bool(pair & 1)) for pair in distinct_pairs.tolist()]
-        begins = [0, *ends[:-1]]
-        texts = [
-            text[begin:end] + known[at]
-            for begin, end, at in zip(begins, ends, inverse.reshape(-1).tolist(), strict=True)
-        ]
+        # each sample's header, then its stack's text
+        texts: list[str] = [""] * (2 * len(chosen))
+        texts[0::2] = [text[begin:end] for begin, end in zip([0, *ends[:-1]], ends, strict=True)]
+        texts[1::2] = map(known.__getitem__, inverse.reshape(-1).tolist())
         if taken < len(chains):
             merged = []
-            for at, piece in zip(delivered[chosen].tolist(), texts, strict=True):
+            for at, header, stack in zip(
+                delivered[chosen].tolist(), texts[0::2], texts[1::2], strict=True
+            ):
                 while taken < len(chains) and chains[taken].time < at:
                     merged.append(_deferred_text(profile, chains[taken], stack_text))
                     taken += 1
-                merged.append(piece)
+                merged += (header, stack)
             texts = merged
         yield "".join(texts)
     for chain in chains[taken:]:

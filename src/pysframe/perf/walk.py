@@ -214,16 +214,20 @@ class _StackCopies:
         self.words = WordGather(chunk.buffer)
         self.select = select
         self.base = chunk.stack_offset[select].astype(np.int64)
-        self.size = chunk.stack_dyn_size[select].astype(np.uint64)
+        size = chunk.stack_dyn_size[select].astype(np.uint64)
+        # perf 6.1: a word with addr + 8 >= end is outside (none in a copy of 8 bytes or less)
+        self.limit = np.where(size > _U64(8), size - _U64(8), _U64(0))
         self.sp0 = sp0
         self.word = np.dtype(">u8" if chunk.big_endian else "<u8")
         self.used = np.zeros(len(sp0), dtype=np.int64)
 
     def read(self, walks: Rows, addresses: Words) -> tuple[Words, Mask]:
-        size = self.size[walks]
-        offset = addresses - self.sp0[walks]  # below the copy it wraps, past its size
-        inside = (addresses >= self.sp0[walks]) & (size > _U64(8))
-        inside &= offset < size - _U64(8)  # perf 6.1: addr + 8 >= end is outside
+        sp0 = self.sp0[walks]
+        offset = addresses - sp0  # below the copy it wraps, past its size
+        inside = (addresses >= sp0) & (offset < self.limit[walks])
+        if inside.all():  # (the usual case)
+            start = self.base[walks] + offset.astype(np.int64)
+            return self.words(start).view(self.word), inside
         at = np.flatnonzero(inside)
         values = np.zeros(len(walks), dtype=np.uint64)
         if len(at):
@@ -232,8 +236,8 @@ class _StackCopies:
         return values, inside
 
     def mark(self, walks: Rows, ends: Words) -> None:
-        if len(walks):
-            np.maximum.at(self.used, walks, (ends - self.sp0[walks]).astype(np.int64))
+        # each walk once in a call: the greatest end of each, without ufunc.at
+        self.used[walks] = np.maximum(self.used[walks], (ends - self.sp0[walks]).astype(np.int64))
 
     def reader(self, walk: int) -> Callable[[int, int], bytes]:
         stack = self.chunk.stack(int(self.select[walk]))
@@ -263,9 +267,12 @@ class _SampleSpaces:
 
     def mappings_at(self, walks: Rows, pcs: Words) -> tuple[Rows, Words]:
         pids = self.pids[walks]
+        distinct = _distinct(pids)
+        if len(distinct) == 1:  # (most chunks hold one process)
+            return self.spaces.mappings_at(distinct[0], pcs)
         modules = np.full(len(pcs), -1, dtype=np.int64)
         deltas = np.zeros(len(pcs), dtype=np.uint64)
-        for pid in _distinct(pids):
+        for pid in distinct:
             chosen = pids == pid
             modules[chosen], deltas[chosen] = self.spaces.mappings_at(pid, pcs[chosen])
         return modules, deltas

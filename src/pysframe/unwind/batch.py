@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..bounded import BoundedCache
+from ..bounded import BoundedCache, SlotTable
 from ..errors import SFrameError
 from ..format.layout import fde_signal_frame
 from ..format.lookup import RULE_KINDS, BatchResult, SectionLookup
@@ -70,7 +70,7 @@ class BatchMemory(Protocol):
         read."""
 
     def mark(self, walks: Rows, ends: Words) -> None:
-        """The walks ``walks`` used their memory up to ``ends``."""
+        """The walks ``walks`` (each once) used their memory up to ``ends``."""
 
     def reader(self, walk: int) -> ReadMemory:
         """Walk ``walk``'s memory as the unwinder reads it (marked as used, as :meth:`mark`)."""
@@ -178,7 +178,8 @@ _COLUMNS = tuple(Walks.__dataclass_fields__)
 class BatchUnwinder:
     """Walks batches of stacks with ``unwinder``'s rules (and its caches of rows and
     trampolines), keeping what the batches look up again: where each section's signal
-    trampoline functions are."""
+    trampoline functions are, and what each frame met is (:class:`_Codes`): the step of a PC
+    seen before costs no lookup."""
 
     SIGNAL_CACHE_SIZE = 1024
 
@@ -187,84 +188,68 @@ class BatchUnwinder:
         self._signal_ranges: BoundedCache[SectionLookup, tuple[Words, Words]] = BoundedCache(
             self.SIGNAL_CACHE_SIZE
         )
+        self._forms = _Forms(unwinder)
+        self._codes = _Codes()
 
     def walk(self, start: BatchStart, memory: BatchMemory, spaces: BatchSpaces) -> Walks:
         """Walk every stack of the batch (see the module's docstring)."""
         count = len(start.pc)
         state = _State(start.pc.copy(), start.sp.copy(), start.fp.copy(), start.lr)
         state.finish(np.flatnonzero(~start.walkable), StopKind.NO_STACK)
+        self._codes.meet(spaces.modules)
         frames: list[tuple[Rows, Words, Rows, Words, Mask]] = []
         for depth in range(self.unwinder.max_frames):
             rows = np.flatnonzero(state.active)
             if not len(rows):
                 break
             exact = state.exact[rows]
-            lookup = state.pc[rows] - np.where(exact, _U64(0), _U64(1))
+            pcs = state.pc[rows]
+            lookup = pcs - (~exact).astype(_U64)  # a return address: its call, one byte back
             modules, deltas = spaces.mappings_at(rows, lookup)
-            frames.append((rows, state.pc[rows].copy(), modules, deltas, exact))
-            handed = self._step(state, rows, lookup, modules, spaces.modules, memory, depth)
-            for walk in rows[handed].tolist():
+            frames.append((rows, pcs, modules, deltas, exact))
+            codes = self._codes.find(modules, lookup, exact, self._find_codes, spaces.modules)
+            plain = self._forms.plain(depth).take(codes) & ~state.full[rows]
+            at = np.flatnonzero(plain)
+            if len(at):
+                _apply(state, rows[at], codes[at], self._forms, memory, self.unwinder)
+            for walk in rows[~plain].tolist():
                 self._step_one(state, walk, depth, start, memory, spaces)
         state.finish(np.flatnonzero(state.active), StopKind.MAX_FRAMES)
         return _assembled(frames, state, count, memory)
 
     # -- the plain step, vectorized ----------------------------------------------------------
-    def _step(
-        self,
-        state: _State,
-        rows: Rows,
-        lookup: Words,
-        modules: Rows,
-        known: Sequence[Module],
-        memory: BatchMemory,
-        depth: int,
-    ) -> Mask:
-        """Step the frames of ``rows`` whose row is plain; the others (True) are for the
-        unwinder's step."""
-        handed = np.ones(len(rows), dtype=bool)
-        # The plain frames of every module, stepped together once all are found (each walk
-        # has one frame here: the pieces do not touch each other's walks).
-        plain_at: list[Rows] = []
-        plain_results: list[BatchResult] = []
-        fixed_ra: list[int] = []
+    def _find_codes(
+        self, modules: Rows, lookup: Words, exact: Mask, known: Sequence[Module]
+    ) -> Rows:
+        """The form code of each frame (:class:`_Forms`): that of its row where the
+        vectorized step may apply it, else 0 (the unwinder's step: no module, no row, what may
+        be a signal trampoline)."""
+        codes = np.zeros(len(lookup), dtype=np.int64)
         for number in _distinct(modules):
             module = known[number] if number >= 0 else None
             if module is None or module.section is None:
                 continue  # no row: the frame-pointer chain, or no module at all
             chosen = np.flatnonzero(modules == number)
             sections = _with_fallback(module)
-            maybe = self._maybe_trampoline(module, sections, state, rows[chosen])
+            maybe = self._maybe_trampoline(module, sections, lookup[chosen], exact[chosen])
             for section, result, positions in _rows_in(sections, lookup[chosen]):
-                at = chosen[positions]
-                plain = _plain(result, section, self.unwinder, depth) & ~maybe[positions]
-                plain &= ~state.full[rows[at]]
+                found = self._forms.codes(result, section.header.cfa_fixed_ra_offset)
+                found[maybe[positions]] = _HANDED
                 if len(self._signal_ranges.get(section, _signal_ranges, section)[0]):
-                    plain &= ~_signal(section, result)  # the section has signal trampolines
-                if not plain.all():
-                    if not plain.any():
-                        continue
-                    at, result = at[plain], result.subset(plain)
-                plain_at.append(at)
-                plain_results.append(result)
-                fixed_ra.append(section.header.cfa_fixed_ra_offset)
-        if plain_at:
-            at = np.concatenate(plain_at)
-            fixed = np.repeat(np.array(fixed_ra, np.int64), [len(part) for part in plain_at])
-            _apply(state, rows[at], fixed, _joined_results(plain_results), memory,
-                   self.unwinder)  # fmt: skip
-            handed[at] = False
-        return handed
+                    found[_signal(section, result)] = _HANDED  # a signal trampoline's rows
+                codes[chosen[positions]] = found
+        return codes
 
     def _maybe_trampoline(
-        self, module: Module, sections: list[SectionLookup], state: _State, rows: Rows
+        self, module: Module, sections: list[SectionLookup], lookup: Words, exact: Mask
     ) -> Mask:
         """Frames that may be signal trampolines (the unwinder decides): a return address at a
         signal trampoline function's start, or code that is the trampoline's."""
-        pcs = state.pc[rows]
-        maybe = np.zeros(len(rows), dtype=bool)
+        pcs = lookup + (~exact).astype(_U64)
+        maybe = np.zeros(len(pcs), dtype=bool)
         for address in module.trampolines():  # none, or a few
             maybe |= pcs == _U64(address)
-        later = ~state.exact[rows]
+        later = ~exact
         if later.any():
             for section in sections:
                 starts, ends = self._signal_ranges.get(section, _signal_ranges, section)
@@ -371,17 +356,16 @@ def _signal_ranges(section: SectionLookup) -> tuple[Words, Words]:
     return starts[order], ends[order]
 
 
-def _plain(result: BatchResult, section: SectionLookup, unwinder: Unwinder, depth: int) -> Mask:
+def _plain(result: BatchResult, fixed_ra: Rows, arch: Arch, depth: int) -> Mask:
     """Rows whose rules the vectorized step applies: the RA undefined (the outermost frame),
     or a CFA from the SP or the FP, not dereferenced; the RA at the CFA plus an offset (or, in
     the first frame, in its register); the FP at the CFA plus an offset, or unchanged, or
-    undefined."""
-    arch = unwinder.arch
+    undefined.  ``fixed_ra``: each row's section's fixed RA offset (0: none)."""
     ra_kind = result.ra_kind
-    fixed_ra = section.header.cfa_fixed_ra_offset
     in_register = (ra_kind == _UNTRACKED) | (ra_kind == _PADDING)
     ra_memory = ((ra_kind == _FIXED) | (ra_kind == _SAVED)) & (result.ra_reg < 0)
-    ra_plain = ra_memory | (ra_kind == _UNDEFINED) | (in_register & (fixed_ra != 0 or depth == 0))
+    in_register &= (fixed_ra != 0) | (depth == 0)
+    ra_plain = ra_memory | (ra_kind == _UNDEFINED) | in_register
     fp_kind = result.fp_kind
     fp_memory = ((fp_kind == _FIXED) | (fp_kind == _SAVED)) & (result.fp_reg < 0)
     fp_plain = fp_memory | (fp_kind == _UNTRACKED) | (fp_kind == _PADDING)
@@ -390,6 +374,144 @@ def _plain(result: BatchResult, section: SectionLookup, unwinder: Unwinder, dept
     cfa_plain = ~result.cfa_deref & ((result.cfa_reg == arch.sp) | (result.cfa_reg == arch.fp))
     plain: Mask = ra_plain & (undefined | (fp_plain & cfa_plain))
     return plain
+
+
+#: The form code of frames the unwinder steps (:class:`_Forms`).
+_HANDED = 0
+
+
+class _Forms:
+    """The distinct rules of the rows the batches met (the rule columns of
+    :class:`~pysframe.format.lookup.BatchResult` and the section's fixed RA offset), numbered
+    from 1: their form codes.  Per code, as columns: whether the vectorized step applies it
+    (:func:`_plain`, in the first frame and in the others), and what :func:`_apply` reads of
+    it.  Code 0 (:data:`_HANDED`) is applied nowhere: its frames go to the unwinder."""
+
+    _KEYS = (
+        "cfa_reg", "cfa_offset", "cfa_deref", "fp_kind", "fp_offset", "fp_reg", "ra_kind",
+        "ra_offset", "ra_reg", "mangled_ra",
+    )  # fmt: skip
+    _FLAGS = frozenset({"cfa_deref", "mangled_ra"})
+
+    def __init__(self, unwinder: Unwinder) -> None:
+        self.arch = unwinder.arch
+        #: Each form's rules and fixed RA offset, by code (code 0's are never read).
+        self._forms: list[tuple[int, ...]] = [(0,) * (len(self._KEYS) + 1)]
+        self._index: dict[tuple[int, ...], int] = {}
+        self._columns(self._forms)
+
+    def codes(self, result: BatchResult, fixed_ra: int) -> Rows:
+        """The code of each row of ``result`` (rows of a section whose fixed RA offset is
+        ``fixed_ra``), new forms numbered as they come."""
+        rules = np.stack([getattr(result, name).astype(np.int64) for name in self._KEYS], axis=1)
+        # the distinct rows, each row's bytes one value (a sort of values, not of rows)
+        whole = np.dtype((np.void, rules.itemsize * len(self._KEYS)))
+        _, first, inverse = np.unique(
+            rules.view(whole).ravel(), return_index=True, return_inverse=True
+        )
+        codes = []
+        for form in rules[first].tolist():
+            key = (*form, fixed_ra)
+            code = self._index.get(key)
+            if code is None:
+                code = self._index[key] = len(self._forms)
+                self._forms.append(key)
+            codes.append(code)
+        if len(self._forms) != len(self.outermost):
+            self._columns(self._forms)
+        found: Rows = np.array(codes, dtype=np.int64)[inverse.reshape(-1)]
+        return found
+
+    def plain(self, depth: int) -> Mask:
+        """Per code, whether the vectorized step applies it at ``depth``."""
+        return self._plain_first if depth == 0 else self._plain_later
+
+    def _columns(self, forms: list[tuple[int, ...]]) -> None:
+        table = np.array(forms, dtype=np.int64)
+        rules = BatchResult(
+            np.zeros(len(forms), np.int64), np.zeros(len(forms), np.int64),
+            **{name: table[:, at].astype(bool if name in self._FLAGS else np.int64)
+               for at, name in enumerate(self._KEYS)},
+        )  # fmt: skip
+        fixed_ra = table[:, -1]
+        arch = self.arch
+        self._plain_first = _plain(rules, fixed_ra, arch, 0)
+        self._plain_later = _plain(rules, fixed_ra, arch, 1)
+        self._plain_first[_HANDED] = self._plain_later[_HANDED] = False
+        ra_kind, fp_kind = rules.ra_kind, rules.fp_kind
+        in_register = (ra_kind == _UNTRACKED) | (ra_kind == _PADDING)
+        has_fixed = fixed_ra != 0
+        #: The RA undefined: the outermost frame.
+        self.outermost = ra_kind == _UNDEFINED
+        #: The CFA from the FP (else from the SP).
+        self.on_fp = rules.cfa_reg == arch.fp
+        self.cfa_offset = rules.cfa_offset.astype(np.uint64)
+        # FLEX rows with only an FP pair: the RA stays at the header's fixed offset
+        self.ra_offset = np.where(in_register & has_fixed, fixed_ra, rules.ra_offset).astype(
+            np.uint64
+        )
+        #: The RA in its register (the first frame only).
+        self.ra_in_register = in_register & ~has_fixed
+        self.mangled_ra = rules.mangled_ra
+        #: The FP saved at the CFA plus an offset, or unchanged.
+        self.fp_saved = (fp_kind == _FIXED) | (fp_kind == _SAVED)
+        self.fp_unchanged = (fp_kind == _UNTRACKED) | (fp_kind == _PADDING)
+        self.fp_offset = rules.fp_offset.astype(np.uint64)
+
+
+class _Codes:
+    """The form code (:class:`_Forms`) of each frame met, by its module, its lookup PC and
+    whether that PC is exact, kept in a :class:`~pysframe.bounded.SlotTable`.  A code is a
+    function of that key alone: of the module's SFrame (its sections, its trampolines), which
+    a module number keeps while the modules met are the same (:meth:`meet`).  Keys hold the
+    PC in 48 bits and the module number in 14: frames beyond are looked up every time."""
+
+    BITS = 14
+
+    def __init__(self) -> None:
+        self.table = SlotTable(self.BITS)
+        self._modules: list[Module] = []
+
+    def meet(self, modules: Sequence[Module]) -> None:
+        """Keep the codes only while module numbers name the modules they named."""
+        seen = self._modules
+        if len(modules) < len(seen) or any(
+            a is not b for a, b in zip(seen, modules[: len(seen)], strict=True)
+        ):
+            self.table.clear()
+        self._modules = list(modules)
+
+    def find(
+        self,
+        modules: Rows,
+        lookup: Words,
+        exact: Mask,
+        find: Callable[[Rows, Words, Mask, Sequence[Module]], Rows],
+        known: Sequence[Module],
+    ) -> Rows:
+        """The codes of the frames, those not in the table from ``find(modules, lookup,
+        exact, known)`` (and kept)."""
+        key = (modules + 1).astype(np.uint64) << _U64(49) | exact.astype(np.uint64) << _U64(48)
+        key |= lookup
+        codes, hit = self.table.find(key)
+        fits = None
+        if len(key) and (int(lookup.max()) >> 48 or int(modules.max()) + 1 >= 1 << 14):
+            # keys that hold neither fully: never kept, and no kept key is theirs
+            fits = (lookup >> _U64(48) == 0) & (modules + 1 < 1 << 14)
+            hit &= fits
+        missed = np.flatnonzero(~hit)
+        if not len(missed):
+            return codes
+        if fits is None:  # each distinct key found once
+            _, first, inverse = np.unique(key[missed], return_index=True, return_inverse=True)
+            once = missed[first]
+            codes[missed] = find(modules[once], lookup[once], exact[once], known)[inverse]
+            kept = once
+        else:
+            codes[missed] = find(modules[missed], lookup[missed], exact[missed], known)
+            kept = missed[fits[missed]]
+        self.table.put(key[kept], codes[kept])
+        return codes
 
 
 class _State:
@@ -422,12 +544,14 @@ class _State:
                 fp_known: Mask) -> None:  # fmt: skip
         """The caller's frame of ``rows``: ``pc`` is a return address (0: the outermost)."""
         outermost = pc == 0
-        self.finish(rows[outermost], StopKind.OUTERMOST)
-        go = ~outermost
-        rows = rows[go]
-        self.pc[rows], self.sp[rows], self.fp[rows] = pc[go], sp[go], fp[go]
-        self.sp_known[rows], self.fp_known[rows] = True, fp_known[go]
-        self.prev_cfa[rows], self.has_prev[rows] = cfa[go], True
+        if outermost.any():
+            self.finish(rows[outermost], StopKind.OUTERMOST)
+            go = ~outermost
+            rows, cfa, pc, sp, fp = rows[go], cfa[go], pc[go], sp[go], fp[go]
+            fp_known = fp_known[go]
+        self.pc[rows], self.sp[rows], self.fp[rows] = pc, sp, fp
+        self.sp_known[rows], self.fp_known[rows] = True, fp_known
+        self.prev_cfa[rows], self.has_prev[rows] = cfa, True
         self.exact[rows] = self.first[rows] = False
 
     def walk_state(self, walk: int, depth: int, unwinder: Unwinder) -> WalkState:
@@ -458,75 +582,63 @@ class _State:
             self.full_state[walk] = caller
 
 
-def _joined_results(results: list[BatchResult]) -> BatchResult:
-    """The answers of several lookups, one after the other."""
-    if len(results) == 1:
-        return results[0]
-    fields = BatchResult.__dataclass_fields__
-    return BatchResult(**{name: np.concatenate([getattr(r, name) for r in results])
-                          for name in fields})  # fmt: skip
-
-
 def _apply(
-    state: _State,
-    rows: Rows,
-    fixed_ra: Rows,
-    result: BatchResult,
-    memory: BatchMemory,
-    unwinder: Unwinder,
+    state: _State, rows: Rows, codes: Rows, forms: _Forms, memory: BatchMemory, unwinder: Unwinder
 ) -> None:
-    """Unwinder._step_sframe for many plain frames: each check in its order, a frame that fails
-    one stopping there (``live`` holds the frames still going).  ``fixed_ra``: the header's
-    fixed RA offset of each frame's section (0: none)."""
+    """Unwinder._step_sframe for many plain frames, of the form ``codes`` (:class:`_Forms`):
+    each check in its order, a frame that fails one stopping there (``live`` holds the frames
+    still going)."""
     arch, va_bits = unwinder.arch, unwinder.va_bits
-    ra_kind = result.ra_kind.astype(np.int64)
-    in_register = (ra_kind == _UNTRACKED) | (ra_kind == _PADDING)
-    # FLEX rows with only an FP pair: the RA stays at the header's fixed offset
-    has_fixed = fixed_ra != 0
-    ra_offset = np.where(in_register & has_fixed, fixed_ra, result.ra_offset)
-    in_register &= ~has_fixed
-    live = np.ones(len(rows), dtype=bool)
     # 1. The RA undefined: the outermost frame.
-    live &= ~_stopped(state, rows, ra_kind == _UNDEFINED, StopKind.OUTERMOST)
+    live = ~_stopped(state, rows, forms.outermost.take(codes), StopKind.OUTERMOST)
     # 2. The CFA's base register must be known; 3. the CFA aligned, growing, not below SP.
-    on_sp = result.cfa_reg == arch.sp
-    on_fp = result.cfa_reg == arch.fp
-    known = np.where(on_sp, state.sp_known[rows], on_fp & state.fp_known[rows])
+    on_fp = forms.on_fp.take(codes)
+    sp, sp_known = state.sp[rows], state.sp_known[rows]
+    fp_before, fp_known_before = state.fp[rows], state.fp_known[rows]
+    known = np.where(on_fp, fp_known_before, sp_known)
     live &= ~_stopped(state, rows, live & ~known, StopKind.UNKNOWN_REGISTER)
-    base = np.where(on_sp, state.sp[rows], state.fp[rows])
-    cfa: Words = base + result.cfa_offset.astype(np.uint64)
-    misaligned = (cfa % _U64(arch.cfa_align)) != 0
+    cfa: Words = np.where(on_fp, fp_before, sp) + forms.cfa_offset.take(codes)
+    align = arch.cfa_align
+    misaligned = (cfa & _U64(align - 1) if align & (align - 1) == 0 else cfa % _U64(align)) != 0
     live &= ~_stopped(state, rows, live & misaligned, StopKind.CFA_MISALIGNED)
     below = state.has_prev[rows] & (cfa <= state.prev_cfa[rows])
-    below |= state.sp_known[rows] & (cfa < state.sp[rows])
+    below |= sp_known & (cfa < sp)
     live &= ~_stopped(state, rows, live & below, StopKind.CFA_NOT_GROWING)
     # 4. The RA: read at CFA + offset, or (the first frame only) in its register.
-    ra_at: Words = cfa + ra_offset.astype(np.uint64)
+    in_register = forms.ra_in_register.take(codes)
+    ra_at: Words = cfa + forms.ra_offset.take(codes)
     ra, readable = memory.read(rows, ra_at)
     read = live & ~in_register
-    memory.mark(rows[read & readable], ra_at[read & readable] + _U64(8))
-    state.lost_return[rows[read & ~readable]] = True
-    live &= ~_stopped(state, rows, read & ~readable, StopKind.UNREADABLE)
+    marked = read & readable
+    memory.mark(rows[marked], ra_at[marked] + _U64(8))
+    lost = read & ~readable
+    if lost.any():
+        state.lost_return[rows[lost]] = True
+        live &= ~_stopped(state, rows, lost, StopKind.UNREADABLE)
     if in_register.any():
         first = state.first[rows]
         lr = state.lr[rows] if state.lr is not None else np.zeros(len(rows), np.uint64)
         ra = np.where(in_register, lr, ra)
         known = ~in_register | (first & (state.lr is not None))
         live &= ~_stopped(state, rows, live & ~known, StopKind.UNKNOWN_REGISTER)
-    ra = np.where(result.mangled_ra, ra & _U64((1 << va_bits) - 1), ra)
-    # 5. The FP: saved, unchanged, or unknown.
-    fp_kind = result.fp_kind
-    saved = (fp_kind == _FIXED) | (fp_kind == _SAVED)
-    fp_at: Words = cfa + result.fp_offset.astype(np.uint64)
-    fp, readable = memory.read(rows, fp_at)
-    memory.mark(rows[live & saved & readable], fp_at[live & saved & readable] + _U64(8))
-    unchanged = (fp_kind == _UNTRACKED) | (fp_kind == _PADDING)
-    fp = np.where(saved, fp, state.fp[rows])
-    # A saved FP that cannot be read is unknown from here on (not the end of the walk).
-    fp_known = (saved & readable) | (unchanged & state.fp_known[rows])
-    sp: Words = cfa + _U64(arch.sp_at_cfa & _MASK64)
+    mangled = forms.mangled_ra.take(codes)
+    if mangled.any():
+        ra = np.where(mangled, ra & _U64((1 << va_bits) - 1), ra)
+    # 5. The FP: saved (read for the frames going on), unchanged, or unknown.
+    saved = forms.fp_saved.take(codes)
+    fp, fp_known = fp_before, forms.fp_unchanged.take(codes) & fp_known_before
+    reading = np.flatnonzero(live & saved)
+    if len(reading):
+        fp_at: Words = cfa[reading] + forms.fp_offset.take(codes[reading])
+        values, readable = memory.read(rows[reading], fp_at)
+        memory.mark(rows[reading[readable]], fp_at[readable] + _U64(8))
+        fp = fp_before.copy()
+        fp[reading] = values
+        # A saved FP that cannot be read is unknown from here on (not the end of the walk).
+        fp_known[reading] = readable
+    sp_after: Words = cfa + _U64(arch.sp_at_cfa & _MASK64)
     at = np.flatnonzero(live)
-    state.advance(rows[at], cfa[at], ra[at], sp[at], fp[at], fp_known[at])
+    state.advance(rows[at], cfa[at], ra[at], sp_after[at], fp[at], fp_known[at])
 
 
 def _stopped(state: _State, rows: Rows, failing: Mask, why: StopKind) -> Mask:

@@ -581,20 +581,17 @@ class AddressSpace:
         delta."""
         import numpy as np
 
-        if self._arrays is None:
+        if self._arrays is None:  # each list after an empty mapping at 0 (before them all)
             self._arrays = (
-                np.array(self._starts, dtype=np.uint64),
-                np.array(self._ends, dtype=np.uint64),
-                np.array(self._placed, dtype=np.int64),
-                np.array([d & _MASK64 for d in self._deltas], dtype=np.uint64),
+                np.array([0, *self._starts], dtype=np.uint64),
+                np.array([0, *self._ends], dtype=np.uint64),
+                np.array([-1, *self._placed], dtype=np.int64),
+                np.array([0, *(d & _MASK64 for d in self._deltas)], dtype=np.uint64),
             )
         starts, ends, placed, deltas = self._arrays
-        if not len(starts):
-            return np.full(len(pcs), -1, dtype=np.int64), np.zeros(len(pcs), dtype=np.uint64)
-        at = np.searchsorted(starts, pcs, side="right").astype(np.int64) - 1
-        safe = np.maximum(at, 0)
-        found = (at >= 0) & (pcs < ends[safe])
-        return np.where(found, placed[safe], -1), np.where(found, deltas[safe], 0)
+        at = np.searchsorted(starts, pcs, side="right") - 1  # the mapping at or before
+        found = pcs < ends[at]
+        return np.where(found, placed[at], -1), np.where(found, deltas[at], 0)
 
     def __len__(self) -> int:
         return len(self._starts)
