@@ -22,7 +22,7 @@ import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import numpy as np
 
@@ -269,32 +269,51 @@ def _slice(data: PerfData, index: int, count: int) -> tuple[int, int]:
     return low, high
 
 
+#: What :func:`profile_parts` makes of each slice's profile.
+Finished = TypeVar("Finished")
+
+
 def profile_parts(
     path: str,
     options: Options | None,
     jobs: int,
     on_chunk: Callable[[int, int], None] | None = None,
-) -> tuple[Profile, list[WalkStats]]:
-    """The profile of one recording read in ``jobs`` worker processes, each a time slice
-    (:func:`profile_recording` with ``part``), merged in order: the same profile as read in
-    one process.  Fewer workers for a small recording (a slice of less than
-    :data:`MIN_PART_BYTES` is not worth a process); ``on_chunk``: as for
-    :func:`profile_recording`, when it is read in this process."""
+    *,
+    finish: Callable[[Profile], Finished],
+) -> tuple[Profile, list[WalkStats], list[Finished]]:
+    """The profile of one recording read in ``jobs`` time slices (:func:`profile_recording`
+    with ``part``), merged in order: the same profile as read in one process.  This process
+    reads the first slice while a worker process forked from it reads each other one
+    (:mod:`pysframe.perf.forked`: what this process has loaded, a worker has without loading
+    it).  ``finish`` is called on each
+    slice's profile in the process that read it, and what it gives, slice by slice, comes
+    back too: what can be made of a slice alone (its text...) is made in parallel.  Fewer
+    slices for a small recording (a slice of less than :data:`MIN_PART_BYTES` is not worth
+    a process); one: the recording is read in this process (``on_chunk`` told the bytes read,
+    as by :func:`profile_recording`), and ``finish`` is not called (no results)."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
     if count == 1:
         profile, stats = profile_recording(path, options, on_chunk=on_chunk)
-        return profile, [stats]
-    from concurrent.futures import ProcessPoolExecutor
+        return profile, [stats], []
     from functools import partial
 
-    task = partial(_profile_part, path, options, count)
-    with ProcessPoolExecutor(max_workers=count) as pool:
-        parts = list(pool.map(task, range(count)))
+    from .forked import Forked
+
+    workers = [
+        Forked(partial(_profile_part, path, options, (index, count), finish))
+        for index in range(1, count)
+    ]
+    try:
+        parts = [_profile_part(path, options, (0, count), finish)]
+        parts += [worker.result() for worker in workers]
+    finally:
+        for worker in workers:  # those whose results were not read (an error)
+            worker.close()
     profile = parts[0][0]
-    for part, _stats in parts[1:]:
+    for part, _stats, _finished in parts[1:]:
         profile.merge(part)
-    return profile, [stats for _part, stats in parts]
+    return profile, [stats for _part, stats, _ in parts], [finished for *_, finished in parts]
 
 
 #: The least of a recording's bytes worth a worker process of its own (some 3,000 samples of
@@ -303,9 +322,13 @@ MIN_PART_BYTES = 24 << 20
 
 
 def _profile_part(
-    path: str, options: Options | None, count: int, index: int
-) -> tuple[Profile, WalkStats]:
-    return profile_recording(path, options, part=(index, count))
+    path: str,
+    options: Options | None,
+    part: tuple[int, int],
+    finish: Callable[[Profile], Finished],
+) -> tuple[Profile, WalkStats, Finished]:
+    profile, stats = profile_recording(path, options, part=part)
+    return profile, stats, finish(profile)
 
 
 def _fix_leaf_note(path: str, stats: WalkStats) -> str:
