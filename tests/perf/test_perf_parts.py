@@ -67,7 +67,9 @@ def test_slices_merged_are_the_whole(
     assert sum(len(part) for part in parts) == len(whole)
     assert [t for part in parts for t in part.time] == whole.time
     monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)
-    merged, part_stats, finished = profile_parts(str(recording), options, 3, finish=len)
+    merging, part_stats, finished = profile_parts(str(recording), options, 3, finish=len)
+    merged = merging()
+    assert merging() is merged  # merged once
     assert len(part_stats) == 3
     assert finished == [len(part) for part in parts]  # each slice's, in order
     assert _texts(merged) == _texts(whole)

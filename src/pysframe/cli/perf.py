@@ -349,11 +349,11 @@ def _inline(args: argparse.Namespace) -> bool:
 
 def _read(
     args: argparse.Namespace, finish: Callable[[Profile], Any] | None = None
-) -> tuple[Profile, WalkStats, list[Any]]:
-    """The profile of every recording named, merged, and the walks' statistics; and, where
-    one recording is read in time slices (``-j``), ``finish`` of each slice's profile, in
-    order, made in the process that read it (:func:`pysframe.perf.analyze.profile_parts`);
-    else no such results."""
+) -> tuple[Callable[[], Profile], WalkStats, list[Any]]:
+    """The profile of every recording named, merged (when first asked for), and the walks'
+    statistics; and, where one recording is read in time slices (``-j``), ``finish`` of each
+    slice's profile, in order, made in the process that read it
+    (:func:`pysframe.perf.analyze.profile_parts`); else no such results."""
     from functools import partial
 
     from ..perf.profile import Profile
@@ -369,37 +369,38 @@ def _read(
 
         on_chunk = _byte_progress(args, paths[0])
         try:
-            profile, parts, finished = profile_parts(
+            whole, parts, finished = profile_parts(
                 paths[0], options, batch_jobs(args), on_chunk, finish=finish or _nothing
             )
         finally:
             if on_chunk is not None:
                 on_chunk(-1, 0)  # the end: the bar goes
-        results = [(paths[0], profile, merged(parts))]
-    elif len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
-        results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
+        total = merged(parts)
     else:
-        from ..tools.parallel import map_files  # worker processes: several recordings only
-        from .options import batch_progress, progress_callback
+        if len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
+            results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
+        else:
+            from ..tools.parallel import map_files  # worker processes: several recordings only
+            from .options import batch_progress, progress_callback
 
-        progress = batch_progress(args, len(paths))
-        task = partial(_profile_one, options=options)
-        jobs = 1 if "-" in paths else batch_jobs(args)
-        results = map_files(
-            task, paths, jobs=jobs, dask=args.dask, on_done=progress_callback(progress)
-        )
-        if progress is not None:
-            progress.finish()
-    if len(results) == 1:  # one recording: its profile is the whole
-        profile = results[0][1]
-    else:
-        profile = Profile()
-        for _path, part, _stats in results:
-            profile.merge(part)
-    total = merged([stats for _path, _part, stats in results])
+            progress = batch_progress(args, len(paths))
+            task = partial(_profile_one, options=options)
+            jobs = 1 if "-" in paths else batch_jobs(args)
+            results = map_files(
+                task, paths, jobs=jobs, dask=args.dask, on_done=progress_callback(progress)
+            )
+            if progress is not None:
+                progress.finish()
+        if len(results) == 1:  # one recording: its profile is the whole
+            profile = results[0][1]
+        else:
+            profile = Profile()
+            for _path, part, _stats in results:
+                profile.merge(part)
+        whole, total = (lambda: profile), merged([stats for *_, stats in results])
     for problem in dict.fromkeys(total.problems):  # each once (worker processes say the same)
         warn(problem)
-    return profile, total, finished
+    return whole, total, finished
 
 
 def _nothing(_profile: Profile) -> None:
@@ -513,13 +514,13 @@ def run_script(args: argparse.Namespace) -> int:
     fields = _script_fields(args)
     args.srcline = "srcline" in fields.fields  # addr2line's answers for each frame
     _refuse_inputs(args, None)
-    profile, _stats, slices = _read(args, partial(_script_slice, args, fields))
+    whole, _stats, slices = _read(args, partial(_script_slice, args, fields))
     text = joined_script(slices)  # each time slice's text, made in parallel (-j)
     if text is not None:
         sys.stdout.writelines(text)
         return 0
     try:
-        write_script(_filtered(profile, args), sys.stdout, fields)
+        write_script(_filtered(whole(), args), sys.stdout, fields)
     except FieldError as error:
         raise UsageError(f"perf script: -F {args.fields}: {error}") from None
     return 0
@@ -682,12 +683,12 @@ def run_report(args: argparse.Namespace) -> int:
 
     _refuse_inputs(args, args.output)
     folding = args.format == "folded"
-    profile, _stats, slices = _read(args, partial(_folded_slice, args) if folding else None)
+    whole, _stats, slices = _read(args, partial(_folded_slice, args) if folding else None)
     folded = report.joined_folded(slices) if folding else None  # made in parallel (-j)
     if folded is not None:
         _write_text(args.output, partial(report.write_folded_stacks, folded), _paths(args))
         return 0
-    profile = _filtered(profile, args)
+    profile = _filtered(whole(), args)
     top = _top_options(args, profile) if args.format == "top" else None
     title = "Flame Graph" if args.title is None else args.title
     writers = {
@@ -710,7 +711,7 @@ def run_stats(args: argparse.Namespace) -> int:
     from ..perf.stats import stats_json, stats_text
 
     _refuse_inputs(args, None)
-    _profile, stats, _slices = _read(args)
+    _whole, stats, _slices = _read(args)
     if args.json:
         json.dump(stats_json(stats), sys.stdout, indent=1)
         sys.stdout.write("\n")

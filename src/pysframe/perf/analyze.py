@@ -280,40 +280,47 @@ def profile_parts(
     on_chunk: Callable[[int, int], None] | None = None,
     *,
     finish: Callable[[Profile], Finished],
-) -> tuple[Profile, list[WalkStats], list[Finished]]:
+) -> tuple[Callable[[], Profile], list[WalkStats], list[Finished]]:
     """The profile of one recording read in ``jobs`` time slices (:func:`profile_recording`
-    with ``part``), merged in order: the same profile as read in one process.  This process
-    reads the first slice while a worker process forked from it reads each other one
-    (:mod:`pysframe.perf.forked`: what this process has loaded, a worker has without loading
-    it).  ``finish`` is called on each
-    slice's profile in the process that read it, and what it gives, slice by slice, comes
-    back too: what can be made of a slice alone (its text...) is made in parallel.  Fewer
-    slices for a small recording (a slice of less than :data:`MIN_PART_BYTES` is not worth
-    a process); one: the recording is read in this process (``on_chunk`` told the bytes read,
-    as by :func:`profile_recording`), and ``finish`` is not called (no results)."""
+    with ``part``), merged in order when first asked for (the first item): the same profile
+    as read in one process.  This process reads the first slice while a worker process
+    forked from it reads each other one (:mod:`pysframe.perf.forked`: what this process has
+    loaded, a worker has without loading it).  ``finish`` is called on each slice's profile
+    in the process that read it, and what it gives, slice by slice, comes back too: what can
+    be made of a slice alone (its text...) is made in parallel, and where that is all that
+    is wanted, the slices' profiles are never merged.  Fewer slices for a small recording (a
+    slice of less than :data:`MIN_PART_BYTES` is not worth a process); one: the recording is
+    read in this process (``on_chunk`` told the bytes read, as by
+    :func:`profile_recording`), and ``finish`` is not called (no results)."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
     if count == 1:
         profile, stats = profile_recording(path, options, on_chunk=on_chunk)
-        return profile, [stats], []
-    from functools import partial
+        return lambda: profile, [stats], []
+    import pickle
+    from functools import cache, partial
 
     from .forked import Forked
 
-    workers = [
-        Forked(partial(_profile_part, path, options, (index, count), finish))
-        for index in range(1, count)
-    ]
+    workers: list[Forked[tuple[bytes, WalkStats, Finished]]] = []
     try:
-        parts = [_profile_part(path, options, (0, count), finish)]
-        parts += [worker.result() for worker in workers]
+        for index in range(1, count):
+            workers.append(Forked(partial(_pickled_part, path, options, (index, count), finish)))
+        first, stats, finished = _profile_part(path, options, (0, count), finish)
+        others = [worker.result() for worker in workers]
     finally:
         for worker in workers:  # those whose results were not read (an error)
             worker.close()
-    profile = parts[0][0]
-    for part, _stats, _finished in parts[1:]:
-        profile.merge(part)
-    return profile, [stats for _part, stats, _ in parts], [finished for *_, finished in parts]
+
+    @cache
+    def merged() -> Profile:
+        for pickled, _stats, _finished in others:
+            first.merge(pickle.loads(pickled))
+        return first
+
+    return (
+        merged, [stats, *(part[1] for part in others)], [finished, *(part[2] for part in others)]
+    )
 
 
 #: The least of a recording's bytes worth a worker process of its own (some 3,000 samples of
@@ -329,6 +336,20 @@ def _profile_part(
 ) -> tuple[Profile, WalkStats, Finished]:
     profile, stats = profile_recording(path, options, part=part)
     return profile, stats, finish(profile)
+
+
+def _pickled_part(
+    path: str,
+    options: Options | None,
+    part: tuple[int, int],
+    finish: Callable[[Profile], Finished],
+) -> tuple[bytes, WalkStats, Finished]:
+    """A slice read in a worker process, its profile pickled there: the process that merges
+    the slices unpickles it only when the merged profile is wanted."""
+    import pickle
+
+    profile, stats, finished = _profile_part(path, options, part, finish)
+    return pickle.dumps(profile, pickle.HIGHEST_PROTOCOL), stats, finished
 
 
 def _fix_leaf_note(path: str, stats: WalkStats) -> str:

@@ -40,7 +40,12 @@ class Forked(Generic[Result]):
         if setting is not None:
             with contextlib.suppress(OSError):  # more than a user may have: the default
                 fcntl.fcntl(write, setting, PIPE_BYTES)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            raise
         if pid == 0:
             os.close(read)
             _child(function, write)
