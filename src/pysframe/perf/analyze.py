@@ -283,15 +283,16 @@ def profile_parts(
 ) -> tuple[Callable[[], Profile], list[WalkStats], list[Finished]]:
     """The profile of one recording read in ``jobs`` time slices (:func:`profile_recording`
     with ``part``), merged in order when first asked for (the first item): the same profile
-    as read in one process.  This process reads the first slice while a worker process
-    forked from it reads each other one (:mod:`pysframe.perf.forked`: what this process has
-    loaded, a worker has without loading it).  ``finish`` is called on each slice's profile
-    in the process that read it, and what it gives, slice by slice, comes back too: what can
-    be made of a slice alone (its text...) is made in parallel, and where that is all that
-    is wanted, the slices' profiles are never merged.  Fewer slices for a small recording (a
-    slice of less than :data:`MIN_PART_BYTES` is not worth a process); one: the recording is
-    read in this process (``on_chunk`` told the bytes read, as by
-    :func:`profile_recording`), and ``finish`` is not called (no results)."""
+    as read in one process.  This process reads the last slice (the longest to read: the
+    data before it is read too, for its side-band records) while a worker process forked
+    from it reads each other one (:mod:`pysframe.perf.forked`: what this process has loaded,
+    a worker has without loading it), and sends it back meanwhile.  ``finish`` is called on
+    each slice's profile in the process that read it, and what it gives, slice by slice,
+    comes back too: what can be made of a slice alone (its text...) is made in parallel,
+    and where that is all that is wanted, the slices' profiles are never merged.  Fewer
+    slices for a small recording (a slice of less than :data:`MIN_PART_BYTES` is not worth
+    a process); one: the recording is read in this process (``on_chunk`` told the bytes
+    read, as by :func:`profile_recording`), and ``finish`` is not called (no results)."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
     if count == 1:
@@ -304,9 +305,9 @@ def profile_parts(
 
     workers: list[Forked[tuple[bytes, WalkStats, Finished]]] = []
     try:
-        for index in range(1, count):
+        for index in range(count - 1):
             workers.append(Forked(partial(_pickled_part, path, options, (index, count), finish)))
-        first, stats, finished = _profile_part(path, options, (0, count), finish)
+        last, stats, finished = _profile_part(path, options, (count - 1, count), finish)
         others = [worker.result() for worker in workers]
     finally:
         for worker in workers:  # those whose results were not read (an error)
@@ -314,12 +315,14 @@ def profile_parts(
 
     @cache
     def merged() -> Profile:
-        for pickled, _stats, _finished in others:
-            first.merge(pickle.loads(pickled))
-        return first
+        whole: Profile = pickle.loads(others[0][0])
+        for pickled, _stats, _finished in others[1:]:
+            whole.merge(pickle.loads(pickled))
+        whole.merge(last)
+        return whole
 
     return (
-        merged, [stats, *(part[1] for part in others)], [finished, *(part[2] for part in others)]
+        merged, [*(part[1] for part in others), stats], [*(part[2] for part in others), finished]
     )
 
 
