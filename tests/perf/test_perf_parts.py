@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from conftest import unavailable
 from perf_support import Unavailable, build_program, record
 from pysframe.cli import main
+from pysframe.cli import perf as perf_cli
 from pysframe.perf import analyze
 from pysframe.perf.analyze import Options, profile_parts, profile_recording
 from pysframe.perf.profile import Profile
@@ -65,25 +67,144 @@ def test_slices_merged_are_the_whole(
     assert sum(len(part) for part in parts) == len(whole)
     assert [t for part in parts for t in part.time] == whole.time
     monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)
-    merged, part_stats = profile_parts(str(recording), options, 3)
+    merging, part_stats, finished = profile_parts(str(recording), options, 3, finish=len)
+    merged = merging()
+    assert merging() is merged  # merged once
     assert len(part_stats) == 3
+    assert finished == [len(part) for part in parts]  # each slice's, in order
     assert _texts(merged) == _texts(whole)
     assert merged.lost_samples == whole.lost_samples and merged.sources == whole.sources
     assert sum(s.samples for s in part_stats) == stats.samples
 
 
+#: Commands whose output with ``-j 2`` and ``-j 3`` is held to ``-j 1``'s, each slice's text
+#: made in its own process and joined: perf script with perf's default (inline frames), with
+#: field sets (headers alone, nanoseconds, fields added and taken away), with filters (a
+#: thread; a time range that leaves the first and last slices few samples or none), and
+#: perf report's folded stacks.  ``{tid}``: the busiest thread; ``{middle}``: the middle
+#: third of the recording's time.
+COMMANDS = {
+    "script": ["script"],
+    "script-fields": ["script", "--no-inline", "-F", "comm,pid,tid,time,event,ip,sym,dso,period"],
+    "script-ns": ["script", "--no-inline", "-F", "tid,time,ip,sym,symoff", "--ns"],
+    "script-changed": ["script", "--no-inline", "-F", "+pid,-period"],
+    "script-headers": ["script", "--no-inline", "-F", "comm,tid,time,event"],
+    "script-tid": ["script", "--no-inline", "--tid", "{tid}"],
+    "script-time": ["script", "--no-inline", "-F", "+srcline", "--time", "{middle}"],
+    "folded": ["report", "--format", "folded"],
+    "folded-time": ["report", "--format", "folded", "--no-inline", "--time", "{middle}"],
+}  # fmt: skip
+
+
+def _spy(
+    monkeypatch: pytest.MonkeyPatch,
+    module: object,
+    name: str,
+    calls: list[tuple[tuple[object, ...], object]],
+) -> None:
+    """Add to ``calls`` the arguments of each call of ``module.name`` from now on, and what
+    it returned."""
+    original = getattr(module, name)
+
+    def spy(*args: object) -> object:
+        calls.append((args, original(*args)))
+        return calls[-1][1]
+
+    monkeypatch.setattr(module, name, spy)
+
+
+def _spans(recording: Path, count: int) -> list[tuple[int, int] | None]:
+    """The earliest and the latest time each of ``count`` slices' samples are delivered at
+    (None: no sample)."""
+    spans: list[tuple[int, int] | None] = []
+    for index in range(count):
+        part, _ = profile_recording(str(recording), Options(chunk=CHUNK), part=(index, count))
+        times = [part.delivered.get(row, time) for row, time in enumerate(part.time)]
+        spans.append((min(times), max(times)) if times else None)
+    return spans
+
+
+def _in_order(spans: list[tuple[int, int] | None]) -> bool:
+    """Whether no sample of a slice is delivered before one of an earlier slice."""
+    latest = 0
+    for span in spans:
+        if span is not None:
+            if span[0] < latest:
+                return False
+            latest = max(latest, span[1])
+    return True
+
+
+def _seconds(time: int) -> str:
+    return f"{time // 10**9}.{time % 10**9:09d}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
 def test_the_command_line_with_jobs(
+    recording: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+) -> None:
+    from collections import Counter
+
+    from pysframe.perf import report, script
+
+    whole, _stats = profile_recording(str(recording), Options(chunk=CHUNK))
+    times = sorted(whole.time)
+    third = len(times) // 3
+    values = {
+        "tid": str(Counter(whole.tid).most_common(1)[0][0]),
+        "middle": f"{_seconds(times[third])},{_seconds(times[2 * third])}",
+    }
+    command = [argument.format(**values) for argument in COMMANDS[name]]
+    monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)  # a slice per job, however small
+    options = perf_cli._options  # and many deliveries to slice
+    monkeypatch.setattr(perf_cli, "_options", lambda args: replace(options(args), chunk=CHUNK))
+    joined: list[tuple[tuple[object, ...], object]] = []
+    _spy(monkeypatch, script, "joined_script", joined)
+    _spy(monkeypatch, report, "joined_folded", joined)
+    outputs = {}
+    for jobs in ("1", "2", "3"):
+        joined.clear()
+        assert main(["perf", *command, "-j", jobs, str(recording)]) == 0
+        outputs[jobs] = capsys.readouterr().out
+        (slices,), text = joined[-1]
+        if jobs == "1":  # read whole: nothing to join
+            assert slices == [] and text is None
+            continue
+        # -j 2 and 3 join the slices' texts, each slice's made in its process, where no
+        # sample is delivered before one of an earlier slice (perf record may write one
+        # after a later round, and here it is then read whole); the folded stacks of one
+        # event always
+        spans = _spans(recording, int(jobs))
+        assert len(slices) == len(spans)
+        if command[0] == "report" or _in_order(spans):
+            assert text is not None, spans
+        if text is not None and not {"--time", "--tid"} & set(command):
+            # the slices with samples are those read (an empty one has no event nor times)
+            filled = [(piece[0] if isinstance(piece, tuple) else piece.delivered) is not None
+                      for piece in slices]  # type: ignore[attr-defined]  # fmt: skip
+            assert filled == [span is not None for span in spans]
+            assert sum(filled) >= 2, spans
+    assert outputs["2"] == outputs["1"]
+    assert outputs["3"] == outputs["1"]
+    assert outputs["1"].count("\n") > (20 if command[0] == "script" else 1)
+
+
+def test_a_refused_filter_is_said_as_with_one_job(
     recording: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    outputs = {}
+    """A filter each slice's process refuses: the whole profile's path refuses it, in one
+    line, as one process does."""
+    monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)
+    said = []
     for jobs in ("1", "2"):
-        for command in (["script"], ["report", "--format", "folded"]):
-            monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)
-            assert main(["perf", *command, "-j", jobs, str(recording)]) == 0
-            outputs[jobs, command[0]] = capsys.readouterr().out
-    assert outputs["1", "script"] == outputs["2", "script"]
-    assert outputs["1", "report"] == outputs["2", "report"]
-    assert outputs["1", "script"].count("\n\n") > 50
+        assert main(["perf", "script", "--no-inline", "--pid", "one", "-j", jobs,
+                     str(recording)]) == 2  # fmt: skip
+        said.append(capsys.readouterr())
+    assert said[0] == said[1]
+    assert said[0].out == "" and "not a list of numbers" in said[0].err
 
 
 def test_each_slice_reads_up_to_its_end(

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from ..perf.analyze import Options, WalkStats
     from ..perf.callgraph import GraphOptions
     from ..perf.profile import Profile
-    from ..perf.script import ScriptFields
+    from ..perf.report import FoldedSlice
+    from ..perf.script import ScriptFields, ScriptSlice
     from ..perf.top import TopOptions
 
 #: ``--format`` choices of ``perf report``.
@@ -346,8 +347,13 @@ def _inline(args: argparse.Namespace) -> bool:
     return children is not False or graph != "none"
 
 
-def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
-    """The profile of every recording named, merged, and the walks' statistics."""
+def _read(
+    args: argparse.Namespace, finish: Callable[[Profile], Any] | None = None
+) -> tuple[Callable[[], Profile], WalkStats, list[Any]]:
+    """The profile of every recording named, merged (when first asked for), and the walks'
+    statistics; and, where one recording is read in time slices (``-j``), ``finish`` of each
+    slice's profile, in order, made in the process that read it
+    (:func:`pysframe.perf.analyze.profile_parts`); else no such results."""
     from functools import partial
 
     from ..perf.profile import Profile
@@ -357,39 +363,48 @@ def _read(args: argparse.Namespace) -> tuple[Profile, WalkStats]:
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
         raise UsageError("perf: standard input (-) is read in this process, once")
     options = _options(args)
+    finished: list[Any] = []
     if len(paths) == 1 and args.dask is None and paths[0] != "-" and batch_jobs(args) > 1:
         from ..perf.analyze import profile_parts  # one recording, in time slices
 
         on_chunk = _byte_progress(args, paths[0])
         try:
-            profile, parts = profile_parts(paths[0], options, batch_jobs(args), on_chunk)
+            whole, parts, finished = profile_parts(
+                paths[0], options, batch_jobs(args), on_chunk, finish=finish or _nothing
+            )
         finally:
             if on_chunk is not None:
                 on_chunk(-1, 0)  # the end: the bar goes
-        results = [(paths[0], profile, merged(parts))]
-    elif len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
-        results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
+        total = merged(parts)
     else:
-        from ..tools.parallel import map_files  # worker processes: several recordings only
-        from .options import batch_progress, progress_callback
+        if len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
+            results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
+        else:
+            from ..tools.parallel import map_files  # worker processes: several recordings only
+            from .options import batch_progress, progress_callback
 
-        progress = batch_progress(args, len(paths))
-        task = partial(_profile_one, options=options)
-        jobs = 1 if "-" in paths else batch_jobs(args)
-        results = map_files(
-            task, paths, jobs=jobs, dask=args.dask, on_done=progress_callback(progress)
-        )
-        if progress is not None:
-            progress.finish()
-    profile = Profile()
-    all_stats = []
-    for _path, part, stats in results:
-        profile.merge(part)
-        all_stats.append(stats)
-    total = merged(all_stats)
+            progress = batch_progress(args, len(paths))
+            task = partial(_profile_one, options=options)
+            jobs = 1 if "-" in paths else batch_jobs(args)
+            results = map_files(
+                task, paths, jobs=jobs, dask=args.dask, on_done=progress_callback(progress)
+            )
+            if progress is not None:
+                progress.finish()
+        if len(results) == 1:  # one recording: its profile is the whole
+            profile = results[0][1]
+        else:
+            profile = Profile()
+            for _path, part, _stats in results:
+                profile.merge(part)
+        whole, total = (lambda: profile), merged([stats for *_, stats in results])
     for problem in dict.fromkeys(total.problems):  # each once (worker processes say the same)
         warn(problem)
-    return profile, total
+    return whole, total, finished
+
+
+def _nothing(_profile: Profile) -> None:
+    """Nothing made of a time slice's profile (:func:`_read`)."""
 
 
 def _paths(args: argparse.Namespace) -> list[str]:
@@ -492,17 +507,48 @@ def _script_fields(args: argparse.Namespace) -> ScriptFields:
 
 def run_script(args: argparse.Namespace) -> int:
     _read_ahead(args)
-    from ..perf.script import FieldError, write_script
+    from functools import partial
+
+    from ..perf.script import FieldError, joined_script, write_script
 
     fields = _script_fields(args)
     args.srcline = "srcline" in fields.fields  # addr2line's answers for each frame
     _refuse_inputs(args, None)
-    profile, _stats = _read(args)
+    whole, _stats, slices = _read(args, partial(_script_slice, args, fields))
+    text = joined_script(slices)  # each time slice's text, made in parallel (-j)
+    if text is not None:
+        sys.stdout.writelines(text)
+        return 0
     try:
-        write_script(_filtered(profile, args), sys.stdout, fields)
+        write_script(_filtered(whole(), args), sys.stdout, fields)
     except FieldError as error:
         raise UsageError(f"perf script: -F {args.fields}: {error}") from None
     return 0
+
+
+def _script_slice(
+    args: argparse.Namespace, fields: ScriptFields, profile: Profile
+) -> ScriptSlice | None:
+    """The text of a time slice's profile, filtered (:func:`pysframe.perf.script.script_slice`);
+    None where a filter or a field is refused (the whole profile's path says it, as one
+    process does)."""
+    from ..perf.script import FieldError, script_slice
+
+    try:
+        return script_slice(_filtered(profile, args), fields)
+    except (UsageError, FieldError):
+        return None
+
+
+def _folded_slice(args: argparse.Namespace, profile: Profile) -> FoldedSlice | None:
+    """The folded stacks of a time slice's profile, filtered
+    (:func:`pysframe.perf.report.folded_slice`); None where a filter is refused."""
+    from ..perf.report import folded_slice
+
+    try:
+        return folded_slice(_filtered(profile, args))
+    except UsageError:
+        return None
 
 
 #: The options of ``perf report`` that only the top table takes, and the flame graph's.
@@ -620,6 +666,8 @@ def _top_options(args: argparse.Namespace, profile: Profile) -> TopOptions:
 
 def run_report(args: argparse.Namespace) -> int:
     _read_ahead(args)
+    from functools import partial
+
     if args.format != "top":
         given = [option for name, option in _TOP_ONLY if getattr(args, name) not in (None, False)]
         if given:
@@ -632,8 +680,16 @@ def run_report(args: argparse.Namespace) -> int:
         from ..perf.pprof import pprof_bytes  # checks that protobuf is there, before any reading
 
     _refuse_inputs(args, args.output)
-    profile, _stats = _read(args)
-    profile = _filtered(profile, args)
+    folding = args.format == "folded"
+    whole, _stats, slices = _read(args, partial(_folded_slice, args) if folding else None)
+    if folding:
+        from ..perf import report
+
+        folded = report.joined_folded(slices)  # made in parallel (-j)
+        if folded is not None:
+            _write_text(args.output, partial(report.write_folded_stacks, folded), _paths(args))
+            return 0
+    profile = _filtered(whole(), args)
     top = _top_options(args, profile) if args.format == "top" else None
     inputs = _paths(args)
     if args.format == "pprof":
@@ -673,7 +729,7 @@ def run_stats(args: argparse.Namespace) -> int:
     from ..perf.stats import stats_json, stats_text
 
     _refuse_inputs(args, None)
-    _profile, stats = _read(args)
+    _whole, stats, _slices = _read(args)
     if args.json:
         json.dump(stats_json(stats), sys.stdout, indent=1)
         sys.stdout.write("\n")

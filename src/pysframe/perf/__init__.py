@@ -61,7 +61,8 @@ The modules:
 * :mod:`~pysframe.perf.kernel`, :mod:`~pysframe.perf.symbols`, :mod:`~pysframe.perf.symtab`:
   frames named as perf 6.1 names them (JIT code's from its perf map);
 * :mod:`~pysframe.perf.analyze`, :mod:`~pysframe.perf.profile`: a recording made into a profile
-  with its walk statistics;
+  with its walk statistics; :mod:`~pysframe.perf.forked`: the worker processes that read the
+  time slices of one recording;
 * the writers: :mod:`~pysframe.perf.script`, :mod:`~pysframe.perf.stats`,
   :mod:`~pysframe.perf.report`, :mod:`~pysframe.perf.speedscope`, :mod:`~pysframe.perf.pprof`,
   :mod:`~pysframe.perf.flamegraph`; :mod:`~pysframe.perf.top`, :mod:`~pysframe.perf.callgraph`:

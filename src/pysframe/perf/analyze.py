@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import numpy as np
 
@@ -272,32 +272,61 @@ def _slice(data: PerfData, index: int, count: int) -> tuple[int, int]:
     return low, high
 
 
+#: What :func:`profile_parts` makes of each slice's profile.
+Finished = TypeVar("Finished")
+
+
 def profile_parts(
     path: str,
     options: Options | None,
     jobs: int,
     on_chunk: Callable[[int, int], None] | None = None,
-) -> tuple[Profile, list[WalkStats]]:
-    """The profile of one recording read in ``jobs`` worker processes, each a time slice
-    (:func:`profile_recording` with ``part``), merged in order: the same profile as read in
-    one process.  Fewer workers for a small recording (a slice of less than
-    :data:`MIN_PART_BYTES` is not worth a process); ``on_chunk``: as for
-    :func:`profile_recording`, when it is read in this process."""
+    *,
+    finish: Callable[[Profile], Finished],
+) -> tuple[Callable[[], Profile], list[WalkStats], list[Finished]]:
+    """The profile of one recording read in ``jobs`` time slices (:func:`profile_recording`
+    with ``part``), merged in order when first asked for (the first item): the same profile
+    as read in one process.  This process reads the last slice (the longest to read: the
+    data before it is read too, for its side-band records) while a worker process forked
+    from it reads each other one (:mod:`pysframe.perf.forked`: what this process has loaded,
+    a worker has without loading it), and sends it back meanwhile.  ``finish`` is called on
+    each slice's profile in the process that read it, and what it gives, slice by slice,
+    comes back too: what can be made of a slice alone (its text...) is made in parallel,
+    and where that is all that is wanted, the slices' profiles are never merged.  Fewer
+    slices for a small recording (a slice of less than :data:`MIN_PART_BYTES` is not worth
+    a process); one: the recording is read in this process (``on_chunk`` told the bytes
+    read, as by :func:`profile_recording`), and ``finish`` is not called (no results)."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
     if count == 1:
         profile, stats = profile_recording(path, options, on_chunk=on_chunk)
-        return profile, [stats]
-    from concurrent.futures import ProcessPoolExecutor
-    from functools import partial
+        return lambda: profile, [stats], []
+    import pickle
+    from functools import cache, partial
 
-    task = partial(_profile_part, path, options, count)
-    with ProcessPoolExecutor(max_workers=count) as pool:
-        parts = list(pool.map(task, range(count)))
-    profile = parts[0][0]
-    for part, _stats in parts[1:]:
-        profile.merge(part)
-    return profile, [stats for _part, stats in parts]
+    from .forked import Forked
+
+    workers: list[Forked[tuple[bytes, WalkStats, Finished]]] = []
+    try:
+        for index in range(count - 1):
+            workers.append(Forked(partial(_pickled_part, path, options, (index, count), finish)))
+        last, stats, finished = _profile_part(path, options, (count - 1, count), finish)
+        others = [worker.result() for worker in workers]
+    finally:
+        for worker in workers:  # those whose results were not read (an error)
+            worker.close()
+
+    @cache
+    def merged() -> Profile:
+        whole: Profile = pickle.loads(others[0][0])
+        for pickled, _stats, _finished in others[1:]:
+            whole.merge(pickle.loads(pickled))
+        whole.merge(last)
+        return whole
+
+    return (
+        merged, [*(part[1] for part in others), stats], [*(part[2] for part in others), finished]
+    )
 
 
 #: The least of a recording's bytes worth a worker process of its own (some 3,000 samples of
@@ -306,9 +335,27 @@ MIN_PART_BYTES = 24 << 20
 
 
 def _profile_part(
-    path: str, options: Options | None, count: int, index: int
-) -> tuple[Profile, WalkStats]:
-    return profile_recording(path, options, part=(index, count))
+    path: str,
+    options: Options | None,
+    part: tuple[int, int],
+    finish: Callable[[Profile], Finished],
+) -> tuple[Profile, WalkStats, Finished]:
+    profile, stats = profile_recording(path, options, part=part)
+    return profile, stats, finish(profile)
+
+
+def _pickled_part(
+    path: str,
+    options: Options | None,
+    part: tuple[int, int],
+    finish: Callable[[Profile], Finished],
+) -> tuple[bytes, WalkStats, Finished]:
+    """A slice read in a worker process, its profile pickled there: the process that merges
+    the slices unpickles it only when the merged profile is wanted."""
+    import pickle
+
+    profile, stats, finished = _profile_part(path, options, part, finish)
+    return pickle.dumps(profile, pickle.HIGHEST_PROTOCOL), stats, finished
 
 
 def _fix_leaf_note(path: str, stats: WalkStats) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -205,8 +206,42 @@ def write_folded(
     frames': control characters escaped, ``;`` made ``:``, an empty name ``[unknown]``), where
     the script would split a process name with a ``;`` or a newline over two lines.
     """
-    folded = folded_stacks(profile, options, event)
+    write_folded_stacks(folded_stacks(profile, options, event), out)
+
+
+def write_folded_stacks(folded: dict[str, int], out: TextIO) -> None:
+    """Write folded stacks (:func:`folded_stacks`, :func:`joined_folded`) as
+    :func:`write_folded` does."""
     out.writelines(f"{line} {folded[line]}\n" for line in sorted(folded))
+
+
+#: The folded stacks of a time slice of a recording (:func:`folded_slice`): the event of its
+#: first sample (name, unit; None: no sample) and its folded stacks of that event.
+FoldedSlice = tuple[tuple[str, str] | None, dict[str, int]]
+
+
+def folded_slice(profile: Profile) -> FoldedSlice:
+    """:func:`folded_stacks` of ``profile``, the profile of a time slice of a recording, and
+    the event they are of."""
+    event = profile.events[profile.event[0]] if len(profile) else None
+    return event, folded_stacks(profile)
+
+
+def joined_folded(slices: Sequence[FoldedSlice | None]) -> dict[str, int] | None:
+    """The folded stacks of a recording from those of its time slices, in order (None: one
+    that could not be made): their sums, where the slices with samples have the same event
+    first (that of the recording's first sample, the one counted); else None (the whole
+    profile's are then made)."""
+    if not slices or any(piece is None for piece in slices):
+        return None
+    chosen = [piece for piece in slices if piece is not None]
+    if len({event for event, _folded in chosen if event is not None}) > 1:
+        return None
+    total: dict[str, int] = {}
+    for _event, folded in chosen:
+        for line, count in folded.items():
+            total[line] = total.get(line, 0) + count
+    return total
 
 
 # -- JSON --------------------------------------------------------------------------------------
@@ -284,17 +319,21 @@ __all__ = [
     "JSON_FORMAT",
     "JSON_VERSION",
     "FoldOptions",
+    "FoldedSlice",
     "TopOptions",
     "TopRow",
     "TopSection",
     "fold_frame",
+    "folded_slice",
     "folded_stacks",
+    "joined_folded",
     "module_short_name",
     "parse_sort",
     "perf_defaults",
     "profile_document",
     "top_table",
     "write_folded",
+    "write_folded_stacks",
     "write_json",
     "write_top",
 ]

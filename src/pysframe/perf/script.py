@@ -23,7 +23,7 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -305,9 +305,7 @@ def script_text(
         return _joined(pieces)
 
     chained = np.array(callchain, dtype=np.int64)
-    delivered = times.copy()  # perf prints a sample when it delivers it
-    for index, time in profile.delivered.items():
-        delivered[index] = time
+    delivered = _delivery_times(profile)
     order = np.argsort(delivered, kind="stable")
     # Deferred records shown apart, each after the samples delivered up to its time (perf
     # delivers both by time, a record after the samples it follows in the file).
@@ -337,6 +335,73 @@ def script_text(
         yield "".join(texts)
     for chain in chains[taken:]:
         yield _deferred_text(profile, chain, stack_text)
+
+
+def _delivery_times(profile: Profile) -> npt.NDArray[np.uint64]:
+    """The time perf delivers each sample at, the order it prints them in: its own time, or
+    the later one :attr:`Profile.delivered` gives."""
+    import numpy as np
+
+    delivered = np.array(profile.time, dtype=np.uint64)
+    for index, time in profile.delivered.items():
+        delivered[index] = time
+    return delivered
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptSlice:
+    """The text of a time slice of a recording (:func:`script_slice`), with what of its
+    profile the text took that the whole recording's might not share: where the slices agree
+    on it, their texts one after the other are the whole's (:func:`joined_script`)."""
+
+    #: The text, in :func:`script_text`'s batches (a few MB each, not one string of them all:
+    #: fresh memory for a copy costs a page fault every 4 KiB).
+    text: tuple[str, ...]
+    #: Each event's name and whether its samples carry callchains (the width of the event
+    #: column; a sample's frames on lines of their own, or its IP on its line).
+    events: tuple[tuple[str, bool], ...]
+    #: The fields printed (perf leaves out ``cpu`` where a sample has none); None: no sample.
+    fields: frozenset[str] | None
+    #: The earliest and latest times its samples are delivered at; None: no sample.
+    delivered: tuple[int, int] | None
+    #: Whether deferred user callchains are shown apart (they go among the samples of the
+    #: whole recording, by time).
+    deferred: bool
+
+
+def script_slice(profile: Profile, options: ScriptFields = ScriptFields()) -> ScriptSlice:
+    """The text of ``profile``, the profile of a time slice of a recording, as
+    :func:`script_text` gives it, with what :func:`joined_script` checks."""
+    text = tuple(script_text(profile, options=options))
+    events = tuple((name, profile.has_callchains(name)) for name, _unit in profile.events)
+    if not len(profile):
+        return ScriptSlice(text, events, None, None, bool(profile.deferred))
+    delivered = _delivery_times(profile)
+    fields = _check_fields(profile, options)
+    span = (int(delivered.min()), int(delivered.max()))
+    return ScriptSlice(text, events, fields, span, bool(profile.deferred))
+
+
+def joined_script(slices: Sequence[ScriptSlice | None]) -> list[str] | None:
+    """The text of a recording (in pieces) from the texts of its time slices, in order
+    (None: one that could not be made), where it is theirs one after the other: the slices
+    agree on the events and the fields printed, show no deferred callchains apart, and no
+    sample is delivered before one of an earlier slice (the text is in delivery order, ties
+    in profile order).  None where they do not: the text is then the whole profile's."""
+    if not slices or any(piece is None or piece.deferred for piece in slices):
+        return None
+    chosen = [piece for piece in slices if piece is not None]
+    if len({piece.events for piece in chosen}) > 1:
+        return None
+    if len({piece.fields for piece in chosen if piece.fields is not None}) > 1:
+        return None
+    latest = None
+    for piece in chosen:
+        if piece.delivered is not None:
+            if latest is not None and piece.delivered[0] < latest:
+                return None
+            latest = piece.delivered[1]
+    return [text for piece in chosen for text in piece.text]
 
 
 # -- the headers' text, a column at a time ----------------------------------------------------
@@ -439,11 +504,14 @@ __all__ = [
     "PERF_FIELDS",
     "FieldError",
     "ScriptFields",
+    "ScriptSlice",
     "deferred_lines",
     "frame_line",
+    "joined_script",
     "parse_fields",
     "sample_lines",
     "script_fields",
+    "script_slice",
     "script_text",
     "write_script",
 ]
