@@ -1000,11 +1000,11 @@ def _add_chunk(
     attrs = np.minimum(samples.attr.astype(np.int64), later)
     if events[later] < 0 and (attrs == later).any():
         events[later] = profile.event_id("event", "events")
-    comm_ids = {comm: profile.comm_id(comm) for comm in set(walked.comms)}
+    comm_ids = np.array([profile.comm_id(comm) for comm in walked.comms], dtype=np.int64)
     profile.extend(
         stacks, pid=samples.pid.tolist(), tid=samples.tid.tolist(),
         time=samples.time.tolist(), cpu=samples.cpu.tolist(), period=samples.period.tolist(),
-        comm=[comm_ids[comm] for comm in walked.comms],
+        comm=comm_ids[walked.comm].tolist(),
         event=events[attrs].tolist(),
     )  # fmt: skip
     assert len(stacks) == count

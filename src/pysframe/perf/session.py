@@ -45,13 +45,14 @@ if TYPE_CHECKING:
 class WalkedChunk:
     """A chunk of samples, in perf's order, with their walks (``walks`` answers the chunk's
     samples in order), the user frames their callchains hold (``recorded``) and each
-    sample's thread's command name at its time (``comms``); ``read_to``: how far the file
-    has been read (for progress)."""
+    sample's thread's command name at its time (``comms[comm[i]]`` for sample ``i``);
+    ``read_to``: how far the file has been read (for progress)."""
 
     samples: SampleChunk
     walks: Walks
     recorded: RecordedChains
     comms: list[str]
+    comm: npt.NDArray[np.int64]
     read_to: int = 0
     #: Samples delivered after their time (order.Delivery.late).
     late: dict[int, int] = field(default_factory=dict)
@@ -105,23 +106,24 @@ def walk_recording(
             continue
         layout = _Layout(layouts, samples, data, spaces, max_frames)
         parts: list[tuple[Walks, RecordedChains]] = []
-        comms: list[str] = []
+        comms = _Comms(spaces)
         walked = named = 0
         for event, cut in zip(delivery.events, delivery.cuts, strict=True):
             if cut > named:  # the names threads had before the event
-                comms += _comms(spaces, samples.tid[named:cut])
+                comms.add(samples.tid[named:cut])
                 named = cut
             if cut > walked and spaces.changes_lookups(event):
                 parts.append(_walk(samples, layout, spaces, walked, cut))
                 walked = cut
             apply(event)
         end = len(samples)
-        comms += _comms(spaces, samples.tid[named:end])
+        comms.add(samples.tid[named:end])
         if walked < end:
             parts.append(_walk(samples, layout, spaces, walked, end))
         yield WalkedChunk(
             samples, joined([walks for walks, _ in parts]),
-            joined_chains([chains for _, chains in parts]), comms, delivery.read_to,
+            joined_chains([chains for _, chains in parts]), comms.names, comms.joined(),
+            delivery.read_to,
             delivery.late,
         )  # fmt: skip
 
@@ -183,9 +185,29 @@ def _walk(
     return walk_samples(samples, layout[0], spaces, layout[1], select=select), chains
 
 
-def _comms(spaces: AddressSpaces, tids: npt.NDArray[np.int32]) -> list[str]:
-    names = {tid: spaces.comm(tid) for tid in set(tids.tolist())}
-    return [names[tid] for tid in tids.tolist()]
+class _Comms:
+    """The command names of a chunk's threads, piece by piece (the names they had at each
+    piece's time): each distinct name once, in the order they come, and each sample's."""
+
+    def __init__(self, spaces: AddressSpaces) -> None:
+        self.spaces = spaces
+        self._index: dict[str, int] = {}
+        self._numbers: list[int] = []
+
+    def add(self, tids: npt.NDArray[np.int32]) -> None:
+        tid_list = tids.tolist()
+        number = {
+            tid: self._index.setdefault(self.spaces.comm(tid), len(self._index))
+            for tid in dict.fromkeys(tid_list)
+        }
+        self._numbers += map(number.__getitem__, tid_list)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._index)
+
+    def joined(self) -> npt.NDArray[np.int64]:
+        return np.array(self._numbers, dtype=np.int64)
 
 
 __all__ = ["WalkedChunk", "walk_recording"]
