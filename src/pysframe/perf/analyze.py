@@ -608,6 +608,8 @@ class _Namer:
         self.known = SlotTable(self.KNOWN_BITS)
         #: Per frame id of the profile: whether it has no symbol (:meth:`_at_runtime_addresses`).
         self.unnamed = np.zeros(0, dtype=bool)
+        #: (frame id, runtime address) -> the id of that frame at that address.
+        self.at_runtime: dict[tuple[int, int], int] = {}
 
     def user(
         self,
@@ -712,13 +714,21 @@ class _Namer:
         if not len(chosen):
             return out
         pairs, inverse = _distinct_pairs(out[chosen], lookup[chosen])
-        renamed = np.array([
-            profile.frame_id(replace(profile.frames[int(frame)], runtime_address=int(address)))
-            for frame, address in pairs.tolist()
-        ], dtype=np.int64)  # fmt: skip
+        renamed = np.array(
+            [self._at_runtime(profile, frame, address) for frame, address in pairs.tolist()],
+            dtype=np.int64,
+        )
         out = out.copy()
         out[chosen] = renamed[inverse]
         return out
+
+    def _at_runtime(self, profile: Profile, frame: int, address: int) -> int:
+        """The id of frame ``frame`` at runtime address ``address`` (each made once)."""
+        found = self.at_runtime.get((frame, address))
+        if found is None:
+            found = profile.frame_id(replace(profile.frames[frame], runtime_address=address))
+            self.at_runtime[(frame, address)] = found
+        return found
 
     def _name_at_end(
         self,
