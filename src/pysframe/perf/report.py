@@ -168,14 +168,19 @@ def folded_stacks(
         return text
 
     folded: dict[str, int] = {}
+    processes: dict[tuple[int, ...], str] = {}  # each process's name once
     for values in zip(*(key.tolist() for key in groups.keys), groups.count.tolist(), strict=True):
-        comm, stack, count = _folded_name(profile.comms[values[0]]), values[-2], values[-1]
-        process = comm
-        if options.tid:
-            process = f"{comm}-{values[1]}/{values[2]}"
-        elif options.pid:
-            process = f"{comm}-{values[1]}"
-        process = process.replace(" ", "_")
+        stack, count = values[-2], values[-1]
+        process = processes.get(values[:-2])
+        if process is None:
+            comm = _folded_name(profile.comms[values[0]])
+            if options.tid:
+                process = f"{comm}-{values[1]}/{values[2]}"
+            elif options.pid:
+                process = f"{comm}-{values[1]}"
+            else:
+                process = comm
+            process = processes[values[:-2]] = process.replace(" ", "_")
         text = stack_text(stack, process == "java")
         line = f"{process};{text}" if text else process
         folded[line] = folded.get(line, 0) + count
