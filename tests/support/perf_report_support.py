@@ -178,7 +178,7 @@ def profile_of_ips(path: Path) -> Profile:
     it), read in file order."""
     profile = Profile(sources=[str(path)])
     maps: dict[int, list[_Map]] = {}
-    comms: dict[int, str] = {}
+    comms: dict[int, str] = {0: "swapper"}  # the idle task, named before any record
     with PerfData.open(path) as data:
         events = [_event_of(attr) for attr in data.attrs]
         for build_id in data.features.build_ids:
@@ -232,6 +232,8 @@ def _side_band(event: object, maps: dict[int, list[_Map]], comms: dict[int, str]
     elif isinstance(event, TaskEvent) and event.fork:
         if event.ptid in comms:
             comms[event.tid] = comms[event.ptid]
+        else:  # a thread made anew, of a parent nothing named
+            comms.pop(event.tid, None)
         if event.pid != event.ppid:  # a new process: it starts with its parent's maps
             maps[event.pid] = list(maps.get(event.ppid, []))
 

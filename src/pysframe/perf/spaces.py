@@ -13,7 +13,11 @@ perf's own bookkeeping (util/machine.c) is followed where it matters for user st
   is still found in the old program's libc;
 * FORK of a new process (pid other than the parent's) gives it a copy of the parent's
   mappings and command name (machine__process_fork_event); a new thread shares its process's;
-* a thread's command name is its last COMM (a new thread's, its parent thread's).
+* a thread's command name is its last COMM (a new thread's, its parent thread's at the FORK,
+  whatever an earlier thread of the same number was named); the idle
+  task (pid and tid 0, one per CPU, which no COMM names) is ``swapper`` from the start
+  (util/machine.c machine__idle_thread, which perf_session__process_events calls before the
+  first record), and a thread nothing named is ``:TID`` (util/thread.c thread__new).
 
 Each process's mappings are an :class:`~pysframe.unwind.AddressSpace` (one PC, or many at
 once); the modules are numbered across processes (:attr:`AddressSpaces.modules`).
@@ -36,6 +40,10 @@ if TYPE_CHECKING:
 
 #: mmap(2) PROT_EXEC.
 PROT_EXEC = 0x4
+#: The idle task's thread ID and the command name perf gives it (util/machine.c
+#: machine__idle_thread).
+IDLE_TID = 0
+IDLE_COMM = "swapper"
 
 
 class AddressSpaces:
@@ -46,7 +54,8 @@ class AddressSpaces:
         #: Numbers the modules of every process alike.
         self._numbering = AddressSpace()
         self._spaces: dict[int, AddressSpace] = {}
-        self._comms: dict[int, str] = {}
+        #: Each thread's command name: the idle task's named by perf before any record.
+        self._comms: dict[int, str] = {IDLE_TID: IDLE_COMM}
 
     @property
     def modules(self) -> list[Module]:
@@ -62,9 +71,14 @@ class AddressSpaces:
         elif isinstance(event, TaskEvent) and event.fork:
             if event.pid != event.ppid and event.ppid in self._spaces:
                 self._spaces[event.pid] = self._spaces[event.ppid].copy()
+            # A new thread, whatever had its number before (machine__process_fork_event
+            # removes it): its parent thread's name where it has one (thread__fork), else
+            # none (``:TID``).
             parent = self._comms.get(event.ptid)
             if parent is not None:
-                self._comms.setdefault(event.tid, parent)
+                self._comms[event.tid] = parent
+            else:
+                self._comms.pop(event.tid, None)
 
     def changes_lookups(self, event: SideBandEvent) -> bool:
         """Whether ``event`` can change which module a PC already mapped is in: a mapping
@@ -126,7 +140,8 @@ class AddressSpaces:
         return found[0]
 
     def comm(self, tid: int) -> str:
-        """The thread's command name (perf's ``:TID`` for a thread it never named)."""
+        """The thread's command name (perf's ``:TID`` for a thread it never named, util/thread.c
+        thread__new)."""
         return self._comms.get(tid, f":{tid}")
 
 
