@@ -14,6 +14,7 @@ import io
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,3 +233,44 @@ def test_each_slice_reads_up_to_its_end(
         start, size = data.header.data_offset, data.header.data_size
     assert reached[0] < start + size * 2 // 3, (reached, start, size)
     assert reached[1] == start + size
+
+
+def test_each_workers_text_is_written_as_it_comes(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-j 3``: the workers' texts reach the output, in order, before this process makes
+    the text of its own slice (the last), which follows them: no slice's text waits whole in
+    memory for the others.  The output is ``-j 1``'s."""
+    import os
+    import sys
+
+    from pysframe.perf import script
+
+    spans = _spans(recording, 3)
+    if not _in_order(spans):
+        pytest.skip(f"a sample is delivered before one of an earlier slice: read whole {spans}")
+    monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)  # a slice per job, however small
+    options = perf_cli._options  # and many deliveries to slice
+    monkeypatch.setattr(perf_cli, "_options", lambda args: replace(options(args), chunk=CHUNK))
+    parent, original = os.getpid(), script.script_text
+    # Each text this process made: how much of the output was written when it began, and it.
+    made: list[tuple[int, str]] = []
+
+    def text(*args: Any, **kwargs: Any) -> Iterator[str]:
+        began = sys.stdout.tell()
+        pieces = list(original(*args, **kwargs))
+        if os.getpid() == parent:
+            made.append((began, "".join(pieces)))
+        yield from pieces
+
+    monkeypatch.setattr(script, "script_text", text)
+    outputs = []
+    for jobs in ("1", "3"):
+        made.clear()
+        monkeypatch.setattr(sys, "stdout", io.StringIO())
+        assert main(["perf", "script", "--no-inline", "-j", jobs, str(recording)]) == 0
+        outputs.append(sys.stdout.getvalue())
+    assert outputs[1] == outputs[0] and outputs[0].count("\n") > 20
+    ((began, own),) = made  # this process's slice, the last: after the workers' texts
+    assert outputs[1].endswith(own) and began == len(outputs[1]) - len(own)
+    assert began > 0, "no worker's text was written before the last slice's was made"

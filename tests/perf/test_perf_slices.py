@@ -140,7 +140,8 @@ def test_slices_are_joined_in_order_when_they_agree() -> None:
     fields, no times) taking no part in the checks; a tie between two slices' times keeps
     their order (a stable sort of the whole)."""
     first, second = _piece("a\n", (1, 5)), _piece("b\n", (5, 9))
-    assert joined_script([first, _piece("", None), second]) == ["a\n", "", "b\n"]
+    joined = joined_script([first, _piece("", None), second])
+    assert joined is not None and list(joined) == ["a\n", "", "b\n"]
     assert joined_script([second, first]) is None  # a sample delivered before one earlier
     assert joined_script([first, _piece("b\n", (4, 9))]) is None
     assert joined_script([first, _piece("b\n", (5, 9), fields=frozenset({"cpu"}))]) is None

@@ -515,7 +515,7 @@ def run_script(args: argparse.Namespace) -> int:
     args.srcline = "srcline" in fields.fields  # addr2line's answers for each frame
     _refuse_inputs(args, None)
     whole, _stats, slices = _read(args, partial(_script_slice, args, fields))
-    text = joined_script(slices)  # each time slice's text, made in parallel (-j)
+    text = joined_script(slices)  # each time slice's text, made where it was read (-j)
     if text is not None:
         sys.stdout.writelines(text)
         return 0

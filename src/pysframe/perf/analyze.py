@@ -292,7 +292,10 @@ def profile_parts(
     a worker has without loading it), and sends it back meanwhile.  ``finish`` is called on
     each slice's profile in the process that read it, and what it gives, slice by slice,
     comes back too: what can be made of a slice alone (its text...) is made in parallel,
-    and where that is all that is wanted, the slices' profiles are never merged.  Fewer
+    and where that is all that is wanted, the slices' profiles are never merged.  What
+    ``finish`` gives may hold a :class:`~pysframe.perf.forked.Streamed` (a slice's text):
+    its pieces come from the worker as they are read (its process ends then, or when it is
+    closed), not before this returns.  Fewer
     slices for a small recording (a slice of less than :data:`MIN_PART_BYTES` is not worth
     a process); one: the recording is read in this process (``on_chunk`` told the bytes
     read, as by :func:`profile_recording`), and ``finish`` is not called (no results)."""
@@ -312,9 +315,10 @@ def profile_parts(
             workers.append(Forked(partial(_pickled_part, path, options, (index, count), finish)))
         last, stats, finished = _profile_part(path, options, (count - 1, count), finish)
         others = [worker.result() for worker in workers]
-    finally:
-        for worker in workers:  # those whose results were not read (an error)
+    except BaseException:
+        for worker in workers:  # those whose results were not read
             worker.close()
+        raise
 
     @cache
     def merged() -> Profile:

@@ -23,11 +23,12 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..names import escape_controls
+from .forked import Streamed
 from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile
 
 if TYPE_CHECKING:
@@ -355,8 +356,9 @@ class ScriptSlice:
     on it, their texts one after the other are the whole's (:func:`joined_script`)."""
 
     #: The text, in :func:`script_text`'s batches (a few MB each, not one string of them all:
-    #: fresh memory for a copy costs a page fault every 4 KiB).
-    text: tuple[str, ...]
+    #: fresh memory for a copy costs a page fault every 4 KiB), made as it is read, once: from
+    #: a worker process, sent batch by batch through its pipe (:class:`Streamed`).
+    text: Iterable[str]
     #: Each event's name and whether its samples carry callchains (the width of the event
     #: column; a sample's frames on lines of their own, or its IP on its line).
     events: tuple[tuple[str, bool], ...]
@@ -371,37 +373,50 @@ class ScriptSlice:
 
 def script_slice(profile: Profile, options: ScriptFields = ScriptFields()) -> ScriptSlice:
     """The text of ``profile``, the profile of a time slice of a recording, as
-    :func:`script_text` gives it, with what :func:`joined_script` checks."""
-    text = tuple(script_text(profile, options=options))
+    :func:`script_text` gives it (made as it is read), with what :func:`joined_script`
+    checks; FieldError now where a field cannot be printed."""
+    fields = _check_fields(profile, options)
+    text = Streamed(script_text(profile, options=options))
     events = tuple((name, profile.has_callchains(name)) for name, _unit in profile.events)
     if not len(profile):
         return ScriptSlice(text, events, None, None, bool(profile.deferred))
     delivered = _delivery_times(profile)
-    fields = _check_fields(profile, options)
     span = (int(delivered.min()), int(delivered.max()))
     return ScriptSlice(text, events, fields, span, bool(profile.deferred))
 
 
-def joined_script(slices: Sequence[ScriptSlice | None]) -> list[str] | None:
-    """The text of a recording (in pieces) from the texts of its time slices, in order
-    (None: one that could not be made), where it is theirs one after the other: the slices
-    agree on the events and the fields printed, show no deferred callchains apart, and no
-    sample is delivered before one of an earlier slice (the text is in delivery order, ties
-    in profile order).  None where they do not: the text is then the whole profile's."""
-    if not slices or any(piece is None or piece.deferred for piece in slices):
+def joined_script(slices: Sequence[ScriptSlice | None]) -> Iterator[str] | None:
+    """The text of a recording (in pieces, each slice's read as it comes: never all of it
+    at once) from the texts of its time slices, in order (None: one that could not be made),
+    where it is theirs one after the other: the slices agree on the events and the fields
+    printed, show no deferred callchains apart, and no sample is delivered before one of an
+    earlier slice (the text is in delivery order, ties in profile order).  None where they
+    do not (the slices' texts let go unread, their worker processes ended): the text is then
+    the whole profile's."""
+    chosen = [piece for piece in slices if piece is not None]
+    if not _joinable(slices):
+        for piece in chosen:
+            if isinstance(piece.text, Streamed):
+                piece.text.close()
         return None
+    return (text for piece in chosen for text in piece.text)
+
+
+def _joinable(slices: Sequence[ScriptSlice | None]) -> bool:
+    if not slices or any(piece is None or piece.deferred for piece in slices):
+        return False
     chosen = [piece for piece in slices if piece is not None]
     if len({piece.events for piece in chosen}) > 1:
-        return None
+        return False
     if len({piece.fields for piece in chosen if piece.fields is not None}) > 1:
-        return None
+        return False
     latest = None
     for piece in chosen:
         if piece.delivered is not None:
             if latest is not None and piece.delivered[0] < latest:
-                return None
+                return False
             latest = piece.delivered[1]
-    return [text for piece in chosen for text in piece.text]
+    return True
 
 
 # -- the headers' text, a column at a time ----------------------------------------------------
