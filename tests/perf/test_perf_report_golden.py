@@ -35,6 +35,7 @@ from perf_report_support import (
     profile_of_perf_script,
 )
 from perf_support import Unavailable, build_program, perf_output, record
+from pysframe.cli import main
 from pysframe.perf.flamegraph import flame_tree, write_flamegraph
 from pysframe.perf.pprof import write_pprof
 from pysframe.perf.profile import Profile
@@ -134,6 +135,30 @@ def test_top_table_matches_perf_report(recording: Path) -> None:
     assert [h.split() for h in ours_head if h.startswith("# Overhead")] == [
         h.split() for h in theirs_head if h.startswith("# Overhead")
     ]
+
+
+def test_an_event_without_samples_has_no_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """perf report leaves out the table of an event none of whose samples was recorded
+    (``--skip-empty``, its default): here a dummy event beside cpu-clock, as perf record
+    ``-a`` adds one."""
+    try:
+        path = record(tmp_path / "two.data", [sys.executable, "-c", "sum(range(3_000_000))"],
+                      options=("-e", "cpu-clock", "-e", "dummy", "-c", "100000"))  # fmt: skip
+    except Unavailable as error:
+        unavailable(error)
+    table = ("--stdio", "--no-children", "--sort", "comm", "-g", "none")
+    theirs = header_lines(perf_output("report", "-i", str(path), *table))
+    assert "dummy" in perf_output("report", "-i", str(path), "--stdio", "--no-skip-empty")
+    capsys.readouterr()
+    assert main(["perf", "report", *table, str(path)]) == 0
+    ours = header_lines(capsys.readouterr().out)
+    for prefix in ("# Total Lost Samples:", "# Samples:", "# Event count"):
+        assert [h for h in ours if h.startswith(prefix)] == [
+            h for h in theirs if h.startswith(prefix)
+        ]
+    assert [h for h in theirs if h.startswith("# Samples:")] != []
 
 
 # -- folded -----------------------------------------------------------------------------------

@@ -603,12 +603,16 @@ def write_top(
     symbol), ``Source:Line``.  Column widths are perf's (hists__calc_col_len): the longest
     value or header, 22 for the symbol and 16 for the module when a row has no symbol.  Rows
     under ``percent_limit`` are left out (their widths still count); each row's call graph
-    follows it (:class:`~pysframe.perf.callgraph.GraphPrinter`).
+    follows it (:class:`~pysframe.perf.callgraph.GraphPrinter`).  An event without samples
+    has no table, as perf skips it.
     """
     options = options or TopOptions(children=children)
     out.write(f"#\n# Total Lost Samples: {profile.lost_samples}\n#\n")
     for section in top_table(profile, options=options):
-        out.writelines(_section_lines(section, options))
+        # An event without samples has no table (builtin-report.c evlist__tty_browse_hists,
+        # --skip-empty by default): the dummy event of perf record -a, say.
+        if section.samples:
+            out.writelines(_section_lines(section, options))
 
 
 def _widths(section: TopSection, keys: tuple[str, ...]) -> dict[str, int]:
