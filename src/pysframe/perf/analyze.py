@@ -597,7 +597,7 @@ class _Namer:
         #: place (the functions inlined there, innermost first, and the one holding them).
         self.expanded: dict[int, tuple[int, ...]] = {}
         #: :attr:`expanded` as arrays (its ids, their numbers of entries and the entries one
-        #: after the other), made again when it grows.
+        #: after the other; empty: to be made again).
         self._expansions: tuple[npt.NDArray[np.int64], ...] = ()
         #: Per module id: the file perf asks addr2line about (None: none) and the module's
         #: text offset.
@@ -690,6 +690,7 @@ class _Namer:
             ids[position] = self.ids[(module_id, frame.address)] = frame_id
             if entries:
                 self.expanded[frame_id] = entries
+                self._expansions = ()  # made again when next needed
         out = ids[inverse]
         by_address = np.ones(len(unique), dtype=bool)
         if at_end:
@@ -876,7 +877,7 @@ class _Namer:
         # A table by frame id, below the greatest here: each id itself (at its own place in
         # ``flat``), or its expansion (after them); gathers, not a sort of the frames.
         top = int(frames.max()) + 1
-        if not self._expansions or len(self._expansions[0]) != len(self.expanded):
+        if not self._expansions:
             self._expansions = (
                 np.array(list(self.expanded), dtype=np.int64),
                 np.array([len(entries) for entries in self.expanded.values()], dtype=np.int64),
