@@ -359,6 +359,7 @@ def _read(
     from ..perf.profile import Profile
     from ..perf.stats import merged
 
+    _keep_freed_memory()
     paths = _paths(args)
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
         raise UsageError("perf: standard input (-) is read in this process, once")
@@ -401,6 +402,32 @@ def _read(
     for problem in dict.fromkeys(total.problems):  # each once (worker processes say the same)
         warn(problem)
     return whole, total, finished
+
+
+#: glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def _keep_freed_memory() -> None:
+    """Ask glibc's malloc to keep the memory of the arrays a report frees for the next ones:
+    to map a block of its own only from 32 MiB (its greatest bound on 64-bit machines) and to
+    give back the top of its heap only when 64 MiB are free there.  By default it maps blocks
+    from 128 KiB (a bound it raises as such blocks are freed) and trims the heap from 128 KiB
+    free, so that the arrays of each chunk of samples come from fresh pages: a page fault
+    each, and the kernel clears each page (some 16,000 faults of 40,000 on 50,000 samples).
+    Elsewhere (another C library, another system) nothing is changed; numpy has imported
+    ctypes already."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc's (musl has one that does nothing)
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(_M_TRIM_THRESHOLD, 64 << 20)
 
 
 def _nothing(_profile: Profile) -> None:

@@ -600,6 +600,9 @@ class _Namer:
         #: With ``inline``: a user frame's id -> the ids of the entries perf prints in its
         #: place (the functions inlined there, innermost first, and the one holding them).
         self.expanded: dict[int, tuple[int, ...]] = {}
+        #: :attr:`expanded` as arrays (its ids, their numbers of entries and the entries one
+        #: after the other; empty: to be made again).
+        self._expansions: tuple[npt.NDArray[np.int64], ...] = ()
         #: Per module id: the file perf asks addr2line about (None: none) and the module's
         #: text offset.
         self.srcline_files: dict[int, tuple[Answers | None, int]] = {}
@@ -691,6 +694,7 @@ class _Namer:
             ids[position] = self.ids[(module_id, frame.address)] = frame_id
             if entries:
                 self.expanded[frame_id] = entries
+                self._expansions = ()  # made again when next needed
         out = ids[inverse]
         by_address = np.ones(len(unique), dtype=bool)
         if at_end:
@@ -874,16 +878,25 @@ class _Namer:
         frames: util/machine.c add_callchain_ip, unlike unwind_entry)."""
         if not self.expanded or not len(frames):
             return frames, lengths
-        distinct, inverse = np.unique(frames, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        each = [self.expanded.get(frame, (frame,)) for frame in distinct.tolist()]
-        sizes = np.array([len(expansion) for expansion in each], dtype=np.int64)
-        flat = np.array([frame for expansion in each for frame in expansion], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        start_of, size_of = starts[inverse], sizes[inverse]
-        if plain is not None and plain.any():  # the frame itself, after the expansions
-            flat = np.concatenate([flat, distinct])
-            start_of = np.where(plain, len(flat) - len(distinct) + inverse, start_of)
+        # A table by frame id, below the greatest here: each id itself (at its own place in
+        # ``flat``), or its expansion (after them); gathers, not a sort of the frames.
+        top = int(frames.max()) + 1
+        if not self._expansions:
+            self._expansions = (
+                np.array(list(self.expanded), dtype=np.int64),
+                np.array([len(entries) for entries in self.expanded.values()], dtype=np.int64),
+                np.array([f for entries in self.expanded.values() for f in entries], np.int64),
+            )
+        ids, sizes, entries = self._expansions
+        below = ids < top
+        starts = np.arange(top, dtype=np.int64)
+        size = np.ones(top, dtype=np.int64)
+        starts[ids[below]] = top + (np.cumsum(sizes) - sizes)[below]
+        size[ids[below]] = sizes[below]
+        flat = np.concatenate([np.arange(top, dtype=np.int64), entries])
+        start_of, size_of = starts[frames], size[frames]
+        if plain is not None and plain.any():  # the frame itself
+            start_of = np.where(plain, frames, start_of)
             size_of = np.where(plain, 1, size_of)
         out = flat[range_positions(start_of, size_of)]
         owner = np.repeat(np.arange(len(lengths)), lengths)
@@ -1240,8 +1253,10 @@ def _count(stats: WalkStats, walked: WalkedChunk, spaces: AddressSpaces) -> None
         stats.stop_modules[(STOPS[stop], names[module - 1])] += n
     if len(walks.module):
         sample_of = np.repeat(np.arange(len(walks)), depth)
-        # each (sample, module) once: the samples each module holds a frame of
+        # each (sample, module) once: the samples each module holds a frame of (a run of
+        # frames of one module counted once before the sort)
         key = sample_of * (len(names) + 1) + (walks.module + 1)
+        key = key[np.append(True, key[1:] != key[:-1])]
         distinct = np.unique(key, return_counts=True)[0]  # no numpy.ma: see sorted_distinct
         held = distinct % (len(names) + 1) - 1
         stats.module_samples.update({names[m]: n for m, n in _tally(held).items()})

@@ -226,12 +226,17 @@ def script_text(
     """
     import numpy as np
 
+    from .samples import sorted_distinct
+
     fields = _check_fields(profile, options)
     kinds = len(profile.events) or 1
     name_width = max((len(escape_controls(name)) for name, _ in profile.events), default=0)
     callchain = [profile.has_callchains(name) for name, _ in profile.events] or [True]
     frame_texts: dict[bool, list[str]] = {}
-    stacks: dict[tuple[int, bool], str] = {}
+    # Each (stack, with callchain) pair's text, at index ``2 * stack + chained`` (None: not
+    # made yet): a batch's samples take theirs with one list lookup each.
+    pair_texts: list[str | None] = [None] * (2 * len(profile.stacks))
+    made = np.zeros(len(pair_texts), dtype=bool)
 
     def frame_texts_of(chained: bool) -> list[str]:
         texts = frame_texts.get(chained)
@@ -242,7 +247,7 @@ def script_text(
         return texts
 
     def stack_text(stack: int, chained: bool) -> str:
-        text = stacks.get((stack, chained))
+        text = pair_texts[2 * stack + chained]
         if text is None:
             frames = profile.stacks[stack]
             if chained:
@@ -254,7 +259,7 @@ def script_text(
                 text = (texts[frames[0]] if frames else f"{0:16x}") + "\n"
             else:
                 text = "\n"
-            stacks[stack, chained] = text
+            pair_texts[2 * stack + chained] = text
         return text
 
     # Each header's pieces, in order: the command (per command and event), the numbers
@@ -315,14 +320,15 @@ def script_text(
     for start in range(0, len(order), batch):
         chosen = order[start : start + batch]
         text, ends = headers(chosen)
-        # each distinct (stack, with callchain) of the batch's samples formatted once
+        # each (stack, with callchain) pair formatted once, when first met
         pairs = stack_ids[chosen] * 2 + chained[keys[chosen] % kinds]
-        distinct_pairs, inverse = np.unique(pairs, return_inverse=True)
-        known = [stack_text(pair >> 1, bool(pair & 1)) for pair in distinct_pairs.tolist()]
+        for pair in sorted_distinct(pairs[~made[pairs]]):
+            stack_text(pair >> 1, bool(pair & 1))
+        made[pairs] = True
         # each sample's header, then its stack's text
         texts: list[str] = [""] * (2 * len(chosen))
         texts[0::2] = [text[begin:end] for begin, end in zip([0, *ends[:-1]], ends, strict=True)]
-        texts[1::2] = map(known.__getitem__, inverse.reshape(-1).tolist())
+        texts[1::2] = map(pair_texts.__getitem__, pairs.tolist())  # type: ignore[arg-type]
         if taken < len(chains):
             merged = []
             for at, header, stack in zip(
