@@ -29,11 +29,11 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import accumulate, chain, islice, pairwise
 from typing import TYPE_CHECKING, Any
 
 from ..bounded import BoundedCache
+from ..dataclass import dataclass
 from .constants import FdeType, PcType, Version
 from .decode import (
     decode_rows,

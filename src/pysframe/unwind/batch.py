@@ -19,12 +19,12 @@ PC, then return addresses (or PCs restored from signal contexts).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ..bounded import BoundedCache, SlotTable
+from ..dataclass import dataclass
 from ..errors import SFrameError
 from ..format.layout import fde_signal_frame
 from ..format.lookup import RULE_KINDS, BatchResult, SectionLookup
