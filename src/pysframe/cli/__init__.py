@@ -102,6 +102,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.set_threshold(*thresholds)  # as it was, for a program that called main()
 
 
+def command() -> int:
+    """The ``pysframe`` program (``python -m pysframe`` and the installed command): :func:`main`
+    of the process's arguments, then every object left frozen for Python's cyclic collector
+    (:func:`gc.freeze`), which would otherwise traverse them all, several times over, as the
+    interpreter exits (some 0.03 s of a small report's CPU time); the exit itself, its
+    ``atexit`` functions and finalizers, goes on as before."""
+    status = main()
+    gc.freeze()
+    return status
+
+
 def _main(argv: Sequence[str] | None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # The first word not starting with "-" names the sub-command (the top-level options take
@@ -182,4 +193,4 @@ def _quiet_broken_pipe() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(command())
