@@ -391,8 +391,10 @@ class SectionLookup:
     def find_row(self, pc: int) -> LookupResult | None:
         """The function and its row that apply at ``pc`` (with the row's index), or None."""
         function = self.find_function(pc)
-        if function is None:
-            return None
+        return None if function is None else self._row_at(function, pc)
+
+    def _row_at(self, function: Function, pc: int) -> LookupResult | None:
+        """The row of ``function`` (which holds ``pc``) that applies at ``pc``, or None."""
         indexed = self._indexed.get(
             _rows_key(function), _index_rows, self.data, self.header, function, self._rules
         )
@@ -456,13 +458,29 @@ class SectionLookup:
 
         self._asked += addresses.size
         flat = addresses.ravel()
-        result = BatchResult(**{
-            name: np.full(len(flat), -1 if name in _MINUS_ONE_WHEN_MISSING else 0,
-                          dtype=_RULE_DTYPES.get(name, np.int64))
+        count = len(flat)
+        minus_one = np.full(count, -1, dtype=np.int64)
+        columns: dict[str, Any] = {
+            name: minus_one.copy() if name in _MINUS_ONE_WHEN_MISSING
+            else np.zeros(count, dtype=_RULE_DTYPES.get(name, np.int64))
             for name in BatchResult.__dataclass_fields__
-        })  # fmt: skip
+        }  # fmt: skip
+        result = BatchResult(**columns)
+        # A sorted section: each PC's function is the last starting at or before it, as
+        # find_function's binary search finds it, found for every PC at once.
+        last = None
+        if self.header.sorted and len(self):
+            last = (np.searchsorted(self.starts, flat, side="right") - 1).tolist()
         for at, pc in enumerate(flat.tolist()):
-            found = self.find_row(pc)
+            if last is None:
+                found = self.find_row(pc)
+            elif last[at] < 0:
+                continue
+            else:
+                function = self.function(last[at])
+                if pc - function.start >= function.size:
+                    continue
+                found = self._row_at(function, pc)
             if found is not None:
                 _set_found(result, at, found)
         if outside is not None and outside.any():
