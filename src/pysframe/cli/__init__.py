@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from ..errors import SFrameError
 from . import report
-from .usage import UsageError
+from .usage import CommandParser, UsageError
 
 #: The variable that sets how many threads numpy's BLAS starts (OpenBLAS, which numpy's
 #: wheels ship: driver/others/openblas_env.c reads it and memory.c, blas_get_cpu_number,
@@ -50,7 +50,7 @@ COMMANDS = (
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or of ``command`` alone (its module only is imported)."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="pysframe", description="Read, write, generate and use SFrame stack-trace sections."
     )
     from .. import __version__
