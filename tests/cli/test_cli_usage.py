@@ -45,3 +45,19 @@ def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_check_address_with_raw_is_used(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--raw", "--address", "0x401000", RAW]) in (0, 1)
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("columns", [None, "", "0", "-3", "abc", "40", "200"])
+def test_help_is_as_wide_as_argparse_makes_it(
+    columns: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parsers' width is shutil.get_terminal_size's (argparse's own), without shutil."""
+    import shutil
+
+    from pysframe.cli.usage import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns

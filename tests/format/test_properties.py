@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pysframe import Abi, CfaRule, RegRule, RuleKind, SFrameError, SFrameSection, Version
 from pysframe.format.builder import RowSpec, SFrameBuilder
 from pysframe.format.constants import DwarfReg
-from pysframe.format.lookup import RULE_KINDS
+from pysframe.format.lookup import RULE_KINDS, SectionLookup
 from sframe_scan import scan
 from test_builder_convert import bulk_and_scalar
 
@@ -285,3 +285,26 @@ def test_bulk_conversion_equals_one_function_at_a_time(
         section, version, big_endian=big_endian, pcmask_rep_size=rep_size
     )
     assert bulk == scalar
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sections(), st.data())
+def test_lookups_of_a_checked_section_are_find_rows(
+    case: tuple[SFrameBuilder, list[list[RowSpec]]], data: st.DataObject
+) -> None:
+    """find_rows_of_checked answers as find_rows does, column by column and type by type:
+    the first PCs one by one (find_row), then, past its threshold, from the table; PCs
+    beyond 64 bits too."""
+    section = case[0].build()
+    if len(section) == 0:
+        return
+    start, end = int(section.table.start[0]), int(section[len(section) - 1].end)
+    near = st.integers(max(start - 4, 0), end + 4)
+    checked = SectionLookup(section.lookup.data, section.lookup.section_address)
+    for size in (1, 20, 80):  # 64 one by one, then the table (ONE_BY_ONE_PCS)
+        pcs = data.draw(st.lists(st.one_of(near, st.sampled_from([-1, 1 << 64, 1 << 70])),
+                                 min_size=size, max_size=size))  # fmt: skip
+        got, want = checked.find_rows_of_checked(pcs), section.find_rows(pcs)
+        for name in type(want).__dataclass_fields__:
+            mine, theirs = getattr(got, name), getattr(want, name)
+            assert mine.dtype == theirs.dtype and mine.tolist() == theirs.tolist(), name

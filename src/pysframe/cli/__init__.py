@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from ..errors import SFrameError
 from . import report
-from .usage import UsageError
+from .usage import CommandParser, UsageError
 
 #: The variable that sets how many threads numpy's BLAS starts (OpenBLAS, which numpy's
 #: wheels ship: driver/others/openblas_env.c reads it and memory.c, blas_get_cpu_number,
@@ -50,7 +50,7 @@ COMMANDS = (
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or of ``command`` alone (its module only is imported)."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="pysframe", description="Read, write, generate and use SFrame stack-trace sections."
     )
     from .. import __version__
@@ -100,6 +100,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         gc.set_threshold(*thresholds)  # as it was, for a program that called main()
+
+
+def command() -> int:
+    """The ``pysframe`` program (``python -m pysframe`` and the installed command): :func:`main`
+    of the process's arguments, then every object left frozen for Python's cyclic collector
+    (:func:`gc.freeze`), which would otherwise traverse them all, several times over, as the
+    interpreter exits (some 0.03 s of a small report's CPU time); the exit itself, its
+    ``atexit`` functions and finalizers, goes on as before."""
+    status = main()
+    gc.freeze()
+    return status
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -182,4 +193,4 @@ def _quiet_broken_pipe() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(command())

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .options import add_symbol_options, batch_jobs, positive_int, symbol_options
 from .report import warn
-from .usage import UsageError
+from .usage import CommandParser, UsageError
 
 if TYPE_CHECKING:
     from ..perf.analyze import Options, WalkStats
@@ -114,7 +114,7 @@ def _fields_values(args: list[str]) -> list[str]:
     return out
 
 
-class _PerfParser(argparse.ArgumentParser):
+class _PerfParser(CommandParser):
     """The parser of a ``pysframe perf`` command: an option of perf's own command that
     pysframe does not have is one clear usage error naming it; any other argument it does
     not know is argparse's (a misspelt option among them)."""

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import ElfError, SFrameError
 from .addr2line_record import Record
 from .addr2line_tables import (

@@ -4,7 +4,7 @@ importing that reader."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

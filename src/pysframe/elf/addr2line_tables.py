@@ -12,9 +12,10 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from .dwarf_info import (
     Abbreviation,
     DebugSections,

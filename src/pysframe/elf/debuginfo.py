@@ -24,8 +24,9 @@ device in a debug directory, or named by an absolute debuglink, is passed over u
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..dataclass import dataclass
 from ..errors import ElfError, SFrameError
 from ..input import InputError, open_input
 from .reader import MAX_EXPANSION, ElfReader, is_elf_file

@@ -31,9 +31,9 @@ import bisect
 import os
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Literal
 
+from ..dataclass import dataclass
 from ..errors import ElfError
 from .line_program import read_sleb, read_uleb
 from .reader import ElfReader, inflate

@@ -25,9 +25,9 @@ which is not read.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from ..errors import ElfError, SFrameError
 from .dwarf_info import (
     UNIT_REFERENCES,

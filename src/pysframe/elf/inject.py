@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from dataclasses import dataclass
 from typing import Protocol
 
+from ..dataclass import dataclass
 from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME
 from ..input import read_input

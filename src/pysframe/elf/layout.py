@@ -26,10 +26,11 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple
 from functools import cache
 from typing import Any, Literal
 
+from ..dataclass import dataclass
 from ..errors import ElfError
 
 # -- numbers (System V gABI; GNU extensions from binutils' include/elf/common.h) ---------------

@@ -23,9 +23,10 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Literal
 
+from ..dataclass import dataclass
 from ..errors import ElfError
 
 if TYPE_CHECKING:

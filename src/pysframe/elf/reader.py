@@ -33,10 +33,11 @@ import struct
 import zlib
 from collections.abc import Callable, Collection, Iterator
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import TracebackType
 from typing import BinaryIO, Self
 
+from ..dataclass import dataclass
 from ..errors import ElfError, SFrameError
 from ..format.constants import PT_GNU_SFRAME, SHT_GNU_SFRAME, Abi
 from ..input import InputError, open_input

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from ..errors import ElfError
 from .layout import (
     EM_386,

@@ -12,8 +12,8 @@ other sections, the segments that load them.  A section that does not fit is ref
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import ElfError
 from ..format.constants import PT_GNU_SFRAME
 from .layout import ELF_MAGIC, SHF_COMPRESSED, SHT_NOBITS, phdr_struct, shdr_struct

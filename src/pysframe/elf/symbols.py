@@ -34,9 +34,9 @@ import bisect
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from ..dataclass import dataclass
 from ..errors import ElfError
 from ..names import decode_name
 from .layout import (

@@ -10,12 +10,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import numpy.typing as npt
 
 from ..bounded import BoundedCache
+from ..dataclass import dataclass
 from ..errors import EncodeError
 from .constants import (
     DEFAULT_FIXED_OFFSETS,

@@ -28,12 +28,13 @@ readers is the caller's (:func:`safe_to_share` gives the usual answer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..errors import EncodeError
 from .builder import fre_types_for_sizes
 from .constants import FdeType, Version, WordSize

@@ -27,11 +27,11 @@ Every layout (header, FDE per version, V3 attribute record, FRE fields) comes fr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from struct import error as StructError
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
+from ..dataclass import dataclass
 from ..errors import EncodeError
 from .constants import KNOWN_FLAGS, SFRAME_MAGIC, Abi, Flags, Version
 from .layout import (

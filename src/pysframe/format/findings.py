@@ -5,8 +5,9 @@ file, :mod:`pysframe.tools.validate`'s).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from ..dataclass import dataclass
 
 
 class Severity(StrEnum):

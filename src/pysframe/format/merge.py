@@ -15,10 +15,10 @@ relocations where that input's section landed: a piece is decoded at its own add
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..errors import EncodeError, InvalidFieldError, SFrameError
 from .constants import SFRAME_MAGIC, Flags, Version
 from .encode import FdeColumns, SectionSpec, assemble_section

@@ -9,9 +9,10 @@ back byte for byte and a dump can show what is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 
+from ..dataclass import dataclass
 from .constants import (
     Abi,
     BaseReg,

@@ -20,10 +20,10 @@ The bit fields of info bytes and control words are read and composed by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import NamedTuple
 
+from ..dataclass import dataclass
 from ..errors import EncodeError, InvalidFieldError
 from .constants import (
     S390X_CFA_OFFSET_ADJUSTMENT,

@@ -45,12 +45,12 @@ word the findings; the FRE blocks are placed the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..errors import BadMagicError, SFrameError, TruncatedError
 from .constants import KNOWN_FLAGS, Abi, FdeType, Flags, FreType, PcType, Version
 from .decode import fde_position, parse_header, probe, read_fde_table

@@ -6,9 +6,9 @@ that they need not know the section type (which itself calls them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
+from ..dataclass import dataclass
 from .model import Header
 
 if TYPE_CHECKING:

@@ -38,10 +38,10 @@ never does.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
+from ..dataclass import dataclass
 from ..errors import InvalidFieldError, SFrameError, TruncatedError
 from .constants import FdeType, FreType
 from .layout import (

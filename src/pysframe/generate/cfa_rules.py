@@ -32,10 +32,10 @@ ignores.  Whether SFrame can hold the rows is that module's business, not this o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import NamedTuple
 
+from ..dataclass import dataclass
 from ..errors import CfiError
 from ..format.constants import Abi, DwarfReg
 from .expression import CFA_BASE, evaluate, reads_pc

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..dataclass import dataclass
 from ..errors import CfiError
 
 if TYPE_CHECKING:

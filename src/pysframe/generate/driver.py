@@ -19,13 +19,14 @@ something else.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..errors import CfiError, ElfError, EncodeError
 from ..format.constants import DEFAULT_FIXED_OFFSETS, Abi, Flags, Version
 from ..format.encode import Column, FdeColumns, SectionSpec, assemble_section

@@ -19,9 +19,9 @@ products of registers, branches...) makes the expression irreducible: None.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..dataclass import dataclass
 from ..errors import CfiError
 from .cfi import read_sleb, read_uleb
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..errors import CfiError
 from ..format.constants import Abi
 from .cfa_rules import (

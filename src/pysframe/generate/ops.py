@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..errors import CfiError
 from .cfi import Cie, read_sleb, read_uleb
 

@@ -19,12 +19,12 @@ function's FREs with it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..format import rules
 from ..format.builder import fre_type_for_size
 from ..format.constants import (

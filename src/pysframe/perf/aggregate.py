@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from ..dataclass import dataclass
 from .profile import Profile
 
 

@@ -21,13 +21,14 @@ import os
 import stat
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from itertools import pairwise
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import numpy as np
 
 from ..bounded import SlotTable
+from ..dataclass import dataclass
 from ..errors import SFrameError
 from ..names import shown_name
 from ..sources.cache import take_warnings

@@ -18,8 +18,8 @@ synthesized it).  A sample with an id no attribute has is skipped, as perf skips
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from . import layout
 from .errors import PerfDataError
 from .header import EventAttr

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import cmp_to_key
+
+from ..dataclass import dataclass
 
 #: ``-g`` print types (perf's callchain modes), orders and values.
 MODES = ("graph", "flat", "fractal", "folded")

@@ -33,9 +33,10 @@ import mmap
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import IO, Any, Literal
 
+from ..dataclass import dataclass
 from ..input import ByteStream, open_input, standard_input
 from ..names import decode_name
 from . import layout

@@ -31,11 +31,12 @@ merged callchain reads as a recorded (frame-pointer) one.  Without merging
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dataclass import dataclass
 from .layout import CONTEXT_USER, CONTEXT_USER_DEFERRED
 from .order import Delivery
 from .records import DeferredCallchainEvent, SideBandEvent

@@ -16,12 +16,13 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from importlib import resources
 from typing import TextIO
 
 import numpy as np
 
+from ..dataclass import dataclass
 from .aggregate import FlatStacks, column, group
 from .profile import FrameInfo, Profile
 

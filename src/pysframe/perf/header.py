@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from itertools import pairwise
 
+from ..dataclass import dataclass
 from ..names import decode_name
 from . import layout
 from .errors import PerfDataError

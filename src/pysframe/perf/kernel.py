@@ -24,11 +24,11 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..elf.layout import NT_GNU_BUILD_ID
 from ..elf.reader import iter_notes
 from ..errors import InputError, SFrameError

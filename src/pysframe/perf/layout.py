@@ -25,10 +25,12 @@ from __future__ import annotations
 import mmap
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import IntEnum
 from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from ..dataclass import dataclass
 
 if TYPE_CHECKING:
     import numpy as np

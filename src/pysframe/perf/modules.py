@@ -27,8 +27,8 @@ ID; JIT code's (``/tmp/perf-PID.map``) from that map.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..elf.reader import ElfReader
 from ..errors import SFrameError
 from ..sources.trust import Policy

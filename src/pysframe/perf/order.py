@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dataclass import dataclass
 from .data import Stretch
 from .records import SideBandEvent
 from .samples import SampleChunk, take_samples

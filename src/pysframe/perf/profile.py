@@ -13,8 +13,10 @@ frames, as ``perf script`` prints them).  Samples are columns of equal length.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import ClassVar, TypeVar
+
+from ..dataclass import dataclass
 
 #: The module name perf gives kernel frames.
 KERNEL_MODULE = "[kernel.kallsyms]"

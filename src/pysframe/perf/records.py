@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..names import decode_name
 from . import layout
 from .attrs import AttrTable

@@ -20,8 +20,8 @@ s390x ABI's 16-31 order, PSW mask 64.  The program counter has none here (-1): i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..format.constants import Abi
 from ..unwind import S390X_FPR_DWARF, Registers
 from .errors import PerfDataError

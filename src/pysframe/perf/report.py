@@ -19,11 +19,11 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..names import escape_controls
 from .aggregate import column, group
 from .profile import UNKNOWN, FrameInfo, Profile

@@ -16,11 +16,11 @@ than it copied (perf: "user stack dump failure"), is corrupt: PerfDataError at i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from ..dataclass import dataclass
 from . import layout
 from .attrs import AttrTable, SampleFormat
 from .errors import PerfDataError

@@ -24,9 +24,9 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..dataclass import dataclass
 from ..names import escape_controls
 from .forked import Streamed
 from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..unwind import BatchUnwinder, Walks, joined, no_walks
 from .data import DEFAULT_CHUNK, PerfData
 from .deferred import DeferredTally, stitch_deferred

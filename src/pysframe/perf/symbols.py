@@ -54,11 +54,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..elf.layout import (
     EM_AARCH64,
     EM_ARM,

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ..dataclass import dataclass
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -17,11 +17,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TextIO
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..names import escape_controls
 from .aggregate import FlatStacks, column, group, innermost_real_frames
 from .callgraph import ChainNode, ChainOrder, GraphOptions, GraphPrinter, build_tree

@@ -18,11 +18,11 @@ perf's (PERF_MAX_STACK_DEPTH).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..unwind import (
     BatchStart,
     BatchUnwinder,

@@ -57,10 +57,10 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
+from ..dataclass import dataclass
 from ..errors import InputError, SFrameError
 from ..input import map_up_to, open_input, read_up_to
 

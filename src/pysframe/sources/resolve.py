@@ -39,10 +39,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from ..elf.reader import ElfReader, ElfSection
 from ..elf.sframe import DEFAULT_NAME, ElfSFrame, find_sframe
 from ..errors import NoSFrameError, NotSFrameDataError, SFrameError

@@ -34,9 +34,10 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..dataclass import dataclass
 from ..errors import SFrameError
 
 if TYPE_CHECKING:

@@ -17,8 +17,9 @@ section.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..dataclass import dataclass
 from ..elf.reader import ElfReader, ElfSection
 from ..elf.rewrite import rewrite_sframe
 from ..elf.sframe import ElfSFrame

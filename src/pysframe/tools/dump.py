@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..errors import InvalidFieldError
 from ..format.constants import (
     S390X_CFA_OFFSET_ADJUSTMENT,

@@ -35,10 +35,11 @@ import time
 import traceback
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Literal
 
+from ..dataclass import dataclass
 from ..errors import SFrameError
 from ..format.constants import SFRAME_MAGIC, Version
 from ..format.layout import (

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..errors import SFrameError
 from ..format import lookup
 from ..format.constants import FdeType, Flags, PcType

@@ -23,9 +23,10 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from ..dataclass import dataclass
 from ..elf.layout import SHF_EXECINSTR
 from ..elf.reader import ElfReader, ElfSection
 from ..elf.symbols import FunctionSymbols, read_function_symbols

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..dataclass import dataclass
 from ..elf.reader import ElfReader
 from ..errors import NoSFrameError, SFrameError
 from ..format.constants import FreType, Version

@@ -16,12 +16,12 @@ sides saying the RA is undefined (outermost frame) agree whatever the CFA.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..dataclass import dataclass
 from ..format.constants import Abi, DwarfReg, PcType, Version
 from ..format.layout import fde_pc_type, fde_signal_frame
 from ..format.lookup import RULE_KIND_CODES, BatchResult

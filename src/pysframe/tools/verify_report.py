@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
+
+from ..dataclass import dataclass
 
 #: Items of each list a report keeps (the counts cover them all).
 MAX_LISTED = 200

@@ -19,12 +19,12 @@ PC, then return addresses (or PCs restored from signal contexts).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ..bounded import BoundedCache, SlotTable
+from ..dataclass import dataclass
 from ..errors import SFrameError
 from ..format.layout import fde_signal_frame
 from ..format.lookup import RULE_KINDS, BatchResult, SectionLookup
@@ -325,13 +325,15 @@ def _rows_in(
     sections: list[SectionLookup], pcs: Words
 ) -> Iterator[tuple[SectionLookup, BatchResult, Rows]]:
     """The rows covering ``pcs``: in the first section, and for the PCs it leaves out in the
-    next; each piece with the positions of the PCs it answers."""
+    next; each piece with the positions of the PCs it answers.  A module's sections passed
+    the checks or were generated (modules._open_lookup): the few PCs of a short recording are
+    answered without the table of every row (SectionLookup.find_rows_of_checked)."""
     missing = np.arange(len(pcs))
     for section in sections:
         if not len(missing):
             return
         try:
-            result = section.find_rows(pcs[missing])
+            result = section.find_rows_of_checked(pcs[missing])
         except SFrameError:  # a section the lookup rejects answers nothing (Unwinder._row_in)
             continue
         found = result.row_index >= 0

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 from ..bounded import BoundedCache
+from ..dataclass import dataclass
 from ..errors import SFrameError, UnwindError
 from ..format.constants import S390X_SP_VAL_OFFSET, Abi, DwarfReg
 from ..format.model import FrameRow, Header, LookupResult, RegRule, RuleKind

@@ -28,8 +28,8 @@ import bisect
 import itertools
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..elf.layout import (
     AT_BASE,
     AT_ENTRY,

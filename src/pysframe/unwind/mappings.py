@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..elf.layout import auxv64_struct
 from ..errors import InputError
 from ..input import open_input, read_proc

@@ -28,10 +28,11 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ..bounded import BoundedCache
+from ..dataclass import dataclass
 from ..elf.layout import ELF_MAGIC, PF_X
 from ..elf.reader import ElfReader, ElfSegment
 from ..errors import InputError, NoSFrameError, SFrameError

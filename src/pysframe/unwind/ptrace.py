@@ -20,9 +20,9 @@ import os
 import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..dataclass import dataclass
 from ..errors import UnwindError
 from ..format.constants import Abi
 from .core import S390X_FPR_DWARF, Registers

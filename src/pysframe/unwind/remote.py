@@ -32,10 +32,10 @@ import contextlib
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from xml.parsers import expat
 
+from ..dataclass import dataclass
 from ..format.constants import Abi
 from .core import S390X_FPR_DWARF, Registers
 from .mappings import auxv_entries

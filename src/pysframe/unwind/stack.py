@@ -17,9 +17,9 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..dataclass import dataclass
 from ..elf.layout import AT_ENTRY
 from ..errors import InputError, UnwindError
 from ..sources.trust import Policy

@@ -22,9 +22,10 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from ..elf.debuginfo import DEFAULT_DEBUG_DIRS
 from ..elf.layout import SHF_ALLOC, SHF_TLS, SHT_NOBITS
 from ..elf.reader import ElfReader
