@@ -220,10 +220,8 @@ def _read_facts(path: str) -> ElfFacts | None:
     try:
         with ElfReader.open(path) as image:
             return facts_of_image(image)
-    except SFrameError as error:
+    except SFrameError as error:  # a hostile file costs its own frames only, not the stack
         raise OSError(f"not a readable ELF file ({error.detail})") from None
-    except Exception as error:  # a hostile file must cost its own frames only, not the stack
-        raise OSError(f"not a readable ELF file ({type(error).__name__}: {error})") from None
 
 
 def _image_facts(name: str, image: bytes) -> ElfFacts | None:
@@ -250,10 +248,10 @@ def generate_for(facts: ElfFacts) -> ResolvedSFrame | None:
                 opened = ElfReader.open(facts.path)
             with opened:
                 facts.generated = generated_sframe(opened, cached=True)
-        except SFrameError as error:
+        except SFrameError as error:  # a hostile file: no SFrame for it, the walk goes on
             facts.generated = error.detail
-        except Exception as error:  # a hostile file: no SFrame for it, the walk goes on
-            facts.generated = f"{type(error).__name__}: {error}"
+        except OSError as error:  # the file went away or cannot be read now
+            facts.generated = error.strerror or str(error)
     return facts.generated if isinstance(facts.generated, ResolvedSFrame) else None
 
 
