@@ -1,24 +1,29 @@
 """A function run in a forked child process (:class:`pysframe.perf.forked.Forked`, the worker
 processes of ``pysframe perf script -j N``): what it returns comes back whole (larger than a
 pipe holds), what it raises is raised with its fields, a child that dies or returns what does
-not pickle is one SFrameError, and a child whose result is not wanted is ended.  The pieces
-of a :class:`~pysframe.perf.forked.Streamed` in a result come one by one, each as soon as the
-child made it; what making one raises is raised, a child that dies before the last is one
-SFrameError, and a child whose pieces are not wanted is ended."""
+not pickle is one SFrameError, and a child whose result is not wanted is ended.  A
+:class:`~pysframe.perf.forked.Spooled` text in a result is made by the child before it
+returns, written to a temporary file as it is made, and copied from there, the same text:
+neither process holds it whole; a file that cannot take it is one SFrameError."""
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
+import resource
 import select
 import signal
 import time
+import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from pysframe.errors import SFrameError
 from pysframe.perf.errors import PerfDataError
-from pysframe.perf.forked import PIPE_BYTES, Forked, Streamed
+from pysframe.perf.forked import PIPE_BYTES, Forked, Spooled
 
 
 def test_the_result_comes_back_whole() -> None:
@@ -62,73 +67,127 @@ def test_a_child_not_waited_for_is_ended() -> None:
     worker.close()  # twice: nothing left to end
 
 
-def test_each_piece_comes_as_it_is_made() -> None:
-    """The second piece is made only once this process has read the first: a child that
-    made them all before sending any would wait its 30 seconds out, and say so."""
-    go_ahead, tell = os.pipe()
+#: A line of a slice's text, its names not all ASCII (and a lone surrogate, as a name that is
+#: not UTF-8 is decoded).
+LINE = "\t    7f0000001234 f\u00e9+0x12 (/lib/m\udcff.so)\n"
+
+
+def _file(path: Path) -> io.TextIOWrapper:
+    return open(path, "w", encoding="utf-8", errors="surrogateescape")  # as stdout is, in C.UTF-8
+
+
+def test_a_spooled_text_comes_back_whole_and_in_order(tmp_path: Path) -> None:
+    """Larger than the pipe, to a file (its bytes copied) and to a stream in memory (its
+    text decoded), after what was written before it."""
+    pieces = [f"{number}:" + LINE * (PIPE_BYTES // 200) for number in range(300)]
+    with _file(tmp_path / "out") as out:
+        out.write("before\n")
+        head, text = Forked(lambda: ("head", Spooled(iter(pieces), out))).result()
+        text.write(out)
+        out.write("after\n")
+    expected = "before\n" + "".join(pieces) + "after\n"
+    assert head == "head"
+    assert (tmp_path / "out").read_bytes() == expected.encode("utf-8", "surrogateescape")
+    assert (tmp_path / "out").stat().st_size > 3 * PIPE_BYTES
+    memory = io.StringIO()
+    Forked(lambda: Spooled(iter(pieces), memory)).result().write(memory)
+    assert memory.getvalue() == "".join(pieces)
+
+
+def test_a_spooled_text_goes_to_an_output_sendfile_refuses(tmp_path: Path) -> None:
+    """An output opened to append (``>>``; sendfile says EINVAL): the bytes are copied a
+    block at a time, after what the file held."""
+    pieces = [f"{number}:" + LINE * 1000 for number in range(100)]
+    (tmp_path / "out").write_text("held\n")
+    with open(tmp_path / "out", "a", encoding="utf-8", errors="surrogateescape") as out:
+        Forked(lambda: Spooled(iter(pieces), out)).result().write(out)
+    expected = "held\n" + "".join(pieces)
+    assert (tmp_path / "out").read_bytes() == expected.encode("utf-8", "surrogateescape")
+
+
+def test_a_spooled_text_is_made_before_this_process_asks_for_it() -> None:
+    """The child makes its text while this process goes on: its last piece is made before
+    this process reads the child's result (a child that made its text only as this process
+    read it would leave this one waiting its 30 seconds out, and say so)."""
+    made, tell = os.pipe()
 
     def pieces() -> Iterator[str]:
-        yield "first"
-        told = select.select([go_ahead], [], [], 30)[0]
-        yield "second" if told else "made before the first was read"
+        yield "first\n"
+        yield "last\n"
+        os.write(tell, b"x")
 
-    worker = Forked(lambda: ("head", Streamed(pieces())))
-    head, streamed = worker.result()
-    read = iter(streamed)
-    assert (head, next(read)) == ("head", "first")
-    os.write(tell, b"x")
-    assert list(read) == ["second"]
-    os.close(go_ahead)
+    worker = Forked(lambda: Spooled(pieces(), io.StringIO()))
+    told = select.select([made], [], [], 30)[0]
+    text = worker.result()
+    out = io.StringIO()
+    text.write(out)
+    assert told, "the child's text was not made before its result was read"
+    assert out.getvalue() == "first\nlast\n"
+    os.close(made)
     os.close(tell)
 
 
-def test_pieces_larger_than_the_pipe_come_whole_and_in_order() -> None:
-    line = "\t    7f0000001234 f+0x12 (/lib/m.so)\n"
-    pieces = [f"{number}:" + line * (PIPE_BYTES // 200) for number in range(600)]
-    worker = Forked(lambda: Streamed(iter(pieces)))
-    assert list(worker.result()) == pieces
-    assert sum(map(len, pieces)) > 3 * PIPE_BYTES
+def test_no_process_holds_a_spooled_text_whole(tmp_path: Path) -> None:
+    """64 MiB of text, made a MiB at a time: the child's allocations peak at a few of its
+    pieces, and so do this process's as it writes the text to a file."""
+    size = 1 << 20
 
-
-def test_what_making_a_piece_raises_is_raised_after_the_pieces_before() -> None:
     def pieces() -> Iterator[str]:
-        yield "made"
-        raise PerfDataError("record of size 4", 0x1234, path="perf.data")
+        for number in range(64):
+            yield chr(ord("a") + number % 26) * size
 
-    read = iter(Forked(lambda: Streamed(pieces())).result())
-    assert next(read) == "made"
-    with pytest.raises(PerfDataError) as raised:
-        next(read)
-    assert raised.value.offset == 0x1234
-    assert any("in the worker process" in note for note in raised.value.__notes__)
+    def child() -> tuple[Spooled, int]:
+        tracemalloc.start()
+        text = Spooled(pieces(), out)
+        return text, tracemalloc.get_traced_memory()[1]
+
+    with _file(tmp_path / "out") as out:
+        text, child_peak = Forked(child).result()
+        tracemalloc.start()
+        try:
+            text.write(out)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert (tmp_path / "out").stat().st_size == 64 * size
+    assert child_peak < 8 * size and peak < 8 * size, (child_peak, peak)
 
 
-def test_a_child_that_dies_before_its_last_piece_is_one_error() -> None:
+def test_a_spool_that_cannot_take_the_text_is_one_error() -> None:
+    """A temporary file limited to 4 KiB (RLIMIT_FSIZE, as a disk full): the child's text
+    is one SFrameError, with the system's reason."""
+
+    def child() -> Spooled:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not the signal's death
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+        return Spooled(iter(["x" * 1000] * 100), io.StringIO())
+
+    with pytest.raises(SFrameError, match="temporary file \\(File too large\\)"):
+        Forked(child).result()
+
+
+def test_a_spooled_text_made_here_is_its_pieces() -> None:
+    made: list[str] = []
+
     def pieces() -> Iterator[str]:
-        yield "made"
-        os.kill(os.getpid(), signal.SIGKILL)
-        yield "never"
+        for piece in ("a\n", "b\n"):
+            made.append(piece)
+            yield piece
 
-    read = iter(Forked(lambda: Streamed(pieces())).result())
-    assert next(read) == "made"
-    with pytest.raises(SFrameError, match="before the end of its result \\(killed by signal 9\\)"):
-        next(read)
-
-
-def test_a_child_whose_pieces_are_not_wanted_is_ended() -> None:
-    def endless() -> Iterator[str]:
-        while True:
-            yield "x" * 4096
-
-    began = time.monotonic()
-    streamed = Forked(lambda: Streamed(endless())).result()
-    assert next(iter(streamed)) == "x" * 4096
-    streamed.close()
-    streamed.close()  # twice: nothing left to end
-    assert time.monotonic() - began < 30
+    text = Spooled(pieces(), io.StringIO())
+    assert made == []  # made as it is written
+    out = io.StringIO()
+    text.write(out)
+    text.write(out)  # written once
+    assert out.getvalue() == "a\nb\n" and made == ["a\n", "b\n"]
+    with pytest.raises(TypeError):
+        pickle.dumps(Spooled(["a"]))
 
 
-def test_a_result_of_two_streams_is_one_error() -> None:
-    worker = Forked(lambda: (Streamed(["a"]), Streamed(["b"])))
-    with pytest.raises(SFrameError, match="ended without its result \\(exit status 1\\)"):
-        worker.result()
+def test_a_spooled_text_let_go_is_not_written() -> None:
+    text = Forked(lambda: Spooled(["a\n"], io.StringIO())).result()
+    text.close()
+    text.close()  # twice: nothing left
+    out = io.StringIO()
+    text.write(out)
+    assert out.getvalue() == ""

@@ -11,7 +11,7 @@ to split.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -235,13 +235,16 @@ def test_each_slice_reads_up_to_its_end(
     assert reached[1] == start + size
 
 
-def test_each_workers_text_is_written_as_it_comes(
+def test_each_workers_text_is_made_while_the_command_reads_its_own_slice(
     recording: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``-j 3``: the workers' texts reach the output, in order, before this process makes
-    the text of its own slice (the last), which follows them: no slice's text waits whole in
-    memory for the others.  The output is ``-j 1``'s."""
+    """``-j 3``: each worker makes its slice's text, to the end, while this process reads
+    the last slice (this process waits for both before it makes anything of its own: a
+    worker that made its text only as this process wrote it would leave it waiting its 30
+    seconds out).  The output is ``-j 1``'s, the workers' texts in order, then this
+    process's own, made as it is written: none waits whole in memory for the others."""
     import os
+    import select
     import sys
 
     from pysframe.perf import script
@@ -249,12 +252,14 @@ def test_each_workers_text_is_written_as_it_comes(
     spans = _spans(recording, 3)
     if not _in_order(spans):
         pytest.skip(f"a sample is delivered before one of an earlier slice: read whole {spans}")
-    monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)  # a slice per job, however small
-    options = perf_cli._options  # and many deliveries to slice
-    monkeypatch.setattr(perf_cli, "_options", lambda args: replace(options(args), chunk=CHUNK))
-    parent, original = os.getpid(), script.script_text
+    if not any(spans[:-1]):
+        pytest.skip(f"no sample in the workers' slices (perf record lost them): {spans}")
+    _slice_per_job(monkeypatch)
+    parent, original, slice_text = os.getpid(), script.script_text, perf_cli._script_slice
+    done, tell = os.pipe()  # a byte from each worker once its text is made, to the end
     # Each text this process made: how much of the output was written when it began, and it.
     made: list[tuple[int, str]] = []
+    told: list[bytes] = []
 
     def text(*args: Any, **kwargs: Any) -> Iterator[str]:
         began = sys.stdout.tell()
@@ -262,15 +267,86 @@ def test_each_workers_text_is_written_as_it_comes(
         if os.getpid() == parent:
             made.append((began, "".join(pieces)))
         yield from pieces
+        if os.getpid() != parent:
+            os.write(tell, b"x")
+
+    def own_slice(*args: Any) -> object:  # the finish of each slice, in its process
+        while os.getpid() == parent and len(b"".join(told)) < 2:
+            if not select.select([done], [], [], 30)[0]:
+                break
+            told.append(os.read(done, 2))
+        return slice_text(*args)
 
     monkeypatch.setattr(script, "script_text", text)
+    monkeypatch.setattr(perf_cli, "_script_slice", own_slice)
     outputs = []
-    for jobs in ("1", "3"):
-        made.clear()
-        monkeypatch.setattr(sys, "stdout", io.StringIO())
-        assert main(["perf", "script", "--no-inline", "-j", jobs, str(recording)]) == 0
-        outputs.append(sys.stdout.getvalue())
+    try:
+        for jobs in ("1", "3"):
+            made.clear()
+            monkeypatch.setattr(sys, "stdout", io.StringIO())
+            assert main(["perf", "script", "--no-inline", "-j", jobs, str(recording)]) == 0
+            outputs.append(sys.stdout.getvalue())
+    finally:
+        os.close(done)
+        os.close(tell)
+    assert b"".join(told) == b"xx", "a worker made its text only after the last slice was read"
     assert outputs[1] == outputs[0] and outputs[0].count("\n") > 20
     ((began, own),) = made  # this process's slice, the last: after the workers' texts
     assert outputs[1].endswith(own) and began == len(outputs[1]) - len(own)
-    assert began > 0, "no worker's text was written before the last slice's was made"
+    assert began > 0, "no worker's text was written before the last slice's"
+
+
+def _slice_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analyze, "MIN_PART_BYTES", 1)  # a slice per job, however small
+    options = perf_cli._options  # and many deliveries to slice
+    monkeypatch.setattr(perf_cli, "_options", lambda args: replace(options(args), chunk=CHUNK))
+
+
+def _limit_files() -> None:
+    """No file of this process grows past 0 bytes: a write fails as on a disk full (EFBIG,
+    the signal that would end the process ignored)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+
+
+def _kill_self() -> None:
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [(_kill_self, "a worker process ended without its result (killed by signal 9)"),
+     (_limit_files, "the text made in a worker process could not be written to a temporary "
+                    "file (File too large)")],
+)  # fmt: skip
+def test_a_worker_whose_text_is_lost_is_one_line(
+    recording: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    failure: Callable[[], None],
+    said: str,
+) -> None:
+    """A worker that dies as it makes its text, or whose temporary file cannot take it (a
+    disk full): one line, status 1, and nothing on the output, not a part of the text."""
+    import os
+
+    from pysframe.perf import script
+
+    _slice_per_job(monkeypatch)
+    parent, original = os.getpid(), script.script_text
+
+    def text(*args: Any, **kwargs: Any) -> Iterator[str]:
+        if os.getpid() != parent:
+            failure()
+        yield from original(*args, **kwargs)
+
+    monkeypatch.setattr(script, "script_text", text)
+    assert main(["perf", "script", "--no-inline", "-j", "3", str(recording)]) == 1
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"pysframe: {recording}: {said}\n")

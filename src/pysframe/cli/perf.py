@@ -542,9 +542,10 @@ def run_script(args: argparse.Namespace) -> int:
     args.srcline = "srcline" in fields.fields  # addr2line's answers for each frame
     _refuse_inputs(args, None)
     whole, _stats, slices = _read(args, partial(_script_slice, args, fields))
-    text = joined_script(slices)  # each time slice's text, made where it was read (-j)
-    if text is not None:
-        sys.stdout.writelines(text)
+    texts = joined_script(slices)  # each time slice's text, made where it was read (-j)
+    if texts is not None:
+        for text in texts:  # a worker's copied from its temporary file; this one's made now
+            text.write(sys.stdout)
         return 0
     try:
         write_script(_filtered(whole(), args), sys.stdout, fields)

@@ -294,12 +294,12 @@ def profile_parts(
     each slice's profile in the process that read it, and what it gives, slice by slice,
     comes back too: what can be made of a slice alone (its text...) is made in parallel,
     and where that is all that is wanted, the slices' profiles are never merged.  What
-    ``finish`` gives may hold a :class:`~pysframe.perf.forked.Streamed` (a slice's text):
-    its pieces come from the worker as they are read (its process ends then, or when it is
-    closed), not before this returns.  Fewer
-    slices for a small recording (a slice of less than :data:`MIN_PART_BYTES` is not worth
-    a process); one: the recording is read in this process (``on_chunk`` told the bytes
-    read, as by :func:`profile_recording`), and ``finish`` is not called (no results)."""
+    ``finish`` gives may hold a :class:`~pysframe.perf.forked.Spooled` text (a slice's):
+    a worker writes it to a temporary file as it makes it, and it is copied from there when
+    written.  Fewer slices for a small recording (a slice of less than
+    :data:`MIN_PART_BYTES` is not worth a process); one: the recording is read in this
+    process (``on_chunk`` told the bytes read, as by :func:`profile_recording`), and
+    ``finish`` is not called (no results)."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
     if count == 1:
@@ -316,10 +316,9 @@ def profile_parts(
             workers.append(Forked(partial(_pickled_part, path, options, (index, count), finish)))
         last, stats, finished = _profile_part(path, options, (count - 1, count), finish)
         others = [worker.result() for worker in workers]
-    except BaseException:
-        for worker in workers:  # those whose results were not read
+    finally:
+        for worker in workers:  # those whose results were not read (an error)
             worker.close()
-        raise
 
     @cache
     def merged() -> Profile:

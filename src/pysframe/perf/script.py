@@ -23,12 +23,12 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..dataclass import dataclass
 from ..names import escape_controls
-from .forked import Streamed
+from .forked import Spooled
 from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile
 
 if TYPE_CHECKING:
@@ -361,10 +361,10 @@ class ScriptSlice:
     profile the text took that the whole recording's might not share: where the slices agree
     on it, their texts one after the other are the whole's (:func:`joined_script`)."""
 
-    #: The text, in :func:`script_text`'s batches (a few MB each, not one string of them all:
-    #: fresh memory for a copy costs a page fault every 4 KiB), made as it is read, once: from
-    #: a worker process, sent batch by batch through its pipe (:class:`Streamed`).
-    text: Iterable[str]
+    #: The text (:func:`script_text`'s), written once: made in a worker process, it was
+    #: written there, batch by batch as it was made, to the worker's temporary file, and is
+    #: copied from it; else it is made as it is written.
+    text: Spooled
     #: Each event's name and whether its samples carry callchains (the width of the event
     #: column; a sample's frames on lines of their own, or its IP on its line).
     events: tuple[tuple[str, bool], ...]
@@ -379,10 +379,11 @@ class ScriptSlice:
 
 def script_slice(profile: Profile, options: ScriptFields = ScriptFields()) -> ScriptSlice:
     """The text of ``profile``, the profile of a time slice of a recording, as
-    :func:`script_text` gives it (made as it is read), with what :func:`joined_script`
-    checks; FieldError now where a field cannot be printed."""
+    :func:`script_text` gives it (in a worker process, made now, into its temporary file;
+    else made as it is written), with what :func:`joined_script` checks; FieldError now
+    where a field cannot be printed."""
     fields = _check_fields(profile, options)
-    text = Streamed(script_text(profile, options=options))
+    text = Spooled(script_text(profile, options=options))
     events = tuple((name, profile.has_callchains(name)) for name, _unit in profile.events)
     if not len(profile):
         return ScriptSlice(text, events, None, None, bool(profile.deferred))
@@ -391,21 +392,19 @@ def script_slice(profile: Profile, options: ScriptFields = ScriptFields()) -> Sc
     return ScriptSlice(text, events, fields, span, bool(profile.deferred))
 
 
-def joined_script(slices: Sequence[ScriptSlice | None]) -> Iterator[str] | None:
-    """The text of a recording (in pieces, each slice's read as it comes: never all of it
-    at once) from the texts of its time slices, in order (None: one that could not be made),
+def joined_script(slices: Sequence[ScriptSlice | None]) -> list[Spooled] | None:
+    """The text of a recording, each slice's to be written in turn (none held whole in
+    memory), from the texts of its time slices, in order (None: one that could not be made),
     where it is theirs one after the other: the slices agree on the events and the fields
     printed, show no deferred callchains apart, and no sample is delivered before one of an
     earlier slice (the text is in delivery order, ties in profile order).  None where they
-    do not (the slices' texts let go unread, their worker processes ended): the text is then
-    the whole profile's."""
+    do not (the slices' texts let go unwritten): the text is then the whole profile's."""
     chosen = [piece for piece in slices if piece is not None]
     if not _joinable(slices):
         for piece in chosen:
-            if isinstance(piece.text, Streamed):
-                piece.text.close()
+            piece.text.close()
         return None
-    return (text for piece in chosen for text in piece.text)
+    return [piece.text for piece in chosen]
 
 
 def _joinable(slices: Sequence[ScriptSlice | None]) -> bool:
