@@ -369,9 +369,14 @@ class SectionLookup:
                 low = middle + 1
             else:
                 high = middle
-        if low == 0:
+        return self._holding(low - 1, pc)
+
+    def _holding(self, index: int, pc: int) -> Function | None:
+        """Function ``index``, the last starting at or before ``pc`` in a sorted section (-1:
+        none), when its [start, start + size) holds ``pc``; else None."""
+        if index < 0:
             return None
-        function = self.function(low - 1)
+        function = self.function(index)
         return function if pc - function.start < function.size else None
 
     def _first_containing(self, pc: int) -> Function | None:
@@ -472,15 +477,8 @@ class SectionLookup:
         if self.header.sorted and len(self):
             last = (np.searchsorted(self.starts, flat, side="right") - 1).tolist()
         for at, pc in enumerate(flat.tolist()):
-            if last is None:
-                found = self.find_row(pc)
-            elif last[at] < 0:
-                continue
-            else:
-                function = self.function(last[at])
-                if pc - function.start >= function.size:
-                    continue
-                found = self._row_at(function, pc)
+            function = self.find_function(pc) if last is None else self._holding(last[at], pc)
+            found = None if function is None else self._row_at(function, pc)
             if found is not None:
                 _set_found(result, at, found)
         if outside is not None and outside.any():
