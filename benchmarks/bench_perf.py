@@ -1,8 +1,8 @@
 """``pysframe perf`` against ``perf script``: CPU time, memory and agreement.
 
 Four workloads are recorded once with ``perf record -e cpu-clock -c 100000 --call-graph
-dwarf`` (at least 30,000 samples each; ``--quick``: a few hundred) and kept, with their
-programs, under the benchmark cache:
+dwarf`` (at least 50,000 samples each, the size the goals are set for; ``--quick``: a few
+hundred) and kept, with their programs, under the benchmark cache:
 
 * ``c``: tests/data/perf/profiled.c and its shared library (threads, callbacks from libc's
   qsort, 40 frames of 512 bytes), built with -O2 -fomit-frame-pointer;
@@ -306,7 +306,7 @@ def main() -> int:
         print("perf, gcc and g++ are needed")
         return 1
     compileall.compile_dir(str(ROOT / "src" / "pysframe"), quiet=1)
-    samples = args.samples or (300 if args.quick else 30_000)
+    samples = args.samples or (300 if args.quick else 50_000)
     runs = 1 if args.quick else args.runs
     workloads: list[tuple[str, Callable[[], Path | None]]] = [
         (name, lambda name=name: record(perf, name, samples))  # type: ignore[misc]
