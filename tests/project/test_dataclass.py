@@ -4,8 +4,11 @@ fields, on any values."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
 import math
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -168,3 +171,144 @@ def test_every_dataclass_of_the_package_is_declared_with_it() -> None:
         if path.name != "dataclass.py" and stdlib.search(path.read_text())
     ]  # fmt: skip
     assert users == []
+
+
+def _init_seen(cls: type) -> dict[str, Any]:
+    """What can be seen of a class's ``__init__`` and declaration: its code (bytecode, names,
+    constants), signature, defaults, annotations, names, and the class's parameters."""
+    init: Any = cls.__init__  # type: ignore[misc]
+    code = init.__code__
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    return {
+        "code": (code.co_code, code.co_varnames, code.co_names, code.co_consts,
+                 code.co_freevars, code.co_argcount, code.co_qualname, code.co_flags),
+        "closure": [cell.cell_contents for cell in init.__closure__ or ()],
+        "signature": str(inspect.signature(cls)),
+        "defaults": init.__defaults__, "annotations": init.__annotations__,
+        "names": (init.__name__, init.__qualname__, init.__module__, init.__doc__),
+        "globals": init.__globals__ is globals(),
+        "params": (params.init, params.frozen, params.order, params.unsafe_hash),
+        "doc": cls.__doc__, "match_args": getattr(cls, "__match_args__", None),
+        "slots": getattr(cls, "__slots__", None),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=lambda p: ",".join(k for k, v in p.items() if v))
+def test_the_same_init_as_the_standard_librarys(params: dict[str, bool]) -> None:
+    """``__init__`` is the code the standard library compiles for the class, with its defaults,
+    annotations and names; it takes its arguments by position and by name and refuses the
+    same wrong calls with the same words."""
+    ours, theirs = twins(dataclass, **params), twins(dataclasses.dataclass, **params)
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert _init_seen(mine) == _init_seen(reference), mine.__name__
+        names = [f.name for f in dataclasses.fields(reference)]
+        by_name = {name: index for index, name in enumerate(names)}
+        assert _fields_of(mine(**by_name)) == _fields_of(reference(**by_name))
+        for wrong in ((), (1, 2, 3, 4), {"z": 1}):
+            assert _refusal(mine, wrong) == _refusal(reference, wrong), (mine.__name__, wrong)
+
+
+def _fields_of(instance: Any) -> list[Any]:
+    return [getattr(instance, f.name) for f in dataclasses.fields(instance)]
+
+
+def _refusal(cls: type, arguments: tuple[Any, ...] | dict[str, Any]) -> str:
+    try:
+        cls(**arguments) if isinstance(arguments, dict) else cls(*arguments)
+    except TypeError as error:
+        return str(error)
+    return "taken"
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_a_frozen_instance_pickles_and_copies(slots: bool) -> None:
+    instance = Pickled if not slots else PickledSlots
+    value = instance(1, "a")  # type: ignore[call-arg]
+    for copied in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
+        assert copied == value and copied is not value
+    assert ("__getstate__" in instance.__dict__) == slots
+
+
+@dataclass(frozen=True)
+class Pickled:
+    """Frozen, module-level (pickle finds it by name)."""
+
+    a: int
+    b: str
+
+
+@dataclass(frozen=True, slots=True)
+class PickledSlots:
+    """Frozen with slots: pickle restores its fields through ``__setstate__``."""
+
+    a: int
+    b: str
+
+
+def test_subclasses_of_the_standard_library_see_it_frozen() -> None:
+    """A dataclass of the standard library that derives from a frozen one must be frozen, as
+    when both are the standard library's."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(Pickled):
+        c: int = 0
+
+    assert Frozen(1, "a", 2).c == 2
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+
+        @dataclasses.dataclass
+        class Thawed(Pickled):
+            c: int = 0
+
+
+def test_a_field_without_default_after_one_with_is_refused() -> None:
+    for decorate in (dataclass, dataclasses.dataclass):
+        with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+
+            @decorate(frozen=True)
+            class Wrong:
+                """b has no default."""
+
+                a: int = 0
+                b: int  # type: ignore[misc]
+
+
+def test_a_class_whose_init_is_not_plain_gets_the_standard_librarys() -> None:
+    """A default factory, ``__post_init__``, ``InitVar``, ``init=False`` or keyword-only field,
+    or no docstring: ``__init__`` (and the docstring) as the standard library makes them."""
+
+    def shapes(decorate: Any) -> list[type]:
+        @decorate(frozen=True)
+        class Factory:
+            """A default factory."""
+
+            a: list[int] = dataclasses.field(default_factory=list)
+
+        @decorate()
+        class Post:
+            """A __post_init__ and an InitVar."""
+
+            a: int
+            b: dataclasses.InitVar[int] = 0
+
+            def __post_init__(self, b: int) -> None:
+                self.a += b
+
+        @decorate()
+        class Hidden:
+            """A field not in __init__, a keyword-only one."""
+
+            a: int = dataclasses.field(default=3, init=False)
+            b: int = dataclasses.field(default=4, kw_only=True)
+
+        @decorate(frozen=True)
+        class Undocumented:
+            a: int
+
+        return [Factory, Post, Hidden, Undocumented]
+
+    for mine, reference in zip(shapes(dataclass), shapes(dataclasses.dataclass), strict=True):
+        seen, want = _init_seen(mine), _init_seen(reference)
+        assert seen | {"doc": None} == want | {"doc": None}, mine.__name__
+        assert seen["doc"].replace("dataclass", "") == want["doc"].replace("dataclass", "")
+    assert shapes(dataclass)[1](1, 2).a == 3
