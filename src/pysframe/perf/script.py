@@ -470,12 +470,17 @@ def _decimals(values: npt.NDArray[Any], width: int, code: _Code, zero: bool = Fa
     lengths = np.maximum(count + negative, width)
     size = int(lengths.max()) if len(values) else 0
     text = np.full((len(values), size), ord("0" if zero else " "), dtype=code)
-    rest = magnitude.copy()
-    for place in range(int(count.max()) if len(values) else 0):
-        column = size - 1 - place
-        digit = (rest % np.uint64(10)).astype(code) + code(ord("0"))
-        text[:, column] = np.where(place < count, digit, text[:, column])
-        rest //= np.uint64(10)
+    # Every row's digits as wide as the longest's (a divmod and a column written a place),
+    # then the zeros before a row's own digits made spaces (kept with ``zero``).
+    places = int(count.max()) if len(values) else 0
+    digits = text[:, size - places :]
+    rest = magnitude
+    for place in range(places):
+        rest, digit = np.divmod(rest, np.uint64(10))
+        digits[:, places - 1 - place] = digit
+    digits += code(ord("0"))
+    if not zero:
+        digits[np.arange(places) < (places - count)[:, None]] = ord(" ")
     if negative.any():
         rows = np.flatnonzero(negative)
         sign = size - (lengths[rows] if zero else count[rows] + 1)
