@@ -531,17 +531,30 @@ def _joined(pieces: list[_Piece]) -> str:
     """Each row's pieces one after the other, the rows one after the other."""
     import numpy as np
 
-    matrix = np.concatenate([piece for piece, _ in pieces], axis=1)
-    used = np.concatenate(
-        [np.arange(piece.shape[1]) >= (piece.shape[1] - lengths)[:, None]
-         for piece, lengths in pieces], axis=1,
-    )  # fmt: skip
-    characters = np.ascontiguousarray(matrix[used]).tobytes()
+    # A piece as long on every row (most are: the literals, numbers of one width, a command
+    # of one name) is its last columns, all used; only the others need a mask of the
+    # characters used, and where none does the matrix is the text as it is.
+    columns: list[npt.NDArray[np.unsignedinteger[Any]]] = []
+    masks: list[npt.NDArray[np.bool_] | None] = []
+    for piece, lengths in pieces:
+        width = piece.shape[1]
+        if not len(lengths) or (lengths == lengths[0]).all():
+            columns.append(piece[:, width - (int(lengths[0]) if len(lengths) else 0) :])
+            masks.append(None)
+        else:
+            columns.append(piece)
+            masks.append(np.arange(width) >= (width - lengths)[:, None])
+    matrix = np.concatenate(columns, axis=1)
+    if any(mask is not None for mask in masks):
+        used = np.concatenate(
+            [np.ones(column.shape, bool) if mask is None else mask
+             for column, mask in zip(columns, masks, strict=True)], axis=1,
+        )  # fmt: skip
+        matrix = matrix[used]
+    characters = np.ascontiguousarray(matrix).tobytes()
     if matrix.dtype == np.uint8:
-        text = characters.decode("ascii")
-    else:
-        text = characters.decode("utf-32-le", "surrogatepass")
-    return text
+        return characters.decode("ascii")
+    return characters.decode("utf-32-le", "surrogatepass")
 
 
 def _deferred_text(
