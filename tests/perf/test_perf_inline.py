@@ -176,6 +176,30 @@ def test_no_inline_and_inline_options(recordings: dict[str, Path]) -> None:
     assert _samples(plain) == _samples(_perf("script", "--no-inline", "-i", path))
 
 
+def test_stacks_of_one_hash_get_their_inline_entries(
+    recordings: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stack is expanded with its inline entries as it is first interned, found again by
+    a hash of its frames before expansion; where two stacks of a chunk share a hash (here
+    every stack: the hash made one number) the chunk's stacks are interned one at a time,
+    expanded all the same, and the text is the same."""
+    import numpy as np
+
+    from pysframe.perf import analyze
+
+    path = str(recordings["c"])
+    text = "".join(script_text(profile_recording(path, Options(inline=True))[0]))
+    assert " (inlined)" in text
+
+    def one_hash(
+        frames: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+    ) -> np.ndarray:
+        return np.zeros(len(starts), dtype=np.uint64)
+
+    monkeypatch.setattr(analyze, "_stack_hashes", one_hash)
+    assert "".join(script_text(profile_recording(path, Options(inline=True))[0])) == text
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_srcline_is_perf_scripts(recordings: dict[str, Path], kind: str) -> None:
     """Each frame's source line as ``perf script -F +srcline`` prints it: an inline entry's

@@ -205,7 +205,7 @@ def profile_recording(
         # entry stands for attributes that come later.
         defers = np.array([*(attr.defer_callchain for attr in data.attrs), False], dtype=bool)
         tally = DeferredTally()
-        stack_ids = _StackIds(profile)
+        stack_ids = _StackIds(profile, namer.expanded_all)
 
         def count_lost(event: SideBandEvent) -> None:
             if isinstance(event, LostEvent):
@@ -867,15 +867,16 @@ class _Namer:
             reader.close()
 
     def expanded_all(
-        self,
-        frames: npt.NDArray[np.int64],
-        lengths: npt.NDArray[np.int64],
-        plain: npt.NDArray[np.bool_] | None = None,
+        self, frames: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """``frames`` (``lengths[i]`` of them for sample ``i``) with the functions inlined at
-        each before it (``inline``), and how many each sample then has; the frames ``plain``
-        says stay as they are (perf 6.1 adds no inline entries to a recorded callchain's
-        frames: util/machine.c add_callchain_ip, unlike unwind_entry)."""
+        """``frames`` (``lengths[i]`` of them for stack ``i``: frame ids, or ``~id`` for a
+        frame that stays as it is) with the functions inlined at each before it
+        (``inline``), and how many each stack then has.  (perf 6.1 adds no inline entries to
+        a recorded callchain's frames, util/machine.c add_callchain_ip, unlike
+        unwind_entry: :func:`_add_chunk` marks them so.)"""
+        plain = frames < 0
+        if plain.any():
+            frames = np.where(plain, ~frames, frames)
         if not self.expanded or not len(frames):
             return frames, lengths
         # A table by frame id, below the greatest here: each id itself (at its own place in
@@ -895,7 +896,7 @@ class _Namer:
         size[ids[below]] = sizes[below]
         flat = np.concatenate([np.arange(top, dtype=np.int64), entries])
         start_of, size_of = starts[frames], size[frames]
-        if plain is not None and plain.any():  # the frame itself
+        if plain.any():  # the frame itself
             start_of = np.where(plain, frames, start_of)
             size_of = np.where(plain, 1, size_of)
         out = flat[range_positions(start_of, size_of)]
@@ -979,9 +980,10 @@ def _add_chunk(
     lookup = user.pc - np.where(user.exact, np.uint64(0), np.uint64(1))
     printed = lookup + user.delta  # perf's map_ip: pc - start + pgoff
     pids = np.repeat(samples.pid.astype(np.int64), user.lengths)
-    user_ids, user_lengths = namer.expanded_all(
-        namer.user(profile, user.module, lookup, printed, pids), user.lengths, ~user.walked
-    )
+    user_ids = namer.user(profile, user.module, lookup, printed, pids)
+    user_lengths = user.lengths
+    if namer.inline:  # the frames of a recorded callchain stay as they are (expanded_all)
+        user_ids = np.where(user.walked, user_ids, ~user_ids)
     kernel_at, kernel_lengths = kernel_parts(samples.callchain, samples.callchain_offsets)
     kernel_addresses = samples.callchain[kernel_at]
     distinct, inverse = np.unique(kernel_addresses, return_inverse=True)
@@ -994,7 +996,7 @@ def _add_chunk(
     frames[range_positions(starts, kernel_lengths)] = kernel_ids
     frames[range_positions(starts + kernel_lengths, user_lengths)] = user_ids
     frames[(starts + kernel_lengths + user_lengths)[lost > 0]] = namer.lost_return(profile)
-    stacks = stack_ids(frames, starts, lengths)
+    stacks = stack_ids(frames, starts, lengths)  # with their inline entries
     # A sample whose deferred user callchain never came (or was kept apart): its kernel part,
     # then the cookie, as perf prints it.  (A merged one has its user frames recorded after
     # PERF_CONTEXT_USER, named above as any recorded callchain's.)
@@ -1043,21 +1045,26 @@ def _add_chunk(
 
 class _StackIds:
     """The stack ids of a recording's samples, chunk after chunk, as :meth:`Profile.stack_id`
-    of each stack in turn gives them.  Each stack has a 64-bit hash (its frame ids, each at
-    its position).  The stacks of earlier chunks are kept by hash (a
-    :class:`~pysframe.bounded.SlotTable` of stack ids) with their frames, so that a stack
-    seen before is found, and checked, with array operations; in a chunk, each new hash's
-    first stack is interned, in the order the stacks first come (so that the ids are those
-    one at a time would give).  Every stack is checked against the one it was taken for (one
-    at a time where any differs)."""
+    of each stack in turn, expanded (``expand``: the inline entries put in place of its
+    frames, :meth:`_Namer.expanded_all`), gives them.  Each stack has a 64-bit hash (its
+    frames before expansion, each at its position).  The stacks of earlier chunks are kept
+    by hash (a :class:`~pysframe.bounded.SlotTable` of stack ids) with their frames, so
+    that a stack seen before is found, and checked, with array operations; in a chunk, each
+    new hash's first stack is expanded and interned, in the order the stacks first come (so
+    that the ids are those one at a time would give).  Every stack is checked against the
+    one it was taken for (one at a time where any differs).  A stack is thus expanded once,
+    not once per sample: a recording has some 6 samples per distinct stack."""
 
     BITS = 16
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, expand: Expansion) -> None:
         self.profile = profile
+        self.expand = expand
         self.table = SlotTable(self.BITS)
-        #: The frames of the stacks kept, one after the other, and where each stack id's are
-        #: (-1: not kept).
+        #: The frames of the stacks kept, before expansion (a stack id expanded from two
+        #: stacks, which the expansion never gives, keeps the first's: the second is then
+        #: interned one at a time), one after the other, and where each stack id's are (-1:
+        #: not kept).
         self.frames = np.zeros(0, dtype=np.int64)
         self.starts = np.zeros(0, dtype=np.int64)
         self.lengths = np.zeros(0, dtype=np.int64)
@@ -1094,10 +1101,10 @@ class _StackIds:
                 != frames
             ).any()
         ):  # two stacks of one hash: one at a time
-            return [
-                self.profile.stack_id(frames[start : start + length].tolist())
-                for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
-            ]
+            one_by_one: list[int] = self._interned(
+                frames[range_positions(starts, lengths)], lengths
+            ).tolist()
+            return one_by_one
         if len(taken):
             ids[missed] = self._intern(key[taken], frames, starts[taken], lengths[taken])[inverse]
         stack_ids: list[int] = ids.tolist()
@@ -1111,13 +1118,8 @@ class _StackIds:
         lengths: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int64]:
         """The ids of new hashes' stacks (in the order they come), interned and kept."""
-        profile = self.profile
-        flat = frames[range_positions(starts, lengths)].tolist()  # their frames, one list
-        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-        ids = np.array([
-            profile.stack_id(flat[start:end]) for start, end in pairwise(bounds)
-        ], dtype=np.int64)  # fmt: skip
-        grown = len(profile.stacks) - len(self.starts)
+        ids = self._interned(frames[range_positions(starts, lengths)], lengths)
+        grown = len(self.profile.stacks) - len(self.starts)
         if grown > 0:
             self.starts = np.append(self.starts, np.full(grown, -1, dtype=np.int64))
             self.lengths = np.append(self.lengths, np.zeros(grown, dtype=np.int64))
@@ -1133,6 +1135,27 @@ class _StackIds:
             )
         self.table.put(keys, ids)
         return ids
+
+    def _interned(
+        self, frames: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """The ids of the stacks ``frames`` holds one after the other (``lengths[i]`` frames
+        for stack ``i``), each expanded and interned in turn."""
+        profile = self.profile
+        expanded, counts = self.expand(frames, lengths)
+        flat = expanded.tolist()  # their frames, one list
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        return np.array([
+            profile.stack_id(flat[start:end]) for start, end in pairwise(bounds)
+        ], dtype=np.int64)  # fmt: skip
+
+
+#: What expands a chunk's stacks (:meth:`_Namer.expanded_all`): their frames one after the
+#: other and how many each has, to the same with the inline entries.
+Expansion: TypeAlias = (
+    "Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]],"
+    " tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]"
+)
 
 
 #: The constants of splitmix64 (a stack's hash: each frame id mixed with its position).

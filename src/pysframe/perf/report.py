@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 import numpy as np
@@ -153,18 +153,21 @@ def folded_stacks(
     # Each frame's name once (a process named "java" has its own, made when first needed),
     # then each stack's text once: a join of the names, outermost first.
     names: dict[bool, list[str | None]] = {}
-    stack_texts: dict[tuple[int, bool], str] = {}
+    # Each (stack, java) pair's text at ``2 * stack + java`` (None: not made yet).
+    stack_texts: list[str | None] = [None] * (2 * len(profile.stacks))
+    skips: dict[bool, bool] = {}  # whether any frame is skipped (its name None)
 
     def stack_text(stack: int, java: bool) -> str:
-        text = stack_texts.get((stack, java))
+        text = stack_texts[2 * stack + java]
         if text is None:
             known = names.get(java)
             if known is None:
                 known = names[java] = [fold_frame(f, options, java) for f in profile.frames]
-            parts = list(map(known.__getitem__, profile.stacks[stack][::-1]))
-            if None in parts:
-                parts = [part for part in parts if part is not None]
-            text = stack_texts[stack, java] = ";".join(parts)  # type: ignore[arg-type]
+                skips[java] = None in known
+            parts: Iterable[str | None] = map(known.__getitem__, reversed(profile.stacks[stack]))
+            if skips[java]:
+                parts = (part for part in parts if part is not None)
+            text = stack_texts[2 * stack + java] = ";".join(parts)  # type: ignore[arg-type]
         return text
 
     folded: dict[str, int] = {}

@@ -201,7 +201,7 @@ def _check_fields(profile: Profile, options: ScriptFields) -> frozenset[str]:
             "Display of source line number requested but sample IP is not selected. Hence, "
             "no address to lookup the source line number."
         )
-    if "cpu" in fields and len(profile) and (np.array(profile.cpu) < 0).any():
+    if "cpu" in fields and min(profile.cpu, default=0) < 0:
         if "cpu" in options.named:
             event = profile.events[profile.event[int(np.argmin(np.array(profile.cpu)))]][0]
             raise FieldError(
@@ -233,8 +233,14 @@ def script_text(
     name_width = max((len(escape_controls(name)) for name, _ in profile.events), default=0)
     callchain = [profile.has_callchains(name) for name, _ in profile.events] or [True]
     frame_texts: dict[bool, list[str]] = {}
-    # Each (stack, with callchain) pair's text, at index ``2 * stack + chained`` (None: not
-    # made yet): a batch's samples take theirs with one list lookup each.
+    # What ends a header line where a callchain's frames follow on lines of their own, or
+    # where the sample's IP follows on it (nothing without the IP: the line ends there).
+    # It begins the text of the stack (below), so that the headers can be made with a
+    # newline after each, which no header holds (names are escaped), and split there.
+    ends = {True: "\n", False: " "} if "ip" in fields else {True: "", False: ""}
+    # Each (stack, with callchain) pair's text, what ends the header first, at index ``2 *
+    # stack + chained`` (None: not made yet): a batch's samples take theirs with one list
+    # lookup each.
     pair_texts: list[str | None] = [None] * (2 * len(profile.stacks))
     made = np.zeros(len(pair_texts), dtype=bool)
 
@@ -252,15 +258,19 @@ def script_text(
             frames = profile.stacks[stack]
             if chained:
                 texts = frame_texts_of(True)
-                text = "".join([*map(texts.__getitem__, frames), "\n"])
+                text = "".join([ends[True], *map(texts.__getitem__, frames), "\n"])
             elif "ip" in fields:
                 # No callchain: the sample's IP (its innermost frame) on the header line.
                 texts = frame_texts_of(False)
-                text = (texts[frames[0]] if frames else f"{0:16x}") + "\n"
+                text = ends[False] + (texts[frames[0]] if frames else f"{0:16x}") + "\n"
             else:
                 text = "\n"
             pair_texts[2 * stack + chained] = text
         return text
+
+    def chain_text(stack: int) -> str:
+        """A deferred callchain's frames (:func:`_deferred_text`)."""
+        return stack_text(stack, True)[len(ends[True]) : -1]
 
     # Each header's pieces, in order: the command (per command and event), the numbers
     # (formatted a column at a time: :func:`_decimals`), the event and what ends the line.
@@ -270,48 +280,54 @@ def script_text(
             return ""
         return f"{name} " if callchain[key % kinds] and "ip" in fields else f"{name:>16} "
 
-    def suffix(key: int) -> str:
+    def suffix(key: int) -> str:  # then a newline, where the header text is split
         event = escape_controls(profile.events[key % kinds][0])
-        text = f"{event:>{name_width}}: " if "event" in fields else ""
-        if "ip" in fields:
-            text += "\n" if callchain[key % kinds] else " "
-        return text
+        return (f"{event:>{name_width}}: " if "event" in fields else "") + "\n"
 
+    # One byte per character where every name is ASCII (the numbers are): a quarter of
+    # the memory to move and an ASCII decode, else a code point each.
+    narrow = all(escape_controls(name).isascii() for name in
+                [*profile.comms, *(event for event, _unit in profile.events)])  # fmt: skip
+    code: _Code = np.uint8 if narrow else np.uint32
     times = np.array(profile.time, dtype=np.uint64)
     keys = np.array(profile.comm, dtype=np.int64) * kinds + np.array(profile.event, np.int64)
     stack_ids = np.array(profile.stack, np.int64)
-    pids, tids = np.array(profile.pid, np.int64), np.array(profile.tid, np.int64)
-    cpus, periods = np.array(profile.cpu, np.int64), np.array(profile.period, np.uint64)
+    # The columns the fields print, each made an array once (some 3 ms each of 50,000
+    # samples).
+    pids, tids, cpus = (np.array(getattr(profile, name) if name in fields else [], np.int64)
+                        for name in ("pid", "tid", "cpu"))  # fmt: skip
+    periods = np.array(profile.period if "period" in fields else [], np.uint64)
     fraction = np.uint64(1 if options.nanoseconds else 1000)
     digits = 9 if options.nanoseconds else 6
 
-    def headers(chosen: np.ndarray) -> tuple[str, list[int]]:
-        """The header lines of samples ``chosen``, one after the other, and where each ends."""
+    def headers(chosen: np.ndarray) -> list[str]:
+        """The header lines of samples ``chosen``, each without what ends it (``ends``)."""
         distinct, which = np.unique(keys[chosen], return_inverse=True)
         which = which.reshape(-1)
-        pieces = [_texts([prefix(key) for key in distinct.tolist()], which)]
+        count = len(chosen)
+        pieces = [_texts([prefix(key) for key in distinct.tolist()], which, code)]
         if "pid" in fields and "tid" in fields:  # %5d/%-5d
-            tid = _decimals(tids[chosen], 0)
-            pieces += [_decimals(pids[chosen], 5), _literal("/", len(chosen)), tid,
-                       _spaces(5 - tid[1]), _literal(" ", len(chosen))]  # fmt: skip
+            tid = _decimals(tids[chosen], 0, code)
+            pieces += [_decimals(pids[chosen], 5, code), _literal("/", count, code), tid,
+                       _spaces(5 - tid[1], code), _literal(" ", count, code)]  # fmt: skip
         elif "pid" in fields or "tid" in fields:
             column = pids if "pid" in fields else tids
-            pieces += [_decimals(column[chosen], 5), _literal(" ", len(chosen))]
+            pieces += [_decimals(column[chosen], 5, code), _literal(" ", count, code)]
         if "cpu" in fields:
-            pieces += [_literal("[", len(chosen)), _decimals(cpus[chosen], 3, zero=True),
-                       _literal("] ", len(chosen))]  # fmt: skip
+            pieces += [_literal("[", count, code), _decimals(cpus[chosen], 3, code, zero=True),
+                       _literal("] ", count, code)]  # fmt: skip
         if "time" in fields:
             time = times[chosen]
-            pieces += [_decimals(time // np.uint64(10**9), 5), _literal(".", len(chosen)),
-                       _decimals(time % np.uint64(10**9) // fraction, digits, zero=True),
-                       _literal(": ", len(chosen))]  # fmt: skip
+            pieces += [_decimals(time // np.uint64(10**9), 5, code), _literal(".", count, code),
+                       _decimals(time % np.uint64(10**9) // fraction, digits, code, zero=True),
+                       _literal(": ", count, code)]  # fmt: skip
         if "period" in fields:
-            pieces += [_decimals(periods[chosen], 10), _literal(" ", len(chosen))]
-        pieces.append(_texts([suffix(key) for key in distinct.tolist()], which))
-        return _joined(pieces)
+            pieces += [_decimals(periods[chosen], 10, code), _literal(" ", count, code)]
+        pieces.append(_texts([suffix(key) for key in distinct.tolist()], which, code))
+        return _joined(pieces).split("\n")[:-1]
 
     chained = np.array(callchain, dtype=np.int64)
-    delivered = _delivery_times(profile)
+    delivered = _delivery_times(profile, times)
     order = np.argsort(delivered, kind="stable")
     # Deferred records shown apart, each after the samples delivered up to its time (perf
     # delivers both by time, a record after the samples it follows in the file).
@@ -319,7 +335,7 @@ def script_text(
     taken = 0
     for start in range(0, len(order), batch):
         chosen = order[start : start + batch]
-        text, ends = headers(chosen)
+        lines = headers(chosen)
         # each (stack, with callchain) pair formatted once, when first met
         pairs = stack_ids[chosen] * 2 + chained[keys[chosen] % kinds]
         for pair in sorted_distinct(pairs[~made[pairs]]):
@@ -327,7 +343,7 @@ def script_text(
         made[pairs] = True
         # each sample's header, then its stack's text
         texts: list[str] = [""] * (2 * len(chosen))
-        texts[0::2] = [text[begin:end] for begin, end in zip([0, *ends[:-1]], ends, strict=True)]
+        texts[0::2] = lines
         texts[1::2] = map(pair_texts.__getitem__, pairs.tolist())  # type: ignore[arg-type]
         if taken < len(chains):
             merged = []
@@ -335,20 +351,25 @@ def script_text(
                 delivered[chosen].tolist(), texts[0::2], texts[1::2], strict=True
             ):
                 while taken < len(chains) and chains[taken].time < at:
-                    merged.append(_deferred_text(profile, chains[taken], stack_text))
+                    merged.append(_deferred_text(profile, chains[taken], chain_text))
                     taken += 1
                 merged += (header, stack)
             texts = merged
         yield "".join(texts)
     for chain in chains[taken:]:
-        yield _deferred_text(profile, chain, stack_text)
+        yield _deferred_text(profile, chain, chain_text)
 
 
-def _delivery_times(profile: Profile) -> npt.NDArray[np.uint64]:
-    """The time perf delivers each sample at, the order it prints them in: its own time, or
-    the later one :attr:`Profile.delivered` gives."""
+def _delivery_times(
+    profile: Profile, times: npt.NDArray[np.uint64] | None = None
+) -> npt.NDArray[np.uint64]:
+    """The time perf delivers each sample at, the order it prints them in: its own time (the
+    samples' ``times``, where they are at hand), or the later one :attr:`Profile.delivered`
+    gives."""
     import numpy as np
 
+    if times is not None and not profile.delivered:
+        return times
     delivered = np.array(profile.time, dtype=np.uint64)
     for index, time in profile.delivered.items():
         delivered[index] = time
@@ -425,14 +446,17 @@ def _joinable(slices: Sequence[ScriptSlice | None]) -> bool:
 
 
 # -- the headers' text, a column at a time ----------------------------------------------------
-# A piece of text per sample: a matrix of code points (one row per sample), each row's text
-# right-aligned in it, and each row's length (the columns before it are not text).
-_Piece = tuple["npt.NDArray[np.uint32]", "npt.NDArray[np.int64]"]
+# A piece of text per sample: a matrix of characters (one row per sample), each row's text
+# right-aligned in it, and each row's length (the columns before it are not text).  The
+# characters are code points (``code`` np.uint32, UTF-32), or bytes of ASCII text
+# (np.uint8).
+_Piece = tuple["npt.NDArray[np.unsignedinteger[Any]]", "npt.NDArray[np.int64]"]
+_Code = type["np.unsignedinteger[Any]"]
 #: The powers of ten that a uint64 reaches: the digits of ``v`` are 1 + how many are <= v.
 _TENS = [10**k for k in range(1, 20)]
 
 
-def _decimals(values: npt.NDArray[Any], width: int, zero: bool = False) -> _Piece:
+def _decimals(values: npt.NDArray[Any], width: int, code: _Code, zero: bool = False) -> _Piece:
     """``values`` as ``%{width}d`` prints them (``%0{width}d`` with ``zero``): right-aligned
     in ``width`` characters, wider where they need it, ``-`` before the digits of a negative
     value (before the zeros with ``zero``)."""
@@ -445,13 +469,18 @@ def _decimals(values: npt.NDArray[Any], width: int, zero: bool = False) -> _Piec
     count = 1 + np.searchsorted(tens, magnitude, side="right").astype(np.int64)
     lengths = np.maximum(count + negative, width)
     size = int(lengths.max()) if len(values) else 0
-    text = np.full((len(values), size), ord("0" if zero else " "), dtype=np.uint32)
-    rest = magnitude.copy()
-    for place in range(int(count.max()) if len(values) else 0):
-        column = size - 1 - place
-        digit = (rest % np.uint64(10)).astype(np.uint32) + np.uint32(ord("0"))
-        text[:, column] = np.where(place < count, digit, text[:, column])
-        rest //= np.uint64(10)
+    text = np.full((len(values), size), ord("0" if zero else " "), dtype=code)
+    # Every row's digits as wide as the longest's (a divmod and a column written a place),
+    # then the zeros before a row's own digits made spaces (kept with ``zero``).
+    places = int(count.max()) if len(values) else 0
+    digits = text[:, size - places :]
+    rest = magnitude
+    for place in range(places):
+        rest, digit = np.divmod(rest, np.uint64(10))
+        digits[:, places - 1 - place] = digit
+    digits += code(ord("0"))
+    if not zero:
+        digits[np.arange(places) < (places - count)[:, None]] = ord(" ")
     if negative.any():
         rows = np.flatnonzero(negative)
         sign = size - (lengths[rows] if zero else count[rows] + 1)
@@ -459,56 +488,79 @@ def _decimals(values: npt.NDArray[Any], width: int, zero: bool = False) -> _Piec
     return text, lengths
 
 
-def _literal(text: str, count: int) -> _Piece:
+def _literal(text: str, count: int, code: _Code) -> _Piece:
     """``text`` on each of ``count`` rows."""
     import numpy as np
 
-    row = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    row = _characters(text, code)
     return np.broadcast_to(row, (count, len(row))), np.full(count, len(row), np.int64)
 
 
-def _spaces(counts: npt.NDArray[np.int64]) -> _Piece:
+def _spaces(counts: npt.NDArray[np.int64], code: _Code) -> _Piece:
     """``counts[i]`` spaces on row ``i`` (none where it is not positive)."""
     import numpy as np
 
     lengths = np.maximum(counts, 0).astype(np.int64)
     size = int(lengths.max()) if len(lengths) else 0
-    return np.full((len(lengths), size), ord(" "), dtype=np.uint32), lengths
+    return np.full((len(lengths), size), ord(" "), dtype=code), lengths
 
 
-def _texts(texts: list[str], which: npt.NDArray[np.intp]) -> _Piece:
+def _texts(texts: list[str], which: npt.NDArray[np.intp], code: _Code) -> _Piece:
     """Text ``texts[which[i]]`` on row ``i``."""
     import numpy as np
 
     size = max((len(text) for text in texts), default=0)
-    table = np.zeros((len(texts), size), dtype=np.uint32)
+    table = np.zeros((len(texts), size), dtype=code)
     for row, text in enumerate(texts):
         if text:
-            code = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-            table[row, size - len(code) :] = code
+            table[row, size - len(text) :] = _characters(text, code)
     lengths = np.array([len(text) for text in texts], dtype=np.int64)
     return table[which], lengths[which]
 
 
-def _joined(pieces: list[_Piece]) -> tuple[str, list[int]]:
-    """Each row's pieces one after the other, the rows one after the other; and where each
-    row ends in the text."""
+def _characters(text: str, code: _Code) -> npt.NDArray[np.unsignedinteger[Any]]:
+    """The characters of ``text`` as a piece holds them (its ASCII bytes for np.uint8)."""
     import numpy as np
 
-    matrix = np.concatenate([piece for piece, _ in pieces], axis=1)
-    used = np.concatenate(
-        [np.arange(piece.shape[1]) >= (piece.shape[1] - lengths)[:, None]
-         for piece, lengths in pieces], axis=1,
-    )  # fmt: skip
-    text = np.ascontiguousarray(matrix[used]).tobytes().decode("utf-32-le", "surrogatepass")
-    ends: list[int] = np.cumsum(sum(lengths for _, lengths in pieces)).tolist()
-    return text, ends
+    if code == np.uint8:
+        return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _joined(pieces: list[_Piece]) -> str:
+    """Each row's pieces one after the other, the rows one after the other."""
+    import numpy as np
+
+    # A piece as long on every row (most are: the literals, numbers of one width, a command
+    # of one name) is its last columns, all used; only the others need a mask of the
+    # characters used, and where none does the matrix is the text as it is.
+    columns: list[npt.NDArray[np.unsignedinteger[Any]]] = []
+    masks: list[npt.NDArray[np.bool_] | None] = []
+    for piece, lengths in pieces:
+        width = piece.shape[1]
+        if not len(lengths) or (lengths == lengths[0]).all():
+            columns.append(piece[:, width - (int(lengths[0]) if len(lengths) else 0) :])
+            masks.append(None)
+        else:
+            columns.append(piece)
+            masks.append(np.arange(width) >= (width - lengths)[:, None])
+    matrix = np.concatenate(columns, axis=1)
+    if any(mask is not None for mask in masks):
+        used = np.concatenate(
+            [np.ones(column.shape, bool) if mask is None else mask
+             for column, mask in zip(columns, masks, strict=True)], axis=1,
+        )  # fmt: skip
+        matrix = matrix[used]
+    characters = np.ascontiguousarray(matrix).tobytes()
+    if matrix.dtype == np.uint8:
+        return characters.decode("ascii")
+    return characters.decode("utf-32-le", "surrogatepass")
 
 
 def _deferred_text(
-    profile: Profile, chain: DeferredChain, stack_text: Callable[[int, bool], str]
+    profile: Profile, chain: DeferredChain, chain_text: Callable[[int], str]
 ) -> str:
-    return deferred_lines(profile, chain, [stack_text(chain.stack, True)[:-1]])
+    return deferred_lines(profile, chain, [chain_text(chain.stack)])
 
 
 def write_script(profile: Profile, out: TextIO, options: ScriptFields = ScriptFields()) -> None:
