@@ -188,9 +188,22 @@ def test_the_command_line_with_jobs(
                       for piece in slices]  # type: ignore[attr-defined]  # fmt: skip
             assert filled == [span is not None for span in spans]
             assert sum(filled) >= 2, spans
-    assert outputs["2"] == outputs["1"]
-    assert outputs["3"] == outputs["1"]
+    for jobs in ("2", "3"):
+        assert outputs[jobs] == outputs["1"], _difference(outputs["1"], outputs[jobs], recording)
     assert outputs["1"].count("\n") > (20 if command[0] == "script" else 1)
+
+
+def _difference(whole: str, joined: str, recording: Path) -> str:
+    """What a failure says: the recording (kept in pytest's temporary folders) and the lines
+    only one of the two texts has, the first few of each."""
+    from collections import Counter
+
+    ours, theirs = Counter(whole.splitlines()), Counter(joined.splitlines())
+    return (
+        f"{recording} ({recording.stat().st_size} bytes): only -j 1's: "
+        f"{list((ours - theirs).items())[:4]}; only the joined text's: "
+        f"{list((theirs - ours).items())[:4]}"
+    )
 
 
 def test_a_refused_filter_is_said_as_with_one_job(
