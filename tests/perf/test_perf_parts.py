@@ -190,7 +190,8 @@ def test_the_command_line_with_jobs(
             assert sum(filled) >= 2, spans
     for jobs in ("2", "3"):
         assert outputs[jobs] == outputs["1"], _difference(outputs["1"], outputs[jobs], recording)
-    assert outputs["1"].count("\n") > (20 if command[0] == "script" else 1)
+    # not empty (a time range of a recording made on a busy machine may hold one stack only)
+    assert outputs["1"].count("\n") > (20 if command[0] == "script" else 0)
 
 
 def _difference(whole: str, joined: str, recording: Path) -> str:
