@@ -11,6 +11,7 @@ to split.
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -147,8 +148,6 @@ def test_the_command_line_with_jobs(
     capsys: pytest.CaptureFixture[str],
     name: str,
 ) -> None:
-    from collections import Counter
-
     from pysframe.perf import report, script
 
     whole, _stats = profile_recording(str(recording), Options(chunk=CHUNK))
@@ -197,8 +196,6 @@ def test_the_command_line_with_jobs(
 def _difference(whole: str, joined: str, recording: Path) -> str:
     """What a failure says: the recording (kept in pytest's temporary folders) and the lines
     only one of the two texts has, the first few of each."""
-    from collections import Counter
-
     ours, theirs = Counter(whole.splitlines()), Counter(joined.splitlines())
     return (
         f"{recording} ({recording.stat().st_size} bytes): only -j 1's: "
