@@ -134,10 +134,13 @@ def _spy(
 
 def _spans(recording: Path, count: int) -> list[tuple[int, int] | None]:
     """The earliest and the latest time each of ``count`` slices' samples are delivered at
-    (None: no sample)."""
+    (None: no sample), the slices cut to the record as the command line cuts them for perf
+    script's text and folded stacks."""
     spans: list[tuple[int, int] | None] = []
     for index in range(count):
-        part, _ = profile_recording(str(recording), Options(chunk=CHUNK), part=(index, count))
+        part, _ = profile_recording(
+            str(recording), Options(chunk=CHUNK), part=(index, count), cut=True
+        )
         times = [part.delivered.get(row, time) for row, time in enumerate(part.time)]
         spans.append((min(times), max(times)) if times else None)
     return spans
