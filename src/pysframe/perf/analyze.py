@@ -332,13 +332,16 @@ def profile_parts(
     ``finish`` is not called (no results).  ``cut``: the slices cut to the record, so
     that each process has as much to do (:func:`profile_recording`), where what is made of
     the profile does not depend on how frames and stacks are numbered (perf script's
-    text, folded stacks: not the merged profile's JSON), and without inline frames."""
+    text, folded stacks: not the merged profile's JSON).  With inline frames or srclines
+    (addr2line's answers) the recording is read in one process."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
-    # With inline frames the slices stay whole stretches: cut ones, on a cache of
-    # addr2line's answers still empty, named some inline frames otherwise than a reading of
-    # the whole does (a C++ recording: an open question).
-    cut = cut and not (options is not None and options.inline)
+    if options is not None and (options.inline or options.srcline):
+        # addr2line's answers depend on what it was asked before (BFD names a function by
+        # its symbol when first asked about it, by its DWARF name after: elf/addr2line.py),
+        # and perf asks one addr2line process per file, sample after sample: slices asking
+        # apart could name an inline frame or a srcline otherwise than one reading does.
+        count = 1
     if count == 1:
         profile, stats = profile_recording(path, options, on_chunk=on_chunk)
         return lambda: profile, [stats], []
