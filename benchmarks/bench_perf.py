@@ -16,7 +16,8 @@ hundred) and kept, with their programs, under the benchmark cache:
 
 For each recording, each command runs in a fresh process with its output to /dev/null, and
 the kernel's account of it (wait4) gives its CPU time (user + system), wall time and peak
-resident set; medians of ``--runs``.  perf's default ``perf script`` (inline frames) is
+resident set; medians of ``--runs`` rounds, each of which runs every command once, in turn
+(a ratio is the median of the rounds' ratios).  perf's default ``perf script`` (inline frames) is
 counted with the addr2line processes it starts and never waits for.  pysframe runs once
 first, so that the SFrame it generates for modules without their own, and the symbol tables
 and kallsyms it parses, are in its cache (what a second report sees).  pysframe runs with
@@ -142,9 +143,27 @@ def measured(command: list[str], descendants: bool = False) -> dict[str, float]:
     return {"wall": run.wall, "cpu": run.cpu, "rss": run.peak_bytes}
 
 
-def medians(command: list[str], runs: int, descendants: bool = False) -> dict[str, float]:
-    figures = [measured(command, descendants) for _ in range(runs)]
+def rounds(
+    commands: dict[str, tuple[list[str], bool]], runs: int
+) -> dict[str, list[dict[str, float]]]:
+    """Each of ``commands`` (name -> (command, whether its descendants count)) measured
+    ``runs`` times, in rounds: each round runs every command once, in turn, so that a load
+    that comes and goes weighs on each alike (a command timed in a block of its own runs
+    would take the whole of a busy spell)."""
+    figures: dict[str, list[dict[str, float]]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (command, descendants) in commands.items():
+            figures[name].append(measured(command, descendants))
+    return figures
+
+
+def median(figures: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(f[key] for f in figures) for key in figures[0]}
+
+
+def ratio(ours: list[dict[str, float]], theirs: list[dict[str, float]], key: str) -> float:
+    """The median of the rounds' ratios (each of two runs side by side in time)."""
+    return statistics.median(a[key] / b[key] for a, b in zip(ours, theirs, strict=True))
 
 
 def walk_rate(path: Path) -> tuple[int, float]:
@@ -250,31 +269,33 @@ def compare(perf: str, name: str, path: Path, runs: int, ratios_only: bool = Fal
     common.heading(f"{name}: {path} ({path.stat().st_size / 2**20:.0f} MiB)")
     pysframe = [sys.executable, "-m", "pysframe", "perf"]
     measured([*pysframe, "script", str(path)])  # fills the cache (SFrame, symbols, kallsyms)
-    plain = medians([perf, "script", "--no-inline", "-i", str(path)], runs)
-    inline = medians([perf, "script", "-i", str(path)], runs, descendants=True)
-    print(f"  {'perf script --no-inline':<34} {_figures(plain)}")
-    print(f"  {'perf script (inline, addr2line)':<34} {_figures(inline)}")
     script = [*pysframe, "script", "--no-inline", str(path)]
-    single = plain
-    for label, command, reference, goal in (
-        ("pysframe perf script --no-inline", [*script, "-j", "1"], plain, 1.0),
-        ("pysframe perf script (inline)", [*pysframe, "script", "-j", "1", str(path)], inline,
-         0.5),
-        ("pysframe perf report folded", [*pysframe, "report", "--format", "folded",
-                                         "--no-inline", "-j", "1", str(path)], plain, 0.8),
-    ):  # fmt: skip
-        ours = medians(command, runs, descendants=True)
-        ratio = ours["cpu"] / reference["cpu"]
-        print(f"  {label:<34} {_figures(ours)}   CPU ratio {ratio:.2f} (goal {goal})")
-        single = ours if label == "pysframe perf script --no-inline" else single
-    parallel = medians([*script, "-j", "2"], runs, descendants=True)
+    figures = rounds({
+        "plain": ([perf, "script", "--no-inline", "-i", str(path)], False),
+        "inline": ([perf, "script", "-i", str(path)], True),
+        "script": ([*script, "-j", "1"], True),
+        "script-inline": ([*pysframe, "script", "-j", "1", str(path)], True),
+        "folded": ([*pysframe, "report", "--format", "folded", "--no-inline", "-j", "1",
+                    str(path)], True),
+        "parallel": ([*script, "-j", "2"], True),
+    }, runs)  # fmt: skip
+    print(f"  {'perf script --no-inline':<34} {_figures(median(figures['plain']))}")
+    print(f"  {'perf script (inline, addr2line)':<34} {_figures(median(figures['inline']))}")
+    for label, key, reference, goal in (
+        ("pysframe perf script --no-inline", "script", "plain", 1.0),
+        ("pysframe perf script (inline)", "script-inline", "inline", 0.5),
+        ("pysframe perf report folded", "folded", "plain", 0.8),
+    ):
+        print(f"  {label:<34} {_figures(median(figures[key]))}   CPU ratio "
+              f"{ratio(figures[key], figures[reference], 'cpu'):.2f} (goal {goal})")  # fmt: skip
+    parallel = median(figures["parallel"])
     identical = output_digest([*script, "-j", "2"]) == output_digest([*script, "-j", "1"])
     # The slices' texts are written as they come: the largest peak of the processes is no
     # more than -j 1's, however large the text.
     print(f"  {'pysframe perf script -j 2':<34} {_figures(parallel)}   wall ratio "
-          f"{parallel['wall'] / plain['wall']:.2f} (goal 0.6), peak "
-          f"{parallel['rss'] / single['rss']:.2f} of -j 1's (goal 1), output "
-          f"{'identical to' if identical else 'DIFFERENT from'} -j 1")  # fmt: skip
+          f"{ratio(figures['parallel'], figures['plain'], 'wall'):.2f} (goal 0.6), peak "
+          f"{parallel['rss'] / median(figures['script'])['rss']:.2f} of -j 1's (goal 1), "
+          f"output {'identical to' if identical else 'DIFFERENT from'} -j 1")  # fmt: skip
     if ratios_only:
         return
     frames, rate = walk_rate(path)

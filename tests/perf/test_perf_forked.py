@@ -23,7 +23,7 @@ import pytest
 
 from pysframe.errors import SFrameError
 from pysframe.perf.errors import PerfDataError
-from pysframe.perf.forked import PIPE_BYTES, Forked, Spooled
+from pysframe.perf.forked import PIPE_BYTES, Forked, Spooled, spooling
 
 
 def test_the_result_comes_back_whole() -> None:
@@ -191,3 +191,33 @@ def test_a_spooled_text_let_go_is_not_written() -> None:
     out = io.StringIO()
     text.write(out)
     assert out.getvalue() == ""
+
+
+def test_a_text_spooled_by_this_process_is_made_at_once(tmp_path: Path) -> None:
+    """Within :func:`spooling`, a :class:`Spooled` text is made when it is made (every
+    piece taken then), and written whole later, after the spool is let go: its bytes to a
+    file, its text to a stream in memory."""
+    pieces = [f"{number}:" + LINE * 1000 for number in range(50)]
+    taken: list[str] = []
+
+    def made() -> Iterator[str]:
+        for piece in pieces:
+            taken.append(piece)
+            yield piece
+
+    with _file(tmp_path / "out") as out:
+        with spooling():
+            text = Spooled(made(), out)
+            assert taken == pieces
+            memory = io.StringIO()
+            in_memory = Spooled(iter(pieces), memory)
+        out.write("before\n")
+        text.write(out)
+    expected = "before\n" + "".join(pieces)
+    assert (tmp_path / "out").read_bytes() == expected.encode("utf-8", "surrogateescape")
+    in_memory.write(memory)
+    assert memory.getvalue() == "".join(pieces)
+    lazy = Spooled(made())  # outside: made as it is written
+    taken.clear()
+    assert taken == []
+    lazy.close()

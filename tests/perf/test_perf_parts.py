@@ -72,19 +72,40 @@ def test_slices_merged_are_the_whole(
     merging, part_stats, finished = profile_parts(str(recording), options, 3, finish=len)
     merged = merging()
     assert merging() is merged  # merged once
-    assert len(part_stats) == 3
-    assert finished == [len(part) for part in parts]  # each slice's, in order
+    if inline:  # addr2line's answers depend on what it was asked before: one process
+        assert len(part_stats) == 1 and finished == []
+    else:
+        assert len(part_stats) == 3
+        assert finished == [len(part) for part in parts]  # each slice's, in order
     assert _texts(merged) == _texts(whole)
     assert merged.lost_samples == whole.lost_samples and merged.sources == whole.sources
     assert sum(s.samples for s in part_stats) == stats.samples
 
 
+@pytest.mark.parametrize("inline", [False, True])
+def test_slices_cut_to_the_record_hold_the_whole(recording: Path, inline: bool) -> None:
+    """Slices cut to the record (``cut``, later ones shorter): every sample once, in order;
+    merged, the text of perf script and the folded stacks of the whole (the frames and
+    stacks may be numbered in another order)."""
+    options = Options(chunk=CHUNK, inline=inline)
+    whole, stats = profile_recording(str(recording), options)
+    parts = [profile_recording(str(recording), options, part=(i, 3), cut=True) for i in range(3)]
+    assert sum(1 for part, _ in parts if len(part)) >= 2, [len(part) for part, _ in parts]
+    assert [t for part, _ in parts for t in part.time] == whole.time
+    assert sum(part_stats.samples for _, part_stats in parts) == stats.samples
+    merged = Profile()
+    for part, _ in parts:
+        merged.merge(part)
+    assert _texts(merged)[:2] == _texts(whole)[:2]  # write_script, write_folded
+    assert merged.lost_samples == whole.lost_samples and merged.sources == whole.sources
+
+
 #: Commands whose output with ``-j 2`` and ``-j 3`` is held to ``-j 1``'s, each slice's text
-#: made in its own process and joined: perf script with perf's default (inline frames), with
-#: field sets (headers alone, nanoseconds, fields added and taken away), with filters (a
-#: thread; a time range that leaves the first and last slices few samples or none), and
-#: perf report's folded stacks.  ``{tid}``: the busiest thread; ``{middle}``: the middle
-#: third of the recording's time.
+#: made in its own process and joined (with inline frames, perf's default, or srclines: read
+#: in one process): perf script with field sets (headers alone, nanoseconds, fields added
+#: and taken away), with filters (a thread; a time range that leaves the first and last
+#: slices few samples or none), and perf report's folded stacks.  ``{tid}``: the busiest
+#: thread; ``{middle}``: the middle third of the recording's time.
 COMMANDS = {
     "script": ["script"],
     "script-fields": ["script", "--no-inline", "-F", "comm,pid,tid,time,event,ip,sym,dso,period"],
@@ -92,7 +113,8 @@ COMMANDS = {
     "script-changed": ["script", "--no-inline", "-F", "+pid,-period"],
     "script-headers": ["script", "--no-inline", "-F", "comm,tid,time,event"],
     "script-tid": ["script", "--no-inline", "--tid", "{tid}"],
-    "script-time": ["script", "--no-inline", "-F", "+srcline", "--time", "{middle}"],
+    "script-time": ["script", "--no-inline", "--time", "{middle}"],
+    "script-srcline": ["script", "--no-inline", "-F", "+srcline"],
     "folded": ["report", "--format", "folded"],
     "folded-time": ["report", "--format", "folded", "--no-inline", "--time", "{middle}"],
 }  # fmt: skip
@@ -115,12 +137,15 @@ def _spy(
     monkeypatch.setattr(module, name, spy)
 
 
-def _spans(recording: Path, count: int) -> list[tuple[int, int] | None]:
+def _spans(recording: Path, count: int, cut: bool = True) -> list[tuple[int, int] | None]:
     """The earliest and the latest time each of ``count`` slices' samples are delivered at
-    (None: no sample)."""
+    (None: no sample), the slices cut to the record (``cut``) as the command line cuts them
+    for perf script's text and folded stacks without inline frames."""
     spans: list[tuple[int, int] | None] = []
     for index in range(count):
-        part, _ = profile_recording(str(recording), Options(chunk=CHUNK), part=(index, count))
+        part, _ = profile_recording(
+            str(recording), Options(chunk=CHUNK), part=(index, count), cut=cut
+        )
         times = [part.delivered.get(row, time) for row, time in enumerate(part.time)]
         spans.append((min(times), max(times)) if times else None)
     return spans
@@ -170,14 +195,16 @@ def test_the_command_line_with_jobs(
         assert main(["perf", *command, "-j", jobs, str(recording)]) == 0
         outputs[jobs] = capsys.readouterr().out
         (slices,), text = joined[-1]
-        if jobs == "1":  # read whole: nothing to join
+        if jobs == "1" or "--no-inline" not in command or "+srcline" in command:
+            # read whole: nothing to join (with inline frames or srclines too: addr2line's
+            # answers depend on what it was asked before, so one process asks them all)
             assert slices == [] and text is None
             continue
         # -j 2 and 3 join the slices' texts, each slice's made in its process, where no
         # sample is delivered before one of an earlier slice (perf record may write one
         # after a later round, and here it is then read whole); the folded stacks of one
         # event always
-        spans = _spans(recording, int(jobs))
+        spans = _spans(recording, int(jobs), cut="--no-inline" in command)
         assert len(slices) == len(spans)
         if command[0] == "report" or _in_order(spans):
             assert text is not None, spans
@@ -223,27 +250,29 @@ def test_each_slice_reads_up_to_its_end(
     recording: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slice's worker reads the recording up to the end of its slice, not beyond: the
-    first of three stops within the first two thirds of the data, the last reads it all."""
+    first of three stops within the first two thirds of the data (cut to the record: within
+    the first half, the later slices being shorter), the last reads it all."""
     from pysframe.perf.data import PerfData, Stretch
 
     read = PerfData.read
     ends: list[int] = []
 
-    def reading(self: PerfData, chunk: int = CHUNK) -> Iterator[Stretch]:
-        for stretch in read(self, chunk):
+    def reading(self: PerfData, *args: Any, **kwargs: Any) -> Iterator[Stretch]:
+        for stretch in read(self, *args, **kwargs):
             ends.append(stretch.end)
             yield stretch
 
     monkeypatch.setattr(PerfData, "read", reading)
-    reached = []
-    for index in (0, 2):
-        ends.clear()
-        profile_recording(str(recording), Options(chunk=CHUNK), part=(index, 3))
-        reached.append(ends[-1])
     with PerfData.open(recording) as data:
         start, size = data.header.data_offset, data.header.data_size
-    assert reached[0] < start + size * 2 // 3, (reached, start, size)
-    assert reached[1] == start + size
+    for cut, bound in ((False, start + size * 2 // 3), (True, start + size // 2)):
+        reached = []
+        for index in (0, 2):
+            ends.clear()
+            profile_recording(str(recording), Options(chunk=CHUNK), part=(index, 3), cut=cut)
+            reached.append(ends[-1])
+        assert reached[0] < bound, (cut, reached, start, size)
+        assert reached[1] == start + size
 
 
 def test_each_workers_text_is_made_while_the_command_reads_its_own_slice(
@@ -252,8 +281,9 @@ def test_each_workers_text_is_made_while_the_command_reads_its_own_slice(
     """``-j 3``: each worker makes its slice's text, to the end, while this process reads
     the last slice (this process waits for both before it makes anything of its own: a
     worker that made its text only as this process wrote it would leave it waiting its 30
-    seconds out).  The output is ``-j 1``'s, the workers' texts in order, then this
-    process's own, made as it is written: none waits whole in memory for the others."""
+    seconds out).  This process makes its own text before it writes any (to a temporary
+    file of its own, as the workers do: none waits whole in memory for the others).  The
+    output is ``-j 1``'s, the workers' texts in order, then this process's own."""
     import os
     import select
     import sys
@@ -303,8 +333,8 @@ def test_each_workers_text_is_made_while_the_command_reads_its_own_slice(
     assert b"".join(told) == b"xx", "a worker made its text only after the last slice was read"
     assert outputs[1] == outputs[0] and outputs[0].count("\n") > 20
     ((began, own),) = made  # this process's slice, the last: after the workers' texts
-    assert outputs[1].endswith(own) and began == len(outputs[1]) - len(own)
-    assert began > 0, "no worker's text was written before the last slice's"
+    assert began == 0, "this process made its text only as it wrote it, after the workers'"
+    assert outputs[1].endswith(own) and len(outputs[1]) > len(own)
 
 
 def _slice_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -361,3 +391,35 @@ def test_a_worker_whose_text_is_lost_is_one_line(
     assert main(["perf", "script", "--no-inline", "-j", "3", str(recording)]) == 1
     out, err = capsys.readouterr()
     assert (out, err) == ("", f"pysframe: {recording}: {said}\n")
+
+
+def test_this_processs_text_that_cannot_be_spooled_is_one_line(
+    recording: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-j 3``: this process makes its own slice's text into a temporary file of its own;
+    where that file cannot take it (a disk full: no file of this process may grow while it
+    makes it), one line, status 1, and nothing on the output."""
+    import os
+    import resource
+    import signal
+
+    _slice_per_job(monkeypatch)
+    parent, slice_text = os.getpid(), perf_cli._script_slice
+
+    def full(*args: Any) -> object:
+        if os.getpid() != parent:
+            return slice_text(*args)
+        limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+        handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, limits[1]))
+        try:
+            return slice_text(*args)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+            signal.signal(signal.SIGXFSZ, handler)
+
+    monkeypatch.setattr(perf_cli, "_script_slice", full)
+    assert main(["perf", "script", "--no-inline", "-j", "3", str(recording)]) == 1
+    out, err = capsys.readouterr()
+    said = "the text made in this process could not be written to a temporary file"
+    assert (out, err) == ("", f"pysframe: {recording}: {said} (File too large)\n")

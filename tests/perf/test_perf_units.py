@@ -9,6 +9,7 @@ import io
 import struct
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -690,3 +691,58 @@ def test_a_file_cut_at_a_record_boundary(tmp_path: Path) -> None:
     assert [s.ip for s in reading.bulk] == [0, 1]
     (problem,) = reading.problems
     assert f"its data should run to {len(blob):#x}" in problem
+
+
+def _record_bounds(path: Path) -> list[tuple[int, int]]:
+    """Each record's start and end in the data section, from the record headers (u32 type,
+    u16 misc, u16 size: perf_event_header) read here, one after the other."""
+    with PerfData.open(path) as data:
+        position, end = data.header.data_offset, data.header.data_offset + data.header.data_size
+    raw = path.read_bytes()
+    bounds = []
+    while position < end:
+        (size,) = struct.unpack_from("<H", raw, position + 6)
+        bounds.append((position, position + size))
+        position += size
+    return bounds
+
+
+def test_stretches_are_cut_where_asked(tmp_path: Path) -> None:
+    """``read(cuts=...)``: the same records, and no stretch holds a record that ends at or
+    before a cut with one that ends after it; ``stop``: the records that end at or before it
+    are read, no other (and ``stopped`` says whether one was left)."""
+    perf = PerfFile()
+    perf.add_attr(Attr(IP | TID | TIME | CALLCHAIN, sample_id_all=True))
+    for n in range(30):  # samples of several sizes, side-band records, rounds
+        perf.sample(0, ip=n, pid=1, tid=1, time=10 + n, callchain=tuple(range(n % 7)))
+        if n % 5 == 0:
+            perf.comm(0, 1, 1, f"c{n}", time=10 + n)
+        if n % 8 == 0:
+            perf.record(FINISHED_ROUND, 0, b"")
+    path = write(tmp_path, perf)
+    records = _record_bounds(path)
+
+    def read(**how: object) -> tuple[list[Any], list[int], list[tuple[int, int]], bool]:
+        with PerfData.open(path) as data:
+            stretches = list(data.read(4, **how))  # type: ignore[arg-type]
+            ips = [ip for s in stretches if s.samples for ip in s.samples.ip.tolist()]
+            events = [e.offset for s in stretches for e in s.events]
+            return ips, events, [(s.start, s.end) for s in stretches], data.stopped
+
+    whole_ips, whole_events, _, stopped = read()
+    assert whole_ips == list(range(30)) and len(whole_events) == 6 and not stopped
+    with PerfData.open(path) as data:
+        offsets = [int(o) for s in data.read(4) if s.samples for o in s.samples.file_offset]
+    first, last = records[0][0], records[-1][1]
+    for cut in range(first - 1, last + 2, 5):
+        ips, events, spans, stopped = read(cuts=[cut])
+        assert (ips, events, stopped) == (whole_ips, whole_events, False)
+        for start, end in spans:
+            inside = [stop for begin, stop in records if start <= begin and stop <= end]
+            assert inside and (max(inside) <= cut or min(inside) > cut), (cut, start, end)
+        ips, events, spans, stopped = read(stop=cut)
+        kept = [begin for begin, stop in records if stop <= cut]
+        assert stopped == (len(kept) < len(records))
+        assert all(end <= cut for _, end in spans)
+        assert ips == [ip for ip, offset in zip(whole_ips, offsets, strict=True) if offset in kept]
+        assert events == [offset for offset in whole_events if offset in kept]

@@ -371,8 +371,9 @@ def _read(
         on_chunk = _byte_progress(args, paths[0])
         try:
             whole, parts, finished = profile_parts(
-                paths[0], options, batch_jobs(args), on_chunk, finish=finish or _nothing
-            )
+                paths[0], options, batch_jobs(args), on_chunk, finish=finish or _nothing,
+                cut=finish is not None,  # what finish makes does not number frames
+            )  # fmt: skip
         finally:
             if on_chunk is not None:
                 on_chunk(-1, 0)  # the end: the bar goes

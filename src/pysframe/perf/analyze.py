@@ -161,6 +161,7 @@ def profile_recording(
     *,
     on_chunk: Callable[[int, int], None] | None = None,
     part: tuple[int, int] | None = None,
+    cut: bool = False,
 ) -> tuple[Profile, WalkStats]:
     """The profile of the recording at ``path`` and what its walks did; ``on_chunk(done,
     total)`` is told the bytes read so far (for a progress bar).
@@ -171,10 +172,13 @@ def profile_recording(
     slice's start (session.py): the profiles of a file's parts, merged in order
     (:meth:`Profile.merge`), are its profile (:func:`profile_parts`).  The recording's name
     is the first part's; what its whole reading finds (lost samples, deferred chains that
-    never came, a file cut short) the last part's, which reads it to the end."""
+    never came, a file cut short) the last part's, which reads it to the end.  ``cut``: the
+    slices are cut at their bounds, to the record (:func:`walk_recording`), of sizes that
+    take the reading before each into account: the parts merged then number the frames
+    and stacks in another order than the whole (what they hold is the same)."""
     options = options or Options()
     with PerfData.open(path) as data:
-        within = None if part is None else _slice(data, *part)
+        within = None if part is None else _slice(data, *part, cut=cut)
         finder = ModuleFinder(
             build_ids={entry.filename: entry.build_id for entry in data.features.build_ids},
             debug_dir=options.debug_dir,
@@ -220,7 +224,8 @@ def profile_recording(
                                          max_frames=options.max_frames,
                                          on_event=count_lost,
                                          merge_deferred=options.merge_callchains,
-                                         deferred=tally, within=within):  # fmt: skip
+                                         deferred=tally, within=within,
+                                         cut=cut):  # fmt: skip
                 _add_chunk(profile, stats, walked, namer, events, defers, stack_ids)
                 _count_events(stats, walked, data.attrs, spaces)
                 if on_chunk is not None:
@@ -259,18 +264,42 @@ def profile_recording(
     return profile, stats
 
 
-def _slice(data: PerfData, index: int, count: int) -> tuple[int, int]:
+def _slice(data: PerfData, index: int, count: int, cut: bool = False) -> tuple[int, int]:
     """The deliveries of the index-th of ``count`` slices of the data, by bytes read: those
     read up to an offset above the first bound and at most the second (deliveries come with
     ``read_to`` never decreasing: each slice is a run of them, the first and last
-    open-ended)."""
+    open-ended).  Slices of equal sizes; with ``cut``, of sizes that make each slice's
+    work the same, the reading of the data before it (:data:`SKIP_COST` of a byte's
+    walk) and its own: later slices are shorter."""
     header = data.header
     if header.pipe:
         raise ValueError("a pipe-mode recording is not read in parts")
     start, size = header.data_offset, header.data_size
-    low = start + size * index // count if index > 0 else -1
-    high = start + size * (index + 1) // count if index < count - 1 else 1 << 64
+    if cut:
+        bounds = [start + int(size * share) for share in _bounds(count, SKIP_COST)]
+    else:
+        bounds = [start + size * number // count for number in range(count + 1)]
+    low = bounds[index] if index > 0 else -1
+    high = bounds[index + 1] if index < count - 1 else 1 << 64
     return low, high
+
+
+#: The cost of reading a byte of a recording before a slice (its records decoded and
+#: ordered, its side-band records applied, its samples not walked), as a share of the cost
+#: of a byte of the slice (walked, named, its text made): measured on recordings of
+#: ``--call-graph dwarf`` (benchmarks/bench_perf.py).
+SKIP_COST = 0.2
+
+
+def _bounds(count: int, skip: float) -> list[float]:
+    """Where ``count`` slices begin and end, as shares of the data (0 to 1), each slice's
+    work the same: ``skip * b[k] + (b[k + 1] - b[k])`` for slice ``k`` beginning at share
+    ``b[k]``: ``b[k + 1] = b[k] * (1 - skip) + w``, ``w`` such that ``b[count] = 1``."""
+    keep = 1.0 - skip
+    # b[k] = w * (1 + keep + ... + keep ** (k - 1))
+    sums = [sum(keep**j for j in range(k)) for k in range(count + 1)]
+    work = 1.0 / sums[count]
+    return [work * total for total in sums]
 
 
 #: What :func:`profile_parts` makes of each slice's profile.
@@ -284,6 +313,7 @@ def profile_parts(
     on_chunk: Callable[[int, int], None] | None = None,
     *,
     finish: Callable[[Profile], Finished],
+    cut: bool = False,
 ) -> tuple[Callable[[], Profile], list[WalkStats], list[Finished]]:
     """The profile of one recording read in ``jobs`` time slices (:func:`profile_recording`
     with ``part``), merged in order when first asked for (the first item): the same profile
@@ -299,22 +329,34 @@ def profile_parts(
     written.  Fewer slices for a small recording (a slice of less than
     :data:`MIN_PART_BYTES` is not worth a process); one: the recording is read in this
     process (``on_chunk`` told the bytes read, as by :func:`profile_recording`), and
-    ``finish`` is not called (no results)."""
+    ``finish`` is not called (no results).  ``cut``: the slices cut to the record, so
+    that each process has as much to do (:func:`profile_recording`), where what is made of
+    the profile does not depend on how frames and stacks are numbered (perf script's
+    text, folded stacks: not the merged profile's JSON).  With inline frames or srclines
+    (addr2line's answers) the recording is read in one process."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
+    if options is not None and (options.inline or options.srcline):
+        # addr2line's answers depend on what it was asked before (BFD names a function by
+        # its symbol when first asked about it, by its DWARF name after: elf/addr2line.py),
+        # and perf asks one addr2line process per file, sample after sample: slices asking
+        # apart could name an inline frame or a srcline otherwise than one reading does.
+        count = 1
     if count == 1:
         profile, stats = profile_recording(path, options, on_chunk=on_chunk)
         return lambda: profile, [stats], []
     import pickle
     from functools import cache, partial
 
-    from .forked import Forked
+    from .forked import Forked, spooling
 
     workers: list[Forked[tuple[bytes, WalkStats, Finished]]] = []
     try:
         for index in range(count - 1):
-            workers.append(Forked(partial(_pickled_part, path, options, (index, count), finish)))
-        last, stats, finished = _profile_part(path, options, (count - 1, count), finish)
+            part = (index, count)
+            workers.append(Forked(partial(_pickled_part, path, options, part, finish, cut)))
+        with spooling():  # this slice's text made now, as the workers make theirs
+            last, stats, finished = _profile_part(path, options, (count - 1, count), finish, cut)
         others = [worker.result() for worker in workers]
     finally:
         for worker in workers:  # those whose results were not read (an error)
@@ -343,8 +385,9 @@ def _profile_part(
     options: Options | None,
     part: tuple[int, int],
     finish: Callable[[Profile], Finished],
+    cut: bool,
 ) -> tuple[Profile, WalkStats, Finished]:
-    profile, stats = profile_recording(path, options, part=part)
+    profile, stats = profile_recording(path, options, part=part, cut=cut)
     return profile, stats, finish(profile)
 
 
@@ -353,12 +396,13 @@ def _pickled_part(
     options: Options | None,
     part: tuple[int, int],
     finish: Callable[[Profile], Finished],
+    cut: bool,
 ) -> tuple[bytes, WalkStats, Finished]:
     """A slice read in a worker process, its profile pickled there: the process that merges
     the slices unpickles it only when the merged profile is wanted."""
     import pickle
 
-    profile, stats, finished = _profile_part(path, options, part, finish)
+    profile, stats, finished = _profile_part(path, options, part, finish, cut)
     return pickle.dumps(profile, pickle.HIGHEST_PROTOCOL), stats, finished
 
 

@@ -32,7 +32,7 @@ import contextlib
 import mmap
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import field, replace
 from typing import IO, Any, Literal
 
@@ -192,7 +192,8 @@ class PerfData:
     attributes (:class:`EventAttr`), index = a sample's ``attr``.  ``features``: the feature
     sections.  ``problems``: what was read past (a file cut short...), as PerfDataError
     instances, each to be reported once as a warning.  ``record_counts`` (record type ->
-    count) and ``unknown_id_samples`` describe the last pass over the data.
+    count), ``unknown_id_samples`` and ``stopped`` (whether it ended at its ``stop``:
+    :meth:`read`) describe the last pass over the data.
     """
 
     def __init__(self, path: str, header: FileHeader) -> None:
@@ -202,6 +203,7 @@ class PerfData:
         self.problems: list[PerfDataError] = []
         self.record_counts: Counter[int] = Counter()
         self.unknown_id_samples = 0
+        self.stopped = False
         #: The attributes as read (unnamed), with their formats.
         self._table = AttrTable()
         #: Names EVENT_UPDATE records give, by id: (record number, name).
@@ -323,10 +325,17 @@ class PerfData:
 
     # -- reading the records --------------------------------------------------------------------
 
-    def read(self, chunk: int = DEFAULT_CHUNK) -> Iterator[Stretch]:
+    def read(
+        self, chunk: int = DEFAULT_CHUNK, cuts: Iterable[int] = (), stop: int | None = None
+    ) -> Iterator[Stretch]:
         """The records in file order, a stretch at a time: side-band events and up to
-        ``chunk`` samples per stretch."""
-        return self._walk(chunk, "bulk")
+        ``chunk`` samples per stretch.  ``cuts`` (file offsets): no stretch holds both a
+        record that ends at or before a cut and one that ends after it (a stretch ends
+        before the record that crosses it), so that what is read up to a cut is the
+        stretches whose ``end`` is at most the cut (the time slices of session.py).
+        ``stop``: a cut where the reading ends, the record that crosses it not read
+        (:attr:`stopped` True where one did)."""
+        return self._walk(chunk, "bulk", sorted({*cuts, *([] if stop is None else [stop])}), stop)
 
     def samples(self, chunk: int = DEFAULT_CHUNK) -> Iterator[SampleChunk]:
         """The samples, ``chunk`` at most at a time, in file order."""
@@ -356,20 +365,28 @@ class PerfData:
             raise PerfDataError("the file is closed", path=self.path)
         return _MappedSource(self._map, self._data_end)
 
-    def _walk(self, chunk: int, mode: Mode) -> Iterator[Stretch]:
+    def _walk(
+        self, chunk: int, mode: Mode, cuts: list[int] | None = None, stop: int | None = None
+    ) -> Iterator[Stretch]:
         """One pass over the data.  Errors come with the path, after the records before them
         were delivered."""
         if chunk < 1:
             raise ValueError("chunk must be at least 1")
         self.record_counts = Counter()
         self.unknown_id_samples = 0
+        self.stopped = False
         try:
-            yield from self._pass(self._source(), chunk, mode)
+            yield from self._pass(self._source(), chunk, mode, cuts or [], stop)
         except PerfDataError as error:
             raise error.at(path=self.path) from None
 
     def _pass(
-        self, source: _MappedSource | _StreamSource, chunk: int, mode: Mode
+        self,
+        source: _MappedSource | _StreamSource,
+        chunk: int,
+        mode: Mode,
+        cuts: list[int],
+        stop: int | None,
     ) -> Iterator[Stretch]:
         """The loop down the record headers (about 90 lines: it is the one place that knows
         where the records are, and the path every record of the file takes, kept free of calls
@@ -389,6 +406,9 @@ class PerfData:
         side_band, user_start = SIDE_BAND_TYPES, layout.USER_TYPE_START
         budget, limit = chunk, position + MAX_STRETCH_BYTES
         bulk = mode == "bulk"
+        # the next cut (:meth:`read`) a record may not cross within its stretch
+        cuts = [*cuts, 1 << 64]
+        cut, next_cut = cuts[0], 1
         #: The last record followed by a payload its size does not count: (offset, type,
         #: payload bytes).
         payload: tuple[int, int, int] | None = None
@@ -434,6 +454,14 @@ class PerfData:
                     window = source.ensure(position, position + (size or header_size))
                     buffer, base, end = window.buffer, window.base, window.end
                     continue
+                if position + size > cut:  # this record crosses a cut: a stretch from it
+                    if position > stretch.start:
+                        yield from flush()
+                    if cut == stop:
+                        self.stopped = True
+                        break
+                    while position + size > cut:
+                        cut, next_cut = cuts[next_cut], next_cut + 1
                 extra = 0
                 if kind == 9 and mode != "scalar":  # PERF_RECORD_SAMPLE, and those after it
                     # A run of whole samples within the stretch, in a loop of its own (most
@@ -447,7 +475,8 @@ class PerfData:
                         if run >= budget or position > limit or position + header_size > end:
                             break
                         kind, misc, size = unpack(buffer, position - base)
-                        if kind != 9 or size < header_size or position + size > end:
+                        after = position + size
+                        if kind != 9 or size < header_size or after > end or after > cut:
                             break
                     counts[9] += run
                     budget -= run

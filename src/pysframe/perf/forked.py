@@ -26,7 +26,7 @@ import pickle
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Generic, NoReturn, TextIO, TypeVar
 
 from ..errors import SFrameError
@@ -38,9 +38,11 @@ PIPE_BYTES = 1 << 20
 #: The most of a spool copied, or read, at a time.
 COPY_BYTES = 1 << 20
 
-#: In a child: the spool its :class:`Spooled` texts are written to, or why it could not be
-#: made.  None in the process that forks.
+#: In a child, or in the process that forks within :func:`spooling`: the spool its
+#: :class:`Spooled` texts are written to, or why it could not be made.  None elsewhere.
 _spool: IO[bytes] | OSError | None = None
+#: Whether :data:`_spool` is this process's own (:func:`spooling`), not a child's.
+_own_spool = False
 
 
 class Spooled:
@@ -56,9 +58,14 @@ class Spooled:
         #: Where the text is: a descriptor of its spool (this process's own), its first byte
         #: there, its length, and its encoding and error handler.
         self._spool: tuple[int, int, int, str, str] | None = None
-        if _spool is not None:  # in a child
+        if _spool is not None:  # in a child, or within spooling()
             self._pieces = ()
-            self._spool = _write_spooled(pieces, output or sys.stdout)
+            descriptor, start, size, encoding, errors = _write_spooled(
+                pieces, output or sys.stdout
+            )
+            if _own_spool:  # the spool is closed when spooling() ends: a descriptor of its own
+                descriptor = os.dup(descriptor)
+            self._spool = (descriptor, start, size, encoding, errors)
 
     def write(self, stream: TextIO) -> None:
         """Write the text to ``stream``; bytes copied as they are where ``stream`` has the
@@ -117,10 +124,36 @@ def _write_spooled(pieces: Iterable[str], output: TextIO) -> tuple[int, int, int
         spool.flush()
         return spool.fileno(), start, spool.tell() - start, encoding, errors
     except OSError as error:
+        where = "this process" if _own_spool else "a worker process"
         raise SFrameError(
-            "the text made in a worker process could not be written to a temporary file "
+            f"the text made in {where} could not be written to a temporary file "
             f"({error.strerror or error})"
         ) from None
+
+
+@contextlib.contextmanager
+def spooling() -> Iterator[None]:
+    """:class:`Spooled` texts made within are made at once, written to a spool of this
+    process's own (an anonymous temporary file, as a child's), and copied from there when
+    written: the process that forks makes its own slice's text while its children make
+    theirs, not after them, and holds no more of it than they do."""
+    global _spool, _own_spool
+    import tempfile
+
+    if _spool is not None:  # in a child, or within spooling() already
+        yield
+        return
+    try:
+        spool: IO[bytes] | OSError = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+    except OSError as error:  # said where a text is spooled
+        spool = error
+    _spool, _own_spool = spool, True
+    try:
+        yield
+    finally:
+        _spool, _own_spool = None, False
+        if not isinstance(spool, OSError):
+            spool.close()  # the texts written to it have descriptors of their own
 
 
 def _spooled(start: int, size: int, encoding: str, errors: str) -> NoReturn:
@@ -270,8 +303,8 @@ def _child(function: Callable[[], object], write: int, spool: IO[bytes] | OSErro
     ``(returned, value, traceback)`` pickled to ``write``, as it is made (no buffer of the
     whole); then end the process at once (no exit handlers, no buffers of the parent's
     flushed), with status 1 where it could not be written."""
-    global _spool
-    _spool = spool
+    global _spool, _own_spool
+    _spool, _own_spool = spool, False
     status = 0
     try:
         try:
@@ -292,4 +325,4 @@ def _ended(status: int) -> str:
     return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
-__all__ = ["COPY_BYTES", "PIPE_BYTES", "Forked", "Spooled"]
+__all__ = ["COPY_BYTES", "PIPE_BYTES", "Forked", "Spooled", "spooling"]

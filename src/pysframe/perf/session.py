@@ -69,6 +69,7 @@ def walk_recording(
     merge_deferred: bool = True,
     deferred: DeferredTally | None = None,
     within: tuple[int, int] | None = None,
+    cut: bool = False,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
     side-band record as it is applied.  Samples whose user callchain was deferred are
@@ -79,7 +80,11 @@ def walk_recording(
     with the address spaces as they were at its start): the samples delivered before are
     not gathered (their side-band records are applied all the same), and the reading stops
     after the slice.  A recording whose user callchains are deferred is read whole (a
-    sample waiting for its chain may be delivered in a later slice)."""
+    sample waiting for its chain may be delivered in a later slice).  ``cut``: the slice's
+    bounds cut the stretches read (:meth:`PerfData.read`), the reading stops at its end:
+    the slices are theirs to the record, where without it they are made of the stretches
+    a reading of the whole has, the same chunks (so that frames and stacks are numbered as
+    that reading numbers them)."""
 
     def apply(event: SideBandEvent) -> None:
         spaces.apply(event)
@@ -93,12 +98,17 @@ def walk_recording(
     tally = DeferredTally() if deferred is None else deferred
     low, high = (-1, 1 << 64) if within is None else within
     sliced = within is not None and not any(defers())
+    cuts = [low] if sliced and cut and low >= 0 else []
+    stop = high if sliced and cut and high < 1 << 64 else None
     ordered = time_ordered(
-        data.read(chunk), (lambda read_to: read_to > low) if sliced else None
+        data.read(chunk, cuts, stop), (lambda read_to: read_to > low) if sliced else None
     )
     for delivery in stitch_deferred(ordered, defers, tally, merge=merge_deferred):
-        if sliced and delivery.read_to > high:
-            break  # the slice is over: what comes later is the next one's
+        if sliced and (delivery.read_to > high or data.stopped):
+            # the slice is over: what comes later is the next one's (read up to its stop,
+            # the reader says so once its last stretch is delivered, before the records
+            # still queued are delivered at the end: after the slice)
+            break
         samples = delivery.samples
         skipped = not low < delivery.read_to <= high
         if samples is None or not len(samples) or skipped:
@@ -109,13 +119,13 @@ def walk_recording(
         parts: list[tuple[Walks, RecordedChains]] = []
         comms = _Comms(spaces)
         walked = named = 0
-        for event, cut in zip(delivery.events, delivery.cuts, strict=True):
-            if cut > named:  # the names threads had before the event
-                comms.add(samples.tid[named:cut])
-                named = cut
-            if cut > walked and spaces.changes_lookups(event):
-                parts.append(_walk(samples, layout, spaces, walked, cut))
-                walked = cut
+        for event, at in zip(delivery.events, delivery.cuts, strict=True):
+            if at > named:  # the names threads had before the event
+                comms.add(samples.tid[named:at])
+                named = at
+            if at > walked and spaces.changes_lookups(event):
+                parts.append(_walk(samples, layout, spaces, walked, at))
+                walked = at
             apply(event)
         end = len(samples)
         comms.add(samples.tid[named:end])
