@@ -41,8 +41,9 @@ from perf_support import PERF, Unavailable, check_perf
 from pysframe.elf.addr2line import Addr2Line
 from pysframe.elf.addr2line_tables import UnitTable, arange_add
 from pysframe.elf.reader import ElfReader
-from pysframe.perf.analyze import Options, profile_recording
+from pysframe.perf.analyze import KeptAddr2Line, Options, profile_recording
 from pysframe.perf.script import script_fields, script_text
+from pysframe.sources import cache
 
 DATA = Path(__file__).parent.parent / "data" / "perf"
 KINDS = ("c", "cxx")
@@ -385,6 +386,38 @@ def test_answers_are_addr2lines_for_the_builds(builds: dict[str, Path], kind: st
     for path in files:
         asked, chains = _check_answers(str(path), 1500)
         assert asked > 100 and chains > asked // 20, (path, asked, chains)
+
+
+def test_kept_answers_are_those_asked_in_any_order(
+    builds: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers kept in the cache by one run serve a run that asks in another order: each is
+    what a reader of the DWARF asked in that run's order gives.  BFD renames a function
+    named by a DW_AT_name of a mangling language (a C++ lambda's ``operator()``) once it
+    looked it up, so such answers depend on the order; the C++ build has them."""
+    monkeypatch.setenv(cache.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
+    path = str(builds["cxx"])
+    addresses = _addresses(path, 3000, seed=11)
+    later = addresses[:]
+    random.Random(5).shuffle(later)
+
+    def asked(order: list[int]) -> list[list[str]]:
+        answers = KeptAddr2Line.open(path)
+        try:
+            return [[record.text() for record in answers.records(a)] for a in order]
+        finally:
+            answers.close()
+
+    asked(addresses)  # kept
+    kept = asked(later)
+    assert any(tmp_path.glob("cache/generated-*/*.addr2line"))
+    with Addr2Line(path) as fresh:
+        answers = [[record.text() for record in fresh.records(a)] for a in later]
+    assert kept == answers
+    # and the order mattered: a reader asked in the first order answers some otherwise
+    with Addr2Line(path) as first:
+        before = {a: [record.text() for record in first.records(a)] for a in addresses}
+    assert any(before[a] != answer for a, answer in zip(later, answers, strict=True))
 
 
 @pytest.mark.parametrize("library", ["libc.so.6", "ld-linux-x86-64.so.2"])

@@ -34,7 +34,10 @@ BFD's answers depend on the questions asked before, and so do these: a function 
 such a DW_AT_name is looked up in the symbols once, and named by its DWARF name from then on
 (by the symbol's where the symbol starts at the function); the last symbol found is given
 again for an address inside it.  Ask in the order perf asks (each address once, in the
-order it first prints them) to get its answers.
+order it first prints them) to get its answers.  :meth:`Addr2Line.answer` says whether an
+answer is one that no earlier question could change (``fixed``), and the symbol BFD keeps
+after it, so that answers kept from one run serve another whatever it asks
+(:class:`pysframe.perf.analyze.KeptAddr2Line`).
 
 Tables are built per compilation unit when an address first falls in it
 (:mod:`pysframe.elf.addr2line_tables`): flat lists of numbers and names.
@@ -108,6 +111,26 @@ class _Symbol:
     hidden: bool
 
 
+#: A symbol as _bfd_elf_find_function keeps it for the next question: (section index,
+#: name, STT_FILE name, value, end).
+KeptSymbol = tuple[int, str, str | None, int, int]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Answer:
+    """One answer of :meth:`Addr2Line.answer`: its ``records`` (:meth:`Addr2Line.records`);
+    ``fixed``: whether no earlier question could have changed them (no function of the
+    answer is named by a DW_AT_name of a mangling language, which BFD renames once it looked
+    it up; and where a symbol names it, no other symbol that BFD may keep from an earlier
+    question holds the address); ``looked_up``: whether a symbol was looked up, and then
+    ``symbol``, the one BFD keeps for the next question (None: none)."""
+
+    records: list[Record]
+    fixed: bool
+    looked_up: bool
+    symbol: KeptSymbol | None
+
+
 @dataclass(frozen=True, slots=True)
 class _FoundSymbol:
     """A symbol _bfd_elf_find_function gives: its name, the STT_FILE name it gives with it,
@@ -141,9 +164,11 @@ class Addr2Line:
             #: ``.debug_aranges`` (value: the unit's offset), once read; None without it.
             self._aranges: Spans | None = None
             self._aranges_read = False
-            self._symbols: dict[int, tuple[list[int], list[_FoundSymbol]]] | None = None
+            self._symbols: dict[int, tuple[list[int], list[_FoundSymbol], list[int]]] | None = None
             #: The last symbol _bfd_elf_find_function found, with its section.
             self._last_symbol: tuple[int, _FoundSymbol] | None = None
+            #: How many times _bfd_elf_find_function ran.
+            self._lookups = 0
         except SFrameError:
             self._reader.close()
             raise
@@ -164,22 +189,42 @@ class Addr2Line:
         line first, then each function it was inlined into; empty where it prints ``??`` and
         ``??:0`` (nothing known), and where the DWARF it needs cannot be read (a line in
         :attr:`problems` says why)."""
+        return self.answer(address).records
+
+    def answer(self, address: int) -> Answer:
+        """:meth:`records` for ``address``, with what the questions before could change of
+        it and what it leaves for the next (:class:`Answer`)."""
+        lookups, fixed = self._lookups, True
+        records: list[Record] = []
         try:
             for low, high, section in self._alloc:  # find_address_in_section, header order
                 if low <= address < high:
-                    found = self._nearest(address, section)
-                    if found:
-                        return found
+                    records, alone = self._nearest(address, section)
+                    fixed = fixed and alone
+                    if records:
+                        break
         except (ElfError, IndexError, ValueError) as error:
             why = error.message if isinstance(error, ElfError) else "runs past its section"
             line = f"{self.path}: DWARF at {address:#x}: {why}"
             if line not in self.problems:
                 self.problems.append(line)
-        return []
+            records, fixed = [], False
+        last = self._last_symbol
+        symbol = None if last is None else (last[0], last[1].name, last[1].file,
+                                            last[1].value, last[1].end)  # fmt: skip
+        return Answer(records, fixed, self._lookups != lookups, symbol)
 
-    def _nearest(self, address: int, section: int) -> list[Record]:
+    def remember(self, symbol: KeptSymbol | None) -> None:
+        """Take ``symbol`` as the one _bfd_elf_find_function found last (an answer given
+        from elsewhere that looked it up: :attr:`Answer.symbol`)."""
+        self._last_symbol = None if symbol is None else (
+            symbol[0], _FoundSymbol(symbol[1], symbol[2], symbol[3], symbol[4])
+        )  # fmt: skip
+
+    def _nearest(self, address: int, section: int) -> tuple[list[Record], bool]:
         """_bfd_dwarf2_find_nearest_line for ``address`` in ``section``, then the inliner
-        chain; empty when not found."""
+        chain (empty when not found), and whether no earlier question could change that
+        (:attr:`Answer.fixed`)."""
         table, function, line = self._dwarf(address)
         name: str | None = None
         is_linkage = False
@@ -202,18 +247,24 @@ class Addr2Line:
                 if symbol is not None and symbol.value == table.functions[function].ranges[0][0]:
                     kept = symbol.name
                 table.names[function] = (kept, True)
+                table.looked_up.add(function)
+        if table is None or function < 0:  # named by a symbol, if at all
+            fixed = not self._shadowed(address, section)
+        else:  # its functions' names: those BFD renames change with the questions
+            fixed = function not in table.looked_up
         if not found:
-            return []
+            return [], fixed
         records = [Record(name, file, number)]
         if table is not None and function >= 0:
             current = table.functions[function]
             if current.tag == DW_TAG_inlined_subroutine:
                 while current.caller >= 0:
-                    caller_name, _ = self._name(table, current.caller)
+                    caller_name, linkage = self._name(table, current.caller)
+                    fixed = fixed and linkage and current.caller not in table.looked_up
                     records.append(Record(caller_name, table.file_name(current.call_file),
                                           current.call_line))  # fmt: skip
                     current = table.functions[current.caller]
-        return records
+        return records, fixed
 
     def _dwarf(self, address: int) -> tuple[UnitTable | None, int, tuple[int, int] | None]:
         """(unit table, function index or -1, (file, line) or None) of the first unit that
@@ -392,6 +443,7 @@ class Addr2Line:
         (of equals, the larger, then the first), with the name of the STT_FILE symbol before
         it where BFD gives it; None without one.  As BFD, the last one found is kept and
         given again for an address inside it (its size, at least 1) in the same section."""
+        self._lookups += 1
         last = self._last_symbol
         if last is not None and last[0] == section and last[1].value <= address < last[1].end:
             return last[1]
@@ -399,17 +451,31 @@ class Addr2Line:
         found = by_section.get(section)
         symbol = None
         if found is not None:
-            values, symbols = found
+            values, symbols, _ = found
             at = bisect.bisect_right(values, address) - 1
             symbol = symbols[at] if at >= 0 else None
         self._last_symbol = None if symbol is None else (section, symbol)
         return symbol
 
-    def _symbols_by_section(self) -> dict[int, tuple[list[int], list[_FoundSymbol]]]:
+    def _shadowed(self, address: int, section: int) -> bool:
+        """Whether a symbol other than the one _bfd_elf_find_function looks up for
+        ``address`` holds it, one that an earlier question could have left kept (the one
+        found for a lower value): the answer then depends on the questions before."""
+        found = self._symbols_by_section().get(section)
+        if found is None:
+            return False
+        values, _, reach = found
+        at = bisect.bisect_right(values, address) - 1
+        return at >= 0 and reach[at] > address
+
+    def _symbols_by_section(
+        self,
+    ) -> dict[int, tuple[list[int], list[_FoundSymbol], list[int]]]:
         """Per section, the symbols _bfd_elf_find_function may take (_bfd_elf_maybe_function_sym
         keeps no section, file, object, TLS or RELC symbol, nor a local hidden STT_NOTYPE one of
         size 0), sorted so that the last at or below an address is its choice: by value, size
-        (0 counting as 1), then table order reversed."""
+        (0 counting as 1), then table order reversed; and for each, the furthest end of the
+        symbols it may choose at lower values (the last of each value)."""
         if self._symbols is None:
             eligible: list[tuple[int, int, int, int, str, str | None]] = []
             file: str | None = None
@@ -431,10 +497,17 @@ class Addr2Line:
             self._symbols = {}
             for section, group in itertools.groupby(eligible, key=lambda entry: entry[0]):
                 entries = list(group)
+                reach: list[int] = []
+                furthest = 0
+                for _, same in itertools.groupby(entries, key=lambda entry: entry[1]):
+                    chosen = list(same)  # of one value: the last is chosen
+                    reach += [furthest] * len(chosen)
+                    furthest = max(furthest, chosen[-1][1] + chosen[-1][2])
                 self._symbols[section] = (
                     [entry[1] for entry in entries],
                     [_FoundSymbol(entry[4], entry[5], entry[1], entry[1] + entry[2])
                      for entry in entries],
+                    reach,
                 )  # fmt: skip
         return self._symbols
 
@@ -464,4 +537,4 @@ class Addr2Line:
         return []
 
 
-__all__ = ["Addr2Line", "Record", "UnitTable"]
+__all__ = ["Addr2Line", "Answer", "KeptSymbol", "Record", "UnitTable"]

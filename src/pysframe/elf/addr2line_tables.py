@@ -110,6 +110,10 @@ class UnitTable:
     file_names: list[str | None] = field(default_factory=list)
     #: Names worked out so far: function index -> (name, is a linkage name).
     names: dict[int, tuple[str | None, bool]] = field(default_factory=dict)
+    #: Functions named by a DW_AT_name of a mangling language that were looked up in the
+    #: symbols (their entries in ``names`` are then linkage names): BFD renames such a
+    #: function the first time it is asked about it.
+    looked_up: set[int] = field(default_factory=set)
 
     def function_at(self, address: int) -> int:
         """lookup_address_in_function_table: the index of the function whose smallest range

@@ -56,7 +56,7 @@ from .walk import MAX_FRAMES, RecordedChains, discarded_chains, kernel_parts
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from ..elf.addr2line import Addr2Line
+    from ..elf.addr2line import Addr2Line, KeptSymbol
     from ..elf.addr2line_record import Record
     from .header import EventAttr
 
@@ -487,16 +487,24 @@ class KeptAddr2Line:
     (:mod:`pysframe.sources.cache`) under the SHA-256 of the file's bytes, with the digest of
     the code that gave them: the addresses asked before are answered without reading any
     DWARF; the file is opened (and read as Addr2Line reads it) for the others, whose answers
-    are added to the entry on :meth:`close`.  Answers found while a unit could not be read
-    (``problems``) are not kept, so that the problem is told again."""
+    are added to the entry on :meth:`close`.  Only answers that no earlier question could
+    change are kept (:attr:`pysframe.elf.addr2line.Answer.fixed`: BFD renames a function
+    named by a DW_AT_name of a mangling language once it looked it up, so perf's names
+    depend on the order it asks in); the others are asked of the DWARF on each run, in the
+    order of the run, the reader told the symbol BFD would keep from the kept answers given
+    since its last question.  Answers found while a unit could not be read (``problems``)
+    are not kept, so that the problem is told again."""
 
-    def __init__(self, path: str, digest: str, kept: dict[int, list[Record]],
+    def __init__(self, path: str, digest: str, kept: dict[int, _Kept],
                  reader: Addr2Line | None) -> None:  # fmt: skip
         self.path = path
         self._digest = digest
         self._kept = kept
-        self._new: dict[int, list[Record]] = {}
+        self._new: dict[int, _Kept] = {}
         self._reader = reader
+        #: ``(symbol,)``: the symbol BFD keeps after the kept answers given since the
+        #: reader's last question, where one of them looked one up (None: none did).
+        self._pending: tuple[KeptSymbol | None] | None = None
 
     @classmethod
     def open(cls, path: str) -> KeptAddr2Line | Addr2Line:
@@ -505,7 +513,7 @@ class KeptAddr2Line:
         from ..sources.cache import cache_directory, cached_tables, code_digest
 
         digest = _file_digest(path) if cache_directory() is not None else None
-        kept: dict[int, list[Record]] = {}
+        kept: dict[int, _Kept] = {}
         if digest is not None:
             binding = _binding(digest, code_digest(*ANSWER_CODE))
             parts = cached_tables(digest, "addr2line", binding)
@@ -525,13 +533,21 @@ class KeptAddr2Line:
     def records(self, address: int) -> list[Record]:
         found = self._kept.get(address)
         if found is not None:
-            return found
+            records, looked_up, symbol = found
+            if looked_up:
+                self._pending = (symbol,)
+            return records
         if self._reader is None:
             from ..elf.addr2line import Addr2Line
 
             self._reader = Addr2Line(self.path)
-        found = self._new[address] = self._reader.records(address)
-        return found
+        if self._pending is not None:
+            self._reader.remember(self._pending[0])
+            self._pending = None
+        answer = self._reader.answer(address)
+        if answer.fixed:
+            self._new[address] = (answer.records, answer.looked_up, answer.symbol)
+        return answer.records
 
     def close(self) -> None:
         from ..sources.cache import code_digest, keep_tables
@@ -541,16 +557,22 @@ class KeptAddr2Line:
         self._reader.close()
         if self._new and not self._reader.problems:
             answers = {**self._kept, **self._new}
-            text = json.dumps(
-                [[address, [[r.function, r.file, r.line] for r in records]]
-                 for address, records in sorted(answers.items())]
-            )  # fmt: skip
+            text = json.dumps([
+                [address, [[r.function, r.file, r.line] for r in records],
+                 *([list(symbol) if symbol is not None else None] if looked_up else [])]
+                for address, (records, looked_up, symbol) in sorted(answers.items())
+            ])  # fmt: skip
             binding = _binding(self._digest, code_digest(*ANSWER_CODE))
             keep_tables(self._digest, "addr2line", binding, [text.encode()])
 
 
+#: A kept answer: its records, whether it looked a symbol up, and the symbol BFD keeps
+#: after it (:class:`pysframe.elf.addr2line.Answer`).
+_Kept: TypeAlias = "tuple[list[Record], bool, KeptSymbol | None]"
+
+
 def _binding(digest: str, code: str) -> dict[str, str]:
-    return {"code": code, "file": digest}
+    return {"code": code, "file": digest, "answers": "fixed"}
 
 
 def _file_digest(path: str) -> str | None:
@@ -565,22 +587,32 @@ def _file_digest(path: str) -> str | None:
         return None
 
 
-def _answers(parts: list[memoryview]) -> dict[int, list[Record]]:
-    """The answers a kept entry holds (none when its parts are not an entry's)."""
+def _answers(parts: list[memoryview]) -> dict[int, _Kept]:
+    """The answers a kept entry holds (none when its parts are not an entry's): rows of
+    ``[address, [[function, file, line]...]]``, and a third item where the answer looked a
+    symbol up: the symbol kept after it (``[section, name, file, value, end]``, or null)."""
     from ..elf.addr2line_record import Record
 
+    texts = (str, type(None))
     try:
         rows = json.loads(bytes(parts[0])) if len(parts) == 1 else []
-        answers = {
-            int(address): [Record(function, file, int(line)) for function, file, line in records]
-            for address, records in rows
-        }
+        answers: dict[int, _Kept] = {}
+        for address, records, *after in rows:
+            symbol = after[0] if after else None
+            if symbol is not None:
+                section, name, file, value, end = symbol
+                if not (isinstance(name, str) and isinstance(file, texts)):
+                    return {}
+                symbol = (int(section), name, file, int(value), int(end))
+            answers[int(address)] = (
+                [Record(function, file, int(line)) for function, file, line in records],
+                bool(after), symbol,
+            )  # fmt: skip
     except (TypeError, ValueError, RecursionError):
         return {}
-    texts = (str, type(None))
     if all(
         isinstance(r.function, texts) and isinstance(r.file, texts)
-        for records in answers.values() for r in records
+        for records, _, _ in answers.values() for r in records
     ):  # fmt: skip
         return answers
     return {}
