@@ -165,11 +165,19 @@ def test_core_exe_override_and_changed_module(
 
 
 def test_core_exe_build_id_mismatch_and_missing_exe(
-    core: Path, program: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    core: Path,
+    program: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The build ID of --exe is compared with the one the core holds in the first page of
-    the executable's mapping: another build is one warning line, naming the file."""
+    the executable's mapping: another build is one warning line, naming the file.  (A cache
+    of its own: the session's may hold an entry another test made from a copy of the
+    program changed under the same build ID, which is warned about as it is refused.)"""
     from pysframe.elf.reader import ElfReader
+
+    monkeypatch.setenv("PYSFRAME_CACHE_DIR", str(tmp_path / "cache"))
     from pysframe.unwind.corefile import CoreFile
     from pysframe.unwind.loadmap import build_id_in_memory
 
