@@ -420,6 +420,69 @@ def test_kept_answers_are_those_asked_in_any_order(
     assert any(before[a] != answer for a, answer in zip(later, answers, strict=True))
 
 
+#: A function symbol inside another's range: BFD keeps the last symbol it found and gives it
+#: again for an address inside it (_bfd_elf_find_function), so ``inner`` is named ``outer``
+#: when an address of ``outer`` was asked just before.
+NESTED = """\
+	.text
+	.globl	outer
+	.type	outer, @function
+outer:
+	.fill	16, 1, 0x90
+	.type	inner, @function
+inner:
+	.fill	8, 1, 0x90
+	ret
+	.size	inner, .-inner
+	.fill	8, 1, 0x90
+	ret
+	.size	outer, .-outer
+	.globl	main
+	.type	main, @function
+main:
+	xorl	%eax, %eax
+	ret
+	.size	main, .-main
+	.section	.note.GNU-stack,"",@progbits
+"""
+
+
+def test_the_symbol_kept_from_an_answer_is_given_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """addr2line names an address of ``inner`` ``outer`` right after an address of
+    ``outer``, and ``inner`` alone; so do the reader and the answers kept in the cache, a
+    run that takes the first answer from the cache telling the reader which symbol BFD kept."""
+    require_program("addr2line", "binutils")
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    source, program = tmp_path / "nested.s", tmp_path / "nested"
+    source.write_text(NESTED)
+    subprocess.run(["gcc", "-o", str(program), str(source)], check=True)
+    listed = subprocess.run(["nm", str(program)], capture_output=True, text=True, check=True)
+    values = {
+        fields[2]: int(fields[0], 16)
+        for fields in map(str.split, listed.stdout.splitlines())
+        if len(fields) == 3 and fields[2] in ("outer", "inner")
+    }
+    first, second = values["outer"] + 4, values["inner"] + 2
+    both, alone = _addr2line(str(program), [first, second]), _addr2line(str(program), [second])
+    assert both[1][0].startswith("outer\n") and alone[0][0].startswith("inner\n")
+    with Addr2Line(str(program)) as fresh:
+        answers = [fresh.answer(address) for address in (first, second)]
+    assert [[r.text() for r in answer.records] for answer in answers] == both
+    assert answers[0].fixed and not answers[1].fixed  # another symbol holds the second
+    monkeypatch.setenv(cache.CACHE_ENVIRONMENT, str(tmp_path / "cache"))
+    for order, expected in (([first, second], both), ([first, second], both),
+                            ([second], alone)):  # fmt: skip
+        kept = KeptAddr2Line.open(str(program))
+        try:
+            assert [[r.text() for r in kept.records(a)] for a in order] == expected
+        finally:
+            kept.close()
+    assert isinstance(KeptAddr2Line.open(str(program)), KeptAddr2Line)  # the first is kept
+
+
 @pytest.mark.parametrize("library", ["libc.so.6", "ld-linux-x86-64.so.2"])
 def test_answers_are_addr2lines_for_system_debug_files(library: str) -> None:
     require_program("addr2line", "binutils")
