@@ -151,6 +151,38 @@ def test_children_with_callees_first(profile: Profile) -> None:
     ]
 
 
+def test_inlined_functions_of_two_modules_are_one_node() -> None:
+    """perf's match_chain (util/callchain.c, ``-g function``) tells an inlined function by
+    its name alone: ``mix`` inlined in the program and ``mix`` inlined in a library, both
+    under one caller, are one node of the graph (three samples and two: 100%), where two
+    functions of the same name that are not inlined stay apart by module."""
+    made = Profile(sources=["hand-made"])
+    event = made.event_id("cpu-clock", "nanoseconds")
+    library = "/opt/app/lib/libmix.so"
+    irq = FrameInfo(0xFFFFFFFF81000100, "[kernel.kallsyms]", "irq_entry", 0x4, kernel=True)
+    app_mix = FrameInfo(0x555500005000, APP, "mix", 0x8, module_address=0x5000, inlined=True)
+    lib_mix = FrameInfo(0x7F0000002000, library, "mix", 0x8, module_address=0x2000,
+                        inlined=True)  # fmt: skip
+    lib_call = FrameInfo(0x7F0000002000, library, "lib_call", 0x40, module_address=0x2000)
+    stacks = [[irq, app_mix, MAIN]] * 3 + [[irq, lib_mix, lib_call, MAIN]] * 2
+    for time, frames in enumerate(stacks):
+        made.add(
+            made.stack_id([made.frame_id(frame) for frame in frames]), pid=1, tid=1,
+            time=time, cpu=0, period=100, comm=made.comm_id("app"), event=event,
+        )  # fmt: skip
+    rows = text(made, TopOptions(children=True, graph=GraphOptions(order="callee")))
+    at = rows.index("   100.00%   100.00%  app      [kernel.kallsyms]  [k] irq_entry")
+    assert rows[at + 1 : at + 8] == [
+        "            |",
+        "            ---irq_entry",
+        "               mix (inlined)",
+        "               |          ",
+        "               |--60.00%--main",
+        "               |          ",
+        "                --40.00%--lib_call",
+    ]
+
+
 def test_flat_folded_values_and_fractal(profile: Profile) -> None:
     flat = text(profile, TopOptions(graph=GraphOptions(mode="flat")))
     assert flat[:7] == [

@@ -537,17 +537,19 @@ def _c_order(text: str) -> bytes:
 
 
 def _chain_keys(profile: Profile, frames: _Frames) -> list[int]:
-    """What tells frames apart in a call graph (match_chain with ``-g function``): the
-    module and the symbol's start (an inlined function's name too), or the module and the
-    address in the chain when there is no symbol."""
+    """What tells frames apart in a call graph (util/callchain.c match_chain with ``-g
+    function``): an inlined function by its name alone, whatever its module (two modules'
+    inlined ``mix`` are one node); else the module and the symbol's start, or the module and
+    the address in the chain when there is no symbol."""
     ids: dict[tuple[str, int, int, str], int] = {}
     keys: list[int] = []
     for number, info in enumerate(profile.frames):
         if info.symbol is None:
             key = (info.module, 0, frames.chain_address[number], "")
+        elif info.inlined:
+            key = ("", 2, 0, info.symbol)
         else:
-            start = frames.own_address[number] - info.offset
-            key = (info.module, 1, start, info.symbol if info.inlined else "")
+            key = (info.module, 1, frames.own_address[number] - info.offset, "")
         keys.append(ids.setdefault(key, len(ids)))
     return keys
 
