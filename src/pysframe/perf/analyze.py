@@ -598,6 +598,8 @@ def _answers(parts: list[memoryview]) -> dict[int, _Kept]:
         rows = json.loads(bytes(parts[0])) if len(parts) == 1 else []
         answers: dict[int, _Kept] = {}
         for address, records, *after in rows:
+            if len(after) > 1:  # a row is two items, or three
+                return {}
             symbol = after[0] if after else None
             if symbol is not None:
                 section, name, file, value, end = symbol
