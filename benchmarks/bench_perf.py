@@ -16,10 +16,10 @@ hundred) and kept, with their programs, under the benchmark cache:
 
 For each recording, each command runs in a fresh process with its output to /dev/null, and
 the kernel's account of it (wait4) gives its CPU time (user + system), wall time and peak
-resident set; medians of ``--runs`` rounds, each of which runs every command once, in turn
-(a ratio is the median of the rounds' ratios).  perf's default ``perf script`` (inline frames) is
-counted with the addr2line processes it starts and never waits for.  pysframe runs once
-first, so that the SFrame it generates for modules without their own, and the symbol tables
+resident set; medians of ``--runs`` rounds, each of which runs every command once, in
+turn (a ratio is the median of the rounds' ratios).  perf's default ``perf script`` (inline
+frames) is counted with the addr2line processes it starts and never waits for.  pysframe runs
+once first, so that the SFrame it generates for modules without their own, and the symbol tables
 and kallsyms it parses, are in its cache (what a second report sees).  pysframe runs with
 ``-j 1`` for its CPU time (every process it starts counted); then with ``-j 2``, for its wall
 time, its output checked to be ``-j 1``'s.  The ratios printed are pysframe's over perf's:
@@ -310,7 +310,7 @@ def compare(perf: str, name: str, path: Path, runs: int, ratios_only: bool = Fal
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small recordings, one run")
-    parser.add_argument("--runs", type=int, default=3, help="runs of each command; medians")
+    parser.add_argument("--runs", type=int, default=3, help="rounds of every command; medians")
     parser.add_argument("--samples", type=int, default=None, help="samples per recording")
     parser.add_argument("--big", action="store_true", help="also a 1 GB recording's memory")
     parser.add_argument(
