@@ -54,7 +54,7 @@ def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
     one, the time, the period, the event's name as wide as the longest."""
     time = profile.time[index]
     stamp = f"{time // 1_000_000_000}.{time % 1_000_000_000 // 1000:06d}"
-    width = max(len(escape_controls(name)) for name, _ in profile.events)
+    width = _event_width(profile)
     event = escape_controls(profile.events[profile.event[index]][0])
     comm = escape_controls(profile.comms[profile.comm[index]])
     cpu = f"[{profile.cpu[index]:03d}] " if min(profile.cpu) >= 0 else ""
@@ -230,7 +230,7 @@ def script_text(
 
     fields = _check_fields(profile, options)
     kinds = len(profile.events) or 1
-    name_width = max((len(escape_controls(name)) for name, _ in profile.events), default=0)
+    name_width = _event_width(profile)
     callchain = [profile.has_callchains(name) for name, _ in profile.events] or [True]
     frame_texts: dict[bool, list[str]] = {}
     # What ends a header line where a callchain's frames follow on lines of their own, or
