@@ -269,3 +269,18 @@ def test_an_entry_that_vanishes_is_a_miss(
     assert cache.cached_tables(_key(1), KIND, _binding(1)) is None
     assert cache.cached_verdict(binding.build_id, 0x1000, "checked", "0" * 32) is None
     assert cache.take_warnings() == []
+
+
+def test_entries_another_pysframe_removed_are_no_longer_counted(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two entries counted by this process are removed by another: the next writes go over the
+    bound as this process counts, find them gone, and remove nothing else."""
+    monkeypatch.setenv(cache.SIZE_ENVIRONMENT, "200K")
+    _write(0)
+    _write(1)
+    for number in (0, 1):
+        (cache_dir / _name(number)).unlink()
+    _write(2)
+    _write(3)  # four entries of some 70 KiB counted, two of them gone
+    assert _kept(cache_dir) == {2, 3}

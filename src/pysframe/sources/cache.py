@@ -750,7 +750,8 @@ class _Found:
 def _found(folder: int) -> tuple[list[_Found], int]:
     """The entries and temporary files of the open ``folder`` (regular files of those names:
     a link, a directory, a file of any other name is not one), and the newest modification time
-    of the folder and of them (ns)."""
+    of the folder and of them (ns; -1 when the folder could not be read through: nothing of it
+    is then removed for its age)."""
     found = []
     try:
         newest = os.fstat(folder).st_mtime_ns
@@ -768,7 +769,7 @@ def _found(folder: int) -> tuple[list[_Found], int]:
                     found.append(_Found(item.name, kind, info.st_blocks * 512, info.st_mtime_ns))
                     newest = max(newest, info.st_mtime_ns)
     except OSError:
-        return found, 0
+        return found, -1
     return found, newest
 
 
@@ -855,7 +856,7 @@ def _count(folder: int, name: str, usage: _Usage, now: int) -> bool:
     files; False when it is another version's unused for long, whose entries are removed."""
     found, newest = _found(folder)
     current = name == os.path.basename(usage.path)
-    unused = not current and now - newest > UNUSED_FOLDER_AGE * 10**9
+    unused = not current and newest >= 0 and now - newest > UNUSED_FOLDER_AGE * 10**9
     for entry in found:
         if unused or (entry.kind == TEMPORARY and now - entry.used > STALE_TEMPORARY_AGE * 10**9):
             _removed(folder, entry.name)
@@ -1001,6 +1002,8 @@ def cache_usage() -> CacheUsage | None:
                 found, newest = _found(descriptor)
             finally:
                 os.close(descriptor)
+            if newest < 0:
+                continue  # not readable: nothing to say of it
             kinds: dict[str, tuple[int, int]] = {}
             for entry in found:
                 count, size = kinds.get(entry.kind, (0, 0))
