@@ -5,11 +5,11 @@ Each sub-command module defines ``register(subparsers)``, which adds its parser 
 Exit status: 0 success, 1 failure (bad input, findings), 2 usage error.
 
 The sub-commands: ``dump``, ``info``, ``lookup``, ``check``, ``verify``, ``generate``,
-``compact``, ``repair``, ``stats``, ``stack`` and ``perf`` (with ``perf script``, ``report``
-and ``stats``).  Beside them: ``options`` (the options several sub-commands share, declared
-once), ``report`` (every line written on stderr: errors, warnings, notes), ``usage`` (usage
-errors), ``progress`` (the progress bar) and ``shell_files`` (the man page and shell
-completions, generated from the parser).
+``compact``, ``repair``, ``stats``, ``stack``, ``perf`` (with ``perf script``, ``report``
+and ``stats``) and ``cache`` (what the cache holds; ``--clear``).  Beside them: ``options``
+(the options several sub-commands share, declared once), ``report`` (every line written on
+stderr: errors, warnings, notes), ``usage`` (usage errors), ``progress`` (the progress bar)
+and ``shell_files`` (the man page and shell completions, generated from the parser).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ GC_THRESHOLD = 100_000
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
     "dump", "info", "lookup", "generate", "check", "stack", "stats", "verify", "compact", "repair",
-    "perf",
+    "perf", "cache",
 )  # fmt: skip
 
 

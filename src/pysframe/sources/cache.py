@@ -44,6 +44,31 @@ The cache is a convenience, never a source of truth, and a place others may have
   else (a link, a FIFO, another file's entry, damaged bytes) is a miss: one warning names the
   entry, which is removed and made again.
 
+The cache keeps itself under a size, ``$PYSFRAME_CACHE_MAX_SIZE`` (:func:`max_size`: bytes,
+or a number with K, M, G or T; 1 GiB by default), counted as ``du`` counts it (the files'
+blocks), over every folder:
+
+* an entry read is marked used, its modification time set to now (through the descriptor it
+  was read from, once per entry per process; entries are never changed once written), so that
+  the times order the entries by last use;
+* the first write of a process looks at the cache: the entries of every
+  folder, the folders of other versions whose newest entry (or the folder itself) is older than
+  :data:`UNUSED_FOLDER_AGE` removed, and a write's temporary file older than
+  :data:`STALE_TEMPORARY_AGE`; its later writes count what they add.  When a write takes the
+  cache over its size, the entries used least recently are removed, in any folder, until it
+  holds :data:`LOW_MARK` of it (each is looked at first: one used since is kept).  A command
+  that writes nothing looks at no directory;
+* nothing but an entry is removed: regular files named as entries are (:data:`ENTRY_KINDS`, the
+  names this and earlier versions give), in folders named ``generated-`` and 16 hex digits that
+  are not links, are the user's own and nobody else may write to, in a directory that is the
+  user's own and nobody else may write to (else this version's folder alone is kept under the
+  size), each name looked up in its opened folder (``dir_fd``), without following links; a
+  folder goes when nothing else is left in it.  A removal that fails, or finds the entry gone
+  (another pysframe removed it), is ignored, and a reader whose entry is gone has a miss.
+
+:func:`cache_usage` says what the cache holds and :func:`clear_cache` removes every entry
+(``pysframe cache``, ``pysframe cache --clear``).
+
 Library code does not print: the warnings wait in :func:`take_warnings` for the command line,
 which prints each once.  A failed write is ignored.
 """
@@ -54,7 +79,9 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import cache
@@ -223,22 +250,28 @@ def _open_directory(path: str, create: bool) -> int | None:
         if error.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link, or a file
             _distrust(path, "a symbolic link" if os.path.islink(path) else "not a directory")
         return None
+    why = _untrusted(descriptor)
+    if why is not None:
+        os.close(descriptor)
+        if why:
+            _distrust(path, why)
+        return None
+    return descriptor
+
+
+def _untrusted(descriptor: int) -> str | None:
+    """Why the open directory ``descriptor`` is not the user's own or others may write to it
+    (empty: it cannot be looked at); None when it is neither."""
     try:
         info = os.fstat(descriptor)
     except OSError:
-        os.close(descriptor)
-        return None
-    why = None
+        return ""
     if info.st_uid != os.geteuid():
-        why = f"owned by another user (uid {info.st_uid})"
-    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"owned by another user (uid {info.st_uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         who = "others" if info.st_mode & stat.S_IWOTH else "its group"
-        why = f"writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
-    if why is not None:
-        os.close(descriptor)
-        _distrust(path, why)
-        return None
-    return descriptor
+        return f"writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
 
 
 def _distrust(path: str, why: str) -> None:
@@ -282,7 +315,9 @@ def _content(
             name, max_size=limit, directory=directory.descriptor, follow_links=False,
             shown=directory.shown(name),
         ) as stream:  # fmt: skip
-            return how(stream, limit + 1)
+            content = how(stream, limit + 1)
+            _mark_used(directory, name, stream)
+            return content
     except InputError as error:
         if error.errno == errno.ENOENT:
             return None
@@ -303,8 +338,11 @@ def _write(directory: _Directory, name: str, chunks: list[bytes]) -> None:
     """Write an entry (best effort: a failure is ignored)."""
     from ..output import write_in_directory
 
-    with suppress(OSError, SFrameError):
+    try:
         write_in_directory(directory.descriptor, name, chunks, shown=directory.shown(name))
+    except (OSError, SFrameError):
+        return
+    _account(directory, name)
 
 
 # -- generated sections -------------------------------------------------------------------------
@@ -574,20 +612,491 @@ def keep_verdict(
             _write(directory, _entry_name(build_id, address, kind), [text])
 
 
+# -- the bound: the least recently used entries removed ------------------------------------------
+
+
+#: The environment variable setting the cache's largest size: bytes, or a number with K, M, G or
+#: T (powers of 1024, as ``du`` and ``sort -S`` read them; ``KiB``, ``MB``... are read the same).
+SIZE_ENVIRONMENT = "PYSFRAME_CACHE_MAX_SIZE"
+#: The cache's largest size when :data:`SIZE_ENVIRONMENT` is not set.
+DEFAULT_MAX_SIZE = 1 << 30
+#: When a write takes the cache over its size, the least recently used entries are removed until
+#: it holds this share of it or less (so that the next writes do not remove some again at once).
+LOW_MARK = 0.9
+#: The folder of another pysframe's entries is removed when neither it nor any of its entries
+#: changed or was used for this long (seconds): two versions used side by side keep theirs.
+UNUSED_FOLDER_AGE = 30 * 24 * 3600
+#: A write's temporary file (:func:`pysframe.output.write_in_directory`: ``.NAME.XXXXXXXX.tmp``)
+#: this old (seconds) was left by a write that never ended, and is removed.
+STALE_TEMPORARY_AGE = 24 * 3600
+#: The kinds of entries, the last part of their names: generated sections, the checks' verdicts
+#: (:mod:`pysframe.sources.trust`) and the tables.
+ENTRY_KINDS = ("sframe", "checked", "trusted", "perf-symbols", "kallsyms", "addr2line")
+#: What the temporary files of writes count as.
+TEMPORARY = "temporary"
+
+#: The names of the folders (:func:`cache_directory`) of this and other versions of pysframe.
+_FOLDER_NAME = re.compile(r"generated-[0-9a-f]{16}")
+#: The names of entries (``KEY.ADDRESS.KIND``, ``KEY.CODE.KIND``; ``KEY.KIND``, the tables of
+#: earlier versions, hex numbers all), and of the temporary files writing them: nothing else in
+#: a folder is removed.
+_ENTRY_NAME = rf"[0-9a-fA-F]{{1,128}}(?:\.[0-9a-fA-F]{{1,128}})?\.({'|'.join(ENTRY_KINDS)})"
+_NAME = re.compile(rf"{_ENTRY_NAME}|\.{_ENTRY_NAME}\.[0-9a-f]{{8}}\.tmp")
+#: A size: a number, then K, M, G or T, alone or with ``iB`` or ``B``, or ``B``.
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?) *(?:([kmgt])(?:ib|b)?|b)?", re.IGNORECASE)
+_UNITS = " KMGT"
+
+#: The entries read by this process and marked as used (folder, name): once each.
+_used: set[tuple[str, str]] = set()
+
+
+def parse_size(text: str) -> int:
+    """The number of bytes ``text`` says (``1073741824``, ``500M``, ``2G``, ``1.5GiB``);
+    ValueError when it is no size, or not more than 0."""
+    found = _SIZE.fullmatch(text.strip())
+    if found is None:
+        raise ValueError(f"not a size: {text!r} (bytes, or a number with K, M, G or T)")
+    scale = 1024 ** _UNITS.index(found[2].upper()) if found[2] else 1
+    number = found[1]
+    size = int(float(number) * scale) if "." in number else int(number) * scale
+    if size < 1:
+        raise ValueError(f"not more than 0: {text!r} ({CACHE_ENVIRONMENT}= turns the cache off)")
+    return size
+
+
+def size_text(size: int) -> str:
+    """``size`` bytes as ``du -h`` would say them, in KiB, MiB, GiB or TiB (one decimal)."""
+    if size < 1024:
+        return f"{size} B"
+    power = 1
+    while power < 4 and size >= 1024 ** (power + 1):
+        power += 1
+    return f"{size / 1024**power:.1f} {_UNITS[power]}iB"
+
+
+def max_size() -> int:
+    """The cache's largest size: ``$PYSFRAME_CACHE_MAX_SIZE``, else :data:`DEFAULT_MAX_SIZE`
+    (also when it says no size: one warning says so)."""
+    return _max_size_for(os.environ.get(SIZE_ENVIRONMENT))
+
+
+@cache
+def _max_size_for(text: str | None) -> int:
+    if text is None or not text.strip():
+        return DEFAULT_MAX_SIZE
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        _warn(f"{SIZE_ENVIRONMENT}: {error}; {size_text(DEFAULT_MAX_SIZE)} is used")
+        return DEFAULT_MAX_SIZE
+
+
+def _mark_used(directory: _Directory, name: str, stream: BinaryIO) -> None:
+    """Set the modification time of the entry just read to now, once per process: entries are
+    never changed once written, so that their times order them by last use
+    (:func:`_make_room` removes the oldest).  Through the open file: the one read."""
+    key = (directory.path, name)
+    if key in _used:
+        return
+    _used.add(key)
+    with suppress(OSError, ValueError):
+        os.utime(stream.fileno())
+
+
+@dataclass(slots=True, eq=False, repr=False)
+class _Kept:
+    """An entry as this process knows it: its size on the disk and when it was last used (its
+    modification time, ns)."""
+
+    size: int
+    used: int
+
+
+@dataclass(slots=True, eq=False, repr=False)
+class _Usage:
+    """The entries of the cache whose folder is ``path`` (:func:`cache_directory`), by folder
+    name and name, as this process's first write found them and its writes added to them."""
+
+    path: str
+    entries: dict[tuple[str, str], _Kept]
+    total: int = 0
+
+    def add(self, folder: str, name: str, kept: _Kept) -> None:
+        old = self.entries.get((folder, name))
+        self.total += kept.size - (old.size if old is not None else 0)
+        self.entries[folder, name] = kept
+
+    def drop(self, folder: str, name: str) -> None:
+        old = self.entries.pop((folder, name), None)
+        if old is not None:
+            self.total -= old.size
+
+
+#: What this process's first write found in the cache (None: it wrote nothing yet).
+_usage: _Usage | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class _Found:
+    """An entry (or a write's temporary file) of a folder: its name, kind, size on the disk
+    (blocks, as ``du`` counts) and modification time (ns)."""
+
+    name: str
+    kind: str
+    size: int
+    used: int
+
+
+def _found(folder: int) -> tuple[list[_Found], int]:
+    """The entries and temporary files of the open ``folder`` (regular files of those names:
+    a link, a directory, a file of any other name is not one), and the newest modification time
+    of the folder and of them (ns; -1 when the folder could not be read through: nothing of it
+    is then removed for its age)."""
+    found = []
+    try:
+        newest = os.fstat(folder).st_mtime_ns
+        with os.scandir(folder) as listing:
+            for item in listing:
+                match = _NAME.fullmatch(item.name)
+                if match is None:
+                    continue
+                try:
+                    info = item.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # removed meanwhile
+                if stat.S_ISREG(info.st_mode):
+                    kind = match[1] or TEMPORARY
+                    found.append(_Found(item.name, kind, info.st_blocks * 512, info.st_mtime_ns))
+                    newest = max(newest, info.st_mtime_ns)
+    except OSError:
+        return found, -1
+    return found, newest
+
+
+def _removed(folder: int, name: str) -> bool:
+    """Remove the name ``name`` of the open ``folder`` (a link is removed, never followed);
+    whether it is gone (another pysframe may have removed it first)."""
+    try:
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def _folder(base: int | None, name: str) -> Iterator[int | None]:
+    """:func:`_open_folder`, closed after use."""
+    descriptor = _open_folder(base, name)
+    try:
+        yield descriptor
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+@contextmanager
+def _base_of(folder: _Directory) -> Iterator[int | None]:
+    """The directory the open folder of this pysframe's entries is in (``..``: no name looked
+    up again), when it is the user's own and nobody else may write to it; else None (the folder
+    alone is then kept under the bound)."""
+    try:
+        descriptor = os.open("..", os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0),
+                             dir_fd=folder.descriptor)  # fmt: skip
+    except OSError:
+        yield None
+        return
+    try:
+        yield None if _untrusted(descriptor) is not None else descriptor
+    finally:
+        os.close(descriptor)
+
+
+def _account(directory: _Directory, name: str) -> None:
+    """Count the entry ``name`` just written in ``directory``; when the cache is then over its
+    size, remove the least recently used entries.  The process's first write looks at the whole
+    cache (:func:`_survey`), the others count what they write."""
+    global _usage
+    try:
+        info = os.stat(name, dir_fd=directory.descriptor, follow_symlinks=False)
+    except OSError:
+        return
+    folder = os.path.basename(directory.path)
+    if _usage is None or _usage.path != directory.path:
+        _usage = _Usage(directory.path, {})
+        _survey(directory, _usage)
+    _usage.add(folder, name, _Kept(info.st_blocks * 512, info.st_mtime_ns))
+    bound = max_size()
+    if _usage.total > bound:
+        _make_room(directory, _usage, int(bound * LOW_MARK))
+
+
+def _survey(directory: _Directory, usage: _Usage) -> None:
+    """Count the entries of every folder of the cache in ``usage``; remove the folders of other
+    versions unused for :data:`UNUSED_FOLDER_AGE` (their entries, then the folder when nothing
+    else is left in it) and temporary files older than :data:`STALE_TEMPORARY_AGE`."""
+    now = time.time_ns()
+    current = os.path.basename(directory.path)
+    _count(directory.descriptor, current, usage, now)
+    with _base_of(directory) as base:
+        if base is None:
+            return
+        for name in _folder_names(base):
+            if name == current:
+                continue
+            with _folder(base, name) as folder:
+                if folder is not None and not _count(folder, name, usage, now):
+                    with suppress(OSError):
+                        os.rmdir(name, dir_fd=base)  # not when anything else is left in it
+
+
+def _count(folder: int, name: str, usage: _Usage, now: int) -> bool:
+    """Count the entries of ``folder`` (named ``name``) in ``usage``, removing stale temporary
+    files; False when it is another version's unused for long, whose entries are removed."""
+    found, newest = _found(folder)
+    current = name == os.path.basename(usage.path)
+    unused = not current and newest >= 0 and now - newest > UNUSED_FOLDER_AGE * 10**9
+    for entry in found:
+        if unused or (entry.kind == TEMPORARY and now - entry.used > STALE_TEMPORARY_AGE * 10**9):
+            _removed(folder, entry.name)
+        elif entry.kind != TEMPORARY:
+            usage.add(name, entry.name, _Kept(entry.size, entry.used))
+    return not unused
+
+
+def _make_room(directory: _Directory, usage: _Usage, goal: int) -> None:
+    """Remove the least recently used entries of ``usage`` until it holds ``goal`` bytes or
+    fewer.  Each is looked at first: one used since it was counted (by this process or another)
+    is kept, one gone is no longer counted."""
+    current = os.path.basename(directory.path)
+    opened: dict[str, int | None] = {current: directory.descriptor}
+    emptied = set()
+    with _base_of(directory) as base:
+        try:
+            for (folder, name), kept in sorted(usage.entries.items(), key=lambda e: e[1].used):
+                if usage.total <= goal:
+                    break
+                if folder not in opened:
+                    opened[folder] = _open_folder(base, folder)
+                descriptor = opened[folder]
+                if descriptor is None:
+                    usage.drop(folder, name)  # no longer looked at
+                    continue
+                try:
+                    info = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+                except FileNotFoundError:
+                    usage.drop(folder, name)
+                    continue
+                except OSError:
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    usage.drop(folder, name)  # replaced by something that is no entry
+                elif info.st_mtime_ns > kept.used:
+                    usage.add(folder, name, _Kept(info.st_blocks * 512, info.st_mtime_ns))
+                elif _removed(descriptor, name):
+                    usage.drop(folder, name)
+                    emptied.add(folder)
+        finally:
+            for folder, descriptor in opened.items():
+                if folder != current and descriptor is not None:
+                    os.close(descriptor)
+        left = {folder for folder, _ in usage.entries}
+        for folder in emptied - left - {current} if base is not None else ():
+            with suppress(OSError):
+                os.rmdir(folder, dir_fd=base)  # not when anything else is left in it
+
+
+def _open_folder(base: int | None, name: str, shown: str | None = None) -> int | None:
+    """The folder ``name`` of the open cache ``base``, opened without following a link, when
+    it is the user's own and nobody else may write to it; else None (and when ``shown`` names
+    it, a warning says why)."""
+    if base is None:
+        return None
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(name, flags, dir_fd=base)
+    except OSError as error:
+        if shown is not None and error.errno in (errno.ELOOP, errno.ENOTDIR):
+            _distrust(shown, "a symbolic link" if _is_link(base, name) else "not a directory")
+        return None
+    why = _untrusted(descriptor)
+    if why is not None:
+        os.close(descriptor)
+        if why and shown is not None:
+            _distrust(shown, why)
+        return None
+    return descriptor
+
+
+def _is_link(base: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=base, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+# -- looking at the cache, clearing it -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CacheFolder:
+    """A folder of the cache (``generated-DIGEST``): whether it is this pysframe's, when it or
+    one of its entries last changed or was used (seconds since the epoch), and its entries by
+    kind (:data:`ENTRY_KINDS`, :data:`TEMPORARY`): how many, and their size on the disk."""
+
+    name: str
+    current: bool
+    last_used: float
+    kinds: dict[str, tuple[int, int]]
+
+    @property
+    def entries(self) -> int:
+        return sum(count for count, _ in self.kinds.values())
+
+    @property
+    def size(self) -> int:
+        return sum(size for _, size in self.kinds.values())
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CacheUsage:
+    """The cache's directory (the folders' parent), its largest size (:func:`max_size`) and
+    its folders, this pysframe's first."""
+
+    directory: str
+    max_size: int
+    folders: tuple[CacheFolder, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(folder.size for folder in self.folders)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClearedCache:
+    """What :func:`clear_cache` removed: the cache's directory, the entries and their size,
+    and how many could not be removed."""
+
+    directory: str
+    removed: int
+    size: int
+    failed: int
+
+
+def cache_usage() -> CacheUsage | None:
+    """What the cache holds, folder by folder (None: no cache, ``PYSFRAME_CACHE_DIR=``).
+    InputError when its directory cannot be looked at or others may write to it; a folder that
+    is not the user's own or a link is left out, with a warning (:func:`take_warnings`)."""
+    with _cache_base() as opened:
+        if opened is None:
+            return None
+        path, base = opened
+        current = os.path.basename(cache_directory() or "")
+        folders = []
+        for name in _folder_names(base):
+            descriptor = _open_folder(base, name, os.path.join(path, name))
+            if descriptor is None:
+                continue
+            try:
+                found, newest = _found(descriptor)
+            finally:
+                os.close(descriptor)
+            if newest < 0:
+                continue  # not readable: nothing to say of it
+            kinds: dict[str, tuple[int, int]] = {}
+            for entry in found:
+                count, size = kinds.get(entry.kind, (0, 0))
+                kinds[entry.kind] = (count + 1, size + entry.size)
+            folders.append(CacheFolder(name, name == current, newest / 1e9, kinds))
+        folders.sort(key=lambda folder: (not folder.current, -folder.last_used, folder.name))
+        return CacheUsage(path, max_size(), tuple(folders))
+
+
+def clear_cache() -> ClearedCache | None:
+    """Remove every entry of the cache (every folder's, temporary files too), then the folders
+    left empty; nothing else (None: no cache).  InputError as :func:`cache_usage` raises it."""
+    with _cache_base() as opened:
+        if opened is None:
+            return None
+        path, base = opened
+        removed = size = failed = 0
+        for name in _folder_names(base):
+            with _folder(base, name) as folder:
+                if folder is None:
+                    continue
+                for entry in _found(folder)[0]:
+                    if _removed(folder, entry.name):
+                        removed, size = removed + 1, size + entry.size
+                    else:
+                        failed += 1
+            with suppress(OSError):
+                os.rmdir(name, dir_fd=base)  # not when anything else is left in it
+        return ClearedCache(path, removed, size, failed)
+
+
+@contextmanager
+def _cache_base() -> Iterator[tuple[str, int | None] | None]:
+    """The cache's directory (the folders' parent) and a descriptor of it (None: there is
+    none yet); None when there is no cache."""
+    path = cache_directory()
+    if path is None:
+        yield None
+        return
+    base = os.path.dirname(path)
+    try:
+        descriptor = os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        yield base, None
+        return
+    except OSError as error:
+        raise InputError(error.strerror or str(error), path=base) from None
+    try:
+        why = _untrusted(descriptor)
+        if why is not None:
+            raise InputError(f"not used as a cache: {why or 'cannot be looked at'}", path=base)
+        yield base, descriptor
+    finally:
+        os.close(descriptor)
+
+
+def _folder_names(base: int | None) -> list[str]:
+    """The names of the folders of the open cache ``base``, sorted."""
+    if base is None:
+        return []
+    try:
+        with os.scandir(base) as listing:
+            return sorted(item.name for item in listing if _FOLDER_NAME.fullmatch(item.name))
+    except OSError:
+        return []
+
+
 __all__ = [
     "CACHE_ENVIRONMENT",
+    "DEFAULT_MAX_SIZE",
     "ENTRY_FORMAT",
+    "ENTRY_KINDS",
     "ENTRY_MAGIC",
     "GENERATOR_INPUTS",
+    "LOW_MARK",
     "MAX_ENTRY",
     "MAX_TABLES",
     "MAX_VERDICT",
+    "SIZE_ENVIRONMENT",
+    "STALE_TEMPORARY_AGE",
     "TABLES_MAGIC",
+    "TEMPORARY",
+    "UNUSED_FOLDER_AGE",
     "Binding",
+    "CacheFolder",
+    "CacheUsage",
+    "ClearedCache",
     "cache_directory",
+    "cache_usage",
     "cached_generation",
     "cached_tables",
     "cached_verdict",
+    "clear_cache",
     "code_digest",
     "generation_binding",
     "generator_digest",
@@ -595,6 +1104,9 @@ __all__ = [
     "keep_generation",
     "keep_tables",
     "keep_verdict",
+    "max_size",
+    "parse_size",
     "reject_generation",
+    "size_text",
     "take_warnings",
 ]
