@@ -113,6 +113,27 @@ def test_amd64_frame_pointer_fallback_marks_the_caller() -> None:
     assert trace.stop is StopKind.OUTERMOST
 
 
+def test_frame_pointer_chain_ends_at_a_zero_frame_pointer() -> None:
+    """No SFrame anywhere (a binary without unwind information): the frame records lead to
+    the outermost frame, whose record holds a caller FP of 0 (the psABI's end of the chain):
+    the walk ends there as at an outermost frame, not for want of unwind information."""
+    mem = Memory()
+    mem.put(0x7200, 0x7300).put(0x7208, 0x9100)  # frame 0's record: caller FP, RA
+    mem.put(0x7300, 0x0).put(0x7308, 0x9200)  # frame 1's record: FP 0 (its caller: _start)
+    trace = unwind(AMD64, Registers(pc=0x9000, sp=0x7100, fp=0x7200), mem, lambda pc: None)
+    assert trace.pcs == [0x9000, 0x9100, 0x9200]
+    assert trace.frames[2].source is FrameSource.FRAME_POINTER
+    assert trace.stop is StopKind.OUTERMOST
+
+
+def test_a_zero_frame_pointer_at_the_first_frame_is_no_unwind_information() -> None:
+    """The sampled function has no SFrame and its FP register holds 0 (a function that keeps
+    no frame pointer): nothing says where its caller is."""
+    trace = unwind(AMD64, Registers(pc=0x9000, sp=0x7100, fp=0), Memory(), lambda pc: None)
+    assert trace.pcs == [0x9000]
+    assert trace.stop is StopKind.NO_UNWIND_INFO
+
+
 def test_amd64_no_fallback_stops_with_reason() -> None:
     sec = section(AMD64, amd64_program)
     trace = unwind(

@@ -177,6 +177,11 @@ def test_amd64_batch() -> None:
         # No row at 0x9000: the frame-pointer chain, then SFrame.
         Case(program, Memory().put(0x7200, 0x7300).put(0x7208, 0x3001),
              Registers(pc=0x9000, sp=0x7100, fp=0x7200), [0x9000, 0x3001], StopKind.OUTERMOST),
+        # No row anywhere on the way: the frame records to the one whose caller FP is 0, the
+        # end of the chain (as Unwinder.unwind stops: test_unwind.py).
+        Case(program, Memory().put(0x7200, 0x7300).put(0x7208, 0x9100).put(0x7300, 0)
+             .put(0x7308, 0x9200), Registers(pc=0x9000, sp=0x7100, fp=0x7200),
+             [0x9000, 0x9100, 0x9200], StopKind.OUTERMOST),
         # A signal frame known by its code, then the interrupted frame and its caller.
         Case(section(AMD64, signal_program), signal, Registers(pc=0x1000, sp=0x7000, fp=0),
              [0x1000, 0x4000, 0x2010, 0x3002], StopKind.OUTERMOST),

@@ -537,6 +537,9 @@ class _State:
         #: Walks whose state the columns do not hold, and that state.
         self.full = np.zeros(count, dtype=bool)
         self.full_state: dict[int, WalkState] = {}
+        #: Walks whose frame at hand was found through a frame record (the unwinder's
+        #: frame-pointer fallback): the chain ends where its FP is 0 (Unwinder.step).
+        self.by_frame_pointer = np.zeros(count, dtype=bool)
 
     def finish(self, rows: Rows, why: StopKind) -> None:
         self.active[rows] = False
@@ -554,7 +557,7 @@ class _State:
         self.pc[rows], self.sp[rows], self.fp[rows] = pc, sp, fp
         self.sp_known[rows], self.fp_known[rows] = True, fp_known
         self.prev_cfa[rows], self.has_prev[rows] = cfa, True
-        self.exact[rows] = self.first[rows] = False
+        self.exact[rows] = self.first[rows] = self.by_frame_pointer[rows] = False
 
     def walk_state(self, walk: int, depth: int, unwinder: Unwinder) -> WalkState:
         """Walk ``walk``'s state from the columns."""
@@ -565,8 +568,9 @@ class _State:
         if self.fp_known[walk]:
             regs[arch.fp] = int(self.fp[walk])
         prev = int(self.prev_cfa[walk]) if self.has_prev[walk] else None
+        source = FrameSource.FRAME_POINTER if self.by_frame_pointer[walk] else FrameSource.SFRAME
         return WalkState(int(self.pc[walk]), regs, bool(self.exact[walk]), False, depth, prev,
-                         FrameSource.SFRAME)  # fmt: skip
+                         source)  # fmt: skip
 
     def take(self, walk: int, caller: WalkState, unwinder: Unwinder) -> None:
         """Walk ``walk`` goes on from ``caller`` (the unwinder's step)."""
@@ -580,6 +584,7 @@ class _State:
         self.sp_known[walk], self.sp[walk] = sp is not None, sp or 0
         self.fp_known[walk], self.fp[walk] = fp is not None, fp or 0
         self.full[walk] = caller.all_registers
+        self.by_frame_pointer[walk] = caller.source is FrameSource.FRAME_POINTER
         if caller.all_registers:
             self.full_state[walk] = caller
 

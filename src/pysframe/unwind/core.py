@@ -611,6 +611,12 @@ class Unwinder:
         if not arch.fp_chain:
             raise _Stop(StopKind.NO_UNWIND_INFO, f"no SFrame row covers {state.pc:#x}")
         fp = state.regs.get(arch.fp)
+        if fp == 0 and state.source is FrameSource.FRAME_POINTER:
+            # The chain's end: the outermost frame keeps a frame pointer of 0 (x86-64 psABI
+            # 3.4.1, "the user code should mark the deepest stack frame by setting the frame
+            # pointer to zero"; AAPCS64, "The Frame Pointer": a frame record whose previous
+            # frame address is 0 ends the chain).
+            raise _Stop(StopKind.OUTERMOST, "outermost frame (frame pointer 0 ends the chain)")
         if fp is None or fp == 0:
             raise _Stop(
                 StopKind.NO_UNWIND_INFO,
