@@ -237,6 +237,7 @@ class _RbTree:
         self.parent = [_NIL] * count
         self.red = [False] * count
         self.root = _NIL
+        self.rotations = 0
 
     @property
     def left(self) -> list[int]:
@@ -284,6 +285,16 @@ class _RbTree:
             side = 0 if goes_left(node, at) else 1
             at = self.child[side][at]
         self._link(node, parent, side)
+
+    def add(self, parent: int, side: int) -> int:
+        """A new node (the next number) linked as ``parent``'s child on ``side``."""
+        node = len(self.parent)
+        self.child[0].append(_NIL)
+        self.child[1].append(_NIL)
+        self.parent.append(_NIL)
+        self.red.append(False)
+        self._link(node, parent, side)
+        return node
 
     def _link(self, node: int, parent: int, side: int) -> None:
         """rb_link_node: ``node`` becomes ``parent``'s child on ``side`` (the root without a
@@ -337,6 +348,7 @@ class _RbTree:
                     parents[inner] = parent
                 parents[parent], parents[node] = node, grandparent
                 parent = node
+            self.rotations += 1
             inner = far[parent]  # case 3: rotate at grandparent, away from side
             near[grandparent], far[parent] = inner, grandparent
             if inner != _NIL:
@@ -472,6 +484,59 @@ class _Shape:
             self._index = {number: at for at, number in enumerate(self.order)}
         found = self._tree.find(address, self._ends)
         return self._index[found] if found >= 0 else -1
+
+
+class RbEntries:
+    """A Linux red-black tree of numbered keys, added one at a time by a three-way
+    comparison, as perf keeps its hist entries (util/hist.c hists__findnew_entry and
+    hists__collapse_insert_entry): down from the root, ``compare(at's key, key)`` (perf's
+    ``hist_entry__cmp(iter, he)``) below zero goes left, above zero right; zero finds
+    ``at``.  Where the comparison is no total order, the tree's shape decides what is found
+    and where a key goes, as it does in perf.  Each pair of keys is compared once (a walk
+    meets the pairs of earlier walks again and again)."""
+
+    def __init__(self, compare: Callable[[int, int], int]) -> None:
+        self._tree = _RbTree([], 0)
+        self._compare = compare
+        self._known: dict[int, int] = {}
+        #: The key of each node, by number (the order they were added in).
+        self.keys: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def rotations(self) -> int:
+        """How many rotations its insertions made: while they make none, a walk down from
+        the root to a node takes the same way (a node added hangs below the ways that end
+        at other nodes), so that a key found is found again."""
+        return self._tree.rotations
+
+    def find_or_add(self, key: int) -> tuple[int, bool]:
+        """The node whose key is found equal to ``key`` (and False), else a node of ``key``
+        added where the walk ended (and True).  Keys are below 2**32."""
+        tree, keys, known = self._tree, self.keys, self._known
+        left, right = tree.child
+        parent, side = _NIL, 0
+        at = tree.root
+        while at != _NIL:
+            pair = keys[at] << 32 | key
+            order = known.get(pair)
+            if order is None:
+                order = known[pair] = self._compare(keys[at], key)
+            if not order:
+                return at, False
+            parent = at
+            if order < 0:
+                side, at = 0, left[at]
+            else:
+                side, at = 1, right[at]
+        keys.append(key)
+        return tree.add(parent, side), True
+
+    def in_order(self) -> list[int]:
+        """The nodes from the leftmost (rb_first, rb_next)."""
+        return self._tree.in_order()
 
 
 def rb_order(count: int, goes_left: Callable[[int, int], bool]) -> list[int]:
@@ -637,6 +702,7 @@ __all__ = [
     "STB_WEAK",
     "Candidate",
     "PerfSymbols",
+    "RbEntries",
     "SymbolSet",
     "choose_best_symbol",
     "rb_order",

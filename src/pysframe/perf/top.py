@@ -7,16 +7,16 @@ keys, with their children and call graphs (:mod:`pysframe.perf.callgraph`).
   :class:`TopOptions`: perf report's ``--sort``, ``--children``, ``-g``, ``--percent-limit``;
   :func:`perf_defaults` gives a plain ``perf report --stdio``'s.
 
-The writer works in Python once per distinct (event, command, stack) of the samples, in the
-order of their first sample (perf's order: what a row shows is its first sample's), never per
-sample.
+The writer works in Python once per distinct (event, command, stack) of the samples, and
+per sample only to look up its entries as perf does (in time order: what a row shows is its
+first sample's), which is a list lookup while perf's tree of entries has not turned since.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TextIO
 
@@ -27,7 +27,7 @@ from ..names import escape_controls
 from .aggregate import FlatStacks, column, group, innermost_real_frames
 from .callgraph import ChainNode, ChainOrder, GraphOptions, GraphPrinter, build_tree
 from .profile import UNKNOWN, FrameInfo, Profile
-from .symtab import rb_order
+from .symtab import RbEntries, rb_order
 
 # -- the top table -----------------------------------------------------------------------------
 
@@ -110,6 +110,17 @@ def perf_defaults(profile: Profile) -> TopOptions:
     return TopOptions(children=callchains, graph=GraphOptions() if callchains else None)
 
 
+#: What perf's comparisons of hist entries (util/sort.c) look at of an entry: its command's
+#: name, its thread (with the ``pid`` key), its module's short name (None: no map), whether
+#: it has a symbol, the symbol's name, whether that is an inlined function's, the symbol's
+#: start (the address where there is no symbol), the srcline; names as bytes, as strcmp
+#: orders them.
+_Probe = tuple[bytes | None, int | None, bytes | None, bool, bytes | None, bool, int,
+               bytes | None]  # fmt: skip
+#: Of a probe, what the frame gives (all but the command and thread).
+_PartProbe = tuple[bytes | None, bool, bytes | None, bool, int, bytes | None]
+
+
 @dataclass(frozen=True, slots=True)
 class _Key:
     """What tells one of perf's hist entries from another (hist_entry__cmp with the sort
@@ -143,6 +154,8 @@ class _Hist:
     max_depth: int = 0
     #: Made by a sample's own frame: an inline entry shows the symbol holding it.
     own: bool = False
+    #: What perf's comparisons see of it (:func:`_entry_order`).
+    probe: _Probe = (None, None, None, False, None, False, 0, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +243,22 @@ def _srcline(frame: FrameInfo, dso: str) -> str:
     return f"{dso}[{address:x}]"
 
 
+def _part_probe(
+    dso: str | None, symbol: tuple[object, ...] | None, srcline: str | None,
+    info: FrameInfo | None,
+) -> _PartProbe:  # fmt: skip
+    """A part's (:class:`_Frames`) share of a probe: ``symbol`` is its key's, ``info`` the
+    frame it shows."""
+    name = info.symbol if info is not None and symbol is not None and symbol[0] == 1 else None
+    address = symbol[2 if name is not None else 1] if symbol is not None else 0
+    assert isinstance(address, int)
+    return (
+        None if dso is None else _c_order(dso), name is not None,
+        None if name is None else _c_order(name), bool(name is not None and info and info.inlined),
+        address, None if srcline is None else _c_order(srcline),
+    )  # fmt: skip
+
+
 class _Frames:
     """Per frame of a profile, what the table keys and shows it by: the part of an entry's
     key that the frame gives (:class:`_Key` but the command and thread), as a number, for the
@@ -259,6 +288,8 @@ class _Frames:
                     ] if "srcline" in keys else [None] * len(frames)  # fmt: skip
         #: The distinct parts, (dso, symbol, srcline), by number.
         self.parts: list[tuple[str | None, tuple[object, ...] | None, str | None]] = []
+        #: Each part as perf's comparisons of hist entries see it.
+        self.probes: list[_PartProbe] = []
         numbers: dict[tuple[str | None, tuple[object, ...] | None, str | None], int] = {}
 
         def part(number: int, own: bool) -> int:
@@ -276,6 +307,8 @@ class _Frames:
             if found is None:
                 found = numbers[key] = len(self.parts)
                 self.parts.append(key)
+                self.probes.append(_part_probe(self.dso[number], symbol, srclines[number],
+                                               info))
             return found
 
         # A sample's own entry is its IP's symbol, also where an inline entry stands first
@@ -293,6 +326,7 @@ class _Frames:
         self.no_frame_part = numbers.setdefault(nothing, len(self.parts))
         if self.no_frame_part == len(self.parts):
             self.parts.append(nothing)
+            self.probes.append(_part_probe(None, nothing[1], nothing[2], None))
 
 
 def top_table(
@@ -306,7 +340,11 @@ def top_table(
     entry of each frame on its stack, in the chain's order, that it has not made yet
     (children only: perf's he_cache).  A caller without a symbol is named by its address in
     the process (perf's callchain address), a sample's own frame by its address in the
-    module.  Sorted as perf sorts them (hists__output_resort): by total period with
+    module.  The entries are found and added sample by sample in perf's trees
+    (hists__findnew_entry, then hists__collapse_resort: :func:`_entry_order`, which is no
+    total order where inlined functions meet other symbols, so that the trees' shapes decide
+    their order and a walk can miss an entry and add another).  Sorted as perf sorts them
+    (hists__output_resort, in the collapsed tree's order): by total period with
     ``children``, then by period, both descending; then by each sort key, ascending (no
     module, no symbol last), then by address.  With a graph (``options.graph``), each row
     also has its samples' chains merged into perf's tree (:mod:`pysframe.perf.callgraph`).
@@ -323,89 +361,269 @@ def top_table(
         columns.append(tids)
     columns.append(column(profile, "stack")[order])
     groups = group(columns, column(profile, "period")[order])
-    # Processed in the order of their first sample, as perf processes samples (in time).
-    sequence = np.argsort(groups.first, kind="stable").tolist()
     flat = FlatStacks.of(profile)
     own_frames = innermost_real_frames(profile, flat).tolist()
     # Each thread's command name at the end (its last sample's): perf's thread__comm_len.
+    tid_list = tids.tolist()
     last_comm: dict[int, str] = dict(zip(
-        tids.tolist(), (profile.comms[c] for c in columns[1].tolist()), strict=True
+        tid_list, (profile.comms[c] for c in columns[1].tolist()), strict=True
     ))  # fmt: skip
     event_of, comm_of, stack_of = (
         groups.keys[0].tolist(), groups.keys[1].tolist(), groups.keys[-1].tolist()
     )
     tid_of = groups.keys[2].tolist() if "pid" in keys else None
-    first_tid = tids[groups.first].tolist()
-    counts, periods = groups.count.tolist(), groups.period.tolist()
-    with_comm = "comm" in keys
-    parts, own_part, chain_part, levels = (
-        frames.parts, frames.own_part, frames.chain_part, frames.level
-    )
     graphs = [
         options.graph is not None and profile.has_callchains(name) for name, _ in profile.events
     ]
-    sections: dict[int, dict[tuple[int, int, int], _Hist]] = {}
     # The chain's order: callers first with -g caller, or with children unless -g callee.
     order_given = options.graph.order if options.graph is not None else None
     caller_first = order_given == "caller" or (order_given is None and children)
+    compare = _entry_order(keys)
+    comm_names = [_c_order(comm) for comm in profile.comms]
+    sections: dict[int, _Entries] = {}
+    # The samples by (group, entries found), in the order first met: what they add.
+    given: dict[tuple[int, tuple[int, ...]], list[int]] = {}
 
-    def new_hist(
-        part: int, frame: int, address: int, level: str, index: int, own: bool = False
-    ) -> _Hist:
-        comm = profile.comms[comm_of[index]]
-        tid = tid_of[index] if tid_of is not None else None
-        key = _Key(comm if with_comm else None, tid, *parts[part])
-        return _Hist(key, frame, address, level, first_tid[index], comm, own=own)
-
-    for index in sequence:
-        event = event_of[index]
-        hists = sections.setdefault(event, {})
-        prefix = (comm_of[index] if with_comm else -1, tid_of[index] if tid_of else -1)
-        stack = profile.stacks[stack_of[index]]
-        graph = graphs[event]
-        cursor = stack[::-1] if caller_first else stack
+    def wants(number: int) -> _Wanted:
+        """What a sample of group ``number`` asks perf's tree for (hist_entry_iter__add):
+        its own frame's entry (iter_add_single_cumulative_entry), then with children each
+        frame's of its chain, in the chain's order, but where the sample gave that entry
+        already (iter_add_next_cumulative_entry: its he_cache, equal by hist_entry__cmp,
+        which is being of one part here)."""
+        stack = profile.stacks[stack_of[number]]
+        cursor = tuple(stack[::-1] if caller_first else stack)
         sample_level = "k" if stack and frames.kernel[stack[0]] else "."
-        own = own_frames[stack_of[index]] if stack else -1
-        count, period = counts[index], periods[index]
-        part = own_part[own] if own >= 0 else frames.no_frame_part
-        own_hist = hists.get((*prefix, part))
-        if own_hist is None:
-            own_hist = hists[(*prefix, part)] = new_hist(
-                part, own, frames.own_address[own] if own >= 0 else 0,
-                "k" if own >= 0 and frames.kernel[own] else sample_level, index, own=True,
-            )  # fmt: skip
-        own_hist.samples += count
-        own_hist.period += period
-        own_hist.total_samples += count
-        own_hist.total_period += period
-        if graph:
-            _add_chain(own_hist, tuple(cursor), period, count)
-        if not children:
-            continue
-        seen = {part}
-        level = sample_level
-        for position, frame in enumerate(cursor):
-            # fill_callchain_info: a frame without a map keeps the level of the frame
-            # before it in the chain (the sample's own, for the first).
-            level = levels[frame] or level
-            part = chain_part[frame]
-            if part in seen:
-                continue
-            seen.add(part)
-            hist = hists.get((*prefix, part))
-            if hist is None:
-                hist = hists[(*prefix, part)] = new_hist(
-                    part, frame, frames.chain_address[frame], level, index
-                )
+        prefix = (comm_names[comm_of[number]] if "comm" in keys else None,
+                  tid_of[number] if tid_of is not None else None)  # fmt: skip
+        own = own_frames[stack_of[number]] if stack else -1
+        part = frames.own_part[own] if own >= 0 else frames.no_frame_part
+        own_level = "k" if own >= 0 and frames.kernel[own] else sample_level
+        made = [_Made(part, own, frames.own_address[own] if own >= 0 else 0, own_level, 0, True)]
+        if children:
+            seen = {part}
+            level = sample_level
+            for position, frame in enumerate(cursor):
+                # fill_callchain_info: a frame without a map keeps the level of the frame
+                # before it in the chain (the sample's own, for the first).
+                level = frames.level[frame] or level
+                part = frames.chain_part[frame]
+                if part not in seen:
+                    seen.add(part)
+                    made.append(_Made(part, frame, frames.chain_address[frame], level, position))
+        entries = sections.get(event_of[number])
+        if entries is None:
+            entries = sections[event_of[number]] = _Entries(compare, frames.parts)
+        probes = [entries.number(prefix + frames.probes[entry.part]) for entry in made]
+        return _Wanted(made, probes, cursor)
+
+    wanted = [wants(number) for number in range(len(groups))]
+    # Sample by sample in time, as perf reads them (hists__findnew_entry: a walk by a
+    # comparison that is no total order can miss an entry and add another, as perf's does).
+    periods = column(profile, "period")[order].tolist()
+    for sample, number in enumerate(groups.labels.tolist()):
+        entries = sections[event_of[number]]
+        want = wanted[number]
+        # While the tree has not turned since the last walk for a probe, that walk is the
+        # one a new walk takes (a node added hangs below the ways to the others).
+        found, turns = entries.found, entries.tree.rotations
+        looked = []
+        for probe, entry in zip(want.probes, want.made, strict=True):
+            node, then = found[probe]
+            if then != turns:
+                node = entries.findnew(probe, entry, profile.comms[comm_of[number]],
+                                       tid_list[sample])  # fmt: skip
+                turns = entries.tree.rotations
+            looked.append(node)
+        nodes = tuple(looked)
+        sums = given.get((number, nodes))
+        if sums is None:
+            given[(number, nodes)] = [1, periods[sample]]
+        else:
+            sums[0] += 1
+            sums[1] += periods[sample]
+    for (number, nodes), (count, period) in given.items():
+        hists = sections[event_of[number]].hists
+        want = wanted[number]
+        graph = graphs[event_of[number]]
+        for at, (node, entry) in enumerate(zip(nodes, want.made, strict=True)):
+            hist = hists[node]
+            if not at:
+                hist.samples += count
+                hist.period += period
             hist.total_samples += count
             hist.total_period += period
             if graph:
-                _add_chain(hist, tuple(cursor[position:]), period, count)
+                _add_chain(hist, want.cursor[entry.position:], period, count)
     return [
-        _section(profile, number, list(sections.get(number, {}).values()), options, frames,
-                 last_comm)
+        _section(profile, number, sections[number].in_order() if number in sections else [],
+                 options, frames, last_comm)
         for number in range(len(profile.events))
     ]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """An entry a sample asks for: its part, the frame it shows, the address shown without
+    a symbol, its level, where its chain starts in the sample's, whether it is the sample's
+    own."""
+
+    part: int
+    frame: int
+    address: int
+    level: str
+    position: int
+    own: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What the samples of one group ask for: the entries, their probes, the chain."""
+
+    made: list[_Made]
+    probes: list[int]  # their numbers (_Entries.number)
+    cursor: tuple[int, ...]
+
+
+class _Entries:
+    """One event's hist entries as perf keeps them while it reads the samples (util/hist.c
+    hists->entries_in): each found, or added where its walk ends, by hist_entry__cmp
+    (hists__findnew_entry)."""
+
+    def __init__(
+        self, compare: Callable[[_Probe, _Probe], int],
+        parts: list[tuple[str | None, tuple[object, ...] | None, str | None]],
+    ) -> None:  # fmt: skip
+        self._parts = parts
+        self._numbers: dict[_Probe, int] = {}
+        self._probes: list[_Probe] = []
+        probes = self._probes
+        # The tree holds the probes' numbers.
+        self.tree = RbEntries(lambda left, right: compare(probes[left], probes[right]))
+        self.hists: list[_Hist] = []
+        #: Each probe's entry as its last walk found it, and the tree's rotations before.
+        self.found: list[tuple[int, int]] = []
+
+    def number(self, probe: _Probe) -> int:
+        """The number of ``probe`` (one per distinct probe)."""
+        number = self._numbers.get(probe)
+        if number is None:
+            number = self._numbers[probe] = len(self._probes)
+            self._probes.append(probe)
+            self.found.append((-1, -1))
+        return number
+
+    def findnew(self, number: int, made: _Made, comm: str, tid: int) -> int:
+        """The number of the entry perf's walk finds for probe ``number``, else of one made
+        of ``made`` for a sample of ``comm`` and thread ``tid`` (what the entry shows is its
+        first sample's)."""
+        turns = self.tree.rotations
+        node, added = self.tree.find_or_add(number)
+        self.found[number] = (node, turns)
+        if added:
+            probe = self._probes[number]
+            key = _Key(comm if probe[0] is not None else None, probe[1],
+                       *self._parts[made.part])  # fmt: skip
+            self.hists.append(_Hist(key, made.frame, made.address, made.level, tid, comm,
+                                    own=made.own, probe=probe))  # fmt: skip
+        return node
+
+    def in_order(self) -> list[_Hist]:
+        """The entries from the leftmost (rb_first, rb_next)."""
+        return [self.hists[node] for node in self.tree.in_order()]
+
+
+def _entry_order(keys: tuple[str, ...]) -> Callable[[_Probe, _Probe], int]:
+    """perf's hist_entry__cmp(left, right) with the sort keys (util/hist.c; the keys' cmp of
+    util/sort.c, which are also their collapse: the ``comm`` key's sort__comm_collapse is its
+    cmp): below zero, ``right`` goes left of ``left`` in perf's trees; zero, they are one
+    entry.  Commands, modules, srclines by strcmp ascending (no module last), threads
+    ascending; symbols by sort__sym_cmp: where neither has a symbol, by address; else by
+    module, then no symbol last, then (_sort__sym_cmp) where either is an inlined
+    function, by name *descending* (strcmp of left's and right's), one entry where the names
+    are equal and the ranges meet (here: the same symbol holds both); else by start.  That
+    is no total order (an inlined function among others is placed by its name, they by
+    their starts): the trees' shapes decide, as in perf."""
+    codes = [("comm", "pid", "dso", "symbol", "srcline").index(key) for key in keys
+             if key in ("comm", "pid", "dso", "symbol", "srcline")]  # fmt: skip
+
+    def compare(left: _Probe, right: _Probe) -> int:
+        for code in codes:
+            if code == 0:  # sort__comm_cmp: strcmp(right, left)
+                if left[0] != right[0]:
+                    return 1 if (right[0] or b"") > (left[0] or b"") else -1
+            elif code == 1:  # sort__thread_cmp
+                if left[1] != right[1]:
+                    return (right[1] or 0) - (left[1] or 0)
+            elif code == 4:  # sort__srcline_cmp
+                if left[7] != right[7]:
+                    return 1 if (right[7] or b"") > (left[7] or b"") else -1
+            else:
+                if code == 3 and not left[3] and not right[3]:
+                    # sort__sym_cmp without symbols: _sort__addr_cmp
+                    if left[6] != right[6]:
+                        return _signed(right[6] - left[6])
+                    continue
+                # sort__dso_cmp(left, right), _sort__dso_cmp(right's map, left's map):
+                # strcmp, no map last (cmp_null); sort__sym_cmp's first.
+                if left[2] != right[2]:
+                    if left[2] is None or right[2] is None:
+                        return -1 if left[2] is None else 1
+                    return 1 if right[2] > left[2] else -1
+                if code == 2:
+                    continue
+                # _sort__sym_cmp(left's, right's): no symbol last (cmp_null)...
+                if not left[3] or not right[3]:
+                    return -1 if not left[3] else 1
+                # ... an inlined function's by name, strcmp(left, right) ...
+                if left[5] or right[5]:
+                    if left[4] != right[4]:
+                        return 1 if (left[4] or b"") > (right[4] or b"") else -1
+                    if left[6] == right[6]:
+                        continue
+                # ... else by start.
+                if left[6] != right[6]:
+                    return _signed(right[6] - left[6])
+        return 0
+
+    return compare
+
+
+def _signed(value: int) -> int:
+    """A difference of two u64 as perf's (int64_t) cast of it."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
+
+
+def _collapsed(
+    entries: list[_Hist], compare: Callable[[_Probe, _Probe], int], keys: tuple[str, ...]
+) -> list[_Hist]:
+    """The entries in the order of perf's collapsed tree (util/hist.c
+    hists__collapse_resort, which runs where a sort key has a collapse: ``comm``): taken in
+    the order of ``entries`` (perf's entries_in), each added by hist_entry__collapse or
+    merged into the one found equal (hists__collapse_insert_entry: the sums added, the
+    chains merged, that one's longest chain kept, as callchain_merge leaves max_depth)."""
+    if "comm" not in keys:
+        return entries
+    probes = [hist.probe for hist in entries]
+    tree = RbEntries(lambda left, right: compare(probes[left], probes[right]))
+    kept: list[_Hist] = []
+    for number, hist in enumerate(entries):
+        node, added = tree.find_or_add(number)
+        if added:
+            kept.append(hist)
+            continue
+        into = kept[node]
+        into.samples += hist.samples
+        into.period += hist.period
+        into.total_samples += hist.total_samples
+        into.total_period += hist.total_period
+        for chain, (period, count) in (hist.chains or {}).items():
+            if into.chains is None:
+                into.chains = {}
+            sums = into.chains.setdefault(chain, [0, 0])
+            sums[0] += period
+            sums[1] += count
+    return [kept[node] for node in tree.in_order()]
 
 
 def _add_chain(hist: _Hist, chain: tuple[int, ...], period: int, count: int) -> None:
@@ -439,7 +657,7 @@ def _section(
     rows = []
     # The rows in perf's order: in the order of its collapsed tree, each put where
     # hist_entry__sort puts it (hists__output_resort).
-    collapsed = sorted(hists, key=lambda hist: _collapse_order(hist, options.sort))
+    collapsed = _collapsed(hists, _entry_order(options.sort), options.sort)
     made: list[tuple[_Hist, TopRow]] = []
     caller_first = options.graph is not None and options.graph.caller_first(options.children)
     for hist in collapsed:
@@ -466,30 +684,6 @@ def _section(
 
     rows = [made[item][1] for item in rb_order(len(made), goes_left)]
     return TopSection(name, unit, len(chosen), period, rows, graphs)
-
-
-def _collapse_order(hist: _Hist, keys: tuple[str, ...]) -> tuple[object, ...]:
-    """The order of perf's collapsed entries (hist_entry__collapse with the sort keys'
-    cmp): commands, threads, modules ascending (no module last); named symbols before
-    addresses, by start or address ascending; srclines ascending."""
-    key = hist.key
-    order: list[object] = []
-    for name in keys:
-        if name == "comm":
-            order.append(key.comm)
-        elif name == "pid":
-            order.append(key.tid)
-        elif name == "dso":
-            order += [key.dso is None, key.dso or ""]
-        elif name == "symbol":
-            symbol = key.symbol or (0, 0)
-            if symbol[0]:
-                order += [0, key.dso is None, key.dso or "", symbol[2]]
-            else:
-                order += [1, False, "", symbol[1]]
-        elif name == "srcline":
-            order.append(key.srcline)
-    return tuple(order)
 
 
 def _sorts_before(
