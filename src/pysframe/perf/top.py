@@ -378,7 +378,6 @@ def top_table(
     # The chain's order: callers first with -g caller, or with children unless -g callee.
     order_given = options.graph.order if options.graph is not None else None
     caller_first = order_given == "caller" or (order_given is None and children)
-    compare = _entry_order(keys)
     comm_names = [_c_order(comm) for comm in profile.comms]
     sections: dict[int, _Entries] = {}
     # The samples by (group, entries found), in the order first met: what they add.
@@ -387,9 +386,8 @@ def top_table(
     def wants(number: int) -> _Wanted:
         """What a sample of group ``number`` asks perf's tree for (hist_entry_iter__add):
         its own frame's entry (iter_add_single_cumulative_entry), then with children each
-        frame's of its chain, in the chain's order, but where the sample gave that entry
-        already (iter_add_next_cumulative_entry: its he_cache, equal by hist_entry__cmp,
-        which is being of one part here)."""
+        frame's of its chain, in the chain's order, but those of a part given already (one
+        entry: the he_cache, :meth:`_Entries.once` drops the others equal to one given)."""
         stack = profile.stacks[stack_of[number]]
         cursor = tuple(stack[::-1] if caller_first else stack)
         sample_level = "k" if stack and frames.kernel[stack[0]] else "."
@@ -398,7 +396,9 @@ def top_table(
         own = own_frames[stack_of[number]] if stack else -1
         part = frames.own_part[own] if own >= 0 else frames.no_frame_part
         own_level = "k" if own >= 0 and frames.kernel[own] else sample_level
-        made = [_Made(part, own, frames.own_address[own] if own >= 0 else 0, own_level, 0, True)]
+        made: list[_Made] = [
+            (part, own, frames.own_address[own] if own >= 0 else 0, own_level, 0, True)
+        ]
         if children:
             seen = {part}
             level = sample_level
@@ -409,32 +409,52 @@ def top_table(
                 part = frames.chain_part[frame]
                 if part not in seen:
                     seen.add(part)
-                    made.append(_Made(part, frame, frames.chain_address[frame], level, position))
+                    made.append((part, frame, frames.chain_address[frame], level, position,
+                                 False))  # fmt: skip
         entries = sections.get(event_of[number])
         if entries is None:
-            entries = sections[event_of[number]] = _Entries(compare, frames.parts)
-        probes = [entries.number(prefix + frames.probes[entry.part]) for entry in made]
+            entries = sections[event_of[number]] = _Entries(keys, frames.parts)
+        probes = [entries.number(prefix + frames.probes[entry[0]]) for entry in made]
         return _Wanted(made, probes, cursor)
 
     wanted = [wants(number) for number in range(len(groups))]
+    for entries in sections.values():
+        entries.prepare()
+    for number, want in enumerate(wanted):
+        kept = sections[event_of[number]].once(want.probes)
+        if len(kept) < len(want.probes):
+            wanted[number] = _Wanted([want.made[at] for at in kept],
+                                     [want.probes[at] for at in kept], want.cursor)  # fmt: skip
+    # Each group's entries as its last sample found them, while the tree has not turned
+    # since (None: it turned while that sample looked).
+    group_found: list[tuple[int, tuple[int, ...]] | None] = [None] * len(groups)
     # Sample by sample in time, as perf reads them (hists__findnew_entry: a walk by a
     # comparison that is no total order can miss an entry and add another, as perf's does).
     periods = column(profile, "period")[order].tolist()
+    always = _Entries.ALWAYS
     for sample, number in enumerate(groups.labels.tolist()):
         entries = sections[event_of[number]]
-        want = wanted[number]
         # While the tree has not turned since the last walk for a probe, that walk is the
         # one a new walk takes (a node added hangs below the ways to the others).
-        found, turns = entries.found, entries.tree.rotations
-        looked = []
-        for probe, entry in zip(want.probes, want.made, strict=True):
-            node, then = found[probe]
-            if then != turns:
-                node = entries.findnew(probe, entry, profile.comms[comm_of[number]],
-                                       tid_list[sample])  # fmt: skip
-                turns = entries.tree.rotations
-            looked.append(node)
-        nodes = tuple(looked)
+        turns = entries.tree.rotations
+        last = group_found[number]
+        if last is not None and last[0] == turns:
+            nodes = last[1]
+        else:
+            want = wanted[number]
+            found, start = entries.found, turns
+            looked = []
+            for probe, entry in zip(want.probes, want.made, strict=True):
+                node, then, way = found[probe]
+                if then != turns and then != always and not (
+                    then >= 0 and entries.tree.unturned(way, then)
+                ):
+                    node = entries.findnew(probe, entry, profile.comms[comm_of[number]],
+                                           tid_list[sample])  # fmt: skip
+                    turns = entries.tree.rotations
+                looked.append(node)
+            nodes = tuple(looked)
+            group_found[number] = (start, nodes) if turns == start else None
         sums = given.get((number, nodes))
         if sums is None:
             given[(number, nodes)] = [1, periods[sample]]
@@ -453,26 +473,16 @@ def top_table(
             hist.total_samples += count
             hist.total_period += period
             if graph:
-                _add_chain(hist, want.cursor[entry.position:], period, count)
+                _add_chain(hist, want.cursor[entry[4]:], period, count)
     return [
-        _section(profile, number, sections[number].in_order() if number in sections else [],
-                 options, frames, last_comm)
+        _section(profile, number, sections.get(number), options, frames, last_comm)
         for number in range(len(profile.events))
-    ]  # fmt: skip
+    ]
 
 
-@dataclass(frozen=True, slots=True)
-class _Made:
-    """An entry a sample asks for: its part, the frame it shows, the address shown without
-    a symbol, its level, where its chain starts in the sample's, whether it is the sample's
-    own."""
-
-    part: int
-    frame: int
-    address: int
-    level: str
-    position: int
-    own: bool = False
+#: An entry a sample asks for: its part, the frame it shows, the address shown without a
+#: symbol, its level, where its chain starts in the sample's, whether it is the sample's own.
+_Made = tuple[int, int, int, str, int, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,41 +500,102 @@ class _Entries:
     (hists__findnew_entry)."""
 
     def __init__(
-        self, compare: Callable[[_Probe, _Probe], int],
+        self, keys: tuple[str, ...],
         parts: list[tuple[str | None, tuple[object, ...] | None, str | None]],
     ) -> None:  # fmt: skip
+        self._keys = keys
         self._parts = parts
         self._numbers: dict[_Probe, int] = {}
-        self._probes: list[_Probe] = []
-        probes = self._probes
-        # The tree holds the probes' numbers.
-        self.tree = RbEntries(lambda left, right: compare(probes[left], probes[right]))
+        self.probes: list[_Probe] = []
+        # The tree holds the probes' numbers (made by prepare, once every probe is known).
+        self._compare: Callable[[int, int], int] = lambda left, right: 0
+        self.tree = RbEntries(self._compare)
         self.hists: list[_Hist] = []
-        #: Each probe's entry as its last walk found it, and the tree's rotations before.
-        self.found: list[tuple[int, int]] = []
+        #: Each probe's entry as its last walk found it, the tree's rotations before
+        #: (ALWAYS: a walk finds it whatever the tree's shape) and the walk's way.
+        self.found: list[tuple[int, int, tuple[int, ...]]] = []
+        # The probes whose walks find their entry whatever the tree's shape
+        # (:func:`_exact_keys`), by what makes two of them one entry.
+        self._exact: dict[int, tuple[object, ...]] = {}
+        self._exact_nodes: dict[tuple[object, ...], int] = {}
+        self._signature: list[tuple[object, ...]] = []
+
+    #: The rotations of a walk that any tree takes.
+    ALWAYS = -2
 
     def number(self, probe: _Probe) -> int:
         """The number of ``probe`` (one per distinct probe)."""
         number = self._numbers.get(probe)
         if number is None:
-            number = self._numbers[probe] = len(self._probes)
-            self._probes.append(probe)
-            self.found.append((-1, -1))
+            number = self._numbers[probe] = len(self.probes)
+            self.probes.append(probe)
+            self.found.append((-1, -1, ()))
         return number
+
+    def collapsing(self) -> RbEntries:
+        """A new tree of these probes, by the same comparison (hists__collapse_resort's)."""
+        return RbEntries(self._compare)
+
+    def prepare(self) -> None:
+        """Made once every probe is numbered: the comparison (:func:`_entry_order`), and
+        the probes whose walks find their entry, or none, whatever the tree's shape, with
+        what makes two of them one entry (:func:`_exact_keys`)."""
+        self._compare = _entry_order(self._keys, self.probes)
+        self.tree = RbEntries(self._compare)
+        self._exact = _exact_keys(self.probes, self._keys)
+        fields = [{"comm": 0, "pid": 1, "dso": 2, "srcline": 7}[key] for key in self._keys
+                  if key in ("comm", "pid", "dso", "srcline")]  # fmt: skip
+        symbol = "symbol" in self._keys
+        self._signature = [
+            (*(probe[field] for field in fields),
+             *((probe[3], probe[6], probe[2] if probe[3] else None, probe[4]) if symbol
+               else ()))
+            for probe in self.probes
+        ]  # fmt: skip
+
+    def once(self, numbers: list[int]) -> list[int]:
+        """Of a sample's probes (the first its own entry's), the places of those perf adds
+        (iter_add_next_cumulative_entry: not one equal by hist_entry__cmp to one it gave
+        already, its he_cache).  Two probes are equal only where their keys' fields, their
+        having a symbol, its start or their address (and their module and the symbol's name,
+        with a symbol) are: other symbols of one start are one part (one probe) already."""
+        signature, compare = self._signature, self._compare
+        given: dict[tuple[object, ...], list[int]] = {}
+        kept = []
+        for at, number in enumerate(numbers):
+            same = given.get(signature[number])
+            if same is None:
+                given[signature[number]] = [number]
+            elif any(not compare(earlier, number) for earlier in same):
+                continue
+            else:
+                same.append(number)
+            kept.append(at)
+        return kept
 
     def findnew(self, number: int, made: _Made, comm: str, tid: int) -> int:
         """The number of the entry perf's walk finds for probe ``number``, else of one made
         of ``made`` for a sample of ``comm`` and thread ``tid`` (what the entry shows is its
         first sample's)."""
+        exact = self._exact.get(number)
+        if exact is not None:
+            node = self._exact_nodes.get(exact, -1)
+            if node >= 0:
+                self.found[number] = (node, self.ALWAYS, ())
+                return node
         turns = self.tree.rotations
         node, added = self.tree.find_or_add(number)
-        self.found[number] = (node, turns)
+        if exact is not None:
+            self._exact_nodes[exact] = node
+            self.found[number] = (node, self.ALWAYS, ())
+        else:
+            self.found[number] = (node, turns, self.tree.way)
         if added:
-            probe = self._probes[number]
+            probe = self.probes[number]
             key = _Key(comm if probe[0] is not None else None, probe[1],
-                       *self._parts[made.part])  # fmt: skip
-            self.hists.append(_Hist(key, made.frame, made.address, made.level, tid, comm,
-                                    own=made.own, probe=probe))  # fmt: skip
+                       *self._parts[made[0]])  # fmt: skip
+            self.hists.append(_Hist(key, made[1], made[2], made[3], tid, comm, own=made[5],
+                                    probe=probe))  # fmt: skip
         return node
 
     def in_order(self) -> list[_Hist]:
@@ -532,60 +603,119 @@ class _Entries:
         return [self.hists[node] for node in self.tree.in_order()]
 
 
-def _entry_order(keys: tuple[str, ...]) -> Callable[[_Probe, _Probe], int]:
+def _entry_order(keys: tuple[str, ...], probes: list[_Probe]) -> Callable[[int, int], int]:
     """perf's hist_entry__cmp(left, right) with the sort keys (util/hist.c; the keys' cmp of
     util/sort.c, which are also their collapse: the ``comm`` key's sort__comm_collapse is its
-    cmp): below zero, ``right`` goes left of ``left`` in perf's trees; zero, they are one
-    entry.  Commands, modules, srclines by strcmp ascending (no module last), threads
-    ascending; symbols by sort__sym_cmp: where neither has a symbol, by address; else by
-    module, then no symbol last, then (_sort__sym_cmp) where either is an inlined
-    function, by name *descending* (strcmp of left's and right's), one entry where the names
-    are equal and the ranges meet (here: the same symbol holds both); else by start.  That
-    is no total order (an inlined function among others is placed by its name, they by
-    their starts): the trees' shapes decide, as in perf."""
-    codes = [("comm", "pid", "dso", "symbol", "srcline").index(key) for key in keys
-             if key in ("comm", "pid", "dso", "symbol", "srcline")]  # fmt: skip
+    cmp), of two of ``probes`` by number: below zero, ``right`` goes left of ``left`` in
+    perf's trees; zero, they are one entry.
 
-    def compare(left: _Probe, right: _Probe) -> int:
-        for code in codes:
-            if code == 0:  # sort__comm_cmp: strcmp(right, left)
-                if left[0] != right[0]:
-                    return 1 if (right[0] or b"") > (left[0] or b"") else -1
-            elif code == 1:  # sort__thread_cmp
-                if left[1] != right[1]:
-                    return (right[1] or 0) - (left[1] or 0)
-            elif code == 4:  # sort__srcline_cmp
-                if left[7] != right[7]:
-                    return 1 if (right[7] or b"") > (left[7] or b"") else -1
-            else:
-                if code == 3 and not left[3] and not right[3]:
-                    # sort__sym_cmp without symbols: _sort__addr_cmp
-                    if left[6] != right[6]:
-                        return _signed(right[6] - left[6])
-                    continue
-                # sort__dso_cmp(left, right), _sort__dso_cmp(right's map, left's map):
-                # strcmp, no map last (cmp_null); sort__sym_cmp's first.
-                if left[2] != right[2]:
-                    if left[2] is None or right[2] is None:
-                        return -1 if left[2] is None else 1
-                    return 1 if right[2] > left[2] else -1
-                if code == 2:
-                    continue
-                # _sort__sym_cmp(left's, right's): no symbol last (cmp_null)...
-                if not left[3] or not right[3]:
-                    return -1 if not left[3] else 1
-                # ... an inlined function's by name, strcmp(left, right) ...
-                if left[5] or right[5]:
-                    if left[4] != right[4]:
-                        return 1 if (left[4] or b"") > (right[4] or b"") else -1
-                    if left[6] == right[6]:
-                        continue
-                # ... else by start.
-                if left[6] != right[6]:
-                    return _signed(right[6] - left[6])
+    Commands, modules, srclines by strcmp ascending (no module last: cmp_null), threads
+    ascending (sort__thread_cmp); the symbol key by sort__sym_cmp: where neither has a
+    symbol, by address (_sort__addr_cmp); else by module (sort__dso_cmp), then no symbol
+    last, then (_sort__sym_cmp) where either is an inlined function, by name *descending*
+    (strcmp of left's and right's names), one entry where the names are equal and the ranges
+    meet (here: the same symbol holds both); else by start.  That is no total order (an
+    inlined function among other symbols is placed by its name, they by their starts): the
+    trees' shapes decide, as in perf.  (The keys before the symbol key are compared as one
+    rank, names and modules by their ranks; starts of one module differ by less than
+    2**63, so that perf's (int64_t) differences order them as they are.)"""
+    at_symbol = keys.index("symbol") if "symbol" in keys else len(keys)
+    fields = {"comm": 0, "pid": 1, "dso": 2, "srcline": 7}
+    head_fields = [fields[key] for key in keys[:at_symbol] if key in fields]
+    tail_fields = [fields[key] for key in keys[at_symbol + 1 :] if key in fields]
+
+    def head_order(probe: _Probe) -> tuple[object, ...]:
+        return tuple(
+            (probe[2] is None, probe[2] or b"") if field == 2 else probe[field] or 0
+            for field in head_fields
+        )  # fmt: skip
+
+    heads = {head_order(probe) for probe in probes}
+    head_rank = {head: rank for rank, head in enumerate(sorted(heads))}
+    head = [head_rank[head_order(probe)] for probe in probes]
+    dsos = sorted({(probe[2] is None, probe[2] or b"") for probe in probes})
+    dso_rank = {dso: rank for rank, dso in enumerate(dsos)}
+    dso = [dso_rank[probe[2] is None, probe[2] or b""] for probe in probes]
+    named = [probe[3] for probe in probes]
+    inlined = [probe[5] for probe in probes]
+    names = sorted({probe[4] or b"" for probe in probes})
+    name_rank = {name: rank for rank, name in enumerate(names)}
+    name = [name_rank[probe[4] or b""] for probe in probes]
+    address = [probe[6] for probe in probes]
+    with_symbol = at_symbol < len(keys)
+
+    def tail(left: _Probe, right: _Probe) -> int:
+        # the keys after the symbol key: strcmp(right, left), threads ascending
+        for field in tail_fields:
+            mine, theirs = left[field], right[field]
+            if mine != theirs:
+                if field == 1:
+                    return (theirs or 0) - (mine or 0)  # type: ignore[operator]
+                if field == 2 and (mine is None or theirs is None):
+                    return -1 if mine is None else 1
+                return 1 if (theirs or b"") > (mine or b"") else -1  # type: ignore[operator]
         return 0
 
+    def compare(left: int, right: int) -> int:
+        order = head[right] - head[left]
+        if order or not with_symbol:
+            return order or (tail(probes[left], probes[right]) if tail_fields else 0)
+        if named[left] or named[right]:  # sort__sym_cmp's sort__dso_cmp first
+            order = dso[right] - dso[left]
+            if order:
+                return order
+        if named[left] and named[right]:
+            if inlined[left] or inlined[right]:
+                order = name[left] - name[right]
+                if not order and address[left] == address[right]:
+                    return tail(probes[left], probes[right]) if tail_fields else 0
+            order = order or address[right] - address[left]
+        elif named[left] or named[right]:
+            return 1 if named[left] else -1
+        else:  # _sort__addr_cmp, whatever the modules: (int64_t) of the difference
+            order = _signed(address[right] - address[left])
+        return order or (tail(probes[left], probes[right]) if tail_fields else 0)
+
     return compare
+
+
+def _exact_keys(probes: list[_Probe], keys: tuple[str, ...]) -> dict[int, tuple[object, ...]]:
+    """Of ``probes`` (by number), those whose walk down perf's tree of entries finds the
+    entry equal to them, or none, whatever the tree's shape, each with what makes two of
+    them one entry.
+
+    Where the ``dso`` key comes before the symbol key, :func:`_entry_order` is no total
+    order only among the named probes of one *mixed block* (of one module and equal keys
+    before the symbol key, inlined functions and other symbols both) and among addresses
+    without a module (perf's (int64_t) differences of addresses more than 2**63 apart).
+    Elsewhere it is one (strcmp, addresses of one module, starts, an inlined function's
+    name then start), blocks are ordered by it too, and each insertion keeps the tree's
+    order consistent with it, so that every comparison met on the way down agrees with the
+    place of the entry sought.  Without the ``dso`` key first, addresses are compared
+    whatever their modules and named symbols by module: none is such a probe."""
+    if "symbol" not in keys:
+        return {number: (*probe[:2], probe[2] if "dso" in keys else None, probe[7])
+                for number, probe in enumerate(probes)}  # fmt: skip
+    before = keys[: keys.index("symbol")]
+    if "dso" not in before:
+        return {}
+    fields = [{"comm": 0, "pid": 1}[key] for key in before if key in ("comm", "pid")]
+
+    def block(probe: _Probe) -> tuple[object, ...]:
+        return (*(probe[field] for field in fields), probe[2])
+
+    kinds: dict[tuple[object, ...], set[bool]] = {}
+    for probe in probes:
+        if probe[3]:
+            kinds.setdefault(block(probe), set()).add(probe[5])
+    exact: dict[int, tuple[object, ...]] = {}
+    for number, probe in enumerate(probes):
+        if len(kinds.get(block(probe), ())) > 1 if probe[3] else probe[2] is None:
+            continue
+        # one module, then one address (no symbol), or one start (and an inlined
+        # function's name)
+        exact[number] = (*probe[:4], probe[4] if probe[5] else None, probe[6], probe[7])
+    return exact
 
 
 def _signed(value: int) -> int:
@@ -594,21 +724,22 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >> 63 else value
 
 
-def _collapsed(
-    entries: list[_Hist], compare: Callable[[_Probe, _Probe], int], keys: tuple[str, ...]
-) -> list[_Hist]:
-    """The entries in the order of perf's collapsed tree (util/hist.c
-    hists__collapse_resort, which runs where a sort key has a collapse: ``comm``): taken in
-    the order of ``entries`` (perf's entries_in), each added by hist_entry__collapse or
-    merged into the one found equal (hists__collapse_insert_entry: the sums added, the
-    chains merged, that one's longest chain kept, as callchain_merge leaves max_depth)."""
+def _collapsed(made: _Entries | None, keys: tuple[str, ...]) -> list[_Hist]:
+    """The entries ``made`` (perf's entries_in) in the order of perf's collapsed tree
+    (util/hist.c hists__collapse_resort, which runs where a sort key has a collapse:
+    ``comm``): taken in entries_in's order, each added by hist_entry__collapse (the cmp of
+    these keys) or merged into the one found equal (hists__collapse_insert_entry: the sums
+    added, the chains merged, that one's longest chain kept, as callchain_merge leaves
+    max_depth)."""
+    if made is None:
+        return []
+    entries = made.in_order()
     if "comm" not in keys:
         return entries
-    probes = [hist.probe for hist in entries]
-    tree = RbEntries(lambda left, right: compare(probes[left], probes[right]))
+    tree = made.collapsing()
     kept: list[_Hist] = []
-    for number, hist in enumerate(entries):
-        node, added = tree.find_or_add(number)
+    for hist in entries:
+        node, added = tree.find_or_add(made.number(hist.probe))
         if added:
             kept.append(hist)
             continue
@@ -641,7 +772,7 @@ def _add_chain(hist: _Hist, chain: tuple[int, ...], period: int, count: int) -> 
 def _section(
     profile: Profile,
     event: int,
-    hists: list[_Hist],
+    entries: _Entries | None,
     options: TopOptions,
     frames: _Frames,
     last_comm: dict[int, str],
@@ -657,7 +788,7 @@ def _section(
     rows = []
     # The rows in perf's order: in the order of its collapsed tree, each put where
     # hist_entry__sort puts it (hists__output_resort).
-    collapsed = _collapsed(hists, _entry_order(options.sort), options.sort)
+    collapsed = _collapsed(entries, options.sort)
     made: list[tuple[_Hist, TopRow]] = []
     caller_first = options.graph is not None and options.graph.caller_first(options.children)
     for hist in collapsed:
