@@ -232,6 +232,31 @@ def test_top_ties_follow_perfs_trees_of_inlined_functions() -> None:
     ]
 
 
+def test_graph_siblings_of_equal_hits_by_symbol_names_where_one_is_inlined() -> None:
+    """perf's match_chain (util/callchain.c, ``-g function``) orders an inlined function
+    against any other symbol by the two symbols' names (match_chain_strings), where two
+    other symbols go by module and start; a node's children are its tree in that order,
+    highest first, and children of equal hits are printed in it.  Under app_run, hot
+    (inlined) and lib_digest (another module) have half the hits each: "lib_digest" is the
+    higher name, so it comes first (the frame that is not inlined has a name too)."""
+    main, run = user("main", 0x1010), user("app_run", 0x2010)
+    hot = user("hot", 0x2010, inlined=True, base_symbol="app_run")
+    lib_digest = user("lib_digest", 0x3010, "/usr/lib/libd.so")
+    profile = make_profile([([hot, run, main], {}), ([lib_digest, run, main], {})])
+    text = text_of(write_top, profile, options=perf_defaults(profile))
+    main_row = "   100.00%     0.00%  app      app            [.] main\n"
+    assert main_row + (
+        "            |\n"
+        "            ---main\n"
+        "               app_run\n"
+        "               |          \n"
+        "               |--50.00%--lib_digest\n"
+        "               |          \n"
+        "                --50.00%--hot (inlined)\n"
+        "\n"
+    ) in text
+
+
 def test_top_empty_profile() -> None:
     assert text_of(write_top, Profile()) == "#\n# Total Lost Samples: 0\n#\n"
 

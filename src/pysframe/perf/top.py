@@ -893,8 +893,8 @@ def _printer(profile: Profile, options: TopOptions, frames: _Frames, total: int)
             names.append(escape_controls(info.symbol) + (" (inlined)" if info.inlined else ""))
         rank = -1 if info.module == UNKNOWN else ranks.get(info.module, len(ranks))
         order.append(ChainOrder(
-            rank, None if info.symbol is None else own - info.offset,
-            info.symbol if info.inlined else None, own,
+            rank, None if info.symbol is None else own - info.offset, info.symbol, own,
+            info.inlined,
         ))  # fmt: skip
     threshold = options.graph.threshold
     return GraphPrinter(
