@@ -103,17 +103,19 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def recordings(builds: dict[str, Path]) -> dict[str, Path]:
-    """The recordings; the ``c`` one taken again (three times at most) while some of its
-    samples are walked apart: on a busy machine a few samples of a recording (2 to 10 of 9,000
-    seen) reach ``__libc_start_call_main`` in pysframe's walk and stop at ``main`` in perf's,
-    and the report's rows, sorted by those percentages, then come in another order.  The
-    walks themselves are held to perf's by tests/perf/test_perf_walk.py; here the text is."""
+    """The recordings; each taken again (three times at most) while some of its samples are
+    walked apart: on a busy machine a few samples of a recording (2 to 10 of 9,000 seen)
+    reach ``__libc_start_call_main`` in pysframe's walk and stop at ``main`` in perf's, and
+    the report's rows, sorted by those percentages, then come in another order (and a
+    call graph whose root run one sample parts prints otherwise).  The walks themselves are
+    held to perf's by tests/perf/test_perf_walk.py; here the text is."""
     try:
         taken = {kind: _record(program) for kind, program in builds.items()}
-        for _ in range(2):
-            if not _names_walked_apart(str(taken["c"])):
-                break
-            taken["c"] = _record(builds["c"])
+        for kind in taken:
+            for _ in range(2):
+                if not _names_walked_apart(str(taken[kind])):
+                    break
+                taken[kind] = _record(builds[kind])
         return taken
     except Unavailable as why:
         unavailable(why)
