@@ -288,8 +288,10 @@ class _Frames:
                     ] if "srcline" in keys else [None] * len(frames)  # fmt: skip
         #: The distinct parts, (dso, symbol, srcline), by number.
         self.parts: list[tuple[str | None, tuple[object, ...] | None, str | None]] = []
-        #: Each part as perf's comparisons of hist entries see it.
-        self.probes: list[_PartProbe] = []
+        # What each part's probe is made of (:meth:`probe`), and the probes made.
+        self._probe_of: list[tuple[str | None, tuple[object, ...] | None, str | None,
+                                   FrameInfo | None]] = []
+        self._probes: list[_PartProbe | None] = []
         numbers: dict[tuple[str | None, tuple[object, ...] | None, str | None], int] = {}
 
         def part(number: int, own: bool) -> int:
@@ -307,8 +309,7 @@ class _Frames:
             if found is None:
                 found = numbers[key] = len(self.parts)
                 self.parts.append(key)
-                self.probes.append(_part_probe(self.dso[number], symbol, srclines[number],
-                                               info))
+                self._probe_of.append((self.dso[number], symbol, srclines[number], info))
             return found
 
         # A sample's own entry is its IP's symbol, also where an inline entry stands first
@@ -326,7 +327,15 @@ class _Frames:
         self.no_frame_part = numbers.setdefault(nothing, len(self.parts))
         if self.no_frame_part == len(self.parts):
             self.parts.append(nothing)
-            self.probes.append(_part_probe(None, nothing[1], nothing[2], None))
+            self._probe_of.append((None, nothing[1], nothing[2], None))
+        self._probes = [None] * len(self.parts)
+
+    def probe(self, part: int) -> _PartProbe:
+        """The part as perf's comparisons of hist entries see it (made once, when asked)."""
+        made = self._probes[part]
+        if made is None:
+            made = self._probes[part] = _part_probe(*self._probe_of[part])
+        return made
 
 
 def top_table(
@@ -414,7 +423,7 @@ def top_table(
         entries = sections.get(event_of[number])
         if entries is None:
             entries = sections[event_of[number]] = _Entries(keys, frames.parts)
-        probes = [entries.number(prefix + frames.probes[entry[0]]) for entry in made]
+        probes = [entries.number(prefix + frames.probe(entry[0])) for entry in made]
         return _Wanted(made, probes, cursor)
 
     wanted = [wants(number) for number in range(len(groups))]
