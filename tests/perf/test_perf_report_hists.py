@@ -225,7 +225,8 @@ def _profiles(draw: st.DrawFn) -> Profile:
         tid = draw(st.sampled_from([1, 2]))
         profile.add(profile.stack_id([profile.frame_id(f) for f in stack]), pid=1, tid=tid,
                     time=1000 * index, cpu=0, period=draw(st.sampled_from([100, 200])),
-                    comm=profile.comm_id("app" if tid == 1 else "bpp"), event=event)  # fmt: skip
+                    comm=profile.comm_id(draw(st.sampled_from(["app", "", "été"]))),
+                    event=event)  # fmt: skip
     return profile
 
 

@@ -634,8 +634,11 @@ def _entry_order(keys: tuple[str, ...], probes: list[_Probe]) -> Callable[[int, 
     tail_fields = [fields[key] for key in keys[at_symbol + 1 :] if key in fields]
 
     def head_order(probe: _Probe) -> tuple[object, ...]:
+        # commands and srclines as bytes (an empty name too), threads as numbers, modules
+        # as bytes with none last
         return tuple(
-            (probe[2] is None, probe[2] or b"") if field == 2 else probe[field] or 0
+            (probe[2] is None, probe[2] or b"") if field == 2
+            else probe[1] or 0 if field == 1 else probe[field] or b""
             for field in head_fields
         )  # fmt: skip
 
