@@ -39,6 +39,7 @@ from pysframe.perf.profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
 from pysframe.perf.report import (
     FoldOptions,
     folded_stacks,
+    perf_defaults,
     profile_document,
     top_table,
     write_folded,
@@ -184,6 +185,76 @@ def test_top_self_is_the_innermost_real_frame_and_children_count_once() -> None:
         "    66.67%     0.00%  app      app            [.] work",
         "    33.33%     0.00%  app      app            [.] inline_helper (inlined)",
     ]
+
+
+def test_top_ties_follow_perfs_trees_of_inlined_functions() -> None:
+    """Rows of one Children share whose order perf's trees decide (util/hist.c): inlined
+    functions are placed by name in its trees of entries, the others by start.
+
+    Symbols (start): main 0x1000, start2 0x1100, bz 0x1800, by 0x2000, bx 0x3000; inlined
+    a in bz, b in by, c in bx.  Sample 1 (thread 1) makes the entries bz (its own), main,
+    bx, c, a in that order (callers first); sample 2 (thread 2) by, start2, b.
+
+    hists__findnew_entry (hist_entry__cmp; an inlined function against anything by name,
+    descending; other symbols by start, ascending) links them, with the red-black tree's
+    rotations, into the in-order main, start2, c, bz, by, bx, b, a; hists__collapse_resort
+    adds them again in that order to a new tree, whose in-order is the same.
+
+    hists__output_resort adds them in that order by hist_entry__sort: the Children share
+    (main, bx 4/7; start2 3/7; the others 1/7), and between two entries of one thread the
+    caller first (the longer chain: main before bx, bz before c before a), else Self (by,
+    bz before the inlined ones), else the name (by before bz, b before c, a before b).
+    Among a, b and c that is a circle (c before a before b before c): c goes right of bz,
+    b left of c, a right of c, giving b, c, a.  (Sorting by start, ties kept in the order
+    made, gives main, start2, bz, a, by, b, bx, c, and then c, a, b.)"""
+    main, start2 = user("main", 0x1010), user("start2", 0x1110)
+    bz, by, bx = user("bz", 0x1810), user("by", 0x2010), user("bx", 0x3010)
+    a = user("a", 0x1810, inlined=True, base_symbol="bz")
+    b = user("b", 0x2010, inlined=True, base_symbol="by")
+    c = user("c", 0x3010, inlined=True, base_symbol="bx")
+    profile = make_profile([
+        ([a, bz, c, bx, main], {"tid": 1}),
+        ([b, by, start2], {"tid": 2}),
+        ([bx, main], {"tid": 1, "period": 300}),
+        ([start2], {"tid": 2, "period": 200}),
+    ])  # fmt: skip
+    rows = [line for line in text_of(write_top, profile, options=perf_defaults(profile))
+            .splitlines() if line.startswith("  ") and "%" in line and "--" not in line]
+    assert rows == [
+        "    57.14%     0.00%  app      app            [.] main",
+        "    57.14%    42.86%  app      app            [.] bx",
+        "    42.86%    28.57%  app      app            [.] start2",
+        "    14.29%    14.29%  app      app            [.] by",
+        "    14.29%    14.29%  app      app            [.] bz",
+        "    14.29%     0.00%  app      app            [.] b (inlined)",
+        "    14.29%     0.00%  app      app            [.] c (inlined)",
+        "    14.29%     0.00%  app      app            [.] a (inlined)",
+    ]
+
+
+def test_graph_siblings_of_equal_hits_by_symbol_names_where_one_is_inlined() -> None:
+    """perf's match_chain (util/callchain.c, ``-g function``) orders an inlined function
+    against any other symbol by the two symbols' names (match_chain_strings), where two
+    other symbols go by module and start; a node's children are its tree in that order,
+    highest first, and children of equal hits are printed in it.  Under app_run, hot
+    (inlined) and lib_digest (another module) have half the hits each: "lib_digest" is the
+    higher name, so it comes first (the frame that is not inlined has a name too)."""
+    main, run = user("main", 0x1010), user("app_run", 0x2010)
+    hot = user("hot", 0x2010, inlined=True, base_symbol="app_run")
+    lib_digest = user("lib_digest", 0x3010, "/usr/lib/libd.so")
+    profile = make_profile([([hot, run, main], {}), ([lib_digest, run, main], {})])
+    text = text_of(write_top, profile, options=perf_defaults(profile))
+    main_row = "   100.00%     0.00%  app      app            [.] main\n"
+    assert main_row + (
+        "            |\n"
+        "            ---main\n"
+        "               app_run\n"
+        "               |          \n"
+        "               |--50.00%--lib_digest\n"
+        "               |          \n"
+        "                --50.00%--hot (inlined)\n"
+        "\n"
+    ) in text
 
 
 def test_top_empty_profile() -> None:
@@ -511,7 +582,7 @@ def test_group_equals_its_reference(rows: list[tuple[int, int, int]]) -> None:
     second = np.array([row[1] for row in rows], dtype=np.int64)
     period = np.array([row[2] for row in rows], dtype=np.int64)
     bulk, scalar = group([first, second], period), group_scalar([first, second], period)
-    for field in ("count", "period", "first"):
+    for field in ("count", "period", "first", "labels"):
         assert np.array_equal(getattr(bulk, field), getattr(scalar, field))
     assert all(np.array_equal(a, b) for a, b in zip(bulk.keys, scalar.keys, strict=True))
 

@@ -29,12 +29,13 @@ def column(profile: Profile, name: str) -> np.ndarray:
 class Groups:
     """Samples grouped by a tuple of keys: per group (in ascending key order), the key values,
     the number of samples (or the summed sample weights given), the summed period and the
-    index of the group's first sample."""
+    index of the group's first sample; per sample, its group (``labels``)."""
 
     keys: tuple[np.ndarray, ...]
     count: np.ndarray
     period: np.ndarray
     first: np.ndarray
+    labels: np.ndarray
 
     def __len__(self) -> int:
         return len(self.count)
@@ -49,7 +50,7 @@ def group(
     size = len(period)
     if size == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return Groups(tuple(empty for _ in keys), empty, empty, empty)
+        return Groups(tuple(empty for _ in keys), empty, empty, empty, empty)
     order = _stable_order(keys)
     ordered = [key[order] for key in keys]
     starts_run = np.zeros(size, dtype=bool)
@@ -62,8 +63,10 @@ def group(
     else:
         count = np.add.reduceat(samples[order].astype(np.int64), starts)
     summed = np.add.reduceat(period[order].astype(np.int64), starts)
+    labels = np.empty(size, dtype=np.int64)
+    labels[order] = np.cumsum(starts_run) - 1
     # lexsort is stable: a run's first element is its group's earliest sample.
-    return Groups(tuple(key[starts] for key in ordered), count, summed, order[starts])
+    return Groups(tuple(key[starts] for key in ordered), count, summed, order[starts], labels)
 
 
 def _stable_order(keys: Sequence[np.ndarray]) -> np.ndarray:
@@ -91,11 +94,14 @@ def group_scalar(
         entry[0] += 1 if samples is None else int(samples[index])
         entry[1] += int(period[index])
     rows = sorted(found)
+    number = {row: at for at, row in enumerate(rows)}
+    labels = [number[tuple(int(value) for value in row)] for row in zip(*keys, strict=True)]
     return Groups(
         tuple(np.array([row[at] for row in rows], dtype=np.int64) for at in range(len(keys))),
         np.array([found[row][0] for row in rows], dtype=np.int64),
         np.array([found[row][1] for row in rows], dtype=np.int64),
         np.array([found[row][2] for row in rows], dtype=np.int64),
+        np.array(labels, dtype=np.int64),
     )
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from functools import cmp_to_key
 
 from ..dataclass import dataclass
+from .symtab import rb_order
 
 #: ``-g`` print types (perf's callchain modes), orders and values.
 MODES = ("graph", "flat", "fractal", "folded")
@@ -61,12 +61,15 @@ class ChainNode:
     """A node of perf's radix tree (callchain_node): its run of frames (ids), the period
     and number of the chains ending in it, those of its children, and its children."""
 
-    __slots__ = ("children", "children_count", "children_hit", "count", "frames", "hit",
-                 "parent")  # fmt: skip
+    __slots__ = ("born", "children", "children_count", "children_hit", "count", "frames",
+                 "hit", "parent")  # fmt: skip
 
-    def __init__(self, frames: list[int], parent: ChainNode | None) -> None:
+    def __init__(self, frames: list[int], parent: ChainNode | None, born: int = 0) -> None:
         self.frames = frames
         self.parent = parent
+        #: Its place in the order the chains made the nodes (perf links a node's children
+        #: into its rb_root_in in that order: append_chain_children, split_add_child).
+        self.born = born
         self.hit = self.count = self.children_hit = self.children_count = 0
         self.children: list[ChainNode] = []
 
@@ -111,7 +114,7 @@ def build_tree(
     pending = [(tree, child) for child in children[0].values()]
     while pending:
         parent, start = pending.pop()
-        run = ChainNode([frame_of[start]], parent)
+        run = ChainNode([frame_of[start]], parent, start)
         parent.children.append(run)
         last = start
         while len(children[last]) == 1 and not hits[last]:
@@ -139,20 +142,22 @@ def _sum_children(tree: ChainNode) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ChainOrder:
-    """How perf's match_chain orders a frame among its siblings: by the module (``rank``:
-    its place among the modules perf met, -1 for none), then by the symbol's ``start``
-    when both frames have one, by ``name`` when either is an inlined function, else by
-    ``address`` (the frame's own, in the module: the same order as perf's)."""
+    """How perf's match_chain orders a frame among its siblings (util/callchain.c, ``-g
+    function``): where both frames have a symbol, by the symbols' ``name`` when either is
+    an ``inlined`` function (match_chain_strings), else by the module (``rank``: its place
+    among the modules perf met, -1 for none) and the symbol's ``start``; else by the module
+    and ``address`` (the frame's own, in the module: the same order as perf's)."""
 
     rank: int
     start: int | None
     name: str | None
     address: int
+    inlined: bool = False
 
     def compare(self, other: ChainOrder) -> int:
         """Negative, 0, positive: this frame before, with, after ``other``."""
         if self.start is not None and other.start is not None:
-            if self.name is not None or other.name is not None:
+            if self.inlined or other.inlined:
                 mine, theirs = _c_bytes(self.name or ""), _c_bytes(other.name or "")
                 return (mine > theirs) - (mine < theirs)
             return _compare((self.rank, self.start), (other.rank, other.start))
@@ -188,14 +193,18 @@ class GraphPrinter:
 
     # -- sorting --------------------------------------------------------------------------------
     def _tree_order(self, nodes: list[ChainNode]) -> list[ChainNode]:
-        """Nodes in perf's rb_root_in order: by their first frame (match_chain), highest
-        first."""
+        """Sibling nodes in perf's rb_root_in order: each linked, in the order the chains
+        made them, below the others by its first frame (append_chain_children: left of a
+        node whose first frame match_chain finds lower), so that the highest comes first;
+        where match_chain is no total order (an inlined function among other symbols goes
+        by its name, they by their starts), the tree's shape decides, as in perf."""
         order = self.order
+        made = sorted(nodes, key=lambda node: node.born)
 
-        def descending(a: ChainNode, b: ChainNode) -> int:
-            return order[b.frames[0]].compare(order[a.frames[0]])
+        def goes_left(new: int, at: int) -> bool:
+            return order[made[at].frames[0]].compare(order[made[new].frames[0]]) < 0
 
-        return sorted(nodes, key=cmp_to_key(descending))
+        return [made[at] for at in rb_order(len(made), goes_left)]
 
     def sorted_children(self, node: ChainNode) -> list[ChainNode]:
         """The children printed, in perf's order (__sort_chain_graph_abs and _rel: those

@@ -237,6 +237,11 @@ class _RbTree:
         self.parent = [_NIL] * count
         self.red = [False] * count
         self.root = _NIL
+        self.rotations = 0
+        #: When asked for (RbEntries): per node, the rotation that last changed its links
+        #: (0: none), and the rotation that last changed the root.
+        self.turned: list[int] | None = None
+        self.root_turned = 0
 
     @property
     def left(self) -> list[int]:
@@ -285,6 +290,18 @@ class _RbTree:
             at = self.child[side][at]
         self._link(node, parent, side)
 
+    def add(self, parent: int, side: int) -> int:
+        """A new node (the next number) linked as ``parent``'s child on ``side``."""
+        node = len(self.parent)
+        self.child[0].append(_NIL)
+        self.child[1].append(_NIL)
+        self.parent.append(_NIL)
+        self.red.append(False)
+        if self.turned is not None:
+            self.turned.append(0)
+        self._link(node, parent, side)
+        return node
+
     def _link(self, node: int, parent: int, side: int) -> None:
         """rb_link_node: ``node`` becomes ``parent``'s child on ``side`` (the root without a
         parent); then rb_insert_color."""
@@ -330,6 +347,9 @@ class _RbTree:
                 parent = parents[node]
                 red[node] = True
                 continue
+            self.rotations += 1
+            if self.turned is not None:  # the nodes whose links change below
+                self._turned(parent, node, grandparent)
             if node == far[parent]:  # case 2: rotate at parent, towards side
                 inner = near[node]
                 far[parent], near[node] = inner, parent
@@ -343,6 +363,19 @@ class _RbTree:
                 parents[inner], red[inner] = grandparent, False
             self._rotate_set_parents(grandparent, parent, True)
             return
+
+    def _turned(self, parent: int, node: int, grandparent: int) -> None:
+        """Mark the nodes an insertion's rotation at ``grandparent`` (and at ``parent``
+        first, where ``node`` is its inner child) relinks: those three and the
+        grandparent's parent (the root where it has none)."""
+        turned, count = self.turned, self.rotations
+        assert turned is not None
+        turned[parent] = turned[node] = turned[grandparent] = count
+        above = self.parent[grandparent]
+        if above == _NIL:
+            self.root_turned = count
+        else:
+            turned[above] = count
 
     def erase(self, node: int) -> None:
         """rb_erase: a node with two children is replaced by its successor."""
@@ -472,6 +505,73 @@ class _Shape:
             self._index = {number: at for at, number in enumerate(self.order)}
         found = self._tree.find(address, self._ends)
         return self._index[found] if found >= 0 else -1
+
+
+class RbEntries:
+    """A Linux red-black tree of numbered keys, added one at a time by a three-way
+    comparison, as perf keeps its hist entries (util/hist.c hists__findnew_entry and
+    hists__collapse_insert_entry): down from the root, ``compare(at's key, key)`` (perf's
+    ``hist_entry__cmp(iter, he)``) below zero goes left, above zero right; zero finds
+    ``at``.  Where the comparison is no total order, the tree's shape decides what is found
+    and where a key goes, as it does in perf."""
+
+    def __init__(self, compare: Callable[[int, int], int]) -> None:
+        self._tree = _RbTree([], 0)
+        self._tree.turned = []
+        self._compare = compare
+        #: The key of each node, by number (the order they were added in).
+        self.keys: list[int] = []
+        #: The nodes the last walk met, the node it found or added last.
+        self.way: tuple[int, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def rotations(self) -> int:
+        """How many rotations its insertions made: while they make none, a walk down from
+        the root to a node takes the same way (a node added hangs below the ways that end
+        at other nodes), so that a key found is found again."""
+        return self._tree.rotations
+
+    def find_or_add(self, key: int) -> tuple[int, bool]:
+        """The node whose key is found equal to ``key`` (and False), else a node of ``key``
+        added where the walk ended (and True); :attr:`way` is the walk's."""
+        tree, keys, compare = self._tree, self.keys, self._compare
+        left, right = tree.child
+        parent, side = _NIL, 0
+        at = tree.root
+        way = []
+        while at != _NIL:
+            way.append(at)
+            order = compare(keys[at], key)
+            if not order:
+                self.way = tuple(way)
+                return at, False
+            parent = at
+            if order < 0:
+                side, at = 0, left[at]
+            else:
+                side, at = 1, right[at]
+        keys.append(key)
+        node = tree.add(parent, side)
+        way.append(node)
+        self.way = tuple(way)
+        return node, True
+
+    def unturned(self, way: tuple[int, ...], since: int) -> bool:
+        """Whether no rotation after the ``since``-th relinked a node of ``way`` (nor the
+        root): a walk that took it then takes it again (a node added since hangs below the
+        ways that end at other nodes)."""
+        tree = self._tree
+        assert tree.turned is not None
+        if tree.root_turned > since:
+            return False
+        return not way or max(map(tree.turned.__getitem__, way)) <= since
+
+    def in_order(self) -> list[int]:
+        """The nodes from the leftmost (rb_first, rb_next)."""
+        return self._tree.in_order()
 
 
 def rb_order(count: int, goes_left: Callable[[int, int], bool]) -> list[int]:
@@ -637,6 +737,7 @@ __all__ = [
     "STB_WEAK",
     "Candidate",
     "PerfSymbols",
+    "RbEntries",
     "SymbolSet",
     "choose_best_symbol",
     "rb_order",

@@ -7,16 +7,16 @@ keys, with their children and call graphs (:mod:`pysframe.perf.callgraph`).
   :class:`TopOptions`: perf report's ``--sort``, ``--children``, ``-g``, ``--percent-limit``;
   :func:`perf_defaults` gives a plain ``perf report --stdio``'s.
 
-The writer works in Python once per distinct (event, command, stack) of the samples, in the
-order of their first sample (perf's order: what a row shows is its first sample's), never per
-sample.
+The writer works in Python once per distinct (event, command, stack) of the samples, and
+per sample only to look up its entries as perf does (in time order: what a row shows is its
+first sample's), which is a list lookup while perf's tree of entries has not turned since.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TextIO
 
@@ -27,7 +27,7 @@ from ..names import escape_controls
 from .aggregate import FlatStacks, column, group, innermost_real_frames
 from .callgraph import ChainNode, ChainOrder, GraphOptions, GraphPrinter, build_tree
 from .profile import UNKNOWN, FrameInfo, Profile
-from .symtab import rb_order
+from .symtab import RbEntries, rb_order
 
 # -- the top table -----------------------------------------------------------------------------
 
@@ -110,6 +110,17 @@ def perf_defaults(profile: Profile) -> TopOptions:
     return TopOptions(children=callchains, graph=GraphOptions() if callchains else None)
 
 
+#: What perf's comparisons of hist entries (util/sort.c) look at of an entry: its command's
+#: name, its thread (with the ``pid`` key), its module's short name (None: no map), whether
+#: it has a symbol, the symbol's name, whether that is an inlined function's, the symbol's
+#: start (the address where there is no symbol), the srcline; names as bytes, as strcmp
+#: orders them.
+_Probe = tuple[bytes | None, int | None, bytes | None, bool, bytes | None, bool, int,
+               bytes | None]  # fmt: skip
+#: Of a probe, what the frame gives (all but the command and thread).
+_PartProbe = tuple[bytes | None, bool, bytes | None, bool, int, bytes | None]
+
+
 @dataclass(frozen=True, slots=True)
 class _Key:
     """What tells one of perf's hist entries from another (hist_entry__cmp with the sort
@@ -143,6 +154,8 @@ class _Hist:
     max_depth: int = 0
     #: Made by a sample's own frame: an inline entry shows the symbol holding it.
     own: bool = False
+    #: What perf's comparisons see of it (:func:`_entry_order`).
+    probe: _Probe = (None, None, None, False, None, False, 0, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +243,22 @@ def _srcline(frame: FrameInfo, dso: str) -> str:
     return f"{dso}[{address:x}]"
 
 
+def _part_probe(
+    dso: str | None, symbol: tuple[object, ...] | None, srcline: str | None,
+    info: FrameInfo | None,
+) -> _PartProbe:  # fmt: skip
+    """A part's (:class:`_Frames`) share of a probe: ``symbol`` is its key's, ``info`` the
+    frame it shows."""
+    name = info.symbol if info is not None and symbol is not None and symbol[0] == 1 else None
+    address = symbol[2 if name is not None else 1] if symbol is not None else 0
+    assert isinstance(address, int)
+    return (
+        None if dso is None else _c_order(dso), name is not None,
+        None if name is None else _c_order(name), bool(name is not None and info and info.inlined),
+        address, None if srcline is None else _c_order(srcline),
+    )  # fmt: skip
+
+
 class _Frames:
     """Per frame of a profile, what the table keys and shows it by: the part of an entry's
     key that the frame gives (:class:`_Key` but the command and thread), as a number, for the
@@ -259,6 +288,10 @@ class _Frames:
                     ] if "srcline" in keys else [None] * len(frames)  # fmt: skip
         #: The distinct parts, (dso, symbol, srcline), by number.
         self.parts: list[tuple[str | None, tuple[object, ...] | None, str | None]] = []
+        # What each part's probe is made of (:meth:`probe`), and the probes made.
+        self._probe_of: list[tuple[str | None, tuple[object, ...] | None, str | None,
+                                   FrameInfo | None]] = []
+        self._probes: list[_PartProbe | None] = []
         numbers: dict[tuple[str | None, tuple[object, ...] | None, str | None], int] = {}
 
         def part(number: int, own: bool) -> int:
@@ -276,6 +309,7 @@ class _Frames:
             if found is None:
                 found = numbers[key] = len(self.parts)
                 self.parts.append(key)
+                self._probe_of.append((self.dso[number], symbol, srclines[number], info))
             return found
 
         # A sample's own entry is its IP's symbol, also where an inline entry stands first
@@ -293,6 +327,15 @@ class _Frames:
         self.no_frame_part = numbers.setdefault(nothing, len(self.parts))
         if self.no_frame_part == len(self.parts):
             self.parts.append(nothing)
+            self._probe_of.append((None, nothing[1], nothing[2], None))
+        self._probes = [None] * len(self.parts)
+
+    def probe(self, part: int) -> _PartProbe:
+        """The part as perf's comparisons of hist entries see it (made once, when asked)."""
+        made = self._probes[part]
+        if made is None:
+            made = self._probes[part] = _part_probe(*self._probe_of[part])
+        return made
 
 
 def top_table(
@@ -306,7 +349,11 @@ def top_table(
     entry of each frame on its stack, in the chain's order, that it has not made yet
     (children only: perf's he_cache).  A caller without a symbol is named by its address in
     the process (perf's callchain address), a sample's own frame by its address in the
-    module.  Sorted as perf sorts them (hists__output_resort): by total period with
+    module.  The entries are found and added sample by sample in perf's trees
+    (hists__findnew_entry, then hists__collapse_resort: :func:`_entry_order`, which is no
+    total order where inlined functions meet other symbols, so that the trees' shapes decide
+    their order and a walk can miss an entry and add another).  Sorted as perf sorts them
+    (hists__output_resort, in the collapsed tree's order): by total period with
     ``children``, then by period, both descending; then by each sort key, ascending (no
     module, no symbol last), then by address.  With a graph (``options.graph``), each row
     also has its samples' chains merged into perf's tree (:mod:`pysframe.perf.callgraph`).
@@ -323,89 +370,403 @@ def top_table(
         columns.append(tids)
     columns.append(column(profile, "stack")[order])
     groups = group(columns, column(profile, "period")[order])
-    # Processed in the order of their first sample, as perf processes samples (in time).
-    sequence = np.argsort(groups.first, kind="stable").tolist()
     flat = FlatStacks.of(profile)
     own_frames = innermost_real_frames(profile, flat).tolist()
     # Each thread's command name at the end (its last sample's): perf's thread__comm_len.
+    tid_list = tids.tolist()
     last_comm: dict[int, str] = dict(zip(
-        tids.tolist(), (profile.comms[c] for c in columns[1].tolist()), strict=True
+        tid_list, (profile.comms[c] for c in columns[1].tolist()), strict=True
     ))  # fmt: skip
     event_of, comm_of, stack_of = (
         groups.keys[0].tolist(), groups.keys[1].tolist(), groups.keys[-1].tolist()
     )
     tid_of = groups.keys[2].tolist() if "pid" in keys else None
-    first_tid = tids[groups.first].tolist()
-    counts, periods = groups.count.tolist(), groups.period.tolist()
-    with_comm = "comm" in keys
-    parts, own_part, chain_part, levels = (
-        frames.parts, frames.own_part, frames.chain_part, frames.level
-    )
     graphs = [
         options.graph is not None and profile.has_callchains(name) for name, _ in profile.events
     ]
-    sections: dict[int, dict[tuple[int, int, int], _Hist]] = {}
     # The chain's order: callers first with -g caller, or with children unless -g callee.
     order_given = options.graph.order if options.graph is not None else None
     caller_first = order_given == "caller" or (order_given is None and children)
+    comm_names = [_c_order(comm) for comm in profile.comms]
+    sections: dict[int, _Entries] = {}
+    # The samples by (group, entries found), in the order first met: what they add.
+    given: dict[tuple[int, tuple[int, ...]], list[int]] = {}
 
-    def new_hist(
-        part: int, frame: int, address: int, level: str, index: int, own: bool = False
-    ) -> _Hist:
-        comm = profile.comms[comm_of[index]]
-        tid = tid_of[index] if tid_of is not None else None
-        key = _Key(comm if with_comm else None, tid, *parts[part])
-        return _Hist(key, frame, address, level, first_tid[index], comm, own=own)
-
-    for index in sequence:
-        event = event_of[index]
-        hists = sections.setdefault(event, {})
-        prefix = (comm_of[index] if with_comm else -1, tid_of[index] if tid_of else -1)
-        stack = profile.stacks[stack_of[index]]
-        graph = graphs[event]
-        cursor = stack[::-1] if caller_first else stack
+    def wants(number: int) -> _Wanted:
+        """What a sample of group ``number`` asks perf's tree for (hist_entry_iter__add):
+        its own frame's entry (iter_add_single_cumulative_entry), then with children each
+        frame's of its chain, in the chain's order, but those of a part given already (one
+        entry: the he_cache, :meth:`_Entries.once` drops the others equal to one given)."""
+        stack = profile.stacks[stack_of[number]]
+        cursor = tuple(stack[::-1] if caller_first else stack)
         sample_level = "k" if stack and frames.kernel[stack[0]] else "."
-        own = own_frames[stack_of[index]] if stack else -1
-        count, period = counts[index], periods[index]
-        part = own_part[own] if own >= 0 else frames.no_frame_part
-        own_hist = hists.get((*prefix, part))
-        if own_hist is None:
-            own_hist = hists[(*prefix, part)] = new_hist(
-                part, own, frames.own_address[own] if own >= 0 else 0,
-                "k" if own >= 0 and frames.kernel[own] else sample_level, index, own=True,
-            )  # fmt: skip
-        own_hist.samples += count
-        own_hist.period += period
-        own_hist.total_samples += count
-        own_hist.total_period += period
-        if graph:
-            _add_chain(own_hist, tuple(cursor), period, count)
-        if not children:
-            continue
-        seen = {part}
-        level = sample_level
-        for position, frame in enumerate(cursor):
-            # fill_callchain_info: a frame without a map keeps the level of the frame
-            # before it in the chain (the sample's own, for the first).
-            level = levels[frame] or level
-            part = chain_part[frame]
-            if part in seen:
-                continue
-            seen.add(part)
-            hist = hists.get((*prefix, part))
-            if hist is None:
-                hist = hists[(*prefix, part)] = new_hist(
-                    part, frame, frames.chain_address[frame], level, index
-                )
+        prefix = (comm_names[comm_of[number]] if "comm" in keys else None,
+                  tid_of[number] if tid_of is not None else None)  # fmt: skip
+        own = own_frames[stack_of[number]] if stack else -1
+        part = frames.own_part[own] if own >= 0 else frames.no_frame_part
+        own_level = "k" if own >= 0 and frames.kernel[own] else sample_level
+        made: list[_Made] = [
+            (part, own, frames.own_address[own] if own >= 0 else 0, own_level, 0, True)
+        ]
+        if children:
+            seen = {part}
+            level = sample_level
+            for position, frame in enumerate(cursor):
+                # fill_callchain_info: a frame without a map keeps the level of the frame
+                # before it in the chain (the sample's own, for the first).
+                level = frames.level[frame] or level
+                part = frames.chain_part[frame]
+                if part not in seen:
+                    seen.add(part)
+                    made.append((part, frame, frames.chain_address[frame], level, position,
+                                 False))  # fmt: skip
+        entries = sections.get(event_of[number])
+        if entries is None:
+            entries = sections[event_of[number]] = _Entries(keys, frames.parts)
+        probes = [entries.number(prefix + frames.probe(entry[0])) for entry in made]
+        return _Wanted(made, probes, cursor)
+
+    wanted = [wants(number) for number in range(len(groups))]
+    for entries in sections.values():
+        entries.prepare()
+    for number, want in enumerate(wanted):
+        kept = sections[event_of[number]].once(want.probes)
+        if len(kept) < len(want.probes):
+            wanted[number] = _Wanted([want.made[at] for at in kept],
+                                     [want.probes[at] for at in kept], want.cursor)  # fmt: skip
+    # Each group's entries as its last sample found them, while the tree has not turned
+    # since (None: it turned while that sample looked).
+    group_found: list[tuple[int, tuple[int, ...]] | None] = [None] * len(groups)
+    # Sample by sample in time, as perf reads them (hists__findnew_entry: a walk by a
+    # comparison that is no total order can miss an entry and add another, as perf's does).
+    periods = column(profile, "period")[order].tolist()
+    always = _Entries.ALWAYS
+    for sample, number in enumerate(groups.labels.tolist()):
+        entries = sections[event_of[number]]
+        # While the tree has not turned since the last walk for a probe, that walk is the
+        # one a new walk takes (a node added hangs below the ways to the others).
+        turns = entries.tree.rotations
+        last = group_found[number]
+        if last is not None and last[0] == turns:
+            nodes = last[1]
+        else:
+            want = wanted[number]
+            found, start = entries.found, turns
+            looked = []
+            for probe, entry in zip(want.probes, want.made, strict=True):
+                node, then, way = found[probe]
+                if then != turns and then != always and not (
+                    then >= 0 and entries.tree.unturned(way, then)
+                ):
+                    node = entries.findnew(probe, entry, profile.comms[comm_of[number]],
+                                           tid_list[sample])  # fmt: skip
+                    turns = entries.tree.rotations
+                looked.append(node)
+            nodes = tuple(looked)
+            group_found[number] = (start, nodes) if turns == start else None
+        sums = given.get((number, nodes))
+        if sums is None:
+            given[(number, nodes)] = [1, periods[sample]]
+        else:
+            sums[0] += 1
+            sums[1] += periods[sample]
+    for (number, nodes), (count, period) in given.items():
+        hists = sections[event_of[number]].hists
+        want = wanted[number]
+        graph = graphs[event_of[number]]
+        for at, (node, entry) in enumerate(zip(nodes, want.made, strict=True)):
+            hist = hists[node]
+            if not at:
+                hist.samples += count
+                hist.period += period
             hist.total_samples += count
             hist.total_period += period
             if graph:
-                _add_chain(hist, tuple(cursor[position:]), period, count)
+                _add_chain(hist, want.cursor[entry[4]:], period, count)
     return [
-        _section(profile, number, list(sections.get(number, {}).values()), options, frames,
-                 last_comm)
+        _section(profile, number, sections.get(number), options, frames, last_comm)
         for number in range(len(profile.events))
-    ]  # fmt: skip
+    ]
+
+
+#: An entry a sample asks for: its part, the frame it shows, the address shown without a
+#: symbol, its level, where its chain starts in the sample's, whether it is the sample's own.
+_Made = tuple[int, int, int, str, int, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What the samples of one group ask for: the entries, their probes, the chain."""
+
+    made: list[_Made]
+    probes: list[int]  # their numbers (_Entries.number)
+    cursor: tuple[int, ...]
+
+
+class _Entries:
+    """One event's hist entries as perf keeps them while it reads the samples (util/hist.c
+    hists->entries_in): each found, or added where its walk ends, by hist_entry__cmp
+    (hists__findnew_entry)."""
+
+    def __init__(
+        self, keys: tuple[str, ...],
+        parts: list[tuple[str | None, tuple[object, ...] | None, str | None]],
+    ) -> None:  # fmt: skip
+        self._keys = keys
+        self._parts = parts
+        self._numbers: dict[_Probe, int] = {}
+        self.probes: list[_Probe] = []
+        # The tree holds the probes' numbers (made by prepare, once every probe is known).
+        self._compare: Callable[[int, int], int] = lambda left, right: 0
+        self.tree = RbEntries(self._compare)
+        self.hists: list[_Hist] = []
+        #: Each probe's entry as its last walk found it, the tree's rotations before
+        #: (ALWAYS: a walk finds it whatever the tree's shape) and the walk's way.
+        self.found: list[tuple[int, int, tuple[int, ...]]] = []
+        # The probes whose walks find their entry whatever the tree's shape
+        # (:func:`_exact_keys`), by what makes two of them one entry.
+        self._exact: dict[int, tuple[object, ...]] = {}
+        self._exact_nodes: dict[tuple[object, ...], int] = {}
+        self._signature: list[tuple[object, ...]] = []
+
+    #: The rotations of a walk that any tree takes.
+    ALWAYS = -2
+
+    def number(self, probe: _Probe) -> int:
+        """The number of ``probe`` (one per distinct probe)."""
+        number = self._numbers.get(probe)
+        if number is None:
+            number = self._numbers[probe] = len(self.probes)
+            self.probes.append(probe)
+            self.found.append((-1, -1, ()))
+        return number
+
+    def collapsing(self) -> RbEntries:
+        """A new tree of these probes, by the same comparison (hists__collapse_resort's)."""
+        return RbEntries(self._compare)
+
+    def prepare(self) -> None:
+        """Made once every probe is numbered: the comparison (:func:`_entry_order`), and
+        the probes whose walks find their entry, or none, whatever the tree's shape, with
+        what makes two of them one entry (:func:`_exact_keys`)."""
+        self._compare = _entry_order(self._keys, self.probes)
+        self.tree = RbEntries(self._compare)
+        self._exact = _exact_keys(self.probes, self._keys)
+        fields = [{"comm": 0, "pid": 1, "dso": 2, "srcline": 7}[key] for key in self._keys
+                  if key in ("comm", "pid", "dso", "srcline")]  # fmt: skip
+        symbol = "symbol" in self._keys
+        self._signature = [
+            (*(probe[field] for field in fields),
+             *((probe[3], probe[6], probe[2] if probe[3] else None, probe[4]) if symbol
+               else ()))
+            for probe in self.probes
+        ]  # fmt: skip
+
+    def once(self, numbers: list[int]) -> list[int]:
+        """Of a sample's probes (the first its own entry's), the places of those perf adds
+        (iter_add_next_cumulative_entry: not one equal by hist_entry__cmp to one it gave
+        already, its he_cache).  Two probes are equal only where their keys' fields, their
+        having a symbol, its start or their address (and their module and the symbol's name,
+        with a symbol) are: other symbols of one start are one part (one probe) already."""
+        signature, compare = self._signature, self._compare
+        given: dict[tuple[object, ...], list[int]] = {}
+        kept = []
+        for at, number in enumerate(numbers):
+            same = given.get(signature[number])
+            if same is None:
+                given[signature[number]] = [number]
+            elif any(not compare(earlier, number) for earlier in same):
+                continue
+            else:
+                same.append(number)
+            kept.append(at)
+        return kept
+
+    def findnew(self, number: int, made: _Made, comm: str, tid: int) -> int:
+        """The number of the entry perf's walk finds for probe ``number``, else of one made
+        of ``made`` for a sample of ``comm`` and thread ``tid`` (what the entry shows is its
+        first sample's)."""
+        exact = self._exact.get(number)
+        if exact is not None:
+            node = self._exact_nodes.get(exact, -1)
+            if node >= 0:
+                self.found[number] = (node, self.ALWAYS, ())
+                return node
+        turns = self.tree.rotations
+        node, added = self.tree.find_or_add(number)
+        if exact is not None:
+            self._exact_nodes[exact] = node
+            self.found[number] = (node, self.ALWAYS, ())
+        else:
+            self.found[number] = (node, turns, self.tree.way)
+        if added:
+            probe = self.probes[number]
+            key = _Key(comm if probe[0] is not None else None, probe[1],
+                       *self._parts[made[0]])  # fmt: skip
+            self.hists.append(_Hist(key, made[1], made[2], made[3], tid, comm, own=made[5],
+                                    probe=probe))  # fmt: skip
+        return node
+
+    def in_order(self) -> list[_Hist]:
+        """The entries from the leftmost (rb_first, rb_next)."""
+        return [self.hists[node] for node in self.tree.in_order()]
+
+
+def _entry_order(keys: tuple[str, ...], probes: list[_Probe]) -> Callable[[int, int], int]:
+    """perf's hist_entry__cmp(left, right) with the sort keys (util/hist.c; the keys' cmp of
+    util/sort.c, which are also their collapse: the ``comm`` key's sort__comm_collapse is its
+    cmp), of two of ``probes`` by number: below zero, ``right`` goes left of ``left`` in
+    perf's trees; zero, they are one entry.
+
+    Commands, modules, srclines by strcmp ascending (no module last: cmp_null), threads
+    ascending (sort__thread_cmp); the symbol key by sort__sym_cmp: where neither has a
+    symbol, by address (_sort__addr_cmp); else by module (sort__dso_cmp), then no symbol
+    last, then (_sort__sym_cmp) where either is an inlined function, by name *descending*
+    (strcmp of left's and right's names), one entry where the names are equal and the ranges
+    meet (here: the same symbol holds both); else by start.  That is no total order (an
+    inlined function among other symbols is placed by its name, they by their starts): the
+    trees' shapes decide, as in perf.  (The keys before the symbol key are compared as one
+    rank, names and modules by their ranks; starts of one module differ by less than
+    2**63, so that perf's (int64_t) differences order them as they are.)"""
+    at_symbol = keys.index("symbol") if "symbol" in keys else len(keys)
+    fields = {"comm": 0, "pid": 1, "dso": 2, "srcline": 7}
+    head_fields = [fields[key] for key in keys[:at_symbol] if key in fields]
+    tail_fields = [fields[key] for key in keys[at_symbol + 1 :] if key in fields]
+
+    def head_order(probe: _Probe) -> tuple[object, ...]:
+        # commands and srclines as bytes (an empty name too), threads as numbers, modules
+        # as bytes with none last
+        return tuple(
+            (probe[2] is None, probe[2] or b"") if field == 2
+            else probe[1] or 0 if field == 1 else probe[field] or b""
+            for field in head_fields
+        )  # fmt: skip
+
+    heads = {head_order(probe) for probe in probes}
+    head_rank = {head: rank for rank, head in enumerate(sorted(heads))}
+    head = [head_rank[head_order(probe)] for probe in probes]
+    dsos = sorted({(probe[2] is None, probe[2] or b"") for probe in probes})
+    dso_rank = {dso: rank for rank, dso in enumerate(dsos)}
+    dso = [dso_rank[probe[2] is None, probe[2] or b""] for probe in probes]
+    named = [probe[3] for probe in probes]
+    inlined = [probe[5] for probe in probes]
+    names = sorted({probe[4] or b"" for probe in probes})
+    name_rank = {name: rank for rank, name in enumerate(names)}
+    name = [name_rank[probe[4] or b""] for probe in probes]
+    address = [probe[6] for probe in probes]
+    with_symbol = at_symbol < len(keys)
+
+    def tail(left: _Probe, right: _Probe) -> int:
+        # the keys after the symbol key: strcmp(right, left), threads ascending
+        for field in tail_fields:
+            mine, theirs = left[field], right[field]
+            if mine != theirs:
+                if field == 1:
+                    return (theirs or 0) - (mine or 0)  # type: ignore[operator]
+                if field == 2 and (mine is None or theirs is None):
+                    return -1 if mine is None else 1
+                return 1 if (theirs or b"") > (mine or b"") else -1  # type: ignore[operator]
+        return 0
+
+    def compare(left: int, right: int) -> int:
+        order = head[right] - head[left]
+        if order or not with_symbol:
+            return order or (tail(probes[left], probes[right]) if tail_fields else 0)
+        if named[left] or named[right]:  # sort__sym_cmp's sort__dso_cmp first
+            order = dso[right] - dso[left]
+            if order:
+                return order
+        if named[left] and named[right]:
+            if inlined[left] or inlined[right]:
+                order = name[left] - name[right]
+                if not order and address[left] == address[right]:
+                    return tail(probes[left], probes[right]) if tail_fields else 0
+            order = order or address[right] - address[left]
+        elif named[left] or named[right]:
+            return 1 if named[left] else -1
+        else:  # _sort__addr_cmp, whatever the modules: (int64_t) of the difference
+            order = _signed(address[right] - address[left])
+        return order or (tail(probes[left], probes[right]) if tail_fields else 0)
+
+    return compare
+
+
+def _exact_keys(probes: list[_Probe], keys: tuple[str, ...]) -> dict[int, tuple[object, ...]]:
+    """Of ``probes`` (by number), those whose walk down perf's tree of entries finds the
+    entry equal to them, or none, whatever the tree's shape, each with what makes two of
+    them one entry.
+
+    Where the ``dso`` key comes before the symbol key, :func:`_entry_order` is no total
+    order only among the named probes of one *mixed block* (of one module and equal keys
+    before the symbol key, inlined functions and other symbols both) and among addresses
+    without a module (perf's (int64_t) differences of addresses more than 2**63 apart).
+    Elsewhere it is one (strcmp, addresses of one module, starts, an inlined function's
+    name then start), blocks are ordered by it too, and each insertion keeps the tree's
+    order consistent with it, so that every comparison met on the way down agrees with the
+    place of the entry sought.  Without the ``dso`` key first, addresses are compared
+    whatever their modules and named symbols by module: none is such a probe."""
+    if "symbol" not in keys:
+        return {number: (*probe[:2], probe[2] if "dso" in keys else None, probe[7])
+                for number, probe in enumerate(probes)}  # fmt: skip
+    before = keys[: keys.index("symbol")]
+    if "dso" not in before:
+        return {}
+    fields = [{"comm": 0, "pid": 1}[key] for key in before if key in ("comm", "pid")]
+
+    def block(probe: _Probe) -> tuple[object, ...]:
+        return (*(probe[field] for field in fields), probe[2])
+
+    kinds: dict[tuple[object, ...], set[bool]] = {}
+    for probe in probes:
+        if probe[3]:
+            kinds.setdefault(block(probe), set()).add(probe[5])
+    exact: dict[int, tuple[object, ...]] = {}
+    for number, probe in enumerate(probes):
+        if len(kinds.get(block(probe), ())) > 1 if probe[3] else probe[2] is None:
+            continue
+        # one module, then one address (no symbol), or one start (and an inlined
+        # function's name)
+        exact[number] = (*probe[:4], probe[4] if probe[5] else None, probe[6], probe[7])
+    return exact
+
+
+def _signed(value: int) -> int:
+    """A difference of two u64 as perf's (int64_t) cast of it."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
+
+
+def _collapsed(made: _Entries | None, keys: tuple[str, ...]) -> list[_Hist]:
+    """The entries ``made`` (perf's entries_in) in the order of perf's collapsed tree
+    (util/hist.c hists__collapse_resort, which runs where a sort key has a collapse:
+    ``comm``): taken in entries_in's order, each added by hist_entry__collapse (the cmp of
+    these keys) or merged into the one found equal (hists__collapse_insert_entry: the sums
+    added, the chains merged, that one's longest chain kept, as callchain_merge leaves
+    max_depth)."""
+    if made is None:
+        return []
+    entries = made.in_order()
+    if "comm" not in keys:
+        return entries
+    tree = made.collapsing()
+    kept: list[_Hist] = []
+    for hist in entries:
+        node, added = tree.find_or_add(made.number(hist.probe))
+        if added:
+            kept.append(hist)
+            continue
+        into = kept[node]
+        into.samples += hist.samples
+        into.period += hist.period
+        into.total_samples += hist.total_samples
+        into.total_period += hist.total_period
+        for chain, (period, count) in (hist.chains or {}).items():
+            if into.chains is None:
+                into.chains = {}
+            sums = into.chains.setdefault(chain, [0, 0])
+            sums[0] += period
+            sums[1] += count
+    return [kept[node] for node in tree.in_order()]
 
 
 def _add_chain(hist: _Hist, chain: tuple[int, ...], period: int, count: int) -> None:
@@ -423,7 +784,7 @@ def _add_chain(hist: _Hist, chain: tuple[int, ...], period: int, count: int) -> 
 def _section(
     profile: Profile,
     event: int,
-    hists: list[_Hist],
+    entries: _Entries | None,
     options: TopOptions,
     frames: _Frames,
     last_comm: dict[int, str],
@@ -439,7 +800,7 @@ def _section(
     rows = []
     # The rows in perf's order: in the order of its collapsed tree, each put where
     # hist_entry__sort puts it (hists__output_resort).
-    collapsed = sorted(hists, key=lambda hist: _collapse_order(hist, options.sort))
+    collapsed = _collapsed(entries, options.sort)
     made: list[tuple[_Hist, TopRow]] = []
     caller_first = options.graph is not None and options.graph.caller_first(options.children)
     for hist in collapsed:
@@ -466,30 +827,6 @@ def _section(
 
     rows = [made[item][1] for item in rb_order(len(made), goes_left)]
     return TopSection(name, unit, len(chosen), period, rows, graphs)
-
-
-def _collapse_order(hist: _Hist, keys: tuple[str, ...]) -> tuple[object, ...]:
-    """The order of perf's collapsed entries (hist_entry__collapse with the sort keys'
-    cmp): commands, threads, modules ascending (no module last); named symbols before
-    addresses, by start or address ascending; srclines ascending."""
-    key = hist.key
-    order: list[object] = []
-    for name in keys:
-        if name == "comm":
-            order.append(key.comm)
-        elif name == "pid":
-            order.append(key.tid)
-        elif name == "dso":
-            order += [key.dso is None, key.dso or ""]
-        elif name == "symbol":
-            symbol = key.symbol or (0, 0)
-            if symbol[0]:
-                order += [0, key.dso is None, key.dso or "", symbol[2]]
-            else:
-                order += [1, False, "", symbol[1]]
-        elif name == "srcline":
-            order.append(key.srcline)
-    return tuple(order)
 
 
 def _sorts_before(
@@ -568,8 +905,8 @@ def _printer(profile: Profile, options: TopOptions, frames: _Frames, total: int)
             names.append(escape_controls(info.symbol) + (" (inlined)" if info.inlined else ""))
         rank = -1 if info.module == UNKNOWN else ranks.get(info.module, len(ranks))
         order.append(ChainOrder(
-            rank, None if info.symbol is None else own - info.offset,
-            info.symbol if info.inlined else None, own,
+            rank, None if info.symbol is None else own - info.offset, info.symbol, own,
+            info.inlined,
         ))  # fmt: skip
     threshold = options.graph.threshold
     return GraphPrinter(
