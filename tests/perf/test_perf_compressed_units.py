@@ -51,25 +51,27 @@ def plain_recording(pipe: bool = False) -> PerfFile:
     return perf
 
 
-def compressed_copy(plain: PerfFile, record: int = COMPRESSED, split: int = 37) -> PerfFile:
-    """``plain`` with its records after the first compressed: those before the fifth record
-    into two compressed records split ``split`` bytes into the second record (a record across
-    two), then a FINISHED_ROUND (perf writes its own records uncompressed, between them) that
-    ``plain`` gets too, then the rest into one compressed record; the COMPRESSED feature."""
-    first, rest = b"".join(plain.records[:5]), b"".join(plain.records[5:])
+def compressed_copy(plain: PerfFile, record: int = COMPRESSED) -> PerfFile:
+    """``plain``'s records in three compressed records: the first ends within the fourth
+    record, the second within the seventh, and a FINISHED_ROUND (perf writes its own records
+    uncompressed, between them) comes after the second; the COMPRESSED feature.  ``plain``
+    gets the FINISHED_ROUND where perf delivers it: before the seventh record, which it reads
+    whole only with the third compressed record (util/session.c)."""
+    records = plain.records
     round_end = plain.pack("IHH", FINISHED_ROUND, 0, 8)  # u32 type, u16 misc, u16 size
-    plain.records = [first, round_end, rest]
+    stream = b"".join(records)
+    cut1 = len(b"".join(records[:3])) + 13  # within the fourth record
+    cut2 = len(b"".join(records[:6])) + 21  # within the seventh
+    plain.records = [*records[:6], round_end, *records[6:]]
     packed = PerfFile(pipe=plain.pipe)
     packed.attrs = plain.attrs
     compressed_feature(packed)
-    stream = zstandard.ZstdCompressor(level=1).compressobj()
-    cut = len(first) // 2 + split % 8  # within a record, not at its start
-    pieces = [first[:cut], first[cut:], None, rest]
-    for piece in pieces:
+    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    for piece in (stream[:cut1], stream[cut1:cut2], None, stream[cut2:]):
         if piece is None:
             packed.records.append(round_end)
             continue
-        payload = stream.compress(piece) + stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        payload = compressor.compress(piece) + compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
         packed.records.append(compressed_record(packed, payload, record))
     return packed
 

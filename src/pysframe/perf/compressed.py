@@ -13,14 +13,18 @@ the file).
 
 :class:`Decompressed` is a byte stream of the data section with each COMPRESSED record
 (81: the zstd bytes after the header) and COMPRESSED2 record (83, perf 6.15: a u64 data_size,
-then that many zstd bytes, padded to 8) replaced by the bytes it decompresses to, the other
-records as they are.  The reader reads it as it reads a pipe-mode stream (data.py
-``_StreamSource``): one loop over the records, whose offsets are then offsets in the
-decompressed data (as if the recording had been made without ``-z``).  Memory stays bounded:
-the file is read a record at a time, and a record may not decompress to more than perf could
-read of it (``mmap_len`` bytes and what the decoder holds back: Decompressed._decompress);
-the decompressor is fed in slices, so that a record that would decompress to gigabytes (a zstd
-bomb) stops at the bound.
+then that many zstd bytes, padded to 8) replaced by the records it decompresses to, the other
+records as they are.  A record whose end comes with the next compressed record comes after
+the records perf wrote between the two, as perf delivers it (perf record writes a
+FINISHED_ROUND after a round even when the compressor could not flush the round's last
+bytes into the record of at most 64 KiB it was writing).  The reader reads it as it reads a
+pipe-mode stream (data.py ``_StreamSource``): one loop over the records, whose offsets are
+then offsets in the decompressed data (as if the recording had been made without ``-z``).
+
+Memory stays bounded: the file is read a record at a time, and a record may not decompress to
+more than perf could read of it (``mmap_len`` bytes and what the decoder holds back:
+Decompressed._decompress); the decompressor is fed in slices, so that a record that would
+decompress to gigabytes (a zstd bomb) stops at the bound.
 
 Decompressing needs the ``zstandard`` package (the optional extra ``pysframe[zstd]``),
 imported when a compressed recording is first read.
@@ -82,6 +86,9 @@ class Decompressed:
         self.limit = limit
         self.header = layout.RECORD_HEADER.struct(big_endian)
         self.data_size = layout.COMPRESSED2.struct(big_endian)
+        #: The decompressed bytes of a record not whole yet (its end comes with the next
+        #: compressed record).
+        self.tail = b""
         self.pending: list[bytes] = []
         self.have = 0
         self.copy = 0  # bytes of ``raw`` to pass on as they are (a payload after a record)
@@ -131,18 +138,18 @@ class Decompressed:
             return
         at = self.offset
         head = self._take(layout.RECORD_HEADER.size)
-        if len(head) < layout.RECORD_HEADER.size:
-            self._put(head)
+        if len(head) < layout.RECORD_HEADER.size:  # the end (a record not whole: the reader
+            self._put(self.tail + head)            # reports it)
             self.done = True
             return
         kind, _misc, size = self.header.unpack(head)
         if size < layout.RECORD_HEADER.size:  # the reader reports it; nothing after is read
-            self._put(head)
-            self.copy, self.done = 1 << 62, False
+            self._put(self.tail + head)
+            self.copy, self.done, self.tail = 1 << 62, False, b""
             return
         body = self._take(size - layout.RECORD_HEADER.size)
         if len(body) < size - layout.RECORD_HEADER.size:  # cut short: the reader tells
-            self._put(head + body)
+            self._put(self.tail + head + body)
             self.done = True
             return
         if kind == RecordType.COMPRESSED:
@@ -181,6 +188,7 @@ class Decompressed:
                 self.limit += min(window, _MAX_WINDOW) + _BLOCK
                 self._stream = zstandard.ZstdDecompressor().decompressobj()
             room = self.limit
+            parts = [self.tail]
             for start in range(0, len(payload), _SLICE):
                 out = self._stream.decompress(payload[start : start + _SLICE])
                 room -= len(out)
@@ -191,11 +199,30 @@ class Decompressed:
                         "the zstd window",
                         at,
                     )
-                self._put(out)
+                parts.append(out)
         except PerfDataError:
             raise
         except Exception as error:  # zstandard.ZstdError: zstandard is imported lazily
             raise PerfDataError(f"a compressed record does not decompress: {error}", at) from None
+        self._put_whole(b"".join(parts))
+
+    def _put_whole(self, data: bytes) -> None:
+        """Pass on the records ``data`` holds whole; keep the part of one it ends with, whose
+        end comes with the next compressed record, after the records perf wrote itself
+        between the two (a FINISHED_ROUND...): perf reads so (util/session.c
+        perf_session__process_compressed_event keeps the part of a record its buffer ends
+        with, decomp_last_rem, for the buffer of the next compressed record)."""
+        position, end, unpack = 0, len(data), self.header.unpack_from
+        while position + 8 <= end:
+            size = unpack(data, position)[2]
+            if size < 8:  # the reader reports it: all passed on
+                position = end
+            elif position + size > end:
+                break
+            else:
+                position += size
+        self._put(data[:position])
+        self.tail = data[position:]
 
 
 def _zstandard(at: int) -> Any:
