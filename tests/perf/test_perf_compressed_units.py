@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perf_support import FINISHED_ROUND, IP, TID, TIME, Attr, PerfFile, read_both
+from perf_support import FINISHED_ROUND, IP, TID, TIME, Attr, PerfFile, read_both, unfinished
 from pysframe.perf import PerfData, PerfDataError, Sample
 
 zstandard = pytest.importorskip("zstandard")
@@ -233,10 +233,24 @@ def test_a_compressed_record_without_the_feature_is_refused(tmp_path: Path, kind
     reading = read_both(path)
     name = "COMPRESSED" if kind == COMPRESSED else "COMPRESSED2"
     assert reading.bulk_error == reading.scalar_error == (
-        f"{path}: {name} record in a recording without the COMPRESSED feature "
+        f"{path}: {name} record cannot be read: the recording has no COMPRESSED feature "
         f"(perf record -z writes it) (at byte offset {second(path):#x})"
     )
     assert [s.ip for s in reading.bulk] == [1]
+
+
+def test_a_compressed_recording_perf_record_did_not_finish(tmp_path: Path) -> None:
+    """perf record -z killed: the header's data size 0, no feature sections, so that what
+    compressed the records is not known (perf cannot read them either)."""
+    path = tmp_path / "z.data"
+    path.write_bytes(unfinished(compressed_copy(plain_recording()).build()))
+    reading = read_both(path)
+    (data_offset,) = struct.unpack_from("<Q", path.read_bytes(), 40)  # the first record's
+    assert reading.bulk_error == reading.scalar_error == (
+        f"{path}: COMPRESSED record cannot be read: its feature sections are missing (perf "
+        "record did not finish, or the file is cut short), and the COMPRESSED feature with "
+        f"them (at byte offset {data_offset:#x})"
+    )
 
 
 def test_without_zstandard_one_line_says_what_to_install(

@@ -649,7 +649,7 @@ def test_compressed_records_without_the_feature_are_refused(tmp_path: Path, kind
     perf.sample(0, ip=1)
     perf.record(kind, 0, bytes(16))
     reading = read_both(write(tmp_path, perf))
-    assert "record in a recording without the COMPRESSED feature" in reading.bulk_error
+    assert "record cannot be read: the recording has no COMPRESSED feature" in reading.bulk_error
     assert reading.bulk_error == reading.scalar_error and [s.ip for s in reading.bulk] == [1]
 
 

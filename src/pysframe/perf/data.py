@@ -233,6 +233,8 @@ class PerfData:
         #: Whether the last pass read a compressed recording (offsets in the decompressed
         #: data: compressed.py).
         self._decompressing = False
+        #: Whether the file's feature sections are missing (data size 0, or cut short).
+        self._features_missing = False
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -311,6 +313,7 @@ class PerfData:
             data.features = read_feature_sections(mapped, header, size, data.problems)
         else:  # perf record killed, or a file cut short: reading says so once, at the end
             data._data_end = size
+            data._features_missing = True
         return data._with_path()
 
     def _with_path(self) -> PerfData:
@@ -656,10 +659,14 @@ class PerfData:
         if kind in (RecordType.COMPRESSED, RecordType.COMPRESSED2):
             # Met only where the recording's features do not say it is compressed (else
             # compressed.py has replaced these records by what they hold).
+            why = (
+                "its feature sections are missing (perf record did not finish, or the file "
+                "is cut short), and the COMPRESSED feature with them"
+                if self._features_missing
+                else "the recording has no COMPRESSED feature (perf record -z writes it)"
+            )
             raise PerfDataError(
-                f"{layout.record_type_name(kind)} record in a recording without the "
-                "COMPRESSED feature (perf record -z writes it)",
-                position,
+                f"{layout.record_type_name(kind)} record cannot be read: {why}", position
             )
         if position <= self._applied or kind not in _APPLIED_TYPES:
             return 0
