@@ -281,7 +281,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs", "-j", type=positive_int, default=None, metavar="N",
         help="processes for several recordings, or for the time slices of one, where no "
-        "frame is named by addr2line (--no-inline, no srcline) (default: the CPU count)",
+        "frame is named by addr2line (--no-inline, no srcline) and it is not compressed "
+        "(perf record -z) (default: the CPU count)",
     )  # fmt: skip
     parser.add_argument(
         "--dask", metavar="SCHEDULER",

@@ -35,12 +35,13 @@ Reading (each call is one pass over the data in file order; a stream can be read
 the DWARF numbers and :class:`~pysframe.unwind.core.Registers` of the unwinder (x86-64,
 AArch64, s390x).
 
-Records this reader does not need are stepped over by their size.  Compressed files
-(``perf record -z``) are not supported: PerfDataError says so at the first compressed record
-(``features.compressed`` tells before).  Their records are pieces of one zstd stream whose
-records may straddle two pieces (util/session.c perf_session__process_compressed_event), so
-that reading them would need a zstd decompressor the project does not depend on, and the
-stack copies could no longer be views into the file; ``perf inject`` keeps them compressed.
+Records this reader does not need are stepped over by their size.  Compressed recordings
+(``perf record -z``, the COMPRESSED feature: ``data.compressed``) are read decompressed, as if
+recorded without ``-z`` (:mod:`~pysframe.perf.compressed`, with the optional ``zstandard``
+package, ``pysframe[zstd]``): their records are pieces of one zstd stream, so that they are
+read as a stream is, from the start, and the offsets of their records (in errors, events and
+stretches) are offsets in the decompressed data; a compressed record that does not decompress,
+or would decompress to more than the ring buffer it came from, is an error at its file offset.
 
 Errors: :class:`PerfDataError` (a FormatError) with ``path`` and ``offset``; a file cut short,
 or one perf record did not finish (data size 0), is read up to its last whole record and what
@@ -50,9 +51,10 @@ The modules:
 
 * the reader: :mod:`~pysframe.perf.layout` (every binary layout), :mod:`~pysframe.perf.header`,
   :mod:`~pysframe.perf.attrs`, :mod:`~pysframe.perf.records`, :mod:`~pysframe.perf.samples`,
-  :mod:`~pysframe.perf.data`, :mod:`~pysframe.perf.errors`; :mod:`~pysframe.perf.order`:
-  records in the order perf delivers them; :mod:`~pysframe.perf.deferred`: deferred user
-  callchains stitched to their samples;
+  :mod:`~pysframe.perf.data`, :mod:`~pysframe.perf.errors`; :mod:`~pysframe.perf.compressed`:
+  a compressed recording's data decompressed; :mod:`~pysframe.perf.order`: records in the
+  order perf delivers them; :mod:`~pysframe.perf.deferred`: deferred user callchains
+  stitched to their samples;
 * :mod:`~pysframe.perf.registers`: perf's register numbers per architecture;
 * :mod:`~pysframe.perf.modules`, :mod:`~pysframe.perf.spaces`: the file read for each mapped
   module as perf finds it, and each process's address space over the recording;

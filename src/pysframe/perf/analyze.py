@@ -333,7 +333,8 @@ def profile_parts(
     that each process has as much to do (:func:`profile_recording`), where what is made of
     the profile does not depend on how frames and stacks are numbered (perf script's
     text, folded stacks: not the merged profile's JSON).  With inline frames or srclines
-    (addr2line's answers) the recording is read in one process."""
+    (addr2line's answers), or a compressed recording (``perf record -z``), the recording is
+    read in one process."""
     size = os.stat(path).st_size
     count = max(1, min(jobs, size // MIN_PART_BYTES))
     if options is not None and (options.inline or options.srcline):
@@ -342,6 +343,12 @@ def profile_parts(
         # and perf asks one addr2line process per file, sample after sample: slices asking
         # apart could name an inline frame or a srcline otherwise than one reading does.
         count = 1
+    if count > 1:
+        with PerfData.open(path) as data:
+            if data.compressed:
+                # Slices are cut at file offsets, and a compressed recording's records are
+                # one zstd stream that can only be decompressed from its start (compressed.py).
+                count = 1
     if count == 1:
         profile, stats = profile_recording(path, options, on_chunk=on_chunk)
         return lambda: profile, [stats], []

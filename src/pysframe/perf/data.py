@@ -7,6 +7,8 @@ they come; records perf writes for itself (from type 64) update the attributes a
 (header.py); every other record is stepped over by its size, never looked into.
 HEADER_TRACING_DATA and AUXTRACE records are followed by a payload their size does not count,
 which is stepped over too (perf's util/session.c perf_session__process_user_event).
+A compressed recording (``perf record -z``) is read as a stream of its data decompressed
+(compressed.py), by the same loop: its offsets are those of the decompressed data.
 
 Memory does not grow with the file: a file is read through a memory map whose pages behind
 the chunk being read are given back to the kernel (MADV_DONTNEED: they are read again from the
@@ -15,11 +17,11 @@ spanning two.  A chunk keeps the map or its block alive while it is referenced.
 
 Bad input: a record size under 8 bytes, a record or the payload after it that runs past the
 end of a data section the file holds whole, a corrupt sample or side-band record, a compressed
-record: PerfDataError with the path and the record's offset (the samples before it are
-delivered first).  A file or stream cut short (a copy truncated, a pipe closed), or a file
-whose header says its data has a size of 0 (perf record killed before it wrote the header
-back, and the feature sections after the data), is read up to the last whole record, and what
-happened is noted once in ``problems``.
+record that does not decompress: PerfDataError with the path and the record's offset (the
+samples before it are delivered first).  A file or stream cut short (a copy truncated, a pipe
+closed), or a file whose header says its data has a size of 0 (perf record killed before it
+wrote the header back, and the feature sections after the data), is read up to the last whole
+record, and what happened is noted once in ``problems``.
 
 Costs are linear in the recording: the attributes' id sections are read once each (sections
 that overlap are refused), an attribute added (a pipe-mode HEADER_ATTR record) costs its own
@@ -57,7 +59,7 @@ from .header import (
     read_u64s,
 )
 from .layout import RecordType
-from .records import SIDE_BAND_TYPES, SideBandEvent, decode_side_band
+from .records import SIDE_BAND_TYPES, SideBandEvent, decode_side_band, trailing_payload
 from .samples import Sample, SampleChunk, attr_of_sample, decode_chunk, decode_sample
 
 #: Samples per chunk unless told otherwise.
@@ -135,6 +137,8 @@ class _StreamSource:
         self.data = b""
         self.base = start
         self.eof = False
+        #: What a read failed with after giving bytes (the bytes are read first).
+        self.error: PerfDataError | None = None
 
     def ensure(self, keep: int, end: int) -> _Window:
         """A window holding the bytes from ``keep`` to ``end`` (fewer at the stream's end).
@@ -146,6 +150,8 @@ class _StreamSource:
         have_end = self.base + len(self.data)
         if self.base <= keep and (end <= have_end or self.eof):
             return _Window(self.data, self.base, have_end, self.eof)
+        if self.error is not None:
+            raise self.error
         if keep >= have_end:
             have_end += self._discard(keep - have_end)
             if have_end < keep:  # the stream ended before ``keep``
@@ -158,7 +164,13 @@ class _StreamSource:
         have = len(kept)
         want = max(end - keep, STREAM_BLOCK, 2 * have)
         while have < want and not self.eof:
-            block = self._read(min(want - have, STREAM_BLOCK))
+            try:
+                block = self._read(min(want - have, STREAM_BLOCK))
+            except PerfDataError as error:
+                if have == len(kept):
+                    raise
+                self.error = error  # the bytes before it are read first
+                break
             parts.append(block)
             have += len(block)
         self.data = b"".join(parts)
@@ -218,6 +230,11 @@ class PerfData:
         #: Offset of the last user record whose effect (attribute, feature...) is applied.
         self._applied = -1
         self._read_once = False
+        #: Whether the last pass read a compressed recording (offsets in the decompressed
+        #: data: compressed.py).
+        self._decompressing = False
+        #: Whether the file's feature sections are missing (data size 0, or cut short).
+        self._features_missing = False
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -296,6 +313,7 @@ class PerfData:
             data.features = read_feature_sections(mapped, header, size, data.problems)
         else:  # perf record killed, or a file cut short: reading says so once, at the end
             data._data_end = size
+            data._features_missing = True
         return data._with_path()
 
     def _with_path(self) -> PerfData:
@@ -318,6 +336,13 @@ class PerfData:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def compressed(self) -> bool:
+        """Whether the recording was made with ``perf record -z`` (its COMPRESSED feature): its
+        records are read decompressed (compressed.py), their offsets in the decompressed data,
+        as if it had been recorded without ``-z``."""
+        return self.features.compressed is not None
 
     @property
     def big_endian(self) -> bool:
@@ -356,14 +381,33 @@ class PerfData:
             yield from stretch.events
 
     def _source(self) -> _MappedSource | _StreamSource:
+        compressed = self.compressed
         if self._stream is not None:
             if self._read_once:
                 raise PerfDataError("a stream can be read once", path=self.path)
             self._read_once = True
+            if compressed:  # the prologue read already, then the rest of the stream
+                kept = self._stream.data[self._data_start - self._stream.base :]
+                rest = None if self._stream.eof else self._stream.stream
+                return self._decompressed(kept, rest)
             return self._stream
         if self._map is None:
             raise PerfDataError("the file is closed", path=self.path)
+        if compressed:
+            data = memoryview(self._map)[self._data_start : self._data_end]
+            return self._decompressed(data, None)
         return _MappedSource(self._map, self._data_end)
+
+    def _decompressed(self, head: Any, rest: ByteStream | None) -> _StreamSource:
+        """A compressed recording's data, ``head`` then what ``rest`` gives, read as a stream
+        of the records it holds (compressed.py: imported only then)."""
+        from .compressed import Decompressed, Joined, record_output_limit
+
+        raw = Joined(head, rest)
+        limit = record_output_limit(self.features)
+        data = Decompressed(raw, self._data_start, self.big_endian, limit)
+        self._decompressing = True
+        return _StreamSource(data, self._data_start)
 
     def _walk(
         self, chunk: int, mode: Mode, cuts: list[int] | None = None, stop: int | None = None
@@ -531,6 +575,10 @@ class PerfData:
         a size of 0 (perf record killed), the records were read up to the last whole one:
         that is noted once, with what happened."""
         declared = self._data_end_declared()
+        if self._decompressing and not self.header.pipe:
+            # offsets in the decompressed data: the end the header declares lies past the
+            # end read by what the file lacks of it
+            declared = end + max(0, declared - self._data_end)
         unfinished = not self.header.pipe and self.header.data_size == 0
         cut = self.header.pipe or unfinished or declared > end
         container = "stream" if self._stream is not None else "file"
@@ -605,15 +653,20 @@ class PerfData:
     ) -> int:
         """Apply a record of type 64 and up; the bytes of payload that follow it."""
         buffer, at, big_endian = window.buffer, position - window.base, self.big_endian
-        if kind == RecordType.HEADER_TRACING_DATA and size >= 12:
-            (length,) = layout.U32.struct(big_endian).unpack_from(buffer, at + 8)
-            return int(-(-length // 8) * 8)
-        if kind == RecordType.AUXTRACE and size >= 16:
-            return int(layout.U64.struct(big_endian).unpack_from(buffer, at + 8)[0])
+        extra = trailing_payload(buffer, at, kind, size, big_endian)
+        if extra:
+            return extra
         if kind in (RecordType.COMPRESSED, RecordType.COMPRESSED2):
+            # Met only where the recording's features do not say it is compressed (else
+            # compressed.py has replaced these records by what they hold).
+            why = (
+                "its feature sections are missing (perf record did not finish, or the file "
+                "is cut short), and the COMPRESSED feature with them"
+                if self._features_missing
+                else "the recording has no COMPRESSED feature (perf record -z writes it)"
+            )
             raise PerfDataError(
-                "compressed records (perf record -z) are not supported: record without -z",
-                position,
+                f"{layout.record_type_name(kind)} record cannot be read: {why}", position
             )
         if position <= self._applied or kind not in _APPLIED_TYPES:
             return 0
@@ -652,10 +705,12 @@ class PerfData:
         return 0
 
 
-#: Records that end the pipe-mode prologue.
-_PROLOGUE_ENDS = frozenset(
-    {RecordType.SAMPLE, RecordType.FINISHED_INIT, RecordType.FINISHED_ROUND}
-)
+#: Records that end the pipe-mode prologue (a compressed record holds the kernel's records:
+#: the stream is read decompressed from its start, compressed.py).
+_PROLOGUE_ENDS = frozenset({
+    RecordType.SAMPLE, RecordType.FINISHED_INIT, RecordType.FINISHED_ROUND,
+    RecordType.COMPRESSED, RecordType.COMPRESSED2,
+})  # fmt: skip
 #: User records that change what is known of the recording (applied once).
 _APPLIED_TYPES = frozenset({
     RecordType.HEADER_ATTR, RecordType.HEADER_FEATURE, RecordType.EVENT_UPDATE,

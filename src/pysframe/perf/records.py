@@ -275,6 +275,18 @@ def decode_side_band(
     return LostEvent(where, misc, sample_id, None, values[0])
 
 
+def trailing_payload(buffer: Buffer, at: int, kind: int, size: int, big_endian: bool) -> int:
+    """The bytes of payload that follow the record at ``at`` and its ``size`` does not count:
+    HEADER_TRACING_DATA's tracing data (8-aligned) and AUXTRACE's trace data (perf's
+    util/session.c perf_session__process_user_event); 0 for every other record."""
+    if kind == RecordType.HEADER_TRACING_DATA and size >= 12:
+        (length,) = layout.U32.struct(big_endian).unpack_from(buffer, at + 8)
+        return int(-(-length // 8) * 8)
+    if kind == RecordType.AUXTRACE and size >= 16:
+        return int(layout.U64.struct(big_endian).unpack_from(buffer, at + 8)[0])
+    return 0
+
+
 __all__ = [
     "SIDE_BAND_TYPES",
     "CommEvent",
@@ -285,4 +297,6 @@ __all__ = [
     "SideBandEvent",
     "TaskEvent",
     "decode_side_band",
+    "trailing_payload",
 ]
+

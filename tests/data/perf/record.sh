@@ -12,7 +12,7 @@ opts="-e cpu-clock -c 100000 --call-graph dwarf,256 --sample-cpu --period"
 # threads.data: file mode.  pipe.data: pipe mode (perf record -o -), one thread's worth.
 perf record -q $opts -o threads.data -- "$tmp/perfprog" 1.5 >/dev/null
 perf record -q $opts -o - -- "$tmp/perfprog" 1 >pipe.data
-# compressed.data: perf record -z, which the reader refuses.
+# compressed.data: perf record -z (COMPRESSED records, zstd).
 perf record -q -z -e cpu-clock -c 1000000 -o compressed.data -- "$tmp/perfprog" 0.5 >/dev/null
 
 for name in threads pipe; do
