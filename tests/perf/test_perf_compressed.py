@@ -87,16 +87,30 @@ def test_report_of_a_compressed_recording_is_perfs(
 
 def uncompressed_copy(pipe_recording: Path, out: Path) -> Path:
     """The pipe-mode ``pipe_recording`` with each COMPRESSED record (u32 type 81, u16 misc, u16
-    size, zstd bytes) replaced by the bytes it decompresses to, all of them one zstd stream."""
+    size, zstd bytes) replaced by the whole records it decompresses to, all of them one zstd
+    stream; a record the output of one COMPRESSED record ends within is finished by the next
+    one's and comes with it, after the records between them (perf's util/session.c keeps it
+    in decomp_last_rem)."""
     blob = pipe_recording.read_bytes()
     stream = zstandard.ZstdDecompressor().decompressobj()
-    parts, position = [blob[:16]], 16  # the pipe header: magic, u64 size
+    parts, position, pending = [blob[:16]], 16, b""  # the pipe header: magic, u64 size
     while position < len(blob):
         kind, _misc, size = struct.unpack_from("<IHH", blob, position)
         record = blob[position : position + size]
-        parts.append(stream.decompress(record[8:]) if kind == 81 else record)
         position += size
-    out.write_bytes(b"".join(parts))
+        if kind != 81:
+            parts.append(record)
+            continue
+        pending += stream.decompress(record[8:])
+        whole = 0
+        while whole + 8 <= len(pending):
+            length = struct.unpack_from("<H", pending, whole + 6)[0]
+            if length < 8 or whole + length > len(pending):
+                break
+            whole += length
+        parts.append(pending[:whole])
+        pending = pending[whole:]
+    out.write_bytes(b"".join(parts) + pending)
     return out
 
 
