@@ -233,14 +233,17 @@ def _rows(text: str) -> list[str]:
 
 def _names_walked_apart(path: str) -> set[str]:
     """The function names of the samples whose walks differ (their --no-inline text
-    differs), as perf script prints them with inline frames."""
+    differs), as perf script prints them with inline frames, and as pysframe prints them
+    (perf prints no frame at all for a sample whose first frame it cannot unwind: a new
+    thread's first instruction after clone3's syscall, which no FDE of libc covers)."""
     ours = _samples(_pysframe("script", "--no-inline", path))
     theirs = _samples(_perf("script", "--no-inline", "-i", path))
     inlined = _samples(_perf("script", "-i", path))
     names = set()
     for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if a != b:
-            for line in inlined[index].splitlines()[1:]:  # ADDRESS NAME+0xOFFSET (MODULE)
+            for line in [*inlined[index].splitlines()[1:], *a.splitlines()[1:]]:
+                # ADDRESS NAME+0xOFFSET (MODULE)
                 names.add(line.strip().partition(" ")[2].rsplit("+0x", 1)[0])
     return names
 
