@@ -17,6 +17,7 @@ of a process already running (its modules known from the MMAP2 records perf synt
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -208,9 +209,18 @@ def test_system_wide(
         unavailable(why)
     theirs = perf_output("script", "--no-inline", "-i", str(path))
     ours = _ours(capsys, "script", "--no-inline", str(path))
-    share, count = _agreement(theirs, ours)
+    assert len(_samples(theirs)) == len(_samples(ours))
+    # Both read a JIT's /tmp/perf-PID.map when they print: one another process (a test
+    # running beside this one) removed between the two reads names its frames in one text
+    # only.  Its samples are left out.
+    gone = {name for name in re.findall(r"\((/tmp/perf-\d+\.map)\)", theirs + ours)
+            if not os.path.exists(name)}  # fmt: skip
+    pairs = [(a, b) for a, b in zip(_samples(theirs), _samples(ours), strict=True)
+             if not any(f"({name})" in a + b for name in gone)]  # fmt: skip
+    count = len(pairs)
+    share = sum(a == b for a, b in pairs) / max(count, 1)
     assert count > 50
-    differing = [(a, b) for a, b in zip(_samples(theirs), _samples(ours), strict=True) if a != b]
+    differing = [(a, b) for a, b in pairs if a != b]
     assert share >= AGREEMENT, f"{share:.2%} of {count} samples; perf, then ours: {differing[:3]}"
     assert "] " in ours.splitlines()[0]  # "[000] ": the CPU
     # The processes perf found running: their mappings are the MMAP2 records perf
