@@ -119,6 +119,8 @@ _Probe = tuple[bytes | None, int | None, bytes | None, bool, bytes | None, bool,
                bytes | None]  # fmt: skip
 #: Of a probe, what the frame gives (all but the command and thread).
 _PartProbe = tuple[bytes | None, bool, bytes | None, bool, int, bytes | None]
+#: Where in a probe each sort key but ``symbol`` (whose fields are 3 to 6) finds its value.
+_PROBE_FIELD = {"comm": 0, "pid": 1, "dso": 2, "srcline": 7}
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,8 +554,7 @@ class _Entries:
         self._compare = _entry_order(self._keys, self.probes)
         self.tree = RbEntries(self._compare)
         self._exact = _exact_keys(self.probes, self._keys)
-        fields = [{"comm": 0, "pid": 1, "dso": 2, "srcline": 7}[key] for key in self._keys
-                  if key in ("comm", "pid", "dso", "srcline")]  # fmt: skip
+        fields = [_PROBE_FIELD[key] for key in self._keys if key in _PROBE_FIELD]
         symbol = "symbol" in self._keys
         self._signature = [
             (*(probe[field] for field in fields),
@@ -629,9 +630,8 @@ def _entry_order(keys: tuple[str, ...], probes: list[_Probe]) -> Callable[[int, 
     rank, names and modules by their ranks; starts of one module differ by less than
     2**63, so that perf's (int64_t) differences order them as they are.)"""
     at_symbol = keys.index("symbol") if "symbol" in keys else len(keys)
-    fields = {"comm": 0, "pid": 1, "dso": 2, "srcline": 7}
-    head_fields = [fields[key] for key in keys[:at_symbol] if key in fields]
-    tail_fields = [fields[key] for key in keys[at_symbol + 1 :] if key in fields]
+    head_fields = [_PROBE_FIELD[key] for key in keys[:at_symbol] if key in _PROBE_FIELD]
+    tail_fields = [_PROBE_FIELD[key] for key in keys[at_symbol + 1 :] if key in _PROBE_FIELD]
 
     def head_order(probe: _Probe) -> tuple[object, ...]:
         # commands and srclines as bytes (an empty name too), threads as numbers, modules
@@ -711,7 +711,7 @@ def _exact_keys(probes: list[_Probe], keys: tuple[str, ...]) -> dict[int, tuple[
     before = keys[: keys.index("symbol")]
     if "dso" not in before:
         return {}
-    fields = [{"comm": 0, "pid": 1}[key] for key in before if key in ("comm", "pid")]
+    fields = [_PROBE_FIELD[key] for key in before if key in ("comm", "pid")]
 
     def block(probe: _Probe) -> tuple[object, ...]:
         return (*(probe[field] for field in fields), probe[2])
