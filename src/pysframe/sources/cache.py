@@ -636,14 +636,16 @@ ENTRY_KINDS = ("sframe", "checked", "trusted", "perf-symbols", "kallsyms", "addr
 TEMPORARY = "temporary"
 
 #: The names of the folders (:func:`cache_directory`) of this and other versions of pysframe.
-_FOLDER_NAME = re.compile(r"generated-[0-9a-f]{16}")
+#: (The patterns are text, compiled by ``re`` when first used: a command that writes nothing to
+#: the cache compiles none.)
+_FOLDER_NAME = r"generated-[0-9a-f]{16}"
 #: The names of entries (``KEY.ADDRESS.KIND``, ``KEY.CODE.KIND``; ``KEY.KIND``, the tables of
 #: earlier versions, hex numbers all), and of the temporary files writing them: nothing else in
 #: a folder is removed.
 _ENTRY_NAME = rf"[0-9a-fA-F]{{1,128}}(?:\.[0-9a-fA-F]{{1,128}})?\.({'|'.join(ENTRY_KINDS)})"
-_NAME = re.compile(rf"{_ENTRY_NAME}|\.{_ENTRY_NAME}\.[0-9a-f]{{8}}\.tmp")
+_NAME = rf"{_ENTRY_NAME}|\.{_ENTRY_NAME}\.[0-9a-f]{{8}}\.tmp"
 #: A size: a number, then K, M, G or T, alone or with ``iB`` or ``B``, or ``B``.
-_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?) *(?:([kmgt])(?:ib|b)?|b)?", re.IGNORECASE)
+_SIZE = r"(?i)([0-9]+(?:\.[0-9]+)?) *(?:([kmgt])(?:ib|b)?|b)?"
 _UNITS = " KMGT"
 
 #: The entries read by this process and marked as used (folder, name): once each.
@@ -653,7 +655,7 @@ _used: set[tuple[str, str]] = set()
 def parse_size(text: str) -> int:
     """The number of bytes ``text`` says (``1073741824``, ``500M``, ``2G``, ``1.5GiB``);
     ValueError when it is no size, or not more than 0."""
-    found = _SIZE.fullmatch(text.strip())
+    found = re.fullmatch(_SIZE, text.strip())
     if found is None:
         raise ValueError(f"not a size: {text!r} (bytes, or a number with K, M, G or T)")
     scale = 1024 ** _UNITS.index(found[2].upper()) if found[2] else 1
@@ -757,7 +759,7 @@ def _found(folder: int) -> tuple[list[_Found], int]:
         newest = os.fstat(folder).st_mtime_ns
         with os.scandir(folder) as listing:
             for item in listing:
-                match = _NAME.fullmatch(item.name)
+                match = re.fullmatch(_NAME, item.name)
                 if match is None:
                     continue
                 try:
@@ -1066,7 +1068,7 @@ def _folder_names(base: int | None) -> list[str]:
         return []
     try:
         with os.scandir(base) as listing:
-            return sorted(item.name for item in listing if _FOLDER_NAME.fullmatch(item.name))
+            return sorted(item.name for item in listing if re.fullmatch(_FOLDER_NAME, item.name))
     except OSError:
         return []
 
