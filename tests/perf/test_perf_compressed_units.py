@@ -13,13 +13,20 @@ import sys
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from conftest import require_module
 from perf_support import FINISHED_ROUND, IP, TID, TIME, Attr, PerfFile, read_both, unfinished
 from pysframe.perf import PerfData, PerfDataError, Sample
 
-zstandard = pytest.importorskip("zstandard")
+
+def zstandard() -> ModuleType:
+    """The zstandard package (the ``zstd`` extra, in ``dev``): skipped without it, failed
+    under CI (conftest.require_module)."""
+    return require_module("zstandard")
+
 
 #: HEADER_COMPRESSED (feature 27) and the record types (perf.data-file-format.txt).
 FEAT_COMPRESSED = 27
@@ -66,12 +73,12 @@ def compressed_copy(plain: PerfFile, record: int = COMPRESSED) -> PerfFile:
     packed = PerfFile(pipe=plain.pipe)
     packed.attrs = plain.attrs
     compressed_feature(packed)
-    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    compressor = zstandard().ZstdCompressor(level=1).compressobj()
     for piece in (stream[:cut1], stream[cut1:cut2], None, stream[cut2:]):
         if piece is None:
             packed.records.append(round_end)
             continue
-        payload = compressor.compress(piece) + compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        payload = compressor.compress(piece) + compressor.flush(zstandard().COMPRESSOBJ_FLUSH_BLOCK)
         packed.records.append(compressed_record(packed, payload, record))
     return packed
 
@@ -159,7 +166,7 @@ def test_a_compressed_record_that_is_not_zstd(tmp_path: Path) -> None:
 
 
 def test_a_compressed_record_past_the_end_of_the_data(tmp_path: Path) -> None:
-    payload = zstandard.ZstdCompressor().compress(b"x" * 100)
+    payload = zstandard().ZstdCompressor().compress(b"x" * 100)
     perf = PerfFile()
     perf.add_attr(Attr(IP))
     compressed_feature(perf)
@@ -197,7 +204,7 @@ def _bomb(blocks: int) -> bytes:
 
 def test_a_zstd_bomb_stops_at_the_ring_buffer_size(tmp_path: Path) -> None:
     payload = _bomb(16000)  # 64 KB that would decompress to 2 GiB
-    assert zstandard.ZstdDecompressor().decompressobj().decompress(payload[:4000])  # valid
+    assert zstandard().ZstdDecompressor().decompressobj().decompress(payload[:4000])  # valid
     path = _packed_with(tmp_path, payload, mmap_len=MMAP_LEN)
     tracemalloc.start()
     try:

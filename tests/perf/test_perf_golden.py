@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
+from conftest import require_module, unavailable
 from perf_support import (
     DATA,
     PERF,
@@ -217,7 +217,7 @@ def test_threads_recording_has_what_the_tests_need() -> None:
 def test_compressed_recording_is_read() -> None:
     """perf record -z of a short run (side-band records, no samples): the records its two
     COMPRESSED records hold, counted as ``perf report --stats`` (perf 6.1) counts them."""
-    pytest.importorskip("zstandard")
+    require_module("zstandard")
     path = DATA / "compressed.data"
     reading = read_both(path)
     assert reading.bulk_error is None and reading.problems == [] and reading.bulk == []
