@@ -213,9 +213,10 @@ class Decompressed:
         perf_session__process_compressed_event keeps the part of a record its buffer ends
         with, decomp_last_rem, for the buffer of the next compressed record)."""
         position, end, unpack = 0, len(data), self.header.unpack_from
-        while position + 8 <= end:
+        header_size = layout.RECORD_HEADER.size
+        while position + header_size <= end:
             size = unpack(data, position)[2]
-            if size < 8:  # the reader reports it: all passed on
+            if size < header_size:  # the reader reports it: all passed on
                 position = end
             elif position + size > end:
                 break

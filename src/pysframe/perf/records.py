@@ -299,4 +299,3 @@ __all__ = [
     "decode_side_band",
     "trailing_payload",
 ]
-
