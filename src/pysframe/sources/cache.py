@@ -232,31 +232,47 @@ def _opened(*, create: bool) -> Iterator[_Directory | None]:
         os.close(descriptor)
 
 
+#: How a folder of the cache is opened: a directory, never through a link.
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
 def _open_directory(path: str, create: bool) -> int | None:
     """A descriptor of the directory ``path`` when it is the user's own and nobody else may
     write to it (checked on the open directory, which is what every later call uses)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        descriptor = os.open(path, flags)
+        descriptor = os.open(path, _DIRECTORY_FLAGS)
     except FileNotFoundError:
         if not create:
             return None
         try:
             _make_directories(path)
-            descriptor = os.open(path, flags)
+            descriptor = os.open(path, _DIRECTORY_FLAGS)
         except OSError:
             return None  # no place for a cache (read-only, no permission): none, as when off
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link, or a file
-            _distrust(path, "a symbolic link" if os.path.islink(path) else "not a directory")
+        _refused(path, error, path, None)
         return None
+    return _trusted(descriptor, path)
+
+
+def _refused(shown: str, error: OSError, name: str, base: int | None) -> None:
+    """Warn where opening the folder ``name`` (of the open directory ``base``; None: a path)
+    met a link or a file (O_NOFOLLOW)."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR):
+        _distrust(shown, "a symbolic link" if _is_link(base, name) else "not a directory")
+
+
+def _trusted(descriptor: int, shown: str | None) -> int | None:
+    """The open directory ``descriptor`` when it is the user's own and nobody else may write
+    to it; else None, the descriptor closed (and where ``shown`` names it, a warning says
+    why)."""
     why = _untrusted(descriptor)
-    if why is not None:
-        os.close(descriptor)
-        if why:
-            _distrust(path, why)
-        return None
-    return descriptor
+    if why is None:
+        return descriptor
+    os.close(descriptor)
+    if why and shown is not None:
+        _distrust(shown, why)
+    return None
 
 
 def _untrusted(descriptor: int) -> str | None:
@@ -915,23 +931,16 @@ def _open_folder(base: int | None, name: str, shown: str | None = None) -> int |
     it, a warning says why)."""
     if base is None:
         return None
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        descriptor = os.open(name, flags, dir_fd=base)
+        descriptor = os.open(name, _DIRECTORY_FLAGS, dir_fd=base)
     except OSError as error:
-        if shown is not None and error.errno in (errno.ELOOP, errno.ENOTDIR):
-            _distrust(shown, "a symbolic link" if _is_link(base, name) else "not a directory")
+        if shown is not None:
+            _refused(shown, error, name, base)
         return None
-    why = _untrusted(descriptor)
-    if why is not None:
-        os.close(descriptor)
-        if why and shown is not None:
-            _distrust(shown, why)
-        return None
-    return descriptor
+    return _trusted(descriptor, shown)
 
 
-def _is_link(base: int, name: str) -> bool:
+def _is_link(base: int | None, name: str) -> bool:
     try:
         return stat.S_ISLNK(os.stat(name, dir_fd=base, follow_symlinks=False).st_mode)
     except OSError:
