@@ -1,6 +1,8 @@
 """Oracles of the perf subsystem's bulk paths: each one the plain way to get the same answer,
-one sample, one stack or one line at a time, written apart from the product (nothing here
-calls a private helper of ``pysframe``) so that a defect cannot hide in code both share.
+one sample, one stack or one line at a time, written apart from the product so that a defect
+cannot hide in code both share.  They call no private helper of ``pysframe``, but for the
+red-black tree :func:`symbols_find` rebuilds perf's tree with (its shape is what perf's
+lookups depend on; the tests check it on its own).
 
 * :func:`grouped`: rows grouped by their keys with a dict (``perf.aggregate.group``).
 * :func:`innermost_real_frames`: per stack, the frame of the sample's own entry
@@ -11,6 +13,8 @@ calls a private helper of ``pysframe``) so that a defect cannot hide in code bot
   (``perf.order.time_ordered``).
 * :func:`kallsyms_text_symbols`: the text-symbol lines of a kallsyms file, a regular
   expression per line (``perf.kernel.parse_kallsyms``).
+* :func:`symbols_find`: the symbol perf names an address with, by walking its tree down from
+  the root for every address (``perf.symtab.PerfSymbols.find_many``).
 * :func:`script_frame_line`, :func:`script_sample_lines`: one frame, one sample as perf
   script prints them by default (``perf.script.script_text``).
 """
@@ -27,6 +31,7 @@ from pysframe.names import escape_controls
 from pysframe.perf.filters import TimeRange, parse_time_ranges
 from pysframe.perf.flamegraph import INLINED, KERNEL, PROCESS, ROOT, UNNAMED, USER
 from pysframe.perf.profile import FrameInfo, Profile
+from pysframe.perf.symtab import SymbolSet, _RbTree
 
 U64_MAX = (1 << 64) - 1
 
@@ -233,6 +238,41 @@ def kallsyms_text_symbols(text: bytes) -> list[tuple[int, str, str, str]]:
         module = rest[1:-1] if rest.startswith("[") and rest.endswith("]") else ""
         found.append((int(address, 16), kind, name, module))
     return found
+
+
+# -- symbol lookup -------------------------------------------------------------------------------
+
+
+def symbols_find(symbols: SymbolSet, address: int) -> int:
+    """The index in ``symbols.table()`` of the symbol perf names ``address`` with (-1:
+    none): util/symbol.c symbols__find walks the red-black tree down from the root, left
+    while the address is below a symbol's start, right while it is past its end (or at the
+    end of a non-empty symbol), else that symbol.  The tree is rebuilt by the insertions and
+    erasures that built it (its shape, checked on its own by the tests of the tree); the
+    walk and the table's order are this function's own."""
+    tree = _RbTree(symbols.starts.tolist(), len(symbols))
+    living: set[int] = set()
+    for operation in symbols.operations:
+        if operation >= 0:
+            tree.insert(operation)
+            living.add(operation)
+        else:
+            tree.erase(~operation)
+            living.discard(~operation)
+    starts, ends = symbols.starts.tolist(), symbols.ends.tolist()
+    found, at = -1, tree.root
+    while at >= 0:
+        if address < starts[at]:
+            at = tree.left[at]
+        elif address > ends[at] or (address == ends[at] and address != starts[at]):
+            at = tree.right[at]
+        else:
+            found = at
+            break
+    if found < 0:
+        return -1
+    # The table: the living symbols by start, those of one start in the order they came.
+    return sorted(living, key=lambda number: (starts[number], number)).index(found)
 
 
 # -- perf script ----------------------------------------------------------------------------------
