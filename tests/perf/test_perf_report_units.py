@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ from pysframe.perf.report import (
     write_json,
     write_top,
 )
-from pysframe.perf.speedscope import speedscope_document, write_speedscope
+from pysframe.perf.speedscope import write_speedscope
 
 SPEEDSCOPE_SCHEMA = (
     Path(__file__).parent.parent / "node" / "node_modules" / "speedscope" / "dist" / "release"
@@ -93,6 +94,12 @@ def text_of(write: object, profile: Profile, **options: object) -> str:
     out = io.StringIO()
     write(profile, out, **options)  # type: ignore[operator]
     return out.getvalue()
+
+
+def speedscope_document(profile: Profile) -> dict[str, Any]:
+    """The speedscope file written of ``profile``, read back."""
+    document: dict[str, Any] = json.loads(text_of(write_speedscope, profile))
+    return document
 
 
 # -- the top table ----------------------------------------------------------------------------
@@ -382,17 +389,17 @@ def test_speedscope_profiles_per_thread_in_time_order() -> None:
     )
     document = speedscope_document(profile)
     assert document["$schema"] == "https://www.speedscope.app/file-format-schema.json"
-    frames = [frame["name"] for frame in document["shared"]["frames"]]  # type: ignore[index]
+    frames = [frame["name"] for frame in document["shared"]["frames"]]
     assert frames == ["leaf", "main", "work", "memcpy"]
-    assert document["shared"]["frames"][0] == {"name": "leaf", "file": APP}  # type: ignore[index]
+    assert document["shared"]["frames"][0] == {"name": "leaf", "file": APP}
     profiles = document["profiles"]
     # In the order of their first sample in the profile: thread 2's came first.
-    assert [p["name"] for p in profiles] == ["app pid: 1 tid: 2", "app pid: 1 tid: 1"]  # type: ignore[attr-defined]
+    assert [p["name"] for p in profiles] == ["app pid: 1 tid: 2", "app pid: 1 tid: 1"]
     # Time order (10, 20, 30, 40); the consecutive leaf samples at 30 and 40 merge.
-    assert profiles[0]["samples"] == [[1, 0], [1, 2], [1, 0]]  # type: ignore[index]
-    assert profiles[0]["weights"] == [100, 50, 200]  # type: ignore[index]
-    assert profiles[0]["unit"] == "nanoseconds"  # type: ignore[index]
-    assert profiles[0]["endValue"] == 350  # type: ignore[index]
+    assert profiles[0]["samples"] == [[1, 0], [1, 2], [1, 0]]
+    assert profiles[0]["weights"] == [100, 50, 200]
+    assert profiles[0]["unit"] == "nanoseconds"
+    assert profiles[0]["endValue"] == 350
     # The heaviest thread opens first.
     assert document["activeProfileIndex"] == 1
 
@@ -403,7 +410,7 @@ def test_speedscope_events_name_their_profiles_and_units() -> None:
         events=(("cpu-clock", "nanoseconds"), ("cycles", "events")),
     )
     profiles = speedscope_document(profile)["profiles"]
-    assert [(p["name"], p["unit"]) for p in profiles] == [  # type: ignore[attr-defined]
+    assert [(p["name"], p["unit"]) for p in profiles] == [
         ("app pid: 1 tid: 1 [cpu-clock]", "nanoseconds"), ("app pid: 1 tid: 1 [cycles]", "none"),
     ]  # fmt: skip
 
