@@ -22,11 +22,7 @@ from elftools.dwarf.enums import ENUM_DW_AT, ENUM_DW_TAG
 from elftools.elf.elffile import ELFFile
 
 from conftest import require
-from pysframe.elf.dwarf_info import (
-    DebugSections,
-    DieReader,
-    unit_headers,
-)
+from pysframe.elf.dwarf_info import DebugSections, DieReader, Units
 from pysframe.elf.dwarf_ranges import address_ranges, range_list
 from pysframe.elf.line_program import (
     line_rows,
@@ -92,8 +88,9 @@ def test_dies_are_pyelftools(files: list[Path]) -> None:
         with open(path, "rb") as stream, ElfReader.open(str(path)) as reader:
             dwarf = ELFFile(stream).get_dwarf_info()
             sections = DebugSections(reader)
-            headers = {header.offset: header for header in
-                       unit_headers(sections.get(".debug_info"), sections.little)}  # fmt: skip
+            units = Units(sections)
+            headers = {header.offset: header for header in units.headers}
+            assert units.error is None, path
             compared = 0
             for number, cu in enumerate(dwarf.iter_CUs()):
                 if number >= 40 and "debug" in path.name:  # libc: its first 40 units
@@ -147,8 +144,9 @@ def test_range_lists_are_pyelftools(files: list[Path]) -> None:
             dwarf = ELFFile(stream).get_dwarf_info()
             lists = dwarf.range_lists()
             sections = DebugSections(reader)
-            headers = {header.offset: header for header in
-                       unit_headers(sections.get(".debug_info"), sections.little)}  # fmt: skip
+            units = Units(sections)
+            headers = {header.offset: header for header in units.headers}
+            assert units.error is None, path
             compared = 0
             for number, cu in enumerate(dwarf.iter_CUs()):
                 if number >= 40 and "debug" in path.name:

@@ -23,14 +23,13 @@ from pysframe.elf.reader import ElfReader
 from pysframe.elf.sframe import find_sframe
 from pysframe.format.builder import SFrameBuilder
 from pysframe.format.constants import Abi, FdeType, PcType, Version
-from pysframe.format.model import CfaRule, RegRule
+from pysframe.format.model import CfaRule, Function, RegRule
 from pysframe.format.walk import scan_rows
 from pysframe.tools import dump
 from pysframe.tools.dump import (
     form_cells,
     function_json_lines,
     function_json_pieces,
-    function_pc,
     section_header_json,
     section_json,
 )
@@ -46,13 +45,25 @@ def _rule(rule: RegRule) -> dict[str, Any]:
     return out
 
 
+def _dumper_pc(section: SFrameSection, function: Function) -> int:
+    """``func_start_pc_vma`` as objdump 2.47 prints it: the stored start plus the section's
+    address, plus with FDE_FUNC_START_PCREL where the FDE's start field is as
+    sframe_decoder_get_offsetof_fde_start_addr puts it (header size + index * FDE size, 20
+    bytes in V2 and 16 in V3, sfh_fdeoff ignored); 2.40 (V1) has no PCREL."""
+    pc = function.start_field + section.section_address
+    if section.version is not Version.V1 and section.header.pcrel:
+        fde_size = 20 if section.version is Version.V2 else 16
+        pc += section.header.size + function.index * fde_size
+    return pc % 2**64
+
+
 def model_json(section: SFrameSection) -> dict[str, Any]:
     """What the JSON dump holds, from the row model, one function at a time."""
     functions = []
     for function in section:
         rows = []
         # PCMASK rows show their start offset alone, the others the function's pc plus it.
-        origin = 0 if function.pc_type is PcType.MASK else function_pc(section, function)
+        origin = 0 if function.pc_type is PcType.MASK else _dumper_pc(section, function)
         flex = function.fde_type is FdeType.FLEX
         for row in function.rows:
             cfa = row.cfa
@@ -75,7 +86,7 @@ def model_json(section: SFrameSection) -> dict[str, Any]:
         functions.append(
             {
                 "index": function.index,
-                "pc": function_pc(section, function),
+                "pc": _dumper_pc(section, function),
                 "start": function.start,
                 "size": function.size,
                 "start_field": function.start_field,

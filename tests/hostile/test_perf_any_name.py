@@ -535,10 +535,9 @@ def test_symbol_and_kernel_names_by_the_rule() -> None:
     assert symbol_names(strings, [1, 7]) == ["bad\\xff\\xfe", "ok"]
     assert symbol_names(strings, [1, 7], versions=True) == ["bad\\xff\\xfe", "ok@@V1"]
     kallsyms = b"ffffffff81000000 T bad\xff\xfe\nffffffff81000100 t ok\t[mod\xff]\n"
-    for reference in (False, True):
-        table = parse_kallsyms(kallsyms, reference=reference)
-        assert table.names == ["bad\\xff\\xfe", "ok"]
-        assert table.modules == ["[kernel.kallsyms]", "[mod\\xff]"]
+    table = parse_kallsyms(kallsyms)
+    assert table.names == ["bad\\xff\\xfe", "ok"]
+    assert table.modules == ["[kernel.kallsyms]", "[mod\\xff]"]
 
 
 def _page_data(page: str) -> str:

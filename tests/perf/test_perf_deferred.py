@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import perf_oracles
 from conftest import DATA
 from perf_support import (
     CALLCHAIN,
@@ -34,8 +35,9 @@ from perf_support import (
     PerfFile,
 )
 from pysframe.elf.reader import ElfReader
-from pysframe.perf import PerfData, PerfDataError, filters
+from pysframe.perf import PerfData, PerfDataError
 from pysframe.perf.analyze import Options, profile_recording
+from pysframe.perf.filters import filter_profile
 from pysframe.perf.profile import Profile
 from pysframe.perf.records import DeferredCallchainEvent
 from pysframe.perf.script import script_text
@@ -309,8 +311,7 @@ def test_filters_choose_deferred_records_shown_apart(tmp_path: Path) -> None:
     path.write_bytes(perf.build())
     options = Options(debug_dir=str(_debug_dir(tmp_path)), merge_callchains=False)
     profile, _ = profile_recording(str(path), options)
-    for name in ("filter_profile", "filter_profile_scalar"):
-        choose = getattr(filters, name)
+    for choose in (filter_profile, perf_oracles.filtered):
         assert "".join(script_text(choose(profile, tids=[8]))) == (
             _header("worker", 8, 11_000, 2) + K[WRITE] + _cookie_line(OTHER_COOKIE) + "\n"
             + _deferred_header("worker", 8, 11_500, OTHER_COOKIE) + U[MAIN] + "\n"
@@ -320,3 +321,5 @@ def test_filters_choose_deferred_records_shown_apart(tmp_path: Path) -> None:
             _deferred_header("prog", 7, 13_000, COOKIE) + U[LEAF] + U[SMALL] + U[MAIN] + "\n"
         )
         assert choose(profile, dsos=["[kernel.kallsyms]"]).deferred == []
+        early = choose(profile, time_range=(None, 12_000_000))  # the first record only
+        assert [(chain.tid, chain.time) for chain in early.deferred] == [(8, 11_500_000)]

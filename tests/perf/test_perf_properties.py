@@ -19,8 +19,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import perf_support as ps
+from perf_oracles import (
+    kallsyms_text_symbols,
+    script_frame_line,
+    script_sample_lines,
+    time_order_reference,
+)
 from perf_support import DATA, Attr, PerfFile, read_both
 from pysframe.perf import PerfData, PerfDataError
+from pysframe.perf.profile import KERNEL_MODULE
 
 OPTIONAL_FIELDS = ps.SAMPLE_FIELDS
 U64 = st.integers(0, 2**64 - 1)
@@ -190,17 +197,31 @@ _KALLSYMS_LINES = st.one_of(
 @SETTINGS
 @example(["ffffffff81000000 t one junk", "10 T two\t[mod]", "10 W two_alias\t[mod]"], True)
 @example(["", "\n", "1 t", "1 t  ", "x t name", "1 t [name"], False)
+@example(["10 t caf\u00e9\t[m\u00f6d]", "10 T caf\u00e9s", "ffffffff81000000 w \u00fc"], True)
 @given(st.lists(_KALLSYMS_LINES, max_size=40), st.booleans())
 def test_kallsyms_bulk_parse_equals_line_parse(lines: list[str], final_newline: bool) -> None:
-    """Any kallsyms text, well formed or not: the numpy parse and the line-by-line reference
-    give the same symbols, extents, names and modules (perf's pick among aliases included)."""
+    """Any kallsyms text, well formed or not: the numpy parse reads the text symbols a plain
+    line-by-line reader reads.  Each symbol kept is one of those lines, one per address; and
+    the text reads as the same symbols, extents, names and modules (perf's pick among
+    aliases included) as those lines written one per line in kallsyms' own form."""
     from pysframe.perf.kernel import parse_kallsyms
 
     text = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
-    bulk, reference = parse_kallsyms(text), parse_kallsyms(text, reference=True)
-    assert bulk.starts.tolist() == reference.starts.tolist()
-    assert bulk.ends.tolist() == reference.ends.tolist()
-    assert (bulk.names, bulk.modules) == (reference.names, reference.modules)
+    symbols = kallsyms_text_symbols(text)
+    parsed = parse_kallsyms(text)
+    assert parsed.starts.tolist() == sorted({address for address, _, _, _ in symbols})
+    read = {(address, name, f"[{module}]" if module else KERNEL_MODULE)
+            for address, _, name, module in symbols}  # fmt: skip
+    kept = zip(parsed.starts.tolist(), parsed.names, parsed.modules, strict=True)
+    assert set(kept) <= read
+    plain = "".join(
+        f"{address:016x} {kind} {name}" + (f"\t[{module}]" if module else "") + "\n"
+        for address, kind, name, module in symbols
+    )
+    written = parse_kallsyms(plain.encode())
+    assert parsed.starts.tolist() == written.starts.tolist()
+    assert parsed.ends.tolist() == written.ends.tolist()
+    assert (parsed.names, parsed.modules) == (written.names, written.modules)
 
 
 #: A record of a recording whose order is checked: a sample or a COMM of some time (0: none,
@@ -237,7 +258,7 @@ def test_time_order_equals_perfs_queue(
     pipe mode, with or without TIME: the bulk ordering delivers them in the order of the
     one-record-at-a-time port of perf's ordered-events queue, and each sample keeps its own
     stack bytes."""
-    from pysframe.perf.order import time_order_reference, time_ordered
+    from pysframe.perf.order import time_ordered
 
     perf = PerfFile(pipe=pipe)
     sample_type = ps.TID | (ps.TIME if timed else 0) | ps.CALLCHAIN | ps.REGS_USER | ps.STACK_USER
@@ -302,9 +323,9 @@ def test_script_text_is_each_sample_as_perf_prints_it(
     samples: list[tuple[int, int, int, str, str, int]], batch: int
 ) -> None:
     """The batched script text (a template per command and event) is, sample after sample in
-    time order, what the one-sample formatter gives."""
+    time order, what a plain one-sample formatter (perf_oracles) gives."""
     from pysframe.perf.profile import FrameInfo, Profile
-    from pysframe.perf.script import frame_line, sample_lines, script_text
+    from pysframe.perf.script import script_text
 
     profile = Profile()
     frames = [profile.frame_id(FrameInfo(0x1000 + i, "/lib/m.so", f"f{i}", i)) for i in range(3)]
@@ -314,8 +335,11 @@ def test_script_text_is_each_sample_as_perf_prints_it(
         profile.add(stacks[stack], pid=1, tid=tid, time=time, cpu=0, period=period,
                     comm=comm_id, event=event_id)  # fmt: skip
     order = sorted(range(len(profile)), key=profile.time.__getitem__)
-    frame_lines = [[frame_line(profile.frames[f]) for f in stack] for stack in profile.stacks]
-    expected = "".join(sample_lines(profile, i, frame_lines[profile.stack[i]]) for i in order)
+    frame_lines = [[script_frame_line(profile.frames[f]) for f in stack]
+                   for stack in profile.stacks]  # fmt: skip
+    expected = "".join(
+        script_sample_lines(profile, i, frame_lines[profile.stack[i]]) for i in order
+    )
     assert "".join(script_text(profile, batch)) == expected
 
 

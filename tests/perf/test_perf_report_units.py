@@ -2,7 +2,7 @@
 
 The expected values come from the formats' own rules (perf report's layout and order,
 stackcollapse-perf.pl's naming rules, speedscope's and pprof's schemas), worked out by hand
-for each profile; the bulk paths are held equal to their scalar references.
+for each profile; the bulk paths are held equal to plain oracles (perf_oracles).
 """
 
 from __future__ import annotations
@@ -12,28 +12,19 @@ import gzip
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import perf_oracles
 from conftest import require, require_module
 from perf_report_support import synthetic_profile
-from pysframe.perf.aggregate import (
-    FlatStacks,
-    group,
-    group_scalar,
-    innermost_real_frames,
-    innermost_real_frames_scalar,
-)
-from pysframe.perf.filters import (
-    FilterError,
-    filter_profile,
-    filter_profile_scalar,
-    parse_time_ranges,
-)
-from pysframe.perf.flamegraph import flame_tree, flame_tree_scalar, write_flamegraph
+from pysframe.perf.aggregate import FlatStacks, group, innermost_real_frames
+from pysframe.perf.filters import FilterError, filter_profile, parse_time_ranges
+from pysframe.perf.flamegraph import flame_tree, write_flamegraph
 from pysframe.perf.pprof import profile_message_class, write_pprof
 from pysframe.perf.profile import KERNEL_MODULE, UNKNOWN, FrameInfo, Profile
 from pysframe.perf.report import (
@@ -46,7 +37,7 @@ from pysframe.perf.report import (
     write_json,
     write_top,
 )
-from pysframe.perf.speedscope import speedscope_document, write_speedscope
+from pysframe.perf.speedscope import write_speedscope
 
 SPEEDSCOPE_SCHEMA = (
     Path(__file__).parent.parent / "node" / "node_modules" / "speedscope" / "dist" / "release"
@@ -103,6 +94,12 @@ def text_of(write: object, profile: Profile, **options: object) -> str:
     out = io.StringIO()
     write(profile, out, **options)  # type: ignore[operator]
     return out.getvalue()
+
+
+def speedscope_document(profile: Profile) -> dict[str, Any]:
+    """The speedscope file written of ``profile``, read back."""
+    document: dict[str, Any] = json.loads(text_of(write_speedscope, profile))
+    return document
 
 
 # -- the top table ----------------------------------------------------------------------------
@@ -392,17 +389,17 @@ def test_speedscope_profiles_per_thread_in_time_order() -> None:
     )
     document = speedscope_document(profile)
     assert document["$schema"] == "https://www.speedscope.app/file-format-schema.json"
-    frames = [frame["name"] for frame in document["shared"]["frames"]]  # type: ignore[index]
+    frames = [frame["name"] for frame in document["shared"]["frames"]]
     assert frames == ["leaf", "main", "work", "memcpy"]
-    assert document["shared"]["frames"][0] == {"name": "leaf", "file": APP}  # type: ignore[index]
+    assert document["shared"]["frames"][0] == {"name": "leaf", "file": APP}
     profiles = document["profiles"]
     # In the order of their first sample in the profile: thread 2's came first.
-    assert [p["name"] for p in profiles] == ["app pid: 1 tid: 2", "app pid: 1 tid: 1"]  # type: ignore[attr-defined]
+    assert [p["name"] for p in profiles] == ["app pid: 1 tid: 2", "app pid: 1 tid: 1"]
     # Time order (10, 20, 30, 40); the consecutive leaf samples at 30 and 40 merge.
-    assert profiles[0]["samples"] == [[1, 0], [1, 2], [1, 0]]  # type: ignore[index]
-    assert profiles[0]["weights"] == [100, 50, 200]  # type: ignore[index]
-    assert profiles[0]["unit"] == "nanoseconds"  # type: ignore[index]
-    assert profiles[0]["endValue"] == 350  # type: ignore[index]
+    assert profiles[0]["samples"] == [[1, 0], [1, 2], [1, 0]]
+    assert profiles[0]["weights"] == [100, 50, 200]
+    assert profiles[0]["unit"] == "nanoseconds"
+    assert profiles[0]["endValue"] == 350
     # The heaviest thread opens first.
     assert document["activeProfileIndex"] == 1
 
@@ -413,7 +410,7 @@ def test_speedscope_events_name_their_profiles_and_units() -> None:
         events=(("cpu-clock", "nanoseconds"), ("cycles", "events")),
     )
     profiles = speedscope_document(profile)["profiles"]
-    assert [(p["name"], p["unit"]) for p in profiles] == [  # type: ignore[attr-defined]
+    assert [(p["name"], p["unit"]) for p in profiles] == [
         ("app pid: 1 tid: 1 [cpu-clock]", "nanoseconds"), ("app pid: 1 tid: 1 [cycles]", "none"),
     ]  # fmt: skip
 
@@ -554,7 +551,7 @@ def test_filters_choose_samples() -> None:
 
     def times(**filters: object) -> list[int]:
         chosen = filter_profile(profile, **filters)  # type: ignore[arg-type]
-        assert chosen.time == filter_profile_scalar(profile, **filters).time  # type: ignore[arg-type]
+        assert chosen.time == perf_oracles.filtered(profile, **filters).time  # type: ignore[arg-type]
         return [time // 10**9 for time in chosen.time]
 
     assert times(pids=[1]) == [1, 2]
@@ -570,41 +567,53 @@ def test_filters_choose_samples() -> None:
     assert chosen.frames is profile.frames and chosen.sources == profile.sources
 
 
-# -- bulk against scalar ----------------------------------------------------------------------
+# -- bulk against the oracles -----------------------------------------------------------------
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 3), st.integers(0, 1000)), max_size=60)
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(-3, 3), st.integers(0, 1000), st.integers(0, 3)),
+        max_size=60,
+    ),
+    st.booleans(),
 )
-def test_group_equals_its_reference(rows: list[tuple[int, int, int]]) -> None:
-    first = np.array([row[0] for row in rows], dtype=np.int64)
-    second = np.array([row[1] for row in rows], dtype=np.int64)
-    period = np.array([row[2] for row in rows], dtype=np.int64)
-    bulk, scalar = group([first, second], period), group_scalar([first, second], period)
-    for field in ("count", "period", "first", "labels"):
-        assert np.array_equal(getattr(bulk, field), getattr(scalar, field))
-    assert all(np.array_equal(a, b) for a, b in zip(bulk.keys, scalar.keys, strict=True))
+def test_group_equals_its_oracle(rows: list[tuple[int, int, int, int]], weighed: bool) -> None:
+    first, second, period, weight = (
+        np.array([row[at] for row in rows], dtype=np.int64) for at in range(4)
+    )
+    bulk = group([first, second], period, weight if weighed else None)
+    keys, count, summed, first_row, labels = perf_oracles.grouped(
+        [first.tolist(), second.tolist()], period.tolist(), weight.tolist() if weighed else None
+    )
+    assert list(zip(*(key.tolist() for key in bulk.keys), strict=True)) == keys
+    assert bulk.count.tolist() == count
+    assert bulk.period.tolist() == summed
+    assert bulk.first.tolist() == first_row
+    assert bulk.labels.tolist() == labels
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 400), st.integers(1, 80), st.integers(0, 10**6))
-def test_bulk_paths_equal_their_references(samples: int, stacks: int, seed: int) -> None:
+def test_bulk_paths_equal_their_oracles(samples: int, stacks: int, seed: int) -> None:
     profile = synthetic_profile(samples, stacks, seed)
     empty = profile.stack_id([])
     profile.add(empty, pid=1, tid=1, time=1, cpu=0, period=5, comm=0, event=0)
     flat = FlatStacks.of(profile)
-    assert np.array_equal(
-        innermost_real_frames(profile, flat), innermost_real_frames_scalar(profile)
+    assert innermost_real_frames(profile, flat).tolist() == (
+        perf_oracles.innermost_real_frames(profile)
     )
-    bulk, scalar = flame_tree(profile), flame_tree_scalar(profile)
-    for field in ("name", "children", "period", "samples"):
-        assert np.array_equal(getattr(bulk, field), getattr(scalar, field)), field
+    tree = flame_tree(profile)
+    nodes = list(zip(
+        [tree.names[name] for name in tree.name.tolist()], tree.children.tolist(),
+        tree.period.tolist(), tree.samples.tolist(), strict=True,
+    ))  # fmt: skip
+    assert nodes == perf_oracles.flame_nodes(profile)
     filters = {"pids": [1000, 1002], "dsos": ["lib3.so", "[kernel.kallsyms]"], "time_range": (
         profile.time[len(profile) // 3], None)}  # fmt: skip
     for dso_frames in ("any", "own"):
         assert filter_profile(profile, dso_frames=dso_frames, **filters).stack == (  # type: ignore[arg-type]
-            filter_profile_scalar(profile, dso_frames=dso_frames, **filters).stack  # type: ignore[arg-type]
+            perf_oracles.filtered(profile, dso_frames=dso_frames, **filters).stack  # type: ignore[arg-type]
         )
 
 

@@ -224,16 +224,6 @@ def read_unit_header(info: bytes, pos: int, little: bool = True) -> UnitHeader:
     return UnitHeader(start, end, version, unit_type, address_size, offset_size, abbrev, pos)
 
 
-def unit_headers(info: bytes, little: bool = True) -> list[UnitHeader]:
-    """The units of ``.debug_info`` in section order; ElfError at a header that does not fit."""
-    out: list[UnitHeader] = []
-    pos = 0
-    while pos + 4 <= len(info):
-        out.append(read_unit_header(info, pos, little))
-        pos = out[-1].end
-    return out
-
-
 class Abbreviations(dict[int, Abbreviation]):
     """The abbreviation table at an offset of ``.debug_abbrev``, by code, sized for a unit
     (DWARF 5 7.5.3), read only as far as the codes asked for: a unit's own DIE needs the
@@ -696,5 +686,4 @@ __all__ = [
     "UnitHeader",
     "Units",
     "read_unit_header",
-    "unit_headers",
 ]

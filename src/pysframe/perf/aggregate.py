@@ -4,8 +4,7 @@ The writers never do Python work per sample: the per-sample columns of a
 :class:`~pysframe.perf.profile.Profile` become numpy arrays, samples are grouped by sorting
 (:func:`group`: the distinct key tuples, with each group's sample count and summed period),
 and what depends on a stack is computed once per distinct stack, on the stacks laid out flat
-(:class:`FlatStacks`).  Beside each bulk path is its scalar reference (``*_scalar``), which the
-tests hold equal.
+(:class:`FlatStacks`).
 """
 
 from __future__ import annotations
@@ -84,27 +83,6 @@ def _stable_order(keys: Sequence[np.ndarray]) -> np.ndarray:
     return np.argsort(packed, kind="stable")
 
 
-def group_scalar(
-    keys: Sequence[Sequence[int]], period: Sequence[int], samples: Sequence[int] | None = None
-) -> Groups:
-    """:func:`group`, one row at a time with a dict: the reference."""
-    found: dict[tuple[int, ...], list[int]] = {}
-    for index, row in enumerate(zip(*keys, strict=True)):
-        entry = found.setdefault(tuple(int(value) for value in row), [0, 0, index])
-        entry[0] += 1 if samples is None else int(samples[index])
-        entry[1] += int(period[index])
-    rows = sorted(found)
-    number = {row: at for at, row in enumerate(rows)}
-    labels = [number[tuple(int(value) for value in row)] for row in zip(*keys, strict=True)]
-    return Groups(
-        tuple(np.array([row[at] for row in rows], dtype=np.int64) for at in range(len(keys))),
-        np.array([found[row][0] for row in rows], dtype=np.int64),
-        np.array([found[row][1] for row in rows], dtype=np.int64),
-        np.array([found[row][2] for row in rows], dtype=np.int64),
-        np.array(labels, dtype=np.int64),
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class FlatStacks:
     """Every distinct stack's frame ids end to end (innermost first, as stored): stack ``s`` is
@@ -155,14 +133,6 @@ def innermost_real_frames(profile: Profile, flat: FlatStacks) -> np.ndarray:
     return result
 
 
-def innermost_real_frames_scalar(profile: Profile) -> np.ndarray:
-    """:func:`innermost_real_frames`, one stack at a time: the reference."""
-    inlined = _inlined_only(profile)
-    found = [next((frame for frame in stack if not inlined[frame]), -1)
-             for stack in profile.stacks]  # fmt: skip
-    return np.array(found, dtype=np.int64)
-
-
 def _inlined_only(profile: Profile) -> np.ndarray:
     """Per frame: an inlined function that does not name the symbol holding it."""
     return np.fromiter(
@@ -176,7 +146,5 @@ __all__ = [
     "Groups",
     "column",
     "group",
-    "group_scalar",
     "innermost_real_frames",
-    "innermost_real_frames_scalar",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -180,46 +180,11 @@ def _stacks_in_dsos(profile: Profile, dsos: set[str], dso_frames: DsoFrames) -> 
     return within
 
 
-def filter_profile_scalar(profile: Profile, **filters: Any) -> Profile:
-    """:func:`filter_profile`, one sample at a time: the reference (the same keywords)."""
-    pids, tids, comms = filters.get("pids"), filters.get("tids"), filters.get("comms")
-    dsos, time_range = filters.get("dsos"), filters.get("time_range")
-    dso_frames = filters.get("dso_frames", "any")
-    ranges = _ranges(time_range) if time_range is not None else None
-
-    def passes(index: int) -> bool:
-        if pids is not None and profile.pid[index] not in pids:
-            return False
-        if tids is not None and profile.tid[index] not in tids:
-            return False
-        if comms is not None and profile.comms[profile.comm[index]] not in comms:
-            return False
-        if dsos is not None:
-            frames = profile.stack_frames(profile.stack[index])
-            if dso_frames == "own":
-                frames = [frame for frame in frames
-                          if not frame.inlined or frame.base_symbol is not None][:1]  # fmt: skip
-            if not any(in_dsos(frame, dsos) for frame in frames):
-                return False
-        if ranges is not None:
-            time = profile.time[index]
-            return any(
-                (start is None or time >= start) and (end is None or time <= end)
-                for start, end in ranges
-            )
-        return True
-
-    chosen = profile.where(passes(index) for index in range(len(profile)))
-    chosen.deferred = _deferred_kept(profile, pids, tids, comms, dsos, time_range)
-    return chosen
-
-
 __all__ = [
     "DsoFrames",
     "FilterError",
     "TimeRange",
     "filter_profile",
-    "filter_profile_scalar",
     "in_dsos",
     "parse_time",
     "parse_time_ranges",

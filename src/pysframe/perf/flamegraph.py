@@ -16,7 +16,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import field
 from importlib import resources
 from typing import TextIO
 
@@ -119,48 +118,6 @@ def flame_tree(profile: Profile) -> FlameTree:
     )  # fmt: skip
 
 
-@dataclass(slots=True)
-class _Node:
-    period: int = 0
-    samples: int = 0
-    below: dict[int, _Node] = field(default_factory=dict)
-
-
-def flame_tree_scalar(profile: Profile) -> FlameTree:
-    """:func:`flame_tree`, one sample and one frame at a time into nested dicts: the
-    reference."""
-    names, frame_name, comm_name = _names(profile)
-    root = _Node()
-    for index in range(len(profile)):
-        path = [int(comm_name[profile.comm[index]])] + [
-            int(frame_name[frame]) for frame in reversed(profile.stacks[profile.stack[index]])
-        ]
-        node = root
-        for key in [-1, *path]:
-            if key >= 0:
-                node = node.below.setdefault(key, _Node())
-            node.period += profile.period[index]
-            node.samples += 1
-    name, children = [names.index(("all", "", ROOT))], [len(root.below)]
-    periods, counts = [root.period], [root.samples]
-    level = [root]
-    while level:
-        following = []
-        for parent in level:
-            for key in sorted(parent.below):
-                node = parent.below[key]
-                name.append(key)
-                children.append(len(node.below))
-                periods.append(node.period)
-                counts.append(node.samples)
-                following.append(node)
-        level = following
-    return FlameTree(
-        names, np.array(name, dtype=np.int64), np.array(children, dtype=np.int64),
-        np.array(periods, dtype=np.int64), np.array(counts, dtype=np.int64),
-    )  # fmt: skip
-
-
 def _template() -> str:
     return resources.files(__package__).joinpath("flamegraph.html").read_text(encoding="utf-8")
 
@@ -225,6 +182,5 @@ __all__ = [
     "USER",
     "FlameTree",
     "flame_tree",
-    "flame_tree_scalar",
     "write_flamegraph",
 ]

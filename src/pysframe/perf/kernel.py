@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, overload
@@ -92,24 +91,6 @@ def _module_name(rest: str) -> str:
     return rest[1:-1] if rest[:1] == "[" and rest[-1:] == "]" else ""
 
 
-#: A kallsyms line of a text symbol: address, type, name, then the module in brackets.
-_TEXT_SYMBOL = re.compile(
-    r"^([0-9a-fA-F]{1,16}) ([tTwW]) ([^\x00-\x20\[][^\x00-\x20]*)([^\n]*)$", re.MULTILINE
-)
-
-
-def _lines_reference(text: bytes) -> _Lines:
-    """The text-symbol lines, one at a time (the reference :func:`_lines` is held equal
-    to)."""
-    found = _TEXT_SYMBOL.findall(decode_name(text))
-    return _Lines(
-        np.array([int(entry[0], 16) for entry in found], dtype=np.uint64),
-        "".join(entry[1] for entry in found).encode(),
-        [entry[2] for entry in found],
-        {at: name for at, entry in enumerate(found) if (name := _module_name(entry[3]))},
-    )
-
-
 #: hex digit values by byte (16: not a hex digit).
 _HEX_VALUE = np.full(256, 16, dtype=np.uint8)
 _HEX_VALUE[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10, dtype=np.uint8)
@@ -123,8 +104,7 @@ _BLANK = 0x20
 
 def _lines(text: bytes) -> _Lines:
     """The text-symbol lines, found with numpy (``ADDRESS TYPE NAME [MODULE]``: 1 to 16 hex
-    digits, a space, a type letter, a space, a name); a line of another shape is skipped, as
-    the reference does."""
+    digits, a space, a type letter, a space, a name); a line of another shape is skipped."""
     data = np.frombuffer(text, dtype=np.uint8)
     line_ends = np.flatnonzero(data == ord("\n"))
     if len(data) and data[-1] != ord("\n"):
@@ -171,10 +151,10 @@ def _lines(text: bytes) -> _Lines:
     return _Lines(addresses, padded[name_starts + 14].tobytes(), names, modules)
 
 
-def parse_kallsyms(text: bytes, *, reference: bool = False) -> KernelSymbols:
+def parse_kallsyms(text: bytes) -> KernelSymbols:
     """The text symbols of a kallsyms file (``ADDRESS TYPE NAME [MODULE]`` lines), as perf
-    keeps them (see the module's docstring); ``reference``: the lines read one at a time."""
-    lines = _lines_reference(text) if reference else _lines(text)
+    keeps them (see the module's docstring)."""
+    lines = _lines(text)
     kinds = np.frombuffer(lines.kinds, dtype=np.uint8)
     bindings = np.where(
         kinds == ord("W"), STB_WEAK, np.where(kinds == ord("T"), STB_GLOBAL, STB_LOCAL)

@@ -21,7 +21,6 @@ between them.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import field
 from typing import TYPE_CHECKING
@@ -259,27 +258,4 @@ def _first_reaching(
     return np.where((at < count) & (padded[np.minimum(at, count)] >= time), at, count)
 
 
-def time_order_reference(records: Iterable[tuple[int, int | None, bool]]) -> list[int]:
-    """The delivery order of ``records`` (each ``(key, time, round_end)`` in file order; a
-    round end has no key of its own), one record at a time as util/ordered-events.c keeps
-    its queue: the reference :func:`time_ordered` is held equal to."""
-    queue: list[tuple[int, int, int]] = []  # (time, arrival, key), sorted
-    latest = next_flush = 0
-    delivered: list[int] = []
-    for arrival, (key, time, round_end) in enumerate(records):
-        if round_end:
-            if queue:
-                while queue and next_flush and queue[0][0] <= next_flush:
-                    delivered.append(queue.pop(0)[2])
-                next_flush = latest
-        elif not _timed(time):
-            delivered.append(key)
-        else:
-            assert time is not None
-            latest = max(latest, time) if queue else time
-            bisect.insort(queue, (time, arrival, key))
-    delivered += [key for _, _, key in queue]
-    return delivered
-
-
-__all__ = ["Delivery", "time_order_reference", "time_ordered"]
+__all__ = ["Delivery", "time_ordered"]

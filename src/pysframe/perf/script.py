@@ -36,33 +36,10 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
-def frame_line(frame: FrameInfo, srcline: bool = False) -> str:
-    """One frame as perf script prints it by default (with a tab before, a newline after;
-    ``srcline``: ``-F +srcline``), as :func:`script_text` prints it."""
-    return _frame_text(frame, DEFAULT_FIELDS | {"srcline"} if srcline else DEFAULT_FIELDS, True)
-
-
 def _event_width(profile: Profile) -> int:
     """The width perf prints event names in: the longest name of the recording's events
     (builtin-script.c process_event: ``%*s``, evlist__max_name_len), each right-aligned."""
     return max((len(escape_controls(name)) for name, _unit in profile.events), default=0)
-
-
-def sample_lines(profile: Profile, index: int, frames: list[str]) -> str:
-    """Sample ``index`` of an event with callchains as perf script prints it by default
-    (``frames``: its frames' lines): the command, the thread, the CPU where the samples have
-    one, the time, the period, the event's name as wide as the longest."""
-    time = profile.time[index]
-    stamp = f"{time // 1_000_000_000}.{time % 1_000_000_000 // 1000:06d}"
-    width = _event_width(profile)
-    event = escape_controls(profile.events[profile.event[index]][0])
-    comm = escape_controls(profile.comms[profile.comm[index]])
-    cpu = f"[{profile.cpu[index]:03d}] " if min(profile.cpu) >= 0 else ""
-    header = (
-        f"{comm} {profile.tid[index]:5d} {cpu}{stamp:>12}: {profile.period[index]:10d} "
-        f"{event:>{width}}: \n"
-    )
-    return header + "".join(frames) + "\n"
 
 
 def deferred_lines(profile: Profile, chain: DeferredChain, frames: list[str]) -> str:
@@ -578,10 +555,8 @@ __all__ = [
     "ScriptFields",
     "ScriptSlice",
     "deferred_lines",
-    "frame_line",
     "joined_script",
     "parse_fields",
-    "sample_lines",
     "script_fields",
     "script_slice",
     "script_text",

@@ -34,11 +34,6 @@ def _frame_key(frame: FrameInfo) -> tuple[str, str, int | None]:
     return frame.name, frame.file if frame.file is not None else frame.module, frame.line
 
 
-def speedscope_document(profile: Profile) -> dict[str, object]:
-    """The speedscope file as Python objects (the samples as lists)."""
-    return json.loads(_speedscope_text(profile))  # type: ignore[no-any-return]
-
-
 def write_speedscope(profile: Profile, out: TextIO) -> None:
     """Write ``profile`` as a speedscope JSON file (see the module's docstring)."""
     out.write(_speedscope_text(profile))
@@ -113,4 +108,4 @@ def _speedscope_text(profile: Profile) -> str:
     )  # fmt: skip
 
 
-__all__ = ["SCHEMA", "speedscope_document", "write_speedscope"]
+__all__ = ["SCHEMA", "write_speedscope"]

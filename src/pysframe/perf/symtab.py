@@ -607,10 +607,7 @@ class PerfSymbols:
         #: Each symbol's number in the order perf added them (its place in its table).
         self.numbers = numbers if numbers is not None else np.arange(len(names))
         self._starts_list: list[int] = starts.tolist()
-        self._ends_list: list[int] = ends.tolist()
         self._spans = _tangles(starts, ends)
-        self._span_lows: list[int] = self._spans[0].tolist()
-        self._span_highs: list[int] = self._spans[1].tolist()
 
     def __len__(self) -> int:
         return len(self.names)
@@ -620,21 +617,9 @@ class PerfSymbols:
         """No two symbols overlap: the tree's shape decides nothing."""
         return not len(self._spans[0])
 
-    def find(self, address: int) -> int:
-        """The index of the symbol perf names ``address`` with (-1: none), one address at a
-        time: the reference for :meth:`find_many`."""
-        span = _bisect_right(self._span_lows, address) - 1
-        if self._shape is not None and span >= 0 and address < self._span_highs[span]:
-            return self._shape.find(address)
-        at = _bisect_right(self._starts_list, address) - 1
-        if at < 0:
-            return -1
-        start, end = self._starts_list[at], self._ends_list[at]
-        return at if address < end or address == start == end else -1
-
     def find_many(self, addresses: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        """:meth:`find` of each address: one search over the starts, and perf's tree walk
-        for the addresses among overlapping symbols."""
+        """The index of the symbol perf names each address with (-1: none): one search over
+        the starts, and perf's tree walk for the addresses among overlapping symbols."""
         addresses = np.asarray(addresses, dtype=np.uint64)
         if not len(self.starts):
             return np.full(len(addresses), -1, dtype=np.int64)
@@ -723,12 +708,6 @@ def _tangles(
     lasts = np.append(firsts[1:], len(starts)) - 1
     runs = lasts > firsts
     return starts[firsts[runs]], reach[lasts[runs]]
-
-
-def _bisect_right(values: list[int], value: int) -> int:
-    import bisect
-
-    return bisect.bisect_right(values, value)
 
 
 __all__ = [

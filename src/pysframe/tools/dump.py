@@ -67,7 +67,7 @@ from ..format.layout import (
     fre_word_size,
     word_mask,
 )
-from ..format.model import Function, RegRule
+from ..format.model import RegRule
 from ..format.rules import RowContext, decode_rules, s390x_word_register
 from ..format.section import SFrameSection
 from ..format.walk import RowForm, RowScan, scan_rows
@@ -160,20 +160,6 @@ def _c_int(value: int) -> int:
 
 
 # -- functions ---------------------------------------------------------------------------------
-
-
-def function_pc(section: SFrameSection, function: Function) -> int:
-    """``func_start_pc_vma`` as the dumper computes it (a uint64).
-
-    2.47: stored start + section address + (PCREL flag ? sframe_decoder_get_offsetof_fde_start_addr,
-    which is header size + index * FDE size and ignores sfh_fdeoff).  2.40 (V1): stored start +
-    section address.
-    """
-    h = section.header
-    pc = function.start_field + section.section_address
-    if h.version is not Version.V1 and h.pcrel:
-        pc += h.size + function.index * FDE_SIZE[h.version]
-    return pc % _U64
 
 
 def _attributes(section: SFrameSection, info: int, flex: bool) -> str:
@@ -317,7 +303,13 @@ def _functions_text(
 
 
 def function_pcs(section: SFrameSection, first: int, end: int) -> npt.NDArray[np.uint64]:
-    """:func:`function_pc` of functions ``first`` to ``end``; uint64 arithmetic wraps."""
+    """``func_start_pc_vma`` of functions ``first`` to ``end`` as the dumper computes it
+    (uint64 arithmetic wraps).
+
+    2.47: stored start + section address + (PCREL flag ? sframe_decoder_get_offsetof_fde_start_addr,
+    which is header size + index * FDE size and ignores sfh_fdeoff).  2.40 (V1): stored start +
+    section address.
+    """
     h = section.header
     pcs = section.table.start_field[first:end].astype(np.uint64)
     pcs += np.uint64(section.section_address % _U64)
@@ -759,7 +751,6 @@ __all__ = [
     "form_cells",
     "function_json_lines",
     "function_json_pieces",
-    "function_pc",
     "function_pcs",
     "function_windows",
     "header_text",
