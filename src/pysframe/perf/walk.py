@@ -112,14 +112,6 @@ class RecordedChains:
         return len(self.offsets) - 1
 
 
-def no_chains(count: int) -> RecordedChains:
-    """``count`` samples without a recorded user callchain."""
-    return RecordedChains(
-        np.zeros(count + 1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64),
-        np.zeros(0, np.uint64), np.zeros(count, bool),
-    )  # fmt: skip
-
-
 def joined_chains(parts: list[RecordedChains]) -> RecordedChains:
     """The recorded chains of consecutive pieces of a chunk as one."""
     if len(parts) == 1:
@@ -295,5 +287,5 @@ def _nowhere(pc: int) -> ModuleInfo | None:
 
 __all__ = [
     "MAX_FRAMES", "RecordedChains", "context_parts", "discarded_chains", "joined_chains",
-    "kernel_parts", "no_chains", "no_walks", "recorded_chains", "sample_unwinder", "walk_samples",
+    "kernel_parts", "no_walks", "recorded_chains", "sample_unwinder", "walk_samples",
 ]  # fmt: skip

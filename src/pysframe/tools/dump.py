@@ -525,23 +525,11 @@ def readelf_file_header(filename: str) -> str:
     return f"\nFile: {filename}\n"
 
 
-def objdump_text(filename: str, file_format: str, section_name: str, section: SFrameSection) -> str:
-    return (
-        objdump_file_header(filename, file_format)
-        + contents_line(section_name)
-        + section_text(section)
-    )
-
-
 def readelf_text(section_name: str, section: SFrameSection) -> str:
     return contents_line(section_name) + section_text(section)
 
 
-# -- JSON --------------------------------------------------------------------------------------
-
-
 # -- the same content as JSON -------------------------------------------------------------------
-_U64 = 1 << 64
 #: Rows turned into JSON at a time (some 250 bytes each): bounds the memory of a piece.
 JSON_CHUNK_ROWS = 1 << 12
 #: Compact separators, so that json uses its C encoder.
@@ -757,7 +745,6 @@ __all__ = [
     "objdump_file_header",
     "objdump_no_section",
     "objdump_not_sframe",
-    "objdump_text",
     "readelf_file_header",
     "readelf_text",
     "row_windows",

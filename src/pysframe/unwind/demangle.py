@@ -437,13 +437,6 @@ def bare_name(name: str) -> str:
     return name
 
 
-def demangler_available() -> bool:
-    """Whether C++ names can be demangled here."""
-    if not _loaded:
-        _load()
-    return _cxx is not None
-
-
 # ---------------------------------------------------------------------------------------------
 # The worker process: names not bounded by length_bound are demangled there, under limits.
 # Frames: a u32 length then UTF-8 bytes; the answer's first byte says what it is.
@@ -638,7 +631,6 @@ __all__ = [
     "demangle_like_perf_unbounded",
     "demangle_many",
     "demangle_unbounded",
-    "demangler_available",
     "left_mangled",
     "length_bound",
 ]
