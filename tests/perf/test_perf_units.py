@@ -642,6 +642,51 @@ def test_a_stack_that_says_it_used_more_than_it_copied(tmp_path: Path) -> None:
     assert "user stack of 8 bytes says 9 were used" in reading.bulk_error
 
 
+@ORDERS
+@MODES
+def test_a_sample_cut_short_anywhere_is_worded_as_the_scalar_decoder_words_it(
+    tmp_path: Path, big_endian: bool, pipe: bool
+) -> None:
+    """A sample whose size says it ends before its fields do, at each size from its header's
+    on: the reader stops there, after the sample before it, with the scalar decoder's error
+    (the same field at the same offset); the sizes name every field the reader checks."""
+    perf = PerfFile(big_endian, pipe)
+    attr = Attr(
+        EVERY_FIELD | IDENTIFIER | ADDR | ID | STREAM_ID | CPU | PERIOD, ids=(5,),
+        read_format=1 | 4 | 8, branch_sample_type=1 << 17, regs_user=0b111, regs_intr=0b11,
+        stack_user=16,
+    )  # fmt: skip
+    perf.add_attr(attr)
+    perf.add_attr(replace(attr, ids=(6,)))  # two: a sample's id says which it is of
+    read = read_group(perf, [(10, 5), (11, 6)])
+    perf.sample(0, ip=1, read=read)
+    perf.sample(1, ip=2, read=read, callchain=(3, 4), raw=b"abc", branches=((7, 8, 9),),
+                regs=(1, 2, 3), stack=bytes(range(16)), dyn_size=8, aux=b"xy")  # fmt: skip
+    whole = perf.records.pop()
+    seen = set()
+    for size in range(8, len(whole)):
+        perf.records.append(perf.pack("IHH", 9, 2, size) + whole[8:size])  # u32 type, u16
+        path = write(tmp_path, perf)                                         # misc, u16 size
+        perf.records.pop()
+        reading = read_both(path)
+        (before,) = reading.bulk
+        assert before.ip == 1 and reading.bulk == reading.scalar
+        at = before.file_offset + len(perf.records[-1])
+        assert reading.bulk_error == reading.scalar_error, size
+        assert str(reading.bulk_error).endswith(f" (at byte offset {at:#x})")
+        seen.add(str(reading.bulk_error)[len(f"{path}: ") : -len(f" (at byte offset {at:#x})")])
+    fields = (
+        "ip", "tid", "time", "addr", "id", "stream_id", "cpu", "period", "read", "callchain",
+        "raw", "branch stack", "user registers", "user stack", "interrupt registers", "aux",
+        "data",
+    )  # fmt: skip
+    assert seen == {"sample too short to hold its id"} | {
+        f"sample field {name} runs past the end of its record" for name in fields
+    }
+    perf.records.append(whole)  # whole, it reads
+    assert [s.stack_dyn_size for s in agreed(write(tmp_path, perf))] == [0, 8]
+
+
 @pytest.mark.parametrize("kind", [81, 83])
 def test_compressed_records_without_the_feature_are_refused(tmp_path: Path, kind: int) -> None:
     perf = PerfFile()

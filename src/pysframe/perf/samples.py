@@ -10,13 +10,14 @@ stack copies are not copied: a chunk holds where they lie in the buffer it was r
 Field values a sample does not have take perf's defaults (util/evsel.c evsel__parse_sample):
 pid, tid and cpu -1, time, id and stream_id 2**64 - 1, ip and addr 0, and the period of the
 attribute.  A record whose fields run past its end, or whose stack says it used more bytes
-than it copied (perf: "user stack dump failure"), is corrupt: PerfDataError at its offset.
+than it copied (perf: "user stack dump failure"), is corrupt: PerfDataError at its offset,
+naming the first field, in the order of perf_output_sample, that does not fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 U64_MAX = (1 << 64) - 1
+#: A flag per row of a group (the rows a check concerns, the rows that pass it).
+_Rows: TypeAlias = "npt.NDArray[np.bool_]"
 _HEADER = layout.RECORD_HEADER.size
 #: A chunk looks its samples' ids up one by one when the attributes have this many times more
 #: ids than it has samples, else sorts the ids (once per table) and searches: a chunk costs
@@ -430,8 +433,17 @@ class ChunkResult:
     error: PerfDataError | None
 
 
+#: The failure of a row whose user stack says it used more bytes than it copied (its words
+#: are made with the two sizes: :func:`_corrupt`); other failures name a field.
+_STACK_OVERUSED = "user stack overused"
+
+
 class _Group:
-    """The bulk walk down the records of one attribute (rows ``rows`` of the chunk)."""
+    """The bulk walk down the records of one attribute (rows ``rows`` of the chunk).
+
+    ``ok``: the rows whose fields fit so far.  ``failures``: for each check some rows failed,
+    the rows that failed it first, and the field checked (perf_output_sample's order: the
+    first field of a record that does not fit); kept only when a check fails."""
 
     def __init__(
         self, gather: WordGather, start: npt.NDArray[np.int64], size: npt.NDArray[np.int64],
@@ -439,34 +451,51 @@ class _Group:
     ) -> None:
         self.gather, self.start, self.end = gather, start, start + size
         self.ok = np.ones(len(start), bool)
+        self.failures: list[tuple[npt.NDArray[np.bool_], str]] = []
         self.u64 = np.dtype(layout.byte_order(big_endian) + "u8")
         self.pair = layout.U32_PAIR.dtype(big_endian)
 
+    def require(self, holds: _Rows, what: str, active: _Rows | None = None) -> None:
+        """The rows that need ``what`` (``active``; None: all) and where ``holds`` is false
+        become not ok, ``what`` their failure if they were ok."""
+        passes = holds if active is None else holds | ~active
+        if not passes.all():  # rare: the rows failing are found only then
+            self.failures.append((self.ok & ~passes, what))
+            self.ok &= passes
+
+    def failure(self, index: int) -> str:
+        """What made row ``index`` not ok."""
+        return next(what for rows, what in self.failures if rows[index])
+
     def raw(
-        self, at: npt.NDArray[np.int64], width: int, active: Any = True
+        self, at: npt.NDArray[np.int64], width: int, what: str, active: _Rows | None = None
     ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
         """Raw words at ``at`` for the rows that need them (``active``) and whose record holds
         ``width`` bytes there; the others become not ok, or read their record's start."""
-        fits = at + width <= self.end
-        self.ok &= fits | ~np.asarray(active, bool)
-        usable = self.ok & np.asarray(active, bool)
+        self.require(at + width <= self.end, what, active)
+        usable = self.ok.copy() if active is None else self.ok & active
         return self.gather(np.where(usable, at, self.start)), usable
 
-    def word(self, at: npt.NDArray[np.int64], active: Any = True) -> npt.NDArray[np.uint64]:
-        raw, usable = self.raw(at, 8, active)
+    def word(
+        self, at: npt.NDArray[np.int64], what: str, active: _Rows | None = None
+    ) -> npt.NDArray[np.uint64]:
+        raw, usable = self.raw(at, 8, what, active)
         values: npt.NDArray[np.uint64] = raw.view(self.u64).astype(np.uint64)
         values[~usable] = 0
         return values
 
-    def count(self, at: npt.NDArray[np.int64], active: Any = True) -> npt.NDArray[np.int64]:
-        counts: npt.NDArray[np.int64] = np.minimum(self.word(at, active), _CLAMP).astype(I64)
+    def count(
+        self, at: npt.NDArray[np.int64], what: str, active: _Rows | None = None
+    ) -> npt.NDArray[np.int64]:
+        words = self.word(at, what, active)
+        counts: npt.NDArray[np.int64] = np.minimum(words, _CLAMP).astype(I64)
         return counts
 
-    def half(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    def half(self, at: npt.NDArray[np.int64], what: str) -> npt.NDArray[np.int64]:
         """The u32 at ``at`` (RAW's size), read in the u64 at ``at`` or the one ending 4 bytes
         after it (a u32 may end its record)."""
         whole = at + 8 <= self.end
-        raw, usable = self.raw(np.where(whole, at, at - 4), 8)
+        raw, usable = self.raw(np.where(whole, at, at - 4), 8, what)
         pair = raw.view(self.pair)
         values = np.where(whole, pair["first"], pair["second"]).astype(I64) & 0xFFFFFFFF
         return np.where(usable, values, 0)
@@ -508,50 +537,57 @@ def _lookup_attrs(
 
 def _walk_group(group: _Group, sample: SampleFormat) -> dict[str, Any]:
     """The variable fields of one attribute's samples, vectorized in the order of
-    :func:`decode_sample`: where callchains, registers and stacks lie, and the ok rows."""
+    perf_output_sample (kernel/events/core.c): where callchains, registers and stacks lie,
+    and the ok rows.  Each count is checked where it is read, and the callchain and the user
+    registers where they end; the other stretches a count gives (READ's members, RAW's bytes,
+    the branch stack, the interrupt registers, AUX's bytes) are checked by the field after
+    them."""
     kind, start = sample.sample_type, group.start
     cursor = start + sample.variable
     found: dict[str, Any] = {}
     if kind & SampleType.READ:
         if sample.read_format & ReadFormat.GROUP:
-            members = group.count(cursor)
+            members = group.count(cursor, "read")
             times = (sample.read_size // 8) - sample.read_group_words
             cursor = cursor + 8 * (1 + times) + 8 * sample.read_group_words * members
         else:
             cursor = cursor + sample.read_size
     if kind & SampleType.CALLCHAIN:
-        found["callchain_count"] = group.count(cursor)
+        found["callchain_count"] = group.count(cursor, "callchain")
         found["callchain_start"] = cursor + 8
         cursor = cursor + 8 + 8 * found["callchain_count"]
+        group.require(cursor <= group.end, "callchain")
     if kind & SampleType.RAW:
-        cursor = cursor + 4 + group.half(cursor)
+        cursor = cursor + 4 + group.half(cursor, "raw")
     if kind & SampleType.BRANCH_STACK:
-        entries = group.count(cursor)
+        entries = group.count(cursor, "branch stack")
         cursor = cursor + 8 + 8 * bool(sample.branch_sample_type & BRANCH_HW_INDEX)
         cursor = cursor + entries * (layout.BRANCH_ENTRY_SIZE + 8 * bool(
             sample.branch_sample_type & BRANCH_COUNTERS
         ))  # fmt: skip
     if kind & SampleType.REGS_USER:
-        found["regs_abi"] = group.word(cursor)
+        found["regs_abi"] = group.word(cursor, "user registers")
         found["regs_start"] = cursor + 8
         has = found["regs_abi"] != layout.REGS_ABI_NONE
         cursor = cursor + 8 + 8 * sample.user_regs * has
+        if sample.user_regs:
+            group.require(cursor <= group.end, "user registers")
     if kind & SampleType.STACK_USER:
-        size = group.count(cursor)
+        size = group.count(cursor, "user stack")
         cursor = cursor + 8
         has = size > 0
-        dyn = group.word(cursor + size, has)
-        group.ok &= ~has | (dyn <= size.astype(np.uint64))
+        dyn = group.word(cursor + size, "user stack", has)  # the copy and its used size
+        group.require(dyn <= size.astype(np.uint64), _STACK_OVERUSED, has)
         found.update(stack_offset=cursor, stack_size=size, stack_dyn_size=np.where(has, dyn, 0))
         cursor = cursor + np.where(has, size + 8, 0)
     cursor = cursor + 8 * sum(bool(kind & bit) for bit in layout.SAMPLE_TAIL_WORDS)
     if kind & SampleType.REGS_INTR:
-        has = group.word(cursor) != layout.REGS_ABI_NONE
+        has = group.word(cursor, "interrupt registers") != layout.REGS_ABI_NONE
         cursor = cursor + 8 + 8 * sample.intr_regs * has
     cursor = cursor + 8 * sum(bool(kind & bit) for bit in layout.SAMPLE_LATE_WORDS)
     if kind & SampleType.AUX:
-        cursor = cursor + 8 + group.count(cursor)
-    group.ok &= cursor <= group.end
+        cursor = cursor + 8 + group.count(cursor, "aux")
+    group.require(cursor <= group.end, "data")
     return found
 
 
@@ -581,7 +617,9 @@ def decode_chunk(
     gather = WordGather(buffer)
     head = gather(start).view(layout.RECORD_HEADER.dtype(big_endian))
     size = head["size"].astype(I64)
-    attrs, bad = _lookup_attrs(gather, start, size, table, big_endian)
+    attrs, short = _lookup_attrs(gather, start, size, table, big_endian)
+    bad = short.copy()
+    groups: dict[int, tuple[npt.NDArray[np.int64], _Group]] = {}
     columns = _empty_columns(count)
     pair = layout.U32_PAIR.dtype(big_endian)
     u64 = np.dtype(layout.byte_order(big_endian) + "u8")
@@ -592,9 +630,10 @@ def decode_chunk(
         rows = np.flatnonzero((attrs == attr) & ~bad)
         sample = table.formats[int(attr)]
         group = _Group(gather, start[rows], size[rows], big_endian)
+        groups[int(attr)] = rows, group
         columns["period"][rows] = sample.default_period
         for name, rel in sample.fixed.items():
-            raw, _ = group.raw(group.start + rel, 8)
+            raw, _ = group.raw(group.start + rel, 8, name)
             if name in ("tid", "cpu"):
                 halves = raw.view(pair)
                 if name == "tid":
@@ -619,7 +658,7 @@ def decode_chunk(
     error, read = None, count
     if bad.any():
         read = int(np.argmax(bad))
-        error = _scalar_error(buffer, int(start[read]), int(size[read]), table, big_endian, base)
+        error = _corrupt(read, short, attrs, groups, columns, table, base + int(start[read]))
     keep = (attrs >= 0) & (np.arange(count) < read)
     unknown = int((attrs[:read] < 0).sum())
     chosen = np.flatnonzero(keep)
@@ -645,17 +684,22 @@ def decode_chunk(
     return ChunkResult(chunk, unknown, error)
 
 
-def _scalar_error(
-    buffer: Buffer, at: int, size: int, table: AttrTable, big_endian: bool, base: int
+def _corrupt(
+    read: int, short: npt.NDArray[np.bool_], attrs: npt.NDArray[np.int32],
+    groups: dict[int, tuple[npt.NDArray[np.int64], _Group]], columns: dict[str, Any],
+    table: AttrTable, at: int,
 ) -> PerfDataError:
-    """What the scalar decoder says of a record the bulk one found corrupt (the same words)."""
-    try:
-        attr = attr_of_sample(buffer, at, size, table, big_endian, base)
-        if attr is not None:
-            decode_sample(buffer, at, size, attr, table.formats[attr], big_endian, base)
-    except PerfDataError as error:
-        return error
-    return PerfDataError("corrupt sample record", base + at)
+    """What is wrong with sample ``read`` of a chunk, whose record is at file offset ``at``."""
+    if short[read]:
+        if not len(table):
+            return PerfDataError("sample record before any event attribute", at)
+        return PerfDataError("sample too short to hold its id", at)
+    rows, group = groups[int(attrs[read])]
+    failure = group.failure(int(np.searchsorted(rows, read)))
+    if failure == _STACK_OVERUSED:
+        size, used = int(columns["stack_size"][read]), int(columns["stack_dyn_size"][read])
+        return PerfDataError(f"user stack of {size} bytes says {used} were used", at)
+    return PerfDataError(f"sample field {failure} runs past the end of its record", at)
 
 
 __all__ = [
