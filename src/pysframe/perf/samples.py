@@ -1,11 +1,10 @@
-"""PERF_RECORD_SAMPLE: the bulk decoder of a chunk of samples, and the scalar reference.
+"""PERF_RECORD_SAMPLE: the decoder of a chunk of samples.
 
 :func:`decode_chunk` decodes many samples at once with numpy: the fixed u64 fields are read
 at the same offset from every record's start; the fields after them (READ, CALLCHAIN, RAW,
 BRANCH_STACK, REGS_USER, STACK_USER...) lie where the counts before them say, so a cursor per
 record advances over them, vectorized, field after field (attrs.py, the layout).  The user
 stack copies are not copied: a chunk holds where they lie in the buffer it was read from.
-:func:`decode_sample` reads one record the same way with ``struct``; tests hold the two equal.
 
 Field values a sample does not have take perf's defaults (util/evsel.c evsel__parse_sample):
 pid, tid and cpu -1, time, id and stream_id 2**64 - 1, ip and addr 0, and the period of the
@@ -42,7 +41,7 @@ _SORT_WORTH = 8
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One sample, as the scalar decoder reads it (and :meth:`SampleChunk.sample` gives it).
+    """One sample, as :meth:`SampleChunk.sample` gives it.
 
     ``offset``: the record's start in the buffer read; ``file_offset``: in the file or stream.
     ``regs``: the user registers in the order of the bits of ``regs_mask`` (perf's register
@@ -71,130 +70,6 @@ class Sample:
     stack_offset: int
     stack_size: int
     stack_dyn_size: int
-
-
-def attr_of_sample(
-    buffer: Buffer, at: int, size: int, table: AttrTable, big_endian: bool, base: int = 0
-) -> int | None:
-    """The attribute index of the sample at ``buffer[at:]``; None when its id is unknown."""
-    if not len(table):
-        raise PerfDataError("sample record before any event attribute", base + at)
-    if table.single:
-        return 0
-    position = table.id_position
-    assert position is not None  # AttrTable checked it
-    if _HEADER + 8 * (position + 1) > size:
-        raise PerfDataError("sample too short to hold its id", base + at)
-    (ident,) = layout.U64.struct(big_endian).unpack_from(buffer, at + _HEADER + 8 * position)
-    return table.attr_of_id(ident)
-
-
-class _Reader:
-    """Bounded reads of one record for the scalar decoder."""
-
-    __slots__ = ("buffer", "end", "record", "u32", "u64")
-
-    def __init__(self, buffer: Buffer, end: int, big_endian: bool, record: int) -> None:
-        self.buffer, self.end, self.record = buffer, end, record
-        self.u64 = layout.U64.struct(big_endian).unpack_from
-        self.u32 = layout.U32.struct(big_endian).unpack_from
-
-    def need(self, at: int, size: int, what: str) -> None:
-        if size < 0 or at + size > self.end:
-            raise PerfDataError(
-                f"sample field {what} runs past the end of its record", self.record
-            )
-
-    def word(self, at: int, what: str) -> int:
-        self.need(at, 8, what)
-        return int(self.u64(self.buffer, at)[0])
-
-    def words(self, at: int, count: int, what: str) -> tuple[int, ...]:
-        self.need(at, 8 * count, what)
-        return tuple(self.u64(self.buffer, at + 8 * i)[0] for i in range(count))
-
-
-def decode_sample(
-    buffer: Buffer, at: int, size: int, attr: int, sample: SampleFormat, big_endian: bool,
-    base: int = 0,
-) -> Sample:
-    """The sample record of ``size`` bytes at ``buffer[at:]``, of attribute ``attr`` with
-    layout ``sample``; ``base`` is the file offset of ``buffer[0]``.
-
-    One branch per field, in the order of perf_output_sample: the reference the bulk decoder
-    is tested against, so it is kept as one plain walk down the record."""
-    reader = _Reader(buffer, at + size, big_endian, base + at)
-    pair = layout.U32_PAIR.struct(big_endian).unpack_from
-    kind = sample.sample_type
-    fields = {name: reader.word(at + rel, name) for name, rel in sample.fixed.items()}
-    pid = tid = cpu = -1
-    if "tid" in fields:
-        pid, tid = pair(buffer, at + sample.fixed["tid"])
-    if "cpu" in fields:
-        cpu = pair(buffer, at + sample.fixed["cpu"])[0]
-    cursor = at + sample.variable
-    if kind & SampleType.READ:
-        if sample.read_format & ReadFormat.GROUP:
-            count = reader.word(cursor, "read")
-            times = (sample.read_size // 8) - sample.read_group_words
-            cursor += 8 * (1 + times) + 8 * sample.read_group_words * min(count, size)
-        else:
-            cursor += sample.read_size
-    callchain: tuple[int, ...] = ()
-    if kind & SampleType.CALLCHAIN:
-        count = reader.word(cursor, "callchain")
-        callchain = reader.words(cursor + 8, min(count, size), "callchain")
-        cursor += 8 + 8 * len(callchain)
-    if kind & SampleType.RAW:
-        reader.need(cursor, 4, "raw")
-        cursor += 4 + reader.u32(buffer, cursor)[0]
-    if kind & SampleType.BRANCH_STACK:
-        count = min(reader.word(cursor, "branch stack"), size)
-        cursor += 8 + 8 * bool(sample.branch_sample_type & BRANCH_HW_INDEX)
-        cursor += count * (layout.BRANCH_ENTRY_SIZE + 8 * bool(
-            sample.branch_sample_type & BRANCH_COUNTERS
-        ))  # fmt: skip
-    regs_abi = 0
-    regs: tuple[int, ...] = ()
-    if kind & SampleType.REGS_USER:
-        regs_abi = reader.word(cursor, "user registers")
-        if regs_abi != layout.REGS_ABI_NONE:
-            regs = reader.words(cursor + 8, sample.user_regs, "user registers")
-        cursor += 8 + 8 * len(regs)
-    stack_offset = stack_size = stack_dyn_size = 0
-    if kind & SampleType.STACK_USER:
-        stack_size = reader.word(cursor, "user stack")
-        stack_offset = cursor + 8
-        cursor += 8
-        if stack_size:
-            reader.need(cursor, stack_size, "user stack")
-            stack_dyn_size = reader.word(cursor + stack_size, "user stack")
-            cursor += stack_size + 8
-            if stack_dyn_size > stack_size:
-                raise PerfDataError(
-                    f"user stack of {stack_size} bytes says {stack_dyn_size} were used",
-                    base + at,
-                )
-    for bit in layout.SAMPLE_TAIL_WORDS:
-        cursor += 8 * bool(kind & bit)
-    if kind & SampleType.REGS_INTR:
-        abi = reader.word(cursor, "interrupt registers")
-        cursor += 8 + 8 * sample.intr_regs * (abi != layout.REGS_ABI_NONE)
-    for bit in layout.SAMPLE_LATE_WORDS:
-        cursor += 8 * bool(kind & bit)
-    if kind & SampleType.AUX:
-        cursor += 8 + reader.word(cursor, "aux")
-    reader.need(cursor, 0, "data")
-    misc = layout.RECORD_HEADER.struct(big_endian).unpack_from(buffer, at)[1]
-    return Sample(
-        offset=at, file_offset=base + at, attr=attr, misc=misc,
-        ip=fields.get("ip", 0), pid=pid, tid=tid, time=fields.get("time", U64_MAX),
-        addr=fields.get("addr", 0), id=fields.get("id", fields.get("identifier", U64_MAX)),
-        stream_id=fields.get("stream_id", U64_MAX), cpu=cpu,
-        period=fields.get("period", sample.default_period), callchain=callchain,
-        regs_abi=regs_abi, regs_mask=sample.regs_user_mask, regs=regs,
-        stack_offset=stack_offset, stack_size=stack_size, stack_dyn_size=stack_dyn_size,
-    )  # fmt: skip
 
 
 # -- the bulk decoder -------------------------------------------------------------------------
@@ -296,7 +171,7 @@ class SampleChunk:
         return self.callchain[self.callchain_offsets[index] : self.callchain_offsets[index + 1]]
 
     def sample(self, index: int) -> Sample:
-        """Sample ``index`` as the scalar decoder gives it."""
+        """Sample ``index``, its fields as Python values."""
         attr = int(self.attr[index])
         mask = self.attr_regs_masks[attr] if attr < len(self.attr_regs_masks) else 0
         regs: tuple[int, ...] = ()
@@ -703,6 +578,6 @@ def _corrupt(
 
 
 __all__ = [
-    "ChunkResult", "Sample", "SampleChunk", "WordGather", "attr_of_sample", "decode_chunk",
-    "decode_sample", "range_positions", "sorted_distinct", "take_samples",
+    "ChunkResult", "Sample", "SampleChunk", "WordGather", "decode_chunk", "range_positions",
+    "sorted_distinct", "take_samples",
 ]
