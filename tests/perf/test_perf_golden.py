@@ -200,10 +200,10 @@ def test_recording_build_ids_against_perf_buildid_list() -> None:
 
 
 @RECORDINGS
-def test_recording_bulk_and_scalar_agree(name: str) -> None:
+def test_recording_read_as_the_oracle_reads_it(name: str) -> None:
     for chunk in (1, 4, 1000):
         reading = read_both(DATA / f"{name}.data", chunk)
-        assert reading.bulk == reading.scalar and len(reading.bulk) > 20
+        assert reading.bulk == reading.oracle and len(reading.bulk) > 20
         assert reading.bulk_error is None and reading.problems == []
 
 
@@ -281,7 +281,7 @@ def test_live_other_sample_layouts(tmp_path: Path, program: Path, options: tuple
     path = live(tmp_path / "other.data", program, options=options)
     assert check_against_dump(path, dump_text(path), False) > 5
     reading = read_both(path)
-    assert reading.bulk == reading.scalar
+    assert reading.bulk == reading.oracle
 
 
 def test_live_pipe_read_as_it_is_written(tmp_path: Path, program: Path) -> None:

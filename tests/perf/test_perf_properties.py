@@ -1,11 +1,12 @@
 """Properties of the perf.data reader (hypothesis).
 
 * Any sample layout (any set of sample fields, group reads, branch stacks, registers, stacks;
-  either byte order, file or pipe mode, any chunk size): the bulk and scalar decoders give the
-  values written.
+  either byte order, file or pipe mode, any chunk size): the reader and the oracle of its
+  sample decoder (perf_sample_oracle.py) give the values written.
 * Any cut of a real recording, and any bytes overwritten in it: the reader gives the samples
-  before the damage and then a warning or a PerfDataError, never another exception; the bulk
-  and scalar decoders agree; a stream cut the same way reads the same.
+  before the damage and then a warning or a PerfDataError, never another exception; the
+  oracle agrees, on the samples and the error of a corrupt one; a stream cut the same way
+  reads the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from perf_oracles import (
     script_sample_lines,
     time_order_reference,
 )
+from perf_sample_oracle import oracle_samples
 from perf_support import DATA, Attr, PerfFile, read_both
 from pysframe.perf import PerfData, PerfDataError
 from pysframe.perf.profile import KERNEL_MODULE
@@ -89,8 +91,8 @@ def test_any_sample_layout_reads_back(tmp_path: Path, case: tuple[PerfFile, list
     path = tmp_path / "any.data"
     path.write_bytes(perf.build())
     reading = read_both(path, chunk)
-    assert reading.bulk_error is None and reading.scalar_error is None
-    assert reading.bulk == reading.scalar and len(reading.bulk) == len(written)
+    assert reading.bulk_error is None and reading.oracle_error is None
+    assert reading.bulk == reading.oracle and len(reading.bulk) == len(written)
     kind = perf.attrs[0].sample_type
     with PerfData.open(path) as data:
         stacks = [bytes(c.stack(i)) for c in data.samples(chunk) for i in range(len(c))]
@@ -140,8 +142,7 @@ def test_any_cut_gives_a_warning_or_an_error(
         reading = read_both(path, chunk)
     except PerfDataError:
         return  # the header or the attributes are gone: one error, at open
-    assert reading.bulk == reading.scalar and reading.bulk_error == reading.scalar_error
-    assert _samples_prefix(reading.bulk, FULL[name])
+    assert reading.agreed and _samples_prefix(reading.bulk, FULL[name])
     assert len(reading.problems) <= 1
     if name == "pipe":
         try:
@@ -174,7 +175,7 @@ def test_any_damage_gives_samples_or_an_error(
         reading = read_both(path, 5)
     except PerfDataError:
         return
-    assert reading.bulk == reading.scalar and reading.bulk_error == reading.scalar_error
+    assert reading.agreed
 
 
 _KALLSYMS_NAMES = st.text(
@@ -283,7 +284,7 @@ def test_time_order_equals_perfs_queue(
     with PerfData.open(path) as data:
         written = {
             sample.tid: replace(sample, offset=0, stack_offset=0)
-            for sample in data.sample_records()
+            for sample in oracle_samples(path)[0]
         }
         for delivery in time_ordered(data.read(chunk)):
             samples = delivery.samples

@@ -1,7 +1,7 @@
 """The perf.data reader on hand-built files (perf_support.PerfFile writes them field by field):
 headers, attributes, features, every sample field, side-band records and their times, several
-attributes, pipe-mode records, streams, and bad input.  Each case is read by the bulk and the
-scalar decoders, which must agree."""
+attributes, pipe-mode records, streams, and bad input.  Each case is read by the reader and by
+the oracle of its sample decoder (perf_sample_oracle.py), which must agree."""
 
 from __future__ import annotations
 
@@ -75,10 +75,10 @@ def write(tmp_path: Path, perf: PerfFile, name: str = "perf.data") -> Path:
 
 
 def agreed(path: Path, chunk: int = 3) -> list:
-    """The samples of ``path``, the bulk and scalar decoders holding the same ones."""
+    """The samples of ``path``, the reader and the oracle holding the same ones."""
     reading = read_both(path, chunk)
-    assert reading.bulk_error is None and reading.scalar_error is None, reading
-    assert reading.bulk == reading.scalar
+    assert reading.bulk_error is None and reading.oracle_error is None, reading
+    assert reading.bulk == reading.oracle
     return reading.bulk
 
 
@@ -398,7 +398,7 @@ def test_several_attributes_found_by_identifier(tmp_path: Path, big_endian: bool
     perf.sample(clock, ip=3, time=53, ident=999, regs=(6, 7))  # no attribute has id 999
     perf.sample(cycles, ip=4, time=54, ident=0)  # id 0: perf synthesized it, the first event
     reading = read_both(write(tmp_path, perf))
-    assert reading.bulk == reading.scalar and reading.bulk_error is None
+    assert reading.bulk == reading.oracle and reading.bulk_error is None
     assert [(s.attr, s.ip) for s in reading.bulk] == [(0, 1), (1, 2), (0, 4)]
     first, second, _ = reading.bulk
     assert first.callchain == (7, 8) and first.id == 32 and first.regs == ()
@@ -421,7 +421,7 @@ def test_several_attributes_found_by_id(tmp_path: Path) -> None:
     perf.mmap2(two, 3, 3, 0x1000, 0x1000, 0, "/x", time=7)
     reading = read_both(write(tmp_path, perf))
     assert [(s.attr, s.ip, s.period) for s in reading.bulk] == [(1, 0x22, 4), (0, 0x11, 4000)]
-    assert reading.bulk == reading.scalar
+    assert reading.bulk == reading.oracle
     (mmap,) = reading.events
     assert mmap.time == 7 and mmap.sample_id.id == 2
 
@@ -567,7 +567,7 @@ def test_a_record_size_under_eight_is_an_error(tmp_path: Path, size: int) -> Non
     reading = read_both(path)
     at = 104 + 136 + 16 + 16
     expected = f"{path}: SAMPLE record of size {size} (at byte offset {at:#x})"
-    assert reading.bulk_error == reading.scalar_error == expected
+    assert reading.bulk_error == expected and reading.agreed
     assert [s.ip for s in reading.bulk] == [1]
 
 
@@ -578,7 +578,7 @@ def test_a_record_past_the_end_of_a_whole_data_section(tmp_path: Path) -> None:
     perf.records.append(perf.pack("IHH", 9, 0, 64) + perf.pack("Q", 2))  # says 64, has 16
     perf.add_feature(FEAT_HOSTNAME, perf.string("after-the-data"))
     reading = read_both(write(tmp_path, perf))
-    assert reading.bulk_error == reading.scalar_error
+    assert reading.agreed
     assert "record of 64 bytes runs past the end of the data section" in reading.bulk_error
     assert [s.ip for s in reading.bulk] == [1]
 
@@ -594,8 +594,8 @@ def test_a_file_cut_short(tmp_path: Path) -> None:
     path = tmp_path / "cut.data"
     path.write_bytes(blob[: data_end - 7])
     reading = read_both(path)
-    assert reading.bulk_error is None and reading.scalar_error is None
-    assert [s.ip for s in reading.bulk] == [0, 1, 2] and reading.bulk == reading.scalar
+    assert reading.bulk_error is None and reading.oracle_error is None
+    assert [s.ip for s in reading.bulk] == [0, 1, 2] and reading.bulk == reading.oracle
     (problem,) = reading.problems
     assert "the file is cut short: its data should run to" in problem
     assert "a record of 56 bytes runs past the end of the file" in problem
@@ -627,10 +627,10 @@ def test_a_corrupt_sample_ends_the_reading_after_those_before(tmp_path: Path) ->
     path = write(tmp_path, perf)
     reading = read_both(path, chunk=10)
     at = 104 + 136 + 16 + len(perf.records[0])
-    assert reading.bulk_error == reading.scalar_error == (
+    assert reading.bulk_error == reading.oracle_error == (
         f"{path}: sample field callchain runs past the end of its record (at byte offset {at:#x})"
     )
-    assert [s.ip for s in reading.bulk] == [1] and reading.bulk == reading.scalar
+    assert [s.ip for s in reading.bulk] == [1] and reading.bulk == reading.oracle
 
 
 def test_a_stack_that_says_it_used_more_than_it_copied(tmp_path: Path) -> None:
@@ -638,8 +638,53 @@ def test_a_stack_that_says_it_used_more_than_it_copied(tmp_path: Path) -> None:
     perf.add_attr(Attr(IP | STACK_USER, stack_user=8))
     perf.sample(0, ip=1, stack=bytes(8), dyn_size=9)
     reading = read_both(write(tmp_path, perf))
-    assert reading.bulk_error == reading.scalar_error
+    assert reading.bulk_error == reading.oracle_error
     assert "user stack of 8 bytes says 9 were used" in reading.bulk_error
+
+
+@ORDERS
+@MODES
+def test_a_sample_cut_short_anywhere_is_worded_as_the_oracle_words_it(
+    tmp_path: Path, big_endian: bool, pipe: bool
+) -> None:
+    """A sample whose size says it ends before its fields do, at each size from its header's
+    on: the reader stops there, after the sample before it, with the oracle's error (the same
+    field at the same offset); the sizes name every field the reader checks."""
+    perf = PerfFile(big_endian, pipe)
+    attr = Attr(
+        EVERY_FIELD | IDENTIFIER | ADDR | ID | STREAM_ID | CPU | PERIOD, ids=(5,),
+        read_format=1 | 4 | 8, branch_sample_type=1 << 17, regs_user=0b111, regs_intr=0b11,
+        stack_user=16,
+    )  # fmt: skip
+    perf.add_attr(attr)
+    perf.add_attr(replace(attr, ids=(6,)))  # two: a sample's id says which it is of
+    read = read_group(perf, [(10, 5), (11, 6)])
+    perf.sample(0, ip=1, read=read)
+    perf.sample(1, ip=2, read=read, callchain=(3, 4), raw=b"abc", branches=((7, 8, 9),),
+                regs=(1, 2, 3), stack=bytes(range(16)), dyn_size=8, aux=b"xy")  # fmt: skip
+    whole = perf.records.pop()
+    seen = set()
+    for size in range(8, len(whole)):
+        perf.records.append(perf.pack("IHH", 9, 2, size) + whole[8:size])  # u32 type, u16
+        path = write(tmp_path, perf)                                         # misc, u16 size
+        perf.records.pop()
+        reading = read_both(path)
+        (before,) = reading.bulk
+        assert before.ip == 1 and reading.bulk == reading.oracle
+        at = before.file_offset + len(perf.records[-1])
+        assert reading.bulk_error == reading.oracle_error, size
+        assert str(reading.bulk_error).endswith(f" (at byte offset {at:#x})")
+        seen.add(str(reading.bulk_error)[len(f"{path}: ") : -len(f" (at byte offset {at:#x})")])
+    fields = (
+        "ip", "tid", "time", "addr", "id", "stream_id", "cpu", "period", "read", "callchain",
+        "raw", "branch stack", "user registers", "user stack", "interrupt registers", "aux",
+        "data",
+    )  # fmt: skip
+    assert seen == {"sample too short to hold its id"} | {
+        f"sample field {name} runs past the end of its record" for name in fields
+    }
+    perf.records.append(whole)  # whole, it reads
+    assert [s.stack_dyn_size for s in agreed(write(tmp_path, perf))] == [0, 8]
 
 
 @pytest.mark.parametrize("kind", [81, 83])
@@ -650,14 +695,14 @@ def test_compressed_records_without_the_feature_are_refused(tmp_path: Path, kind
     perf.record(kind, 0, bytes(16))
     reading = read_both(write(tmp_path, perf))
     assert "record cannot be read: the recording has no COMPRESSED feature" in reading.bulk_error
-    assert reading.bulk_error == reading.scalar_error and [s.ip for s in reading.bulk] == [1]
+    assert reading.agreed and [s.ip for s in reading.bulk] == [1]
 
 
 def test_a_sample_before_any_attribute(tmp_path: Path) -> None:
     perf = PerfFile(pipe=True)
     perf.records.append(perf.pack("IHH", 9, 0, 16) + perf.pack("Q", 1))
     reading = read_both(write(tmp_path, perf))
-    assert reading.bulk_error == reading.scalar_error
+    assert reading.bulk_error == reading.oracle_error
     assert "sample record before any event attribute" in reading.bulk_error
 
 
@@ -670,7 +715,7 @@ def test_a_payload_past_the_end_of_the_data(tmp_path: Path) -> None:
     perf.record(71, 0, perf.pack("QQQIIII", 4096, 0, 0, 0, 0, 0, 0))  # says 4096 bytes follow
     perf.records[-1] += bytes(8)
     reading = read_both(write(tmp_path, perf))
-    assert reading.bulk_error == reading.scalar_error
+    assert reading.agreed
     at = 104 + 136 + 16 + len(perf.records[0])  # header, attribute and its ids' section
     assert reading.bulk_error.endswith(
         "the payload of 4096 bytes of the AUXTRACE record at this offset runs past the end of "

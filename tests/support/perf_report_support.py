@@ -175,7 +175,9 @@ def profile_of_ips(path: Path) -> Profile:
     """A profile of ``path``'s samples with one frame each: the sample's IP (see the module's
     docstring).  Threads' names follow COMM and FORK records, processes' maps their MMAP
     records (a later map over an earlier one wins, as perf's maps__fixup_overlappings makes
-    it), read in file order."""
+    it), read in file order; the samples as the oracle of the sample decoder reads them."""
+    from perf_sample_oracle import oracle_samples
+
     profile = Profile(sources=[str(path)])
     maps: dict[int, list[_Map]] = {}
     comms: dict[int, str] = {0: "swapper"}  # the idle task, named before any record
@@ -187,7 +189,10 @@ def profile_of_ips(path: Path) -> Profile:
         records: list[tuple[int, int, object]] = [
             (event.time or 0, event.offset, event) for event in data.events()
         ]
-        records += [(sample.time, sample.file_offset, sample) for sample in data.sample_records()]
+        samples, error = oracle_samples(path)
+        if error is not None:
+            raise error
+        records += [(sample.time, sample.file_offset, sample) for sample in samples]
         for _, _, record in sorted(records, key=lambda entry: (entry[0], entry[1])):
             if isinstance(record, LostEvent):
                 # perf report's "Total Lost Samples" counts LOST_SAMPLES records (session.c).

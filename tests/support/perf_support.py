@@ -639,38 +639,46 @@ def _padded_name(name: str | bytes) -> bytes:
 
 @dataclass
 class Reading:
-    """Everything a pass over a file gives, through the bulk and the scalar decoders."""
+    """Everything a pass of the reader over a file gives (its samples through the bulk
+    decoder), and the samples of the same records read by the oracle (perf_sample_oracle.py; None
+    for a compressed recording, which it does not read)."""
 
     bulk: list[Any]
-    scalar: list[Any]
+    oracle: list[Any] | None
     events: list[Any]
     problems: list[str]
     bulk_error: str | None
-    scalar_error: str | None
+    oracle_error: str | None
+
+    @property
+    def agreed(self) -> bool:
+        """The bulk decoder and the oracle give the same samples up to where the reader
+        stopped, and the same error where it stopped at a corrupt sample (the oracle gives
+        none where the reader stopped at something else: a record's size, a payload...)."""
+        return self.bulk == self.oracle and self.oracle_error in (None, self.bulk_error)
 
 
 def read_both(path: Path | str, chunk: int = 3) -> Reading:
-    """Read ``path`` with the bulk decoder (``chunk`` samples at a time) and the scalar one;
-    a PerfDataError ends a pass and is kept as its text."""
+    """Read ``path`` with the reader (``chunk`` samples at a time), then its records up to
+    where it stopped with the oracle; a PerfDataError ends a pass and is kept as its text."""
+    from perf_sample_oracle import oracle_samples
     from pysframe.perf import PerfData, PerfDataError
 
     with PerfData.open(path) as data:
-        bulk, events, bulk_error = [], [], None
+        bulk, events, bulk_error, until = [], [], None, None
         try:
             for stretch in data.read(chunk):
                 events.extend(stretch.events)
-                samples = stretch.samples
-                bulk.extend(samples.sample(i) for i in range(len(samples)))  # type: ignore[union-attr,arg-type]
+                if stretch.samples is not None:
+                    bulk.extend(map(stretch.samples.sample, range(len(stretch.samples))))
         except PerfDataError as error:
-            bulk_error = str(error)
-        scalar, scalar_error = [], None
-        try:
-            scalar.extend(data.sample_records())
-        except PerfDataError as error:
-            scalar_error = str(error)
-        return Reading(
-            bulk, scalar, events, [str(p) for p in data.problems], bulk_error, scalar_error
-        )
+            bulk_error, until = str(error), error.offset
+        problems, compressed = [str(p) for p in data.problems], data.compressed
+    oracle, oracle_error = None, None
+    if not compressed:
+        oracle, error = oracle_samples(path, until)
+        oracle_error = None if error is None else str(error)
+    return Reading(bulk, oracle, events, problems, bulk_error, oracle_error)
 
 
 # -- a recording of one sample in a real file -----------------------------------------------------

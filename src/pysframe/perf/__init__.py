@@ -28,8 +28,6 @@ Reading (each call is one pass over the data in file order; a stream can be read
   (CALLCHAIN_DEFERRED, Linux 6.19), each with ``offset`` and ``time``.
 * ``data.read(chunk)`` yields :class:`Stretch` objects: the events and the sample chunk of
   one stretch of the file, to process the two in file order.
-* ``data.sample_records()`` yields one :class:`Sample` at a time from the scalar reference
-  decoder, which the tests hold equal to the bulk one.
 
 ``pysframe.perf.registers.register_layout(arch, mask)`` maps a chunk's register columns to
 the DWARF numbers and :class:`~pysframe.unwind.core.Registers` of the unwinder (x86-64,

@@ -60,7 +60,7 @@ from .header import (
 )
 from .layout import RecordType
 from .records import SIDE_BAND_TYPES, SideBandEvent, decode_side_band, trailing_payload
-from .samples import Sample, SampleChunk, attr_of_sample, decode_chunk, decode_sample
+from .samples import SampleChunk, decode_chunk
 
 #: Samples per chunk unless told otherwise.
 DEFAULT_CHUNK = 16384
@@ -70,21 +70,20 @@ STREAM_BLOCK = 8 << 20
 MAX_STRETCH_BYTES = 64 << 20
 _PAGE = mmap.PAGESIZE
 
-Mode = Literal["bulk", "scalar", "events"]
+Mode = Literal["bulk", "events"]
 
 
 @dataclass(eq=False)
 class Stretch:
     """The records of one stretch of the data, in file order: the side-band ``events`` and the
-    ``samples`` (a :class:`SampleChunk`; a list of :class:`Sample` for
-    :meth:`PerfData.sample_records`).  ``start`` and ``end`` are file offsets; every event's and
-    sample's file offset lies between them, so that a consumer can merge the two lists back
-    in file order."""
+    ``samples`` (a :class:`SampleChunk`).  ``start`` and ``end`` are file offsets; every
+    event's and sample's file offset lies between them, so that a consumer can merge the two
+    back in file order."""
 
     start: int
     end: int
     events: list[SideBandEvent] = field(default_factory=list)
-    samples: SampleChunk | list[Sample] | None = None
+    samples: SampleChunk | None = None
     #: File offsets of the FINISHED_ROUND records in the stretch: perf record wrote every
     #: ring buffer's records up to there (the bound of perf's time ordering: order.py).
     round_ends: list[int] = field(default_factory=list)
@@ -365,14 +364,8 @@ class PerfData:
     def samples(self, chunk: int = DEFAULT_CHUNK) -> Iterator[SampleChunk]:
         """The samples, ``chunk`` at most at a time, in file order."""
         for stretch in self._walk(chunk, "bulk"):
-            if isinstance(stretch.samples, SampleChunk) and len(stretch.samples):
+            if stretch.samples is not None and len(stretch.samples):
                 yield stretch.samples
-
-    def sample_records(self) -> Iterator[Sample]:
-        """The samples one at a time, decoded by the scalar reference decoder."""
-        for stretch in self._walk(DEFAULT_CHUNK, "scalar"):
-            if isinstance(stretch.samples, list):
-                yield from stretch.samples
 
     def events(self) -> Iterator[SideBandEvent]:
         """The side-band events (MMAP, MMAP2, COMM, FORK, EXIT, LOST, LOST_SAMPLES,
@@ -445,7 +438,6 @@ class PerfData:
         buffer, base, end = window.buffer, window.base, window.end
         stretch = Stretch(position, position)
         offsets: list[int] = []
-        scalar: list[Sample] = []
         counts = self.record_counts
         side_band, user_start = SIDE_BAND_TYPES, layout.USER_TYPE_START
         budget, limit = chunk, position + MAX_STRETCH_BYTES
@@ -458,19 +450,16 @@ class PerfData:
         payload: tuple[int, int, int] | None = None
 
         def flush() -> Iterator[Stretch]:
-            nonlocal stretch, offsets, scalar, budget, limit
+            nonlocal stretch, offsets, budget, limit
             done, stretch = stretch, Stretch(position, position)
             done.end = position
-            pending = (offsets, scalar)
-            offsets, scalar = [], []
+            pending, offsets = offsets, []
             budget, limit = chunk, position + MAX_STRETCH_BYTES
             error = None
-            if mode == "bulk" and (pending[0] or done.events or done.round_ends):
-                result = decode_chunk(buffer, pending[0], self._table, big_endian, base)
+            if bulk and (pending or done.events or done.round_ends):
+                result = decode_chunk(buffer, pending, self._table, big_endian, base)
                 done.samples, error = result.chunk, result.error
                 self.unknown_id_samples += result.unknown_ids
-            elif mode == "scalar":
-                done.samples = pending[1]
             if done.events or done.samples or done.round_ends:
                 yield done
             if error is not None:
@@ -507,7 +496,7 @@ class PerfData:
                     while position + size > cut:
                         cut, next_cut = cuts[next_cut], next_cut + 1
                 extra = 0
-                if kind == 9 and mode != "scalar":  # PERF_RECORD_SAMPLE, and those after it
+                if kind == 9:  # PERF_RECORD_SAMPLE, and those after it
                     # A run of whole samples within the stretch, in a loop of its own (most
                     # records are samples): the first other record goes round again.
                     run = 0
@@ -526,10 +515,7 @@ class PerfData:
                     budget -= run
                     continue
                 counts[kind] += 1
-                if kind == 9:  # PERF_RECORD_SAMPLE
-                    budget -= 1
-                    self._scalar_sample(window, position - base, size, scalar)
-                elif kind in side_band:
+                if kind in side_band:
                     budget -= 1
                     stretch.events.append(decode_side_band(
                         buffer, position - base, kind, misc, size, self._table, big_endian,
@@ -553,16 +539,6 @@ class PerfData:
         except PerfDataError:
             yield from flush()  # the records before the error (an earlier error wins)
             raise
-
-    def _scalar_sample(self, window: _Window, at: int, size: int, out: list[Sample]) -> None:
-        attr = attr_of_sample(window.buffer, at, size, self._table, self.big_endian, window.base)
-        if attr is None:
-            self.unknown_id_samples += 1
-            return
-        out.append(decode_sample(
-            window.buffer, at, size, attr, self._table.formats[attr], self.big_endian,
-            window.base,
-        ))  # fmt: skip
 
     def _note_end(
         self, position: int, end: int, size: int | None, payload: tuple[int, int, int] | None

@@ -195,7 +195,7 @@ def _read_stretch(stretch: Stretch, records: _Records, queue: _Queue) -> npt.NDA
     of those rounds flushes: the queue is not empty), found for all of them at once
     (:func:`_first_reaching`); a delivery is in (time, file) order.  A record without a
     time is delivered where it is read."""
-    chunk = stretch.samples if isinstance(stretch.samples, SampleChunk) else None
+    chunk = stretch.samples
     if chunk is not None and len(chunk):
         ids, times, offsets = records.add_chunk(chunk), chunk.time, chunk.file_offset
     else:

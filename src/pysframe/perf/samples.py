@@ -1,22 +1,22 @@
-"""PERF_RECORD_SAMPLE: the bulk decoder of a chunk of samples, and the scalar reference.
+"""PERF_RECORD_SAMPLE: the decoder of a chunk of samples.
 
 :func:`decode_chunk` decodes many samples at once with numpy: the fixed u64 fields are read
 at the same offset from every record's start; the fields after them (READ, CALLCHAIN, RAW,
 BRANCH_STACK, REGS_USER, STACK_USER...) lie where the counts before them say, so a cursor per
 record advances over them, vectorized, field after field (attrs.py, the layout).  The user
 stack copies are not copied: a chunk holds where they lie in the buffer it was read from.
-:func:`decode_sample` reads one record the same way with ``struct``; tests hold the two equal.
 
 Field values a sample does not have take perf's defaults (util/evsel.c evsel__parse_sample):
 pid, tid and cpu -1, time, id and stream_id 2**64 - 1, ip and addr 0, and the period of the
 attribute.  A record whose fields run past its end, or whose stack says it used more bytes
-than it copied (perf: "user stack dump failure"), is corrupt: PerfDataError at its offset.
+than it copied (perf: "user stack dump failure"), is corrupt: PerfDataError at its offset,
+naming the first field, in the order of perf_output_sample, that does not fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 U64_MAX = (1 << 64) - 1
+#: A flag per row of a group (the rows a check concerns, the rows that pass it).
+_Rows: TypeAlias = "npt.NDArray[np.bool_]"
 _HEADER = layout.RECORD_HEADER.size
 #: A chunk looks its samples' ids up one by one when the attributes have this many times more
 #: ids than it has samples, else sorts the ids (once per table) and searches: a chunk costs
@@ -39,7 +41,7 @@ _SORT_WORTH = 8
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One sample, as the scalar decoder reads it (and :meth:`SampleChunk.sample` gives it).
+    """One sample, as :meth:`SampleChunk.sample` gives it.
 
     ``offset``: the record's start in the buffer read; ``file_offset``: in the file or stream.
     ``regs``: the user registers in the order of the bits of ``regs_mask`` (perf's register
@@ -68,130 +70,6 @@ class Sample:
     stack_offset: int
     stack_size: int
     stack_dyn_size: int
-
-
-def attr_of_sample(
-    buffer: Buffer, at: int, size: int, table: AttrTable, big_endian: bool, base: int = 0
-) -> int | None:
-    """The attribute index of the sample at ``buffer[at:]``; None when its id is unknown."""
-    if not len(table):
-        raise PerfDataError("sample record before any event attribute", base + at)
-    if table.single:
-        return 0
-    position = table.id_position
-    assert position is not None  # AttrTable checked it
-    if _HEADER + 8 * (position + 1) > size:
-        raise PerfDataError("sample too short to hold its id", base + at)
-    (ident,) = layout.U64.struct(big_endian).unpack_from(buffer, at + _HEADER + 8 * position)
-    return table.attr_of_id(ident)
-
-
-class _Reader:
-    """Bounded reads of one record for the scalar decoder."""
-
-    __slots__ = ("buffer", "end", "record", "u32", "u64")
-
-    def __init__(self, buffer: Buffer, end: int, big_endian: bool, record: int) -> None:
-        self.buffer, self.end, self.record = buffer, end, record
-        self.u64 = layout.U64.struct(big_endian).unpack_from
-        self.u32 = layout.U32.struct(big_endian).unpack_from
-
-    def need(self, at: int, size: int, what: str) -> None:
-        if size < 0 or at + size > self.end:
-            raise PerfDataError(
-                f"sample field {what} runs past the end of its record", self.record
-            )
-
-    def word(self, at: int, what: str) -> int:
-        self.need(at, 8, what)
-        return int(self.u64(self.buffer, at)[0])
-
-    def words(self, at: int, count: int, what: str) -> tuple[int, ...]:
-        self.need(at, 8 * count, what)
-        return tuple(self.u64(self.buffer, at + 8 * i)[0] for i in range(count))
-
-
-def decode_sample(
-    buffer: Buffer, at: int, size: int, attr: int, sample: SampleFormat, big_endian: bool,
-    base: int = 0,
-) -> Sample:
-    """The sample record of ``size`` bytes at ``buffer[at:]``, of attribute ``attr`` with
-    layout ``sample``; ``base`` is the file offset of ``buffer[0]``.
-
-    One branch per field, in the order of perf_output_sample: the reference the bulk decoder
-    is tested against, so it is kept as one plain walk down the record."""
-    reader = _Reader(buffer, at + size, big_endian, base + at)
-    pair = layout.U32_PAIR.struct(big_endian).unpack_from
-    kind = sample.sample_type
-    fields = {name: reader.word(at + rel, name) for name, rel in sample.fixed.items()}
-    pid = tid = cpu = -1
-    if "tid" in fields:
-        pid, tid = pair(buffer, at + sample.fixed["tid"])
-    if "cpu" in fields:
-        cpu = pair(buffer, at + sample.fixed["cpu"])[0]
-    cursor = at + sample.variable
-    if kind & SampleType.READ:
-        if sample.read_format & ReadFormat.GROUP:
-            count = reader.word(cursor, "read")
-            times = (sample.read_size // 8) - sample.read_group_words
-            cursor += 8 * (1 + times) + 8 * sample.read_group_words * min(count, size)
-        else:
-            cursor += sample.read_size
-    callchain: tuple[int, ...] = ()
-    if kind & SampleType.CALLCHAIN:
-        count = reader.word(cursor, "callchain")
-        callchain = reader.words(cursor + 8, min(count, size), "callchain")
-        cursor += 8 + 8 * len(callchain)
-    if kind & SampleType.RAW:
-        reader.need(cursor, 4, "raw")
-        cursor += 4 + reader.u32(buffer, cursor)[0]
-    if kind & SampleType.BRANCH_STACK:
-        count = min(reader.word(cursor, "branch stack"), size)
-        cursor += 8 + 8 * bool(sample.branch_sample_type & BRANCH_HW_INDEX)
-        cursor += count * (layout.BRANCH_ENTRY_SIZE + 8 * bool(
-            sample.branch_sample_type & BRANCH_COUNTERS
-        ))  # fmt: skip
-    regs_abi = 0
-    regs: tuple[int, ...] = ()
-    if kind & SampleType.REGS_USER:
-        regs_abi = reader.word(cursor, "user registers")
-        if regs_abi != layout.REGS_ABI_NONE:
-            regs = reader.words(cursor + 8, sample.user_regs, "user registers")
-        cursor += 8 + 8 * len(regs)
-    stack_offset = stack_size = stack_dyn_size = 0
-    if kind & SampleType.STACK_USER:
-        stack_size = reader.word(cursor, "user stack")
-        stack_offset = cursor + 8
-        cursor += 8
-        if stack_size:
-            reader.need(cursor, stack_size, "user stack")
-            stack_dyn_size = reader.word(cursor + stack_size, "user stack")
-            cursor += stack_size + 8
-            if stack_dyn_size > stack_size:
-                raise PerfDataError(
-                    f"user stack of {stack_size} bytes says {stack_dyn_size} were used",
-                    base + at,
-                )
-    for bit in layout.SAMPLE_TAIL_WORDS:
-        cursor += 8 * bool(kind & bit)
-    if kind & SampleType.REGS_INTR:
-        abi = reader.word(cursor, "interrupt registers")
-        cursor += 8 + 8 * sample.intr_regs * (abi != layout.REGS_ABI_NONE)
-    for bit in layout.SAMPLE_LATE_WORDS:
-        cursor += 8 * bool(kind & bit)
-    if kind & SampleType.AUX:
-        cursor += 8 + reader.word(cursor, "aux")
-    reader.need(cursor, 0, "data")
-    misc = layout.RECORD_HEADER.struct(big_endian).unpack_from(buffer, at)[1]
-    return Sample(
-        offset=at, file_offset=base + at, attr=attr, misc=misc,
-        ip=fields.get("ip", 0), pid=pid, tid=tid, time=fields.get("time", U64_MAX),
-        addr=fields.get("addr", 0), id=fields.get("id", fields.get("identifier", U64_MAX)),
-        stream_id=fields.get("stream_id", U64_MAX), cpu=cpu,
-        period=fields.get("period", sample.default_period), callchain=callchain,
-        regs_abi=regs_abi, regs_mask=sample.regs_user_mask, regs=regs,
-        stack_offset=stack_offset, stack_size=stack_size, stack_dyn_size=stack_dyn_size,
-    )  # fmt: skip
 
 
 # -- the bulk decoder -------------------------------------------------------------------------
@@ -293,7 +171,7 @@ class SampleChunk:
         return self.callchain[self.callchain_offsets[index] : self.callchain_offsets[index + 1]]
 
     def sample(self, index: int) -> Sample:
-        """Sample ``index`` as the scalar decoder gives it."""
+        """Sample ``index``, its fields as Python values."""
         attr = int(self.attr[index])
         mask = self.attr_regs_masks[attr] if attr < len(self.attr_regs_masks) else 0
         regs: tuple[int, ...] = ()
@@ -430,8 +308,17 @@ class ChunkResult:
     error: PerfDataError | None
 
 
+#: The failure of a row whose user stack says it used more bytes than it copied (its words
+#: are made with the two sizes: :func:`_corrupt`); other failures name a field.
+_STACK_OVERUSED = "user stack overused"
+
+
 class _Group:
-    """The bulk walk down the records of one attribute (rows ``rows`` of the chunk)."""
+    """The bulk walk down the records of one attribute (rows ``rows`` of the chunk).
+
+    ``ok``: the rows whose fields fit so far.  ``failures``: for each check some rows failed,
+    the rows that failed it first, and the field checked (perf_output_sample's order: the
+    first field of a record that does not fit); kept only when a check fails."""
 
     def __init__(
         self, gather: WordGather, start: npt.NDArray[np.int64], size: npt.NDArray[np.int64],
@@ -439,34 +326,51 @@ class _Group:
     ) -> None:
         self.gather, self.start, self.end = gather, start, start + size
         self.ok = np.ones(len(start), bool)
+        self.failures: list[tuple[npt.NDArray[np.bool_], str]] = []
         self.u64 = np.dtype(layout.byte_order(big_endian) + "u8")
         self.pair = layout.U32_PAIR.dtype(big_endian)
 
+    def require(self, holds: _Rows, what: str, active: _Rows | None = None) -> None:
+        """The rows that need ``what`` (``active``; None: all) and where ``holds`` is false
+        become not ok, ``what`` their failure if they were ok."""
+        passes = holds if active is None else holds | ~active
+        if not passes.all():  # rare: the rows failing are found only then
+            self.failures.append((self.ok & ~passes, what))
+            self.ok &= passes
+
+    def failure(self, index: int) -> str:
+        """What made row ``index`` not ok."""
+        return next(what for rows, what in self.failures if rows[index])
+
     def raw(
-        self, at: npt.NDArray[np.int64], width: int, active: Any = True
+        self, at: npt.NDArray[np.int64], width: int, what: str, active: _Rows | None = None
     ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
         """Raw words at ``at`` for the rows that need them (``active``) and whose record holds
         ``width`` bytes there; the others become not ok, or read their record's start."""
-        fits = at + width <= self.end
-        self.ok &= fits | ~np.asarray(active, bool)
-        usable = self.ok & np.asarray(active, bool)
+        self.require(at + width <= self.end, what, active)
+        usable = self.ok.copy() if active is None else self.ok & active
         return self.gather(np.where(usable, at, self.start)), usable
 
-    def word(self, at: npt.NDArray[np.int64], active: Any = True) -> npt.NDArray[np.uint64]:
-        raw, usable = self.raw(at, 8, active)
+    def word(
+        self, at: npt.NDArray[np.int64], what: str, active: _Rows | None = None
+    ) -> npt.NDArray[np.uint64]:
+        raw, usable = self.raw(at, 8, what, active)
         values: npt.NDArray[np.uint64] = raw.view(self.u64).astype(np.uint64)
         values[~usable] = 0
         return values
 
-    def count(self, at: npt.NDArray[np.int64], active: Any = True) -> npt.NDArray[np.int64]:
-        counts: npt.NDArray[np.int64] = np.minimum(self.word(at, active), _CLAMP).astype(I64)
+    def count(
+        self, at: npt.NDArray[np.int64], what: str, active: _Rows | None = None
+    ) -> npt.NDArray[np.int64]:
+        words = self.word(at, what, active)
+        counts: npt.NDArray[np.int64] = np.minimum(words, _CLAMP).astype(I64)
         return counts
 
-    def half(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    def half(self, at: npt.NDArray[np.int64], what: str) -> npt.NDArray[np.int64]:
         """The u32 at ``at`` (RAW's size), read in the u64 at ``at`` or the one ending 4 bytes
         after it (a u32 may end its record)."""
         whole = at + 8 <= self.end
-        raw, usable = self.raw(np.where(whole, at, at - 4), 8)
+        raw, usable = self.raw(np.where(whole, at, at - 4), 8, what)
         pair = raw.view(self.pair)
         values = np.where(whole, pair["first"], pair["second"]).astype(I64) & 0xFFFFFFFF
         return np.where(usable, values, 0)
@@ -508,50 +412,57 @@ def _lookup_attrs(
 
 def _walk_group(group: _Group, sample: SampleFormat) -> dict[str, Any]:
     """The variable fields of one attribute's samples, vectorized in the order of
-    :func:`decode_sample`: where callchains, registers and stacks lie, and the ok rows."""
+    perf_output_sample (kernel/events/core.c): where callchains, registers and stacks lie,
+    and the ok rows.  Each count is checked where it is read, and the callchain and the user
+    registers where they end; the other stretches a count gives (READ's members, RAW's bytes,
+    the branch stack, the interrupt registers, AUX's bytes) are checked by the field after
+    them."""
     kind, start = sample.sample_type, group.start
     cursor = start + sample.variable
     found: dict[str, Any] = {}
     if kind & SampleType.READ:
         if sample.read_format & ReadFormat.GROUP:
-            members = group.count(cursor)
+            members = group.count(cursor, "read")
             times = (sample.read_size // 8) - sample.read_group_words
             cursor = cursor + 8 * (1 + times) + 8 * sample.read_group_words * members
         else:
             cursor = cursor + sample.read_size
     if kind & SampleType.CALLCHAIN:
-        found["callchain_count"] = group.count(cursor)
+        found["callchain_count"] = group.count(cursor, "callchain")
         found["callchain_start"] = cursor + 8
         cursor = cursor + 8 + 8 * found["callchain_count"]
+        group.require(cursor <= group.end, "callchain")
     if kind & SampleType.RAW:
-        cursor = cursor + 4 + group.half(cursor)
+        cursor = cursor + 4 + group.half(cursor, "raw")
     if kind & SampleType.BRANCH_STACK:
-        entries = group.count(cursor)
+        entries = group.count(cursor, "branch stack")
         cursor = cursor + 8 + 8 * bool(sample.branch_sample_type & BRANCH_HW_INDEX)
         cursor = cursor + entries * (layout.BRANCH_ENTRY_SIZE + 8 * bool(
             sample.branch_sample_type & BRANCH_COUNTERS
         ))  # fmt: skip
     if kind & SampleType.REGS_USER:
-        found["regs_abi"] = group.word(cursor)
+        found["regs_abi"] = group.word(cursor, "user registers")
         found["regs_start"] = cursor + 8
         has = found["regs_abi"] != layout.REGS_ABI_NONE
         cursor = cursor + 8 + 8 * sample.user_regs * has
+        if sample.user_regs:
+            group.require(cursor <= group.end, "user registers")
     if kind & SampleType.STACK_USER:
-        size = group.count(cursor)
+        size = group.count(cursor, "user stack")
         cursor = cursor + 8
         has = size > 0
-        dyn = group.word(cursor + size, has)
-        group.ok &= ~has | (dyn <= size.astype(np.uint64))
+        dyn = group.word(cursor + size, "user stack", has)  # the copy and its used size
+        group.require(dyn <= size.astype(np.uint64), _STACK_OVERUSED, has)
         found.update(stack_offset=cursor, stack_size=size, stack_dyn_size=np.where(has, dyn, 0))
         cursor = cursor + np.where(has, size + 8, 0)
     cursor = cursor + 8 * sum(bool(kind & bit) for bit in layout.SAMPLE_TAIL_WORDS)
     if kind & SampleType.REGS_INTR:
-        has = group.word(cursor) != layout.REGS_ABI_NONE
+        has = group.word(cursor, "interrupt registers") != layout.REGS_ABI_NONE
         cursor = cursor + 8 + 8 * sample.intr_regs * has
     cursor = cursor + 8 * sum(bool(kind & bit) for bit in layout.SAMPLE_LATE_WORDS)
     if kind & SampleType.AUX:
-        cursor = cursor + 8 + group.count(cursor)
-    group.ok &= cursor <= group.end
+        cursor = cursor + 8 + group.count(cursor, "aux")
+    group.require(cursor <= group.end, "data")
     return found
 
 
@@ -581,7 +492,9 @@ def decode_chunk(
     gather = WordGather(buffer)
     head = gather(start).view(layout.RECORD_HEADER.dtype(big_endian))
     size = head["size"].astype(I64)
-    attrs, bad = _lookup_attrs(gather, start, size, table, big_endian)
+    attrs, short = _lookup_attrs(gather, start, size, table, big_endian)
+    bad = short.copy()
+    groups: dict[int, tuple[npt.NDArray[np.int64], _Group]] = {}
     columns = _empty_columns(count)
     pair = layout.U32_PAIR.dtype(big_endian)
     u64 = np.dtype(layout.byte_order(big_endian) + "u8")
@@ -592,9 +505,10 @@ def decode_chunk(
         rows = np.flatnonzero((attrs == attr) & ~bad)
         sample = table.formats[int(attr)]
         group = _Group(gather, start[rows], size[rows], big_endian)
+        groups[int(attr)] = rows, group
         columns["period"][rows] = sample.default_period
         for name, rel in sample.fixed.items():
-            raw, _ = group.raw(group.start + rel, 8)
+            raw, _ = group.raw(group.start + rel, 8, name)
             if name in ("tid", "cpu"):
                 halves = raw.view(pair)
                 if name == "tid":
@@ -619,7 +533,7 @@ def decode_chunk(
     error, read = None, count
     if bad.any():
         read = int(np.argmax(bad))
-        error = _scalar_error(buffer, int(start[read]), int(size[read]), table, big_endian, base)
+        error = _corrupt(read, short, attrs, groups, columns, table, base + int(start[read]))
     keep = (attrs >= 0) & (np.arange(count) < read)
     unknown = int((attrs[:read] < 0).sum())
     chosen = np.flatnonzero(keep)
@@ -645,20 +559,25 @@ def decode_chunk(
     return ChunkResult(chunk, unknown, error)
 
 
-def _scalar_error(
-    buffer: Buffer, at: int, size: int, table: AttrTable, big_endian: bool, base: int
+def _corrupt(
+    read: int, short: npt.NDArray[np.bool_], attrs: npt.NDArray[np.int32],
+    groups: dict[int, tuple[npt.NDArray[np.int64], _Group]], columns: dict[str, Any],
+    table: AttrTable, at: int,
 ) -> PerfDataError:
-    """What the scalar decoder says of a record the bulk one found corrupt (the same words)."""
-    try:
-        attr = attr_of_sample(buffer, at, size, table, big_endian, base)
-        if attr is not None:
-            decode_sample(buffer, at, size, attr, table.formats[attr], big_endian, base)
-    except PerfDataError as error:
-        return error
-    return PerfDataError("corrupt sample record", base + at)
+    """What is wrong with sample ``read`` of a chunk, whose record is at file offset ``at``."""
+    if short[read]:
+        if not len(table):
+            return PerfDataError("sample record before any event attribute", at)
+        return PerfDataError("sample too short to hold its id", at)
+    rows, group = groups[int(attrs[read])]
+    failure = group.failure(int(np.searchsorted(rows, read)))
+    if failure == _STACK_OVERUSED:
+        size, used = int(columns["stack_size"][read]), int(columns["stack_dyn_size"][read])
+        return PerfDataError(f"user stack of {size} bytes says {used} were used", at)
+    return PerfDataError(f"sample field {failure} runs past the end of its record", at)
 
 
 __all__ = [
-    "ChunkResult", "Sample", "SampleChunk", "WordGather", "attr_of_sample", "decode_chunk",
-    "decode_sample", "range_positions", "sorted_distinct", "take_samples",
+    "ChunkResult", "Sample", "SampleChunk", "WordGather", "decode_chunk", "range_positions",
+    "sorted_distinct", "take_samples",
 ]
