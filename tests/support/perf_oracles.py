@@ -13,8 +13,9 @@ lookups depend on; the tests check it on its own).
   (``perf.order.time_ordered``).
 * :func:`kallsyms_text_symbols`: the text-symbol lines of a kallsyms file, a regular
   expression per line (``perf.kernel.parse_kallsyms``).
-* :func:`symbols_find`: the symbol perf names an address with, by walking its tree down from
-  the root for every address (``perf.symtab.PerfSymbols.find_many``).
+* :func:`symbols_find`: the symbol perf names each address with, by walking its tree down
+  from the root for every address (``perf.symtab.PerfSymbols.find_many``), the tree rebuilt
+  by :func:`replayed_tree`.
 * :func:`script_frame_line`, :func:`script_sample_lines`: one frame, one sample as perf
   script prints them by default (``perf.script.script_text``).
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pysframe.names import escape_controls
@@ -243,36 +244,49 @@ def kallsyms_text_symbols(text: bytes) -> list[tuple[int, str, str, str]]:
 # -- symbol lookup -------------------------------------------------------------------------------
 
 
-def symbols_find(symbols: SymbolSet, address: int) -> int:
-    """The index in ``symbols.table()`` of the symbol perf names ``address`` with (-1:
-    none): util/symbol.c symbols__find walks the red-black tree down from the root, left
-    while the address is below a symbol's start, right while it is past its end (or at the
-    end of a non-empty symbol), else that symbol.  The tree is rebuilt by the insertions and
-    erasures that built it (its shape, checked on its own by the tests of the tree); the
-    walk and the table's order are this function's own."""
+def replayed_tree(
+    symbols: SymbolSet, after_each: Callable[[_RbTree, list[int]], None] | None = None
+) -> tuple[_RbTree, list[int]]:
+    """perf's tree of ``symbols`` rebuilt by the insertions and erasures that built it, and
+    the symbols living in it; ``after_each(tree, living)`` is called after every one."""
     tree = _RbTree(symbols.starts.tolist(), len(symbols))
-    living: set[int] = set()
+    living: list[int] = []
     for operation in symbols.operations:
         if operation >= 0:
             tree.insert(operation)
-            living.add(operation)
+            living.append(operation)
         else:
             tree.erase(~operation)
-            living.discard(~operation)
+            living.remove(~operation)
+        if after_each is not None:
+            after_each(tree, living)
+    return tree, living
+
+
+def symbols_find(symbols: SymbolSet, addresses: Sequence[int]) -> list[int]:
+    """The index in ``symbols.table()`` of the symbol perf names each address with (-1:
+    none): util/symbol.c symbols__find walks the red-black tree down from the root, left
+    while the address is below a symbol's start, right while it is past its end (or at the
+    end of a non-empty symbol), else that symbol.  The tree is rebuilt by the insertions and
+    erasures that built it (:func:`replayed_tree`; its shape is checked on its own by the
+    tests of the tree); the walk and the table's order are this function's own."""
+    tree, living = replayed_tree(symbols)
     starts, ends = symbols.starts.tolist(), symbols.ends.tolist()
-    found, at = -1, tree.root
-    while at >= 0:
-        if address < starts[at]:
-            at = tree.left[at]
-        elif address > ends[at] or (address == ends[at] and address != starts[at]):
-            at = tree.right[at]
-        else:
-            found = at
-            break
-    if found < 0:
-        return -1
     # The table: the living symbols by start, those of one start in the order they came.
-    return sorted(living, key=lambda number: (starts[number], number)).index(found)
+    table = sorted(living, key=lambda number: (starts[number], number))
+    out = []
+    for address in addresses:
+        found, at = -1, tree.root
+        while at >= 0:
+            if address < starts[at]:
+                at = tree.left[at]
+            elif address > ends[at] or (address == ends[at] and address != starts[at]):
+                at = tree.right[at]
+            else:
+                found = at
+                break
+        out.append(-1 if found < 0 else table.index(found))
+    return out
 
 
 # -- perf script ----------------------------------------------------------------------------------
