@@ -250,9 +250,8 @@ def locate_fres(view: SectionView) -> FreLocations:
     in function and FRE order, is raised as the decoder raises it."""
     located, unsound = _locate(view)
     if unsound is not None:
-        raise walk_problem(view, located, int(unsound.argmax())).error(
-            _function_of(located, int(unsound.argmax()))
-        )
+        first = int(unsound.argmax())
+        raise walk_problem(view, located, first).error(_function_of(located, first))
     return located
 
 
