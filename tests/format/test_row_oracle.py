@@ -6,6 +6,7 @@ the validator's row findings equal those of the oracle, which reads one FRE afte
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -97,10 +98,47 @@ def _cut(data: bytes, fre_end: int, position: int) -> bytes:
     return bytes(damaged)
 
 
+def _flex_row_broken(data: bytes) -> bytes | None:
+    """``data`` with the CFA control word of the first FLEX row naming no register (reg_p
+    clear), so that its rows do not decode; None without FLEX rows."""
+    section = SFrameSection.from_bytes(data)
+    for function in section:
+        if function.fde_type.name == "FLEX" and function.rows and function.rows[0].words:
+            info_at = int(section.table.fre_data[function.index]) + function.fre_type.size
+            damaged = bytearray(data)
+            damaged[info_at + 1] &= ~1
+            return bytes(damaged)
+    return None
+
+
+def _adjacent_walks_stopped(data: bytes) -> list[bytes]:
+    """``data`` with the first FRE of two functions next to each other in the FDE table given
+    data-word size code 3: each walk stops, one finding each."""
+    section = SFrameSection.from_bytes(data)
+    firsts = [
+        int(section.table.fre_data[f.index]) + f.fre_type.size if f.num_rows else None
+        for f in section
+    ]
+    out = []
+    for one, other in pairwise(firsts):
+        if one is not None and other is not None:
+            damaged = bytearray(data)
+            damaged[one] |= 0x60
+            damaged[other] |= 0x60
+            out.append(bytes(damaged))
+    return out
+
+
 def _damaged(data: bytes, positions: range) -> list[bytes]:
-    """``data`` cut at each byte of ``positions`` on, and each byte there damaged."""
+    """``data`` cut at each byte of ``positions`` on, and each byte there damaged; with FLEX
+    rows, also cut at each byte with the first FLEX row broken (two problems: the first in
+    function and FRE order is raised, whichever kind it is)."""
     fre_end = SFrameSection.from_bytes(data).header.fre_end
     out = [_cut(data, fre_end, position) for position in positions]
+    broken = _flex_row_broken(data)
+    if broken is not None:
+        out += [_cut(broken, fre_end, position) for position in positions]
+    out += _adjacent_walks_stopped(data)
     for position in positions:
         for damage in DAMAGE:
             damaged = bytearray(data)
