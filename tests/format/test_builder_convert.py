@@ -12,6 +12,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from conftest import CORPUS
+from convert_oracle import convert_one_by_one
 from pysframe import (
     Abi,
     CfaRule,
@@ -35,7 +36,6 @@ from pysframe.format.builder import (
     fre_types_for_sizes,
     row_spec,
 )
-from pysframe.format.convert import convert_section
 from pysframe.format.layout import V3_MAX_FRES
 
 AMD64 = Abi.AMD64_ENDIAN_LITTLE
@@ -295,12 +295,12 @@ def test_v1_pcmask_to_v2_with_another_rep_size_refuses() -> None:
         section.convert(Version.V2, pcmask_rep_size=8)
 
 
-def bulk_and_scalar(
+def bulk_and_oracle(
     section: SFrameSection, target: Version, **options: Any
 ) -> tuple[object, object]:
-    """SFrameSection.convert (rows in bulk, format.convert.convert_rows) and convert_section
-    (one function and row at a time, the reference) of a fresh copy of ``section`` each: the
-    converted bytes, or the error's type and fields."""
+    """SFrameSection.convert (rows in bulk) and the oracle (one function and row at a time,
+    tests/support/convert_oracle.py) of a fresh copy of ``section`` each: the converted
+    bytes, or the error's type and fields."""
 
     def outcome(convert: Callable[[SFrameSection], bytes]) -> object:
         try:
@@ -308,10 +308,10 @@ def bulk_and_scalar(
         except SFrameError as error:
             return type(error), error.message, error.offset, error.function
 
-    def scalar(copy: SFrameSection) -> bytes:
-        return convert_section(copy.header, copy.spec(), list(copy), target, **options)
+    def oracle(copy: SFrameSection) -> bytes:
+        return convert_one_by_one(copy, target, **options)
 
-    return outcome(lambda copy: bytes(copy.convert(target, **options).data)), outcome(scalar)
+    return outcome(lambda copy: bytes(copy.convert(target, **options).data)), outcome(oracle)
 
 
 @pytest.mark.parametrize("target", list(Version))
@@ -319,8 +319,8 @@ def test_bulk_conversion_of_the_corpus_equals_one_function_at_a_time(target: Ver
     """The same bytes, or the same error, on every section of the corpus."""
     for _, section in _sections():
         for rep_size in (None, 16):
-            bulk, scalar = bulk_and_scalar(section, target, pcmask_rep_size=rep_size)
-            assert bulk == scalar
+            bulk, oracle = bulk_and_oracle(section, target, pcmask_rep_size=rep_size)
+            assert bulk == oracle
 
 
 def _mixed_functions() -> SFrameSection:
@@ -425,11 +425,11 @@ def test_bulk_conversion_of_hand_built_sections_equals_one_function_at_a_time(ca
     for target, error in zip(Version, expected, strict=True):
         for big_endian in (None, not section.big_endian):
             for rep_size in (None, 8, 16):
-                bulk, scalar = bulk_and_scalar(
+                bulk, oracle = bulk_and_oracle(
                     section, target, big_endian=big_endian, pcmask_rep_size=rep_size
                 )
-                assert bulk == scalar, (target, big_endian, rep_size)
-        bulk, _ = bulk_and_scalar(section, target)
+                assert bulk == oracle, (target, big_endian, rep_size)
+        bulk, _ = bulk_and_oracle(section, target)
         if error is None:
             assert isinstance(bulk, bytes), bulk
         else:
@@ -446,8 +446,8 @@ def test_bulk_conversion_refuses_more_rows_than_v3_counts_as_the_reference_does(
         function.add_row(4 * row, CfaRule(7, 8 + 8 * (row % 2)))
     section = builder.build()
     for target in Version:
-        bulk, scalar = bulk_and_scalar(section, target)
-        assert bulk == scalar
+        bulk, oracle = bulk_and_oracle(section, target)
+        assert bulk == oracle
         assert isinstance(bulk, bytes) == (target is not Version.V3), bulk
 
 
@@ -464,3 +464,30 @@ def test_convert_refuses_s390x_v2_register_words_at_their_row(target: Version) -
     assert section[0].rows[1].words == (0, 51, 49)
     with pytest.raises(ConversionError, match=r"row at 0x1004: FP rule .* needs a FLEX FDE"):
         section.convert(target)
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("x86_64-v3-frames.o.sframe", Version.V2), ("x86_64-v1-frames.sframe", Version.V3)],
+)
+def test_conversion_of_rows_damaged_anywhere_fails_as_the_oracle_does(
+    name: str, target: Version
+) -> None:
+    """Every byte of the FRE sub-section damaged, and the section cut there: the same bytes,
+    or the same first error (a FLEX function V2 lacks before or after the damaged row, rows
+    that do not decode, rows the target cannot encode)."""
+    from test_row_oracle import SEEDS, _damaged
+
+    data = (SEEDS / name).read_bytes()
+    section = SFrameSection.from_bytes(data)
+    outcomes = set()
+    for damaged in _damaged(data, range(section.header.fre_start, section.header.fre_end)):
+        try:
+            opened = SFrameSection.from_bytes(damaged)
+            opened.table  # noqa: B018
+        except SFrameError:
+            continue
+        bulk, oracle = bulk_and_oracle(opened, target, big_endian=True)
+        assert bulk == oracle
+        outcomes.add(bulk[0] if isinstance(bulk, tuple) else bytes)
+    assert len(outcomes) >= 3, outcomes

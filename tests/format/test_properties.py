@@ -13,7 +13,7 @@ from pysframe.format.builder import RowSpec, SFrameBuilder
 from pysframe.format.constants import DwarfReg
 from pysframe.format.lookup import RULE_KINDS, SectionLookup
 from sframe_scan import scan
-from test_builder_convert import bulk_and_scalar
+from test_builder_convert import bulk_and_oracle
 
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
 SMALL = st.integers(-300, 300)
@@ -273,7 +273,8 @@ def test_bulk_conversion_equals_one_function_at_a_time(
     edits: list[tuple[int, int]],
 ) -> None:
     """SFrameSection.convert (rows in bulk, format.convert.convert_rows) gives the bytes, or
-    the error, of convert_section, the reference, on valid and damaged sections alike."""
+    the error, of the oracle (tests/support/convert_oracle.py), on valid and damaged
+    sections alike."""
     data = bytearray(case[0].to_bytes())
     for position, value in edits:
         data[position % len(data)] = value
@@ -281,10 +282,10 @@ def test_bulk_conversion_equals_one_function_at_a_time(
         section = SFrameSection.from_bytes(bytes(data))
     except SFrameError:
         return
-    bulk, scalar = bulk_and_scalar(
+    bulk, oracle = bulk_and_oracle(
         section, version, big_endian=big_endian, pcmask_rep_size=rep_size
     )
-    assert bulk == scalar
+    assert bulk == oracle
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ConversionError, EncodeError, SFrameError
+from ..errors import ConversionError, EncodeError
 from .constants import KNOWN_FLAGS, FdeType, Flags, PcType, Version
 from .encode import (
     FdeColumns,
     SectionSpec,
     assemble_section,
     encode_fre_blocks,
-    encode_section,
     v3_fre_count_error,
 )
 from .layout import (
@@ -41,7 +40,7 @@ from .layout import (
     fre_words_struct,
 )
 from .lookup import RowSearch
-from .model import FrameRow, Function, Header
+from .model import Function, Header
 from .rules import (
     RowContext,
     Rules,
@@ -49,38 +48,12 @@ from .rules import (
     encode_row,
     row_context,
 )
-from .walk import RowForm, RowScan, scan_rows
+from .walk import RowForm, RowScan, scan_rows_until_error
 
 if TYPE_CHECKING:
     from .view import FunctionTable, SectionView
 
 _U64 = 1 << 64
-
-
-def convert_section(
-    header: Header,
-    spec: SectionSpec,
-    functions: Sequence[Function],
-    version: Version,
-    *,
-    big_endian: bool | None = None,
-    pcrel: bool | None = None,
-    pcmask_rep_size: int | None = None,
-) -> bytes:
-    """The bytes of the section of ``header`` and ``functions`` (written with ``spec``)
-    converted to ``version``; raises ConversionError.  One function and one row at a time:
-    the reference :func:`convert_rows` is tested against."""
-    spec = _target_spec(header, spec, version, big_endian, pcrel)
-    converted = [
-        _convert_function(header, function, version, pcmask_rep_size) for function in functions
-    ]
-    order = sorted(range(len(functions)), key=lambda i: (functions[i].fre_offset, i))
-    try:
-        return encode_section(spec, converted, order)
-    except ConversionError:
-        raise
-    except EncodeError as error:
-        raise _encode_failure(version, error) from None
 
 
 def _target_spec(
@@ -114,25 +87,6 @@ def _encode_failure(version: Version, error: EncodeError) -> ConversionError:
 
 def _where(function: Function) -> str:
     return f"function {function.index} at {function.start:#x}"
-
-
-def _convert_function(
-    header: Header, function: Function, version: Version, pcmask_rep_size: int | None
-) -> Function:
-    rep_size = _check_function(header, function, version, pcmask_rep_size)
-    info = function.info & FDE_INFO_MASK[version]
-    source = row_context(header, function.info2)
-    target = replace(source, version=version)
-    rows = tuple(_convert_row(function, row, source, target) for row in function.rows)
-    return replace(
-        function,
-        info=info,
-        info2=function.info2 if version is Version.V3 else 0,
-        rep_size=rep_size,
-        padding=function.padding if version is Version.V2 else 0,
-        _rows=rows,
-        _loader=None,
-    )
 
 
 def _check_function(
@@ -191,17 +145,6 @@ def _row_name(index: int | None) -> str:
     return "none" if index is None else str(index)
 
 
-def _convert_row(
-    function: Function, row: FrameRow, source: RowContext, target: RowContext
-) -> FrameRow:
-    try:
-        rules = (row.cfa, row.fp, row.ra)
-        info, words = _converted_form(source, target, row.info, row.words, rules)
-    except EncodeError as error:
-        raise _row_failure(function.index, row.start_address, error) from None
-    return row if (info, words) == (row.info, row.words) else replace(row, info=info, words=words)
-
-
 def _row_failure(function: int, address: int, error: EncodeError) -> ConversionError:
     message = f"row at {address:#x}: {error.message}"
     return ConversionError(message, error.offset, function=function)
@@ -231,29 +174,24 @@ def convert_rows(
     pcrel: bool | None = None,
     pcmask_rep_size: int | None = None,
 ) -> bytes:
-    """:func:`convert_section` of every function of ``view`` (``function_at(i)`` reads
-    function i), the same bytes or the same error, with the rows read and written in bulk:
-    each distinct row form (:func:`~pysframe.format.walk.scan_rows`) converted once, the FREs
-    written at once (:func:`~pysframe.format.encode.encode_fre_blocks`).  A section whose
-    rows do not decode is converted one function at a time, for its first error."""
+    """The bytes of the section of ``view`` (written with ``spec``, ``function_at(i)`` reads
+    function i) converted to ``version``; raises ConversionError, or the decoder's error.
+
+    The rows are read and written in bulk: each distinct row form
+    (:func:`~pysframe.format.walk.scan_rows`) converted once, the FREs written at once
+    (:func:`~pysframe.format.encode.encode_fre_blocks`).  The error is the first, going
+    through the functions in order: what the target cannot hold of the function, else why
+    its rows do not decode, else the first of its rows the target cannot hold; then what the
+    encoder refuses."""
     header, table = view.header, view.table
     target_spec = _target_spec(header, spec, version, big_endian, pcrel)
-    try:
-        scan = scan_rows(view)
-    except SFrameError:
-        functions = [function_at(i) for i in range(len(table))]
-        convert_section(
-            header,
-            spec,
-            functions,
-            version,
-            big_endian=big_endian,
-            pcrel=pcrel,
-            pcmask_rep_size=pcmask_rep_size,
-        )
-        raise AssertionError("a section whose rows do not decode converted") from None
+    scan, problem = scan_rows_until_error(view)
     forms, failures = _convert_forms(header, scan.forms, version, target_spec.big_endian)
     _raise_first_failure(view, scan, failures, version, pcmask_rep_size, function_at)
+    if problem is not None:  # the functions before it convert; it fails unless the target
+        # cannot hold it in the first place
+        _check_function(header, function_at(len(scan.row_base) - 1), version, pcmask_rep_size)
+        raise problem
     if version is Version.V3 and len(table) and int(table.num_rows.max()) > V3_MAX_FRES:
         index = int(np.flatnonzero(table.num_rows > V3_MAX_FRES)[0])
         raise _encode_failure(version, v3_fre_count_error(int(table.num_rows[index]), index))
@@ -298,9 +236,10 @@ def _raise_first_failure(
     pcmask_rep_size: int | None,
     function_at: Callable[[int], Function],
 ) -> None:
-    """Raise what :func:`convert_section` raises first: going through the functions in order,
-    what the target cannot hold of the function, else of its first row it cannot hold.  Only
-    the functions where one may fail are looked at."""
+    """Raise the first failure, going through the functions of ``scan`` in order (those
+    before the first whose rows do not decode): what the target cannot hold of the function,
+    else of its first row it cannot hold.  Only the functions where one may fail are looked
+    at."""
     header, table = view.header, view.table
     failing = np.array([failure is not None for failure in failures] + [False])
     bad_rows = np.flatnonzero(failing[scan.form]) if len(scan.form) else np.zeros(0, np.int64)
@@ -308,11 +247,12 @@ def _raise_first_failure(
     functions, first = np.unique(function_of_bad, return_index=True)
     first_bad_row = dict(zip(functions.tolist(), bad_rows[first].tolist(), strict=True))
     crosses_v1 = (version is Version.V1) != (header.version is Version.V1)
-    suspects = np.zeros(len(table), dtype=bool)
+    suspects = np.zeros(len(scan.row_base) - 1, dtype=bool)
     if version is not Version.V3:
-        suspects |= (fde_type_of(table.info2) == FdeType.FLEX) | (fde_signal_frame(table.info) != 0)
+        flex = fde_type_of(table.info2[: len(suspects)]) == FdeType.FLEX
+        suspects |= flex | (fde_signal_frame(table.info[: len(suspects)]) != 0)
     if crosses_v1:
-        suspects |= fde_pc_type(table.info) == PcType.MASK
+        suspects |= fde_pc_type(table.info[: len(suspects)]) == PcType.MASK
     suspects[functions] = True
     for index in np.flatnonzero(suspects).tolist():
         function = function_at(index)

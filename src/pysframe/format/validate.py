@@ -29,17 +29,17 @@ Relocatable objects.  Before linking, functions of different text sections share
 so the order, overlap and text-range checks are skipped for them (``relocatable=True``);
 GNU as never sets FDE_SORTED in an object file.
 
-Validation of rows (FREs) and FRE blocks: each function's FREs walked from the raw bytes
-(:func:`pysframe.format.walk.walk_fres`), their start offsets, data words and FLEX control
-words, and how the functions' FRE blocks fill the FRE sub-section.  Part of
-:func:`pysframe.format.validate.validate_section`; the rule ids are in
-:data:`pysframe.format.findings.RULES`.
+Validation of rows (FREs) and FRE blocks: each function's FREs read from the raw bytes, their
+start offsets, data words and FLEX control words, and how the functions' FRE blocks fill the
+FRE sub-section.  Part of :func:`pysframe.format.validate.validate_section`; the rule ids are
+in :data:`pysframe.format.findings.RULES`.
 
-Bulk first: every row is read at once (:func:`pysframe.format.walk.scan_stored_rows`, as the
-dump reads them), and the checks that hold row by row are made on columns: start offsets in
-order and inside the function, and each distinct row form's words checked once.  Only the
-functions where one of them fails are then walked one by one, with the scalar checks that
-word the findings; the FRE blocks are placed the same way.
+In bulk: every row is read at once (:func:`pysframe.format.walk.scan_stored_rows`, as the
+dump reads them; a function whose walk stops keeps the FREs before), and the checks that hold
+row by row are made on columns: start offsets in order and inside the function, and each
+distinct row form's words checked once.  Only the rows where one of them fails, and the FRE
+where each walk stops, are then worded, in function and FRE order; the FRE blocks are placed
+the same way.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ from .layout import (
     v3_attr_struct,
     word_mask,
 )
-from .walk import StoredRows, scan_stored_rows, walk_fres
+from .walk import StoredRows, fre_form, scan_stored_rows, walk_problem
 
 if TYPE_CHECKING:
     from .model import Header
@@ -635,36 +635,61 @@ def check_rows(
                 HEADER_AT["num_fres"],
             )
         )
-    begin, end = t.fre_offset, np.asarray(ends, dtype=np.int64) - h.fre_start
+    begin, end = t.fre_offset, ends - h.fre_start
     fre_type = fde_fre_type(t.info)
     findings += _place_blocks(h, begin, end, fre_type, foreign_endian)
     return findings
 
 
-def _check_all_rows(section: SectionView, kernel: bool) -> tuple[list[int], list[Finding]]:
-    """Where each function's FREs end, and the findings about them, function by function."""
-    count = len(section.table)
-    suspects: Iterable[int] = range(count)
-    ends = [section.header.fre_end] * count
-    try:
-        rows = scan_stored_rows(section)
-    except SFrameError:
-        pass  # an FRE runs past the sub-section: every function is walked on its own
-    else:
-        ends = rows.end.tolist()
-        suspects = np.flatnonzero(_suspects(section, rows, kernel)).tolist()
-    findings: list[Finding] = []
-    for index in suspects:
-        ends[index], problems = _check_function_rows(section, index, kernel)
-        findings += problems
-    return ends, findings
-
-
-def _suspects(section: SectionView, rows: StoredRows, kernel: bool) -> npt.NDArray[np.bool_]:
-    """Per function: whether a check of :func:`_check_function_rows` may fail on one of its
-    rows (every function for which one does is marked)."""
+def _check_all_rows(section: SectionView, kernel: bool) -> tuple[I64, list[Finding]]:
+    """Where each function's FREs end, and the findings about them, function by function and
+    FRE by FRE: only the FREs where a check fails, or where a walk stops, are worded."""
     h, t = section.header, section.table
+    rows = scan_stored_rows(section)
     function_of_row = np.repeat(np.arange(len(t)), t.num_rows)
+    worded = _failing_rows(section, rows, function_of_row, kernel)
+    stops = np.zeros(len(worded), dtype=bool)
+    if rows.unsound is not None:  # the first unsound FRE of each function: where its walk stops
+        worded &= ~rows.unsound
+        stops = rows.unsound.copy()
+        stops[1:] &= ~rows.unsound[:-1] | (function_of_row[1:] != function_of_row[:-1])
+    findings: list[Finding] = []
+    for row in np.flatnonzero(worded | stops).tolist():
+        index = int(function_of_row[row])
+        number = row - int(rows.located.row_base[index])
+        if stops[row]:
+            problem = walk_problem(section, rows.located, row)
+            rule = "fre-bounds" if problem.truncated else "word-size"
+            findings.append(error(rule, problem.message, index, problem.offset))
+            continue
+        pos, start = int(rows.located.position[row]), int(rows.start_offset[row])
+        if number and start <= rows.start_offset[row - 1]:
+            previous = int(rows.start_offset[row - 1])
+            findings.append(
+                error(
+                    "fre-order",
+                    f"FRE {number} starts at offset {start:#x}, not after FRE {number - 1} at "
+                    f"{previous:#x}",
+                    index,
+                    pos,
+                )
+            )
+        info, size, rep_size = int(t.info[index]), int(t.size[index]), int(t.rep_size[index])
+        pc_mask = fde_pc_type(info) == PcType.MASK
+        findings += _check_start(index, number, start, pos, size, rep_size, pc_mask)
+        flex = h.version is Version.V3 and fde_type_of(int(t.info2[index])) == FdeType.FLEX
+        at_info = fre_address_size(fde_fre_type(info))
+        form = fre_form(section, pos + at_info, flex)
+        findings += _word_findings(h, kernel, flex, form.info, form.words, index, number, pos,
+                                   at_info)  # fmt: skip
+    return rows.end, findings
+
+
+def _failing_rows(
+    section: SectionView, rows: StoredRows, function_of_row: I64, kernel: bool
+) -> npt.NDArray[np.bool_]:
+    """Per FRE: whether a check of :func:`_check_all_rows` fails on it (exactly those)."""
+    h, t = section.header, section.table
     start = rows.start_offset
     bad = np.zeros(len(start), dtype=bool)
     # fre-order: a start offset not after the one before it, in the same function.
@@ -685,9 +710,7 @@ def _suspects(section: SectionView, rows: StoredRows, kernel: bool) -> npt.NDArr
     ]
     flex = rows.flex_form >= 0
     bad |= np.where(flex, np.array([*bad_flex, False])[rows.flex_form], bad_info[rows.info])
-    suspect = np.zeros(len(t), dtype=bool)
-    suspect[function_of_row[bad]] = True
-    return suspect
+    return bad
 
 
 def _place_blocks(
@@ -789,47 +812,6 @@ def _shared(header: Header, sharing: int, first_sharer: int) -> Finding:
         first_sharer,
         fde_position(header, first_sharer),
     )
-
-
-def _check_function_rows(
-    section: SectionView, index: int, kernel: bool
-) -> tuple[int, list[Finding]]:
-    """Check function ``index``'s FREs from the raw bytes; return (end offset, findings).
-
-    The walk reads at most ``num_fres`` FREs, each at least two bytes, and stops at the first
-    one that runs past the FRE sub-section (the decoder checked num_fres fits); the end offset
-    is then the end of the sub-section.
-    """
-    h, t = section.header, section.table
-    info = int(t.info[index])
-    fre_type = fde_fre_type(info)
-    walk = walk_fres(section.data, h, fre_type, int(t.fre_data[index]), int(t.num_rows[index]))
-    at_info = fre_address_size(fre_type)  # from an FRE's position to its info byte
-    pc_mask = fde_pc_type(info) == PcType.MASK
-    size, rep_size = int(t.size[index]), int(t.rep_size[index])
-    flex = h.version is Version.V3 and fde_type_of(int(t.info2[index])) == FdeType.FLEX
-    previous: int | None = None
-    findings: list[Finding] = []
-    for number, (pos, start, fre_info, words) in enumerate(walk.fres):
-        if previous is not None and start <= previous:
-            findings.append(
-                error(
-                    "fre-order",
-                    f"FRE {number} starts at offset {start:#x}, not after FRE {number - 1} at "
-                    f"{previous:#x}",
-                    index,
-                    pos,
-                )
-            )
-        previous = start
-        findings += _check_start(index, number, start, pos, size, rep_size, pc_mask)
-        findings += _word_findings(h, kernel, flex, fre_info, words, index, number, pos, at_info)
-    problem = walk.problem
-    if problem is not None:
-        rule = "fre-bounds" if problem.truncated else "word-size"
-        findings.append(error(rule, problem.message, index, problem.offset))
-        return h.fre_end, findings
-    return walk.end, findings
 
 
 def _check_start(

@@ -7,32 +7,34 @@ A walk checks, FRE after FRE: the start address and info byte lie in the sub-sec
 data-word size code is not 3, the data words lie in the sub-section.  Two entry points share
 those checks and the layout:
 
-* :func:`walk_fres`, scalar: one function's FREs as they are stored, for validation and for
-  :func:`read_rows`, which also decodes their rules (for
-  :func:`pysframe.format.decode.decode_rows`).  A problem stops the walk and is returned, so
-  that each caller reports it its own way.
-* :func:`locate_fres`, bulk: every FRE of a section at once.  Step j reads the j-th FRE of
-  every function that has one, functions ordered by descending FRE count so that the ones
-  still walking are a prefix; an FRE's length comes from a table indexed by FRE type and
-  info.  Once only a few functions are still walking, each finishes alone
-  (:func:`step_fres`, the same table in a loop), so that a
-  function of millions of FREs does not cost a bulk step per FRE.  On a problem the scalar
-  walk runs over the functions in order, so that the error raised is the one it finds
-  first.  :func:`fre_infos` gives every FRE's info byte, :func:`fre_ends` where each
-  function's FREs end.
+* :func:`walk_fres`, one function: its FREs as they are stored, for :func:`read_rows`, which
+  also decodes their rules (for :func:`pysframe.format.decode.decode_rows` and a lookup of
+  one PC).  A problem stops the walk and is returned, worded, so that each caller reports it
+  its own way.
+* :func:`locate_fres`, every FRE of a section at once.  Step j reads the j-th FRE of every
+  function that has one, functions ordered by descending FRE count so that the ones still
+  walking are a prefix; an FRE's length comes from a table indexed by FRE type and info.
+  Once only a few functions are still walking, each finishes alone (:func:`step_fres`, the
+  same table in a loop), so that a function of millions of FREs does not cost a bulk step
+  per FRE.  An FRE that does not end inside the sub-section is unsound, and so is every FRE
+  of its function after it; the first, in function and FRE order, is raised, worded by the
+  walk of that one FRE (:func:`walk_problem`).  :func:`fre_infos` gives every FRE's info
+  byte, :func:`fre_ends` where each function's FREs end.
 
 :func:`scan_rows` reads every row of a section in bulk for whole-section work (the dump, the
-batch lookup's row table): positions, start offsets, and the row *forms*: the FDE type (FLEX
-or not) with the info byte and data-word bytes.  Real sections have a few hundred forms for
-hundreds of thousands of rows; each form is checked once with :func:`decode_rules`.  On any
-problem every function's rows are decoded in order (:func:`read_rows`), so that the error
-raised is the one :func:`~pysframe.format.decode.decode_rows` raises first.
-:func:`scan_stored_rows` reads them the same way for validation, which checks the words its
-own way: only FLEX rows are grouped into forms, the others' checks depend on the info byte.
+batch lookup's row table, conversion): positions, start offsets, and the row *forms*: the FDE
+type (FLEX or not) with the info byte and data-word bytes.  Real sections have a few hundred
+forms for hundreds of thousands of rows; each form is checked once with :func:`decode_rules`.
+The first row that is unsound or of a form that does not decode is raised as
+:func:`~pysframe.format.decode.decode_rows` raises it (:func:`scan_rows_until_error` also
+gives the rows of the functions before it).  :func:`scan_stored_rows` reads them the same
+way for validation, which checks the words its own way (only FLEX rows are grouped into
+forms, the others' checks depend on the info byte) and reports every function whose walk
+stops, not only the first.
 
 The whole-section entry points take a :class:`~pysframe.format.view.SectionView` (bytes,
-header, FDE table), not the section type; they import numpy when they run, the scalar walk
-never does.
+header, FDE table), not the section type; they import numpy when they run, the one-function
+walk never does.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from .layout import (
     fre_words_struct,
     word_mask,
 )
-from .rules import Rules, decode_rules, row_context
+from .rules import RowContext, Rules, decode_rules, row_context
 
 if TYPE_CHECKING:
     import struct
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
     from .view import Buffer, SectionView
 
 I64: TypeAlias = "npt.NDArray[np.int64]"
+Bools: TypeAlias = "npt.NDArray[np.bool_]"
 
 
 # -- one function ---------------------------------------------------------------------------------
@@ -220,34 +223,8 @@ def read_rows(
     return decoded
 
 
-def _raise_first_walk_error(view: SectionView) -> None:
-    header, table = view.header, view.table
-    types, first, counts = (
-        fde_fre_type(table.info).tolist(),
-        table.fre_data.tolist(),
-        table.num_rows.tolist(),
-    )
-    for index, (fre_type, position, count) in enumerate(zip(types, first, counts, strict=True)):
-        problem = walk_fres(view.data, header, fre_type, position, count).problem
-        if problem is not None:
-            raise problem.error(index)
-
-
-def _raise_first_row_error(view: SectionView) -> None:
-    """Decode every function's rows in order: the first problem is raised."""
-    header, table = view.header, view.table
-    columns = zip(
-        fde_fre_type(table.info).tolist(),
-        table.fre_data.tolist(),
-        table.num_rows.tolist(),
-        table.info2.tolist(),
-        strict=True,
-    )
-    for index, (fre_type, position, count, info2) in enumerate(columns):
-        read_rows(view.data, header, index, fre_type, position, count, info2)
-
-
 # -- every function at once -----------------------------------------------------------------------
+
 
 @cache
 def _fre_lengths() -> I64:
@@ -269,12 +246,13 @@ class FreLocations:
 
 
 def locate_fres(view: SectionView) -> FreLocations:
-    """Every FRE's position, each checked as :func:`walk_fres` checks it."""
-    try:
-        return _locate(view)
-    except SFrameError:
-        _raise_first_walk_error(view)
-        raise
+    """Every FRE's position, each checked as :func:`walk_fres` checks it: the first problem,
+    in function and FRE order, is raised as the decoder raises it."""
+    located, unsound = _locate(view)
+    if unsound is not None:
+        first = int(unsound.argmax())
+        raise walk_problem(view, located, first).error(_function_of(located, first))
+    return located
 
 
 def fre_infos(view: SectionView) -> I64:
@@ -286,7 +264,10 @@ def fre_infos(view: SectionView) -> I64:
     return octets[located.info_at].astype(np.int64)
 
 
-def _locate(view: SectionView) -> FreLocations:
+def _locate(view: SectionView) -> tuple[FreLocations, Bools | None]:
+    """Every FRE located, and per FRE whether the walk finds it unsound (None: none is).  The
+    FREs of a function from its first unsound one on are all unsound (their positions mean
+    nothing)."""
     import numpy as np
 
     table = view.table
@@ -318,12 +299,35 @@ def _locate(view: SectionView) -> FreLocations:
     else:
         step = longest
     _finish_alone(view, fre_type[order], cursor, counts, base, position, step)
-    # Each function's cursor only grows, so its last value shows whether any FRE ran over.
-    if len(cursor) and int(cursor.max()) > view.header.fre_end:
-        raise TruncatedError("an FRE runs past the FRE sub-section", None)
     type_of_row = np.repeat(fre_type, table.num_rows)
     info_at = position + fre_address_size(type_of_row)
-    return FreLocations(row_base, position, type_of_row, info_at)
+    located = FreLocations(row_base, position, type_of_row, info_at)
+    end = view.header.fre_end
+    # Each function's cursor only grows, so its last value shows whether any FRE ran over.
+    if not len(cursor) or int(cursor.max()) <= end:
+        return located, None
+    # An FRE is sound when it ends inside the sub-section: its info byte lies there, its
+    # data-word size code is not 3 (far too long) and its words lie there.
+    info = octets.take(info_at, mode="clip")
+    return located, position + lengths[type_of_row * 256 + info] > end
+
+
+def _function_of(located: FreLocations, row: int) -> int:
+    """The function FRE ``row`` (of every FRE, in stored order) belongs to."""
+    import numpy as np
+
+    return int(np.searchsorted(located.row_base, row, side="right")) - 1
+
+
+def walk_problem(view: SectionView, located: FreLocations, row: int) -> WalkProblem:
+    """Why the walk stops at FRE ``row``, the first unsound FRE of its function: the checked
+    walk (:func:`walk_fres`) of that FRE alone says it, in the decoder's words."""
+    number = row - int(located.row_base[_function_of(located, row)])
+    position, fre_type = int(located.position[row]), int(located.fre_type[row])
+    problem = walk_fres(view.data, view.header, fre_type, position, 1, number).problem
+    if problem is None:
+        raise AssertionError(f"the walk finds FRE {number} at {position:#x} sound")
+    return problem
 
 
 #: When at most this many functions are still walking, each finishes on its own: a step of
@@ -356,7 +360,11 @@ def _finish_alone(
         )
         first = int(base[k]) + step
         position[first : first + len(stepped)] = np.frombuffer(stepped, dtype=np.int64)
-        cursor[k] = following if len(stepped) == remaining else end + 1
+        if len(stepped) < remaining:  # stopped before an FRE whose info byte is past end
+            position[first + len(stepped)] = following
+            position[first + len(stepped) + 1 : first + remaining] = end + 1
+            following = end + 1
+        cursor[k] = following
 
 
 def fre_ends(view: SectionView, located: FreLocations) -> I64:
@@ -399,89 +407,145 @@ class RowScan:
 
 def scan_rows(view: SectionView) -> RowScan:
     """Read and check every FRE of the section, as decode_rows would one function at a time
-    (the rules of each distinct form decoded once)."""
-    try:
-        return _scan(view)
-    except SFrameError:
-        _raise_first_row_error(view)
-        raise
+    (the rules of each distinct form decoded once); raise the first problem, in function and
+    FRE order, as decode_rows raises it."""
+    scan, problem = scan_rows_until_error(view)
+    if problem is not None:
+        raise problem
+    return scan
+
+
+def scan_rows_until_error(view: SectionView) -> tuple[RowScan, SFrameError | None]:
+    """:func:`scan_rows`, and where a row does not decode, the scan of the functions before
+    the first that has one, with the error :func:`scan_rows` raises (else None)."""
+    import numpy as np
+
+    header, table = view.header, view.table
+    located, unsound = _locate(view)
+    # The rows before the first unsound one are sound: they are grouped into forms.
+    sound = len(located.position) if unsound is None else int(unsound.argmax())
+    octets = np.frombuffer(view.data, dtype=np.uint8)
+    info_at = located.info_at[:sound]
+    length = _fre_lengths()[located.fre_type[:sound] * 256 + octets[info_at]]
+    tail = located.position[:sound] + length - info_at
+    # Room for reading whole 8-byte chunks of the longest FRE (61 bytes from its info byte).
+    padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))
+    start_offset = _start_offsets(padded, located, header.big_endian, sound)
+    flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows)[:sound]
+    form, first = _group(padded, info_at, tail, flex)
+    contexts = (row_context(header, 0), row_context(header, int(FdeType.FLEX)))
+    forms, rules, failing = [], [], []
+    for index, r in enumerate(first.tolist()):
+        row_form = fre_form(view, int(info_at[r]), bool(flex[r]))
+        # Checked as decode_rows checks each row's, and decoded: once per form.
+        try:
+            rules.append(_decode(contexts, row_form, None))
+        except SFrameError:
+            failing.append(index)
+            continue
+        forms.append(row_form)
+    scan = RowScan(located.row_base, start_offset, form, tuple(forms), tuple(rules))
+    if not failing and unsound is None:
+        return scan, None
+    # The first row that does not decode: the first unsound one, or an earlier one of a form
+    # whose rules do not decode.
+    bad_form = np.zeros(len(first), dtype=bool)
+    bad_form[failing] = True
+    decoded = bad_form[form]
+    row = int(decoded.argmax()) if bool(decoded.any()) else sound
+    function = _function_of(located, row)
+    if row < sound:
+        row_form = fre_form(view, int(info_at[row]), bool(flex[row]))
+        try:
+            _decode(contexts, row_form, int(located.position[row]))
+        except SFrameError as error:
+            problem = error
+        else:
+            raise AssertionError(f"row {row} of a form that does not decode decodes")
+    else:
+        problem = walk_problem(view, located, row).error(function)
+    # The functions before: their rows use forms that decode, renumbered without the others.
+    rows = int(located.row_base[function])
+    renumbered = np.cumsum(~bad_form) - 1
+    before = RowScan(
+        located.row_base[: function + 1],
+        start_offset[:rows],
+        renumbered[form[:rows]],
+        tuple(forms),
+        tuple(rules),
+    )
+    return before, problem
+
+
+def _decode(contexts: tuple[RowContext, RowContext], form: RowForm, at: int | None) -> Rules:
+    """The rules of the rows of ``form`` (a row at byte ``at``, for the error's offset)."""
+    info, words = form.info, form.words
+    return decode_rules(contexts[form.flex], info, words, fre_word_size(info), at)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class StoredRows:
-    """Every FRE as stored: function i's are ``row_base[i]:row_base[i + 1]`` and end at byte
-    ``end[i]``; per FRE its raw start offset, its info byte, and for the FREs of FLEX
-    functions the index of their form in ``flex_forms`` (-1 for the others, whose meaning the
-    info byte alone gives)."""
+    """Every FRE as stored: where each is (``located``), where each function's FREs end
+    (``end``); per FRE its raw start offset, its info byte, and for the FREs of FLEX functions
+    the index of their form in ``flex_forms`` (-1 for the others, whose meaning the info byte
+    alone gives).  ``unsound``: per FRE whether the walk stops at it or stopped before (None:
+    none); a function with such FREs ends where the FRE sub-section does, and the fields of
+    those FREs mean nothing."""
 
-    row_base: I64
+    located: FreLocations
     end: I64
     start_offset: I64
     info: I64
     flex_form: I64
     flex_forms: tuple[RowForm, ...]
+    unsound: Bools | None
 
 
 def scan_stored_rows(view: SectionView) -> StoredRows:
-    """Every FRE of the section as stored, each checked as :func:`walk_fres` checks it (the
-    same error), for validation, which checks the words its own way: only FLEX rows, whose
-    words are control words, are grouped into forms."""
+    """Every FRE of the section as stored, each checked as :func:`walk_fres` checks it, for
+    validation, which checks the words its own way: only FLEX rows, whose words are control
+    words, are grouped into forms.  A walk that stops does not stop the others."""
     import numpy as np
 
-    located = locate_fres(view)
+    located, unsound = _locate(view)
     table = view.table
     octets = np.frombuffer(view.data, dtype=np.uint8)
-    padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))  # as in _scan
-    start_offset = _start_offsets(padded, located, view.header.big_endian)
-    info = octets[located.info_at].astype(np.int64)
-    flex = np.flatnonzero(np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows))
+    padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))  # as in scan_rows
+    sound = located
+    if unsound is not None:  # read the unsound FREs at the first byte, so that reads stay in
+        position = np.where(unsound, 0, located.position)
+        info_at = np.where(unsound, 0, located.info_at)
+        sound = FreLocations(located.row_base, position, located.fre_type, info_at)
+    start_offset = _start_offsets(padded, sound, view.header.big_endian, len(sound.position))
+    info = octets[sound.info_at].astype(np.int64)
+    flex_row = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows)
+    if unsound is not None:
+        flex_row &= ~unsound
+    flex = np.flatnonzero(flex_row)
     flex_form = np.full(len(info), -1, dtype=np.int64)
     forms: tuple[RowForm, ...] = ()
     if len(flex):
-        info_at = located.info_at[flex]
-        tail = located.position[flex] + _fre_lengths()[located.fre_type[flex] * 256 + info[flex]]
+        info_at = sound.info_at[flex]
+        tail = sound.position[flex] + _fre_lengths()[sound.fre_type[flex] * 256 + info[flex]]
         form, first = _group(padded, info_at, tail - info_at, np.ones(len(flex), dtype=bool))
         flex_form[flex] = form
-        forms = tuple(_form(view, int(info_at[r]), True) for r in first.tolist())
-    end = fre_ends(view, located)
-    return StoredRows(located.row_base, end, start_offset, info, flex_form, forms)
+        forms = tuple(fre_form(view, int(info_at[r]), True) for r in first.tolist())
+    end = fre_ends(view, sound)
+    if unsound is not None:
+        end[np.repeat(np.arange(len(table)), table.num_rows)[unsound]] = view.header.fre_end
+    return StoredRows(located, end, start_offset, info, flex_form, forms, unsound)
 
 
-def _scan(view: SectionView) -> RowScan:
-    import numpy as np
-
-    header, table = view.header, view.table
-    located = _locate(view)
-    octets = np.frombuffer(view.data, dtype=np.uint8)
-    # Every row at once (the walk checked that every FRE lies in the sub-section).
-    info_at = located.info_at
-    tail = located.position + _fre_lengths()[located.fre_type * 256 + octets[info_at]] - info_at
-    # Room for reading whole 8-byte chunks of the longest FRE (61 bytes from its info byte).
-    padded = np.concatenate((octets, np.zeros(72, dtype=np.uint8)))
-    start_offset = _start_offsets(padded, located, header.big_endian)
-    flex = np.repeat(fde_type_of(table.info2) == FdeType.FLEX, table.num_rows)
-    form, first = _group(padded, info_at, tail, flex)
-    position = located.position
-    contexts = (row_context(header, 0), row_context(header, int(FdeType.FLEX)))
-    forms, rules = [], []
-    for r in first.tolist():
-        row_form = _form(view, int(info_at[r]), bool(flex[r]))
-        forms.append(row_form)
-        # Checked as decode_rows checks each row's, and decoded: once per form.
-        info, words = row_form.info, row_form.words
-        rules.append(decode_rules(
-            contexts[row_form.flex], info, words, fre_word_size(info), int(position[r])
-        ))  # fmt: skip
-    return RowScan(located.row_base, start_offset, form, tuple(forms), tuple(rules))
-
-
-def _start_offsets(padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool) -> I64:
-    """The unsigned 1-, 2- or 4-byte start address at each FRE's position."""
+def _start_offsets(
+    padded: npt.NDArray[np.uint8], located: FreLocations, big_endian: bool, rows: int
+) -> I64:
+    """The unsigned 1-, 2- or 4-byte start address at the position of each of the first
+    ``rows`` FREs."""
     import numpy as np
 
     u32 = _every_byte(padded, byte_order(big_endian) + "u4")
-    raw = u32[located.position].astype(np.int64)
-    bits = 8 * fre_address_size(located.fre_type)
+    raw = u32[located.position[:rows]].astype(np.int64)
+    bits = 8 * fre_address_size(located.fre_type[:rows])
     if big_endian:
         return raw >> (32 - bits)
     return raw & ((1 << bits) - 1)
@@ -542,7 +606,7 @@ def _group(
     return form.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
-def _form(view: SectionView, info_at: int, flex: bool) -> RowForm:
+def fre_form(view: SectionView, info_at: int, flex: bool) -> RowForm:
     """The form of the FRE whose info byte is at ``info_at``: its info byte and words."""
     info = view.data[info_at]
     size_code, count = fre_word_size_code(info), fre_word_count(info)

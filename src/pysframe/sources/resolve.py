@@ -159,14 +159,6 @@ class ResolvedSFrame:
         except SFrameError as error:
             raise error.at(path=self.path, section=self.error_section) from None
 
-    def rebased(self, bias: int) -> SFrameSection:
-        """The section as it reads once its file is loaded ``bias`` bytes from its link-time
-        addresses (the stored bytes at the section's address plus ``bias``)."""
-        from ..format.section import SFrameSection
-
-        with self.located():
-            return SFrameSection.from_bytes(self.stored, self.address + bias)
-
 
 def load_sframe(
     source: str | ElfReader, *, section: str | None = None, relocate: bool = True

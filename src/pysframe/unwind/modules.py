@@ -312,9 +312,9 @@ def generated_for(facts: ElfFacts, bias: int) -> SectionLookup | None:
 def _rebased(
     facts: ElfFacts, found: ResolvedSFrame, bias: int
 ) -> tuple[bool, SectionLookup | None]:
-    """Whether ``found`` opens once rebased by ``bias`` (as :meth:`ResolvedSFrame.rebased`
-    would), and the section to look PCs up in: None also where every lookup of the decoded
-    section would fail (an unsorted section whose FDE table fails the checks)."""
+    """Whether ``found`` opens once rebased by ``bias`` (:func:`_open_lookup`), and the
+    section to look PCs up in: None also where every lookup of the decoded section would
+    fail (an unsorted section whose FDE table fails the checks)."""
     section = facts._lookups.get((str(found.origin), bias), _open_lookup, facts, found, bias)
     if section is None:
         return False, None
@@ -330,10 +330,11 @@ def _verdict_of(facts: ElfFacts, found: ResolvedSFrame) -> Verdict:
 
 
 def _open_lookup(facts: ElfFacts, found: ResolvedSFrame, bias: int) -> SectionLookup | None:
-    """The section for lookups at its address plus ``bias``; None where
-    ResolvedSFrame.rebased raises: a section that does not decode at its address, or whose
-    sorted functions wrap around the top of the address space once rebased (the decoder then
-    finds them out of order)."""
+    """The section for lookups at its address plus ``bias`` (the stored bytes, read as
+    they are once the file is loaded ``bias`` bytes from its link-time addresses): the one
+    way a module's SFrame is opened rebased.  None where the section does not open there:
+    it does not decode, or its sorted functions wrap around the top of the address space
+    once rebased (a decoder then finds them out of order)."""
     if _verdict_of(facts, found).malformed is not None:
         return None
     try:
