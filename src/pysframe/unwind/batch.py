@@ -606,7 +606,7 @@ def _apply(
     live &= ~_stopped(state, rows, live & ~known, StopKind.UNKNOWN_REGISTER)
     cfa: Words = np.where(on_fp, fp_before, sp) + forms.cfa_offset.take(codes)
     align = arch.cfa_align
-    misaligned = (cfa & _U64(align - 1) if align & (align - 1) == 0 else cfa % _U64(align)) != 0
+    misaligned = (cfa & _U64(align - 1) if (align & (align - 1)) == 0 else cfa % _U64(align)) != 0
     live &= ~_stopped(state, rows, live & misaligned, StopKind.CFA_MISALIGNED)
     below = state.has_prev[rows] & (cfa <= state.prev_cfa[rows])
     below |= sp_known & (cfa < sp)
