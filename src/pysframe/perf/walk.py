@@ -254,12 +254,18 @@ class _SampleSpaces:
     def __init__(self, spaces: AddressSpaces, pids: npt.NDArray[np.int32]) -> None:
         self.spaces = spaces
         self.pids = pids.astype(np.int64)
+        #: The one process of every walk, where they are all of one (most chunks): the walks
+        #: asked about are then found in it without looking at theirs.
+        distinct = _distinct(self.pids)
+        self.only = distinct[0] if len(distinct) == 1 else None
 
     @property
     def modules(self) -> Sequence[Module]:
         return self.spaces.modules
 
     def mappings_at(self, walks: Rows, pcs: Words) -> tuple[Rows, Words]:
+        if self.only is not None:
+            return self.spaces.mappings_at(self.only, pcs)
         pids = self.pids[walks]
         distinct = _distinct(pids)
         if len(distinct) == 1:  # (most chunks hold one process)
