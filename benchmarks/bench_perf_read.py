@@ -50,7 +50,7 @@ def child(path: str, chunk: int) -> None:
             for index in range(len(batch)):
                 view = batch.stack(index)
                 view.release()
-            batch.regs.sum()  # the registers are read too
+            batch.registers(range(batch.regs_mask.bit_count())).sum()  # the registers too
     print(json.dumps({
         "samples": samples, "frames": frames, "stack_bytes": stack_bytes,
         "read_wall": time.perf_counter() - began, "read_cpu": time.process_time() - cpu,

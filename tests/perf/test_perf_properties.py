@@ -244,21 +244,30 @@ _ORDER_RECORDS = st.lists(
     2,
     False,
     True,
+    False,
 )
 # a queue emptied by a round forgets its latest time
 @example(
     [("sample", 10, 0), ("round", 0, 0), ("round", 0, 0), ("sample", 3, 0), ("sample", 8, 0),
      ("round", 0, 0), ("sample", 9, 0), ("round", 0, 0), ("sample", 7, 0)],
-    3, True, True,
+    3, True, True, False,
 )  # fmt: skip
-@given(_ORDER_RECORDS, st.integers(1, 9), st.booleans(), st.booleans())
+# a delivery of samples read in several blocks of a stream: their stacks and registers copied
+@example([("sample", 9, 2), ("sample", 4, 1), ("round", 0, 0), ("round", 0, 0)], 1, True, True,
+         True)  # fmt: skip
+@given(_ORDER_RECORDS, st.integers(1, 9), st.booleans(), st.booleans(), st.booleans())
 def test_time_order_equals_perfs_queue(
-    tmp_path: Path, records: list[tuple[str, int, int]], chunk: int, pipe: bool, timed: bool
+    tmp_path: Path, records: list[tuple[str, int, int]], chunk: int, pipe: bool, timed: bool,
+    streamed: bool,
 ) -> None:
     """Samples and side-band records of any times, rounds anywhere, any chunk size, file or
-    pipe mode, with or without TIME: the bulk ordering delivers them in the order of the
-    one-record-at-a-time port of perf's ordered-events queue, and each sample keeps its own
-    stack bytes."""
+    pipe mode (read from a file, or ``streamed`` in blocks of 128 bytes, so that a delivery
+    holds samples of several blocks), with or without TIME: the bulk ordering delivers them
+    in the order of the one-record-at-a-time port of perf's ordered-events queue, and each
+    sample keeps its own registers and stack bytes."""
+    from unittest import mock
+
+    from pysframe.perf import data as data_module
     from pysframe.perf.order import time_ordered
 
     perf = PerfFile(pipe=pipe)
@@ -281,7 +290,12 @@ def test_time_order_equals_perfs_queue(
         for number, (kind, time, _words) in enumerate(records)
     )
     delivered: list[int] = []
-    with PerfData.open(path) as data:
+    streamed = streamed and pipe
+    with (
+        mock.patch.object(data_module, "STREAM_BLOCK", 128),
+        PerfData.from_stream(io.BytesIO(path.read_bytes())) if streamed else PerfData.open(path)
+        as data,
+    ):
         written = {
             sample.tid: replace(sample, offset=0, stack_offset=0)
             for sample in oracle_samples(path)[0]

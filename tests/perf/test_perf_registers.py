@@ -78,9 +78,10 @@ def test_registers_of_a_recording() -> None:
         layout = register_layout(data.features.arch or "", data.attrs[0].sample_regs_user)
         checked = 0
         for chunk in data.samples():
+            rows = chunk.registers(range(len(layout.perf)))
             for i in range(len(chunk)):
                 if chunk.misc[i] & 7 == 2 and chunk.regs_abi[i]:
-                    registers = layout.registers(chunk.regs[i])
+                    registers = layout.registers(rows[i])
                     assert registers.pc == chunk.ip[i] and registers.sp > 0
                     checked += 1
     assert checked > 10

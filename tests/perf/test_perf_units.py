@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from perf_support import (
@@ -288,7 +289,9 @@ def test_every_sample_field(tmp_path: Path, big_endian: bool, pipe: bool) -> Non
         (chunk,) = data.samples()
         assert bytes(chunk.stack(0)) == stack[:40] and bytes(chunk.stack(2)) == stack
         assert bytes(chunk.stack(1)) == b""
-        assert chunk.regs.shape == (3, 3) and chunk.regs[1].tolist() == [0, 0, 0]
+        # each column of the mask (bits 0, 1 and 3), in any order, a row per sample
+        assert chunk.registers([2, 0]).tolist() == [[13, 11], [0, 0], [23, 21]]
+        assert chunk.registers([1], np.array([2, 0])).tolist() == [[22], [12]]
         assert chunk.callchain_offsets.tolist() == [0, 3, 3, 4]
 
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import unavailable
 from perf_support import PERF, Unavailable, build_profiled, check_perf
 from pysframe.perf import PerfData
-from pysframe.perf.analyze import profile_recording
+from pysframe.perf.analyze import Options, profile_recording
 from pysframe.perf.modules import ModuleFinder
 from pysframe.perf.session import walk_recording
 from pysframe.perf.spaces import AddressSpaces
@@ -128,3 +128,10 @@ def test_profile_and_stats(recordings: dict[int, Path]) -> None:
     names = {frame.symbol for frame in profile.frames}
     assert {"deep", "lib_sort", "cmp", "hashing", "lib_hash", "worker"} <= names
     assert any(module.endswith("/profiled") for module in stats.module_samples)
+    # without the counts (the commands that print samples): the same profile, nothing counted
+    uncounted, bare = profile_recording(str(recordings[8192]), Options(count_walks=False))
+    assert (uncounted.frames, uncounted.stacks, uncounted.stack, uncounted.time) == (
+        profile.frames, profile.stacks, profile.stack, profile.time
+    )
+    assert (bare.samples, bare.frames, bare.depths, bare.stack_used) == (0, 0, {}, [])
+    assert not bare.module_samples and not bare.stops

@@ -349,12 +349,17 @@ def _inline(args: argparse.Namespace) -> bool:
 
 
 def _read(
-    args: argparse.Namespace, finish: Callable[[Profile], Any] | None = None
+    args: argparse.Namespace,
+    finish: Callable[[Profile], Any] | None = None,
+    *,
+    count_walks: bool = False,
 ) -> tuple[Callable[[], Profile], WalkStats, list[Any]]:
     """The profile of every recording named, merged (when first asked for), and the walks'
-    statistics; and, where one recording is read in time slices (``-j``), ``finish`` of each
-    slice's profile, in order, made in the process that read it
-    (:func:`pysframe.perf.analyze.profile_parts`); else no such results."""
+    statistics (their counts with ``count_walks``: ``perf stats``); and, where one
+    recording is read in time slices (``-j``), ``finish`` of each slice's profile, in
+    order, made in the process that read it (:func:`pysframe.perf.analyze.profile_parts`);
+    else no such results."""
+    from dataclasses import replace
     from functools import partial
 
     from ..perf.profile import Profile
@@ -364,7 +369,7 @@ def _read(
     paths = _paths(args)
     if paths.count("-") > 1 or ("-" in paths and len(paths) > 1 and args.jobs not in (None, 1)):
         raise UsageError("perf: standard input (-) is read in this process, once")
-    options = _options(args)
+    options = replace(_options(args), count_walks=count_walks)
     finished: list[Any] = []
     if len(paths) == 1 and args.dask is None and paths[0] != "-" and batch_jobs(args) > 1:
         from ..perf.analyze import profile_parts  # one recording, in time slices
@@ -759,7 +764,7 @@ def run_stats(args: argparse.Namespace) -> int:
     from ..perf.stats import stats_json, stats_text
 
     _refuse_inputs(args, None)
-    _whole, stats, _slices = _read(args)
+    _whole, stats, _slices = _read(args, count_walks=True)
     if args.json:
         json.dump(stats_json(stats), sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -18,12 +18,6 @@ from ..dataclass import dataclass
 from .profile import Profile
 
 
-def column(profile: Profile, name: str) -> np.ndarray:
-    """The per-sample column ``name`` of ``profile`` as an int64 array."""
-    values = getattr(profile, name)
-    return np.fromiter(values, dtype=np.int64, count=len(values))
-
-
 @dataclass(frozen=True, slots=True)
 class Groups:
     """Samples grouped by a tuple of keys: per group (in ascending key order), the key values,
@@ -144,7 +138,6 @@ def _inlined_only(profile: Profile) -> np.ndarray:
 __all__ = [
     "FlatStacks",
     "Groups",
-    "column",
     "group",
     "innermost_real_frames",
 ]

@@ -87,6 +87,10 @@ class Options:
     #: Insert the caller a recorded frame-pointer chain left out where the recording proves
     #: it (``--fix-leaf``); says in one line what it could not insert.
     fix_leaf: bool = False
+    #: Count what the walks did (:class:`WalkStats`' samples, depths, stops, stack bytes and
+    #: modules: what ``perf stats`` prints); False: the commands that print the samples
+    #: leave those counts at zero, and their cost out.
+    count_walks: bool = True
 
 
 @dataclass(slots=True)
@@ -226,7 +230,9 @@ def profile_recording(
                                          merge_deferred=options.merge_callchains,
                                          deferred=tally, within=within,
                                          cut=cut):  # fmt: skip
-                _add_chunk(profile, stats, walked, namer, events, defers, stack_ids)
+                _add_chunk(profile, walked, namer, events, defers, stack_ids)
+                if options.count_walks:
+                    _count(stats, walked, namer.spaces)
                 _count_events(stats, walked, data.attrs, spaces)
                 if on_chunk is not None:
                     header = data.header
@@ -1044,7 +1050,6 @@ class _Namer:
 
 def _add_chunk(
     profile: Profile,
-    stats: WalkStats,
     walked: WalkedChunk,
     namer: _Namer,
     events: npt.NDArray[np.int64],
@@ -1125,7 +1130,6 @@ def _add_chunk(
     first = len(profile) - count
     for row, time in walked.late.items():
         profile.delivered[first + row] = time
-    _count(stats, walked, namer.spaces)
 
 
 class _StackIds:

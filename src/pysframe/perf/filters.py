@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import SFrameError
-from .aggregate import FlatStacks, column, innermost_real_frames
+from .aggregate import FlatStacks, innermost_real_frames
 from .profile import DeferredChain, FrameInfo, Profile
 
 #: A time range in nanoseconds, either end None for open.
@@ -107,16 +107,16 @@ def filter_profile(
     """
     keep = np.ones(len(profile), dtype=bool)
     if pids is not None:
-        keep &= np.isin(column(profile, "pid"), np.fromiter(pids, dtype=np.int64))
+        keep &= np.isin(profile.column("pid"), np.fromiter(pids, dtype=np.int64))
     if tids is not None:
-        keep &= np.isin(column(profile, "tid"), np.fromiter(tids, dtype=np.int64))
+        keep &= np.isin(profile.column("tid"), np.fromiter(tids, dtype=np.int64))
     if comms is not None:
         wanted = [index for index, name in enumerate(profile.comms) if name in set(comms)]
-        keep &= np.isin(column(profile, "comm"), np.array(wanted, dtype=np.int64))
+        keep &= np.isin(profile.column("comm"), np.array(wanted, dtype=np.int64))
     if dsos is not None:
-        keep &= _stacks_in_dsos(profile, set(dsos), dso_frames)[column(profile, "stack")]
+        keep &= _stacks_in_dsos(profile, set(dsos), dso_frames)[profile.column("stack")]
     if time_range is not None:
-        times = column(profile, "time")
+        times = profile.column("time")
         within = np.zeros(len(profile), dtype=bool)
         for start, end in _ranges(time_range):
             inside = np.ones(len(profile), dtype=bool)

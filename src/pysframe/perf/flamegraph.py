@@ -22,7 +22,7 @@ from typing import TextIO
 import numpy as np
 
 from ..dataclass import dataclass
-from .aggregate import FlatStacks, column, group
+from .aggregate import FlatStacks, group
 from .profile import FrameInfo, Profile
 
 #: Kinds of node (the page's colors): a user function, a kernel one, a frame without a
@@ -75,7 +75,7 @@ def flame_tree(profile: Profile) -> FlameTree:
     root_name = names.index(("all", "", ROOT))
     flat = FlatStacks.of(profile)
     stacks = group(
-        [column(profile, "comm"), column(profile, "stack")], column(profile, "period")
+        [profile.column("comm"), profile.column("stack")], profile.column("period")
     )
     comm, stack = stacks.keys
     depth = flat.lengths[stack]

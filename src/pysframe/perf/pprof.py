@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import OutputError
 from ..output import write_file
-from .aggregate import FlatStacks, column, group
+from .aggregate import FlatStacks, group
 from .profile import FrameInfo, Profile, interned
 
 #: The schema: message → fields (name, number, type, repeated, message type).
@@ -169,8 +169,8 @@ def pprof_message(profile: Profile) -> Any:
 
     location_of_stack = _locations(profile, message, strings)
 
-    keys = [column(profile, name) for name in ("event", "comm", "pid", "tid", "stack")]
-    groups = group(keys, column(profile, "period"))
+    keys = [profile.column(name) for name in ("event", "comm", "pid", "tid", "stack")]
+    groups = group(keys, profile.column("period"))
     comm_key, pid_key, tid_key = strings("comm"), strings("pid"), strings("tid")
     width = len(value_types)
     comm_strings = [strings(name) for name in profile.comms]
@@ -188,10 +188,10 @@ def pprof_message(profile: Profile) -> Any:
         message.sample.add(location_id=location_of_stack(stack), value=values, label=labels)
 
     if len(profile):
-        times = column(profile, "time")
+        times = profile.column("time")
         message.duration_nanos = int(times.max() - times.min())
-        first_event = column(profile, "event") == profile.event[0]
-        periods = Counter(column(profile, "period")[first_event].tolist())
+        first_event = profile.column("event") == profile.event[0]
+        periods = Counter(profile.column("period")[first_event].tolist())
         message.period = periods.most_common(1)[0][0]
     for source in profile.sources:
         message.comment.append(strings(f"recording: {source}"))
@@ -314,7 +314,7 @@ def _limit(address: int) -> int:
 
 def _main_frame(profile: Profile) -> FrameInfo | None:
     """A frame of the main binary: the module of most samples' outermost user frame."""
-    weights = np.bincount(column(profile, "stack"), minlength=len(profile.stacks))
+    weights = np.bincount(profile.column("stack"), minlength=len(profile.stacks))
     votes: Counter[int] = Counter()
     for stack, weight in enumerate(weights.tolist()):
         if weight:

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import field, replace
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..dataclass import dataclass
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 #: The module name perf gives kernel frames.
 KERNEL_MODULE = "[kernel.kallsyms]"
@@ -268,6 +272,15 @@ class Profile:
         ]
 
     # -- reading --------------------------------------------------------------------------------
+    def column(self, name: str, dtype: type[np.integer[Any]] | None = None) -> npt.NDArray[Any]:
+        """The per-sample column ``name`` (of :attr:`COLUMNS`) as a numpy array of ``dtype``
+        (int64 by default; np.uint64 for times and periods, which may reach 2**64 - 1): the
+        writers work on these, never sample by sample."""
+        import numpy as np
+
+        values = getattr(self, name)
+        return np.fromiter(values, dtype=dtype or np.int64, count=len(values))
+
     def stack_frames(self, stack: int) -> list[FrameInfo]:
         """The frames of stack ``stack``, innermost first."""
         return [self.frames[f] for f in self.stacks[stack]]

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..dataclass import dataclass
 from ..names import escape_controls
-from .aggregate import column, group
+from .aggregate import group
 from .profile import UNKNOWN, FrameInfo, Profile
 from .top import (
     TopOptions,
@@ -141,14 +141,14 @@ def folded_stacks(
     if not len(profile):
         return {}
     event_id = profile.event[0] if event is None else _event_index(profile, event)
-    events = column(profile, "event")
+    events = profile.column("event")
     chosen = np.flatnonzero(events == event_id)
-    keys = [column(profile, "comm")[chosen]]
+    keys = [profile.column("comm")[chosen]]
     if options.pid or options.tid:
-        keys.append(column(profile, "pid")[chosen])
+        keys.append(profile.column("pid")[chosen])
     if options.tid:
-        keys.append(column(profile, "tid")[chosen])
-    keys.append(column(profile, "stack")[chosen])
+        keys.append(profile.column("tid")[chosen])
+    keys.append(profile.column("stack")[chosen])
     groups = group(keys, np.zeros(len(chosen), dtype=np.int64))
     # Each frame's name once (a process named "java" has its own, made when first needed),
     # then each stack's text once: a join of the names, outermost first.
@@ -261,9 +261,9 @@ JSON_VERSION = 1
 
 def profile_document(profile: Profile) -> dict[str, object]:
     """The document :func:`write_json` writes, as Python objects."""
-    keys = [column(profile, name) for name in ("event", "comm", "pid", "tid", "stack")]
-    groups = group(keys, column(profile, "period"))
-    times = column(profile, "time")
+    keys = [profile.column(name) for name in ("event", "comm", "pid", "tid", "stack")]
+    groups = group(keys, profile.column("period"))
+    times = profile.column("time")
     names = ("event", "comm", "pid", "tid", "stack")
     samples: dict[str, list[int]] = {
         name: key.tolist() for name, key in zip(names, groups.keys, strict=True)

@@ -120,12 +120,13 @@ class SampleChunk:
     """Samples of one stretch of records, column by column (numpy arrays, one entry per
     sample, in file order); the defaults of absent fields are those of :class:`Sample`.
 
-    ``buffer`` is what ``offset`` and ``stack_offset`` index (the file's memory map, or the
-    block of a stream the chunk was read from); ``file_offset`` is in the file or stream.
-    Callchains are ragged: sample ``i``'s entries are
-    ``callchain[callchain_offsets[i]:callchain_offsets[i + 1]]``.  ``regs`` has one column per
-    bit of ``regs_mask`` (perf's register numbers, in ascending order: registers.py maps them),
-    zero where a sample has none (``regs_abi`` 0) or its attribute does not ask for that one.
+    ``buffer`` is what ``offset``, ``regs_offset`` and ``stack_offset`` index (the file's
+    memory map, or the block of a stream the chunk was read from); ``file_offset`` is in the
+    file or stream.  Callchains are ragged: sample ``i``'s entries are
+    ``callchain[callchain_offsets[i]:callchain_offsets[i + 1]]``.  A sample's user registers
+    are words at ``regs_offset`` (where ``regs_abi`` is not 0), one per bit of its
+    attribute's mask (``attr_regs_masks``), read a column at a time where they are wanted
+    (:meth:`registers`: of the 17 words an x86-64 sample holds, a walk starts from three).
     A sample's user stack copy is ``buffer[stack_offset : stack_offset + stack_dyn_size]``
     (:meth:`stack`); ``stack_size`` bytes were reserved for it in the record.  ``buffer``
     supports the buffer protocol: ``np.frombuffer(chunk.buffer, np.uint8)`` views every
@@ -151,7 +152,7 @@ class SampleChunk:
     callchain: npt.NDArray[np.uint64]
     regs_mask: int
     regs_abi: npt.NDArray[np.uint64]
-    regs: npt.NDArray[np.uint64]
+    regs_offset: npt.NDArray[np.int64]
     stack_offset: npt.NDArray[np.int64]
     stack_size: npt.NDArray[np.uint64]
     stack_dyn_size: npt.NDArray[np.uint64]
@@ -167,6 +168,31 @@ class SampleChunk:
         start = int(self.stack_offset[index])
         return memoryview(self.buffer)[start : start + int(self.stack_dyn_size[index])]
 
+    def registers(
+        self, columns: Sequence[int], rows: npt.NDArray[np.int64] | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """The user registers ``columns`` (each the place of a bit among the bits of
+        ``regs_mask``: perf's register numbers in ascending order, registers.py) of the
+        samples ``rows`` (default: all), a row per sample: 0 where a sample has none
+        (``regs_abi`` 0) or its attribute does not ask for that one."""
+        rows = np.arange(len(self), dtype=I64) if rows is None else rows
+        out = np.zeros((len(rows), len(columns)), np.uint64)
+        bits = [bit for bit in range(64) if self.regs_mask >> bit & 1]
+        has = self.regs_abi[rows] != layout.REGS_ABI_NONE
+        attrs = self.attr[rows].astype(I64)
+        gather = WordGather(self.buffer)
+        word = np.dtype(layout.byte_order(self.big_endian) + "u8")
+        for attr in np.flatnonzero(np.bincount(attrs[has], minlength=1)).tolist():
+            mask = self.attr_regs_masks[attr] if attr < len(self.attr_regs_masks) else 0
+            chosen = np.flatnonzero(has & (attrs == attr))
+            start = self.regs_offset[rows[chosen]]
+            for place, column in enumerate(columns):
+                bit = bits[column]
+                if mask >> bit & 1:  # its word: after one per bit of the mask below it
+                    at = start + 8 * (mask & ((1 << bit) - 1)).bit_count()
+                    out[chosen, place] = gather(at).view(word)
+        return out
+
     def callchain_of(self, index: int) -> npt.NDArray[np.uint64]:
         return self.callchain[self.callchain_offsets[index] : self.callchain_offsets[index + 1]]
 
@@ -177,7 +203,7 @@ class SampleChunk:
         regs: tuple[int, ...] = ()
         if self.regs_abi[index] != layout.REGS_ABI_NONE and mask:
             columns = _columns(mask, self.regs_mask)
-            regs = tuple(int(v) for v in self.regs[index, columns])
+            regs = tuple(self.registers(columns, np.array([index]))[0].tolist())
         return Sample(
             offset=int(self.offset[index]), file_offset=int(self.file_offset[index]), attr=attr,
             misc=int(self.misc[index]), ip=int(self.ip[index]), pid=int(self.pid[index]),
@@ -196,8 +222,9 @@ def take_samples(
 ) -> SampleChunk:
     """One chunk of the samples ``chunks[which[i]][index[i]]``, in that order (perf's time
     order puts samples of several stretches together).  The stacks stay where they are when
-    every chunk reads one buffer (a file's map); else they are copied into one buffer, and
-    ``offset`` (the record's place in a buffer that is no longer the chunk's) is -1."""
+    every chunk reads one buffer (a file's map); else they are copied into one buffer with
+    the user registers, and ``offset`` (the record's place in a buffer that is no longer the
+    chunk's) is -1."""
     sizes = np.array([len(chunk) for chunk in chunks], dtype=np.int64)
     rows = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)[which] + index
     first = chunks[0]
@@ -217,11 +244,12 @@ def take_samples(
     union = 0
     for chunk in chunks:
         union |= chunk.regs_mask
-    regs = np.concatenate([_widened(chunk, union) for chunk in chunks])[rows]
-    offset, stack_offset = column("offset"), column("stack_offset")
+    offset, regs_offset, stack_offset = column("offset"), column("regs_offset"), column(
+        "stack_offset"
+    )
     buffer = first.buffer
     if any(chunk.buffer is not buffer for chunk in chunks):
-        buffer, stack_offset = _copied_stacks(chunks, which, index)
+        buffer, regs_offset, stack_offset = _copied(chunks, which, index)
         offset = np.full(len(rows), -1, dtype=np.int64)
     return SampleChunk(
         buffer=buffer, big_endian=first.big_endian, offset=offset,
@@ -231,42 +259,43 @@ def take_samples(
         cpu=column("cpu"), period=column("period"),
         callchain_offsets=np.concatenate([[0], np.cumsum(chain_lengths)]).astype(np.int64),
         callchain=entries[range_positions(chain_starts, chain_lengths)], regs_mask=union,
-        regs_abi=column("regs_abi"), regs=regs, stack_offset=stack_offset,
+        regs_abi=column("regs_abi"), regs_offset=regs_offset, stack_offset=stack_offset,
         stack_size=column("stack_size"), stack_dyn_size=column("stack_dyn_size"),
         attr_regs_masks=max((chunk.attr_regs_masks for chunk in chunks), key=len),
     )  # fmt: skip
 
 
-def _widened(chunk: SampleChunk, union: int) -> npt.NDArray[np.uint64]:
-    """The chunk's register columns placed among the columns of mask ``union``."""
-    if chunk.regs_mask == union:
-        return chunk.regs
-    out = np.zeros((len(chunk), bin(union).count("1")), dtype=np.uint64)
-    out[:, _columns(chunk.regs_mask, union)] = chunk.regs
-    return out
-
-
-def _copied_stacks(
+def _copied(
     chunks: Sequence[SampleChunk], which: npt.NDArray[np.int64], index: npt.NDArray[np.int64]
-) -> tuple[bytes, npt.NDArray[np.int64]]:
-    """The stacks of the samples chosen from chunks of several buffers, copied one after the
-    other into one buffer; and where each one starts in it.  A slice copied per stack: stacks
-    are copies of kilobytes, which a position per byte would cost some ten times more."""
-    sizes = np.zeros(len(which), dtype=np.int64)
+) -> tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The user registers and stacks of the samples chosen from chunks of several buffers,
+    copied one sample after the other into one buffer; and where each sample's registers
+    and stack start in it.  A slice copied per piece: stacks are copies of kilobytes, which
+    a position per byte would cost some ten times more."""
+    registers = np.zeros(len(which), dtype=np.int64)
+    stacks = np.zeros(len(which), dtype=np.int64)
     for number, chunk in enumerate(chunks):
         mine = which == number
-        sizes[mine] = chunk.stack_dyn_size[index[mine]].astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    out = bytearray(int(sizes.sum()))
+        rows = index[mine]
+        words = np.array([mask.bit_count() for mask in (*chunk.attr_regs_masks, 0)], I64)
+        attrs = np.minimum(chunk.attr[rows].astype(I64), len(words) - 1)
+        has = chunk.regs_abi[rows] != layout.REGS_ABI_NONE
+        registers[mine] = np.where(has, 8 * words[attrs], 0)
+        stacks[mine] = chunk.stack_dyn_size[rows].astype(I64)
+    regs_at = np.concatenate([[0], np.cumsum(registers + stacks)[:-1]]).astype(I64)
+    stack_at = regs_at + registers
+    out = bytearray(int((registers + stacks).sum()))
     for number, chunk in enumerate(chunks):
-        mine = np.flatnonzero((which == number) & (sizes > 0))
         source = memoryview(chunk.buffer).cast("B")
-        for start, at, size in zip(
-            starts[mine].tolist(), chunk.stack_offset[index[mine]].tolist(),
-            sizes[mine].tolist(), strict=True,
-        ):  # fmt: skip
-            out[start : start + size] = source[at : at + size]
-    return bytes(out), starts
+        for to, sizes, starts in ((regs_at, registers, chunk.regs_offset),
+                                  (stack_at, stacks, chunk.stack_offset)):  # fmt: skip
+            mine = np.flatnonzero((which == number) & (sizes > 0))
+            for start, at, size in zip(
+                to[mine].tolist(), starts[index[mine]].tolist(), sizes[mine].tolist(),
+                strict=True,
+            ):  # fmt: skip
+                out[start : start + size] = source[at : at + size]
+    return bytes(out), regs_at, stack_at
 
 
 def range_positions(
@@ -498,7 +527,6 @@ def decode_chunk(
     columns = _empty_columns(count)
     pair = layout.U32_PAIR.dtype(big_endian)
     u64 = np.dtype(layout.byte_order(big_endian) + "u8")
-    regs = np.zeros((count, table.regs_user_mask.bit_count()), np.uint64)
     # np.bincount, not np.unique: the attribute indexes are small, and np.unique imports
     # numpy.ma on first use (a tenth of a second).
     for attr in np.flatnonzero(np.bincount(attrs[(attrs >= 0) & ~bad], minlength=1)):
@@ -520,16 +548,6 @@ def decode_chunk(
         for name, values in _walk_group(group, sample).items():
             columns[name][rows] = values
         bad[rows] |= ~group.ok
-        with_regs = group.ok & (columns["regs_abi"][rows] != layout.REGS_ABI_NONE)
-        if sample.user_regs and with_regs.any():
-            chosen = rows[with_regs]
-            at = columns["regs_start"][chosen][:, None] + 8 * np.arange(sample.user_regs)
-            words = gather(at.ravel()).view(u64).reshape(len(chosen), sample.user_regs)
-            columns_of = _columns(sample.regs_user_mask, table.regs_user_mask)
-            if columns_of == list(range(regs.shape[1])):  # every column: rows alone
-                regs[chosen] = words
-            else:
-                regs[np.ix_(chosen, columns_of)] = words
     error, read = None, count
     if bad.any():
         read = int(np.argmax(bad))
@@ -551,7 +569,7 @@ def decode_chunk(
         stream_id=columns["stream_id"][chosen], cpu=columns["cpu"][chosen],
         period=columns["period"][chosen], callchain_offsets=bounds,
         callchain=gather(at).view(u64).astype(np.uint64), regs_mask=table.regs_user_mask,
-        regs_abi=columns["regs_abi"][chosen], regs=regs[chosen],
+        regs_abi=columns["regs_abi"][chosen], regs_offset=columns["regs_start"][chosen],
         stack_offset=columns["stack_offset"][chosen], stack_size=columns["stack_size"][chosen],
         stack_dyn_size=columns["stack_dyn_size"][chosen],
         attr_regs_masks=table.regs_user_masks,

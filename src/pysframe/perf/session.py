@@ -203,22 +203,28 @@ class _Comms:
     def __init__(self, spaces: AddressSpaces) -> None:
         self.spaces = spaces
         self._index: dict[str, int] = {}
-        self._numbers: list[int] = []
+        self._numbers: list[npt.NDArray[np.int64]] = []
 
     def add(self, tids: npt.NDArray[np.int32]) -> None:
-        tid_list = tids.tolist()
-        number = {
-            tid: self._index.setdefault(self.spaces.comm(tid), len(self._index))
-            for tid in dict.fromkeys(tid_list)
-        }
-        self._numbers += map(number.__getitem__, tid_list)
+        """The names of threads ``tids`` now: each distinct thread's looked up once, in the
+        order the threads first come (a piece most often holds one thread)."""
+        if not len(tids):
+            return
+        distinct, first, inverse = np.unique(tids, return_index=True, return_inverse=True)
+        number = np.empty(len(distinct), dtype=np.int64)
+        for position in np.argsort(first).tolist():
+            name = self.spaces.comm(int(distinct[position]))
+            number[position] = self._index.setdefault(name, len(self._index))
+        self._numbers.append(number[inverse.reshape(-1)])
 
     @property
     def names(self) -> list[str]:
         return list(self._index)
 
     def joined(self) -> npt.NDArray[np.int64]:
-        return np.array(self._numbers, dtype=np.int64)
+        if not self._numbers:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate(self._numbers)
 
 
 __all__ = ["WalkedChunk", "walk_recording"]

@@ -22,7 +22,6 @@ from typing import TextIO
 import numpy as np
 
 from .. import __version__
-from .aggregate import column
 from .profile import FrameInfo, Profile
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
@@ -56,8 +55,8 @@ def _speedscope_text(profile: Profile) -> str:
             text = stack_texts[stack] = "[" + ",".join(ids) + "]"
         return text
 
-    keys = [column(profile, name) for name in ("event", "pid", "tid", "comm")]
-    stack, period, time = (column(profile, name) for name in ("stack", "period", "time"))
+    keys = [profile.column(name) for name in ("event", "pid", "tid", "comm")]
+    stack, period, time = (profile.column(name) for name in ("stack", "period", "time"))
     profiles: list[tuple[int, str, int]] = []  # (first sample, text, total weight)
     several_events = len(profile.events) > 1
     if len(profile):

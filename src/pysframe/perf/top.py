@@ -24,7 +24,7 @@ import numpy as np
 
 from ..dataclass import dataclass
 from ..names import escape_controls
-from .aggregate import FlatStacks, column, group, innermost_real_frames
+from .aggregate import FlatStacks, group, innermost_real_frames
 from .callgraph import ChainNode, ChainOrder, GraphOptions, GraphPrinter, build_tree
 from .profile import UNKNOWN, FrameInfo, Profile
 from .symtab import RbEntries, rb_order
@@ -364,14 +364,14 @@ def top_table(
     children = options.children
     keys = options.sort
     frames = _Frames(profile, keys)
-    time = column(profile, "time")
+    time = profile.column("time")
     order = np.argsort(time, kind="stable")
-    tids = column(profile, "tid")[order]
-    columns = [column(profile, name)[order] for name in ("event", "comm")]
+    tids = profile.column("tid")[order]
+    columns = [profile.column(name)[order] for name in ("event", "comm")]
     if "pid" in keys:
         columns.append(tids)
-    columns.append(column(profile, "stack")[order])
-    groups = group(columns, column(profile, "period")[order])
+    columns.append(profile.column("stack")[order])
+    groups = group(columns, profile.column("period")[order])
     flat = FlatStacks.of(profile)
     own_frames = innermost_real_frames(profile, flat).tolist()
     # Each thread's command name at the end (its last sample's): perf's thread__comm_len.
@@ -441,7 +441,7 @@ def top_table(
     group_found: list[tuple[int, tuple[int, ...]] | None] = [None] * len(groups)
     # Sample by sample in time, as perf reads them (hists__findnew_entry: a walk by a
     # comparison that is no total order can miss an entry and add another, as perf's does).
-    periods = column(profile, "period")[order].tolist()
+    periods = profile.column("period")[order].tolist()
     always = _Entries.ALWAYS
     for sample, number in enumerate(groups.labels.tolist()):
         entries = sections[event_of[number]]
@@ -790,8 +790,8 @@ def _section(
     last_comm: dict[int, str],
 ) -> TopSection:
     name, unit = profile.events[event]
-    chosen = np.flatnonzero(column(profile, "event") == event)
-    period = int(column(profile, "period")[chosen].sum())
+    chosen = np.flatnonzero(profile.column("event") == event)
+    period = int(profile.column("period")[chosen].sum())
     graphs = None
     chain_key: list[int] | None = None
     if options.graph is not None and profile.has_callchains(name):

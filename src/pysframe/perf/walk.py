@@ -75,15 +75,17 @@ def walk_samples(
     count = len(select)
     if layout.pc is None or layout.sp is None or not count:
         return no_walks(count)
-    regs = chunk.regs[select]
-    pc = regs[:, layout.pc].astype(np.uint64)
-    sp = regs[:, layout.sp].astype(np.uint64)
-    fp = regs[:, layout.fp].astype(np.uint64) if layout.fp is not None else np.zeros(count, _U64)
-    lr = regs[:, layout.lr].astype(np.uint64) if layout.lr is not None else None
+    # the registers a walk starts from; all of them only for a first frame the unwinder steps
+    starting = [layout.pc, layout.sp, *(c for c in (layout.fp, layout.lr) if c is not None)]
+    regs = np.ascontiguousarray(chunk.registers(starting, select).T)  # a row per register
+    pc, sp = regs[0], regs[1]
+    fp = regs[2] if layout.fp is not None else np.zeros(count, _U64)
+    lr = regs[-1] if layout.lr is not None else None
     walkable = (chunk.regs_abi[select] != 0) & (chunk.stack_dyn_size[select] > 0)
+    every = range(len(layout.perf))
 
     def registers(walk: int) -> Registers:
-        return layout.registers([int(value) for value in regs[walk]])
+        return layout.registers(chunk.registers(every, select[walk : walk + 1])[0].tolist())
 
     start = BatchStart(pc, sp, fp, lr, walkable, registers)
     memory = _StackCopies(chunk, select, sp)
@@ -252,12 +254,18 @@ class _SampleSpaces:
     def __init__(self, spaces: AddressSpaces, pids: npt.NDArray[np.int32]) -> None:
         self.spaces = spaces
         self.pids = pids.astype(np.int64)
+        #: The one process of every walk, where they are all of one (most chunks): the walks
+        #: asked about are then found in it without looking at theirs.
+        distinct = _distinct(self.pids)
+        self.only = distinct[0] if len(distinct) == 1 else None
 
     @property
     def modules(self) -> Sequence[Module]:
         return self.spaces.modules
 
     def mappings_at(self, walks: Rows, pcs: Words) -> tuple[Rows, Words]:
+        if self.only is not None:
+            return self.spaces.mappings_at(self.only, pcs)
         pids = self.pids[walks]
         distinct = _distinct(pids)
         if len(distinct) == 1:  # (most chunks hold one process)

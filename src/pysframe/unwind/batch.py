@@ -606,7 +606,7 @@ def _apply(
     live &= ~_stopped(state, rows, live & ~known, StopKind.UNKNOWN_REGISTER)
     cfa: Words = np.where(on_fp, fp_before, sp) + forms.cfa_offset.take(codes)
     align = arch.cfa_align
-    misaligned = (cfa & _U64(align - 1) if align & (align - 1) == 0 else cfa % _U64(align)) != 0
+    misaligned = (cfa & _U64(align - 1) if (align & (align - 1)) == 0 else cfa % _U64(align)) != 0
     live &= ~_stopped(state, rows, live & misaligned, StopKind.CFA_MISALIGNED)
     below = state.has_prev[rows] & (cfa <= state.prev_cfa[rows])
     below |= sp_known & (cfa < sp)
@@ -661,20 +661,20 @@ def _assembled(
     count: int,
     memory: BatchMemory,
 ) -> Walks:
-    """The frames recorded depth by depth, as ragged columns in walk order."""
-    if frames:
-        rows = np.concatenate([f[0] for f in frames])
-        order = np.argsort(rows, kind="stable")  # depth order kept within a walk
-        pcs = np.concatenate([f[1] for f in frames])[order]
-        modules = np.concatenate([f[2] for f in frames])[order]
-        deltas = np.concatenate([f[3] for f in frames])[order]
-        exact = np.concatenate([f[4] for f in frames])[order]
-        counts = np.bincount(rows, minlength=count)
-    else:
-        pcs, modules, deltas = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, _U64)
-        exact, counts = np.zeros(0, bool), np.zeros(count, np.int64)
+    """The frames recorded depth by depth, as ragged columns in walk order: a walk's frame
+    at depth ``d`` goes to its ``d``-th place (a walk going on at a depth went on at every
+    one before), each depth's placed in turn, without a sort or a copy of them all."""
     offsets = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    for depth, (rows, *_) in enumerate(frames):
+        offsets[rows + 1] = depth + 1  # each walk's frames: its last depth, plus one
+    np.cumsum(offsets, out=offsets)
+    total = int(offsets[-1])
+    pcs, modules = np.empty(total, np.uint64), np.empty(total, np.int64)
+    deltas, exact = np.empty(total, np.uint64), np.empty(total, bool)
+    for depth, (rows, *parts) in enumerate(frames):
+        place = offsets[rows] + depth
+        for column, part in zip((pcs, modules, deltas, exact), parts, strict=True):
+            column[place] = part
     return Walks(
         offsets, pcs, modules, deltas, exact, state.stop.copy(), memory.used.copy(),
         state.stepped.copy(), state.lost_return.copy(),
