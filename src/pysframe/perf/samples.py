@@ -244,9 +244,8 @@ def take_samples(
     union = 0
     for chunk in chunks:
         union |= chunk.regs_mask
-    offset, regs_offset, stack_offset = column("offset"), column("regs_offset"), column(
-        "stack_offset"
-    )
+    offset, stack_offset = column("offset"), column("stack_offset")
+    regs_offset = column("regs_offset")
     buffer = first.buffer
     if any(chunk.buffer is not buffer for chunk in chunks):
         buffer, regs_offset, stack_offset = _copied(chunks, which, index)
