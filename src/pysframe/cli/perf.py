@@ -358,7 +358,6 @@ def _read(
     from functools import partial
 
     from ..perf.profile import Profile
-    from ..perf.stats import merged
 
     _keep_freed_memory()
     paths = _paths(args)
@@ -378,7 +377,7 @@ def _read(
         finally:
             if on_chunk is not None:
                 on_chunk(-1, 0)  # the end: the bar goes
-        total = merged(parts)
+        total = _merged(parts)
     else:
         if len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
             results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
@@ -400,10 +399,20 @@ def _read(
             profile = Profile()
             for _path, part, _stats in results:
                 profile.merge(part)
-        whole, total = (lambda: profile), merged([stats for *_, stats in results])
+        whole, total = (lambda: profile), _merged([stats for *_, stats in results])
     for problem in dict.fromkeys(total.problems):  # each once (worker processes say the same)
         warn(problem)
     return whole, total, finished
+
+
+def _merged(parts: list[WalkStats]) -> WalkStats:
+    """The walks' statistics of the recordings (or slices) read, as one: one recording's are
+    its own (:func:`pysframe.perf.stats.merged` is imported to merge several)."""
+    if len(parts) == 1:
+        return parts[0]
+    from ..perf.stats import merged
+
+    return merged(parts)
 
 
 #: glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.
