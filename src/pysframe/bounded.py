@@ -132,7 +132,10 @@ class SlotTable:
         if not 0 < bits < 32:
             raise ValueError(f"a table has 2**1 to 2**31 slots, not 2**{bits}")
         self.bits = bits
-        self.keys = np.full(1 << bits, self.EMPTY, dtype=np.uint64)
+        #: Each slot's key, inverted (``~key``): the table starts as zeros, memory the system
+        #: gives cleared and maps as it is first written (a table of 2**16 slots is 512 KiB,
+        #: of which a short recording writes a few pages).
+        self.inverted_keys = np.zeros(1 << bits, dtype=np.uint64)
         self.values = np.zeros(1 << bits, dtype=np.int64)
 
     def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -148,7 +151,7 @@ class SlotTable:
         import numpy as np
 
         slots = self._slots(keys)
-        found = self.keys.take(slots) == keys
+        found = self.inverted_keys.take(slots) == ~keys
         found &= keys != np.uint64(self.EMPTY)
         values: npt.NDArray[np.int64] = self.values.take(slots)
         return values, found
@@ -162,10 +165,11 @@ class SlotTable:
         # say which of repeated indices an assignment keeps).
         _, last = np.unique(slots[::-1], return_index=True)
         chosen = len(keys) - 1 - last
-        self.keys[slots[chosen]], self.values[slots[chosen]] = keys[chosen], values[chosen]
+        self.inverted_keys[slots[chosen]] = ~keys[chosen]
+        self.values[slots[chosen]] = values[chosen]
 
     def clear(self) -> None:
-        self.keys.fill(self.EMPTY)
+        self.inverted_keys.fill(0)
 
 
 __all__ = ["BoundedCache", "CachedFunction", "SlotTable", "cached"]
