@@ -135,7 +135,13 @@ class _PerfParser(CommandParser):
         return parsed, extras
 
 
-def register(subparsers: Any) -> None:
+#: The sub-commands of ``pysframe perf``.
+SUBCOMMANDS = ("script", "report", "stats")
+
+
+def register(subparsers: Any, only: str | None = None) -> None:
+    """Add ``perf`` and its sub-commands, or of those ``only`` (the one a command line names:
+    the others' parsers, some 2 ms, are not made)."""
     parser = subparsers.add_parser(
         "perf",
         help="profiles from perf.data recordings, unwound with SFrame",
@@ -146,6 +152,15 @@ def register(subparsers: Any) -> None:
     commands = parser.add_subparsers(
         dest="perf_command", metavar="COMMAND", required=True, parser_class=_PerfParser
     )
+    if only in (None, "script"):
+        _register_script(commands)
+    if only in (None, "report"):
+        _register_report(commands)
+    if only in (None, "stats"):
+        _register_stats(commands)
+
+
+def _register_script(commands: Any) -> None:
     script = commands.add_parser(
         "script", help="print the samples as perf script prints them",
         description="Print every sample with its kernel and user frames, in time order, with the "
@@ -172,6 +187,9 @@ def register(subparsers: Any) -> None:
         "--ns", action="store_true", help="times with nanoseconds (9 decimal places)"
     )
     script.set_defaults(func=run_script)
+
+
+def _register_report(commands: Any) -> None:
     report = commands.add_parser(
         "report", help="a profile: a top table, folded stacks, speedscope, pprof, a flame graph",
         description="Write the profile of the recordings: a self/total table by function (top), "
@@ -228,6 +246,9 @@ def register(subparsers: Any) -> None:
         "standard output is no terminal)",
     )  # fmt: skip
     report.set_defaults(func=run_report)
+
+
+def _register_stats(commands: Any) -> None:
     stats = commands.add_parser(
         "stats", help="how deep walks went, why they stopped, what stack copies they needed",
         description="For the recordings' walks: their depth, where and why they stopped (the "
