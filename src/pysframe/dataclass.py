@@ -176,13 +176,16 @@ def _plain_init(cls: type) -> frozenset[str] | None:
     classvars = []
     for name, annotation in inspect.get_annotations(cls).items():
         named = _named(annotation, namespace) if isinstance(annotation, str) else annotation
-        if name in _RESERVED or named is dataclasses.KW_ONLY or named is dataclasses.InitVar or (
-            isinstance(named, dataclasses.InitVar)
-        ):
+        if name in _RESERVED:
             return None
-        if named is ClassVar or get_origin(named) is ClassVar:
-            classvars.append(name)
-            continue
+        if named is not None:  # most annotations name nothing of the module (int, str...)
+            if named is dataclasses.KW_ONLY or named is dataclasses.InitVar or isinstance(
+                named, dataclasses.InitVar
+            ):
+                return None
+            if named is ClassVar or get_origin(named) is ClassVar:
+                classvars.append(name)
+                continue
         default = cls.__dict__.get(name)
         if isinstance(default, dataclasses.Field) and (not default.init or default.kw_only is True):
             return None
