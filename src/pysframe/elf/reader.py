@@ -379,11 +379,11 @@ class ElfReader:
     def code_bytes(self) -> int:
         """Bytes of executable code: of the allocated executable sections with contents, or,
         when the section headers are stripped, of the executable PT_LOAD segments."""
-        sections = self.sections()
-        if sections:
+        headers = self._section_table().fields  # SHDR_NAMES order: type, flags, size
+        if headers:
             wanted = SHF_ALLOC | SHF_EXECINSTR
             return sum(
-                s.size for s in sections if s.flags & wanted == wanted and s.type != SHT_NOBITS
+                h[5] for h in headers if h[2] & wanted == wanted and h[1] != SHT_NOBITS
             )
         return sum(seg.filesz for seg in self.load_segments() if seg.flags & PF_X)
 
@@ -518,6 +518,14 @@ class ElfReader:
         """The first section called ``name``."""
         names = self._section_table().names
         return self._section_at(names.index(name)) if name in names else None
+
+    def linked_names(self, names: Collection[str]) -> set[str]:
+        """The names of the sections that the sections called one of ``names`` link to
+        (``sh_link``: a symbol table's string table), where that is a section of the file."""
+        table = self._section_table()
+        count = len(table.names)
+        links = (f[6] for f, name in zip(table.fields, table.names, strict=True) if name in names)
+        return {table.names[link] for link in links if 0 < link < count}
 
     def section_by_type(self, sh_type: int) -> ElfSection | None:
         for index, fields in enumerate(self._section_table().fields):
