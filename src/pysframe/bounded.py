@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -132,8 +132,12 @@ class SlotTable:
         if not 0 < bits < 32:
             raise ValueError(f"a table has 2**1 to 2**31 slots, not 2**{bits}")
         self.bits = bits
-        self.keys = np.full(1 << bits, self.EMPTY, dtype=np.uint64)
-        self.values = np.zeros(1 << bits, dtype=np.int64)
+        #: Each slot's key, inverted (``~key``): the table starts as zeros, memory mapped from
+        #: the system (:func:`_zeroed`), a page faulted in as it is first written (a table of
+        #: 2**16 slots is 512 KiB of keys and as many of values, of which a short recording
+        #: writes a few pages).
+        self.inverted_keys = _zeroed(1 << bits, np.uint64)
+        self.values = _zeroed(1 << bits, np.int64)
 
     def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         import numpy as np
@@ -148,7 +152,7 @@ class SlotTable:
         import numpy as np
 
         slots = self._slots(keys)
-        found = self.keys.take(slots) == keys
+        found = self.inverted_keys.take(slots) == ~keys
         found &= keys != np.uint64(self.EMPTY)
         values: npt.NDArray[np.int64] = self.values.take(slots)
         return values, found
@@ -162,10 +166,23 @@ class SlotTable:
         # say which of repeated indices an assignment keeps).
         _, last = np.unique(slots[::-1], return_index=True)
         chosen = len(keys) - 1 - last
-        self.keys[slots[chosen]], self.values[slots[chosen]] = keys[chosen], values[chosen]
+        self.inverted_keys[slots[chosen]] = ~keys[chosen]
+        self.values[slots[chosen]] = values[chosen]
 
     def clear(self) -> None:
-        self.keys.fill(self.EMPTY)
+        self.inverted_keys.fill(0)
+
+
+def _zeroed(count: int, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """``count`` zeros of ``dtype`` in an anonymous memory map of their own: the kernel's
+    zero page until a page is written.  (``numpy.zeros`` takes memory from the C library,
+    which clears it itself where it reuses its heap: every page touched at once, as a
+    report's allocator is tuned, ``pysframe.cli.perf``.)"""
+    import mmap
+
+    import numpy as np
+
+    return np.frombuffer(mmap.mmap(-1, count * np.dtype(dtype).itemsize), dtype=dtype)
 
 
 __all__ = ["BoundedCache", "CachedFunction", "SlotTable", "cached"]

@@ -23,8 +23,9 @@ import re
 
 #: What :func:`escape_controls` escapes: C0 controls, DEL, C1 controls, U+2028 and U+2029
 #: (every character but those of a plain name that str.splitlines, JavaScript or a terminal
-#: take as a line break or a command).
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: take as a line break or a command).  Text, compiled by ``re`` when a name is not printable
+#: ASCII (its cache keeps it).
+_CONTROLS = "[\x00-\x1f\x7f-\x9f\u2028\u2029]"
 
 
 def decode_name(raw: bytes) -> str:
@@ -52,7 +53,9 @@ def _escape(found: re.Match[str]) -> str:
 def escape_controls(text: str) -> str:
     """``text`` with its control characters and line separators escaped (``\\x0a`` for a
     newline, ``\\u2028``), the rest as it is."""
-    return _CONTROLS.sub(_escape, text)
+    if text.isascii() and text.isprintable():  # none of them: most names
+        return text
+    return re.sub(_CONTROLS, _escape, text)
 
 
 __all__ = ["decode_name", "escape_controls", "shown_name"]

@@ -10,8 +10,9 @@ import inspect
 import math
 import pickle
 import re
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
@@ -274,8 +275,9 @@ def test_a_field_without_default_after_one_with_is_refused() -> None:
 
 
 def test_a_class_whose_init_is_not_plain_gets_the_standard_librarys() -> None:
-    """A default factory, ``__post_init__``, ``InitVar``, ``init=False`` or keyword-only field,
-    or no docstring: ``__init__`` (and the docstring) as the standard library makes them."""
+    """``__post_init__``, ``InitVar``, ``init=False`` or keyword-only field, or no docstring:
+    ``__init__`` (and the docstring) as the standard library makes them; with a default
+    factory too (made here, from the text the standard library writes)."""
 
     def shapes(decorate: Any) -> list[type]:
         @decorate(frozen=True)
@@ -312,3 +314,106 @@ def test_a_class_whose_init_is_not_plain_gets_the_standard_librarys() -> None:
         assert seen | {"doc": None} == want | {"doc": None}, mine.__name__
         assert seen["doc"].replace("dataclass", "") == want["doc"].replace("dataclass", "")
     assert shapes(dataclass)[1](1, 2).a == 3
+
+
+def _shaped(decorate: Any, names: list[str], kinds: str, **params: Any) -> type:
+    """A class of fields ``names``, each (``kinds``) without a default (``-``), with one
+    (``d``) or with a default factory (``f``), and a ``ClassVar`` between them, declared
+    with ``decorate(**params)``: its annotations are text, as in the package."""
+    namespace: dict[str, Any] = {"__doc__": "Fields of each kind.", "__module__": __name__}
+    annotations: dict[str, Any] = {}
+    for at, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        annotations[name] = "int" if kind != "f" else "list[int]"
+        if kind == "d":
+            namespace[name] = at
+        elif kind == "f":
+            namespace[name] = dataclasses.field(default_factory=list)
+        if at == 1:
+            annotations["SHARED"] = "ClassVar[int]"
+            namespace["SHARED"] = 7
+    namespace["__annotations__"] = annotations
+    return decorate(**params)(type("Shaped", (), namespace))
+
+
+SHAPES = [
+    ([f"f{index}" for index in range(count)], "-" * count) for count in (0, 1, 2, 9, 10, 25)
+] + [
+    (["zeta", "alpha", "mid"], "-ff"),  # factories in another order than their names'
+    (["b", "a", "d", "c"], "-dff"),
+    (["only"], "f"),
+    (["x", "y", "z"], "ddf"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+@pytest.mark.parametrize(("names", "kinds"), SHAPES)
+def test_the_same_init_for_fields_of_every_kind(frozen: bool, names: list[str], kinds: str) -> None:
+    """Any number of fields (each count's code compiled once, its names put in), defaults,
+    default factories in any order of their names (the closure's cells are in that order),
+    a ``ClassVar`` among them: the standard library's ``__init__`` and fields."""
+    for slots in (False, True):
+        mine = _shaped(dataclass, names, kinds, frozen=frozen, slots=slots)
+        reference = _shaped(dataclasses.dataclass, names, kinds, frozen=frozen, slots=slots)
+        assert _init_seen(mine) == _init_seen(reference)
+        assert list(mine.__dataclass_fields__) == list(reference.__dataclass_fields__)
+        assert [f.type for f in dataclasses.fields(mine)] == [
+            f.type for f in dataclasses.fields(reference)
+        ]
+        assert mine.SHARED == 7 if len(names) > 1 else True  # type: ignore[attr-defined]
+        required = [at for at, kind in enumerate(kinds) if kind == "-"]
+        made, want = mine(*required), reference(*required)
+        assert _fields_of(made) == _fields_of(want)
+        if "f" in kinds:  # a new value of the factory for each instance
+            assert made.__eq__(mine(*required)) is not False and _fields_of(made) == _fields_of(
+                mine(*required)
+            )
+            factory = names[kinds.index("f")]
+            assert getattr(made, factory) is not getattr(mine(*required), factory)
+
+
+def test_init_is_made_when_first_needed() -> None:
+    """A class's ``__init__`` is made the first time it is looked up (nothing is compiled for
+    a class never instantiated); a subclass instantiated first makes its base's."""
+
+    @dataclass(frozen=True, slots=True)
+    class Base:
+        """Two fields."""
+
+        a: int
+        b: str = "b"
+
+    class Derived(Base):
+        __slots__ = ()
+
+    assert "__init__" in Base.__dict__ and not inspect.isfunction(Base.__dict__["__init__"])
+    assert Derived(1).b == "b"
+    assert inspect.isfunction(Base.__dict__["__init__"])
+    assert str(inspect.signature(Base)) == "(a: 'int', b: 'str' = 'b') -> None"
+
+
+#: ``ClassVar`` under another name: the standard library looks an annotation's name up in the
+#: class's module (``_is_type``).
+SHARED_ALIAS = ClassVar
+
+
+def test_a_class_variable_under_another_name() -> None:
+    """A ``ClassVar`` named otherwise, or through its module, is one here as in the standard
+    library: not a field, not an argument."""
+
+    def declare(decorate: Any) -> type:
+        @decorate(frozen=True)
+        class Aliased:
+            """Class variables written three ways."""
+
+            a: int
+            one: SHARED_ALIAS[int] = 1
+            two: typing.ClassVar[int] = 2
+            b: int = 0
+
+        return Aliased
+
+    mine, reference = declare(dataclass), declare(dataclasses.dataclass)
+    assert _init_seen(mine) == _init_seen(reference)
+    assert list(mine.__dataclass_fields__) == list(reference.__dataclass_fields__)
+    assert [f.name for f in dataclasses.fields(mine)] == ["a", "b"]
+    assert _fields_of(mine(3)) == [3, 0] and mine.one == 1  # type: ignore[attr-defined]

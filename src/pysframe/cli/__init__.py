@@ -48,8 +48,12 @@ COMMANDS = (
 )  # fmt: skip
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every sub-command, or of ``command`` alone (its module only is imported)."""
+def build_parser(
+    command: str | None = None, subcommand: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of ``command`` alone (its module only is imported),
+    and of its ``subcommand`` alone where its module names it among its ``SUBCOMMANDS``
+    (``perf script``: the parsers of ``perf report`` and ``perf stats`` are not made)."""
     parser = CommandParser(
         prog="pysframe", description="Read, write, generate and use SFrame stack-trace sections."
     )
@@ -64,7 +68,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             if error.name != f"{__name__}.{name}":
                 raise
             continue
-        module.register(subparsers)
+        if subcommand is not None and subcommand in getattr(module, "SUBCOMMANDS", ()):
+            module.register(subparsers, subcommand)
+        else:
+            module.register(subparsers)
     return parser
 
 
@@ -117,8 +124,13 @@ def _main(argv: Sequence[str] | None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # The first word not starting with "-" names the sub-command (the top-level options take
     # no value): import that module alone, which saves a large part of the start-up time.
-    first = next((word for word in arguments if not word.startswith("-")), None)
-    parser = build_parser(first if first in COMMANDS else None)
+    at = next((at for at, word in enumerate(arguments) if not word.startswith("-")), None)
+    first = arguments[at] if at is not None else None
+    if first in COMMANDS:  # and the word after it: its own sub-command, if it has them
+        assert at is not None
+        parser = build_parser(first, arguments[at + 1] if at + 1 < len(arguments) else None)
+    else:
+        parser = build_parser()
     args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

@@ -135,7 +135,13 @@ class _PerfParser(CommandParser):
         return parsed, extras
 
 
-def register(subparsers: Any) -> None:
+#: The sub-commands of ``pysframe perf``.
+SUBCOMMANDS = ("script", "report", "stats")
+
+
+def register(subparsers: Any, only: str | None = None) -> None:
+    """Add ``perf`` and its sub-commands, or of those ``only`` (the one a command line names:
+    the others' parsers, some 2 ms, are not made)."""
     parser = subparsers.add_parser(
         "perf",
         help="profiles from perf.data recordings, unwound with SFrame",
@@ -146,6 +152,15 @@ def register(subparsers: Any) -> None:
     commands = parser.add_subparsers(
         dest="perf_command", metavar="COMMAND", required=True, parser_class=_PerfParser
     )
+    if only in (None, "script"):
+        _register_script(commands)
+    if only in (None, "report"):
+        _register_report(commands)
+    if only in (None, "stats"):
+        _register_stats(commands)
+
+
+def _register_script(commands: Any) -> None:
     script = commands.add_parser(
         "script", help="print the samples as perf script prints them",
         description="Print every sample with its kernel and user frames, in time order, with the "
@@ -172,6 +187,9 @@ def register(subparsers: Any) -> None:
         "--ns", action="store_true", help="times with nanoseconds (9 decimal places)"
     )
     script.set_defaults(func=run_script)
+
+
+def _register_report(commands: Any) -> None:
     report = commands.add_parser(
         "report", help="a profile: a top table, folded stacks, speedscope, pprof, a flame graph",
         description="Write the profile of the recordings: a self/total table by function (top), "
@@ -228,6 +246,9 @@ def register(subparsers: Any) -> None:
         "standard output is no terminal)",
     )  # fmt: skip
     report.set_defaults(func=run_report)
+
+
+def _register_stats(commands: Any) -> None:
     stats = commands.add_parser(
         "stats", help="how deep walks went, why they stopped, what stack copies they needed",
         description="For the recordings' walks: their depth, where and why they stopped (the "
@@ -363,7 +384,6 @@ def _read(
     from functools import partial
 
     from ..perf.profile import Profile
-    from ..perf.stats import merged
 
     _keep_freed_memory()
     paths = _paths(args)
@@ -383,7 +403,7 @@ def _read(
         finally:
             if on_chunk is not None:
                 on_chunk(-1, 0)  # the end: the bar goes
-        total = merged(parts)
+        total = _merged(parts)
     else:
         if len(paths) == 1 and args.dask is None:  # one recording: progress by bytes read
             results = [_profile_one(paths[0], options, _byte_progress(args, paths[0]))]
@@ -405,10 +425,20 @@ def _read(
             profile = Profile()
             for _path, part, _stats in results:
                 profile.merge(part)
-        whole, total = (lambda: profile), merged([stats for *_, stats in results])
+        whole, total = (lambda: profile), _merged([stats for *_, stats in results])
     for problem in dict.fromkeys(total.problems):  # each once (worker processes say the same)
         warn(problem)
     return whole, total, finished
+
+
+def _merged(parts: list[WalkStats]) -> WalkStats:
+    """The walks' statistics of the recordings (or slices) read, as one: one recording's are
+    its own (:func:`pysframe.perf.stats.merged` is imported to merge several)."""
+    if len(parts) == 1:
+        return parts[0]
+    from ..perf.stats import merged
+
+    return merged(parts)
 
 
 #: glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.

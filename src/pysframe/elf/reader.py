@@ -187,6 +187,23 @@ def is_elf_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class _SectionTable:
+    """A file's section header table: its bytes, each entry's size in the file and as the
+    class defines it, and each header's fields (SHDR_NAMES order) and name."""
+
+    data: bytes
+    entry_size: int
+    size: int
+    fields: list[tuple[int, ...]]
+    names: list[str]
+
+    def entry(self, index: int) -> bytes:
+        """Header ``index`` as stored (what ``ElfSection.pack`` gives back)."""
+        at = index * self.entry_size
+        return self.data[at : at + self.size]
+
+
 class ElfReader:
     """An open ELF file: ``path`` names it in messages; ``file`` is any seekable binary file
     object (an open file, io.BytesIO...), which the reader reads and closes.  Use as a context
@@ -198,13 +215,18 @@ class ElfReader:
         try:
             head = file.read(EHDR_SIZE[64]) if file.seek(0) == 0 else b""
             bits = 64 if head[4:5] == b"\x02" else 32
-            self.header: ElfHeader = ElfHeader.unpack(head[: EHDR_SIZE[bits]])
+            #: The ELF header's bytes (what ``header.pack()`` gives back).
+            self._header_bytes = head[: EHDR_SIZE[bits]]
+            self.header: ElfHeader = ElfHeader.unpack(self._header_bytes)
         except (SFrameError, *_STRUCT_ERRORS) as error:
             raise ElfError(f"unreadable ELF file ({error})", path=path) from None
         self.e_type: int = self.header.type
         self.machine: int = self.header.machine
+        self._table: _SectionTable | None = None
         self._sections: list[ElfSection] | None = None
         self._segments: list[ElfSegment] | None = None
+        #: The program header table's entries as stored, one per segment.
+        self._segment_bytes: list[bytes] = []
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
@@ -357,11 +379,11 @@ class ElfReader:
     def code_bytes(self) -> int:
         """Bytes of executable code: of the allocated executable sections with contents, or,
         when the section headers are stripped, of the executable PT_LOAD segments."""
-        sections = self.sections()
-        if sections:
+        headers = self._section_table().fields  # SHDR_NAMES order: type, flags, size
+        if headers:
             wanted = SHF_ALLOC | SHF_EXECINSTR
             return sum(
-                s.size for s in sections if s.flags & wanted == wanted and s.type != SHT_NOBITS
+                h[5] for h in headers if h[2] & wanted == wanted and h[1] != SHT_NOBITS
             )
         return sum(seg.filesz for seg in self.load_segments() if seg.flags & PF_X)
 
@@ -373,34 +395,37 @@ class ElfReader:
         """A SHA-256 (hex) of the file's headers -- the ELF header, the program headers, the
         section headers with their names -- and of the stored bytes of the sections called
         one of ``names``; of every byte of the file when it has no section headers (nothing
-        then says where a section ends).  ElfError when they cannot be read."""
-        header = self.header
-        digest = hashlib.sha256(header.pack())
-        for segment in self.segments():
-            digest.update(segment.pack(header.bits, header.big_endian))
+        then says where a section ends).  ElfError when they cannot be read.  (Each header is
+        hashed as the file stores it, what its ``pack`` gives back.)"""
+        self.segments()
+        digest = hashlib.sha256(b"".join([self._header_bytes, *self._segment_bytes]))
         if not self.has_section_headers():
             size = self.file_size
             for at in range(0, size, _DIGEST_CHUNK):
                 digest.update(self.read(at, min(_DIGEST_CHUNK, size - at)))
             return digest.hexdigest()
-        for section in self.sections():
-            digest.update(section.name.encode() + b"\0")
-            digest.update(section.pack(header.bits, header.big_endian))
-            if section.name in names and section.type != SHT_NOBITS:
-                digest.update(self.read(section.offset, section.size))
+        table = self._section_table()
+        parts: list[bytes] = []
+        for index, (fields, name) in enumerate(zip(table.fields, table.names, strict=True)):
+            parts += (name.encode(), b"\0", table.entry(index))
+            kind, offset, size = fields[1], fields[4], fields[5]
+            if name in names and kind != SHT_NOBITS:
+                parts.append(self.read(offset, size))
+        digest.update(b"".join(parts))
         return digest.hexdigest()
 
     # -- sections ------------------------------------------------------------------------------
     def sections(self) -> list[ElfSection]:
         """All section headers, in index order (empty when they are stripped)."""
         if self._sections is None:
-            self._sections = list(self._read_sections())
+            table = self._section_table()
+            self._sections = [self._section_at(index) for index in range(len(table.names))]
         return list(self._sections)
 
     def has_section_headers(self) -> bool:
         """Whether the file has section headers: more than the null entry (gABI, "Sections":
         index 0 is reserved, so a table of one entry describes no section)."""
-        return len(self.sections()) > 1
+        return len(self._section_table().names) > 1
 
     def _section_header(self, index: int) -> tuple[int, ...]:
         """The fields of section header ``index`` (SHDR_NAMES order), which must lie in the
@@ -411,30 +436,48 @@ class ElfReader:
             raise ElfError(f"entries of {header.shentsize} bytes are too small", path=self.path)
         return layout.unpack(self.read(header.shoff + index * header.shentsize, layout.size))
 
-    def _read_sections(self) -> Iterator[ElfSection]:
+    def _section_table(self) -> _SectionTable:
+        """The section header table, read once (its headers made into ElfSections as they
+        are asked for: a lookup by name makes one)."""
+        if self._table is None:
+            self._table = self._read_section_table()
+        return self._table
+
+    def _read_section_table(self) -> _SectionTable:
         header = self.header
         try:
             count = 0 if header.shoff == 0 else header.shnum or self._section_header(0)[5]
             # e_shnum 0 means section 0's sh_size counts them: any number, so bound it first.
             self._check_table("section", count, header.shoff, header.shentsize)
             if not count:
-                return
+                return _SectionTable(b"", 0, 0, [], [])
             layout = shdr_struct(header.bits, header.big_endian)
             table = self.read(header.shoff, count * header.shentsize)
             names = self._name_table()
-            for index in range(count):
-                fields = layout.unpack_from(table, index * header.shentsize)
-                kind, address, offset, size, flags, link, info, entsize, at, align = (
-                    _SHDR_AS_SECTION(fields)
-                )
-                yield ElfSection(
-                    index, names(at), kind, address, offset, size, flags, link, info, entsize,
-                    at, align, self,
-                )  # fmt: skip
+            fields = [
+                layout.unpack_from(table, at)
+                for at in range(0, count * header.shentsize, header.shentsize)
+            ]
+            return _SectionTable(
+                table, header.shentsize, layout.size, fields, [names(f[0]) for f in fields]
+            )
         except SFrameError as error:
             raise ElfError(f"unreadable section headers ({error.detail})", path=self.path) from None
         except _STRUCT_ERRORS as error:
             raise ElfError(f"unreadable section headers ({error})", path=self.path) from None
+
+    def _section_at(self, index: int) -> ElfSection:
+        """The header of section ``index`` of the table."""
+        if self._sections is not None:
+            return self._sections[index]
+        table = self._section_table()
+        kind, address, offset, size, flags, link, info, entsize, at, align = _SHDR_AS_SECTION(
+            table.fields[index]
+        )
+        return ElfSection(
+            index, table.names[index], kind, address, offset, size, flags, link, info, entsize,
+            at, align, self,
+        )  # fmt: skip
 
     def _name_table(self) -> Callable[[int], str]:
         """The names of sections by sh_name: read from the name table's offset on, up to a NUL
@@ -473,15 +516,21 @@ class ElfReader:
 
     def section(self, name: str) -> ElfSection | None:
         """The first section called ``name``."""
-        for sec in self.sections():
-            if sec.name == name:
-                return sec
-        return None
+        names = self._section_table().names
+        return self._section_at(names.index(name)) if name in names else None
+
+    def linked_names(self, names: Collection[str]) -> set[str]:
+        """The names of the sections that the sections called one of ``names`` link to
+        (``sh_link``: a symbol table's string table), where that is a section of the file."""
+        table = self._section_table()
+        count = len(table.names)
+        links = (f[6] for f, name in zip(table.fields, table.names, strict=True) if name in names)
+        return {table.names[link] for link in links if 0 < link < count}
 
     def section_by_type(self, sh_type: int) -> ElfSection | None:
-        for sec in self.sections():
-            if sec.type == sh_type:
-                return sec
+        for index, fields in enumerate(self._section_table().fields):
+            if fields[1] == sh_type:
+                return self._section_at(index)
         return None
 
     def section_data(self, section: ElfSection) -> bytes:
@@ -561,11 +610,13 @@ class ElfReader:
             if not count:
                 return []
             table = self.read(header.phoff, count * header.phentsize)
+            starts = range(0, count * header.phentsize, header.phentsize)
+            self._segment_bytes = [table[at : at + layout.size] for at in starts]
             return [
                 ElfSegment(
                     **dict(zip(PHDR_NAMES[header.bits], layout.unpack_from(table, at), strict=True))
                 )
-                for at in range(0, count * header.phentsize, header.phentsize)
+                for at in starts
             ]
         except SFrameError as error:
             raise ElfError(f"unreadable program headers ({error.detail})", path=self.path) from None

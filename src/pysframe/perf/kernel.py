@@ -83,6 +83,9 @@ class _Lines:
     kinds: bytes
     names: list[str]
     modules: dict[int, str]
+    #: Where each name is in the text: its first byte and the byte after its last.
+    name_starts: npt.NDArray[np.int64]
+    name_ends: npt.NDArray[np.int64]
 
 
 def _module_name(rest: str) -> str:
@@ -148,12 +151,21 @@ def _lines(text: bytes) -> _Lines:
     if not text.isascii():  # names are UTF-8: decode them by the rule for names
         names = [decode_name(name.encode("latin-1")) for name in names]
         modules = {at: decode_name(name.encode("latin-1")) for at, name in modules.items()}
-    return _Lines(addresses, padded[name_starts + 14].tobytes(), names, modules)
+    return _Lines(addresses, padded[name_starts + 14].tobytes(), names, modules, name_starts,
+                  name_ends)  # fmt: skip
 
 
 def parse_kallsyms(text: bytes) -> KernelSymbols:
     """The text symbols of a kallsyms file (``ADDRESS TYPE NAME [MODULE]`` lines), as perf
     keeps them (see the module's docstring)."""
+    return _parsed(text)[0]
+
+
+def _parsed(
+    text: bytes,
+) -> tuple[KernelSymbols, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`parse_kallsyms` of ``text``, and where each of its symbols' names is in the text
+    (first byte, and the byte after the last)."""
     lines = _lines(text)
     kinds = np.frombuffer(lines.kinds, dtype=np.uint8)
     bindings = np.where(
@@ -172,7 +184,8 @@ def parse_kallsyms(text: bytes) -> KernelSymbols:
     numbers = np.asarray(table.numbers, dtype=np.int64)
     for position in np.flatnonzero(in_module[numbers]).tolist():
         modules[position] = f"[{lines.modules[int(numbers[position])]}]"
-    return KernelSymbols(table.starts, table.ends, table.names, modules)
+    kept = KernelSymbols(table.starts, table.ends, table.names, modules)
+    return kept, lines.name_starts[numbers], lines.name_ends[numbers]
 
 
 def running_kernel_build_id() -> bytes | None:
@@ -214,6 +227,7 @@ def kernel_symbols(build_id: bytes | None, debug_dir: str | None) -> KernelSymbo
 _KALLSYMS_CODE = ("perf/kernel.py", "perf/symtab.py", "perf/profile.py", "names.py")
 #: The cache's words: little-endian, whatever the machine.
 _U64 = np.dtype("<u8")
+_U32 = np.dtype("<u4")
 _I32 = np.dtype("<i4")
 
 
@@ -230,28 +244,31 @@ def _parsed_kept(text: bytes | mmap.mmap) -> KernelSymbols:
     parts = cached_tables(key, "kallsyms", binding)
     if parts is not None:
         try:
-            return _from_parts(parts)
+            return _from_parts(parts, text)
         except (ValueError, RecursionError):
             pass  # written by this code and checked: not expected; parsed again
-    symbols = parse_kallsyms(bytes(text))
+    symbols, name_starts, name_ends = _parsed(bytes(text))
     if len(symbols) and int(symbols.starts[-1]) != 0:
-        keep_tables(key, "kallsyms", binding, _parts(symbols))
+        keep_tables(key, "kallsyms", binding, _parts(symbols, name_starts, name_ends))
     return symbols
 
 
-class _Packed(Sequence[str]):
-    """Strings kept end to end in one text, the i-th ``text[ends[i - 1]:ends[i]]`` (the
-    first from 0), sliced when asked for: a kept table's names (a report names a few of a
-    kernel's hundred thousand symbols).  The text is a ``str``, or ASCII bytes (a view of
-    the kept table: a name is decoded when asked for)."""
+class _Named(Sequence[str]):
+    """The names of a kept table, read from the kallsyms text when asked for (a report names
+    a few of a kernel's hundred thousand symbols): ``text[starts[i]:ends[i]]``, decoded by
+    the rule for names, as :func:`parse_kallsyms` decodes them (the text is the one the
+    table was made from: its digest names the table)."""
 
-    __slots__ = ("_ends", "_text")
+    __slots__ = ("_ends", "_starts", "_text")
 
-    def __init__(self, text: str | memoryview, ends: npt.NDArray[np.uint64]) -> None:
-        self._text, self._ends = text, ends
+    def __init__(
+        self, text: bytes | mmap.mmap, starts: npt.NDArray[np.uint32],
+        ends: npt.NDArray[np.uint32],
+    ) -> None:  # fmt: skip
+        self._text, self._starts, self._ends = text, starts, ends
 
     def __len__(self) -> int:
-        return len(self._ends)
+        return len(self._starts)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -260,10 +277,7 @@ class _Packed(Sequence[str]):
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
             return [self[at] for at in range(*index.indices(len(self)))]
-        end = int(self._ends[index])  # an IndexError as a list's
-        index %= len(self._ends)
-        name = self._text[int(self._ends[index - 1]) if index else 0 : end]
-        return name if isinstance(name, str) else str(name, "ascii")
+        return decode_name(self._text[int(self._starts[index]) : int(self._ends[index])])
 
 
 class _Chosen(Sequence[str]):
@@ -287,48 +301,51 @@ class _Chosen(Sequence[str]):
         return self._choices[int(self._which[index])]
 
 
-def _parts(symbols: KernelSymbols) -> list[bytes]:
+def _parts(
+    symbols: KernelSymbols, name_starts: npt.NDArray[np.int64], name_ends: npt.NDArray[np.int64]
+) -> list[bytes]:
     """The table as bytes: starts, ends, each symbol's module as an index into the module
-    names, the names end to end (UTF-8, lone surrogates as they are) and where each ends
-    (in characters), and the module names (a JSON list)."""
+    names, where each name is in the kallsyms text (first byte and the byte after its last:
+    the names are read from the text, which the table is kept for) and the module names (a
+    JSON list)."""
     shown = list(dict.fromkeys(symbols.modules))
     index = {name: at for at, name in enumerate(shown)}
-    lengths = np.fromiter((len(name) for name in symbols.names), np.int64, len(symbols.names))
     return [
         symbols.starts.astype(_U64).tobytes(),
         symbols.ends.astype(_U64).tobytes(),
         np.array([index[name] for name in symbols.modules], dtype=_I32).tobytes(),
-        "".join(symbols.names).encode("utf-8", "surrogatepass"),
-        np.cumsum(lengths).astype(_U64).tobytes(),
+        name_starts.astype(_U32).tobytes(),
+        name_ends.astype(_U32).tobytes(),
         json.dumps(shown).encode(),
     ]
 
 
-def _from_parts(parts: Sequence[bytes | memoryview]) -> KernelSymbols:
-    """The table :func:`_parts` gave, checked whole (each name is sliced when first asked
-    for); ValueError when the parts make none.  The table keeps views of the parts: no
-    copy of a kernel's megabytes of names and addresses is made."""
-    if len(parts) != 6 or any(len(parts[at]) % 8 for at in (0, 1, 4)) or len(parts[2]) % 4:
+def _from_parts(parts: Sequence[bytes | memoryview], text: bytes | mmap.mmap) -> KernelSymbols:
+    """The table :func:`_parts` gave for ``text``, checked whole (each name is read from the
+    text when first asked for); ValueError when the parts make none.  The table keeps views
+    of the parts and the text: no copy of a kernel's megabytes of names and addresses is
+    made."""
+    if len(parts) != 6 or any(len(parts[at]) % 8 for at in (0, 1)) or any(
+        len(parts[at]) % 4 for at in (2, 3, 4)
+    ):
         raise ValueError("not the parts of a kallsyms table")
     starts, ends = np.frombuffer(parts[0], _U64), np.frombuffer(parts[1], _U64)
-    which, name_ends = np.frombuffer(parts[2], _I32), np.frombuffer(parts[4], _U64)
-    raw = memoryview(parts[3])
-    text: str | memoryview = raw
-    if np.frombuffer(raw, np.uint8).max(initial=0) >= 0x80:  # not ASCII: decoded, checked
-        text = str(raw, "utf-8", "surrogatepass")  # UnicodeDecodeError is a ValueError
+    which = np.frombuffer(parts[2], _I32)
+    name_starts, name_ends = np.frombuffer(parts[3], _U32), np.frombuffer(parts[4], _U32)
     shown = json.loads(bytes(parts[5]))
     count = len(starts)
     if (
-        len(ends) != count or len(which) != count or len(name_ends) != count
+        len(ends) != count or len(which) != count or len(name_starts) != count
+        or len(name_ends) != count
         or not isinstance(shown, list) or not all(isinstance(name, str) for name in shown)
         or (count and not 0 <= int(which.min()) <= int(which.max()) < len(shown))
-        or (count and int(name_ends[-1]) != len(text)) or (not count and len(text))
-        or bool((name_ends[1:] < name_ends[:-1]).any())
+        or bool((name_starts > name_ends).any())
+        or (count and int(name_ends.max()) > len(text))
     ):  # fmt: skip
         raise ValueError("not the parts of a kallsyms table")
     return KernelSymbols(
         starts.astype(np.uint64, copy=False), ends.astype(np.uint64, copy=False),
-        _Packed(text, name_ends), _Chosen(shown, which),
+        _Named(text, name_starts, name_ends), _Chosen(shown, which),
     )  # fmt: skip
 
 

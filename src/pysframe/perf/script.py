@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..dataclass import dataclass
 from ..names import escape_controls
-from .forked import Spooled
 from .profile import UNKNOWN, DeferredChain, FrameInfo, Profile
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from .forked import Spooled
 
 
 def _event_width(profile: Profile) -> int:
@@ -380,6 +381,8 @@ def script_slice(profile: Profile, options: ScriptFields = ScriptFields()) -> Sc
     :func:`script_text` gives it (in a worker process, made now, into its temporary file;
     else made as it is written), with what :func:`joined_script` checks; FieldError now
     where a field cannot be printed."""
+    from .forked import Spooled  # a report of one slice, in this process, forks nothing
+
     fields = _check_fields(profile, options)
     text = Spooled(script_text(profile, options=options))
     events = tuple((name, profile.has_callchains(name)) for name, _unit in profile.events)

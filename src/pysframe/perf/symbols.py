@@ -287,11 +287,7 @@ def source_digest(source: SymbolSource) -> str:
     tables and their strings, the PLT and its relocations (ElfReader.content_digest).
     ElfError when they cannot be read."""
     with source.open() as image:
-        names = set(_TABLE_INPUTS)
-        sections = image.sections()
-        for section in sections:
-            if section.name in (".symtab", ".dynsym") and 0 < section.link < len(sections):
-                names.add(sections[section.link].name)
+        names = set(_TABLE_INPUTS) | image.linked_names((".symtab", ".dynsym"))
         return image.content_digest(names)
 
 

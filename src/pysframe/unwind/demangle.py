@@ -54,7 +54,9 @@ from ..bounded import BoundedCache, cached
 if TYPE_CHECKING:  # the worker's modules are imported when a worker is started
     import subprocess
 
-_RUST_LEGACY_HASH = re.compile(r"::h[0-9a-f]{16}$")
+#: The patterns of this module are text, compiled by ``re`` when first used (its cache keeps
+#: them): a report of names none of which is mangled compiles none.
+_RUST_LEGACY_HASH = r"::h[0-9a-f]{16}$"
 #: cp-demangle.c's standard_subs whose simple and full expansions differ.
 _FULL_EXPANSION = {
     "string": "basic_string<char, std::char_traits<char>, std::allocator<char> >",
@@ -62,8 +64,8 @@ _FULL_EXPANSION = {
     "ostream": "basic_ostream<char, std::char_traits<char> >",
     "iostream": "basic_iostream<char, std::char_traits<char> >",
 }
-_SHORT_SUBSTITUTION = re.compile(r"\bstd::(string|istream|ostream|iostream)\b")
-_RUST_LEGACY = re.compile(r"^_ZN.*17h[0-9a-f]{16}E$")
+_SHORT_SUBSTITUTION = r"\bstd::(string|istream|ostream|iostream)\b"
+_RUST_LEGACY = r"^_ZN.*17h[0-9a-f]{16}E$"
 
 _cxx: Callable[[str], str] | None = None
 _rust: Callable[[str], str] | None = None
@@ -155,15 +157,15 @@ _BYTE_LENGTH = 36
 #: Back-references (substitutions ``S[seq-id]_``, template parameters ``T[n]_``, lambda
 #: template parameters ``TL[n]_[n]_``; Rust v0 ``B[base-62]_``), pack expansions (``Dp``,
 #: ``sp``), and conversion operators (``cv``, whose template parameters may refer forward).
-_ITANIUM_EXPANDING = re.compile(r"S[0-9A-Z]*_|TL[0-9]*_[0-9]*_|T[0-9]*_|Dp|sp|cv")
-_RUST_EXPANDING = re.compile(r"B[0-9a-zA-Z]*_")
+_ITANIUM_EXPANDING = r"S[0-9A-Z]*_|TL[0-9]*_[0-9]*_|T[0-9]*_|Dp|sp|cv"
+_RUST_EXPANDING = r"B[0-9a-zA-Z]*_"
 
 
 def length_bound(name: str, limit: int = IN_PROCESS_BOUND) -> int | None:
     """A length the demangling of ``name`` cannot exceed, or None when it may exceed
     ``limit`` (or is not bounded this way: a conversion operator).  Linear in the name; every
     reference counts, even a byte sequence of an identifier that reads like one."""
-    expanding = _RUST_EXPANDING if name.startswith("_R") else _ITANIUM_EXPANDING
+    expanding = re.compile(_RUST_EXPANDING if name.startswith("_R") else _ITANIUM_EXPANDING)
     tokens = expanding.findall(name, 2)
     if not any(t in ("cv", "Dp", "sp") for t in tokens):
         # Most names: each reference at most doubles what came before.
@@ -289,11 +291,11 @@ def demangle_unbounded(name: str) -> str:
         if _cxx is None:
             return name
         text = _cxx(name)
-        if _RUST_LEGACY.match(name):
-            return _RUST_LEGACY_HASH.sub("", text) or name
+        if re.match(_RUST_LEGACY, name):
+            return re.sub(_RUST_LEGACY_HASH, "", text) or name
         if not text:
             return name
-        return _SHORT_SUBSTITUTION.sub(_full_expansion, text)
+        return re.sub(_SHORT_SUBSTITUTION, _full_expansion, text)
     except Exception:  # the demanglers raise their own errors on names they do not read
         return name
 
@@ -308,11 +310,10 @@ def _full_expansion(match: re.Match[str]) -> str:
 #: Names perf's demangler may change (libiberty: Itanium C++ and ``_GLOBAL_`` constructor
 #: names, Rust); others stay as they are, but OCaml's.
 _PERF_PREFIXES = ("_Z", "_R", "_GLOBAL_")
-#: OCaml names: ``caml`` then an upper-case letter (util/demangle-ocaml.c ocaml_is_mangled).
-_OCAML = re.compile(r"caml[A-Z]")
-_OCAML_PART = re.compile(r"__|\$([0-9a-fA-F]{2})")
+#: The parts of an OCaml name that change (util/demangle-ocaml.c ocaml_demangle_sym).
+_OCAML_PART = r"__|\$([0-9a-fA-F]{2})"
 #: The end of a function's demangled name: its parameter list, then qualifiers.
-_FUNCTION_END = re.compile(r"\)(?: const| volatile| restrict| &&| &| noexcept)*$")
+_FUNCTION_END = r"\)(?: const| volatile| restrict| &&| &| noexcept)*$"
 #: Answers of the worker for names demangle_like_perf_many sent it.
 _FROM_WORKER_PERF: dict[str, Any] = {}
 #: What :data:`_FROM_WORKER_PERF` holds for a name it was not sent.
@@ -326,9 +327,9 @@ def demangle_like_perf(name: str) -> str | None:
     util/demangle-ocaml.c), bounded as :func:`demangle` is; None where perf keeps the name
     as it is (and where it is left mangled for its size or time: :func:`left_mangled` says
     why)."""
-    if _OCAML.match(name):
+    if name.startswith("caml") and "A" <= name[4:5] <= "Z":  # ocaml_is_mangled: caml[A-Z]
         # "caml" dropped, "__" -> ".", "$xx" -> the character of hex xx.
-        return _OCAML_PART.sub(lambda m: chr(int(m[1], 16)) if m[1] else ".", name[4:])
+        return re.sub(_OCAML_PART, lambda m: chr(int(m[1], 16)) if m[1] else ".", name[4:])
     if not name.startswith(_PERF_PREFIXES):
         return None
     answer = _FROM_WORKER_PERF.pop(name, _NOT_SENT)
@@ -394,19 +395,19 @@ def demangle_like_perf_unbounded(name: str) -> str | None:
         text = _cxx(base)
         if not text or text == base:
             return None
-        if _RUST_LEGACY.match(base):
-            return _RUST_LEGACY_HASH.sub("", text)
+        if re.match(_RUST_LEGACY, base):
+            return re.sub(_RUST_LEGACY_HASH, "", text)
         if base.startswith(("_ZT", "_ZGV", "_ZGT")):
             return text
         text = text.split(" [clone ", 1)[0]
         # A function's name ends with its parameter list (and qualifiers); a variable's not.
-        return bare_name(text) if _FUNCTION_END.search(text) else text
+        return bare_name(text) if re.search(_FUNCTION_END, text) else text
     except Exception:  # the demanglers raise their own errors on names they do not read
         return None
 
 
 #: Operator names whose brackets are no brackets (``operator<<``, ``operator->``...).
-_OPERATOR = re.compile(r"operator(?:<=>|<<=|>>=|->\*|<<|>>|<=|>=|->|\(\)|<|>)")
+_OPERATOR = r"operator(?:<=>|<<=|>>=|->\*|<<|>>|<=|>=|->|\(\)|<|>)"
 
 
 def bare_name(name: str) -> str:
@@ -415,7 +416,7 @@ def bare_name(name: str) -> str:
     ``recurse<0>``, ``f(int) [clone .isra.0]`` -> ``f``."""
     name = name.split(" [clone ", 1)[0]
     # Brackets are counted in a copy where operators' own are blanked out.
-    plain = _OPERATOR.sub(lambda m: "operator" + "#" * (len(m[0]) - 8), name)
+    plain = re.sub(_OPERATOR, lambda m: "operator" + "#" * (len(m[0]) - 8), name)
     depth, end = 0, len(name)
     for index in range(len(plain) - 1, -1, -1):  # the parameter list: the last top-level (...)
         if plain[index] == ")":

@@ -212,16 +212,16 @@ class ElfFiles:
 
 def _read_facts(path: str) -> ElfFacts | None:
     try:
-        with open_input(path) as file:  # never a wait on a FIFO the mappings name
-            if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
-                return None
+        file = open_input(path)  # never a wait on a FIFO the mappings name
     except InputError as error:
         raise OSError(error.message) from None
-    try:
-        with ElfReader.open(path) as image:
-            return facts_of_image(image)
-    except SFrameError as error:  # a hostile file costs its own frames only, not the stack
-        raise OSError(f"not a readable ELF file ({error.detail})") from None
+    with file:  # opened once: its magic read, then the reader reads it from the start
+        if file.read(len(ELF_MAGIC)) != ELF_MAGIC:
+            return None
+        try:
+            return facts_of_image(ElfReader(path, file))
+        except SFrameError as error:  # a hostile file costs its own frames only, not the stack
+            raise OSError(f"not a readable ELF file ({error.detail})") from None
 
 
 def _image_facts(name: str, image: bytes) -> ElfFacts | None:
