@@ -248,7 +248,8 @@ def _parsed_kept(text: bytes | mmap.mmap) -> KernelSymbols:
         except (ValueError, RecursionError):
             pass  # written by this code and checked: not expected; parsed again
     symbols, name_starts, name_ends = _parsed(bytes(text))
-    if len(symbols) and int(symbols.starts[-1]) != 0:
+    # the kept table says where names are in 32 bits: a text of 4 GiB or more is not kept
+    if len(symbols) and int(symbols.starts[-1]) != 0 and len(text) <= 0xFFFFFFFF:
         keep_tables(key, "kallsyms", binding, _parts(symbols, name_starts, name_ends))
     return symbols
 
