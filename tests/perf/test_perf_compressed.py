@@ -132,7 +132,12 @@ def test_a_compressed_recording_reads_as_it_uncompressed(
     compressed = recordings["pipe"]
     plain = uncompressed_copy(compressed, tmp_path / "plain.data")
     theirs = perf_lines(command[0], "-i", str(plain), *command[1:])
-    assert perf_lines(command[0], "-i", str(compressed), *command[1:]) == theirs
+    from_compressed = perf_lines(command[0], "-i", str(compressed), *command[1:])
+    if command[0] == "report":
+        # perf orders branches of equal overhead as it meets them: once, two 17.54% branches
+        # (clone3, _start) came in the other order from the two files; the lines are the same
+        from_compressed, theirs = sorted(from_compressed), sorted(theirs)
+    assert from_compressed == theirs
     assert len(theirs) > 10
     ours = pysframe_lines(command[0], "-i", str(compressed), *command[1:])
     assert ours == pysframe_lines(command[0], "-i", str(plain), *command[1:])
