@@ -116,14 +116,9 @@ def first_row_error(section: SFrameSection) -> Outcome | None:
     """What decoding every function's rows in order raises first: in a function, a FLEX row
     that does not decode before the FRE its walk stops at."""
     for index in range(len(section.table)):
-        walked = walk(section, index)
-        if _is_flex(section, index):
-            for fre in walked.fres:
-                problem = flex_problem(fre)
-                if problem is not None:
-                    return "InvalidFieldError", problem, fre.position, None
-        if walked.problem is not None:
-            return walked.problem[0], walked.problem[2], walked.problem[3], index
+        outcome = function_row_error(section, index)
+        if outcome is not None:
+            return outcome
     return None
 
 
