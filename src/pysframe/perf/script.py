@@ -280,29 +280,28 @@ def script_text(
 
     def headers(chosen: np.ndarray) -> list[str]:
         """The header lines of samples ``chosen``, each without what ends it (``ends``)."""
-        distinct, which = np.unique(keys[chosen], return_inverse=True)
-        which = which.reshape(-1)
-        count = len(chosen)
-        pieces = [_texts([prefix(key) for key in distinct.tolist()], which, code)]
+        key = keys[chosen]
+        distinct = np.flatnonzero(np.bincount(key))  # the batch's (command, event) keys
+        which = np.searchsorted(distinct, key) if len(distinct) > 1 else None
+        pieces: list[_Piece] = [_texts([prefix(key) for key in distinct.tolist()], which, code)]
         if "pid" in fields and "tid" in fields:  # %5d/%-5d
             tid = _decimals(tids[chosen], 0, code)
-            pieces += [_decimals(pids[chosen], 5, code), _literal("/", count, code), tid,
-                       _spaces(5 - tid[1], code), _literal(" ", count, code)]  # fmt: skip
+            pad = 5 - (len(tid) if isinstance(tid, str) else tid[1])
+            pieces += [_decimals(pids[chosen], 5, code), "/", tid, _spaces(pad, code), " "]
         elif "pid" in fields or "tid" in fields:
             column = pids if "pid" in fields else tids
-            pieces += [_decimals(column[chosen], 5, code), _literal(" ", count, code)]
+            pieces += [_decimals(column[chosen], 5, code), " "]
         if "cpu" in fields:
-            pieces += [_literal("[", count, code), _decimals(cpus[chosen], 3, code, zero=True),
-                       _literal("] ", count, code)]  # fmt: skip
+            pieces += ["[", _decimals(cpus[chosen], 3, code, zero=True), "] "]
         if "time" in fields:
             time = times[chosen]
-            pieces += [_decimals(time // np.uint64(10**9), 5, code), _literal(".", count, code),
+            pieces += [_decimals(time // np.uint64(10**9), 5, code), ".",
                        _decimals(time % np.uint64(10**9) // fraction, digits, code, zero=True),
-                       _literal(": ", count, code)]  # fmt: skip
+                       ": "]  # fmt: skip
         if "period" in fields:
-            pieces += [_decimals(periods[chosen], 10, code), _literal(" ", count, code)]
+            pieces += [_decimals(periods[chosen], 10, code), " "]
         pieces.append(_texts([suffix(key) for key in distinct.tolist()], which, code))
-        return _joined(pieces).split("\n")[:-1]
+        return _joined(pieces, len(chosen), code).split("\n")[:-1]
 
     chained = np.array(callchain, dtype=np.int64)
     delivered = _delivery_times(profile, times)
@@ -426,11 +425,12 @@ def _joinable(slices: Sequence[ScriptSlice | None]) -> bool:
 
 
 # -- the headers' text, a column at a time ----------------------------------------------------
-# A piece of text per sample: a matrix of characters (one row per sample), each row's text
-# right-aligned in it, and each row's length (the columns before it are not text).  The
-# characters are code points (``code`` np.uint32, UTF-32), or bytes of ASCII text
+# A piece of text per sample: a text the same on every row, or a matrix of characters (one
+# row per sample), each row's text right-aligned in it, and the rows' lengths: one for every
+# row (an int: the matrix is as wide, all text), or each row's (the columns before it are not
+# text).  The characters are code points (``code`` np.uint32, UTF-32), or bytes of ASCII text
 # (np.uint8).
-_Piece = tuple["npt.NDArray[np.unsignedinteger[Any]]", "npt.NDArray[np.int64]"]
+_Piece = str | tuple["npt.NDArray[np.unsignedinteger[Any]]", "int | npt.NDArray[np.int64]"]
 _Code = type["np.unsignedinteger[Any]"]
 #: The powers of ten that a uint64 reaches: the digits of ``v`` are 1 + how many are <= v.
 _TENS = [10**k for k in range(1, 20)]
@@ -439,61 +439,73 @@ _TENS = [10**k for k in range(1, 20)]
 def _decimals(values: npt.NDArray[Any], width: int, code: _Code, zero: bool = False) -> _Piece:
     """``values`` as ``%{width}d`` prints them (``%0{width}d`` with ``zero``): right-aligned
     in ``width`` characters, wider where they need it, ``-`` before the digits of a negative
-    value (before the zeros with ``zero``)."""
+    value (before the zeros with ``zero``).  One value on every row is formatted once, by
+    Python's ``%``, which has C's rules for these formats."""
     import numpy as np
 
-    negative = values < 0 if values.dtype.kind == "i" else np.zeros(len(values), bool)
-    magnitude = values.astype(np.uint64)
-    magnitude[negative] = np.uint64(0) - magnitude[negative]
-    tens = np.array(_TENS, np.uint64)
-    count = 1 + np.searchsorted(tens, magnitude, side="right").astype(np.int64)
-    lengths = np.maximum(count + negative, width)
-    size = int(lengths.max()) if len(values) else 0
-    text = np.full((len(values), size), ord("0" if zero else " "), dtype=code)
-    # Every row's digits as wide as the longest's (a divmod and a column written a place),
-    # then the zeros before a row's own digits made spaces (kept with ``zero``).
-    places = int(count.max()) if len(values) else 0
-    digits = text[:, size - places :]
-    rest = magnitude
+    count = len(values)
+    if not count or values.min() == values.max():
+        return ("%0*d" if zero else "%*d") % (width, int(values[0]) if count else 0)
+    negative = values < 0 if values.dtype.kind == "i" else None
+    if negative is not None and negative.any():
+        magnitude = values.astype(np.uint64)
+        magnitude[negative] = np.uint64(0) - magnitude[negative]
+    else:
+        negative, magnitude = None, values
+    top = int(magnitude.max())
+    places = len(str(top))  # the digits of the longest
+    lengths: int | npt.NDArray[np.int64] = max(width, places)
+    if negative is not None or places > width:
+        tens = np.array(_TENS, np.uint64)
+        digits = 1 + np.searchsorted(tens, magnitude, side="right").astype(np.int64)
+        lengths = np.maximum(digits if negative is None else digits + negative, width)
+    size = lengths if isinstance(lengths, int) else int(lengths.max())
+    # The digits a place at a time, the last first: a division by a constant, which numpy
+    # makes a multiplication (much faster than a divmod), in 32 bits where the values fit.
+    kind = np.uint32 if top < 1 << 32 else np.uint64
+    rest = magnitude = magnitude.astype(kind, copy=False)
+    text = np.empty((count, size), dtype=code)
+    text[:, : size - places] = ord("0" if zero else " ")
+    ten = kind(10)
     for place in range(places):
-        rest, digit = np.divmod(rest, np.uint64(10))
-        digits[:, places - 1 - place] = digit
-    digits += code(ord("0"))
-    if not zero:
-        digits[np.arange(places) < (places - count)[:, None]] = ord(" ")
-    if negative.any():
+        quotient = rest // ten
+        digit = rest - quotient * ten
+        digit += kind(ord("0"))
+        if place and not zero:  # no zeros before the first digit: spaces
+            digit[magnitude < kind(10**place)] = ord(" ")
+        text[:, size - 1 - place] = digit
+        rest = quotient
+    if negative is not None:
         rows = np.flatnonzero(negative)
-        sign = size - (lengths[rows] if zero else count[rows] + 1)
+        sign = size - (lengths[rows] if zero else digits[rows] + 1)  # type: ignore[index]
         text[rows, sign] = ord("-")
     return text, lengths
 
 
-def _literal(text: str, count: int, code: _Code) -> _Piece:
-    """``text`` on each of ``count`` rows."""
-    import numpy as np
-
-    row = _characters(text, code)
-    return np.broadcast_to(row, (count, len(row))), np.full(count, len(row), np.int64)
-
-
-def _spaces(counts: npt.NDArray[np.int64], code: _Code) -> _Piece:
+def _spaces(counts: int | npt.NDArray[np.int64], code: _Code) -> _Piece:
     """``counts[i]`` spaces on row ``i`` (none where it is not positive)."""
     import numpy as np
 
+    if isinstance(counts, int):
+        return " " * counts
     lengths = np.maximum(counts, 0).astype(np.int64)
     size = int(lengths.max()) if len(lengths) else 0
     return np.full((len(lengths), size), ord(" "), dtype=code), lengths
 
 
-def _texts(texts: list[str], which: npt.NDArray[np.intp], code: _Code) -> _Piece:
-    """Text ``texts[which[i]]`` on row ``i``."""
+def _texts(texts: list[str], which: npt.NDArray[np.intp] | None, code: _Code) -> _Piece:
+    """Text ``texts[which[i]]`` on row ``i`` (None: one text, on every row)."""
     import numpy as np
 
-    size = max((len(text) for text in texts), default=0)
+    if which is None:
+        return texts[0]
+    size = max(len(text) for text in texts)
     table = np.zeros((len(texts), size), dtype=code)
     for row, text in enumerate(texts):
         if text:
             table[row, size - len(text) :] = _characters(text, code)
+    if all(len(text) == size for text in texts):
+        return table[which], size
     lengths = np.array([len(text) for text in texts], dtype=np.int64)
     return table[which], lengths[which]
 
@@ -507,34 +519,35 @@ def _characters(text: str, code: _Code) -> npt.NDArray[np.unsignedinteger[Any]]:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-def _joined(pieces: list[_Piece]) -> str:
-    """Each row's pieces one after the other, the rows one after the other."""
+def _joined(pieces: list[_Piece], count: int, code: _Code) -> str:
+    """Each of ``count`` rows' pieces one after the other, the rows one after the other."""
     import numpy as np
 
-    # A piece as long on every row (most are: the literals, numbers of one width, a command
-    # of one name) is its last columns, all used; only the others need a mask of the
+    # Texts the same on every row, one after the other, are one; where every piece is, each
+    # row is that text.  A matrix as wide as each row's text (most are: numbers of one
+    # width, a command of one name) is all text; only the others need a mask of the
     # characters used, and where none does the matrix is the text as it is.
-    columns: list[npt.NDArray[np.unsignedinteger[Any]]] = []
-    masks: list[npt.NDArray[np.bool_] | None] = []
-    for piece, lengths in pieces:
-        width = piece.shape[1]
-        if not len(lengths) or (lengths == lengths[0]).all():
-            columns.append(piece[:, width - (int(lengths[0]) if len(lengths) else 0) :])
-            masks.append(None)
+    joined: list[_Piece] = []
+    for piece in pieces:
+        if isinstance(piece, str) and joined and isinstance(joined[-1], str):
+            joined[-1] += piece
         else:
-            columns.append(piece)
-            masks.append(np.arange(width) >= (width - lengths)[:, None])
-    matrix = np.concatenate(columns, axis=1)
-    if any(mask is not None for mask in masks):
+            joined.append(piece)
+    if len(joined) == 1 and isinstance(joined[0], str):
+        return joined[0] * count
+    columns = [(np.broadcast_to(_characters(piece, code), (count, len(piece))), len(piece))
+               if isinstance(piece, str) else piece for piece in joined]  # fmt: skip
+    matrix = np.concatenate([characters for characters, _lengths in columns], axis=1)
+    if any(not isinstance(lengths, int) for _characters, lengths in columns):
         used = np.concatenate(
-            [np.ones(column.shape, bool) if mask is None else mask
-             for column, mask in zip(columns, masks, strict=True)], axis=1,
+            [np.broadcast_to(True, characters.shape) if isinstance(lengths, int)
+             else np.arange(characters.shape[1]) >= (characters.shape[1] - lengths)[:, None]
+             for characters, lengths in columns], axis=1,
         )  # fmt: skip
         matrix = matrix[used]
-    characters = np.ascontiguousarray(matrix).tobytes()
     if matrix.dtype == np.uint8:
-        return characters.decode("ascii")
-    return characters.decode("utf-32-le", "surrogatepass")
+        return str(matrix.data, "ascii")
+    return str(matrix.data, "utf-32-le", "surrogatepass")
 
 
 def _deferred_text(
