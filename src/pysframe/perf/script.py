@@ -24,6 +24,7 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..dataclass import dataclass
@@ -132,37 +133,52 @@ def script_fields(text: str | None, nanoseconds: bool = False) -> ScriptFields:
     return ScriptFields(frozenset(fields), nanoseconds, (chosen or frozenset()) | added)
 
 
-def _frame_text(frame: FrameInfo, fields: frozenset[str], callchain: bool) -> str:
-    """One frame's line (sample__fprintf_callchain: ``\t%16lx``, `` SYMBOL+0xOFFSET``,
+def _frame_texts(
+    frames: Sequence[FrameInfo], fields: frozenset[str], callchain: bool
+) -> list[str]:
+    """Each frame's line (sample__fprintf_callchain: ``\t%16lx``, `` SYMBOL+0xOFFSET``,
     `` (MODULE)``, its srcline on a line of its own, ``(inlined)``), or with ``callchain``
     False the sample's address on its header line (sample__fprintf_sym: the address as the
-    process saw it)."""
+    process saw it).  Each symbol and module is escaped once."""
     if "ip" not in fields:
-        return ""
-    parts = []
-    if callchain:
-        parts.append(f"\t{frame.address:16x}")
-    else:
-        raw = frame.runtime_address if frame.runtime_address is not None else frame.address
-        parts.append(f"{raw:16x}")
-    if "sym" in fields:
-        if frame.cookie:  # a deferred chain's cookie, left unmerged
-            parts.append(" (cookie)")
+        return [""] * len(frames)
+    symbols, offsets, sources = "sym" in fields, "symoff" in fields, "srcline" in fields
+    modules: dict[str, str] | None = {} if "dso" in fields else None
+    names: dict[str, str] = {}
+    lead, end = ("\t", "\n") if callchain else ("", "")
+    texts = []
+    for frame in frames:
+        address = frame.address
+        if not callchain and frame.runtime_address is not None:
+            address = frame.runtime_address
+        name = ""
+        if not symbols:
+            pass
+        elif frame.cookie:  # a deferred chain's cookie, left unmerged
+            name = " (cookie)"
         elif frame.symbol is None:
-            parts.append(f" {UNKNOWN}")
-        elif "symoff" in fields:
-            parts.append(f" {escape_controls(frame.symbol)}+{frame.offset:#x}")
+            name = f" {UNKNOWN}"
         else:
-            parts.append(f" {escape_controls(frame.symbol)}")
-    if "dso" in fields and not (callchain and frame.inlined):
-        parts.append(f" ({escape_controls(frame.module)})")
-    if "srcline" in fields and frame.file is not None:
-        # its source line on a line of its own, two spaces in, before (inlined)
-        line = "" if frame.line is None else f":{frame.line}"
-        parts.append(f"\n  {escape_controls(frame.file)}{line}")
-    if callchain and frame.inlined:
-        parts.append(" (inlined)")
-    return "".join(parts) + ("\n" if callchain else "")
+            name = names.get(frame.symbol, "")
+            if not name:
+                name = names[frame.symbol] = f" {escape_controls(frame.symbol)}"
+            if offsets:
+                name = f"{name}+{frame.offset:#x}"
+        inlined = callchain and frame.inlined
+        module = ""
+        if modules is not None and not inlined:
+            module = modules.get(frame.module, "")
+            if not module:
+                module = modules[frame.module] = f" ({escape_controls(frame.module)})"
+        source = ""
+        if sources and frame.file is not None:
+            # its source line on a line of its own, two spaces in, before (inlined)
+            line = "" if frame.line is None else f":{frame.line}"
+            source = f"\n  {escape_controls(frame.file)}{line}"
+        texts.append(
+            f"{lead}{address:16x}{name}{module}{source}{' (inlined)' if inlined else ''}{end}"
+        )
+    return texts
 
 
 def _check_fields(profile: Profile, options: ScriptFields) -> frozenset[str]:
@@ -217,38 +233,51 @@ def script_text(
     # newline after each, which no header holds (names are escaped), and split there.
     ends = {True: "\n", False: " "} if "ip" in fields else {True: "", False: ""}
     # Each (stack, with callchain) pair's text, what ends the header first, at index ``2 *
-    # stack + chained`` (None: not made yet): a batch's samples take theirs with one list
-    # lookup each.
-    pair_texts: list[str | None] = [None] * (2 * len(profile.stacks))
+    # stack + chained`` (None: not made yet): a batch's samples take theirs with one gather.
+    pair_texts = np.full(2 * len(profile.stacks), None, dtype=object)
     made = np.zeros(len(pair_texts), dtype=bool)
 
     def frame_texts_of(chained: bool) -> list[str]:
+        """Each frame's text, then what ends a header before them and the empty line after
+        a callchain's."""
         texts = frame_texts.get(chained)
         if texts is None:
             texts = frame_texts[chained] = [
-                _frame_text(info, fields, chained) for info in profile.frames
+                *_frame_texts(profile.frames, fields, chained), ends[chained], "\n"
             ]
         return texts
 
-    def stack_text(stack: int, chained: bool) -> str:
-        text = pair_texts[2 * stack + chained]
-        if text is None:
-            frames = profile.stacks[stack]
+    def make_pairs(pairs: npt.NDArray[np.int64]) -> None:
+        """Make the texts of the (stack, with callchain) pairs ``pairs`` not made yet."""
+        stacks = profile.stacks
+        fresh = np.array(sorted_distinct(pairs[~made[pairs]]), dtype=np.int64)
+        for chained in (True, False):
+            chosen = fresh[(fresh & 1) == chained]
+            if not len(chosen):
+                continue
+            ids = (chosen >> 1).tolist()
             if chained:
+                # What ends the header, the frames' lines and the empty line, taken by one
+                # call (an itemgetter of two or more items gives them in a tuple).
                 texts = frame_texts_of(True)
-                text = "".join([ends[True], *map(texts.__getitem__, frames), "\n"])
+                first, last = len(texts) - 2, len(texts) - 1
+                made_texts = ["".join(itemgetter(first, *stacks[stack], last)(texts))
+                              for stack in ids]  # fmt: skip
             elif "ip" in fields:
                 # No callchain: the sample's IP (its innermost frame) on the header line.
-                texts = frame_texts_of(False)
-                text = ends[False] + (texts[frames[0]] if frames else f"{0:16x}") + "\n"
+                texts, end = frame_texts_of(False), ends[False]
+                made_texts = [end + (texts[stacks[stack][0]] if stacks[stack] else f"{0:16x}")
+                              + "\n" for stack in ids]  # fmt: skip
             else:
-                text = "\n"
-            pair_texts[2 * stack + chained] = text
-        return text
+                made_texts = ["\n"] * len(ids)
+            pair_texts[chosen] = made_texts
+        made[fresh] = True
 
     def chain_text(stack: int) -> str:
         """A deferred callchain's frames (:func:`_deferred_text`)."""
-        return stack_text(stack, True)[len(ends[True]) : -1]
+        make_pairs(np.array([2 * stack + 1]))
+        text: str = pair_texts[2 * stack + 1]
+        return text[len(ends[True]) : -1]
 
     # Each header's pieces, in order: the command (per command and event), the numbers
     # (formatted a column at a time: :func:`_decimals`), the event and what ends the line.
@@ -315,13 +344,11 @@ def script_text(
         lines = headers(chosen)
         # each (stack, with callchain) pair formatted once, when first met
         pairs = stack_ids[chosen] * 2 + chained[keys[chosen] % kinds]
-        for pair in sorted_distinct(pairs[~made[pairs]]):
-            stack_text(pair >> 1, bool(pair & 1))
-        made[pairs] = True
+        make_pairs(pairs)
         # each sample's header, then its stack's text
         texts: list[str] = [""] * (2 * len(chosen))
         texts[0::2] = lines
-        texts[1::2] = map(pair_texts.__getitem__, pairs.tolist())  # type: ignore[arg-type]
+        texts[1::2] = pair_texts[pairs].tolist()
         if taken < len(chains):
             merged = []
             for at, header, stack in zip(
