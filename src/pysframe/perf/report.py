@@ -154,9 +154,9 @@ def folded_stacks(
     groups = group(keys, np.zeros(len(keys[0]), dtype=np.int64))
     if not len(groups):  # no sample of the event
         return {}
-    # Each frame's name once, ";" before it ("" for a frame the script skips), with "" last
-    # (a process named "java" has its own, made when first needed); then each stack's text
-    # once (None: not made yet), its names outermost first, taken by one itemgetter call.
+    # Each frame's name, ";" before it (:func:`_folded_frames`; a process named "java" has
+    # its own, made when first needed); then each stack's text once (None: not made yet),
+    # its names outermost first, taken by one itemgetter call.
     frame_names: dict[bool, list[str]] = {}
     texts: dict[bool, list[str | None]] = {}
     # The groups are in the order of their keys, the process's first: a run of groups for
@@ -181,10 +181,7 @@ def folded_stacks(
         java = process == "java"
         known = frame_names.get(java)
         if known is None:
-            known = frame_names[java] = [
-                "" if name is None else ";" + name
-                for name in (fold_frame(frame, options, java) for frame in profile.frames)
-            ] + [""]  # fmt: skip
+            known = frame_names[java] = _folded_frames(profile.frames, options, java)
             texts[java] = [None] * len(profile.stacks)
         made, blank = texts[java], len(known) - 1
         for stack, count in zip(stacks[start:stop], counts[start:stop], strict=True):
@@ -195,6 +192,25 @@ def folded_stacks(
                 )
             line = process + text
             folded[line] = folded.get(line, 0) + count
+    return folded
+
+
+def _folded_frames(frames: Sequence[FrameInfo], options: FoldOptions, java: bool) -> list[str]:
+    """Each frame's folded name (:func:`fold_frame`) with the ";" before it, "" for a frame
+    the script skips, then "" (a stack's names end with it): each name once per module (and
+    per address, where the script shows unnamed frames' addresses)."""
+    names: dict[tuple[str, bool, str, int], str] = {}
+    folded = []
+    for frame in frames:
+        name = frame.name
+        address = _script_address(frame) if options.addresses and UNKNOWN in name else 0
+        key = (name, frame.inlined, frame.module, address)
+        text = names.get(key)
+        if text is None:
+            found = fold_frame(frame, options, java)
+            text = names[key] = "" if found is None else ";" + found
+        folded.append(text)
+    folded.append("")
     return folded
 
 
