@@ -551,9 +551,7 @@ def _joined(pieces: list[_Piece], count: int, code: _Code) -> str:
     import numpy as np
 
     # Texts the same on every row, one after the other, are one; where every piece is, each
-    # row is that text.  A matrix as wide as each row's text (most are: numbers of one
-    # width, a command of one name) is all text; only the others need a mask of the
-    # characters used, and where none does the matrix is the text as it is.
+    # row is that text.
     joined: list[_Piece] = []
     for piece in pieces:
         if isinstance(piece, str) and joined and isinstance(joined[-1], str):
@@ -562,16 +560,32 @@ def _joined(pieces: list[_Piece], count: int, code: _Code) -> str:
             joined.append(piece)
     if len(joined) == 1 and isinstance(joined[0], str):
         return joined[0] * count
-    columns = [(np.broadcast_to(_characters(piece, code), (count, len(piece))), len(piece))
-               if isinstance(piece, str) else piece for piece in joined]  # fmt: skip
-    matrix = np.concatenate([characters for characters, _lengths in columns], axis=1)
-    if any(not isinstance(lengths, int) for _characters, lengths in columns):
+    if all(isinstance(piece, str) or isinstance(piece[1], int) for piece in joined):
+        # Every row as long (numbers of one width, a command of one name): the texts the
+        # same on every row written to all of them at once, a row repeated, then the other
+        # pieces' columns.
+        row = np.concatenate(
+            [_characters(piece, code) if isinstance(piece, str)
+             else np.zeros(piece[0].shape[1], code) for piece in joined]
+        )  # fmt: skip
+        matrix = np.empty((count, len(row)), dtype=code)
+        matrix[:] = row
+        at = 0
+        for piece in joined:
+            width = len(piece) if isinstance(piece, str) else piece[0].shape[1]
+            if not isinstance(piece, str):
+                matrix[:, at : at + width] = piece[0]
+            at += width
+    else:
+        # Pieces of rows of other lengths have the characters used masked.
+        columns = [(np.broadcast_to(_characters(piece, code), (count, len(piece))), len(piece))
+                   if isinstance(piece, str) else piece for piece in joined]  # fmt: skip
         used = np.concatenate(
             [np.broadcast_to(True, characters.shape) if isinstance(lengths, int)
              else np.arange(characters.shape[1]) >= (characters.shape[1] - lengths)[:, None]
              for characters, lengths in columns], axis=1,
         )  # fmt: skip
-        matrix = matrix[used]
+        matrix = np.concatenate([characters for characters, _lengths in columns], axis=1)[used]
     if matrix.dtype == np.uint8:
         return str(matrix.data, "ascii")
     return str(matrix.data, "utf-32-le", "surrogatepass")
