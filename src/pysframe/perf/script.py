@@ -195,7 +195,9 @@ def _check_fields(profile: Profile, options: ScriptFields) -> frozenset[str]:
             "Display of source line number requested but sample IP is not selected. Hence, "
             "no address to lookup the source line number."
         )
-    if "cpu" in fields and min(profile.cpu, default=0) < 0:
+    # a sample without a CPU (-1): the first, where none has one (a recording of a program's
+    # threads), else found by one scan
+    if "cpu" in fields and profile.cpu and (profile.cpu[0] < 0 or min(profile.cpu) < 0):
         if "cpu" in options.named:
             event = profile.events[profile.event[int(np.argmin(np.array(profile.cpu)))]][0]
             raise FieldError(
