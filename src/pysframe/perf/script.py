@@ -456,9 +456,9 @@ def _joinable(slices: Sequence[ScriptSlice | None]) -> bool:
 # -- the headers' text, a column at a time ----------------------------------------------------
 # A piece of text per sample: a text the same on every row, or a matrix of characters (one
 # row per sample), each row's text right-aligned in it, and the rows' lengths: one for every
-# row (an int: the matrix is as wide, all text), or each row's (the columns before it are not
-# text).  The characters are code points (``code`` np.uint32, UTF-32), or bytes of ASCII text
-# (np.uint8).
+# row (an int: the matrix is as wide, all text), or each row's (the columns before it are
+# NULs, which no header holds: names are escaped).  The characters are code points (``code``
+# np.uint32, UTF-32), or bytes of ASCII text (np.uint8).
 _Piece = str | tuple["npt.NDArray[np.unsignedinteger[Any]]", "int | npt.NDArray[np.int64]"]
 _Code = type["np.unsignedinteger[Any]"]
 #: The powers of ten that a uint64 reaches: the digits of ``v`` are 1 + how many are <= v.
@@ -508,6 +508,8 @@ def _decimals(values: npt.NDArray[Any], width: int, code: _Code, zero: bool = Fa
         rows = np.flatnonzero(negative)
         sign = size - (lengths[rows] if zero else digits[rows] + 1)  # type: ignore[index]
         text[rows, sign] = ord("-")
+    if not isinstance(lengths, int):  # NULs before the shorter rows
+        text[np.arange(size) < (size - lengths)[:, None]] = 0
     return text, lengths
 
 
@@ -519,7 +521,8 @@ def _spaces(counts: int | npt.NDArray[np.int64], code: _Code) -> _Piece:
         return " " * counts
     lengths = np.maximum(counts, 0).astype(np.int64)
     size = int(lengths.max()) if len(lengths) else 0
-    return np.full((len(lengths), size), ord(" "), dtype=code), lengths
+    used = np.arange(size) >= (size - lengths)[:, None]
+    return np.where(used, code(ord(" ")), code(0)), lengths
 
 
 def _texts(texts: list[str], which: npt.NDArray[np.intp] | None, code: _Code) -> _Piece:
@@ -562,35 +565,28 @@ def _joined(pieces: list[_Piece], count: int, code: _Code) -> str:
             joined.append(piece)
     if len(joined) == 1 and isinstance(joined[0], str):
         return joined[0] * count
-    if all(isinstance(piece, str) or isinstance(piece[1], int) for piece in joined):
-        # Every row as long (numbers of one width, a command of one name): the texts the
-        # same on every row written to all of them at once, a row repeated, then the other
-        # pieces' columns.
-        row = np.concatenate(
-            [_characters(piece, code) if isinstance(piece, str)
-             else np.zeros(piece[0].shape[1], code) for piece in joined]
-        )  # fmt: skip
-        matrix = np.empty((count, len(row)), dtype=code)
-        matrix[:] = row
-        at = 0
-        for piece in joined:
-            width = len(piece) if isinstance(piece, str) else piece[0].shape[1]
-            if not isinstance(piece, str):
-                matrix[:, at : at + width] = piece[0]
-            at += width
-    else:
-        # Pieces of rows of other lengths have the characters used masked.
-        columns = [(np.broadcast_to(_characters(piece, code), (count, len(piece))), len(piece))
-                   if isinstance(piece, str) else piece for piece in joined]  # fmt: skip
-        used = np.concatenate(
-            [np.broadcast_to(True, characters.shape) if isinstance(lengths, int)
-             else np.arange(characters.shape[1]) >= (characters.shape[1] - lengths)[:, None]
-             for characters, lengths in columns], axis=1,
-        )  # fmt: skip
-        matrix = np.concatenate([characters for characters, _lengths in columns], axis=1)[used]
+    # The texts the same on every row written to all of them at once, a row repeated, then
+    # the other pieces' columns; the NULs of rows shorter than their piece's matrix are
+    # taken out of the text.
+    row = np.concatenate(
+        [_characters(piece, code) if isinstance(piece, str)
+         else np.zeros(piece[0].shape[1], code) for piece in joined]
+    )  # fmt: skip
+    matrix = np.empty((count, len(row)), dtype=code)
+    matrix[:] = row
+    at = 0
+    for piece in joined:
+        width = len(piece) if isinstance(piece, str) else piece[0].shape[1]
+        if not isinstance(piece, str):
+            matrix[:, at : at + width] = piece[0]
+        at += width
     if matrix.dtype == np.uint8:
-        return str(matrix.data, "ascii")
-    return str(matrix.data, "utf-32-le", "surrogatepass")
+        text = str(matrix.data, "ascii")
+    else:
+        text = str(matrix.data, "utf-32-le", "surrogatepass")
+    if all(isinstance(piece, str) or isinstance(piece[1], int) for piece in joined):
+        return text
+    return text.replace("\0", "")
 
 
 def _deferred_text(
