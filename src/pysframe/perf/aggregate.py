@@ -74,6 +74,8 @@ def _stable_order(keys: Sequence[np.ndarray]) -> np.ndarray:
         if room >= 1 << 62:
             return np.lexsort(tuple(reversed(keys)))  # lexsort's last key is its primary one
         packed = packed * span + (key - low)
+    if room <= 1 << 16:  # numpy sorts 16-bit integers stably by radix, in linear time
+        return np.argsort(packed.astype(np.uint16), kind="stable")
     return np.argsort(packed, kind="stable")
 
 

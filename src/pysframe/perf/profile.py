@@ -279,6 +279,9 @@ class Profile:
         import numpy as np
 
         values = getattr(self, name)
+        if name in ("comm", "event") and len(self.comms if name == "comm" else self.events) == 1:
+            # ids into a table of one entry: all 0, not read one by one
+            return np.zeros(len(values), dtype=dtype or np.int64)
         return np.fromiter(values, dtype=dtype or np.int64, count=len(values))
 
     def stack_frames(self, stack: int) -> list[FrameInfo]:

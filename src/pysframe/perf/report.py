@@ -15,10 +15,12 @@ numpy over the sample columns and works in Python once per distinct stack, never
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from operator import itemgetter
 from typing import TextIO
 
 import numpy as np
@@ -141,52 +143,74 @@ def folded_stacks(
     if not len(profile):
         return {}
     event_id = profile.event[0] if event is None else _event_index(profile, event)
-    events = profile.column("event")
-    chosen = np.flatnonzero(events == event_id)
-    keys = [profile.column("comm")[chosen]]
-    if options.pid or options.tid:
-        keys.append(profile.column("pid")[chosen])
-    if options.tid:
-        keys.append(profile.column("tid")[chosen])
-    keys.append(profile.column("stack")[chosen])
-    groups = group(keys, np.zeros(len(chosen), dtype=np.int64))
-    # Each frame's name once (a process named "java" has its own, made when first needed),
-    # then each stack's text once: a join of the names, outermost first.
-    names: dict[bool, list[str | None]] = {}
-    # Each (stack, java) pair's text at ``2 * stack + java`` (None: not made yet).
-    stack_texts: list[str | None] = [None] * (2 * len(profile.stacks))
-    skips: dict[bool, bool] = {}  # whether any frame is skipped (its name None)
-
-    def stack_text(stack: int, java: bool) -> str:
-        text = stack_texts[2 * stack + java]
-        if text is None:
-            known = names.get(java)
-            if known is None:
-                known = names[java] = [fold_frame(f, options, java) for f in profile.frames]
-                skips[java] = None in known
-            parts: Iterable[str | None] = map(known.__getitem__, reversed(profile.stacks[stack]))
-            if skips[java]:
-                parts = (part for part in parts if part is not None)
-            text = stack_texts[2 * stack + java] = ";".join(parts)  # type: ignore[arg-type]
-        return text
-
+    # the samples of the event (every sample, where the recording has no other event)
+    chosen = None if len(profile.events) == 1 and event_id == 0 else (
+        np.flatnonzero(profile.column("event") == event_id)
+    )  # fmt: skip
+    names = ["comm", *(["pid"] if options.pid or options.tid else []),
+             *(["tid"] if options.tid else []), "stack"]  # fmt: skip
+    keys = [profile.column(name) if chosen is None else profile.column(name)[chosen]
+            for name in names]  # fmt: skip
+    groups = group(keys, np.zeros(len(keys[0]), dtype=np.int64))
+    if not len(groups):  # no sample of the event
+        return {}
+    # Each frame's name, ";" before it (:func:`_folded_frames`; a process named "java" has
+    # its own, made when first needed); then each stack's text once (None: not made yet),
+    # its names outermost first, taken by one itemgetter call.
+    frame_names: dict[bool, list[str]] = {}
+    texts: dict[bool, list[str | None]] = {}
+    # The groups are in the order of their keys, the process's first: a run of groups for
+    # each process, its name made once.
+    runs = np.zeros(len(groups), dtype=bool)
+    runs[0] = True
+    for key in groups.keys[:-1]:
+        runs[1:] |= key[1:] != key[:-1]
+    starts = [*np.flatnonzero(runs).tolist(), len(groups)]
+    columns = [key.tolist() for key in groups.keys]
+    stacks, counts = columns.pop(), groups.count.tolist()
     folded: dict[str, int] = {}
-    processes: dict[tuple[int, ...], str] = {}  # each process's name once
-    for values in zip(*(key.tolist() for key in groups.keys), groups.count.tolist(), strict=True):
-        stack, count = values[-2], values[-1]
-        process = processes.get(values[:-2])
-        if process is None:
-            comm = _folded_name(profile.comms[values[0]])
-            if options.tid:
-                process = f"{comm}-{values[1]}/{values[2]}"
-            elif options.pid:
-                process = f"{comm}-{values[1]}"
-            else:
-                process = comm
-            process = processes[values[:-2]] = process.replace(" ", "_")
-        text = stack_text(stack, process == "java")
-        line = f"{process};{text}" if text else process
-        folded[line] = folded.get(line, 0) + count
+    for start, stop in itertools.pairwise(starts):
+        comm = _folded_name(profile.comms[columns[0][start]])
+        if options.tid:
+            process = f"{comm}-{columns[1][start]}/{columns[2][start]}"
+        elif options.pid:
+            process = f"{comm}-{columns[1][start]}"
+        else:
+            process = comm
+        process = process.replace(" ", "_")
+        java = process == "java"
+        known = frame_names.get(java)
+        if known is None:
+            known = frame_names[java] = _folded_frames(profile.frames, options, java)
+            texts[java] = [None] * len(profile.stacks)
+        made, blank = texts[java], len(known) - 1
+        for stack, count in zip(stacks[start:stop], counts[start:stop], strict=True):
+            text = made[stack]
+            if text is None:
+                text = made[stack] = "".join(
+                    itemgetter(*profile.stacks[stack][::-1], blank)(known)
+                )
+            line = process + text
+            folded[line] = folded.get(line, 0) + count
+    return folded
+
+
+def _folded_frames(frames: Sequence[FrameInfo], options: FoldOptions, java: bool) -> list[str]:
+    """Each frame's folded name (:func:`fold_frame`) with the ";" before it, "" for a frame
+    the script skips, then "" (a stack's names end with it): each name once per module (and
+    per address, where the script shows unnamed frames' addresses)."""
+    names: dict[tuple[str, bool, str, int], str] = {}
+    folded = []
+    for frame in frames:
+        name = frame.name
+        address = _script_address(frame) if options.addresses and UNKNOWN in name else 0
+        key = (name, frame.inlined, frame.module, address)
+        text = names.get(key)
+        if text is None:
+            found = fold_frame(frame, options, java)
+            text = names[key] = "" if found is None else ";" + found
+        folded.append(text)
+    folded.append("")
     return folded
 
 

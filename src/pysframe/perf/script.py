@@ -24,6 +24,7 @@ no reader can parse.  Other names are printed as perf prints them, byte for byte
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..dataclass import dataclass
@@ -132,37 +133,52 @@ def script_fields(text: str | None, nanoseconds: bool = False) -> ScriptFields:
     return ScriptFields(frozenset(fields), nanoseconds, (chosen or frozenset()) | added)
 
 
-def _frame_text(frame: FrameInfo, fields: frozenset[str], callchain: bool) -> str:
-    """One frame's line (sample__fprintf_callchain: ``\t%16lx``, `` SYMBOL+0xOFFSET``,
+def _frame_texts(
+    frames: Sequence[FrameInfo], fields: frozenset[str], callchain: bool
+) -> list[str]:
+    """Each frame's line (sample__fprintf_callchain: ``\t%16lx``, `` SYMBOL+0xOFFSET``,
     `` (MODULE)``, its srcline on a line of its own, ``(inlined)``), or with ``callchain``
     False the sample's address on its header line (sample__fprintf_sym: the address as the
-    process saw it)."""
+    process saw it).  Each symbol and module is escaped once."""
     if "ip" not in fields:
-        return ""
-    parts = []
-    if callchain:
-        parts.append(f"\t{frame.address:16x}")
-    else:
-        raw = frame.runtime_address if frame.runtime_address is not None else frame.address
-        parts.append(f"{raw:16x}")
-    if "sym" in fields:
-        if frame.cookie:  # a deferred chain's cookie, left unmerged
-            parts.append(" (cookie)")
+        return [""] * len(frames)
+    symbols, offsets, sources = "sym" in fields, "symoff" in fields, "srcline" in fields
+    modules: dict[str, str] | None = {} if "dso" in fields else None
+    names: dict[str, str] = {}
+    lead, end = ("\t", "\n") if callchain else ("", "")
+    texts = []
+    for frame in frames:
+        address = frame.address
+        if not callchain and frame.runtime_address is not None:
+            address = frame.runtime_address
+        name = ""
+        if not symbols:
+            pass
+        elif frame.cookie:  # a deferred chain's cookie, left unmerged
+            name = " (cookie)"
         elif frame.symbol is None:
-            parts.append(f" {UNKNOWN}")
-        elif "symoff" in fields:
-            parts.append(f" {escape_controls(frame.symbol)}+{frame.offset:#x}")
+            name = f" {UNKNOWN}"
         else:
-            parts.append(f" {escape_controls(frame.symbol)}")
-    if "dso" in fields and not (callchain and frame.inlined):
-        parts.append(f" ({escape_controls(frame.module)})")
-    if "srcline" in fields and frame.file is not None:
-        # its source line on a line of its own, two spaces in, before (inlined)
-        line = "" if frame.line is None else f":{frame.line}"
-        parts.append(f"\n  {escape_controls(frame.file)}{line}")
-    if callchain and frame.inlined:
-        parts.append(" (inlined)")
-    return "".join(parts) + ("\n" if callchain else "")
+            name = names.get(frame.symbol, "")
+            if not name:
+                name = names[frame.symbol] = f" {escape_controls(frame.symbol)}"
+            if offsets:
+                name = f"{name}+{frame.offset:#x}"
+        inlined = callchain and frame.inlined
+        module = ""
+        if modules is not None and not inlined:
+            module = modules.get(frame.module, "")
+            if not module:
+                module = modules[frame.module] = f" ({escape_controls(frame.module)})"
+        source = ""
+        if sources and frame.file is not None:
+            # its source line on a line of its own, two spaces in, before (inlined)
+            line = "" if frame.line is None else f":{frame.line}"
+            source = f"\n  {escape_controls(frame.file)}{line}"
+        texts.append(
+            f"{lead}{address:16x}{name}{module}{source}{' (inlined)' if inlined else ''}{end}"
+        )
+    return texts
 
 
 def _check_fields(profile: Profile, options: ScriptFields) -> frozenset[str]:
@@ -179,7 +195,9 @@ def _check_fields(profile: Profile, options: ScriptFields) -> frozenset[str]:
             "Display of source line number requested but sample IP is not selected. Hence, "
             "no address to lookup the source line number."
         )
-    if "cpu" in fields and min(profile.cpu, default=0) < 0:
+    # a sample without a CPU (-1): the first, where none has one (a recording of a program's
+    # threads), else found by one scan
+    if "cpu" in fields and profile.cpu and (profile.cpu[0] < 0 or min(profile.cpu) < 0):
         if "cpu" in options.named:
             event = profile.events[profile.event[int(np.argmin(np.array(profile.cpu)))]][0]
             raise FieldError(
@@ -217,38 +235,51 @@ def script_text(
     # newline after each, which no header holds (names are escaped), and split there.
     ends = {True: "\n", False: " "} if "ip" in fields else {True: "", False: ""}
     # Each (stack, with callchain) pair's text, what ends the header first, at index ``2 *
-    # stack + chained`` (None: not made yet): a batch's samples take theirs with one list
-    # lookup each.
-    pair_texts: list[str | None] = [None] * (2 * len(profile.stacks))
+    # stack + chained`` (None: not made yet): a batch's samples take theirs with one gather.
+    pair_texts = np.full(2 * len(profile.stacks), None, dtype=object)
     made = np.zeros(len(pair_texts), dtype=bool)
 
     def frame_texts_of(chained: bool) -> list[str]:
+        """Each frame's text, then what ends a header before them and the empty line after
+        a callchain's."""
         texts = frame_texts.get(chained)
         if texts is None:
             texts = frame_texts[chained] = [
-                _frame_text(info, fields, chained) for info in profile.frames
+                *_frame_texts(profile.frames, fields, chained), ends[chained], "\n"
             ]
         return texts
 
-    def stack_text(stack: int, chained: bool) -> str:
-        text = pair_texts[2 * stack + chained]
-        if text is None:
-            frames = profile.stacks[stack]
+    def make_pairs(pairs: npt.NDArray[np.int64]) -> None:
+        """Make the texts of the (stack, with callchain) pairs ``pairs`` not made yet."""
+        stacks = profile.stacks
+        fresh = np.array(sorted_distinct(pairs[~made[pairs]]), dtype=np.int64)
+        for chained in (True, False):
+            chosen = fresh[(fresh & 1) == chained]
+            if not len(chosen):
+                continue
+            ids = (chosen >> 1).tolist()
             if chained:
+                # What ends the header, the frames' lines and the empty line, taken by one
+                # call (an itemgetter of two or more items gives them in a tuple).
                 texts = frame_texts_of(True)
-                text = "".join([ends[True], *map(texts.__getitem__, frames), "\n"])
+                first, last = len(texts) - 2, len(texts) - 1
+                made_texts = ["".join(itemgetter(first, *stacks[stack], last)(texts))
+                              for stack in ids]  # fmt: skip
             elif "ip" in fields:
                 # No callchain: the sample's IP (its innermost frame) on the header line.
-                texts = frame_texts_of(False)
-                text = ends[False] + (texts[frames[0]] if frames else f"{0:16x}") + "\n"
+                texts, end = frame_texts_of(False), ends[False]
+                made_texts = [end + (texts[stacks[stack][0]] if stacks[stack] else f"{0:16x}")
+                              + "\n" for stack in ids]  # fmt: skip
             else:
-                text = "\n"
-            pair_texts[2 * stack + chained] = text
-        return text
+                made_texts = ["\n"] * len(ids)
+            pair_texts[chosen] = made_texts
+        made[fresh] = True
 
     def chain_text(stack: int) -> str:
         """A deferred callchain's frames (:func:`_deferred_text`)."""
-        return stack_text(stack, True)[len(ends[True]) : -1]
+        make_pairs(np.array([2 * stack + 1]))
+        text: str = pair_texts[2 * stack + 1]
+        return text[len(ends[True]) : -1]
 
     # Each header's pieces, in order: the command (per command and event), the numbers
     # (formatted a column at a time: :func:`_decimals`), the event and what ends the line.
@@ -280,29 +311,28 @@ def script_text(
 
     def headers(chosen: np.ndarray) -> list[str]:
         """The header lines of samples ``chosen``, each without what ends it (``ends``)."""
-        distinct, which = np.unique(keys[chosen], return_inverse=True)
-        which = which.reshape(-1)
-        count = len(chosen)
-        pieces = [_texts([prefix(key) for key in distinct.tolist()], which, code)]
+        key = keys[chosen]
+        distinct = np.flatnonzero(np.bincount(key))  # the batch's (command, event) keys
+        which = np.searchsorted(distinct, key) if len(distinct) > 1 else None
+        pieces: list[_Piece] = [_texts([prefix(key) for key in distinct.tolist()], which, code)]
         if "pid" in fields and "tid" in fields:  # %5d/%-5d
             tid = _decimals(tids[chosen], 0, code)
-            pieces += [_decimals(pids[chosen], 5, code), _literal("/", count, code), tid,
-                       _spaces(5 - tid[1], code), _literal(" ", count, code)]  # fmt: skip
+            pad = 5 - (len(tid) if isinstance(tid, str) else tid[1])
+            pieces += [_decimals(pids[chosen], 5, code), "/", tid, _spaces(pad, code), " "]
         elif "pid" in fields or "tid" in fields:
             column = pids if "pid" in fields else tids
-            pieces += [_decimals(column[chosen], 5, code), _literal(" ", count, code)]
+            pieces += [_decimals(column[chosen], 5, code), " "]
         if "cpu" in fields:
-            pieces += [_literal("[", count, code), _decimals(cpus[chosen], 3, code, zero=True),
-                       _literal("] ", count, code)]  # fmt: skip
+            pieces += ["[", _decimals(cpus[chosen], 3, code, zero=True), "] "]
         if "time" in fields:
             time = times[chosen]
-            pieces += [_decimals(time // np.uint64(10**9), 5, code), _literal(".", count, code),
+            pieces += [_decimals(time // np.uint64(10**9), 5, code), ".",
                        _decimals(time % np.uint64(10**9) // fraction, digits, code, zero=True),
-                       _literal(": ", count, code)]  # fmt: skip
+                       ": "]  # fmt: skip
         if "period" in fields:
-            pieces += [_decimals(periods[chosen], 10, code), _literal(" ", count, code)]
+            pieces += [_decimals(periods[chosen], 10, code), " "]
         pieces.append(_texts([suffix(key) for key in distinct.tolist()], which, code))
-        return _joined(pieces).split("\n")[:-1]
+        return _joined(pieces, len(chosen), code).split("\n")[:-1]
 
     chained = np.array(callchain, dtype=np.int64)
     delivered = _delivery_times(profile, times)
@@ -316,13 +346,11 @@ def script_text(
         lines = headers(chosen)
         # each (stack, with callchain) pair formatted once, when first met
         pairs = stack_ids[chosen] * 2 + chained[keys[chosen] % kinds]
-        for pair in sorted_distinct(pairs[~made[pairs]]):
-            stack_text(pair >> 1, bool(pair & 1))
-        made[pairs] = True
+        make_pairs(pairs)
         # each sample's header, then its stack's text
         texts: list[str] = [""] * (2 * len(chosen))
         texts[0::2] = lines
-        texts[1::2] = map(pair_texts.__getitem__, pairs.tolist())  # type: ignore[arg-type]
+        texts[1::2] = pair_texts[pairs].tolist()
         if taken < len(chains):
             merged = []
             for at, header, stack in zip(
@@ -426,11 +454,12 @@ def _joinable(slices: Sequence[ScriptSlice | None]) -> bool:
 
 
 # -- the headers' text, a column at a time ----------------------------------------------------
-# A piece of text per sample: a matrix of characters (one row per sample), each row's text
-# right-aligned in it, and each row's length (the columns before it are not text).  The
-# characters are code points (``code`` np.uint32, UTF-32), or bytes of ASCII text
-# (np.uint8).
-_Piece = tuple["npt.NDArray[np.unsignedinteger[Any]]", "npt.NDArray[np.int64]"]
+# A piece of text per sample: a text the same on every row, or a matrix of characters (one
+# row per sample), each row's text right-aligned in it, and the rows' lengths: one for every
+# row (an int: the matrix is as wide, all text), or each row's (the columns before it are
+# NULs, which no header holds: names are escaped).  The characters are code points (``code``
+# np.uint32, UTF-32), or bytes of ASCII text (np.uint8).
+_Piece = str | tuple["npt.NDArray[np.unsignedinteger[Any]]", "int | npt.NDArray[np.int64]"]
 _Code = type["np.unsignedinteger[Any]"]
 #: The powers of ten that a uint64 reaches: the digits of ``v`` are 1 + how many are <= v.
 _TENS = [10**k for k in range(1, 20)]
@@ -439,61 +468,76 @@ _TENS = [10**k for k in range(1, 20)]
 def _decimals(values: npt.NDArray[Any], width: int, code: _Code, zero: bool = False) -> _Piece:
     """``values`` as ``%{width}d`` prints them (``%0{width}d`` with ``zero``): right-aligned
     in ``width`` characters, wider where they need it, ``-`` before the digits of a negative
-    value (before the zeros with ``zero``)."""
+    value (before the zeros with ``zero``).  One value on every row is formatted once, by
+    Python's ``%``, which has C's rules for these formats."""
     import numpy as np
 
-    negative = values < 0 if values.dtype.kind == "i" else np.zeros(len(values), bool)
-    magnitude = values.astype(np.uint64)
-    magnitude[negative] = np.uint64(0) - magnitude[negative]
-    tens = np.array(_TENS, np.uint64)
-    count = 1 + np.searchsorted(tens, magnitude, side="right").astype(np.int64)
-    lengths = np.maximum(count + negative, width)
-    size = int(lengths.max()) if len(values) else 0
-    text = np.full((len(values), size), ord("0" if zero else " "), dtype=code)
-    # Every row's digits as wide as the longest's (a divmod and a column written a place),
-    # then the zeros before a row's own digits made spaces (kept with ``zero``).
-    places = int(count.max()) if len(values) else 0
-    digits = text[:, size - places :]
-    rest = magnitude
+    count = len(values)
+    if not count or values.min() == values.max():
+        return ("%0*d" if zero else "%*d") % (width, int(values[0]) if count else 0)
+    negative = values < 0 if values.dtype.kind == "i" else None
+    if negative is not None and negative.any():
+        magnitude = values.astype(np.uint64)
+        magnitude[negative] = np.uint64(0) - magnitude[negative]
+    else:
+        negative, magnitude = None, values
+    top = int(magnitude.max())
+    places = len(str(top))  # the digits of the longest
+    lengths: int | npt.NDArray[np.int64] = max(width, places)
+    if negative is not None or places > width:
+        tens = np.array(_TENS, np.uint64)
+        digits = 1 + np.searchsorted(tens, magnitude, side="right").astype(np.int64)
+        lengths = np.maximum(digits if negative is None else digits + negative, width)
+    size = lengths if isinstance(lengths, int) else int(lengths.max())
+    # The digits a place at a time, the last first: a division by a constant, which numpy
+    # makes a multiplication (much faster than a divmod), in 32 bits where the values fit.
+    kind = np.uint32 if top < 1 << 32 else np.uint64
+    rest = magnitude = magnitude.astype(kind, copy=False)
+    text = np.empty((count, size), dtype=code)
+    text[:, : size - places] = ord("0" if zero else " ")
+    ten = kind(10)
     for place in range(places):
-        rest, digit = np.divmod(rest, np.uint64(10))
-        digits[:, places - 1 - place] = digit
-    digits += code(ord("0"))
-    if not zero:
-        digits[np.arange(places) < (places - count)[:, None]] = ord(" ")
-    if negative.any():
+        quotient = rest // ten
+        digit = rest - quotient * ten
+        digit += kind(ord("0"))
+        if place and not zero:  # no zeros before the first digit: spaces
+            digit[magnitude < kind(10**place)] = ord(" ")
+        text[:, size - 1 - place] = digit
+        rest = quotient
+    if negative is not None:
         rows = np.flatnonzero(negative)
-        sign = size - (lengths[rows] if zero else count[rows] + 1)
+        sign = size - (lengths[rows] if zero else digits[rows] + 1)  # type: ignore[index]
         text[rows, sign] = ord("-")
+    if not isinstance(lengths, int):  # NULs before the shorter rows
+        text[np.arange(size) < (size - lengths)[:, None]] = 0
     return text, lengths
 
 
-def _literal(text: str, count: int, code: _Code) -> _Piece:
-    """``text`` on each of ``count`` rows."""
-    import numpy as np
-
-    row = _characters(text, code)
-    return np.broadcast_to(row, (count, len(row))), np.full(count, len(row), np.int64)
-
-
-def _spaces(counts: npt.NDArray[np.int64], code: _Code) -> _Piece:
+def _spaces(counts: int | npt.NDArray[np.int64], code: _Code) -> _Piece:
     """``counts[i]`` spaces on row ``i`` (none where it is not positive)."""
     import numpy as np
 
+    if isinstance(counts, int):
+        return " " * counts
     lengths = np.maximum(counts, 0).astype(np.int64)
     size = int(lengths.max()) if len(lengths) else 0
-    return np.full((len(lengths), size), ord(" "), dtype=code), lengths
+    used = np.arange(size) >= (size - lengths)[:, None]
+    return np.where(used, code(ord(" ")), code(0)), lengths
 
 
-def _texts(texts: list[str], which: npt.NDArray[np.intp], code: _Code) -> _Piece:
-    """Text ``texts[which[i]]`` on row ``i``."""
+def _texts(texts: list[str], which: npt.NDArray[np.intp] | None, code: _Code) -> _Piece:
+    """Text ``texts[which[i]]`` on row ``i`` (None: one text, on every row)."""
     import numpy as np
 
-    size = max((len(text) for text in texts), default=0)
+    if which is None:
+        return texts[0]
+    size = max(len(text) for text in texts)
     table = np.zeros((len(texts), size), dtype=code)
     for row, text in enumerate(texts):
         if text:
             table[row, size - len(text) :] = _characters(text, code)
+    if all(len(text) == size for text in texts):
+        return table[which], size
     lengths = np.array([len(text) for text in texts], dtype=np.int64)
     return table[which], lengths[which]
 
@@ -507,34 +551,42 @@ def _characters(text: str, code: _Code) -> npt.NDArray[np.unsignedinteger[Any]]:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-def _joined(pieces: list[_Piece]) -> str:
-    """Each row's pieces one after the other, the rows one after the other."""
+def _joined(pieces: list[_Piece], count: int, code: _Code) -> str:
+    """Each of ``count`` rows' pieces one after the other, the rows one after the other."""
     import numpy as np
 
-    # A piece as long on every row (most are: the literals, numbers of one width, a command
-    # of one name) is its last columns, all used; only the others need a mask of the
-    # characters used, and where none does the matrix is the text as it is.
-    columns: list[npt.NDArray[np.unsignedinteger[Any]]] = []
-    masks: list[npt.NDArray[np.bool_] | None] = []
-    for piece, lengths in pieces:
-        width = piece.shape[1]
-        if not len(lengths) or (lengths == lengths[0]).all():
-            columns.append(piece[:, width - (int(lengths[0]) if len(lengths) else 0) :])
-            masks.append(None)
+    # Texts the same on every row, one after the other, are one; where every piece is, each
+    # row is that text.
+    joined: list[_Piece] = []
+    for piece in pieces:
+        if isinstance(piece, str) and joined and isinstance(joined[-1], str):
+            joined[-1] += piece
         else:
-            columns.append(piece)
-            masks.append(np.arange(width) >= (width - lengths)[:, None])
-    matrix = np.concatenate(columns, axis=1)
-    if any(mask is not None for mask in masks):
-        used = np.concatenate(
-            [np.ones(column.shape, bool) if mask is None else mask
-             for column, mask in zip(columns, masks, strict=True)], axis=1,
-        )  # fmt: skip
-        matrix = matrix[used]
-    characters = np.ascontiguousarray(matrix).tobytes()
+            joined.append(piece)
+    if len(joined) == 1 and isinstance(joined[0], str):
+        return joined[0] * count
+    # The texts the same on every row written to all of them at once, a row repeated, then
+    # the other pieces' columns; the NULs of rows shorter than their piece's matrix are
+    # taken out of the text.
+    row = np.concatenate(
+        [_characters(piece, code) if isinstance(piece, str)
+         else np.zeros(piece[0].shape[1], code) for piece in joined]
+    )  # fmt: skip
+    matrix = np.empty((count, len(row)), dtype=code)
+    matrix[:] = row
+    at = 0
+    for piece in joined:
+        width = len(piece) if isinstance(piece, str) else piece[0].shape[1]
+        if not isinstance(piece, str):
+            matrix[:, at : at + width] = piece[0]
+        at += width
     if matrix.dtype == np.uint8:
-        return characters.decode("ascii")
-    return characters.decode("utf-32-le", "surrogatepass")
+        text = str(matrix.data, "ascii")
+    else:
+        text = str(matrix.data, "utf-32-le", "surrogatepass")
+    if all(isinstance(piece, str) or isinstance(piece[1], int) for piece in joined):
+        return text
+    return text.replace("\0", "")
 
 
 def _deferred_text(
