@@ -229,7 +229,7 @@ def profile_recording(
                                          on_event=count_lost,
                                          merge_deferred=options.merge_callchains,
                                          deferred=tally, within=within,
-                                         cut=cut):  # fmt: skip
+                                         cut=cut, count_used=options.count_walks):  # fmt: skip
                 _add_chunk(profile, walked, namer, events, defers, stack_ids)
                 if options.count_walks:
                     _count(stats, walked, namer.spaces)

@@ -105,7 +105,7 @@ class WordGather:
             return np.zeros(0, np.uint64)
         phases = positions & 7
         first = int(phases[0])
-        if (phases == first).all():
+        if not np.count_nonzero(phases != first):
             words: npt.NDArray[np.uint64] = self._view(first)[positions >> 3]
             return words
         out = np.empty(len(positions), np.uint64)

@@ -67,9 +67,11 @@ def walk_samples(
     unwinder: BatchUnwinder,
     *,
     select: Rows | None = None,
+    count_used: bool = True,
 ) -> Walks:
     """Walk the user stacks of the samples ``select`` of ``chunk`` (default: all of them), in
-    that order; the address spaces must be as they were at those samples."""
+    that order; the address spaces must be as they were at those samples.  ``count_used``
+    False: how much of its stack copy each walk read is not counted (``stack_used`` 0)."""
     if select is None:
         select = np.arange(len(chunk), dtype=np.int64)
     count = len(select)
@@ -88,7 +90,7 @@ def walk_samples(
         return layout.registers(chunk.registers(every, select[walk : walk + 1])[0].tolist())
 
     start = BatchStart(pc, sp, fp, lr, walkable, registers)
-    memory = _StackCopies(chunk, select, sp)
+    memory = _StackCopies(chunk, select, sp, count_used)
     return unwinder.walk(start, memory, _SampleSpaces(spaces, chunk.pid[select]))
 
 
@@ -203,8 +205,9 @@ class _StackCopies:
     """The stack copies of a chunk's samples ``select``: word reads at many addresses at once
     (walk ``i`` is sample ``select[i]``), or one walk's bytes."""
 
-    def __init__(self, chunk: SampleChunk, select: Rows, sp0: Words) -> None:
+    def __init__(self, chunk: SampleChunk, select: Rows, sp0: Words, count_used: bool) -> None:
         self.chunk = chunk
+        self.counts_used = count_used
         self.words = WordGather(chunk.buffer)
         self.select = select
         self.base = chunk.stack_offset[select].astype(np.int64)
@@ -219,7 +222,7 @@ class _StackCopies:
         sp0 = self.sp0[walks]
         offset = addresses - sp0  # below the copy it wraps, past its size
         inside = (addresses >= sp0) & (offset < self.limit[walks])
-        if inside.all():  # (the usual case)
+        if np.count_nonzero(inside) == len(inside):  # (the usual case)
             start = self.base[walks] + offset.astype(np.int64)
             return self.words(start).view(self.word), inside
         at = np.flatnonzero(inside)
@@ -230,8 +233,7 @@ class _StackCopies:
         return values, inside
 
     def mark(self, walks: Rows, ends: Words) -> None:
-        # each walk once in a call: the greatest end of each, without ufunc.at
-        self.used[walks] = np.maximum(self.used[walks], (ends - self.sp0[walks]).astype(np.int64))
+        np.maximum.at(self.used, walks, (ends - self.sp0[walks]).astype(np.int64))
 
     def reader(self, walk: int) -> Callable[[int, int], bytes]:
         stack = self.chunk.stack(int(self.select[walk]))
