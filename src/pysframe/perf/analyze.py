@@ -702,8 +702,10 @@ class _Namer:
         self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
         self.at_end: dict[tuple[int, int], _AtEnd] = {}
-        #: The ids of :attr:`ids`'s user frames by :func:`_pair_keys`, for arrays of them.
+        #: The ids of :attr:`ids`'s user frames by :func:`_pair_keys`, and of its kernel
+        #: frames by address, for arrays of them.
         self.known = SlotTable(self.KNOWN_BITS)
+        self.known_kernel = SlotTable(self.KNOWN_BITS)
         #: Per frame id of the profile: whether it has no symbol (:meth:`_at_runtime_addresses`).
         self.unnamed = np.zeros(0, dtype=bool)
         #: (frame id, runtime address) -> the id of that frame at that address.
@@ -1020,6 +1022,21 @@ class _Namer:
             self._kernel, self._read_kernel = self._read_kernel(), None
         return self._kernel
 
+    def kernel_ids(
+        self, profile: Profile, addresses: npt.NDArray[np.uint64]
+    ) -> npt.NDArray[np.int64]:
+        """Frame ids of kernel frames at ``addresses`` (each any number of times): those
+        named before found in :attr:`known_kernel`, the others named (:meth:`kernel_frames`)
+        in the order of their addresses."""
+        ids, known = self.known_kernel.find(addresses)
+        missed = (~known).nonzero()[0]
+        if len(missed):
+            distinct, inverse = np.unique(addresses[missed], return_inverse=True)
+            named = np.array(self.kernel_frames(profile, distinct), dtype=np.int64)
+            ids[missed] = named[inverse.reshape(-1)]
+            self.known_kernel.put(distinct, named)
+        return ids
+
     def kernel_frames(self, profile: Profile, addresses: npt.NDArray[np.uint64]) -> list[int]:
         """Frame ids of kernel frames at ``addresses``."""
         out: list[int] = []
@@ -1075,10 +1092,7 @@ def _add_chunk(
     if namer.inline:  # the frames of a recorded callchain stay as they are (expanded_all)
         user_ids = np.where(user.walked, user_ids, ~user_ids)
     kernel_at, kernel_lengths = kernel_parts(samples.callchain, samples.callchain_offsets)
-    kernel_addresses = samples.callchain[kernel_at]
-    distinct, inverse = np.unique(kernel_addresses, return_inverse=True)
-    kernel_ids = np.array(namer.kernel_frames(profile, distinct), dtype=np.int64)
-    kernel_ids = kernel_ids[inverse.reshape(-1)] if len(distinct) else kernel_ids
+    kernel_ids = namer.kernel_ids(profile, samples.callchain[kernel_at])
     lost = walks.lost_return.astype(np.int64)
     lengths = kernel_lengths + user_lengths + lost
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
