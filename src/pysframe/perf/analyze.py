@@ -1167,10 +1167,11 @@ class _StackIds:
         #: The frames of the stacks kept, before expansion (a stack id expanded from two
         #: stacks, which the expansion never gives, keeps the first's: the second is then
         #: interned one at a time), one after the other, and where each stack id's are (-1:
-        #: not kept).
-        self.frames = np.zeros(0, dtype=np.int64)
-        self.starts = np.zeros(0, dtype=np.int64)
-        self.lengths = np.zeros(0, dtype=np.int64)
+        #: not kept): views of buffers that grow by doubling (a chunk's new stacks are
+        #: added without a copy of those kept).
+        self.frames = self._frames = np.zeros(0, dtype=np.int64)
+        self.starts = self._starts = np.zeros(0, dtype=np.int64)
+        self.lengths = self._lengths = np.zeros(0, dtype=np.int64)
 
     def __call__(
         self,
@@ -1198,11 +1199,7 @@ class _StackIds:
         reference_start[missed] = len(self.frames) + starts[taken][inverse]
         reference_length[missed] = lengths[taken][inverse]
         if not (reference_length == lengths).all() or (
-            len(frames)
-            and (
-                np.concatenate([self.frames, frames])[range_positions(reference_start, lengths)]
-                != frames
-            ).any()
+            len(frames) and (self._references(frames, reference_start, lengths) != frames).any()
         ):  # two stacks of one hash: one at a time
             one_by_one: list[int] = self._interned(
                 frames[range_positions(starts, lengths)], lengths
@@ -1213,6 +1210,22 @@ class _StackIds:
         stack_ids: list[int] = ids.tolist()
         return stack_ids
 
+    def _references(
+        self,
+        frames: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.int64]:
+        """The frames of stacks ``lengths[i]`` long at ``starts[i]`` in the kept frames
+        followed by ``frames``: ``frames`` put in the room after the kept frames (which are
+        not copied), and gathered from there."""
+        kept = len(self.frames)
+        self._frames = _with_room(self._frames, kept, kept + len(frames), 0)
+        self.frames = self._frames[:kept]
+        self._frames[kept : kept + len(frames)] = frames
+        references: npt.NDArray[np.int64] = self._frames[range_positions(starts, lengths)]
+        return references
+
     def _intern(
         self,
         keys: npt.NDArray[np.uint64],
@@ -1222,20 +1235,23 @@ class _StackIds:
     ) -> npt.NDArray[np.int64]:
         """The ids of new hashes' stacks (in the order they come), interned and kept."""
         ids = self._interned(frames[range_positions(starts, lengths)], lengths)
-        grown = len(self.profile.stacks) - len(self.starts)
-        if grown > 0:
-            self.starts = np.append(self.starts, np.full(grown, -1, dtype=np.int64))
-            self.lengths = np.append(self.lengths, np.zeros(grown, dtype=np.int64))
+        count, known = len(self.profile.stacks), len(self.starts)
+        if count > known:
+            self._starts = _with_room(self._starts, known, count, -1)
+            self._lengths = _with_room(self._lengths, known, count, 0)
+            self.starts, self.lengths = self._starts[:count], self._lengths[:count]
         new = np.flatnonzero(self.starts[ids] < 0)  # (a stack id once, though hashes evict)
         new = new[np.unique(ids[new], return_index=True)[1]]
         if len(new):
-            self.starts[ids[new]] = len(self.frames) + np.concatenate(
+            kept = len(self.frames)
+            self.starts[ids[new]] = kept + np.concatenate(
                 [[0], np.cumsum(lengths[new])[:-1]]
             ).astype(np.int64)
             self.lengths[ids[new]] = lengths[new]
-            self.frames = np.concatenate(
-                [self.frames, frames[range_positions(starts[new], lengths[new])]]
-            )
+            added = frames[range_positions(starts[new], lengths[new])]
+            self._frames = _with_room(self._frames, kept, kept + len(added), 0)
+            self._frames[kept : kept + len(added)] = added
+            self.frames = self._frames[: kept + len(added)]
         self.table.put(keys, ids)
         return ids
 
@@ -1251,6 +1267,18 @@ class _StackIds:
         return np.array([
             profile.stack_id(flat[start:end]) for start, end in pairwise(bounds)
         ], dtype=np.int64)  # fmt: skip
+
+
+def _with_room(
+    buffer: npt.NDArray[np.int64], used: int, needed: int, fill: int
+) -> npt.NDArray[np.int64]:
+    """``buffer`` (its first ``used`` entries kept) where it holds ``needed`` entries, else
+    a buffer twice as large (at least ``needed``) with those entries, then ``fill``."""
+    if needed <= len(buffer):
+        return buffer
+    out = np.full(max(needed, 2 * len(buffer)), fill, dtype=np.int64)
+    out[:used] = buffer[:used]
+    return out
 
 
 #: What expands a chunk's stacks (:meth:`_Namer.expanded_all`): their frames one after the
