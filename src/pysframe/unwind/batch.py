@@ -752,8 +752,9 @@ def _assembled(
     at depth ``d`` goes to its ``d``-th place (a walk going on at a depth went on at every
     one before), each depth's placed in turn, without a sort or a copy of them all."""
     offsets = np.zeros(count + 1, dtype=np.int64)
+    last = offsets[1:]  # each walk's frames: its last depth, plus one
     for depth, (rows, *_) in enumerate(frames):
-        offsets[rows + 1] = depth + 1  # each walk's frames: its last depth, plus one
+        last[rows] = depth + 1
     np.cumsum(offsets, out=offsets)
     total = int(offsets[-1])
     pcs, modules = np.empty(total, np.uint64), np.empty(total, np.int64)
