@@ -585,16 +585,19 @@ class _State:
         self.by_frame_pointer: set[int] = set()
         #: While some walks step one at a time: which go on.
         self._keep = np.zeros(0, dtype=bool)
+        #: Trues and falses for the columns a plain step sets (views of them; a column is
+        #: copied before it is written, :meth:`edit`).
+        self._true, self._false = np.ones(going, dtype=bool), np.zeros(going, dtype=bool)
 
     def advance(self, callers: _Callers) -> None:
         """Every walk going on took the plain step: those that go on are at their callers."""
         live, pc, sp, fp, fp_known, floor = callers
-        self.rows = self.rows[live]
-        self.pc, self.sp, self.fp = pc[live], sp[live], fp[live]
-        self.floor, self.fp_known = floor[live], fp_known[live]
+        if np.count_nonzero(live) < len(live):
+            self.rows = self.rows[live]
+            pc, sp, fp, floor, fp_known = pc[live], sp[live], fp[live], floor[live], fp_known[live]
+        self.pc, self.sp, self.fp, self.floor, self.fp_known = pc, sp, fp, floor, fp_known
         going = len(self.rows)
-        self.sp_known = np.ones(going, dtype=bool)
-        self.exact = np.zeros(going, dtype=bool)
+        self.sp_known, self.exact = self._true[:going], self._false[:going]
         self.some_exact = False
         self.by_frame_pointer.clear()
 
@@ -727,17 +730,20 @@ def _apply(
     # The caller: a return address of 0 ends the walk (Unwinder._caller).  Each frame's
     # first failed check is set last.
     why = np.full(count, -1, dtype=np.int8)
-    why[ra == 0] = _OUTERMOST
+    zero = ra == 0
+    if np.count_nonzero(zero):
+        why[zero] = _OUTERMOST
     if no_register is not None:
         why[no_register] = _UNKNOWN_REGISTER
-    why[lost] = _UNREADABLE
+    if np.count_nonzero(lost):
+        why[lost] = _UNREADABLE
+        state.lost_return[rows] = lost
     if np.count_nonzero(failed):
         why[below] = _CFA_NOT_GROWING
         why[misaligned] = _CFA_MISALIGNED
         why[unknown] = _UNKNOWN_REGISTER
     why[outermost] = _OUTERMOST
     state.stop[rows] = why
-    state.lost_return[rows] = lost
     sp_after: Words = cfa + _U64(arch.sp_at_cfa & _MASK64)
     return why < 0, ra, sp_after, fp, fp_known, cfa + _U64(1)
 
