@@ -19,6 +19,7 @@ PC, then return addresses (or PCs restored from signal contexts).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -427,25 +428,20 @@ class _Forms:
 
     def codes(self, result: BatchResult, fixed_ra: int) -> Rows:
         """The code of each row of ``result`` (rows of a section whose fixed RA offset is
-        ``fixed_ra``), new forms numbered as they come."""
-        rules = np.stack([getattr(result, name).astype(np.int64) for name in self._KEYS], axis=1)
-        # the distinct rows, each row's bytes one value (a sort of values, not of rows)
-        whole = np.dtype((np.void, rules.itemsize * len(self._KEYS)))
-        _, first, inverse = np.unique(
-            rules.view(whole).ravel(), return_index=True, return_inverse=True
-        )
+        ``fixed_ra``), new forms numbered as they come.  Each row is looked up as a tuple
+        (the rows of a batch are those no table held: a few, after the first batches)."""
+        index, forms = self._index, self._forms
+        columns = [getattr(result, name).tolist() for name in self._KEYS]
         codes = []
-        for form in rules[first].tolist():
-            key = (*form, fixed_ra)
-            code = self._index.get(key)
+        for key in zip(*columns, repeat(fixed_ra, len(columns[0])), strict=True):
+            code = index.get(key)
             if code is None:
-                code = self._index[key] = len(self._forms)
-                self._forms.append(key)
+                code = index[key] = len(forms)
+                forms.append(key)
             codes.append(code)
-        if len(self._forms) != len(self._plain_first):
-            self._columns(self._forms)
-        found: Rows = np.array(codes, dtype=np.int64)[inverse.reshape(-1)]
-        return found
+        if len(forms) != len(self._plain_first):
+            self._columns(forms)
+        return np.array(codes, dtype=np.int64)
 
     def plain(self, depth: int) -> Mask:
         """Per code, whether the vectorized step applies it at ``depth``."""
