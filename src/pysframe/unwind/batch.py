@@ -488,9 +488,11 @@ class _Codes:
     whether that PC is exact, kept in a :class:`~pysframe.bounded.SlotTable`.  A code is a
     function of that key alone: of the module's SFrame (its sections, its trampolines), which
     a module number keeps while the modules met are the same (:meth:`meet`).  Keys hold the
-    PC in 48 bits and the module number in 14: frames beyond are looked up every time."""
+    PC in 48 bits and the module number in 14: frames beyond are looked up every time.  The
+    table has 2**16 slots (a MiB, written where keys fall): a recording's few thousand
+    frames seldom evict each other, and a frame evicted is looked up again."""
 
-    BITS = 14
+    BITS = 16
 
     def __init__(self) -> None:
         self.table = SlotTable(self.BITS)
