@@ -1119,8 +1119,10 @@ def _add_chunk(
         (frame,) = namer.kernel_frames(profile, samples.ip[index : index + 1])
         stacks[index] = profile.stack_id([frame])
     # (not where perf threw the recorded chain away: it prints no frame then)
-    kept = ~discarded_chains(samples.callchain, samples.callchain_offsets)
-    for index in np.flatnonzero((lengths == 0) & ~kernel_mode & kept).tolist():
+    without = np.flatnonzero((lengths == 0) & ~kernel_mode)
+    if len(without):
+        without = without[~discarded_chains(samples.callchain, samples.callchain_offsets)[without]]
+    for index in without.tolist():
         ip, pid = samples.ip[index : index + 1], np.array([samples.pid[index]], np.int64)
         module, delta = namer.spaces.mappings_at(int(pid[0]), ip)
         (frame,) = namer.user(profile, module, ip, ip + delta, pid).tolist()
