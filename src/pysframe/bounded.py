@@ -132,6 +132,9 @@ class SlotTable:
         if not 0 < bits < 32:
             raise ValueError(f"a table has 2**1 to 2**31 slots, not 2**{bits}")
         self.bits = bits
+        #: The hash's factor and shift, and the key never found, as numpy scalars.
+        self._factor, self._shift = np.uint64(self._HASH), np.uint64(64 - bits)
+        self._empty = np.uint64(self.EMPTY)
         #: Each slot's key, inverted (``~key``): the table starts as zeros, memory mapped from
         #: the system (:func:`_zeroed`), a page faulted in as it is first written (a table of
         #: 2**16 slots is 512 KiB of keys and as many of values, of which a short recording
@@ -140,20 +143,16 @@ class SlotTable:
         self.values = _zeroed(1 << bits, np.int64)
 
     def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-        import numpy as np
-
-        slots: npt.NDArray[np.uint64] = (keys * np.uint64(self._HASH)) >> np.uint64(64 - self.bits)
+        slots: npt.NDArray[np.uint64] = (keys * self._factor) >> self._shift
         return slots
 
     def find(
         self, keys: npt.NDArray[np.uint64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """The value of each key (0 where not found), and which were found."""
-        import numpy as np
-
         slots = self._slots(keys)
         found = self.inverted_keys.take(slots) == ~keys
-        found &= keys != np.uint64(self.EMPTY)
+        found &= keys != self._empty
         values: npt.NDArray[np.int64] = self.values.take(slots)
         return values, found
 

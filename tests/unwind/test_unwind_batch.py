@@ -61,6 +61,8 @@ class _Module:
 class _Memories:
     """Each walk's own memory, word by word (a test's memory is small)."""
 
+    counts_used = True
+
     def __init__(self, cases: Sequence[Case]) -> None:
         self.cases = cases
         self.used = np.zeros(len(cases), dtype=np.int64)

@@ -229,7 +229,7 @@ def profile_recording(
                                          on_event=count_lost,
                                          merge_deferred=options.merge_callchains,
                                          deferred=tally, within=within,
-                                         cut=cut):  # fmt: skip
+                                         cut=cut, count_used=options.count_walks):  # fmt: skip
                 _add_chunk(profile, walked, namer, events, defers, stack_ids)
                 if options.count_walks:
                     _count(stats, walked, namer.spaces)
@@ -702,8 +702,10 @@ class _Namer:
         self.answers: dict[tuple[str, int], list[Record]] = {}
         #: Frames whose text depends on their map's start (:meth:`_name_at_end`).
         self.at_end: dict[tuple[int, int], _AtEnd] = {}
-        #: The ids of :attr:`ids`'s user frames by :func:`_pair_keys`, for arrays of them.
+        #: The ids of :attr:`ids`'s user frames by :func:`_pair_keys`, and of its kernel
+        #: frames by address, for arrays of them.
         self.known = SlotTable(self.KNOWN_BITS)
+        self.known_kernel = SlotTable(self.KNOWN_BITS)
         #: Per frame id of the profile: whether it has no symbol (:meth:`_at_runtime_addresses`).
         self.unnamed = np.zeros(0, dtype=bool)
         #: (frame id, runtime address) -> the id of that frame at that address.
@@ -1020,6 +1022,21 @@ class _Namer:
             self._kernel, self._read_kernel = self._read_kernel(), None
         return self._kernel
 
+    def kernel_ids(
+        self, profile: Profile, addresses: npt.NDArray[np.uint64]
+    ) -> npt.NDArray[np.int64]:
+        """Frame ids of kernel frames at ``addresses`` (each any number of times): those
+        named before found in :attr:`known_kernel`, the others named (:meth:`kernel_frames`)
+        in the order of their addresses."""
+        ids, known = self.known_kernel.find(addresses)
+        missed = (~known).nonzero()[0]
+        if len(missed):
+            distinct, inverse = np.unique(addresses[missed], return_inverse=True)
+            named = np.array(self.kernel_frames(profile, distinct), dtype=np.int64)
+            ids[missed] = named[inverse.reshape(-1)]
+            self.known_kernel.put(distinct, named)
+        return ids
+
     def kernel_frames(self, profile: Profile, addresses: npt.NDArray[np.uint64]) -> list[int]:
         """Frame ids of kernel frames at ``addresses``."""
         out: list[int] = []
@@ -1075,10 +1092,7 @@ def _add_chunk(
     if namer.inline:  # the frames of a recorded callchain stay as they are (expanded_all)
         user_ids = np.where(user.walked, user_ids, ~user_ids)
     kernel_at, kernel_lengths = kernel_parts(samples.callchain, samples.callchain_offsets)
-    kernel_addresses = samples.callchain[kernel_at]
-    distinct, inverse = np.unique(kernel_addresses, return_inverse=True)
-    kernel_ids = np.array(namer.kernel_frames(profile, distinct), dtype=np.int64)
-    kernel_ids = kernel_ids[inverse.reshape(-1)] if len(distinct) else kernel_ids
+    kernel_ids = namer.kernel_ids(profile, samples.callchain[kernel_at])
     lost = walks.lost_return.astype(np.int64)
     lengths = kernel_lengths + user_lengths + lost
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
@@ -1105,8 +1119,10 @@ def _add_chunk(
         (frame,) = namer.kernel_frames(profile, samples.ip[index : index + 1])
         stacks[index] = profile.stack_id([frame])
     # (not where perf threw the recorded chain away: it prints no frame then)
-    kept = ~discarded_chains(samples.callchain, samples.callchain_offsets)
-    for index in np.flatnonzero((lengths == 0) & ~kernel_mode & kept).tolist():
+    without = np.flatnonzero((lengths == 0) & ~kernel_mode)
+    if len(without):
+        without = without[~discarded_chains(samples.callchain, samples.callchain_offsets)[without]]
+    for index in without.tolist():
         ip, pid = samples.ip[index : index + 1], np.array([samples.pid[index]], np.int64)
         module, delta = namer.spaces.mappings_at(int(pid[0]), ip)
         (frame,) = namer.user(profile, module, ip, ip + delta, pid).tolist()
@@ -1153,10 +1169,11 @@ class _StackIds:
         #: The frames of the stacks kept, before expansion (a stack id expanded from two
         #: stacks, which the expansion never gives, keeps the first's: the second is then
         #: interned one at a time), one after the other, and where each stack id's are (-1:
-        #: not kept).
-        self.frames = np.zeros(0, dtype=np.int64)
-        self.starts = np.zeros(0, dtype=np.int64)
-        self.lengths = np.zeros(0, dtype=np.int64)
+        #: not kept): views of buffers that grow by doubling (a chunk's new stacks are
+        #: added without a copy of those kept).
+        self.frames = self._frames = np.zeros(0, dtype=np.int64)
+        self.starts = self._starts = np.zeros(0, dtype=np.int64)
+        self.lengths = self._lengths = np.zeros(0, dtype=np.int64)
 
     def __call__(
         self,
@@ -1184,11 +1201,7 @@ class _StackIds:
         reference_start[missed] = len(self.frames) + starts[taken][inverse]
         reference_length[missed] = lengths[taken][inverse]
         if not (reference_length == lengths).all() or (
-            len(frames)
-            and (
-                np.concatenate([self.frames, frames])[range_positions(reference_start, lengths)]
-                != frames
-            ).any()
+            len(frames) and (self._references(frames, reference_start, lengths) != frames).any()
         ):  # two stacks of one hash: one at a time
             one_by_one: list[int] = self._interned(
                 frames[range_positions(starts, lengths)], lengths
@@ -1199,6 +1212,22 @@ class _StackIds:
         stack_ids: list[int] = ids.tolist()
         return stack_ids
 
+    def _references(
+        self,
+        frames: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.int64]:
+        """The frames of stacks ``lengths[i]`` long at ``starts[i]`` in the kept frames
+        followed by ``frames``: ``frames`` put in the room after the kept frames (which are
+        not copied), and gathered from there."""
+        kept = len(self.frames)
+        self._frames = _with_room(self._frames, kept, kept + len(frames), 0)
+        self.frames = self._frames[:kept]
+        self._frames[kept : kept + len(frames)] = frames
+        references: npt.NDArray[np.int64] = self._frames[range_positions(starts, lengths)]
+        return references
+
     def _intern(
         self,
         keys: npt.NDArray[np.uint64],
@@ -1208,20 +1237,23 @@ class _StackIds:
     ) -> npt.NDArray[np.int64]:
         """The ids of new hashes' stacks (in the order they come), interned and kept."""
         ids = self._interned(frames[range_positions(starts, lengths)], lengths)
-        grown = len(self.profile.stacks) - len(self.starts)
-        if grown > 0:
-            self.starts = np.append(self.starts, np.full(grown, -1, dtype=np.int64))
-            self.lengths = np.append(self.lengths, np.zeros(grown, dtype=np.int64))
+        count, known = len(self.profile.stacks), len(self.starts)
+        if count > known:
+            self._starts = _with_room(self._starts, known, count, -1)
+            self._lengths = _with_room(self._lengths, known, count, 0)
+            self.starts, self.lengths = self._starts[:count], self._lengths[:count]
         new = np.flatnonzero(self.starts[ids] < 0)  # (a stack id once, though hashes evict)
         new = new[np.unique(ids[new], return_index=True)[1]]
         if len(new):
-            self.starts[ids[new]] = len(self.frames) + np.concatenate(
+            kept = len(self.frames)
+            self.starts[ids[new]] = kept + np.concatenate(
                 [[0], np.cumsum(lengths[new])[:-1]]
             ).astype(np.int64)
             self.lengths[ids[new]] = lengths[new]
-            self.frames = np.concatenate(
-                [self.frames, frames[range_positions(starts[new], lengths[new])]]
-            )
+            added = frames[range_positions(starts[new], lengths[new])]
+            self._frames = _with_room(self._frames, kept, kept + len(added), 0)
+            self._frames[kept : kept + len(added)] = added
+            self.frames = self._frames[: kept + len(added)]
         self.table.put(keys, ids)
         return ids
 
@@ -1237,6 +1269,18 @@ class _StackIds:
         return np.array([
             profile.stack_id(flat[start:end]) for start, end in pairwise(bounds)
         ], dtype=np.int64)  # fmt: skip
+
+
+def _with_room(
+    buffer: npt.NDArray[np.int64], used: int, needed: int, fill: int
+) -> npt.NDArray[np.int64]:
+    """``buffer`` (its first ``used`` entries kept) where it holds ``needed`` entries, else
+    a buffer twice as large (at least ``needed``) with those entries, then ``fill``."""
+    if needed <= len(buffer):
+        return buffer
+    out = np.full(max(needed, 2 * len(buffer)), fill, dtype=np.int64)
+    out[:used] = buffer[:used]
+    return out
 
 
 #: What expands a chunk's stacks (:meth:`_Namer.expanded_all`): their frames one after the

@@ -324,8 +324,7 @@ def _parts(
 def _from_parts(parts: Sequence[bytes | memoryview], text: bytes | mmap.mmap) -> KernelSymbols:
     """The table :func:`_parts` gave for ``text``, checked whole (each name is read from the
     text when first asked for); ValueError when the parts make none.  The table keeps views
-    of the parts and the text: no copy of a kernel's megabytes of names and addresses is
-    made."""
+    of the parts and the text: no copy of a kernel's megabytes of names is made."""
     if len(parts) != 6 or any(len(parts[at]) % 8 for at in (0, 1)) or any(
         len(parts[at]) % 4 for at in (2, 3, 4)
     ):
@@ -344,8 +343,10 @@ def _from_parts(parts: Sequence[bytes | memoryview], text: bytes | mmap.mmap) ->
         or (count and int(name_ends.max()) > len(text))
     ):  # fmt: skip
         raise ValueError("not the parts of a kallsyms table")
+    # The starts aligned (a copy where the part is not): numpy's binary search copies an
+    # unaligned table at each search.
     return KernelSymbols(
-        starts.astype(np.uint64, copy=False), ends.astype(np.uint64, copy=False),
+        np.require(starts, requirements="A"), ends.astype(np.uint64, copy=False),
         _Named(text, name_starts, name_ends), _Chosen(shown, which),
     )  # fmt: skip
 

@@ -103,9 +103,12 @@ class WordGather:
     def __call__(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
         if not len(positions):
             return np.zeros(0, np.uint64)
+        if not int(np.bitwise_or.reduce(positions)) & 7:  # (all 8-aligned: a file's)
+            aligned: npt.NDArray[np.uint64] = self._view(0)[positions >> 3]
+            return aligned
         phases = positions & 7
         first = int(phases[0])
-        if (phases == first).all():
+        if not np.count_nonzero(phases != first):
             words: npt.NDArray[np.uint64] = self._view(first)[positions >> 3]
             return words
         out = np.empty(len(positions), np.uint64)
@@ -362,7 +365,7 @@ class _Group:
         """The rows that need ``what`` (``active``; None: all) and where ``holds`` is false
         become not ok, ``what`` their failure if they were ok."""
         passes = holds if active is None else holds | ~active
-        if not passes.all():  # rare: the rows failing are found only then
+        if np.count_nonzero(passes) < len(passes):  # rare: the rows failing found only then
             self.failures.append((self.ok & ~passes, what))
             self.ok &= passes
 

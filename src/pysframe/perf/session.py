@@ -70,6 +70,7 @@ def walk_recording(
     deferred: DeferredTally | None = None,
     within: tuple[int, int] | None = None,
     cut: bool = False,
+    count_used: bool = True,
 ) -> Iterator[WalkedChunk]:
     """Every sample of ``data`` with its user stack walked; ``on_event`` is shown every
     side-band record as it is applied.  Samples whose user callchain was deferred are
@@ -84,7 +85,8 @@ def walk_recording(
     bounds cut the stretches read (:meth:`PerfData.read`), the reading stops at its end:
     the slices are theirs to the record, where without it they are made of the stretches
     a reading of the whole has, the same chunks (so that frames and stacks are numbered as
-    that reading numbers them)."""
+    that reading numbers them).  ``count_used`` False: the walks do not count how much of
+    their stack copies they read (``Walks.stack_used`` 0)."""
 
     def apply(event: SideBandEvent) -> None:
         spaces.apply(event)
@@ -124,13 +126,13 @@ def walk_recording(
                 comms.add(samples.tid[named:at])
                 named = at
             if at > walked and spaces.changes_lookups(event):
-                parts.append(_walk(samples, layout, spaces, walked, at))
+                parts.append(_walk(samples, layout, spaces, walked, at, count_used))
                 walked = at
             apply(event)
         end = len(samples)
         comms.add(samples.tid[named:end])
         if walked < end:
-            parts.append(_walk(samples, layout, spaces, walked, end))
+            parts.append(_walk(samples, layout, spaces, walked, end, count_used))
         yield WalkedChunk(
             samples, joined([walks for walks, _ in parts]),
             joined_chains([chains for _, chains in parts]), comms.names, comms.joined(),
@@ -185,6 +187,7 @@ def _walk(
     spaces: AddressSpaces,
     start: int,
     end: int,
+    count_used: bool,
 ) -> tuple[Walks, RecordedChains]:
     """The walks of samples ``start`` to ``end``, and the user frames their callchains hold,
     with the address spaces as they are now."""
@@ -193,7 +196,9 @@ def _walk(
     layout = layout_of.get()
     if layout is None:  # no user registers recorded
         return no_walks(len(select)), chains
-    return walk_samples(samples, layout[0], spaces, layout[1], select=select), chains
+    walks = walk_samples(samples, layout[0], spaces, layout[1], select=select,
+                         count_used=count_used)  # fmt: skip
+    return walks, chains
 
 
 class _Comms:

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 MAX_FRAMES = 127
 
 _U64 = np.uint64
+_U64_MAX = (1 << 64) - 1
+#: The most bytes a record holds (its size is 16 bits): a stack copy is smaller.
+_RECORD_MAX = 1 << 16
 
 
 def sample_unwinder(layout: RegisterLayout, max_frames: int = MAX_FRAMES) -> BatchUnwinder:
@@ -67,9 +70,11 @@ def walk_samples(
     unwinder: BatchUnwinder,
     *,
     select: Rows | None = None,
+    count_used: bool = True,
 ) -> Walks:
     """Walk the user stacks of the samples ``select`` of ``chunk`` (default: all of them), in
-    that order; the address spaces must be as they were at those samples."""
+    that order; the address spaces must be as they were at those samples.  ``count_used``
+    False: how much of its stack copy each walk read is not counted (``stack_used`` 0)."""
     if select is None:
         select = np.arange(len(chunk), dtype=np.int64)
     count = len(select)
@@ -88,7 +93,7 @@ def walk_samples(
         return layout.registers(chunk.registers(every, select[walk : walk + 1])[0].tolist())
 
     start = BatchStart(pc, sp, fp, lr, walkable, registers)
-    memory = _StackCopies(chunk, select, sp)
+    memory = _StackCopies(chunk, select, sp, count_used)
     return unwinder.walk(start, memory, _SampleSpaces(spaces, chunk.pid[select]))
 
 
@@ -203,35 +208,38 @@ class _StackCopies:
     """The stack copies of a chunk's samples ``select``: word reads at many addresses at once
     (walk ``i`` is sample ``select[i]``), or one walk's bytes."""
 
-    def __init__(self, chunk: SampleChunk, select: Rows, sp0: Words) -> None:
+    def __init__(self, chunk: SampleChunk, select: Rows, sp0: Words, count_used: bool) -> None:
         self.chunk = chunk
+        self.counts_used = count_used
         self.words = WordGather(chunk.buffer)
         self.select = select
-        self.base = chunk.stack_offset[select].astype(np.int64)
+        base = chunk.stack_offset[select].astype(np.uint64)
         size = chunk.stack_dyn_size[select].astype(np.uint64)
         # perf 6.1: a word with addr + 8 >= end is outside (none in a copy of 8 bytes or less)
         self.limit = np.where(size > _U64(8), size - _U64(8), _U64(0))
         self.sp0 = sp0
+        #: What turns an address into its place in the buffer (wrapping).
+        self.shift = base - sp0
+        #: Whether an address below a walk's first SP may wrap to an offset inside its copy
+        #: (an SP within a record's size of 2**64): else that offset alone says it is outside.
+        self.wraps = bool(len(sp0)) and int(sp0.max()) > _U64_MAX - _RECORD_MAX
         self.word = np.dtype(">u8" if chunk.big_endian else "<u8")
         self.used = np.zeros(len(sp0), dtype=np.int64)
 
     def read(self, walks: Rows, addresses: Words) -> tuple[Words, Mask]:
-        sp0 = self.sp0[walks]
-        offset = addresses - sp0  # below the copy it wraps, past its size
-        inside = (addresses >= sp0) & (offset < self.limit[walks])
-        if inside.all():  # (the usual case)
-            start = self.base[walks] + offset.astype(np.int64)
+        offset = addresses - self.sp0[walks]  # below the copy it wraps, past its size
+        inside = offset < self.limit[walks]
+        if self.wraps:
+            inside &= addresses >= self.sp0[walks]
+        start = (addresses + self.shift[walks]).view(np.int64)
+        if np.count_nonzero(inside) == len(inside):  # (the usual case)
             return self.words(start).view(self.word), inside
-        at = np.flatnonzero(inside)
         values = np.zeros(len(walks), dtype=np.uint64)
-        if len(at):
-            start = self.base[walks[at]] + offset[at].astype(np.int64)
-            values[at] = self.words(start).view(self.word)
+        values[inside] = self.words(start[inside]).view(self.word)
         return values, inside
 
     def mark(self, walks: Rows, ends: Words) -> None:
-        # each walk once in a call: the greatest end of each, without ufunc.at
-        self.used[walks] = np.maximum(self.used[walks], (ends - self.sp0[walks]).astype(np.int64))
+        np.maximum.at(self.used, walks, (ends - self.sp0[walks]).astype(np.int64))
 
     def reader(self, walk: int) -> Callable[[int, int], bytes]:
         stack = self.chunk.stack(int(self.select[walk]))

@@ -19,6 +19,7 @@ PC, then return addresses (or PCs restored from signal contexts).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     Rows = npt.NDArray[np.int64]
     Words = npt.NDArray[np.uint64]
     Mask = npt.NDArray[np.bool_]
+    #: What the plain step found for its frames: which walks go on, and each caller's PC
+    #: (the return address), SP, FP, whether its FP is known, and the least CFA it may have
+    #: (the CFA found, plus one).
+    _Callers = tuple[Mask, Words, Words, Words, Mask, Words]
 
 _U64 = np.uint64
 _MASK64 = (1 << 64) - 1
@@ -60,6 +65,10 @@ _SAVED = RULE_KINDS.index(RuleKind.SAVED)
 #: Stop kinds by their code in :attr:`Walks.stop`.
 STOPS: tuple[StopKind, ...] = tuple(StopKind)
 _CODE = {stop: code for code, stop in enumerate(STOPS)}
+#: The codes the plain step sets (an enum member hashes slowly).
+_OUTERMOST, _UNKNOWN_REGISTER = _CODE[StopKind.OUTERMOST], _CODE[StopKind.UNKNOWN_REGISTER]
+_CFA_MISALIGNED, _CFA_NOT_GROWING = _CODE[StopKind.CFA_MISALIGNED], _CODE[StopKind.CFA_NOT_GROWING]
+_UNREADABLE = _CODE[StopKind.UNREADABLE]
 
 
 class BatchMemory(Protocol):
@@ -69,8 +78,14 @@ class BatchMemory(Protocol):
         """The 8-byte words at ``addresses``, one in each walk of ``walks``, and which could be
         read."""
 
+    @property
+    def counts_used(self) -> bool:
+        """Whether :attr:`used` is wanted (else the walks do not :meth:`mark` what they
+        read)."""
+
     def mark(self, walks: Rows, ends: Words) -> None:
-        """The walks ``walks`` (each once) used their memory up to ``ends``."""
+        """The walks ``walks`` used their memory up to ``ends`` (a walk may come more than
+        once: its greatest end counts)."""
 
     def reader(self, walk: int) -> ReadMemory:
         """Walk ``walk``'s memory as the unwinder reads it (marked as used, as :meth:`mark`)."""
@@ -193,29 +208,35 @@ class BatchUnwinder:
 
     def walk(self, start: BatchStart, memory: BatchMemory, spaces: BatchSpaces) -> Walks:
         """Walk every stack of the batch (see the module's docstring)."""
-        count = len(start.pc)
-        state = _State(start.pc.copy(), start.sp.copy(), start.fp.copy(), start.lr)
-        state.finish(np.flatnonzero(~start.walkable), StopKind.NO_STACK)
+        state = _State(start)
         self._codes.meet(spaces.modules)
+        forms = self._forms
         frames: list[tuple[Rows, Words, Rows, Words, Mask]] = []
         for depth in range(self.unwinder.max_frames):
-            rows = np.flatnonzero(state.active)
+            rows, pcs = state.rows, state.pc
             if not len(rows):
                 break
-            exact = state.exact[rows]
-            pcs = state.pc[rows]
-            lookup = pcs - (~exact).astype(_U64)  # a return address: its call, one byte back
+            # a return address is looked up at its call, one byte back
+            exact = state.exact if state.some_exact else None
+            lookup = pcs - (~state.exact).astype(_U64) if exact is not None else pcs - _U64(1)
             modules, deltas = spaces.mappings_at(rows, lookup)
-            frames.append((rows, pcs, modules, deltas, exact))
+            frames.append((rows, pcs, modules, deltas, state.exact))
             codes = self._codes.find(modules, lookup, exact, self._find_codes, spaces.modules)
-            plain = self._forms.plain(depth).take(codes) & ~state.full[rows]
-            at = np.flatnonzero(plain)
+            plain = forms.plain(depth).take(codes)
+            if state.full_state:  # walks at a frame restored from a signal context
+                plain &= ~np.isin(rows, list(state.full_state))
+            if np.count_nonzero(plain) == len(rows):  # (the usual case) all stepped at once
+                state.advance(_apply(state, _ALL, codes, forms, memory, depth))
+                continue
+            at = plain.nonzero()[0]
+            state.edit()
             if len(at):
-                _apply(state, rows[at], codes[at], self._forms, memory, self.unwinder)
-            for walk in rows[~plain].tolist():
-                self._step_one(state, walk, depth, start, memory, spaces)
-        state.finish(np.flatnonzero(state.active), StopKind.MAX_FRAMES)
-        return _assembled(frames, state, count, memory)
+                state.advance_some(at, _apply(state, at, codes[at], forms, memory, depth))
+            for position in (~plain).nonzero()[0].tolist():
+                self._step_one(state, position, depth, start, memory, spaces)
+            state.keep_going()
+        state.stop[state.rows] = _CODE[StopKind.MAX_FRAMES]
+        return _assembled(frames, state, len(start.pc), memory)
 
     # -- the plain step, vectorized ----------------------------------------------------------
     def _find_codes(
@@ -262,28 +283,30 @@ class BatchUnwinder:
     def _step_one(
         self,
         state: _State,
-        walk: int,
+        position: int,
         depth: int,
         start: BatchStart,
         memory: BatchMemory,
         spaces: BatchSpaces,
     ) -> None:
-        """One frame of ``walk`` by the unwinder's step, from where the walk is."""
+        """One frame of the walk at ``position`` among those going on, by the unwinder's step,
+        from where the walk is."""
         unwinder = self.unwinder
+        walk = int(state.rows[position])
         if depth == 0:
             here = unwinder.start(start.registers(walk))
         else:
             full = state.full_state.pop(walk, None)
-            here = full if full is not None else state.walk_state(walk, depth, unwinder)
+            here = full if full is not None else state.walk_state(position, depth, unwinder)
         step = unwinder.step(here, memory.reader(walk), spaces.find_module(walk))
         state.stepped[walk] += 1
         if step.caller is None:
             assert step.stop is not None
-            state.finish(np.array([walk]), step.stop)
+            state.end(position, step.stop)
             if step.stop is StopKind.UNREADABLE and step.frame.covered:
                 state.lost_return[walk] = True
             return
-        state.take(walk, step.caller, unwinder)
+        state.take(position, step.caller, unwinder)
 
 
 def frames_not_set_up(modules: Sequence[Module], module: Rows, pcs: Words) -> Mask:
@@ -397,6 +420,7 @@ class _Forms:
 
     def __init__(self, unwinder: Unwinder) -> None:
         self.arch = unwinder.arch
+        self.va_bits = unwinder.va_bits
         #: Each form's rules and fixed RA offset, by code (code 0's are never read).
         self._forms: list[tuple[int, ...]] = [(0,) * (len(self._KEYS) + 1)]
         self._index: dict[tuple[int, ...], int] = {}
@@ -404,25 +428,20 @@ class _Forms:
 
     def codes(self, result: BatchResult, fixed_ra: int) -> Rows:
         """The code of each row of ``result`` (rows of a section whose fixed RA offset is
-        ``fixed_ra``), new forms numbered as they come."""
-        rules = np.stack([getattr(result, name).astype(np.int64) for name in self._KEYS], axis=1)
-        # the distinct rows, each row's bytes one value (a sort of values, not of rows)
-        whole = np.dtype((np.void, rules.itemsize * len(self._KEYS)))
-        _, first, inverse = np.unique(
-            rules.view(whole).ravel(), return_index=True, return_inverse=True
-        )
+        ``fixed_ra``), new forms numbered as they come.  Each row is looked up as a tuple
+        (the rows of a batch are those no table held: a few, after the first batches)."""
+        index, forms = self._index, self._forms
+        columns = [getattr(result, name).tolist() for name in self._KEYS]
         codes = []
-        for form in rules[first].tolist():
-            key = (*form, fixed_ra)
-            code = self._index.get(key)
+        for key in zip(*columns, repeat(fixed_ra, len(columns[0])), strict=True):
+            code = index.get(key)
             if code is None:
-                code = self._index[key] = len(self._forms)
-                self._forms.append(key)
+                code = index[key] = len(forms)
+                forms.append(key)
             codes.append(code)
-        if len(self._forms) != len(self.outermost):
-            self._columns(self._forms)
-        found: Rows = np.array(codes, dtype=np.int64)[inverse.reshape(-1)]
-        return found
+        if len(forms) != len(self._plain_first):
+            self._columns(forms)
+        return np.array(codes, dtype=np.int64)
 
     def plain(self, depth: int) -> Mask:
         """Per code, whether the vectorized step applies it at ``depth``."""
@@ -443,22 +462,25 @@ class _Forms:
         ra_kind, fp_kind = rules.ra_kind, rules.fp_kind
         in_register = (ra_kind == _UNTRACKED) | (ra_kind == _PADDING)
         has_fixed = fixed_ra != 0
-        #: The RA undefined: the outermost frame.
-        self.outermost = ra_kind == _UNDEFINED
-        #: The CFA from the FP (else from the SP).
-        self.on_fp = rules.cfa_reg == arch.fp
-        self.cfa_offset = rules.cfa_offset.astype(np.uint64)
         # FLEX rows with only an FP pair: the RA stays at the header's fixed offset
-        self.ra_offset = np.where(in_register & has_fixed, fixed_ra, rules.ra_offset).astype(
-            np.uint64
-        )
+        ra_offset = np.where(in_register & has_fixed, fixed_ra, rules.ra_offset)
+        #: The CFA's offset from its base register, and where the RA and the FP are saved:
+        #: the CFA plus these offsets (a row of each).
+        self.offsets = np.stack([rules.cfa_offset, ra_offset, rules.fp_offset]).astype(np.uint64)
         #: The RA in its register (the first frame only).
         self.ra_in_register = in_register & ~has_fixed
         self.mangled_ra = rules.mangled_ra
-        #: The FP saved at the CFA plus an offset, or unchanged.
-        self.fp_saved = (fp_kind == _FIXED) | (fp_kind == _SAVED)
-        self.fp_unchanged = (fp_kind == _UNTRACKED) | (fp_kind == _PADDING)
-        self.fp_offset = rules.fp_offset.astype(np.uint64)
+        #: A row each: the CFA from the FP (else from the SP); the RA undefined (the
+        #: outermost frame); the FP saved at the CFA plus an offset; the FP unchanged.
+        self.flags = np.stack([
+            rules.cfa_reg == arch.fp, ra_kind == _UNDEFINED,
+            (fp_kind == _FIXED) | (fp_kind == _SAVED),
+            (fp_kind == _UNTRACKED) | (fp_kind == _PADDING),
+        ])  # fmt: skip
+        #: Whether a plain form keeps the RA in its register, or mangles it: the step looks
+        #: at neither where none does.
+        self.ra_in_registers = bool((self.ra_in_register & self._plain_first).any())
+        self.mangles = bool((self.mangled_ra & (self._plain_first | self._plain_later)).any())
 
 
 class _Codes:
@@ -466,9 +488,11 @@ class _Codes:
     whether that PC is exact, kept in a :class:`~pysframe.bounded.SlotTable`.  A code is a
     function of that key alone: of the module's SFrame (its sections, its trampolines), which
     a module number keeps while the modules met are the same (:meth:`meet`).  Keys hold the
-    PC in 48 bits and the module number in 14: frames beyond are looked up every time."""
+    PC in 48 bits and the module number in 14: frames beyond are looked up every time.  The
+    table has 2**16 slots (a MiB, written where keys fall): a recording's few thousand
+    frames seldom evict each other, and a frame evicted is looked up again."""
 
-    BITS = 14
+    BITS = 16
 
     def __init__(self) -> None:
         self.table = SlotTable(self.BITS)
@@ -487,23 +511,28 @@ class _Codes:
         self,
         modules: Rows,
         lookup: Words,
-        exact: Mask,
+        exact: Mask | None,
         find: Callable[[Rows, Words, Mask, Sequence[Module]], Rows],
         known: Sequence[Module],
     ) -> Rows:
         """The codes of the frames, those not in the table from ``find(modules, lookup,
-        exact, known)`` (and kept)."""
-        key = (modules + 1).astype(np.uint64) << _U64(49) | exact.astype(np.uint64) << _U64(48)
+        exact, known)`` (and kept); ``exact`` None: no PC is exact."""
+        key = (modules + 1).astype(np.uint64) << _U64(49)
+        if exact is not None:
+            key |= exact.astype(np.uint64) << _U64(48)
         key |= lookup
         codes, hit = self.table.find(key)
         fits = None
-        if len(key) and (int(lookup.max()) >> 48 or int(modules.max()) + 1 >= 1 << 14):
+        # (a module's number is below the number of modules)
+        if len(key) and (int(lookup.max()) >> 48 or len(known) >= (1 << 14) - 1):
             # keys that hold neither fully: never kept, and no kept key is theirs
             fits = (lookup >> _U64(48) == 0) & (modules + 1 < 1 << 14)
             hit &= fits
-        missed = np.flatnonzero(~hit)
-        if not len(missed):
+        if np.count_nonzero(hit) == len(key):
             return codes
+        missed = (~hit).nonzero()[0]
+        if exact is None:
+            exact = np.zeros(len(key), dtype=bool)
         if fits is None:  # each distinct key found once
             _, first, inverse = np.unique(key[missed], return_index=True, return_inverse=True)
             once = missed[first]
@@ -516,143 +545,205 @@ class _Codes:
         return codes
 
 
-class _State:
-    """Per walk: the frame being unwound (PC, SP, FP, whether SP and FP are known), the
-    previous CFA, whether the PC is exact, whether the walk goes on and why it stopped; and,
-    for a walk at a frame restored from a signal context, its whole state (all registers)."""
+#: Every walk going on (an index that takes them all).
+_ALL = slice(None)
 
-    def __init__(self, pc: Words, sp: Words, fp: Words, lr: Words | None) -> None:
-        count = len(pc)
-        self.pc, self.sp, self.fp, self.lr = pc, sp, fp, lr
-        self.sp_known = np.ones(count, dtype=bool)
-        self.fp_known = np.ones(count, dtype=bool)
-        self.prev_cfa = np.zeros(count, dtype=np.uint64)
-        self.has_prev = np.zeros(count, dtype=bool)
-        self.exact = np.ones(count, dtype=bool)
-        self.active = np.ones(count, dtype=bool)
-        self.first = np.ones(count, dtype=bool)
+
+class _State:
+    """The walks going on, in walk order: their numbers (``rows``) and, a column each, where
+    each is: the frame being unwound (PC, SP, FP, whether SP and FP are known, whether the PC
+    is exact) and the least CFA it may have (``floor``: the previous CFA plus one, 0 where
+    there is none); an unknown SP is 0.  Per walk of the batch: why it stopped
+    (``stop``, -1 while it goes on), how many frames the unwinder stepped, whether it lost a
+    return address.  For a walk at a frame restored from a signal context, its whole state
+    (all registers); the walks whose frame at hand was found through a frame record (the
+    unwinder's frame-pointer fallback: the chain ends where its FP is 0, Unwinder.step)."""
+
+    #: The columns of the walks going on.
+    _COLUMNS = ("rows", "pc", "sp", "fp", "floor", "sp_known", "fp_known", "exact")
+
+    def __init__(self, start: BatchStart) -> None:
+        count = len(start.pc)
         self.stop = np.full(count, -1, dtype=np.int8)
+        self.stop[~start.walkable] = _CODE[StopKind.NO_STACK]
         self.stepped = np.zeros(count, dtype=np.int64)
         self.lost_return = np.zeros(count, dtype=bool)
-        #: Walks whose state the columns do not hold, and that state.
-        self.full = np.zeros(count, dtype=bool)
+        self.lr = start.lr
+        rows: Rows = start.walkable.nonzero()[0]
+        going = len(rows)
+        self.rows = rows
+        self.pc, self.sp, self.fp = start.pc[rows], start.sp[rows], start.fp[rows]
+        self.floor = np.zeros(going, dtype=np.uint64)
+        self.sp_known = np.ones(going, dtype=bool)
+        self.fp_known = np.ones(going, dtype=bool)
+        self.exact = np.ones(going, dtype=bool)
+        #: Whether any PC is exact (else every one is a return address).
+        self.some_exact = True
         self.full_state: dict[int, WalkState] = {}
-        #: Walks whose frame at hand was found through a frame record (the unwinder's
-        #: frame-pointer fallback): the chain ends where its FP is 0 (Unwinder.step).
-        self.by_frame_pointer = np.zeros(count, dtype=bool)
+        self.by_frame_pointer: set[int] = set()
+        #: While some walks step one at a time: which go on.
+        self._keep = np.zeros(0, dtype=bool)
+        #: Trues and falses for the columns a plain step sets (views of them; a column is
+        #: copied before it is written, :meth:`edit`).
+        self._true, self._false = np.ones(going, dtype=bool), np.zeros(going, dtype=bool)
 
-    def finish(self, rows: Rows, why: StopKind) -> None:
-        self.active[rows] = False
-        self.stop[rows] = _CODE[why]
+    def advance(self, callers: _Callers) -> None:
+        """Every walk going on took the plain step: those that go on are at their callers."""
+        live, pc, sp, fp, fp_known, floor = callers
+        if np.count_nonzero(live) < len(live):
+            self.rows = self.rows[live]
+            pc, sp, fp, floor, fp_known = pc[live], sp[live], fp[live], floor[live], fp_known[live]
+        self.pc, self.sp, self.fp, self.floor, self.fp_known = pc, sp, fp, floor, fp_known
+        going = len(self.rows)
+        self.sp_known, self.exact = self._true[:going], self._false[:going]
+        self.some_exact = False
+        self.by_frame_pointer.clear()
 
-    def advance(self, rows: Rows, cfa: Words, pc: Words, sp: Words, fp: Words,
-                fp_known: Mask) -> None:  # fmt: skip
-        """The caller's frame of ``rows``: ``pc`` is a return address (0: the outermost)."""
-        outermost = pc == 0
-        if outermost.any():
-            self.finish(rows[outermost], StopKind.OUTERMOST)
-            go = ~outermost
-            rows, cfa, pc, sp, fp = rows[go], cfa[go], pc[go], sp[go], fp[go]
-            fp_known = fp_known[go]
-        self.pc[rows], self.sp[rows], self.fp[rows] = pc, sp, fp
-        self.sp_known[rows], self.fp_known[rows] = True, fp_known
-        self.prev_cfa[rows], self.has_prev[rows] = cfa, True
-        self.exact[rows] = self.first[rows] = self.by_frame_pointer[rows] = False
+    # -- a step where some walks step one at a time ----------------------------------------------
+    def edit(self) -> None:
+        """Columns of their own to write (those of the frames met stay as they are), and
+        every walk going on so far."""
+        for name in self._COLUMNS[1:]:
+            setattr(self, name, getattr(self, name).copy())
+        self._keep = np.ones(len(self.rows), dtype=bool)
 
-    def walk_state(self, walk: int, depth: int, unwinder: Unwinder) -> WalkState:
-        """Walk ``walk``'s state from the columns."""
+    def advance_some(self, at: Rows, callers: _Callers) -> None:
+        """The walks at positions ``at`` took the plain step."""
+        self._keep[at], self.pc[at], self.sp[at], self.fp[at], self.fp_known[at] = callers[:5]
+        self.floor[at] = callers[5]
+        self.sp_known[at] = True
+        self.exact[at] = False
+        if self.by_frame_pointer:
+            self.by_frame_pointer.difference_update(self.rows[at].tolist())
+
+    def walk_state(self, position: int, depth: int, unwinder: Unwinder) -> WalkState:
+        """The state of the walk at ``position``, from the columns."""
         arch = unwinder.arch
         regs = {}
-        if self.sp_known[walk]:
-            regs[arch.sp] = int(self.sp[walk])
-        if self.fp_known[walk]:
-            regs[arch.fp] = int(self.fp[walk])
-        prev = int(self.prev_cfa[walk]) if self.has_prev[walk] else None
-        source = FrameSource.FRAME_POINTER if self.by_frame_pointer[walk] else FrameSource.SFRAME
-        return WalkState(int(self.pc[walk]), regs, bool(self.exact[walk]), False, depth, prev,
-                         source)  # fmt: skip
+        if self.sp_known[position]:
+            regs[arch.sp] = int(self.sp[position])
+        if self.fp_known[position]:
+            regs[arch.fp] = int(self.fp[position])
+        floor = int(self.floor[position])
+        prev = floor - 1 if floor else None
+        walk = int(self.rows[position])
+        source = FrameSource.FRAME_POINTER if walk in self.by_frame_pointer else FrameSource.SFRAME
+        return WalkState(int(self.pc[position]), regs, bool(self.exact[position]), False, depth,
+                         prev, source)  # fmt: skip
 
-    def take(self, walk: int, caller: WalkState, unwinder: Unwinder) -> None:
-        """Walk ``walk`` goes on from ``caller`` (the unwinder's step)."""
+    def take(self, position: int, caller: WalkState, unwinder: Unwinder) -> None:
+        """The walk at ``position`` goes on from ``caller`` (the unwinder's step)."""
         arch = unwinder.arch
-        self.pc[walk] = caller.pc
-        self.exact[walk] = caller.exact_pc
-        self.first[walk] = False
-        self.has_prev[walk] = caller.prev_cfa is not None
-        self.prev_cfa[walk] = caller.prev_cfa or 0
+        walk = int(self.rows[position])
+        self.pc[position] = caller.pc
+        self.exact[position] = caller.exact_pc
+        # (a CFA the unwinder checked is aligned: it is below 2**64 - 1)
+        self.floor[position] = 0 if caller.prev_cfa is None else caller.prev_cfa + 1
         sp, fp = caller.regs.get(arch.sp), caller.regs.get(arch.fp)
-        self.sp_known[walk], self.sp[walk] = sp is not None, sp or 0
-        self.fp_known[walk], self.fp[walk] = fp is not None, fp or 0
-        self.full[walk] = caller.all_registers
-        self.by_frame_pointer[walk] = caller.source is FrameSource.FRAME_POINTER
+        self.sp_known[position], self.sp[position] = sp is not None, sp or 0
+        self.fp_known[position], self.fp[position] = fp is not None, fp or 0
         if caller.all_registers:
             self.full_state[walk] = caller
+        if caller.source is FrameSource.FRAME_POINTER:
+            self.by_frame_pointer.add(walk)
+        else:
+            self.by_frame_pointer.discard(walk)
+
+    def end(self, position: int, why: StopKind) -> None:
+        """The walk at ``position`` ends, for ``why``."""
+        self._keep[position] = False
+        self.stop[self.rows[position]] = _CODE[why]
+
+    def keep_going(self) -> None:
+        """The walks that go on, after the step."""
+        keep = self._keep
+        for name in self._COLUMNS:
+            setattr(self, name, getattr(self, name)[keep])
+        self.some_exact = bool(self.exact.any())
 
 
 def _apply(
-    state: _State, rows: Rows, codes: Rows, forms: _Forms, memory: BatchMemory, unwinder: Unwinder
-) -> None:
-    """Unwinder._step_sframe for many plain frames, of the form ``codes`` (:class:`_Forms`):
-    each check in its order, a frame that fails one stopping there (``live`` holds the frames
-    still going)."""
-    arch, va_bits = unwinder.arch, unwinder.va_bits
-    # 1. The RA undefined: the outermost frame.
-    live = ~_stopped(state, rows, forms.outermost.take(codes), StopKind.OUTERMOST)
-    # 2. The CFA's base register must be known; 3. the CFA aligned, growing, not below SP.
-    on_fp = forms.on_fp.take(codes)
-    sp, sp_known = state.sp[rows], state.sp_known[rows]
-    fp_before, fp_known_before = state.fp[rows], state.fp_known[rows]
-    known = np.where(on_fp, fp_known_before, sp_known)
-    live &= ~_stopped(state, rows, live & ~known, StopKind.UNKNOWN_REGISTER)
-    cfa: Words = np.where(on_fp, fp_before, sp) + forms.cfa_offset.take(codes)
+    state: _State,
+    at: Rows | slice,
+    codes: Rows,
+    forms: _Forms,
+    memory: BatchMemory,
+    depth: int,
+) -> _Callers:
+    """Unwinder._step_sframe for many plain frames, those of the walks at positions ``at``
+    (:data:`_ALL`: every walk going on), of the forms ``codes`` (:class:`_Forms`): each check
+    in its order, a frame that fails one stopping there."""
+    arch = forms.arch
+    rows = state.rows[at]
+    sp, sp_known = state.sp[at], state.sp_known[at]
+    fp, fp_known = state.fp[at], state.fp_known[at]
+    # The CFA, the RA's address and the FP's: the CFA's base register plus an offset, the
+    # CFA plus theirs.  Both words are read at once (those of a frame that stops first are
+    # not used).
+    on_fp, outermost, saved, unchanged = forms.flags.take(codes, axis=1)
+    offsets = forms.offsets.take(codes, axis=1)
+    cfa: Words = np.where(on_fp, fp, sp) + offsets[0]
+    count = len(rows)
+    walks = np.concatenate((rows, rows))
+    addresses: Words = (offsets[1:] + cfa).ravel()
+    words, readable = memory.read(walks, addresses)
+    ra, ra_read = words[:count], readable[:count]
+    # 1. The RA undefined: the outermost frame.  2. The CFA's base register must be known.
+    # 3. The CFA aligned, growing, not below SP (an unknown SP is 0).
+    unknown = ~np.where(on_fp, fp_known, sp_known)
     align = arch.cfa_align
     misaligned = (cfa & _U64(align - 1) if (align & (align - 1)) == 0 else cfa % _U64(align)) != 0
-    live &= ~_stopped(state, rows, live & misaligned, StopKind.CFA_MISALIGNED)
-    below = state.has_prev[rows] & (cfa <= state.prev_cfa[rows])
-    below |= sp_known & (cfa < sp)
-    live &= ~_stopped(state, rows, live & below, StopKind.CFA_NOT_GROWING)
-    # 4. The RA: read at CFA + offset, or (the first frame only) in its register.
-    in_register = forms.ra_in_register.take(codes)
-    ra_at: Words = cfa + forms.ra_offset.take(codes)
-    ra, readable = memory.read(rows, ra_at)
-    read = live & ~in_register
-    marked = read & readable
-    memory.mark(rows[marked], ra_at[marked] + _U64(8))
-    lost = read & ~readable
-    if lost.any():
-        state.lost_return[rows[lost]] = True
-        live &= ~_stopped(state, rows, lost, StopKind.UNREADABLE)
-    if in_register.any():
-        first = state.first[rows]
-        lr = state.lr[rows] if state.lr is not None else np.zeros(len(rows), np.uint64)
-        ra = np.where(in_register, lr, ra)
-        known = ~in_register | (first & (state.lr is not None))
-        live &= ~_stopped(state, rows, live & ~known, StopKind.UNKNOWN_REGISTER)
-    mangled = forms.mangled_ra.take(codes)
-    if mangled.any():
-        ra = np.where(mangled, ra & _U64((1 << va_bits) - 1), ra)
-    # 5. The FP: saved (read for the frames going on), unchanged, or unknown.
-    saved = forms.fp_saved.take(codes)
-    fp, fp_known = fp_before, forms.fp_unchanged.take(codes) & fp_known_before
-    reading = np.flatnonzero(live & saved)
-    if len(reading):
-        fp_at: Words = cfa[reading] + forms.fp_offset.take(codes[reading])
-        values, readable = memory.read(rows[reading], fp_at)
-        memory.mark(rows[reading[readable]], fp_at[readable] + _U64(8))
-        fp = fp_before.copy()
-        fp[reading] = values
-        # A saved FP that cannot be read is unknown from here on (not the end of the walk).
-        fp_known[reading] = readable
+    below = (cfa < state.floor[at]) | (cfa < sp)
+    failed = unknown | misaligned | below
+    live = ~(outermost | failed)
+    # 4. The RA: read at CFA + offset, or (the first frame only: plain forms of later frames
+    # read it) in its register.
+    in_register = None
+    read = live
+    if depth == 0 and forms.ra_in_registers:
+        in_register = forms.ra_in_register.take(codes)
+        read = live & ~in_register
+    lost = read & ~ra_read
+    marked_ra = read & ra_read
+    no_register = None
+    if in_register is None:
+        live = marked_ra
+    else:
+        live &= ~lost
+        if state.lr is None:
+            no_register = live & in_register
+            live &= ~in_register
+        else:
+            ra = np.where(in_register, state.lr[rows], ra)
+    if forms.mangles:
+        ra = np.where(forms.mangled_ra.take(codes), ra & _U64((1 << forms.va_bits) - 1), ra)
+    # 5. The FP: saved (read for the frames going on), unchanged, or unknown.  A saved FP that
+    # cannot be read is unknown from here on (not the end of the walk).
+    fp_read = readable[count:]
+    fp = np.where(saved, words[count:], fp)
+    fp_known = np.where(saved, fp_read, unchanged & fp_known)
+    if memory.counts_used:
+        marked = np.concatenate((marked_ra, live & saved & fp_read))
+        memory.mark(walks[marked], addresses[marked] + _U64(8))
+    # The caller: a return address of 0 ends the walk (Unwinder._caller).  Each frame's
+    # first failed check is set last.
+    why = np.full(count, -1, dtype=np.int8)
+    zero = ra == 0
+    if np.count_nonzero(zero):
+        why[zero] = _OUTERMOST
+    if no_register is not None:
+        why[no_register] = _UNKNOWN_REGISTER
+    if np.count_nonzero(lost):
+        why[lost] = _UNREADABLE
+        state.lost_return[rows] = lost
+    if np.count_nonzero(failed):
+        why[below] = _CFA_NOT_GROWING
+        why[misaligned] = _CFA_MISALIGNED
+        why[unknown] = _UNKNOWN_REGISTER
+    why[outermost] = _OUTERMOST
+    state.stop[rows] = why
     sp_after: Words = cfa + _U64(arch.sp_at_cfa & _MASK64)
-    at = np.flatnonzero(live)
-    state.advance(rows[at], cfa[at], ra[at], sp_after[at], fp[at], fp_known[at])
-
-
-def _stopped(state: _State, rows: Rows, failing: Mask, why: StopKind) -> Mask:
-    """End the walks of ``rows[failing]`` with ``why``; returns ``failing``."""
-    if failing.any():
-        state.finish(rows[failing], why)
-    return failing
+    return why < 0, ra, sp_after, fp, fp_known, cfa + _U64(1)
 
 
 def _assembled(
@@ -665,8 +756,9 @@ def _assembled(
     at depth ``d`` goes to its ``d``-th place (a walk going on at a depth went on at every
     one before), each depth's placed in turn, without a sort or a copy of them all."""
     offsets = np.zeros(count + 1, dtype=np.int64)
+    last = offsets[1:]  # each walk's frames: its last depth, plus one
     for depth, (rows, *_) in enumerate(frames):
-        offsets[rows + 1] = depth + 1  # each walk's frames: its last depth, plus one
+        last[rows] = depth + 1
     np.cumsum(offsets, out=offsets)
     total = int(offsets[-1])
     pcs, modules = np.empty(total, np.uint64), np.empty(total, np.int64)

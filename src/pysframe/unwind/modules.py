@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
     from ..format.model import Header, LookupResult
 
+    #: An address space's pieces: where each starts, its module number and delta.
+    _Pieces = tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.uint64]]
+
 #: What a module's SFrame is when it has none: no section and nothing generated.
 NO_SFRAME = "none"
 #: ... and when its section cannot be read.
@@ -510,8 +513,9 @@ class AddressSpace:
         self._ends: list[int] = []
         self._placed: list[int] = []
         self._deltas: list[int] = []
-        #: numpy copies of the lists, made when first looked up after a change.
-        self._arrays: tuple[npt.NDArray[np.uint64], ...] | None = None
+        #: The pieces of the address space (:meth:`_pieces`), made when first looked up
+        #: after a change.
+        self._arrays: _Pieces | None = None
         for module in modules:
             self.map(module.start, module.end, module)
 
@@ -579,19 +583,35 @@ class AddressSpace:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
         """For each PC: the number of the module holding it (-1: none), and its mapping's
         delta."""
+        if self._arrays is None:
+            self._arrays = self._pieces()
+        starts, placed, deltas = self._arrays
+        at = starts.searchsorted(pcs, side="right")  # the piece at or before, plus one
+        return placed[at], deltas[at]
+
+    def _pieces(self) -> _Pieces:
+        """The address space cut in pieces, each a mapping or a gap between them (module
+        -1, delta 0), from address 0 on: their starts, and the module number and delta of
+        each after an entry never read (a piece is found at its index plus one)."""
         import numpy as np
 
-        if self._arrays is None:  # each list after an empty mapping at 0 (before them all)
-            self._arrays = (
-                np.array([0, *self._starts], dtype=np.uint64),
-                np.array([0, *self._ends], dtype=np.uint64),
-                np.array([-1, *self._placed], dtype=np.int64),
-                np.array([0, *(d & _MASK64 for d in self._deltas)], dtype=np.uint64),
-            )
-        starts, ends, placed, deltas = self._arrays
-        at = np.searchsorted(starts, pcs, side="right") - 1  # the mapping at or before
-        found = pcs < ends[at]
-        return np.where(found, placed[at], -1), np.where(found, deltas[at], 0)
+        starts, placed, deltas = [0], [-1, -1], [0, 0]
+        following = [*self._starts[1:], None]
+        for start, end, number, delta, after in zip(
+            self._starts, self._ends, self._placed, self._deltas, following, strict=True
+        ):
+            starts.append(start)
+            placed.append(number)
+            deltas.append(delta & _MASK64)
+            if after is None or end < after:  # a gap up to the next mapping
+                starts.append(end)
+                placed.append(-1)
+                deltas.append(0)
+        return (
+            np.array(starts, dtype=np.uint64),
+            np.array(placed, dtype=np.int64),
+            np.array(deltas, dtype=np.uint64),
+        )
 
     def __len__(self) -> int:
         return len(self._starts)
