@@ -240,9 +240,12 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
         unavailable(why)
 
 
-def live(out: Path, program: Path, *, pipe: bool = False, **kwargs: object) -> Path:
+def live(
+    out: Path, program: Path, *, pipe: bool = False, iterations: str = "0.6", **kwargs: object
+) -> Path:
+    """``program`` (perfprog: ``iterations`` million loops a thread) recorded into ``out``."""
     try:
-        return record(out, [str(program), "0.6"], pipe=pipe, **kwargs)  # type: ignore[arg-type]
+        return record(out, [str(program), iterations], pipe=pipe, **kwargs)  # type: ignore[arg-type]
     except Unavailable as why:
         unavailable(why)
 
@@ -278,7 +281,10 @@ def test_live_two_events(tmp_path: Path, program: Path) -> None:
     ("-e", "cpu-clock", "-F", "5000", "-g"),
 ], ids=["frame-pointer", "frequency"])  # fmt: skip
 def test_live_other_sample_layouts(tmp_path: Path, program: Path, options: tuple[str, ...]) -> None:
-    path = live(tmp_path / "other.data", program, options=options)
+    # Ten times the loops of the other live recordings: at -F 5000 the kernel sets the period
+    # from the rate it has seen, and the default program's few milliseconds of CPU gave no
+    # sample at all once, in a loaded test run.
+    path = live(tmp_path / "other.data", program, iterations="6", options=options)
     assert check_against_dump(path, dump_text(path), False) > 5
     reading = read_both(path)
     assert reading.bulk == reading.oracle

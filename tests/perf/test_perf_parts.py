@@ -31,8 +31,13 @@ from pysframe.perf.script import write_script
 from pysframe.perf.speedscope import write_speedscope
 
 #: Small ring buffers (-m 16 pages): perf record empties them often, each time a round of
-#: records (FINISHED_ROUND), so that perf delivers the samples in many stretches.
-OPTIONS = ("-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf,4096", "-m", "16")
+#: records (FINISHED_ROUND), so that perf delivers the samples in many stretches.  A sample
+#: a millisecond of CPU: a ring (some 15 samples of 4 KB stacks) then fills in 15 ms, time
+#: for perf record to empty it on a loaded machine (at a sample each 0.1 ms, some of a
+#: recording's samples were lost even on a quiet one, and most on a loaded one).
+OPTIONS = ("-e", "cpu-clock", "-c", "1000000", "--call-graph", "dwarf,4096", "-m", "16")
+#: perfprog's loop iterations per thread, in millions: some 0.3 s of CPU, 200-odd samples.
+ITERATIONS = "60"
 #: Samples per delivery: a few hundred samples make many slices' worth.
 CHUNK = 16
 
@@ -42,7 +47,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("perf-parts")
     try:
         program = build_program(out, "perfprog")
-        return record(out / "perf.data", [str(program), "6"], options=OPTIONS)
+        return record(out / "perf.data", [str(program), ITERATIONS], options=OPTIONS)
     except Unavailable as why:
         unavailable(why)
 
