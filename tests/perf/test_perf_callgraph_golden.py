@@ -284,3 +284,26 @@ def test_script_fields_are_perfs(profiled: tuple[Path, list[str]], fields: str |
 def test_script_nanoseconds_are_perfs(profiled: tuple[Path, list[str]]) -> None:
     arguments = ["script", "-i", str(profiled[0]), "-F", "comm,pid,tid,cpu,time,period", "--ns"]
     assert pysframe_lines(*arguments) == perf_lines(*arguments)
+
+
+@pytest.mark.parametrize("ranges", [1, 2])
+def test_report_of_time_slices_is_perfs(profiled: tuple[Path, list[str]], ranges: int) -> None:
+    """``--time``: the samples in its ranges, and the header that names them, as perf's
+    (builtin-report.c hists__fprintf_nr_sample_events: `` (time slices: TEXT)``)."""
+    data = profiled[0]
+    times = sorted(_sample_times("\n".join(perf_lines(
+        "script", "-i", str(data), "--no-inline", "-F", "tid,time,ip,sym,symoff,dso", "--ns"
+    ))))  # fmt: skip
+    assert len(times) > 100
+    quarter = len(times) // 4
+    if ranges == 1:  # the middle half
+        text = f"{_seconds(times[quarter])},{_seconds(times[3 * quarter])}"
+    else:  # the first quarter, and from the last quarter on
+        text = f"{_seconds(times[0])},{_seconds(times[quarter])} {_seconds(times[3 * quarter])},"
+    arguments = ["report", "-i", str(data), "--stdio", "--no-inline", "--time", text,
+                 "--sort", "pid,comm", "-g", "none"]  # fmt: skip
+    theirs, ours = perf_lines(*arguments), pysframe_lines(*arguments)
+    headers = [line for line in theirs if line.startswith("# Samples: ")]
+    assert len(headers) == 1 and f" (time slices: {text})" in headers[0]
+    # the samples counted per thread depend on no walk: the table is perf's, line for line
+    assert ours == theirs

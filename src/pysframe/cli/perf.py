@@ -726,7 +726,7 @@ def _top_options(args: argparse.Namespace, profile: Profile) -> TopOptions:
         raise UsageError(
             "perf report: -g: the recording has no callchains (record with -g or --call-graph)"
         )
-    return TopOptions(sort, children, graph, percent_limit, args.sort)
+    return TopOptions(sort, children, graph, percent_limit, args.sort, args.time)
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -93,13 +93,15 @@ class TopOptions:
     ``sort_order``, perf's ``--sort`` text when given, which perf's graph looks at),
     ``children`` (a Children column, and rows for callers), ``graph`` (the call graph
     under each row of an event with callchains, :class:`~pysframe.perf.callgraph.GraphOptions`;
-    None: none, ``-g none``) and ``percent_limit`` (rows under that share are left out)."""
+    None: none, ``-g none``), ``percent_limit`` (rows under that share are left out) and
+    ``time_slices`` (perf's ``--time`` text, which the samples were chosen by)."""
 
     sort: tuple[str, ...] = DEFAULT_SORT
     children: bool = False
     graph: GraphOptions | None = None
     percent_limit: float = 0.0
     sort_order: str | None = None
+    time_slices: str | None = None
 
 
 def perf_defaults(profile: Profile) -> TopOptions:
@@ -935,7 +937,8 @@ def write_top(
 
     As perf lays it out (builtin-report.c hists__fprintf_nr_sample_events and
     ui/stdio/hist.c hists__fprintf): a ``#`` header with the lost samples, then per event
-    ``# Samples: 16K of event 'cpu-clock'``, ``# Event count (approx.): N``, the column
+    ``# Samples: 16K of event 'cpu-clock'`` (and `` (time slices: …)`` with ``--time``),
+    ``# Event count (approx.): N``, the column
     headers and dots, and the rows: percentages of the event's summed period (``%.2f%%``),
     then the sort keys' columns (sort.c): ``Command`` (cut to the longest name its rows'
     threads ended with, thread__comm_len), ``Pid:Command`` (``%7d:`` and the name),
@@ -993,7 +996,9 @@ def _cell(row: TopRow, key: str, width: int, last: bool) -> str:
 
 def _section_lines(section: TopSection, options: TopOptions) -> Iterator[str]:
     count, unit = _convert_unit(section.samples)
-    yield f"# Samples: {count}{unit} of event '{escape_controls(section.event)}'\n"
+    # builtin-report.c hists__fprintf_nr_sample_events: `` (time slices: %s)`` of --time
+    slices = "" if options.time_slices is None else f" (time slices: {options.time_slices})"
+    yield f"# Samples: {count}{unit} of event '{escape_controls(section.event)}'{slices}\n"
     yield f"# Event count (approx.): {section.period}\n#\n"
     keys = options.sort
     widths = _widths(section, keys)
