@@ -131,15 +131,16 @@ def test_a_compressed_recording_reads_as_it_uncompressed(
 ) -> None:
     compressed = recordings["pipe"]
     plain = uncompressed_copy(compressed, tmp_path / "plain.data")
-    theirs = perf_lines(command[0], "-i", str(plain), *command[1:])
-    from_compressed = perf_lines(command[0], "-i", str(compressed), *command[1:])
-    if command[0] == "report":
-        # perf orders branches of equal overhead as it meets them: once, two 17.54% branches
-        # (clone3, _start) came in the other order from the two files; the lines are the same
-        from_compressed, theirs = sorted(from_compressed), sorted(theirs)
-    assert from_compressed == theirs
-    assert len(theirs) > 10
+    if command[0] == "script":
+        # perf's own text of the two files: the copy holds the records the compressed one
+        # does.  (Not perf report's: of the same two files, perf once ordered two branches
+        # of equal overhead otherwise, and once named a frame by another of its symbol's
+        # aliases, __libc_start_main@@GLIBC_2.34 for __libc_start_call_main.)
+        theirs = perf_lines(command[0], "-i", str(plain), *command[1:])
+        assert perf_lines(command[0], "-i", str(compressed), *command[1:]) == theirs
+        assert len(theirs) > 10
     ours = pysframe_lines(command[0], "-i", str(compressed), *command[1:])
+    assert len(ours) > 10
     assert ours == pysframe_lines(command[0], "-i", str(plain), *command[1:])
 
 
