@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
+from pysframe.cli import main
 from pysframe.elf.reader import ElfReader
 from pysframe.sources import ResolvedSFrame, generated_sframe, resolve_sframe
 from pysframe.sources.cache import (
@@ -288,6 +289,19 @@ def test_an_untrusted_directory_is_not_used(
     assert take_warnings() == [f"{cache}: not used as the cache of generated SFrame: {why}"]
     assert _generated().generation is not None and take_warnings() == []
 
+
+
+def test_a_command_prints_none_of_the_warnings_earlier_calls_left(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cache's warnings wait for the command line to print them: those a library call
+    left before a command (in the same process) are not the command's, and it drops them."""
+    cache.mkdir(parents=True, mode=0o700)
+    cache.chmod(0o770)  # group-writable: not used, and a warning waits
+    assert _generated().generation is not None
+    assert main(["dump", str(CORPUS)]) == 0
+    assert capsys.readouterr().err == ""
+    assert take_warnings() == []
 
 def test_a_verdict_is_kept_and_used_for_the_same_bytes_only(
     cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

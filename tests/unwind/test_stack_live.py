@@ -174,13 +174,10 @@ def test_core_exe_build_id_mismatch_and_missing_exe(
     """The build ID of --exe is compared with the one the core holds in the first page of
     the executable's mapping: another build is one warning line, naming the file.  (A cache
     of its own: the session's may hold an entry another test made from a copy of the
-    program changed under the same build ID, which is warned about as it is refused; and
-    no warning an earlier test's library call left waiting for a command line to print.)"""
+    program changed under the same build ID, which is warned about as it is refused.)"""
     from pysframe.elf.reader import ElfReader
-    from pysframe.sources import cache
 
     monkeypatch.setenv("PYSFRAME_CACHE_DIR", str(tmp_path / "cache"))
-    cache.take_warnings()
     from pysframe.unwind.corefile import CoreFile
     from pysframe.unwind.loadmap import build_id_in_memory
 

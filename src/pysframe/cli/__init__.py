@@ -135,6 +135,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    _drop_earlier_cache_warnings()
     try:
         _refuse_standard_output_over_inputs(args)
         status: int = args.func(args)
@@ -165,6 +166,14 @@ def _refuse_standard_output_over_inputs(args: argparse.Namespace) -> None:
     from ..output import STDOUT, refuse_inputs
 
     refuse_inputs(STDOUT, _inputs(args))
+
+
+def _drop_earlier_cache_warnings() -> None:
+    """Forget the cache's warnings that wait from before this command (library calls earlier
+    in this process): a command warns of what it met itself."""
+    cache = sys.modules.get("pysframe.sources.cache")
+    if cache is not None:
+        cache.take_warnings()
 
 
 def _cache_warnings() -> None:
