@@ -12,6 +12,7 @@ told where the data ends.
   the samples, in time linear in the stream;
 * sizes checked before arithmetic: an AUXTRACE payload of 2^64-1 bytes;
 * a mapped file of /proc is not read as a module (nor a device, nor any file of the kernel);
+* a mapping whose end passes 2^64 holds no address, as perf's (its end wraps);
 * a recording with data size 0 (``perf record`` killed), or cut short, is read up to its last
   whole record, with one warning; without the feature sections, the architecture is the
   mapped files' machine, then this machine's;
@@ -353,6 +354,26 @@ def test_a_mapped_file_of_proc_is_not_read(
     # an executable mapping of /dev/zero is JIT code to perf (util/map.c map__new)
     assert run.out.splitlines() == [":1;[mem] 1", ":1;[perf-1.map] 1"]
 
+
+
+@pytest.mark.parametrize("length", [0x1000, 0x2000], ids=["to-2**64", "past-2**64"])
+def test_a_mapping_that_runs_past_the_address_space(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    length: int,
+) -> None:
+    """An MMAP2 whose start plus length reaches 2**64: its end does not fit in a u64 (the
+    command ended with an internal error).  perf's end wraps, and no address is found in the
+    mapping; nor here: the sample's frame has no module."""
+    perf = recording()
+    start = (1 << 64) - 0x1000
+    perf.mmap2(0, 1, 1, start, length, 0, sys.executable)
+    perf.sample(0, ip=start + 0x10, pid=1, tid=1)
+    path = tmp_path / "wrapped.data"
+    path.write_bytes(perf.build())
+    for command in (("script",), ("report", "--format", "folded")):
+        run = pysframe(capsys, monkeypatch, tmp_path, "perf", *command, str(path))
+        assert (run.status, run.err) == (0, [])
+        assert "[unknown]" in run.out and Path(sys.executable).name not in run.out
 
 def test_files_of_the_kernel_are_no_inputs() -> None:
     from pysframe.elf.reader import ElfReader

@@ -99,6 +99,10 @@ class AddressSpaces:
         elif event.misc & MISC_MMAP_DATA:
             return
         start, end = event.start, event.start + event.length
+        if end >= 1 << 64:
+            # perf's map__new: the end wraps (u64) to at most the start, and no address is
+            # ever found in the map (maps__find: start <= ip < end); nor is one here
+            return
         # JIT code: the dso /tmp/perf-PID.map, at its own addresses (perf's map__new).
         jit = perf_map_dso(event.filename, event.pid, event.prot, event.flags or 0)
         filename, pgoff = (event.filename, event.pgoff) if jit is None else (jit, start)
