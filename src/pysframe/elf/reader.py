@@ -168,6 +168,12 @@ _SHDR_AS_SECTION = operator.itemgetter(
     )
 )  # fmt: skip
 
+#: Where a section header's fields are in its tuple (SHDR_NAMES order).
+_SH_NAME, _SH_TYPE, _SH_FLAGS, _SH_OFFSET, _SH_SIZE, _SH_LINK, _SH_INFO = (
+    SHDR_NAMES.index(name)
+    for name in ("name_offset", "type", "flags", "offset", "size", "link", "info")
+)
+
 #: Decompressed sections may be this many times their compressed size (plus 1 MiB)...
 MAX_EXPANSION = 64
 #: ... and never more than this (512 MiB).
@@ -379,11 +385,13 @@ class ElfReader:
     def code_bytes(self) -> int:
         """Bytes of executable code: of the allocated executable sections with contents, or,
         when the section headers are stripped, of the executable PT_LOAD segments."""
-        headers = self._section_table().fields  # SHDR_NAMES order: type, flags, size
+        headers = self._section_table().fields
         if headers:
             wanted = SHF_ALLOC | SHF_EXECINSTR
             return sum(
-                h[5] for h in headers if h[2] & wanted == wanted and h[1] != SHT_NOBITS
+                h[_SH_SIZE]
+                for h in headers
+                if h[_SH_FLAGS] & wanted == wanted and h[_SH_TYPE] != SHT_NOBITS
             )
         return sum(seg.filesz for seg in self.load_segments() if seg.flags & PF_X)
 
@@ -408,7 +416,7 @@ class ElfReader:
         parts: list[bytes] = []
         for index, (fields, name) in enumerate(zip(table.fields, table.names, strict=True)):
             parts += (name.encode(), b"\0", table.entry(index))
-            kind, offset, size = fields[1], fields[4], fields[5]
+            kind, offset, size = fields[_SH_TYPE], fields[_SH_OFFSET], fields[_SH_SIZE]
             if name in names and kind != SHT_NOBITS:
                 parts.append(self.read(offset, size))
         digest.update(b"".join(parts))
@@ -446,7 +454,7 @@ class ElfReader:
     def _read_section_table(self) -> _SectionTable:
         header = self.header
         try:
-            count = 0 if header.shoff == 0 else header.shnum or self._section_header(0)[5]
+            count = 0 if header.shoff == 0 else header.shnum or self._section_header(0)[_SH_SIZE]
             # e_shnum 0 means section 0's sh_size counts them: any number, so bound it first.
             self._check_table("section", count, header.shoff, header.shentsize)
             if not count:
@@ -459,7 +467,7 @@ class ElfReader:
                 for at in range(0, count * header.shentsize, header.shentsize)
             ]
             return _SectionTable(
-                table, header.shentsize, layout.size, fields, [names(f[0]) for f in fields]
+                table, header.shentsize, layout.size, fields, [names(f[_SH_NAME]) for f in fields]
             )
         except SFrameError as error:
             raise ElfError(f"unreadable section headers ({error.detail})", path=self.path) from None
@@ -484,9 +492,9 @@ class ElfReader:
         wherever it is in the file (none: the name is empty), as pyelftools reads them."""
         index = self.header.shstrndx
         if index == SHN_XINDEX:
-            index = self._section_header(0)[6]  # sh_link
+            index = self._section_header(0)[_SH_LINK]
         fields = self._section_header(index)
-        start, size = fields[4], fields[5]
+        start, size = fields[_SH_OFFSET], fields[_SH_SIZE]
         file_size = self.file_size
         table = self.read(start, min(size, file_size - start)) if start < file_size else b""
 
@@ -524,12 +532,14 @@ class ElfReader:
         (``sh_link``: a symbol table's string table), where that is a section of the file."""
         table = self._section_table()
         count = len(table.names)
-        links = (f[6] for f, name in zip(table.fields, table.names, strict=True) if name in names)
+        links = (
+            f[_SH_LINK] for f, name in zip(table.fields, table.names, strict=True) if name in names
+        )
         return {table.names[link] for link in links if 0 < link < count}
 
     def section_by_type(self, sh_type: int) -> ElfSection | None:
         for index, fields in enumerate(self._section_table().fields):
-            if fields[1] == sh_type:
+            if fields[_SH_TYPE] == sh_type:
                 return self._section_at(index)
         return None
 
@@ -574,7 +584,7 @@ class ElfReader:
         """sh_type of the section at ``section``'s sh_link (None: its header is not in the
         file)."""
         try:
-            return self._section_header(section.link)[1]
+            return self._section_header(section.link)[_SH_TYPE]
         except SFrameError:
             return None
 
@@ -628,10 +638,10 @@ class ElfReader:
         psABI 4.1.2), read as pyelftools reads it: section 0 named (its name table found),
         of type SHT_NULL (another type is not read here)."""
         fields = self._section_header(0)
-        self._name_table()(fields[0])
-        if fields[1] != SHT_NULL:
-            raise ElfError(f"section 0 of type {fields[1]:#x} is not read here")
-        return int(fields[7])
+        self._name_table()(fields[_SH_NAME])
+        if fields[_SH_TYPE] != SHT_NULL:
+            raise ElfError(f"section 0 of type {fields[_SH_TYPE]:#x} is not read here")
+        return int(fields[_SH_INFO])
 
     def load_segments(self) -> list[ElfSegment]:
         return [seg for seg in self.segments() if seg.type == PT_LOAD]
