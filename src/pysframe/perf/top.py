@@ -369,11 +369,13 @@ def top_table(
     time = profile.column("time")
     order = np.argsort(time, kind="stable")
     tids = profile.column("tid")[order]
-    columns = [profile.column(name)[order] for name in ("event", "comm")]
+    event_column, period_column = profile.column("event"), profile.column("period")
+    ordered_periods = period_column[order]
+    columns = [event_column[order], profile.column("comm")[order]]
     if "pid" in keys:
         columns.append(tids)
     columns.append(profile.column("stack")[order])
-    groups = group(columns, profile.column("period")[order])
+    groups = group(columns, ordered_periods)
     flat = FlatStacks.of(profile)
     own_frames = innermost_real_frames(profile, flat).tolist()
     # Each thread's command name at the end (its last sample's): perf's thread__comm_len.
@@ -443,7 +445,7 @@ def top_table(
     group_found: list[tuple[int, tuple[int, ...]] | None] = [None] * len(groups)
     # Sample by sample in time, as perf reads them (hists__findnew_entry: a walk by a
     # comparison that is no total order can miss an entry and add another, as perf's does).
-    periods = profile.column("period")[order].tolist()
+    periods = ordered_periods.tolist()
     always = _Entries.ALWAYS
     for sample, number in enumerate(groups.labels.tolist()):
         entries = sections[event_of[number]]
@@ -487,10 +489,14 @@ def top_table(
             hist.total_period += period
             if graph:
                 _add_chain(hist, want.cursor[entry[4]:], period, count)
-    return [
-        _section(profile, number, sections.get(number), options, frames, last_comm)
-        for number in range(len(profile.events))
-    ]
+    sections_made = []
+    for number in range(len(profile.events)):
+        chosen = event_column == number
+        samples, period = int(np.count_nonzero(chosen)), int(period_column[chosen].sum())
+        sections_made.append(_section(
+            profile, number, samples, period, sections.get(number), options, frames, last_comm
+        ))  # fmt: skip
+    return sections_made
 
 
 #: An entry a sample asks for: its part, the frame it shows, the address shown without a
@@ -786,14 +792,14 @@ def _add_chain(hist: _Hist, chain: tuple[int, ...], period: int, count: int) -> 
 def _section(
     profile: Profile,
     event: int,
+    samples: int,
+    period: int,
     entries: _Entries | None,
     options: TopOptions,
     frames: _Frames,
     last_comm: dict[int, str],
 ) -> TopSection:
     name, unit = profile.events[event]
-    chosen = np.flatnonzero(profile.column("event") == event)
-    period = int(profile.column("period")[chosen].sum())
     graphs = None
     chain_key: list[int] | None = None
     if options.graph is not None and profile.has_callchains(name):
@@ -828,7 +834,7 @@ def _section(
         return _sorts_before(*made[item], *made[at], options, caller_first)
 
     rows = [made[item][1] for item in rb_order(len(made), goes_left)]
-    return TopSection(name, unit, len(chosen), period, rows, graphs)
+    return TopSection(name, unit, samples, period, rows, graphs)
 
 
 def _sorts_before(
